@@ -1,0 +1,46 @@
+"""The ``pldemu`` command line: one module per subcommand, registered in one table."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from importlib import import_module
+from types import MappingProxyType
+
+# subcommand -> (module, one-line help). Each module defines add_arguments(parser) and run(args) -> int.
+SUBCOMMANDS = MappingProxyType(
+    {
+        "lower": ("pldemu.cli.lower", "print a program before and after LowerCompositeOps"),
+        "run": ("pldemu.cli.run", "execute a .pld program on N MPI ranks"),
+        "check": ("pldemu.cli.check", "run a collective K times and check every iteration (nccl-tests style)"),
+        "demo": ("pldemu.cli.demo", "the 4-rank demonstration: allreduce + all_to_all_v in a loop, checked"),
+    }
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pldemu", description="Run pld.tensor.* collectives for real on MPI.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module, help_text) in SUBCOMMANDS.items():
+        try:
+            mod = import_module(module)
+        except ModuleNotFoundError as err:
+            if err.name != module:
+                raise
+            continue  # subcommand not built yet
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        mod.add_arguments(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    runner: Callable[[argparse.Namespace], int] = args._run
+    return runner(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""Attribute enums of the pld ops. Values follow the append-only ABI of the protocol digest."""
+
+from __future__ import annotations
+
+import enum
+
+
+class NotifyOp(enum.IntEnum):
+    AtomicAdd = 0
+    Set = 1
+
+
+class WaitCmp(enum.IntEnum):
+    Eq = 0
+    Ge = 1
+
+
+class AtomicType(enum.IntEnum):
+    # "None" is a keyword in Python; the text form still spells it None.
+    None_ = 0
+    Add = 1
+
+
+class ReduceOp(enum.IntEnum):
+    Sum = 0
+    Max = 1
+    Min = 2
+    Prod = 3
+
+
+class MemorySpace(enum.IntEnum):
+    DDR = 0
+    Vec = 1
+    Mat = 2
+
+
+class Layout(enum.IntEnum):
+    ND = 0
+    DN = 1
+
+
+class AllreduceMode(enum.IntEnum):
+    mesh = 0
+    ring = 1
+
+
+class PadValue(enum.IntEnum):
+    """tile.fillpad fill value: zero, or the identity-safe extremes of the element type."""
+
+    zero = 0
+    max = 1
+    min = 2
+
+
+ATTR_ENUMS: tuple[type[enum.IntEnum], ...] = (
+    NotifyOp,
+    WaitCmp,
+    AtomicType,
+    ReduceOp,
+    MemorySpace,
+    Layout,
+    AllreduceMode,
+    PadValue,
+)
+
+
+def enum_text(value: enum.IntEnum) -> str:
+    """Text-form spelling of an enum member (AtomicType.None_ prints as None)."""
+    return value.name.rstrip("_")
+
+
+def enum_parse(cls: type[enum.IntEnum], text: str) -> enum.IntEnum:
+    """Inverse of enum_text, with an error that lists the legal spellings."""
+    for member in cls:
+        if enum_text(member) == text:
+            return member
+    legal = ", ".join(enum_text(m) for m in cls)
+    raise ValueError(f"unknown {cls.__name__} {text!r}; expected one of {legal}")

@@ -1,0 +1,460 @@
+"""IR nodes: types, expressions, statements, functions and programs. All frozen dataclasses.
+
+A program is plain data: it declares the buffers (data windows, signal windows, rank-local tensors)
+and the function that every rank runs. Rank and rank count are runtime queries inside that function
+(`pld.system.rank` / `pld.system.nranks`); buffer shapes may mention the symbol ``NR`` (the rank
+count), which is bound when the program is instantiated on a communicator.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pldemu.ir.dtypes import DType
+from pldemu.ir.enums import Layout, MemorySpace
+from pldemu.ir.ops import Op
+
+# ----------------------------------------------------------------------------------------------
+# Types
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScalarType:
+    dtype: DType
+
+
+@dataclass(frozen=True)
+class TensorType:
+    """A global-memory tensor. ``window=True`` makes it a DistributedTensor (peers can access it)."""
+
+    dtype: DType
+    shape: tuple[Expr, ...]
+    valid_shape: tuple[Expr, ...] | None = None
+    window: bool = False
+    layout: Layout = Layout.ND
+    strides: tuple[int, ...] | None = None  # None: packed row-major
+
+
+@dataclass(frozen=True)
+class TileType:
+    """An on-chip tile: a static physical shape and an optional (possibly dynamic) valid shape."""
+
+    dtype: DType
+    shape: tuple[int, ...]
+    valid_shape: tuple[Expr, ...] | None = None
+    memory: MemorySpace = MemorySpace.Vec
+
+
+@dataclass(frozen=True)
+class CommCtxType:
+    """The communication context of a window (its communicator)."""
+
+
+@dataclass(frozen=True)
+class NoneType:
+    """Type of calls evaluated for effect only."""
+
+
+Type = ScalarType | TensorType | TileType | CommCtxType | NoneType
+
+INDEX = ScalarType(DType.INDEX)
+INT32 = ScalarType(DType.INT32)
+BOOL = ScalarType(DType.BOOL)
+FP32 = ScalarType(DType.FP32)
+NONE = NoneType()
+COMM_CTX = CommCtxType()
+
+# ----------------------------------------------------------------------------------------------
+# Expressions
+# ----------------------------------------------------------------------------------------------
+
+
+class BinOpKind(enum.Enum):
+    """Scalar binary operators; the value is the text-form spelling."""
+
+    ADD = "+"
+    SUB = "-"
+    MUL = "*"
+    FLOORDIV = "//"
+    MOD = "%"
+    MIN = "min"
+    MAX = "max"
+    EQ = "=="
+    NE = "!="
+    LT = "<"
+    LE = "<="
+    GT = ">"
+    GE = ">="
+    AND = "and"
+    OR = "or"
+
+    @property
+    def is_compare(self) -> bool:
+        return self in _COMPARE
+
+    @property
+    def is_logic(self) -> bool:
+        return self in (BinOpKind.AND, BinOpKind.OR)
+
+    @property
+    def is_function(self) -> bool:
+        """Printed as ``min(a, b)`` rather than infix."""
+        return self in (BinOpKind.MIN, BinOpKind.MAX)
+
+
+_COMPARE = frozenset({BinOpKind.EQ, BinOpKind.NE, BinOpKind.LT, BinOpKind.LE, BinOpKind.GT, BinOpKind.GE})
+
+
+class ExprOps:
+    """Python operators that build IR expressions (``a + b``, ``a // 2``); comparisons are methods."""
+
+    def __add__(self, other: ExprLike) -> Expr:
+        return _arith(BinOpKind.ADD, self, other)
+
+    def __radd__(self, other: ExprLike) -> Expr:
+        return _arith(BinOpKind.ADD, other, self)
+
+    def __sub__(self, other: ExprLike) -> Expr:
+        return _arith(BinOpKind.SUB, self, other)
+
+    def __rsub__(self, other: ExprLike) -> Expr:
+        return _arith(BinOpKind.SUB, other, self)
+
+    def __mul__(self, other: ExprLike) -> Expr:
+        return _arith(BinOpKind.MUL, self, other)
+
+    def __rmul__(self, other: ExprLike) -> Expr:
+        return _arith(BinOpKind.MUL, other, self)
+
+    def __floordiv__(self, other: ExprLike) -> Expr:
+        return _arith(BinOpKind.FLOORDIV, self, other)
+
+    def __rfloordiv__(self, other: ExprLike) -> Expr:
+        return _arith(BinOpKind.FLOORDIV, other, self)
+
+    def __mod__(self, other: ExprLike) -> Expr:
+        return _arith(BinOpKind.MOD, self, other)
+
+    def __rmod__(self, other: ExprLike) -> Expr:
+        return _arith(BinOpKind.MOD, other, self)
+
+    def eq(self, other: ExprLike) -> Expr:
+        return _arith(BinOpKind.EQ, self, other)
+
+    def ne(self, other: ExprLike) -> Expr:
+        return _arith(BinOpKind.NE, self, other)
+
+    def lt(self, other: ExprLike) -> Expr:
+        return _arith(BinOpKind.LT, self, other)
+
+    def le(self, other: ExprLike) -> Expr:
+        return _arith(BinOpKind.LE, self, other)
+
+    def gt(self, other: ExprLike) -> Expr:
+        return _arith(BinOpKind.GT, self, other)
+
+    def ge(self, other: ExprLike) -> Expr:
+        return _arith(BinOpKind.GE, self, other)
+
+
+@dataclass(frozen=True)
+class Var(ExprOps):
+    """A named value. Names are unique per function; a name may be re-assigned with the same type."""
+
+    name: str
+    type: Type
+
+    def __repr__(self) -> str:
+        return f"Var({self.name})"
+
+
+@dataclass(frozen=True)
+class Const(ExprOps):
+    """A literal scalar. Integer literals are INDEX unless typed otherwise."""
+
+    value: int | float | bool
+    dtype: DType = DType.INDEX
+
+    @property
+    def type(self) -> ScalarType:
+        return ScalarType(self.dtype)
+
+
+@dataclass(frozen=True)
+class BinOp(ExprOps):
+    op: BinOpKind
+    lhs: Expr
+    rhs: Expr
+
+    @property
+    def type(self) -> ScalarType:
+        if self.op.is_compare or self.op.is_logic:
+            return BOOL
+        return ScalarType(_join_scalar(self.lhs.type, self.rhs.type))
+
+
+@dataclass(frozen=True)
+class ListExpr:
+    """A bracketed list of scalar expressions: offsets, shapes, cells."""
+
+    items: tuple[Expr, ...]
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+AttrValue = int | float | bool | str | DType | enum.IntEnum
+
+
+@dataclass(frozen=True)
+class Call(ExprOps):
+    """An op application. ``type`` is the deduced result type (see pldemu.ir.signatures)."""
+
+    op: Op
+    args: tuple[Arg, ...]
+    attrs: tuple[tuple[str, AttrValue], ...] = ()
+    type: Type = field(default=NONE)
+
+    def attr(self, name: str) -> AttrValue:
+        for key, value in self.attrs:
+            if key == name:
+                return value
+        raise KeyError(f"{self.op.text} has no attribute {name!r}")
+
+
+Expr = Var | Const | BinOp | Call
+Arg = Expr | ListExpr
+ExprLike = Expr | ExprOps | int | float | bool
+
+
+def as_expr(value: ExprLike) -> Expr:
+    """Wrap Python literals as Const; pass expressions through."""
+    if isinstance(value, bool):
+        return Const(value, DType.BOOL)
+    if isinstance(value, int):
+        return Const(value, DType.INDEX)
+    if isinstance(value, float):
+        return Const(value, DType.FP32)
+    if isinstance(value, (Var, Const, BinOp, Call)):
+        return value
+    raise TypeError(f"cannot use {value!r} as an IR expression")
+
+
+def _join_scalar(a: Type, b: Type) -> DType:
+    da = a.dtype if isinstance(a, ScalarType) else DType.INDEX
+    db = b.dtype if isinstance(b, ScalarType) else DType.INDEX
+    if da.is_float or db.is_float:
+        return DType.FP32 if DType.FP32 in (da, db) or da == db else da if da.is_float else db
+    if DType.INDEX in (da, db):
+        return DType.INDEX
+    if da == db:
+        return da
+    return DType.INT64 if DType.INT64 in (da, db) else DType.INT32
+
+
+def _floordiv(a: int, b: int) -> int:
+    return a // b
+
+
+_FOLD: dict[BinOpKind, Callable[[Any, Any], int | float | bool]] = {
+    BinOpKind.ADD: lambda a, b: a + b,
+    BinOpKind.SUB: lambda a, b: a - b,
+    BinOpKind.MUL: lambda a, b: a * b,
+    BinOpKind.FLOORDIV: _floordiv,
+    BinOpKind.MOD: lambda a, b: a % b,
+    BinOpKind.MIN: min,
+    BinOpKind.MAX: max,
+    BinOpKind.EQ: lambda a, b: a == b,
+    BinOpKind.NE: lambda a, b: a != b,
+    BinOpKind.LT: lambda a, b: a < b,
+    BinOpKind.LE: lambda a, b: a <= b,
+    BinOpKind.GT: lambda a, b: a > b,
+    BinOpKind.GE: lambda a, b: a >= b,
+    BinOpKind.AND: lambda a, b: bool(a) and bool(b),
+    BinOpKind.OR: lambda a, b: bool(a) or bool(b),
+}
+
+
+def fold_binop(op: BinOpKind, a: int | float | bool, b: int | float | bool) -> int | float | bool:
+    """Evaluate a binary operator on Python values (shared by folding and the interpreter)."""
+    result: int | float | bool = _FOLD[op](a, b)
+    return result
+
+
+def _arith(op: BinOpKind, lhs: ExprLike, rhs: ExprLike) -> Expr:
+    """Build ``lhs op rhs`` with constant folding and the identities that keep printed IR short."""
+    a, b = as_expr(lhs), as_expr(rhs)
+    if isinstance(a, Const) and isinstance(b, Const):
+        if op in (BinOpKind.FLOORDIV, BinOpKind.MOD) and b.value == 0:
+            return BinOp(op, a, b)  # leave the error to run time / the verifier
+        value = fold_binop(op, a.value, b.value)
+        if isinstance(value, bool):
+            return Const(value, DType.BOOL)
+        return Const(value, _join_scalar(a.type, b.type))
+    if op == BinOpKind.ADD:
+        if _is_const(a, 0):
+            return b
+        if _is_const(b, 0):
+            return a
+    if op == BinOpKind.SUB and _is_const(b, 0):
+        return a
+    if op == BinOpKind.MUL:
+        if _is_const(a, 1):
+            return b
+        if _is_const(b, 1):
+            return a
+    if op == BinOpKind.FLOORDIV and _is_const(b, 1):
+        return a
+    return BinOp(op, a, b)
+
+
+def _is_const(e: Expr, value: int) -> bool:
+    return isinstance(e, Const) and not isinstance(e.value, bool) and e.value == value
+
+
+def binop(op: BinOpKind, lhs: ExprLike, rhs: ExprLike) -> Expr:
+    """Public constructor for any binary operator, folding constants."""
+    return _arith(op, lhs, rhs)
+
+
+def emin(a: ExprLike, b: ExprLike) -> Expr:
+    return _arith(BinOpKind.MIN, a, b)
+
+
+def emax(a: ExprLike, b: ExprLike) -> Expr:
+    return _arith(BinOpKind.MAX, a, b)
+
+
+def ceildiv(a: ExprLike, b: ExprLike) -> Expr:
+    """ceil(a / b) for positive b, as (a + b - 1) // b."""
+    return _arith(BinOpKind.FLOORDIV, _arith(BinOpKind.SUB, _arith(BinOpKind.ADD, a, b), 1), b)
+
+
+def static_int(e: ExprLike) -> int | None:
+    """The value of an expression if it is an integer literal, else None."""
+    x = as_expr(e) if not isinstance(e, (Var, Const, BinOp, Call)) else e
+    if isinstance(x, Const) and isinstance(x.value, int) and not isinstance(x.value, bool):
+        return x.value
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
+# Statements
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Assign:
+    var: Var
+    value: Expr
+
+
+@dataclass(frozen=True)
+class Eval:
+    """Evaluate a call for its effect (notify, wait, put, store, ...)."""
+
+    call: Call
+
+
+@dataclass(frozen=True)
+class Seq:
+    stmts: tuple[Stmt, ...] = ()
+
+
+@dataclass(frozen=True)
+class For:
+    """``for var in range(start, stop, step)``; bounds may be runtime expressions."""
+
+    var: Var
+    start: Expr
+    stop: Expr
+    step: Expr
+    body: Seq
+
+
+@dataclass(frozen=True)
+class While:
+    """Re-evaluates ``cond`` before every trip; the body re-assigns the variables it tests."""
+
+    cond: Expr
+    body: Seq
+
+
+@dataclass(frozen=True)
+class If:
+    cond: Expr
+    then: Seq
+    orelse: Seq | None = None
+
+
+@dataclass(frozen=True)
+class Return:
+    values: tuple[Expr, ...] = ()
+
+
+Stmt = Assign | Eval | Seq | For | While | If | Return
+
+# ----------------------------------------------------------------------------------------------
+# Functions and programs
+# ----------------------------------------------------------------------------------------------
+
+
+class BufferKind(enum.Enum):
+    """What a declared buffer stands for; the value is the text-form keyword."""
+
+    WINDOW = "window"  # data window (HCCL memory), poison-filled at allocation
+    SIGNAL = "signal"  # INT32 signal window, zero at allocation
+    LOCAL = "local"  # rank-local tensor, not reachable by peers
+
+
+@dataclass(frozen=True)
+class BufferDecl:
+    var: Var
+    kind: BufferKind
+
+
+@dataclass(frozen=True)
+class Function:
+    name: str
+    params: tuple[Var, ...]
+    body: Seq
+
+
+NR_NAME = "NR"
+NR = Var(NR_NAME, INDEX)
+"""The rank-count symbol that buffer shapes may use; bound when a program is instantiated."""
+
+
+@dataclass(frozen=True)
+class Program:
+    """Buffers plus functions; every rank runs ``entry``. ``nranks`` pins the rank count if set."""
+
+    name: str
+    buffers: tuple[BufferDecl, ...]
+    functions: tuple[Function, ...]
+    entry: str = "main"
+    nranks: int | None = None
+
+    def function(self, name: str | None = None) -> Function:
+        wanted = name or self.entry
+        for f in self.functions:
+            if f.name == wanted:
+                return f
+        raise KeyError(f"program {self.name} has no function {wanted!r}")
+
+    def buffer(self, name: str) -> BufferDecl:
+        for b in self.buffers:
+            if b.var.name == name:
+                return b
+        raise KeyError(f"program {self.name} has no buffer {name!r}")
+
+    def replace_function(self, fn: Function) -> Program:
+        funcs = tuple(fn if f.name == fn.name else f for f in self.functions)
+        return Program(self.name, self.buffers, funcs, self.entry, self.nranks)

@@ -1,0 +1,74 @@
+"""The one enum of op names. The value is the canonical text-form name."""
+
+from __future__ import annotations
+
+import enum
+
+
+class Op(enum.Enum):
+    # Composite distributed collectives (lowered by LowerCompositeOps).
+    ALLREDUCE = "pld.tensor.allreduce"
+    ALLGATHER = "pld.tensor.allgather"
+    REDUCE_SCATTER = "pld.tensor.reduce_scatter"
+    BROADCAST = "pld.tensor.broadcast"
+    BARRIER = "pld.tensor.barrier"
+    ALL_TO_ALL = "pld.tensor.all_to_all"
+    ALL_TO_ALL_V = "pld.tensor.all_to_all_v"
+
+    # Distributed primitives.
+    PUT = "pld.tile.put"
+    GET = "pld.tile.get"
+    REMOTE_LOAD = "pld.tile.remote_load"
+    NOTIFY = "pld.system.notify"
+    WAIT = "pld.system.wait"
+    GET_COMM_CTX = "pld.system.get_comm_ctx"
+    RANK = "pld.system.rank"
+    NRANKS = "pld.system.nranks"
+
+    # Local tensor / tile ops.
+    TENSOR_VIEW = "tensor.view"
+    TENSOR_READ = "tensor.read"
+    TENSOR_WRITE = "tensor.write"
+    TILE_CREATE = "tile.create"
+    TILE_FULL = "tile.full"
+    TILE_LOAD = "tile.load"
+    TILE_STORE = "tile.store"
+    TILE_SET_VALIDSHAPE = "tile.set_validshape"
+    TILE_FILLPAD = "tile.fillpad"
+    TILE_ADD = "tile.add"
+    TILE_SUB = "tile.sub"
+    TILE_MUL = "tile.mul"
+    TILE_MAXIMUM = "tile.maximum"
+    TILE_MINIMUM = "tile.minimum"
+    TILE_ADDS = "tile.adds"
+    TILE_MULS = "tile.muls"
+    TILE_CAST = "tile.cast"
+
+    @property
+    def text(self) -> str:
+        return self.value
+
+    @property
+    def is_collective(self) -> bool:
+        """True for the pld.tensor.* composites that LowerCompositeOps rewrites."""
+        return self in COLLECTIVES
+
+    @classmethod
+    def parse(cls, text: str) -> Op:
+        try:
+            return cls(text)
+        except ValueError:
+            raise ValueError(f"unknown op {text!r}") from None
+
+
+COLLECTIVES: frozenset[Op] = frozenset(
+    {
+        Op.ALLREDUCE,
+        Op.ALLGATHER,
+        Op.REDUCE_SCATTER,
+        Op.BROADCAST,
+        Op.BARRIER,
+        Op.ALL_TO_ALL,
+        Op.ALL_TO_ALL_V,
+    }
+)

@@ -1,0 +1,189 @@
+"""The text form (``.pld``): a printer whose output the parser (pldemu.ir.parser) reads back.
+
+Grammar sketch (the parser is the authority)::
+
+    program NAME [nranks=INT] {
+      window NAME: DTYPE[DIMS] [valid [DIMS]] [layout DN] [strides [INTS]]
+      signal NAME: int32[DIMS]
+      local  NAME: DTYPE[DIMS]
+      func NAME(PARAMS) {
+        NAME = EXPR
+        CALL
+        for NAME in range(EXPR, EXPR, EXPR) { ... }
+        while EXPR { ... }
+        if EXPR { ... } else { ... }
+        return [EXPR, ...]
+      }
+    }
+
+Expressions: integer/float literals (``5``, ``2.5``, ``inf``; non-default dtypes as ``5:int32``),
+``true``/``false``, names, ``a + b`` (any nested infix operand is parenthesised), ``min(a, b)``,
+``max(a, b)``, and calls ``op.name(arg, [list], attr=Value)`` with every attribute spelled out.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+
+from pldemu.ir.dtypes import DType
+from pldemu.ir.enums import Layout, enum_text
+from pldemu.ir.nodes import (
+    Arg,
+    Assign,
+    AttrValue,
+    BinOp,
+    Call,
+    Const,
+    Eval,
+    Expr,
+    For,
+    Function,
+    If,
+    ListExpr,
+    Program,
+    Return,
+    Seq,
+    Stmt,
+    TensorType,
+    Var,
+    While,
+)
+
+INDENT = "  "
+
+
+def format_const(c: Const) -> str:
+    v = c.value
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        text = str(v)
+        return text if c.dtype is DType.INDEX else f"{text}:{c.dtype.value}"
+    if math.isnan(v):
+        text = "nan"
+    elif math.isinf(v):
+        text = "inf" if v > 0 else "-inf"
+    else:
+        text = repr(float(v))
+    return text if c.dtype is DType.FP32 else f"{text}:{c.dtype.value}"
+
+
+def format_attr(value: AttrValue) -> str:
+    if isinstance(value, DType):
+        return value.value
+    if isinstance(value, enum.IntEnum):
+        return enum_text(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return repr(value)
+
+
+def format_expr(e: Expr | ListExpr) -> str:
+    """Print an expression; nested infix operands are parenthesised so parsing is unambiguous."""
+    if isinstance(e, ListExpr):
+        return "[" + ", ".join(format_expr(i) for i in e.items) + "]"
+    if isinstance(e, Var):
+        return e.name
+    if isinstance(e, Const):
+        return format_const(e)
+    if isinstance(e, BinOp):
+        if e.op.is_function:
+            return f"{e.op.value}({format_expr(e.lhs)}, {format_expr(e.rhs)})"
+        return f"{_operand(e.lhs)} {e.op.value} {_operand(e.rhs)}"
+    if isinstance(e, Call):
+        parts = [format_expr(a) for a in e.args]
+        parts += [f"{k}={format_attr(v)}" for k, v in e.attrs]
+        return f"{e.op.text}({', '.join(parts)})"
+    raise TypeError(f"not an expression: {e!r}")
+
+
+def _operand(e: Arg) -> str:
+    text = format_expr(e)
+    if isinstance(e, BinOp) and not e.op.is_function:
+        return f"({text})"
+    if isinstance(e, Const) and ":" not in text and text.startswith("-"):
+        return f"({text})"
+    return text
+
+
+def format_dims(dims: tuple[Expr, ...]) -> str:
+    return "[" + ", ".join(format_expr(d) for d in dims) + "]"
+
+
+def format_buffer_type(t: TensorType) -> str:
+    text = f"{t.dtype.value}{format_dims(t.shape)}"
+    if t.valid_shape is not None:
+        text += f" valid {format_dims(t.valid_shape)}"
+    if t.layout is not Layout.ND:
+        text += f" layout {enum_text(t.layout)}"
+    if t.strides is not None:
+        text += " strides [" + ", ".join(str(s) for s in t.strides) + "]"
+    return text
+
+
+def _stmt_lines(s: Stmt, depth: int, out: list[str]) -> None:
+    pad = INDENT * depth
+    if isinstance(s, Assign):
+        out.append(f"{pad}{s.var.name} = {format_expr(s.value)}")
+    elif isinstance(s, Eval):
+        out.append(f"{pad}{format_expr(s.call)}")
+    elif isinstance(s, Seq):
+        for sub in s.stmts:
+            _stmt_lines(sub, depth, out)
+    elif isinstance(s, For):
+        rng = f"range({format_expr(s.start)}, {format_expr(s.stop)}, {format_expr(s.step)})"
+        out.append(f"{pad}for {s.var.name} in {rng} {{")
+        _stmt_lines(s.body, depth + 1, out)
+        out.append(f"{pad}}}")
+    elif isinstance(s, While):
+        out.append(f"{pad}while {format_expr(s.cond)} {{")
+        _stmt_lines(s.body, depth + 1, out)
+        out.append(f"{pad}}}")
+    elif isinstance(s, If):
+        out.append(f"{pad}if {format_expr(s.cond)} {{")
+        _stmt_lines(s.then, depth + 1, out)
+        if s.orelse is not None:
+            out.append(f"{pad}}} else {{")
+            _stmt_lines(s.orelse, depth + 1, out)
+        out.append(f"{pad}}}")
+    elif isinstance(s, Return):
+        vals = ", ".join(format_expr(v) for v in s.values)
+        out.append(f"{pad}return {vals}".rstrip())
+    else:
+        raise TypeError(f"not a statement: {s!r}")
+
+
+def format_function(f: Function, depth: int = 0) -> str:
+    pad = INDENT * depth
+    params = ", ".join(f"{p.name}: {_param_type(p)}" for p in f.params)
+    lines = [f"{pad}func {f.name}({params}) {{"]
+    _stmt_lines(f.body, depth + 1, lines)
+    lines.append(f"{pad}}}")
+    return "\n".join(lines)
+
+
+def _param_type(p: Var) -> str:
+    t = p.type
+    if isinstance(t, TensorType):
+        return format_buffer_type(t)
+    return getattr(t, "dtype", DType.INDEX).value
+
+
+def format_program(p: Program) -> str:
+    """The canonical text of a program (ends with a newline)."""
+    head = f"program {p.name}" + (f" nranks={p.nranks}" if p.nranks is not None else "") + " {"
+    lines = [head]
+    for b in p.buffers:
+        assert isinstance(b.var.type, TensorType)
+        lines.append(f"{INDENT}{b.kind.value} {b.var.name}: {format_buffer_type(b.var.type)}")
+    for f in p.functions:
+        lines.append("")
+        lines.append(format_function(f, 1))
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["format_expr", "format_function", "format_program"]

@@ -1,0 +1,209 @@
+"""Whole-program verifier: buffer declarations, defined-before-use, types of every call and statement.
+
+Run after every pass in the tests. Raises ``VerifyError`` listing every problem found.
+"""
+
+from __future__ import annotations
+
+from pldemu.ir.dtypes import DType
+from pldemu.ir.nodes import (
+    NR,
+    Arg,
+    Assign,
+    BinOp,
+    BufferKind,
+    Call,
+    Const,
+    Eval,
+    Expr,
+    For,
+    Function,
+    If,
+    ListExpr,
+    Program,
+    Return,
+    ScalarType,
+    Seq,
+    Stmt,
+    TensorType,
+    TileType,
+    Type,
+    Var,
+    While,
+)
+from pldemu.ir.signatures import IRTypeError, make_call
+
+
+class VerifyError(ValueError):
+    """The program is malformed; ``problems`` lists every finding."""
+
+    def __init__(self, program: str, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__(f"program {program} failed verification:\n  " + "\n  ".join(problems))
+
+
+class _Scope:
+    def __init__(self, names: dict[str, Type]) -> None:
+        self.names = names
+
+    def copy(self) -> _Scope:
+        return _Scope(dict(self.names))
+
+
+class _Verifier:
+    def __init__(self, program: Program) -> None:
+        self.program = program
+        self.problems: list[str] = []
+        self.where = ""
+
+    def fail(self, msg: str) -> None:
+        self.problems.append(f"{self.where}: {msg}" if self.where else msg)
+
+    def run(self) -> None:
+        p = self.program
+        seen: dict[str, Type] = {NR.name: NR.type}
+        for b in p.buffers:
+            name = b.var.name
+            if name in seen:
+                self.fail(f"buffer {name} declared twice or shadows NR")
+            t = b.var.type
+            if not isinstance(t, TensorType):
+                self.fail(f"buffer {name} must have a tensor type")
+                continue
+            if (b.kind is BufferKind.LOCAL) == t.window:
+                self.fail(f"buffer {name}: kind {b.kind.value} disagrees with window={t.window}")
+            if b.kind is BufferKind.SIGNAL and t.dtype is not DType.INT32:
+                self.fail(f"signal {name} must be int32, got {t.dtype.value}")
+            for d in t.shape + (t.valid_shape or ()):
+                self._expr(d, _Scope({NR.name: NR.type}))
+            seen[name] = t
+        if p.nranks is not None and p.nranks < 1:
+            self.fail(f"nranks must be >= 1, got {p.nranks}")
+        names = [f.name for f in p.functions]
+        if len(set(names)) != len(names):
+            self.fail("function names must be unique")
+        if p.entry not in names:
+            self.fail(f"entry function {p.entry!r} is not defined")
+        for f in p.functions:
+            self.function(f, seen)
+
+    def function(self, f: Function, globals_: dict[str, Type]) -> None:
+        self.where = f"func {f.name}"
+        scope = _Scope(dict(globals_))
+        for prm in f.params:
+            scope.names[prm.name] = prm.type
+        self.seq(f.body, scope)
+
+    def seq(self, s: Seq, scope: _Scope) -> None:
+        for st in s.stmts:
+            self.stmt(st, scope)
+
+    def stmt(self, s: Stmt, scope: _Scope) -> None:
+        if isinstance(s, Assign):
+            self._expr(s.value, scope)
+            vt = s.value.type
+            if s.var.type != vt:
+                self.fail(f"{s.var.name}: declared type differs from its value's type")
+            prev = scope.names.get(s.var.name)
+            if prev is not None and prev != s.var.type and not _compatible_rebind(prev, s.var.type):
+                self.fail(f"{s.var.name} re-assigned with a different type")
+            scope.names[s.var.name] = s.var.type
+        elif isinstance(s, Eval):
+            self._expr(s.call, scope)
+        elif isinstance(s, Seq):
+            self.seq(s, scope)
+        elif isinstance(s, For):
+            for e in (s.start, s.stop, s.step):
+                self._expr(e, scope)
+                self._int_scalar(e, "for bound")
+            inner = scope.copy()
+            inner.names[s.var.name] = s.var.type
+            # Names first defined inside the body are not defined after it (the loop may run 0 times).
+            self.seq(s.body, inner)
+        elif isinstance(s, While):
+            self._expr(s.cond, scope)
+            self._bool(s.cond, "while condition")
+            inner = scope.copy()
+            self.seq(s.body, inner)
+        elif isinstance(s, If):
+            self._expr(s.cond, scope)
+            self._bool(s.cond, "if condition")
+            then = scope.copy()
+            self.seq(s.then, then)
+            other = scope.copy()
+            if s.orelse is not None:
+                self.seq(s.orelse, other)
+            for name, t in then.names.items():
+                if name not in scope.names and other.names.get(name) == t:
+                    scope.names[name] = t
+        elif isinstance(s, Return):
+            for v in s.values:
+                self._expr(v, scope)
+        else:
+            self.fail(f"unknown statement {type(s).__name__}")
+
+    def _bool(self, e: Expr, what: str) -> None:
+        t = e.type
+        if not ((isinstance(t, ScalarType) and t.dtype in (DType.BOOL,)) or (isinstance(t, ScalarType)
+                and t.dtype.is_int)):
+            self.fail(f"{what} must be a boolean or integer scalar")
+
+    def _int_scalar(self, e: Expr, what: str) -> None:
+        t = e.type
+        if not (isinstance(t, ScalarType) and t.dtype.is_int):
+            self.fail(f"{what} must be an integer scalar")
+
+    def _expr(self, e: Arg, scope: _Scope) -> None:
+        if isinstance(e, ListExpr):
+            for item in e.items:
+                self._expr(item, scope)
+            return
+        if isinstance(e, Var):
+            t = scope.names.get(e.name)
+            if t is None:
+                self.fail(f"{e.name} used before it is defined")
+            elif t != e.type and not _compatible_rebind(t, e.type):
+                self.fail(f"{e.name} used with a type that differs from its definition")
+            return
+        if isinstance(e, Const):
+            return
+        if isinstance(e, BinOp):
+            self._expr(e.lhs, scope)
+            self._expr(e.rhs, scope)
+            for side in (e.lhs, e.rhs):
+                if not isinstance(side.type, ScalarType):
+                    self.fail(f"operator {e.op.value} applied to a non-scalar")
+            return
+        if isinstance(e, Call):
+            for a in e.args:
+                self._expr(a, scope)
+            try:
+                again = make_call(e.op, e.args, dict(e.attrs))
+            except IRTypeError as err:
+                self.fail(str(err))
+                return
+            if again.type != e.type:
+                self.fail(f"{e.op.text}: recorded result type differs from the deduced one")
+            if again.attrs != e.attrs:
+                self.fail(f"{e.op.text}: attributes are not canonical")
+            return
+        self.fail(f"unknown expression {type(e).__name__}")
+
+
+def _compatible_rebind(a: Type, b: Type) -> bool:
+    """Tiles may be re-bound with a different valid shape (same physical tile)."""
+    if isinstance(a, TileType) and isinstance(b, TileType):
+        return a.dtype == b.dtype and a.shape == b.shape and a.memory == b.memory
+    return False
+
+
+def verify(program: Program) -> Program:
+    """Check the program; return it unchanged or raise VerifyError with every problem."""
+    v = _Verifier(program)
+    v.run()
+    if v.problems:
+        raise VerifyError(program.name, v.problems)
+    return program
+
+
+__all__ = ["VerifyError", "verify"]
