@@ -40,6 +40,7 @@ from pldemu.ir.nodes import (
     While,
 )
 from pldemu.ir.ops import COLLECTIVES, Op
+from pldemu.ir.parser import ParseError, parse_file, parse_program
 from pldemu.ir.printer import format_expr, format_program
 from pldemu.ir.signatures import SIGNATURES, IRTypeError, make_call
 from pldemu.ir.verifier import VerifyError, verify
@@ -48,7 +49,7 @@ __all__ = [
     "COLLECTIVES", "NR", "SIGNATURES", "AllreduceMode", "Assign", "AtomicType", "BinOp", "BinOpKind",
     "BufferDecl", "BufferKind", "Call", "CommCtxType", "Const", "DType", "Eval", "Expr", "For", "Function",
     "FunctionBuilder", "IRTypeError", "If", "Layout", "ListExpr", "MemorySpace", "NotifyOp", "Op", "PadValue",
-    "Pld", "Program", "ProgramBuilder", "ReduceOp", "Return", "ScalarType", "Seq", "Stmt", "TensorType",
+    "ParseError", "Pld", "Program", "ProgramBuilder", "ReduceOp", "Return", "ScalarType", "Seq", "Stmt", "TensorType",
     "TileType", "Type", "Var", "VerifyError", "WaitCmp", "While", "as_list", "format_expr", "format_program",
-    "make_call", "verify",
+    "make_call", "parse_file", "parse_program", "verify",
 ]

@@ -2,11 +2,11 @@
 
 Grammar sketch (the parser is the authority)::
 
-    program NAME [nranks=INT] {
+    program NAME [nranks=INT] [entry=NAME] {
       window NAME: DTYPE[DIMS] [valid [DIMS]] [layout DN] [strides [INTS]]
       signal NAME: int32[DIMS]
       local  NAME: DTYPE[DIMS]
-      func NAME(PARAMS) {
+      func NAME(PARAM: PTYPE, ...) {
         NAME = EXPR
         CALL
         for NAME in range(EXPR, EXPR, EXPR) { ... }
@@ -19,6 +19,9 @@ Grammar sketch (the parser is the authority)::
 Expressions: integer/float literals (``5``, ``2.5``, ``inf``; non-default dtypes as ``5:int32``),
 ``true``/``false``, names, ``a + b`` (any nested infix operand is parenthesised), ``min(a, b)``,
 ``max(a, b)``, and calls ``op.name(arg, [list], attr=Value)`` with every attribute spelled out.
+
+Parameter types (PTYPE): a scalar dtype (``index``), a tensor (``fp32[4, NR]``, with the buffer options),
+a window tensor (``window fp32[4]``), a tile (``tile fp32[16, 16] [valid [DIMS]] [mem Mat]``), or ``ctx``.
 """
 
 from __future__ import annotations
@@ -27,13 +30,14 @@ import enum
 import math
 
 from pldemu.ir.dtypes import DType
-from pldemu.ir.enums import Layout, enum_text
+from pldemu.ir.enums import Layout, MemorySpace, enum_text
 from pldemu.ir.nodes import (
     Arg,
     Assign,
     AttrValue,
     BinOp,
     Call,
+    CommCtxType,
     Const,
     Eval,
     Expr,
@@ -43,9 +47,11 @@ from pldemu.ir.nodes import (
     ListExpr,
     Program,
     Return,
+    ScalarType,
     Seq,
     Stmt,
     TensorType,
+    TileType,
     Var,
     While,
 )
@@ -56,7 +62,8 @@ INDENT = "  "
 def format_const(c: Const) -> str:
     v = c.value
     if isinstance(v, bool):
-        return "true" if v else "false"
+        text = "true" if v else "false"
+        return text if c.dtype is DType.BOOL else f"{text}:{c.dtype.value}"
     if isinstance(v, int):
         text = str(v)
         return text if c.dtype is DType.INDEX else f"{text}:{c.dtype.value}"
@@ -168,13 +175,25 @@ def format_function(f: Function, depth: int = 0) -> str:
 def _param_type(p: Var) -> str:
     t = p.type
     if isinstance(t, TensorType):
-        return format_buffer_type(t)
-    return getattr(t, "dtype", DType.INDEX).value
+        return ("window " if t.window else "") + format_buffer_type(t)
+    if isinstance(t, TileType):
+        text = "tile " + t.dtype.value + "[" + ", ".join(str(d) for d in t.shape) + "]"
+        if t.valid_shape is not None:
+            text += f" valid {format_dims(t.valid_shape)}"
+        if t.memory is not MemorySpace.Vec:
+            text += f" mem {enum_text(t.memory)}"
+        return text
+    if isinstance(t, CommCtxType):
+        return "ctx"
+    if isinstance(t, ScalarType):
+        return t.dtype.value
+    return "none"  # not a legal parameter type; printed for debugging only
 
 
 def format_program(p: Program) -> str:
     """The canonical text of a program (ends with a newline)."""
-    head = f"program {p.name}" + (f" nranks={p.nranks}" if p.nranks is not None else "") + " {"
+    head = f"program {p.name}" + (f" nranks={p.nranks}" if p.nranks is not None else "")
+    head += (f" entry={p.entry}" if p.entry != "main" else "") + " {"
     lines = [head]
     for b in p.buffers:
         assert isinstance(b.var.type, TensorType)

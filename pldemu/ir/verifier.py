@@ -20,6 +20,7 @@ from pldemu.ir.nodes import (
     Function,
     If,
     ListExpr,
+    NoneType,
     Program,
     Return,
     ScalarType,
@@ -102,6 +103,8 @@ class _Verifier:
         if isinstance(s, Assign):
             self._expr(s.value, scope)
             vt = s.value.type
+            if isinstance(vt, NoneType):
+                self.fail(f"{s.var.name} is assigned the result of a call that returns nothing")
             if s.var.type != vt:
                 self.fail(f"{s.var.name}: declared type differs from its value's type")
             prev = scope.names.get(s.var.name)
@@ -166,6 +169,8 @@ class _Verifier:
                 self.fail(f"{e.name} used with a type that differs from its definition")
             return
         if isinstance(e, Const):
+            if isinstance(e.value, float) and not e.dtype.is_float:
+                self.fail(f"constant {e.value!r} has the non-float dtype {e.dtype.value}")
             return
         if isinstance(e, BinOp):
             self._expr(e.lhs, scope)

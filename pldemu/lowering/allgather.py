@@ -1,0 +1,65 @@
+"""``pld.tensor.allgather(local_data [1, SIZE], target [NR, SIZE], signal) -> target`` (push).
+
+    for peer in range(0, nr):                    # self included: a local copy
+        pld.tile.put(target, peer, local_data, stage, [me, 0], [0, 0], [1, SIZE])
+    barrier(1)                                   # every row has landed everywhere
+    epilogue(1)
+
+The window is the result. put reads local_data directly (no tile.load) and auto-chunks through a
+stage of at most 16 KiB.
+"""
+
+from __future__ import annotations
+
+from pldemu.ir.builder import FunctionBuilder
+from pldemu.ir.nodes import Call, Const
+from pldemu.lowering.common import (
+    Geometry,
+    Lowered,
+    LoweringContext,
+    check_dims,
+    check_fully_valid,
+    check_signal,
+    check_window,
+    emit_barrier,
+    emit_comm,
+    emit_epilogue,
+    same_extent,
+    show,
+    stage_tile,
+    subst_nr,
+    tensor_arg,
+)
+
+
+def lower_allgather(call: Call, fb: FunctionBuilder, ctx: LoweringContext) -> Lowered:
+    """Lower one allgather."""
+    local, lt = tensor_arg(ctx, call, 0, "local_data")
+    target, t = tensor_arg(ctx, call, 1, "target")
+    check_window(ctx, "target", t)
+    if ctx.root(local) & ctx.root(target):
+        raise ctx.error("local_data", "a buffer other than the target (it is pushed into the target of every "
+                        "rank, its own included)", f"{local.name} aliases {target.name}")
+    check_dims(ctx, "target", t, [lambda n: n, None], "[NR, SIZE]")
+    check_dims(ctx, "local_data", lt, [lambda n: 1, None], "[1, SIZE]")
+    if lt.dtype is not t.dtype:
+        raise ctx.error("local_data", f"of the target's dtype {t.dtype.value}", lt.dtype.value)
+    size = t.shape[1]
+    if not same_extent(lt.shape[1], size, ctx.nranks):
+        raise ctx.error("local_data", f"[1, {show(size)}] (one row of the target)", show(lt.shape))
+    check_fully_valid(ctx, "target", t)
+    check_fully_valid(ctx, "local_data", lt)
+    signal = check_signal(ctx, call, 2)
+
+    comm = emit_comm(fb, target, signal)
+    geo = Geometry.of(t.dtype)
+    stage, shape = stage_tile(fb, ctx, geo, "local_data", [Const(1), size])
+    n = subst_nr(size, comm.nr)
+    with fb.for_range(0, comm.nr, hint="peer") as peer:
+        fb.pld.tile.put(target, peer, local, stage, [comm.me, 0], [0, 0], [1, n])
+    emit_barrier(fb, comm, 1)  # the gathered rows are complete on every rank only after this
+    emit_epilogue(fb, comm, 1)
+    return Lowered(target, Const(1), None, None, shape)
+
+
+__all__ = ["lower_allgather"]

@@ -1,0 +1,52 @@
+"""``pld.tensor.allreduce(target, signal, op=..., mode=mesh|ring)``: validation and mode dispatch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import MappingProxyType
+
+from pldemu.ir.builder import FunctionBuilder
+from pldemu.ir.enums import AllreduceMode
+from pldemu.ir.nodes import Call, Var
+from pldemu.ir.ops import Op
+from pldemu.lowering.allreduce_mesh import lower_allreduce_mesh
+from pldemu.lowering.allreduce_ring import lower_allreduce_ring
+from pldemu.lowering.common import (
+    REDUCE_DTYPES,
+    Lowered,
+    LoweringContext,
+    check_dtype,
+    check_layout,
+    check_packed,
+    check_signal,
+    check_window,
+    reduce_op,
+    tensor_arg,
+)
+
+ModeRule = Callable[[Call, FunctionBuilder, LoweringContext, Var, Var, Op], Lowered]
+
+MODES: MappingProxyType[AllreduceMode, ModeRule] = MappingProxyType(
+    {AllreduceMode.mesh: lower_allreduce_mesh, AllreduceMode.ring: lower_allreduce_ring}
+)
+"""mode -> recipe. Mesh and ring differ in signal convention as well as data movement."""
+
+
+def lower_allreduce(call: Call, fb: FunctionBuilder, ctx: LoweringContext) -> Lowered:
+    """Lower one allreduce: FP16/FP32, Sum/Max/Min/Prod, any positive element count."""
+    mode = call.attr("mode")
+    rule = MODES.get(mode) if isinstance(mode, AllreduceMode) else None
+    if rule is None:
+        legal = ", ".join(m.name for m in AllreduceMode)
+        raise ctx.error("mode", f"one of {legal}", repr(mode))
+    tile_op = reduce_op(ctx, call)
+    target, t = tensor_arg(ctx, call, 0, "target")
+    check_window(ctx, "target", t)
+    check_dtype(ctx, "target", t, REDUCE_DTYPES)
+    check_packed(ctx, "target", t)
+    check_layout(ctx, "target", t)
+    signal = check_signal(ctx, call, 1, ring=mode is AllreduceMode.ring)
+    return rule(call, fb, ctx, target, signal, tile_op)
+
+
+__all__ = ["MODES", "lower_allreduce"]

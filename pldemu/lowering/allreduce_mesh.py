@@ -1,0 +1,178 @@
+"""``pld.tensor.allreduce`` mode=mesh: every rank remote-loads every peer's chunk and reduces locally.
+
+Fully valid target (one contiguous stream)::
+
+    flat = tensor.view(target, [1, N])
+    barrier(1)                                   # ready: every rank has staged its input
+    for col in range(0, N, C):                   # C = 16 KiB, shrunk for a short static N
+        acc = load own [1, C] chunk, valid [1, min(C, N - col)]
+        for peer != me: acc = reduce(acc, remote_load(peer's chunk))
+        barrier(col // C + 2)                    # post-reduce: nobody still reads this chunk
+        tile.store(acc, [0, col], flat)
+    epilogue(1 + ceil(N / C))
+
+Partial-valid ND target: one rectangle (leading dimensions collapsed), two barriers, epilogue 2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pldemu.ir.builder import FunctionBuilder
+from pldemu.ir.nodes import (
+    BinOpKind,
+    Call,
+    Const,
+    Expr,
+    ExprLike,
+    TensorType,
+    Var,
+    binop,
+    ceildiv,
+    emin,
+    static_int,
+)
+from pldemu.ir.ops import Op
+from pldemu.lowering.common import (
+    CHUNK_BYTES,
+    Comm,
+    Geometry,
+    Lowered,
+    LoweringContext,
+    emit_barrier,
+    emit_comm,
+    emit_epilogue,
+    emit_peer_loop,
+    numel,
+    partial_valid,
+    show,
+    subst_nr,
+)
+
+
+def lower_allreduce_mesh(call: Call, fb: FunctionBuilder, ctx: LoweringContext, target: Var, signal: Var,
+                         tile_op: Op) -> Lowered:
+    """Emit the mesh recipe (arguments already validated by ``lower_allreduce``)."""
+    t = target.type
+    assert isinstance(t, TensorType)
+    geo = Geometry.of(t.dtype)
+    valid = partial_valid(t)
+    if valid is not None:
+        return _rectangle(fb, ctx, target, signal, tile_op, t, valid, geo)
+
+    comm = emit_comm(fb, target, signal)
+    n_sym = numel(t.shape)
+    n: Expr = subst_nr(n_sym, comm.nr)
+    if static_int(n) is None:
+        n = fb.let("size", n)  # a runtime extent: the chunk loop bound and every tail width
+    c = geo.chunk_cols(n_sym)
+    flat = fb.pld.tensor.view(target, [1, n])
+    emit_barrier(fb, comm, 1)  # ready: every rank's input is staged before anyone reads it
+
+    chunks_sym = ceildiv(n_sym, c)
+    if static_int(chunks_sym) == 1:
+        _chunk(fb, comm, flat, tile_op, n, c, Const(0))
+    else:
+        # A loop, not an unrolled sequence: N may be large or a runtime extent.
+        with fb.for_range(0, n, c, hint="col") as col:
+            _chunk(fb, comm, flat, tile_op, n, c, col)
+
+    # One ready credit plus one post-reduce credit per chunk, as an expression when N is runtime.
+    total_sym = binop(BinOpKind.ADD, 1, chunks_sym)
+    total = subst_nr(total_sym, comm.nr)
+    emit_epilogue(fb, comm, total if static_int(total) is not None else fb.let("credits", total))
+    return Lowered(target, total_sym, None, chunks_sym, None)
+
+
+def _chunk(fb: FunctionBuilder, comm: Comm, flat: Var, tile_op: Op, n: Expr, c: int, col: Expr) -> None:
+    """Reduce the chunk at ``col`` across all ranks, barrier, store it back."""
+    tile = fb.pld.tile
+    width: ExprLike = emin(c, binop(BinOpKind.SUB, n, col))
+    if static_int(width) is None:
+        width = fb.let("valid", width)
+    # The tail chunk carries valid [1, min(C, N - col)] so the allocation stays static while the
+    # read and store extents stay exact.
+    acc = tile.load(flat, [0, col], [1, c], [1, width], hint="acc")
+
+    def add_peer(peer: Var) -> None:
+        got = tile.remote_load(flat, peer, [0, col], [1, c], [1, width], hint="peer_chunk")
+        fb.assign(acc, fb.call(tile_op, [acc, got]))
+
+    emit_peer_loop(fb, comm, "peer", add_peer)
+    gen: ExprLike = binop(BinOpKind.ADD, binop(BinOpKind.FLOORDIV, col, c), 2)
+    if static_int(gen) is None:
+        gen = fb.let("gen", gen)
+    # Post-reduce barrier: without it a fast rank could store its result over bytes a slow peer
+    # has not remote-loaded yet (write-after-read across ranks).
+    emit_barrier(fb, comm, gen)
+    tile.store(acc, [0, col], flat)
+
+
+def _is_collapsible(valid: Sequence[Expr], shape: Sequence[Expr]) -> bool:
+    """Do the leading valid dimensions cover a contiguous run of collapsed rows?
+
+    Row-major: once a leading dimension is partial (or the prefix of 1s ends), every later leading
+    dimension must be full, else the valid rows have gaps and no single [rows, cols] box holds them.
+    """
+    past = False
+    for v, d in zip(valid, shape, strict=True):
+        full = v == d or (static_int(v) is not None and static_int(v) == static_int(d))
+        if past:
+            if not full:
+                return False
+            continue
+        if static_int(v) != 1:
+            past = True
+    return True
+
+
+def _rectangle(fb: FunctionBuilder, ctx: LoweringContext, target: Var, signal: Var, tile_op: Op,
+               t: TensorType, valid: tuple[Expr, ...], geo: Geometry) -> Lowered:
+    if len(valid) != len(t.shape):
+        raise ctx.error("target", f"a valid_shape of rank {len(t.shape)}", show(valid))
+    for v, d in zip(valid, t.shape, strict=True):
+        sv, sd = static_int(v), static_int(d)
+        if sv is not None and (sv < 1 or (sd is not None and sv > sd)):
+            raise ctx.error("target", f"a valid_shape inside the shape {show(t.shape)} with positive extents",
+                            show(valid))
+    if not _is_collapsible(valid[:-1], t.shape[:-1]):
+        raise ctx.error("target", "a partial valid_shape representable as one [rows, cols] box after collapsing "
+                        "the leading dimensions (the valid rows would have gaps)",
+                        f"valid {show(valid)} of shape {show(t.shape)}")
+    rows_sym, cols_sym = numel(t.shape[:-1]), t.shape[-1]
+    vrows_sym, vcols_sym = numel(valid[:-1]), valid[-1]
+    # Constant valid rectangles use their compact shape; symbolic ones fall back to the physical
+    # rectangle, which must then be static.
+    box = _static_pair(vrows_sym, vcols_sym) or _static_pair(rows_sym, cols_sym)
+    if box is None:
+        raise ctx.error("target", "a partial valid_shape whose tile is statically bounded",
+                        f"valid {show(valid)} of shape {show(t.shape)}")
+    if box[0] * box[1] * geo.dtype.itemsize > CHUNK_BYTES:
+        raise ctx.error("target", f"a partial valid rectangle within one {CHUNK_BYTES}-byte chunk "
+                        "(chunking a partial rectangle is not supported)",
+                        f"{box[0]} x {box[1]} {geo.dtype.value} = {box[0] * box[1] * geo.dtype.itemsize} bytes")
+
+    comm = emit_comm(fb, target, signal)
+    rows, cols = subst_nr(rows_sym, comm.nr), subst_nr(cols_sym, comm.nr)
+    vrows, vcols = subst_nr(vrows_sym, comm.nr), subst_nr(vcols_sym, comm.nr)
+    flat = fb.pld.tensor.view(target, [rows, cols], [vrows, vcols])
+    tile = fb.pld.tile
+    emit_barrier(fb, comm, 1)
+    # The valid extents only need spelling out when the tile is the (larger) physical rectangle.
+    extent = None if (static_int(vrows), static_int(vcols)) == box else [vrows, vcols]
+    acc = tile.load(flat, [0, 0], list(box), extent, hint="acc")
+
+    def add_peer(peer: Var) -> None:
+        got = tile.remote_load(flat, peer, [0, 0], list(box), extent, hint="peer_box")
+        fb.assign(acc, fb.call(tile_op, [acc, got]))
+
+    emit_peer_loop(fb, comm, "peer", add_peer)
+    emit_barrier(fb, comm, 2)  # post-reduce: the same write-after-read hazard as a chunk
+    tile.store(acc, [0, 0], flat)
+    emit_epilogue(fb, comm, 2)
+    return Lowered(target, Const(2), None, Const(1), None)
+
+
+def _static_pair(a: Expr, b: Expr) -> tuple[int, int] | None:
+    va, vb = static_int(a), static_int(b)
+    return (va, vb) if va is not None and vb is not None else None

@@ -1,0 +1,220 @@
+"""``pld.tensor.allreduce`` mode=ring: push-based reduce-scatter then allgather over NR segments.
+
+The target is one [1, SIZE] stream split into NR segments (boundaries are runtime expressions of
+``nr``). Reduce-scatter round s (signal row s): rank me sends segment (me - s) mod NR to its right
+neighbour and receives segment (me - s - 1) mod NR from its left one. Allgather round s (row
+s + NR - 1) forwards the fully reduced segment (me + 1 - s) mod NR. Each round walks its segment in
+``chunks = ceil(L / C)`` subchunks (L: the longest segment), the same count in every round, and
+every subchunk barriers twice on its row: ready (2k + 1) and push-done (2k + 2), even past the end
+of a short segment, so the epilogue retires 2 * chunks from every row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pldemu.ir.builder import FunctionBuilder
+from pldemu.ir.dtypes import DType
+from pldemu.ir.nodes import (
+    NR,
+    BinOpKind,
+    Call,
+    Const,
+    Expr,
+    ExprLike,
+    TensorType,
+    Var,
+    binop,
+    ceildiv,
+    emax,
+    emin,
+    static_int,
+)
+from pldemu.ir.ops import Op
+from pldemu.lowering.common import (
+    Comm,
+    Geometry,
+    Lowered,
+    LoweringContext,
+    emit_barrier,
+    emit_comm,
+    emit_epilogue,
+    numel,
+    partial_valid,
+    ring_boundary,
+    ring_max_segment,
+    show,
+    subst_nr,
+)
+
+
+def lower_allreduce_ring(call: Call, fb: FunctionBuilder, ctx: LoweringContext, target: Var, signal: Var,
+                         tile_op: Op) -> Lowered:
+    """Emit the ring recipe (arguments already validated by ``lower_allreduce``)."""
+    t = target.type
+    assert isinstance(t, TensorType)
+    geo = Geometry.of(t.dtype)
+    valid = partial_valid(t)
+    if valid is not None and not _is_linear_prefix(valid, t.shape):
+        raise ctx.error("target", "a contiguous row-major prefix when a partial valid_shape is used with "
+                        "mode=ring (the ring reduces one linear stream)", f"valid {show(valid)} of shape {show(t.shape)}")
+
+    comm = emit_comm(fb, target, signal)
+    nr = comm.nr
+    size_sym = numel(valid if valid is not None else t.shape)
+    size: Expr = subst_nr(size_sym, nr)
+    phys = subst_nr(numel(t.shape), nr)
+    if static_int(size) is None:
+        size = fb.let("size", size)  # a runtime extent, used by every boundary below
+    c = geo.chunk_cols(size_sym)  # no segment is longer than SIZE, so a short SIZE shrinks the chunk
+    chunks_sym: Expr = ceildiv(ring_max_segment(size_sym, NR, geo), c)
+    static_size = static_int(size_sym)
+    if static_size is not None and static_size <= c:
+        # 1 <= L <= SIZE <= C: one subchunk per round at every rank count (a static-extent decision).
+        chunks_sym = Const(1)
+
+    # A contiguous prefix keeps the full physical extent and carries the logical one as valid.
+    flat = fb.pld.tensor.view(target, [1, size if valid is None else phys],
+                              None if valid is None else [1, size])
+    chunks: ExprLike = chunks_sym
+    if static_int(chunks_sym) is None:
+        # Every round walks ceil(L / C) subchunks, L the longest segment: a runtime expression.
+        longest = fb.let("seg_max", ring_max_segment(size, nr, geo))
+        chunks = fb.let("chunks", ceildiv(longest, c))
+    # One stage shared by every push, narrowed per transfer with tile.set_validshape.
+    stage = fb.pld.tile.create([1, c], t.dtype, hint="stage")
+    # Holds this rank's own value of the receive slot across the two barriers of a subchunk.
+    own = fb.pld.tile.create([1, c], t.dtype, hint="own")
+    right = fb.let("right", binop(BinOpKind.MOD, binop(BinOpKind.ADD, comm.me, 1), nr))
+    ring = _Ring(fb, comm, geo, flat, stage, own, right, size, c, chunks, tile_op)
+
+    # Phase 1: reduce-scatter, rounds 0 .. NR-2 on signal rows 0 .. NR-2.
+    with fb.for_range(0, binop(BinOpKind.SUB, nr, 1), hint="step") as s:
+        ring.reduce_scatter_round(s)
+    # Phase 2: allgather, rounds 0 .. NR-2 on signal rows NR-1 .. 2*NR-3.
+    with fb.for_range(0, binop(BinOpKind.SUB, nr, 1), hint="step") as s:
+        ring.allgather_round(s)
+
+    credits_sym = binop(BinOpKind.MUL, 2, chunks_sym)
+    rows = binop(BinOpKind.MUL, 2, binop(BinOpKind.SUB, nr, 1))
+    emit_epilogue(fb, comm, _bind(fb, "credits", binop(BinOpKind.MUL, 2, chunks)), rows)
+    rows_sym = binop(BinOpKind.MUL, 2, binop(BinOpKind.SUB, NR, 1))
+    return Lowered(target, credits_sym, rows_sym, chunks_sym, (1, c))
+
+
+def _bind(fb: FunctionBuilder, hint: str, e: Expr) -> ExprLike:
+    return e if static_int(e) is not None else fb.let(hint, e)
+
+
+def _is_linear_prefix(valid: tuple[Expr, ...], shape: tuple[Expr, ...]) -> bool:
+    """Valid box == the first prod(valid) elements of the row-major stream."""
+    if len(valid) != len(shape):
+        return False
+    past = False
+    for v, d in zip(valid, shape, strict=True):
+        full = v == d
+        if past and not full:
+            return False
+        if not past and static_int(v) != 1:
+            past = True
+    return True
+
+
+class _Ring:
+    """Emission helpers sharing one call's ring state (builder, comm, views, tiles, geometry)."""
+
+    def __init__(self, fb: FunctionBuilder, comm: Comm, geo: Geometry, flat: Var, stage: Var, own: Var,
+                 right: Var, size: Expr, c: int, chunks: ExprLike, tile_op: Op) -> None:
+        self.fb, self.comm, self.geo = fb, comm, geo
+        self.flat, self.stage, self.own, self.right = flat, stage, own, right
+        self.size, self.c, self.chunks, self.tile_op = size, c, chunks, tile_op
+        # FP16 boundaries are multiples of align * NR apart in the scaled domain; bind that once.
+        self.unit: ExprLike | None = None
+        if geo.dtype is DType.FP16:
+            self.unit = fb.let("seg_unit", binop(BinOpKind.MUL, geo.align, comm.nr))
+
+    def segment(self, seg: Var, hint: str) -> tuple[Var, Var]:
+        """(start, length) of segment ``seg``: runtime expressions of nr."""
+        nr = self.comm.nr
+        lo = self.fb.let(f"{hint}_lo", ring_boundary(seg, self.size, nr, self.geo, self.unit))
+        hi = ring_boundary(binop(BinOpKind.ADD, seg, 1), self.size, nr, self.geo, self.unit)
+        return lo, self.fb.let(f"{hint}_len", binop(BinOpKind.SUB, hi, lo))
+
+    def seg_index(self, s: Var, delta: int, hint: str) -> Var:
+        """(me - s + delta) mod NR; adding NR keeps the dividend non-negative (s <= NR - 2, delta >= -1)."""
+        nr = self.comm.nr
+        shifted = binop(BinOpKind.SUB, self.comm.me, s)
+        if delta:
+            shifted = binop(BinOpKind.ADD if delta > 0 else BinOpKind.SUB, shifted, abs(delta))
+        return self.fb.let(hint, binop(BinOpKind.MOD, binop(BinOpKind.ADD, shifted, nr), nr))
+
+    def extent(self, length: Var, col: ExprLike, hint: str) -> Var:
+        """Elements of this subchunk inside the segment: 0 past its end."""
+        return self.fb.let(hint, emax(0, emin(self.c, binop(BinOpKind.SUB, length, col))))
+
+    def push(self, lo: Var, col: ExprLike, n: Var) -> None:
+        """Put [1, n] elements at lo + col into the right neighbour's same slot (skipped when n == 0)."""
+        fb = self.fb
+        with fb.if_(n.gt(0)):
+            at = binop(BinOpKind.ADD, lo, col)
+            staged = fb.pld.tile.set_validshape(self.stage, [1, n], hint="stage_n")
+            fb.pld.tile.put(self.flat, self.right, self.flat, staged, [0, at], [0, at], [1, n])
+
+    def subchunks(self, body: Callable[[Expr], None]) -> None:
+        """Run ``body(k)`` for k in 0 .. chunks-1: a loop, or straight-line code when chunks == 1."""
+        if static_int(self.chunks) == 1:
+            body(Const(0))
+        else:
+            with self.fb.for_range(0, self.chunks, hint="k") as k:
+                body(k)
+
+    def generation(self, k: Expr) -> ExprLike:
+        """Ready generation 2k + 1 of subchunk k (push-done is one more)."""
+        return _bind(self.fb, "ready", binop(BinOpKind.ADD, binop(BinOpKind.MUL, 2, k), 1))
+
+    def reduce_scatter_round(self, s: Var) -> None:
+        fb = self.fb
+        send_lo, send_len = self.segment(self.seg_index(s, 0, "send_seg"), "send")
+        recv_lo, recv_len = self.segment(self.seg_index(s, -1, "recv_seg"), "recv")
+
+        def subchunk(k: Expr) -> None:
+            col = _bind(fb, "col", binop(BinOpKind.MUL, k, self.c))
+            send_n = self.extent(send_len, col, "send_n")
+            recv_n = self.extent(recv_len, col, "recv_n")
+            at = binop(BinOpKind.ADD, recv_lo, col)
+            # Read the OWN value of the receive slot before the ready barrier: until every rank has
+            # passed it no push can land, so the slot still holds only this rank's value.
+            with fb.if_(recv_n.gt(0)):
+                fb.assign_to(self.own, fb.call(Op.TILE_LOAD, [self.flat, [0, at], [1, self.c], [1, recv_n]]))
+            ready = self.generation(k)
+            emit_barrier(fb, self.comm, ready, s)
+            self.push(send_lo, col, send_n)
+            # Push-done: every push of this subchunk has landed before anyone reads its slot.
+            emit_barrier(fb, self.comm, binop(BinOpKind.ADD, ready, 1), s)
+            with fb.if_(recv_n.gt(0)):
+                left = fb.pld.tile.load(self.flat, [0, at], [1, self.c], [1, recv_n], hint="left")
+                # reduce(left, own): the result takes its valid extent from the lhs, and ``own`` is typed as
+                # the full tile it was created as. Every ReduceOp is commutative.
+                total = fb.let("reduced", fb.call(self.tile_op, [left, self.own]))
+                fb.pld.tile.store(total, [0, at], self.flat)
+
+        self.subchunks(subchunk)
+
+    def allgather_round(self, s: Var) -> None:
+        fb = self.fb
+        row = fb.let("row", binop(BinOpKind.ADD, s, binop(BinOpKind.SUB, self.comm.nr, 1)))
+        lo, length = self.segment(self.seg_index(s, 1, "fwd_seg"), "fwd")
+
+        def subchunk(k: Expr) -> None:
+            col = _bind(fb, "col", binop(BinOpKind.MUL, k, self.c))
+            n = self.extent(length, col, "fwd_n")
+            ready = self.generation(k)
+            # Ready: every rank finished the previous round, so the forwarded slot holds final data
+            # and the right neighbour's slot is no longer being read.
+            emit_barrier(fb, self.comm, ready, row)
+            self.push(lo, col, n)
+            emit_barrier(fb, self.comm, binop(BinOpKind.ADD, ready, 1), row)
+
+        self.subchunks(subchunk)
+
+__all__ = ["lower_allreduce_ring"]

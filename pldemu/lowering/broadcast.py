@@ -1,0 +1,51 @@
+"""``pld.tensor.broadcast(target, signal, root=R) -> target`` (R a static int).
+
+    barrier(1)                                   # root's data is staged
+    pld.tile.get(target, R, target, stage)       # every rank; on the root a local no-op
+    epilogue(1)
+
+Known, deferred race (pypto #2175): nothing stops a fast root from overwriting its window for the
+next call while a slow peer is still reading it; the recipe is kept exactly as specified.
+"""
+
+from __future__ import annotations
+
+from pldemu.ir.builder import FunctionBuilder
+from pldemu.ir.nodes import Call, Const
+from pldemu.lowering.common import (
+    Geometry,
+    Lowered,
+    LoweringContext,
+    check_fully_valid,
+    check_signal,
+    check_window,
+    emit_barrier,
+    emit_comm,
+    emit_epilogue,
+    stage_tile,
+    tensor_arg,
+)
+
+
+def lower_broadcast(call: Call, fb: FunctionBuilder, ctx: LoweringContext) -> Lowered:
+    """Lower one broadcast from the static root rank."""
+    root = call.attr("root")
+    if not isinstance(root, int) or isinstance(root, bool) or root < 0:
+        raise ctx.error("root", "a non-negative integer rank", repr(root))
+    if ctx.nranks is not None and root >= ctx.nranks:
+        raise ctx.error("root", f"a rank below the pinned NR = {ctx.nranks}", str(root))
+    target, t = tensor_arg(ctx, call, 0, "target")
+    check_window(ctx, "target", t)
+    check_fully_valid(ctx, "target", t)
+    signal = check_signal(ctx, call, 1)
+
+    comm = emit_comm(fb, target, signal)
+    # The stage is capped at one chunk whatever the target's extent; a runtime dim takes the bound.
+    stage, shape = stage_tile(fb, ctx, Geometry.of(t.dtype), "target", t.shape)
+    emit_barrier(fb, comm, 1)
+    fb.pld.tile.get(target, root, target, stage)
+    emit_epilogue(fb, comm, 1)
+    return Lowered(target, Const(1), None, None, shape)
+
+
+__all__ = ["lower_broadcast"]

@@ -1,0 +1,469 @@
+"""Shared pieces of the collective recipes: errors, the call context, the credit barrier, geometry.
+
+Everything a recipe emits goes through the function's one ``FunctionBuilder`` (so temporary names
+come from one counter per function). Nothing here keeps state between calls: barrier generations
+are passed explicitly by each recipe and restart at 1 in every call.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from pldemu.ir.builder import FunctionBuilder
+from pldemu.ir.dtypes import DType
+from pldemu.ir.enums import Layout, NotifyOp, ReduceOp, WaitCmp
+from pldemu.ir.nodes import (
+    NR,
+    BinOp,
+    BinOpKind,
+    BufferKind,
+    Call,
+    Const,
+    Expr,
+    ExprLike,
+    ListExpr,
+    Program,
+    TensorType,
+    Var,
+    as_expr,
+    binop,
+    ceildiv,
+    emin,
+    fold_binop,
+    static_int,
+)
+from pldemu.ir.ops import Op
+from pldemu.ir.printer import format_expr
+from pldemu.ir.signatures import REDUCE_TILE_OP, describe
+
+CHUNK_BYTES = 16 * 1024
+"""One UB chunk: the largest tile a recipe allocates (4,096 FP32 / 8,192 FP16 elements)."""
+
+ALIGN_BYTES = 32
+"""PTO tile row alignment: 8 FP32 / 16 FP16 elements."""
+
+REDUCE_DTYPES = (DType.FP16, DType.FP32)
+"""Element types the reducing collectives (allreduce, reduce_scatter) support."""
+
+_NR_SAMPLES = range(1, 17)
+"""Rank counts at which a shape expression is compared with its required form when NR is not pinned."""
+
+
+# ----------------------------------------------------------------------------------------------
+# Errors and the call context
+# ----------------------------------------------------------------------------------------------
+
+
+class LoweringError(ValueError):
+    """A collective whose arguments break its lowering contract.
+
+    The message names the op, the argument and what was expected, then where the call sits.
+    """
+
+    def __init__(self, op: Op, arg: str, expected: str, got: str = "", where: str = "") -> None:
+        self.op, self.arg, self.expected, self.got, self.where = op, arg, expected, got, where
+        text = f"{op.text}: argument '{arg}' must be {expected}"
+        if got:
+            text += f", got {got}"
+        if where:
+            text += f" (at {where})"
+        super().__init__(text)
+
+
+@dataclass(frozen=True)
+class LoweringContext:
+    """What a rule may know besides its call: the program (buffers, pinned NR) and the call's site."""
+
+    program: Program
+    op: Op
+    where: str = ""
+    roots: Mapping[str, frozenset[str]] = field(default_factory=lambda: MappingProxyType({}))
+    """Variable name -> the declared buffers it may stand for (through rebinds and tensor.view)."""
+
+    def root(self, var: Var) -> frozenset[str]:
+        """The buffers ``var`` may denote (itself when it is a buffer or an unknown parameter)."""
+        return self.roots.get(var.name, frozenset({var.name}))
+
+    @property
+    def nranks(self) -> int | None:
+        """The pinned rank count, or None. Used for validation only, never for geometry."""
+        return self.program.nranks
+
+    def error(self, arg: str, expected: str, got: str = "") -> LoweringError:
+        return LoweringError(self.op, arg, expected, got, self.where)
+
+
+@dataclass(frozen=True)
+class Lowered:
+    """A rule's result: the value bound to the original LHS, plus facts for the summary line."""
+
+    value: Expr
+    credits: Expr
+    """Credits this call issues per peer on every barrier cell (what the epilogue retires), in NR."""
+    rows: Expr | None = None
+    """Signal rows the call uses (ring: 2*(NR-1)); None for the mesh convention."""
+    chunks: Expr | None = None
+    """Chunk (subchunk) count of the data phase, in terms of NR; None when the recipe is not chunked."""
+    stage: tuple[int, ...] | None = None
+    """Physical shape of the VEC stage tile, if the recipe allocates one."""
+
+
+Rule = Callable[[Call, FunctionBuilder, LoweringContext], Lowered]
+"""A lowering rule: emits the recipe of ``call`` into the builder and returns its result."""
+
+
+# ----------------------------------------------------------------------------------------------
+# NR expressions: validation by evaluation, emission by substitution
+# ----------------------------------------------------------------------------------------------
+
+
+def eval_nr(e: Expr, nr: int) -> int | None:
+    """Value of an integer expression whose only free symbol is NR, or None if it has another."""
+    if isinstance(e, Const):
+        v = e.value
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+    if isinstance(e, Var):
+        return nr if e.name == NR.name else None
+    if isinstance(e, BinOp):
+        a, b = eval_nr(e.lhs, nr), eval_nr(e.rhs, nr)
+        if a is None or b is None:
+            return None
+        if e.op in (BinOpKind.FLOORDIV, BinOpKind.MOD) and b == 0:
+            return None
+        value = fold_binop(e.op, a, b)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return None
+
+
+def matches_nr(e: Expr, want: Callable[[int], int], pinned: int | None) -> bool:
+    """Does ``e`` equal ``want(NR)``: at the pinned NR, or at every sampled NR when none is pinned."""
+    samples: Sequence[int] = (pinned,) if pinned is not None else _NR_SAMPLES
+    return all(eval_nr(e, n) == want(n) for n in samples)
+
+
+def subst_nr(e: Expr, nr: Expr) -> Expr:
+    """Replace the NR symbol by the runtime rank count ``nr`` (re-folding constants)."""
+    if isinstance(e, Var) and e.name == NR.name:
+        return nr
+    if isinstance(e, BinOp):
+        lhs, rhs = subst_nr(e.lhs, nr), subst_nr(e.rhs, nr)
+        if lhs is e.lhs and rhs is e.rhs:
+            return e
+        return binop(e.op, lhs, rhs)
+    return e
+
+
+def same_extent(a: Expr, b: Expr, pinned: int | None) -> bool:
+    """Equal as expressions of NR (structurally, or by value at the sampled / pinned NR)."""
+    if a == b:
+        return True
+    samples: Sequence[int] = (pinned,) if pinned is not None else _NR_SAMPLES
+    for n in samples:
+        va, vb = eval_nr(a, n), eval_nr(b, n)
+        if va is None or vb is None or va != vb:
+            return False
+    return True
+
+
+def numel(shape: Sequence[Expr]) -> Expr:
+    """Product of the dimensions (folded when static)."""
+    total: Expr = Const(1)
+    for d in shape:
+        total = binop(BinOpKind.MUL, total, d)
+    return total
+
+
+def show(e: Expr | ListExpr | Sequence[Expr]) -> str:
+    """Text of an expression or shape for messages."""
+    if isinstance(e, (Var, Const, BinOp, Call, ListExpr)):
+        return format_expr(e)
+    return "[" + ", ".join(format_expr(x) for x in e) + "]"
+
+
+def show_nr(e: Expr, pinned: int | None) -> str:
+    """An NR expression, with its value at the pinned NR when there is one."""
+    text = show(e)
+    if pinned is not None:
+        v = eval_nr(e, pinned)
+        if v is not None and text != str(v):
+            text += f" (= {v} at NR={pinned})"
+    return text
+
+
+# ----------------------------------------------------------------------------------------------
+# Geometry: chunk, alignment, stage
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Chunk and alignment of one element type, in elements of physical storage."""
+
+    dtype: DType
+    chunk: int
+    align: int
+
+    @staticmethod
+    def of(dtype: DType) -> Geometry:
+        size = dtype.itemsize
+        return Geometry(dtype, CHUNK_BYTES // size, ALIGN_BYTES // size)
+
+    def chunk_cols(self, extent: Expr) -> int:
+        """Physical chunk width for a stream of ``extent`` elements.
+
+        A static extent below one chunk shrinks the chunk to the smallest aligned width covering
+        it, so a short collective does not reserve a whole 16-KiB tile; anything else (including a
+        runtime extent) uses the full chunk.
+        """
+        e = static_int(extent)
+        if e is not None and 0 < e < self.chunk:
+            return math.ceil(e / self.align) * self.align
+        return self.chunk
+
+    def stage_shape(self, transfer: Sequence[Expr]) -> tuple[int, int] | None:
+        """The 2-D VEC stage a put/get of ``transfer`` slides through (MakeCollectiveStageShape).
+
+        The stage is a bounce buffer that must never exceed a static transfer width, so a short
+        row is rounded DOWN to the alignment (FP32 SIZE=17 gives 16 columns); a transfer shorter
+        than one alignment unit has no legal width: None. Rows trade against columns inside the
+        chunk budget; a runtime last dimension takes the chunk bound.
+        """
+        cols = self.chunk
+        last = static_int(transfer[-1])
+        if last is not None and last > 0:
+            cols = min(last, self.chunk)
+            if cols < self.align:
+                return None
+            if cols < self.chunk:
+                cols = cols // self.align * self.align
+        budget = max(1, self.chunk // cols)
+        rows = 1
+        for d in transfer[:-1]:
+            v = static_int(d)
+            if v is None or v <= 0:
+                rows = 1
+                break
+            rows = min(rows * v, budget)
+        return (rows, cols)
+
+
+def ring_boundary(i: ExprLike, size: Expr, nr: Expr, geo: Geometry, unit: ExprLike | None = None) -> Expr:
+    """Start of ring segment ``i`` (segment NR ends the stream).
+
+    FP32 keeps balanced floor(i*SIZE/NR) boundaries. FP16 rounds each boundary up to 16 elements
+    (32 bytes) and caps it at SIZE so every non-empty segment starts aligned; trailing segments may
+    then be empty, which the schedule tolerates. ``unit`` may pass a bound ``16 * nr``.
+    """
+    scaled = binop(BinOpKind.MUL, i, size)
+    if geo.dtype is DType.FP16:
+        unit = binop(BinOpKind.MUL, geo.align, nr) if unit is None else unit
+        return emin(binop(BinOpKind.MUL, ceildiv(scaled, unit), geo.align), size)
+    return binop(BinOpKind.FLOORDIV, scaled, nr)
+
+
+def ring_max_segment(size: Expr, nr: Expr, geo: Geometry) -> Expr:
+    """Upper bound on any ring segment's length: the common subchunk-loop bound of every round."""
+    if geo.dtype is DType.FP16:
+        unit = binop(BinOpKind.MUL, geo.align, nr)
+        return emin(binop(BinOpKind.MUL, ceildiv(size, unit), geo.align), size)
+    return ceildiv(size, nr)
+
+
+# ----------------------------------------------------------------------------------------------
+# The self-clearing credit barrier
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Comm:
+    """The runtime rank queries of one call and the signal its barriers use."""
+
+    ctx: Var
+    me: Var
+    nr: Var
+    signal: Var
+
+    def cell(self, rank: ExprLike, row: ExprLike | None) -> list[ExprLike]:
+        """Mesh cell [rank, 0] (one per rank), or ring cell [row, rank] (one row per round)."""
+        return [rank, 0] if row is None else [row, rank]
+
+
+def emit_comm(fb: FunctionBuilder, window: Var, signal: Var) -> Comm:
+    """ctx = get_comm_ctx(window); me = rank(ctx); nr = nranks(ctx).
+
+    Rank and rank count are runtime queries so the lowering never depends on the rank count.
+    """
+    sys = fb.pld.system
+    ctx = sys.get_comm_ctx(window)
+    return Comm(ctx, sys.rank(ctx), sys.nranks(ctx), signal)
+
+
+def emit_peer_loop(fb: FunctionBuilder, comm: Comm, hint: str, body: Callable[[Var], None]) -> None:
+    """for p in range(0, nr): if p != me: body(p)."""
+    with fb.for_range(0, comm.nr, hint=hint) as p, fb.if_(p.ne(comm.me)):
+        body(p)
+
+
+def emit_notify_all(fb: FunctionBuilder, comm: Comm, row: ExprLike | None = None) -> None:
+    """One credit (AtomicAdd +1) on my cell of every peer's signal."""
+    emit_peer_loop(fb, comm, "peer", lambda p: fb.pld.system.notify(
+        comm.signal, p, comm.cell(comm.me, row), 1, op=NotifyOp.AtomicAdd))
+
+
+def emit_wait_all(fb: FunctionBuilder, comm: Comm, g: ExprLike, row: ExprLike | None = None) -> None:
+    """Wait until every peer's cell on my signal holds at least ``g`` credits.
+
+    Ge, never Eq: a fast peer may already have advanced the cell past ``g`` (its next barrier or
+    next call) before this rank polls, and Eq would then deadlock.
+    """
+    emit_peer_loop(fb, comm, "src", lambda s: fb.pld.system.wait(
+        comm.signal, comm.cell(s, row), g, cmp=WaitCmp.Ge))
+
+
+def emit_barrier(fb: FunctionBuilder, comm: Comm, g: ExprLike, row: ExprLike | None = None) -> None:
+    """Barrier generation ``g``: announce to every peer, then wait for every peer's g-th credit.
+
+    ``g`` counts this call's barriers on the cell (1, 2, ...), restarting at 1 in every call, because
+    the epilogue retires exactly the credits the call issued.
+    """
+    emit_notify_all(fb, comm, row)
+    emit_wait_all(fb, comm, g, row)
+
+
+def emit_epilogue(fb: FunctionBuilder, comm: Comm, n: ExprLike, rows: ExprLike | None = None) -> None:
+    """Retire this call's ``n`` credits per peer from every non-self cell (of every row, for ring).
+
+    AtomicAdd(-n) on my own signal rather than Set(0): a fast peer may already have posted credits
+    for the next call, and subtracting keeps them while a Set would clobber them.
+    """
+    value = as_expr(n)
+    retire: ExprLike = binop(BinOpKind.SUB, 0, value)
+    if static_int(value) is None:
+        retire = fb.let("retire", retire)
+    notify = fb.pld.system.notify
+
+    def one_row(row: ExprLike | None) -> None:
+        emit_peer_loop(fb, comm, "src", lambda s: notify(
+            comm.signal, comm.me, comm.cell(s, row), retire, op=NotifyOp.AtomicAdd))
+
+    if rows is None:
+        one_row(None)
+    else:
+        with fb.for_range(0, rows, hint="row") as r:
+            one_row(r)
+
+
+def stage_tile(fb: FunctionBuilder, ctx: LoweringContext, geo: Geometry, arg: str,
+               transfer: Sequence[Expr]) -> tuple[Var, tuple[int, int]]:
+    """Allocate the VEC stage for a put/get of ``transfer``, or reject a transfer with no legal stage."""
+    shape = geo.stage_shape(transfer)
+    if shape is None:
+        raise ctx.error(arg, f"rows of at least one alignment unit ({ALIGN_BYTES} bytes = {geo.align} "
+                        f"{geo.dtype.value} elements) so the put/get stage has a legal aligned width",
+                        f"{show(transfer[-1])} elements per row")
+    return fb.pld.tile.create(list(shape), geo.dtype, hint="stage"), shape
+
+
+# ----------------------------------------------------------------------------------------------
+# Argument validation
+# ----------------------------------------------------------------------------------------------
+
+
+def tensor_arg(ctx: LoweringContext, call: Call, index: int, name: str) -> tuple[Var, TensorType]:
+    """The ``index``-th argument as a named tensor variable."""
+    a = call.args[index]
+    if not isinstance(a, Var) or not isinstance(a.type, TensorType):
+        got = describe(a.type) if not isinstance(a, ListExpr) else "a list"
+        raise ctx.error(name, "a tensor variable (a buffer or a name bound to one)", got)
+    return a, a.type
+
+
+def check_window(ctx: LoweringContext, name: str, t: TensorType) -> None:
+    if not t.window:
+        raise ctx.error(name, "a window (DistributedTensor) so peers can reach it", describe(t))
+
+
+def check_dtype(ctx: LoweringContext, name: str, t: TensorType, allowed: Sequence[DType]) -> None:
+    if t.dtype not in allowed:
+        legal = " or ".join(d.value.upper() for d in allowed)
+        raise ctx.error(name, f"{legal}", t.dtype.value.upper())
+
+
+def check_packed(ctx: LoweringContext, name: str, t: TensorType) -> None:
+    """Recipes reinterpret targets with tensor.view, which needs packed row-major storage."""
+    if t.strides is not None:
+        raise ctx.error(name, "a packed tensor (strided targets cannot be viewed flat)",
+                        f"strides {list(t.strides)}")
+
+
+def check_fully_valid(ctx: LoweringContext, name: str, t: TensorType) -> None:
+    """Only allreduce has a partial-valid path; other collectives move whole buffers."""
+    if partial_valid(t) is not None:
+        raise ctx.error(name, "fully valid (only pld.tensor.allreduce supports a partial valid_shape)",
+                        f"valid {show(t.valid_shape or ())} of shape {show(t.shape)}")
+
+
+def partial_valid(t: TensorType) -> tuple[Expr, ...] | None:
+    """The valid shape if it is genuinely partial (a valid_shape equal to the shape is not)."""
+    if t.valid_shape is None or tuple(t.valid_shape) == tuple(t.shape):
+        return None
+    return t.valid_shape
+
+
+def check_dims(ctx: LoweringContext, name: str, t: TensorType, want: Sequence[Callable[[int], int] | None],
+               form: str) -> None:
+    """Each dimension equals ``want[i](NR)`` (None: any extent); ``form`` spells the expected shape."""
+    pinned = ctx.nranks
+    bad = len(t.shape) != len(want) or any(
+        w is not None and not matches_nr(d, w, pinned) for d, w in zip(t.shape, want, strict=False))
+    if bad:
+        expected = f"shaped {form}" + ("" if pinned is None else f" (NR pinned to {pinned})")
+        if pinned is None:
+            expected += " as an expression in NR"
+        raise ctx.error(name, expected, show(t.shape))
+
+
+def check_signal(ctx: LoweringContext, call: Call, index: int, ring: bool = False) -> Var:
+    """An INT32 signal window of the mesh [NR, 1] (or ring [2*(NR-1), NR]) convention, zero-initialised."""
+    sig, t = tensor_arg(ctx, call, index, "signal")
+    if t.dtype is not DType.INT32:
+        raise ctx.error("signal", "an INT32 signal window", describe(t))
+    check_window(ctx, "signal", t)
+    if ring:
+        check_dims(ctx, "signal", t, [lambda n: 2 * (n - 1), lambda n: n], "[2 * (NR - 1), NR] (one row per ring round)")
+    else:
+        check_dims(ctx, "signal", t, [lambda n: n, lambda n: 1], "[NR, 1] (one cell per rank)")
+    for decl in ctx.program.buffers:
+        # Barrier cells must start at zero: a data window starts poison-filled.
+        if decl.var.name in ctx.root(sig) and decl.kind is not BufferKind.SIGNAL:
+            raise ctx.error("signal", "a 'signal' buffer (zero at allocation)", f"{decl.kind.value} {decl.var.name}")
+    return sig
+
+
+def reduce_op(ctx: LoweringContext, call: Call) -> Op:
+    """The tile op of the call's ReduceOp."""
+    value = call.attr("op")
+    tile_op = REDUCE_TILE_OP.get(value) if isinstance(value, ReduceOp) else None
+    if tile_op is None:
+        legal = ", ".join(m.name for m in ReduceOp)
+        raise ctx.error("op", f"a ReduceOp ({legal})", repr(value))
+    return tile_op
+
+
+def check_layout(ctx: LoweringContext, name: str, t: TensorType) -> None:
+    """A DN partial box is not a row-major rectangle of the flattened view."""
+    if t.layout is Layout.DN and partial_valid(t) is not None:
+        raise ctx.error(name, "ND layout when a partial valid_shape is set (a DN partial view is not a row-major rectangle)",
+                        "layout DN")
+
+
+__all__ = [
+    "ALIGN_BYTES", "CHUNK_BYTES", "REDUCE_DTYPES", "Comm", "Geometry", "Lowered", "LoweringContext",
+    "LoweringError", "Rule", "check_dims", "check_dtype", "check_fully_valid", "check_layout", "check_packed",
+    "check_signal", "check_window", "emit_barrier", "emit_comm", "emit_epilogue", "emit_notify_all",
+    "emit_peer_loop", "emit_wait_all", "eval_nr", "matches_nr", "numel", "partial_valid", "reduce_op",
+    "ring_boundary", "ring_max_segment", "same_extent", "show", "show_nr", "stage_tile", "subst_nr", "tensor_arg",
+]

@@ -1,0 +1,58 @@
+"""The one dispatch table of LowerCompositeOps: op -> lowering rule (explicit function references)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from pldemu.ir.ops import Op
+from pldemu.lowering.all_to_all import lower_all_to_all
+from pldemu.lowering.all_to_all_v import lower_all_to_all_v
+from pldemu.lowering.allgather import lower_allgather
+from pldemu.lowering.allreduce import lower_allreduce
+from pldemu.lowering.barrier import lower_barrier
+from pldemu.lowering.broadcast import lower_broadcast
+from pldemu.lowering.common import Rule
+from pldemu.lowering.reduce_scatter import lower_reduce_scatter
+
+RULES: MappingProxyType[Op, Rule] = MappingProxyType(
+    {
+        Op.ALLREDUCE: lower_allreduce,
+        Op.ALLGATHER: lower_allgather,
+        Op.REDUCE_SCATTER: lower_reduce_scatter,
+        Op.BROADCAST: lower_broadcast,
+        Op.BARRIER: lower_barrier,
+        Op.ALL_TO_ALL: lower_all_to_all,
+        Op.ALL_TO_ALL_V: lower_all_to_all_v,
+    }
+)
+"""A call whose op is listed is rewritten; anything else passes through unchanged. No rule emits a
+listed op, which is what makes the pass idempotent."""
+
+
+
+@dataclass(frozen=True)
+class CollectiveArgs:
+    """Argument positions of a collective: the one its result aliases, and its signal."""
+
+    result: int
+    signal: int
+
+
+ARGS: MappingProxyType[Op, CollectiveArgs] = MappingProxyType(
+    {
+        Op.ALLREDUCE: CollectiveArgs(result=0, signal=1),
+        Op.ALLGATHER: CollectiveArgs(result=1, signal=2),
+        Op.REDUCE_SCATTER: CollectiveArgs(result=0, signal=1),
+        Op.BROADCAST: CollectiveArgs(result=0, signal=1),
+        Op.BARRIER: CollectiveArgs(result=0, signal=0),
+        Op.ALL_TO_ALL: CollectiveArgs(result=1, signal=2),
+        Op.ALL_TO_ALL_V: CollectiveArgs(result=1, signal=2),
+    }
+)
+"""Used before lowering to follow buffer aliases and to check signal conventions program-wide."""
+
+if set(ARGS) != set(RULES):  # pragma: no cover - import-time consistency check
+    raise RuntimeError("rules.ARGS and rules.RULES must list the same ops")
+
+__all__ = ["ARGS", "RULES", "CollectiveArgs"]

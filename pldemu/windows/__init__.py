@@ -1,0 +1,303 @@
+"""RMA windows standing in for accelerator (HCCL) memory.
+
+Each rank of a communicator hosts collectively allocated windows: data
+windows of any numpy dtype/shape and INT32 signal windows.  Two back ends sit
+behind one :class:`Window` interface:
+
+* ``shared`` -- ``MPI_Win_allocate_shared``; peers' memory is a numpy view.
+  Chosen automatically when every rank of the communicator is on one node.
+* ``rma`` -- ``MPI_Win_allocate`` with passive-target ``Put``/``Get``/
+  ``Accumulate``/``Flush``; works across nodes.
+
+Typical use::
+
+    with WindowSet(comm) as ws:
+        data = ws.allocate("x", (4, 8), np.float32)
+        sig = ws.allocate("x.sig", 4, np.int32, signal=True)
+        data.put(peer, (4, 8), (1, 0), rows)
+        sig.notify(peer, 0, 1, NotifyOp.ADD)
+        sig.wait(0, 1, WaitCmp.GE, timeout=10.0)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from types import TracebackType
+from typing import Any, SupportsIndex
+
+import numpy as np
+from mpi4py import MPI
+
+from .base import (
+    POISON_BYTE,
+    SIGNAL_DTYPE,
+    BackendName,
+    BackendRequest,
+    NotifyOp,
+    PollPolicy,
+    RegionPlan,
+    WaitCmp,
+    WaitHook,
+    WaitTimeout,
+    Window,
+    WindowAccessError,
+    WindowError,
+    WindowFreedError,
+    WindowStats,
+    as_shape,
+    poison_value,
+    region_layout,
+)
+from .rma import RmaWindow
+from .shared import SharedWindow
+
+__all__ = [
+    "POISON_BYTE",
+    "SIGNAL_DTYPE",
+    "BackendName",
+    "BackendRequest",
+    "NotifyOp",
+    "PollPolicy",
+    "RegionPlan",
+    "RmaWindow",
+    "SharedWindow",
+    "WaitCmp",
+    "WaitHook",
+    "WaitTimeout",
+    "Window",
+    "WindowAccessError",
+    "WindowError",
+    "WindowFreedError",
+    "WindowSet",
+    "WindowStats",
+    "allocate_window",
+    "choose_backend",
+    "poison_value",
+    "region_layout",
+]
+
+_BACKENDS: dict[str, type[Window]] = {"shared": SharedWindow, "rma": RmaWindow}
+
+
+def choose_backend(comm: MPI.Intracomm, requested: str = "auto") -> BackendName:
+    """Resolve ``requested`` (``auto``/``shared``/``rma``) for ``comm``.
+
+    Collective over ``comm``.  ``auto`` gives ``shared`` when all ranks share
+    a node, else ``rma``; asking for ``shared`` when they do not raises
+    ``ValueError`` (on every rank: they all see the same split sizes).
+    """
+    if requested not in ("auto", "shared", "rma"):
+        raise ValueError(f"backend must be 'auto', 'shared' or 'rma', got {requested!r}")
+    if requested == "rma":
+        return "rma"
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        node_size = int(node.Get_size())
+    finally:
+        node.Free()
+    # If one rank's node holds the whole communicator, every rank's does, so
+    # all ranks reach the same answer without further communication.
+    if node_size == comm.Get_size():
+        return "shared"
+    if requested == "shared":
+        raise ValueError(
+            f"backend 'shared' needs all {comm.Get_size()} ranks on one node; "
+            f"rank {comm.Get_rank()}'s node has {node_size} of them"
+        )
+    return "rma"
+
+
+def allocate_window(
+    comm: MPI.Intracomm,
+    name: str,
+    shape: int | Sequence[SupportsIndex],
+    dtype: Any,
+    *,
+    backend: str = "auto",
+    fill: Any = None,
+    signal: bool = False,
+) -> Window:
+    """Collectively allocate a window of ``shape``/``dtype`` on every rank.
+
+    All ranks of ``comm`` must call this with the same arguments (checked:
+    a mismatch raises ``ValueError`` on every rank).  ``backend`` is
+    ``auto``, ``shared`` or ``rma`` (see :func:`choose_backend`).
+
+    ``fill`` is the initial value of every element.  ``None`` means: ``0``
+    for signal windows (``signal=True``, dtype must be INT32 -- the notify
+    protocol needs zeroed signals), otherwise the poison of
+    :func:`poison_value` (NaN for floats, dtype min/max for integers, bytes
+    ``0xA5`` for the rest) so that reads of never-written data stand out.
+    """
+    _check_same_everywhere(comm, _signature(name, shape, dtype, backend, fill, signal))
+    return _allocate(comm, name, shape, dtype, choose_backend(comm, backend), fill, signal)
+
+
+def _allocate(
+    comm: MPI.Intracomm,
+    name: str,
+    shape: int | Sequence[SupportsIndex],
+    dtype: Any,
+    backend: BackendName,
+    fill: Any,
+    signal: bool,
+) -> Window:
+    """Validate locally (identical on all ranks) and build the window."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"window name must be a non-empty str, got {name!r}")
+    shp = as_shape(shape, "shape")
+    if any(d < 0 for d in shp):
+        raise ValueError(f"window '{name}': negative extent in shape {shp}")
+    dt = np.dtype(dtype)
+    if dt.hasobject or dt.itemsize == 0:
+        raise ValueError(f"window '{name}': dtype {dt} cannot live in an RMA window")
+    if signal and dt != SIGNAL_DTYPE:
+        raise ValueError(f"window '{name}': signal windows are INT32, got {dt}")
+    if fill is None:
+        fill = 0 if signal else poison_value(dt)
+    elif isinstance(fill, str):
+        raise ValueError(f"window '{name}': fill must be a scalar, got {fill!r}")
+    if fill is not None:
+        # Fail before any collective MPI call if the fill does not fit.
+        try:
+            np.full(1, fill, dtype=dt)
+        except (OverflowError, TypeError, ValueError) as exc:
+            raise ValueError(f"window '{name}': fill {fill!r} does not fit dtype {dt}: {exc}") from exc
+    return _BACKENDS[backend](comm, name, shp, dt, fill=fill, signal=signal)
+
+
+def _signature(name: str, shape: Any, dtype: Any, *rest: Any) -> tuple[Any, ...]:
+    """Normalised arguments for the cross-rank consistency check.
+
+    Normalising means ``(4,)`` and ``4``, or ``np.float32`` and ``"f4"``,
+    compare equal; arguments that do not normalise are compared by ``repr``
+    (they will then fail validation identically on every rank).
+    """
+    try:
+        shp: Any = as_shape(shape, "shape")
+    except TypeError:
+        shp = repr(shape)
+    try:
+        dt: Any = str(np.dtype(dtype))
+    except TypeError:
+        dt = repr(dtype)
+    return (name, shp, dt, *(repr(r) for r in rest))
+
+
+def _check_same_everywhere(comm: MPI.Intracomm, signature: tuple[Any, ...]) -> None:
+    """Raise ``ValueError`` on every rank unless all passed the same arguments.
+
+    One small allgather per allocation; it turns a mismatched collective call
+    (which would otherwise hang or corrupt memory) into a clear error.
+    """
+    sigs = comm.allgather(signature)
+    if any(s != sigs[0] for s in sigs):
+        diff = [r for r, s in enumerate(sigs) if s != sigs[0]]
+        raise ValueError(
+            f"allocate_window: ranks disagree on (name, shape, dtype, backend, fill, signal): "
+            f"rank 0 passed {sigs[0]}, ranks {diff} passed {[sigs[r] for r in diff]}"
+        )
+
+
+class WindowSet:
+    """Windows allocated together on one communicator and freed together.
+
+    The back end is resolved once (collectively) at construction.  Use as a
+    context manager; :meth:`free` frees the windows in reverse allocation
+    order, is idempotent and collective.  Any use after free raises
+    :class:`WindowFreedError`.
+    """
+
+    def __init__(self, comm: MPI.Intracomm, *, backend: str = "auto") -> None:
+        """Resolve the back end for ``comm`` (collective)."""
+        self._comm = comm
+        self._backend: BackendName = choose_backend(comm, backend)
+        self._windows: dict[str, Window] = {}
+        self._freed = False
+
+    @property
+    def comm(self) -> MPI.Intracomm:
+        """The communicator of every window in the set."""
+        return self._comm
+
+    @property
+    def backend(self) -> BackendName:
+        """Back end of every window in the set."""
+        return self._backend
+
+    @property
+    def freed(self) -> bool:
+        """True once :meth:`free` has been called."""
+        return self._freed
+
+    def allocate(
+        self,
+        name: str,
+        shape: int | Sequence[SupportsIndex],
+        dtype: Any,
+        *,
+        fill: Any = None,
+        signal: bool = False,
+    ) -> Window:
+        """Collectively allocate a window in this set (see :func:`allocate_window`).
+
+        Names are unique within the set.
+        """
+        self._check_live("allocate")
+        _check_same_everywhere(self._comm, _signature(name, shape, dtype, fill, signal))
+        if name in self._windows:
+            raise ValueError(f"window set: a window named '{name}' already exists")
+        win = _allocate(self._comm, name, shape, dtype, self._backend, fill, signal)
+        self._windows[name] = win
+        return win
+
+    def __getitem__(self, name: str) -> Window:
+        self._check_live("lookup")
+        return self._windows[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._windows
+
+    def __iter__(self) -> Iterator[Window]:
+        return iter(list(self._windows.values()))
+
+    def __len__(self) -> int:
+        return len(self._windows)
+
+    def stats(self) -> dict[str, dict[str, int]]:
+        """Counters of every window, by name."""
+        return {name: w.stats.as_dict() for name, w in self._windows.items()}
+
+    def free(self) -> None:
+        """Collectively free every window (reverse order); idempotent.
+
+        Keeps going if one free fails so that no window is left behind, then
+        re-raises the first error.
+        """
+        if self._freed:
+            return
+        self._freed = True
+        first: BaseException | None = None
+        for win in reversed(list(self._windows.values())):
+            try:
+                win.free()
+            except BaseException as exc:  # re-raised below, after the other frees
+                if first is None:
+                    first = exc
+        if first is not None:
+            raise first
+
+    def _check_live(self, op: str) -> None:
+        if self._freed:
+            raise WindowFreedError(f"{op}: rank {self._comm.Get_rank()}: window set has been freed")
+
+    def __enter__(self) -> WindowSet:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.free()

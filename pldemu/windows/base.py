@@ -1,0 +1,853 @@
+"""Back-end independent part of the RMA windows: interface, errors, checks.
+
+A :class:`Window` is one collectively allocated buffer per rank of a
+communicator, standing in for accelerator memory.  Everything that does not
+depend on *how* a peer's memory is reached lives here, so that the two back
+ends (``shared.py``: numpy views of an ``MPI_Win_allocate_shared`` segment,
+``rma.py``: ``MPI_Put``/``MPI_Get`` on an ``MPI_Win_allocate`` window) only
+implement four small primitives:
+
+* ``_store``  - non-atomic write of a checked region into a peer,
+* ``_load``   - read of a checked region of a peer into a fresh array,
+* ``_poll_cell`` - one atomic read of a local INT32 cell that also drives MPI
+  progress,
+* ``_create_win`` - the MPI window allocation itself.
+
+Atomic operations (element-wise ``atomic_add`` puts and signal ``notify``)
+are *always* MPI accumulate operations on both back ends, because MPI only
+guarantees atomicity among its own accumulate operations; they are therefore
+implemented once, here.
+
+Ordering contract: a data put returns only once it is complete at the target
+(it is flushed, or followed by a memory barrier on the shared back end), and
+``notify`` starts with a memory barrier.  Hence a ``put`` followed by a
+``notify`` -- even on *another* window -- guarantees the data is visible once
+the notify is observed by ``wait`` on the target, which ends with a memory
+barrier of its own.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import math
+import operator
+import os
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
+from types import TracebackType
+from typing import Any, ClassVar, Literal, SupportsIndex
+
+import numpy as np
+from mpi4py import MPI
+
+BackendName = Literal["shared", "rma"]
+"""Name of a concrete back end."""
+
+BackendRequest = Literal["auto", "shared", "rma"]
+"""What a caller may ask for; ``auto`` picks ``shared`` when it can."""
+
+SIGNAL_DTYPE = np.dtype(np.int32)
+"""Signal cells are INT32, like HCCL's notify words."""
+
+WaitHook = Callable[[int], None]
+"""Called now and then while ``wait`` polls, with the last observed value."""
+
+Shape = tuple[int, ...]
+
+
+class NotifyOp(enum.Enum):
+    """How ``notify`` combines its value with the peer's signal cell."""
+
+    ADD = "add"
+    """Atomic signed add (``MPI.SUM``)."""
+    SET = "set"
+    """Atomic replace (``MPI.REPLACE``)."""
+
+
+class WaitCmp(enum.Enum):
+    """When ``wait`` is satisfied."""
+
+    EQ = "eq"
+    """``value == expected``."""
+    GE = "ge"
+    """``value >= expected``."""
+
+
+class WindowError(Exception):
+    """Base class of every error raised by :mod:`pldemu.windows`."""
+
+
+class WindowAccessError(WindowError, IndexError):
+    """An access was refused before anything was read or written.
+
+    The message names the operation, this rank, the peer, the window and the
+    offending region or cell together with the bounds it violated.
+    """
+
+
+class WindowFreedError(WindowError, RuntimeError):
+    """A window (or window set) was used after ``free()``."""
+
+
+class WaitTimeout(WindowError, TimeoutError):
+    """``wait`` reached its deadline before the cell satisfied the condition.
+
+    Attributes carry what was being waited for and the last value observed,
+    which is usually what a protocol debugger wants to see first.
+    """
+
+    def __init__(
+        self,
+        *,
+        window: str,
+        rank: int,
+        cell: int,
+        expected: int,
+        cmp: WaitCmp,
+        observed: int,
+        waited: float,
+        polls: int,
+    ) -> None:
+        self.window = window
+        self.rank = rank
+        self.cell = cell
+        self.expected = expected
+        self.cmp = cmp
+        self.observed = observed
+        self.waited = waited
+        self.polls = polls
+        self._state: dict[str, Any] = {
+            "window": window,
+            "rank": rank,
+            "cell": cell,
+            "expected": expected,
+            "cmp": cmp,
+            "observed": observed,
+            "waited": waited,
+            "polls": polls,
+        }
+        rel = "==" if cmp is WaitCmp.EQ else ">="
+        super().__init__(
+            f"wait: rank {rank} window '{window}' cell {cell}: timed out after {waited:.3f}s "
+            f"({polls} polls) waiting for value {rel} {expected}; last observed value {observed}"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keyword-only __init__: the default exception pickling (cls(*args))
+        # would fail, and the runtime may ship errors between ranks.
+        return (functools.partial(WaitTimeout, **self._state), ())
+
+
+@dataclass(slots=True)
+class WindowStats:
+    """Per-window operation counters (plain ints: incrementing them is cheap).
+
+    Counts are from this rank's point of view: ``puts`` are puts this rank
+    issued on the window, ``bytes_put`` their payload, and so on.
+    """
+
+    puts: int = 0
+    atomic_puts: int = 0
+    gets: int = 0
+    notifies: int = 0
+    waits: int = 0
+    polls: int = 0
+    bytes_put: int = 0
+    bytes_got: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        """The counters as a plain dict (for status reports / JSON)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, slots=True)
+class PollPolicy:
+    """Back-off of the ``wait`` poll loop.
+
+    Spin ``spin_polls`` times (lowest latency when the peer has its own
+    core), then ``os.sched_yield()`` for ``yield_polls`` more polls, then
+    sleep, doubling from ``min_sleep`` up to ``max_sleep`` seconds.  Yielding
+    matters: oversubscribed ranks that busy-spin starve the very peer they are
+    waiting for (measured 15 ms per exchange instead of ~30 us).
+    """
+
+    spin_polls: int = 32
+    yield_polls: int = 256
+    min_sleep: float = 5e-6
+    max_sleep: float = 200e-6
+    hook_interval: float = 0.05
+    """Seconds between two calls of the ``wait`` hook."""
+
+
+def poison_value(dtype: np.dtype[Any]) -> Any:
+    """The default fill of a new data window of ``dtype``.
+
+    * float and complex: NaN (``nan+nanj``),
+    * signed integers: the dtype minimum (e.g. ``-2147483648`` for int32),
+    * unsigned integers: the dtype maximum (e.g. ``255`` for uint8),
+    * anything else (bool, void, ...): ``None``, meaning every byte is ``0xA5``.
+
+    Signal windows are not poisoned: the notify protocol needs them zeroed.
+    """
+    if dtype.kind == "f":
+        return np.nan
+    if dtype.kind == "c":
+        return complex(np.nan, np.nan)
+    if dtype.kind == "i":
+        return int(np.iinfo(dtype).min)
+    if dtype.kind == "u":
+        return int(np.iinfo(dtype).max)
+    return None
+
+
+POISON_BYTE = 0xA5
+"""Byte pattern used for dtypes without a natural poison value."""
+
+
+def _fill_array(arr: np.ndarray, dtype: np.dtype[Any], fill: Any) -> None:
+    """Fill ``arr`` with ``fill``; ``None`` means the 0xA5 byte pattern."""
+    if fill is None:
+        arr.view(np.uint8)[...] = POISON_BYTE
+    else:
+        arr[...] = fill
+
+
+def segment_array(buf: Any, dtype: np.dtype[Any], numel: int) -> np.ndarray:
+    """Zero-copy 1-D numpy view of an MPI window segment (an mpi4py buffer).
+
+    ``buf`` is typed ``Any`` because mpi4py's ``buffer`` stub does not
+    declare the buffer protocol it implements.
+    """
+    return np.frombuffer(buf, dtype=dtype, count=max(numel, 1))[:numel]
+
+
+def as_shape(value: int | Sequence[SupportsIndex] | np.ndarray, what: str) -> Shape:
+    """Normalise an int or sequence of ints into a shape tuple (no bounds)."""
+    if isinstance(value, (int, np.integer)):
+        return (operator.index(value),)
+    try:
+        return tuple(operator.index(v) for v in value)
+    except TypeError as exc:
+        raise TypeError(f"{what} must be an int or a sequence of ints, got {value!r}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class RegionPlan:
+    """A checked region, ready for either back end.
+
+    ``disp`` is the flat element index of the region's first element in the
+    peer's packed buffer (the MPI target displacement, ``disp_unit`` being the
+    item size); ``layout`` the region as ``(count, element_stride)`` pairs,
+    outermost first, after merging contiguous dims and dropping unit dims;
+    ``slices`` the same region for numpy.
+    """
+
+    view_shape: Shape
+    offsets: Shape
+    shape: Shape
+    disp: int
+    numel: int
+    layout: tuple[tuple[int, int], ...]
+    slices: tuple[slice, ...]
+
+
+def region_layout(view_shape: Shape, shape: Shape) -> tuple[tuple[int, int], ...]:
+    """Canonical ``(count, element_stride)`` description of a region.
+
+    Dims of extent 1 are dropped (they only move the displacement) and an
+    outer dim is merged into the inner one when the inner one is contiguous
+    up to the outer stride, so e.g. full rows of a 2-D view become one run.
+    Two regions with the same layout share one MPI datatype.
+    """
+    strides = [1] * len(view_shape)
+    for i in range(len(view_shape) - 2, -1, -1):
+        strides[i] = strides[i + 1] * view_shape[i + 1]
+    pairs: list[tuple[int, int]] = []
+    for count, stride in zip(shape, strides, strict=True):
+        if count == 1:
+            continue
+        pairs.append((count, stride))
+    merged: list[tuple[int, int]] = []
+    for count, stride in reversed(pairs):  # innermost first
+        if merged and stride == merged[-1][0] * merged[-1][1]:
+            inner_count, inner_stride = merged.pop()
+            merged.append((count * inner_count, inner_stride))
+        else:
+            merged.append((count, stride))
+    return tuple(reversed(merged))
+
+
+class Window(ABC):
+    """One RMA window: a buffer of ``shape``/``dtype`` on every rank of ``comm``.
+
+    Created collectively by :func:`pldemu.windows.allocate_window` (or
+    :meth:`WindowSet.allocate`); freed collectively by :meth:`free` or by
+    leaving a ``with`` block.  Every rank must call both.
+
+    Data operations address an N-D rectangle (``offsets``/``shape``) of a
+    *view* of the peer's packed buffer; ``view_shape`` must have the window's
+    element count (the runtime reshapes windows freely).  Signal operations
+    (``notify``/``wait``) address a flat INT32 cell index and need an INT32
+    window.  Every access is checked before anything moves; a refused access
+    raises :class:`WindowAccessError` and writes nothing.
+
+    Views returned by :attr:`local`/:meth:`local_view` alias window memory
+    and must not be used after :meth:`free` (the memory is unmapped).
+    A window is meant to be driven by one thread per rank.
+    """
+
+    backend: ClassVar[BackendName]
+    """``"shared"`` or ``"rma"``."""
+
+    def __init__(
+        self,
+        comm: MPI.Intracomm,
+        name: str,
+        shape: Shape,
+        dtype: np.dtype[Any],
+        *,
+        fill: Any,
+        signal: bool,
+    ) -> None:
+        """Allocate the window collectively; use ``allocate_window`` instead."""
+        self._comm = comm
+        self._name = name
+        self._shape = shape
+        self._dtype = dtype
+        self._signal = signal
+        self._rank: int = comm.Get_rank()
+        self._size: int = comm.Get_size()
+        self._numel = math.prod(shape)
+        self._stats = WindowStats()
+        self._types: dict[tuple[tuple[int, int], ...], MPI.Datatype] = {}
+        self._base_type, self._base_is_predefined = _mpi_base_type(dtype)
+        # MPI_SUM needs a predefined numeric type.  float16 is excluded: MPICH
+        # 5.0.2 sums MPIX_C_FLOAT16 as raw integers (1.0 + 1.0 -> 32768.0).
+        self._atomic_add_ok = (
+            self._base_is_predefined and dtype.kind in "iufc" and dtype != np.dtype(np.float16)
+        )
+        self._cell_buf = np.zeros(1, dtype=SIGNAL_DTYPE)  # notify origin, reused to avoid allocations
+        # Never allocate 0 bytes: some MPI libraries hand back NULL segments
+        # for them, which numpy cannot wrap; the view is cut to numel anyway.
+        nbytes = max(self._numel, 1) * dtype.itemsize
+        try:
+            win, local = self._create_win(nbytes)
+        except BaseException:
+            if not self._base_is_predefined:
+                self._base_type.Free()
+            raise
+        self._win: MPI.Win | None = win
+        self._local: np.ndarray | None = local[: self._numel].reshape(shape)
+        self._locked = False
+        try:
+            # Passive-target epoch for the window's whole life.  We never take
+            # exclusive locks, so NOCHECK is valid and saves lock traffic.
+            win.Lock_all(MPI.MODE_NOCHECK)
+            self._locked = True
+            try:
+                _fill_array(self._local, dtype, fill)
+                win.Sync()  # make the fill visible before anyone may access it
+            finally:
+                # Even on a failed fill every rank must reach the barrier,
+                # or the others would hang in it.
+                comm.Barrier()
+        except BaseException:
+            self._release()
+            raise
+
+    # ----------------------------------------------------------------- back end
+
+    @abstractmethod
+    def _create_win(self, nbytes: int) -> tuple[MPI.Win, np.ndarray]:
+        """Allocate the MPI window; return it and this rank's segment (1-D)."""
+
+    @abstractmethod
+    def _store(self, peer: int, plan: RegionPlan, data: np.ndarray) -> None:
+        """Non-atomically write ``data`` (C-contiguous, window dtype) into the
+        peer's region; complete at the target on return."""
+
+    @abstractmethod
+    def _load(self, peer: int, plan: RegionPlan) -> np.ndarray:
+        """Return a fresh array holding the peer's region."""
+
+    @abstractmethod
+    def _poll_cell(self, cell: int, polls: int) -> int:
+        """One atomic read of local cell ``cell`` that also drives MPI progress.
+
+        ``polls`` is the number of polls already made in this ``wait``.
+        """
+
+    # ----------------------------------------------------------- introspection
+
+    @property
+    def name(self) -> str:
+        """The window's name (used in every error message)."""
+        return self._name
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        """Element type."""
+        return self._dtype
+
+    @property
+    def shape(self) -> Shape:
+        """Shape of each rank's segment (identical on all ranks)."""
+        return self._shape
+
+    @property
+    def numel(self) -> int:
+        """Elements per rank."""
+        return self._numel
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes per rank."""
+        return self._numel * self._dtype.itemsize
+
+    @property
+    def is_signal(self) -> bool:
+        """True for signal windows (INT32, zero-initialised)."""
+        return self._signal
+
+    @property
+    def comm(self) -> MPI.Intracomm:
+        """The communicator the window was allocated on."""
+        return self._comm
+
+    @property
+    def rank(self) -> int:
+        """This rank in :attr:`comm`."""
+        return self._rank
+
+    @property
+    def size(self) -> int:
+        """Number of ranks in :attr:`comm` (valid peers are ``0..size-1``)."""
+        return self._size
+
+    @property
+    def stats(self) -> WindowStats:
+        """Live operation counters of this rank on this window."""
+        return self._stats
+
+    @property
+    def freed(self) -> bool:
+        """True once :meth:`free` has been called."""
+        return self._win is None
+
+    def __repr__(self) -> str:
+        state = "freed" if self._win is None else "live"
+        return (
+            f"<{type(self).__name__} '{self._name}' {self.backend} {self._dtype} {self._shape} "
+            f"rank {self._rank}/{self._size} {state}>"
+        )
+
+    # -------------------------------------------------------------- local data
+
+    @property
+    def local(self) -> np.ndarray:
+        """This rank's own segment, zero-copy, with the window's shape.
+
+        After local stores that peers will read, call :meth:`sync` (``notify``
+        does it for you).
+        """
+        return self._live_local("local")
+
+    def local_view(self, view_shape: int | Sequence[SupportsIndex]) -> np.ndarray:
+        """This rank's segment reshaped to ``view_shape`` (zero-copy)."""
+        local = self._live_local("local_view")
+        vs = as_shape(view_shape, "view_shape")
+        self._check_view(vs, "local_view", self._rank)
+        return local.reshape(vs)
+
+    def sync(self) -> None:
+        """Memory barrier on this rank's window memory (``MPI_Win_sync``)."""
+        self._live_win("sync").Sync()
+
+    # --------------------------------------------------------------- data ops
+
+    def put(
+        self,
+        peer: int,
+        view_shape: int | Sequence[SupportsIndex],
+        offsets: int | Sequence[SupportsIndex],
+        data: np.ndarray,
+        atomic_add: bool = False,
+    ) -> None:
+        """Write ``data`` into region ``offsets``/``data.shape`` of ``peer``.
+
+        With ``atomic_add`` the write is an element-wise atomic add
+        (``MPI_Accumulate`` with ``MPI_SUM``); it needs an integer, float or
+        complex dtype other than float16.  Complete at the target on
+        return.  ``data`` must have the region's shape exactly and a dtype
+        that casts safely to the window's.
+        """
+        op = "put"
+        win = self._live_win(op)
+        arr = np.asarray(data)
+        plan = self._plan(op, peer, view_shape, offsets, arr.shape)
+        if arr.dtype != self._dtype and not np.can_cast(arr.dtype, self._dtype, "safe"):
+            raise self._access_error(
+                op, peer, f"data dtype {arr.dtype} does not cast safely to window dtype {self._dtype}"
+            )
+        if atomic_add and not self._atomic_add_ok:
+            raise self._access_error(op, peer, f"atomic_add is not supported for dtype {self._dtype}")
+        buf = np.ascontiguousarray(arr, dtype=self._dtype)
+        if plan.numel:
+            if atomic_add:
+                self._accumulate(win, peer, plan, buf, MPI.SUM)
+            else:
+                self._store(peer, plan, buf)
+        st = self._stats
+        if atomic_add:
+            st.atomic_puts += 1
+        else:
+            st.puts += 1
+        st.bytes_put += buf.nbytes
+
+    def get(
+        self,
+        peer: int,
+        view_shape: int | Sequence[SupportsIndex],
+        offsets: int | Sequence[SupportsIndex],
+        shape: int | Sequence[SupportsIndex],
+    ) -> np.ndarray:
+        """Return a fresh copy of region ``offsets``/``shape`` of ``peer``."""
+        return self._get("get", peer, view_shape, offsets, shape)
+
+    def remote_load(
+        self,
+        peer: int,
+        view_shape: int | Sequence[SupportsIndex],
+        offsets: int | Sequence[SupportsIndex],
+        shape: int | Sequence[SupportsIndex],
+    ) -> np.ndarray:
+        """Same as :meth:`get`; errors name the op ``remote_load``."""
+        return self._get("remote_load", peer, view_shape, offsets, shape)
+
+    def _get(
+        self,
+        op: str,
+        peer: int,
+        view_shape: int | Sequence[SupportsIndex],
+        offsets: int | Sequence[SupportsIndex],
+        shape: int | Sequence[SupportsIndex],
+    ) -> np.ndarray:
+        self._live_win(op)
+        plan = self._plan(op, peer, view_shape, offsets, as_shape(shape, "shape"))
+        out = self._load(peer, plan) if plan.numel else np.empty(plan.shape, dtype=self._dtype)
+        self._stats.gets += 1
+        self._stats.bytes_got += out.nbytes
+        return out
+
+    # ------------------------------------------------------------- signal ops
+
+    def notify(self, peer: int, cell: int, value: int, op: NotifyOp = NotifyOp.ADD) -> None:
+        """Atomically add ``value`` to (``ADD``) or replace (``SET``) ``peer``'s
+        INT32 ``cell``.
+
+        Ordered after every put this rank issued before (on any window): the
+        data is visible to whoever observes the notify.  ``peer == rank``
+        goes through the same atomic path as a remote notify.
+        """
+        opname = "notify"
+        win = self._live_win(opname)
+        peer = self._check_peer(opname, peer)
+        cell = self._check_cell(opname, peer, cell)
+        if not isinstance(op, NotifyOp):
+            raise TypeError(f"notify: op must be a NotifyOp, got {op!r}")
+        info = np.iinfo(SIGNAL_DTYPE)
+        if not info.min <= value <= info.max:
+            raise self._access_error(
+                opname, peer, f"cell {cell}: value {value} outside INT32 [{info.min}, {info.max}]"
+            )
+        # Puts are already complete at their targets when put() returns, so
+        # only this rank's own local stores still need ordering: a memory
+        # barrier before the atomic takes care of them.
+        win.Sync()
+        self._cell_buf[0] = value
+        mpi_op = MPI.SUM if op is NotifyOp.ADD else MPI.REPLACE
+        win.Accumulate([self._cell_buf, 1, MPI.INT32_T], peer, (cell, 1, MPI.INT32_T), mpi_op)
+        win.Flush(peer)
+        self._stats.notifies += 1
+
+    def read_cell(self, cell: int) -> int:
+        """One atomic read of this rank's INT32 ``cell`` (no waiting)."""
+        self._live_win("read_cell")
+        cell = self._check_cell("read_cell", self._rank, cell)
+        return self._poll_cell(cell, 0)
+
+    def wait(
+        self,
+        cell: int,
+        expected: int,
+        cmp: WaitCmp = WaitCmp.GE,
+        deadline: float | None = None,
+        *,
+        timeout: float | None = None,
+        hook: WaitHook | None = None,
+        policy: PollPolicy | None = None,
+    ) -> int:
+        """Poll this rank's INT32 ``cell`` until it equals (``EQ``) or reaches
+        (``GE``) ``expected``; return the value observed.
+
+        ``deadline`` is an absolute :func:`time.monotonic` time, ``timeout``
+        a duration from now; the earlier one wins, neither means forever.
+        On expiry :class:`WaitTimeout` is raised with the last observed value.
+        Every poll is an atomic read that also makes MPI calls, so remote
+        writes keep landing across hosts.  ``hook(last_value)`` is called
+        about every ``policy.hook_interval`` seconds.  On return, data that
+        peers put before their notify is visible in :attr:`local`.
+        """
+        opname = "wait"
+        win = self._live_win(opname)
+        cell = self._check_cell(opname, self._rank, cell)
+        if not isinstance(cmp, WaitCmp):
+            raise TypeError(f"wait: cmp must be a WaitCmp, got {cmp!r}")
+        pol = policy if policy is not None else _DEFAULT_POLICY
+        start = time.monotonic()
+        end = math.inf if deadline is None else deadline
+        if timeout is not None:
+            end = min(end, start + timeout)
+        next_hook = start + pol.hook_interval
+        spin_end = pol.spin_polls
+        yield_end = spin_end + pol.yield_polls
+        sleep = pol.min_sleep
+        ge = cmp is WaitCmp.GE
+        polls = 0
+        st = self._stats
+        st.waits += 1
+        try:
+            while True:
+                value = self._poll_cell(cell, polls)
+                polls += 1
+                if value >= expected if ge else value == expected:
+                    # Acquire side of the put->notify ordering: loads of local
+                    # data after this see what the notifier wrote before.
+                    win.Sync()
+                    return value
+                if polls < spin_end:
+                    continue
+                now = time.monotonic()
+                if now >= end:
+                    raise WaitTimeout(
+                        window=self._name,
+                        rank=self._rank,
+                        cell=cell,
+                        expected=expected,
+                        cmp=cmp,
+                        observed=value,
+                        waited=now - start,
+                        polls=polls,
+                    )
+                if hook is not None and now >= next_hook:
+                    hook(value)
+                    next_hook = time.monotonic() + pol.hook_interval
+                if polls < yield_end:
+                    os.sched_yield()
+                else:
+                    time.sleep(sleep)
+                    sleep = min(sleep * 2, pol.max_sleep)
+        finally:
+            st.polls += polls
+
+    # ------------------------------------------------------------------- free
+
+    def free(self) -> None:
+        """Collectively free the window; idempotent.  All ranks must call it."""
+        if self._win is None:
+            return
+        self._release()
+
+    def _release(self) -> None:
+        win, self._win = self._win, None
+        self._local = None
+        try:
+            if win is not None:
+                try:
+                    if self._locked:
+                        self._locked = False
+                        win.Unlock_all()  # completes this rank's outstanding ops
+                finally:
+                    win.Free()
+        finally:
+            types, self._types = self._types, {}
+            for t in types.values():
+                t.Free()
+            if not self._base_is_predefined:
+                self._base_type.Free()
+
+    def __enter__(self) -> Window:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.free()
+
+    # ------------------------------------------------------------- checks etc.
+
+    def _live_win(self, op: str) -> MPI.Win:
+        win = self._win
+        if win is None:
+            raise WindowFreedError(f"{op}: rank {self._rank}: window '{self._name}' has been freed")
+        return win
+
+    def _live_local(self, op: str) -> np.ndarray:
+        local = self._local
+        if local is None:
+            raise WindowFreedError(f"{op}: rank {self._rank}: window '{self._name}' has been freed")
+        return local
+
+    def _access_error(self, op: str, peer: object, detail: str) -> WindowAccessError:
+        return WindowAccessError(
+            f"{op}: rank {self._rank} -> peer {peer} on window '{self._name}' "
+            f"({self._dtype}{list(self._shape)}, {self._size} ranks): {detail}"
+        )
+
+    def _check_peer(self, op: str, peer: Any) -> int:
+        try:
+            p = operator.index(peer)
+        except TypeError:
+            raise self._access_error(op, peer, f"peer must be an int, got {type(peer).__name__}") from None
+        if not 0 <= p < self._size:
+            raise self._access_error(op, p, f"peer {p} out of range [0, {self._size})")
+        return p
+
+    def _check_cell(self, op: str, peer: int, cell: Any) -> int:
+        if self._dtype != SIGNAL_DTYPE:
+            raise self._access_error(op, peer, f"signal ops need an INT32 window, this one is {self._dtype}")
+        try:
+            c = operator.index(cell)
+        except TypeError:
+            raise self._access_error(op, peer, f"cell must be an int, got {type(cell).__name__}") from None
+        if not 0 <= c < self._numel:
+            raise self._access_error(op, peer, f"cell {c} out of range [0, {self._numel})")
+        return c
+
+    def _check_view(self, vs: Shape, op: str, peer: int) -> None:
+        if any(d < 0 for d in vs) or math.prod(vs) != self._numel:
+            raise self._access_error(
+                op,
+                peer,
+                f"view shape {list(vs)} has {math.prod(vs)} elements, window has {self._numel}",
+            )
+
+    def _plan(
+        self,
+        op: str,
+        peer: int,
+        view_shape: int | Sequence[SupportsIndex],
+        offsets: int | Sequence[SupportsIndex],
+        shape: Shape,
+    ) -> RegionPlan:
+        """Check peer, view and region; return where the region lives."""
+        p = self._check_peer(op, peer)
+        vs = as_shape(view_shape, "view_shape")
+        off = as_shape(offsets, "offsets")
+        self._check_view(vs, op, p)
+        where = f"region offsets {list(off)} shape {list(shape)} in view {list(vs)}"
+        if not len(off) == len(shape) == len(vs):
+            raise self._access_error(
+                op,
+                p,
+                f"{where}: rank mismatch (offsets {len(off)}-D, shape {len(shape)}-D, view {len(vs)}-D)",
+            )
+        for d, (o, n, v) in enumerate(zip(off, shape, vs, strict=True)):
+            if o < 0 or n < 0 or o + n > v:
+                raise self._access_error(op, p, f"{where}: dim {d} covers [{o}, {o + n}) outside [0, {v})")
+        disp = 0
+        for o, v in zip(off, vs, strict=True):
+            disp = disp * v + o
+        return RegionPlan(
+            view_shape=vs,
+            offsets=off,
+            shape=shape,
+            disp=disp,
+            numel=math.prod(shape),
+            layout=region_layout(vs, shape),
+            slices=tuple(slice(o, o + n) for o, n in zip(off, shape, strict=True)),
+        )
+
+    def _target(self, plan: RegionPlan) -> tuple[int, int, MPI.Datatype]:
+        """MPI target spec ``(disp, count, datatype)`` of a checked region.
+
+        Derived datatypes are built once per layout and cached on the window
+        (freed with it).  A contiguous run needs none.
+        """
+        layout = plan.layout
+        if not layout:
+            return (plan.disp, 1, self._base_type)
+        if len(layout) == 1 and layout[0][1] == 1:
+            return (plan.disp, layout[0][0], self._base_type)
+        dtype = self._types.get(layout)
+        if dtype is None:
+            dtype = _layout_datatype(self._base_type, self._dtype.itemsize, layout)
+            self._types[layout] = dtype
+        return (plan.disp, 1, dtype)
+
+    def _origin(self, buf: np.ndarray, plan: RegionPlan) -> list[Any]:
+        """MPI origin spec of a C-contiguous buffer holding the region."""
+        return [buf, plan.numel, self._base_type]
+
+    def _accumulate(self, win: MPI.Win, peer: int, plan: RegionPlan, buf: np.ndarray, op: MPI.Op) -> None:
+        """Atomic element-wise ``op`` of ``buf`` into the peer's region.
+
+        Shared by both back ends: atomics must be MPI accumulates everywhere.
+        ``buf`` stays referenced by this frame until the flush, because
+        mpi4py does not keep origin buffers alive on its own.
+        """
+        # Order earlier local stores / shared-memory copies before the atomic.
+        win.Sync()
+        win.Accumulate(self._origin(buf, plan), peer, self._target(plan), op)
+        win.Flush(peer)
+
+
+_DEFAULT_POLICY = PollPolicy()  # immutable: a default, not state
+
+
+def _mpi_base_type(dtype: np.dtype[Any]) -> tuple[MPI.Datatype, bool]:
+    """MPI element type of ``dtype``; ``(type, is_predefined)``.
+
+    Plain native scalars map to their predefined MPI type (needed for
+    accumulates); anything else is moved as opaque bytes.
+    """
+    if dtype.fields is None and dtype.subdtype is None and dtype.isnative and dtype.kind in "biufc":
+        try:
+            return MPI.Datatype.fromcode(dtype.char), True
+        except (KeyError, ValueError):
+            pass
+    t = MPI.BYTE.Create_contiguous(dtype.itemsize)
+    t.Commit()
+    return t, False
+
+
+def _layout_datatype(base: MPI.Datatype, itemsize: int, layout: tuple[tuple[int, int], ...]) -> MPI.Datatype:
+    """Nested hvectors describing ``layout``; committed.
+
+    Each level's extent ends exactly at the region's last element, so the
+    type never reaches past the window even for regions at its far end.
+    """
+    current = base
+    owned: list[MPI.Datatype] = []
+    try:
+        for count, stride in reversed(layout):  # innermost first
+            if stride == 1:
+                nxt = current.Create_contiguous(count)
+            else:
+                nxt = current.Create_hvector(count, 1, stride * itemsize)
+            owned.append(nxt)
+            current = nxt
+        current.Commit()
+    except BaseException:
+        for t in owned:
+            t.Free()
+        raise
+    for t in owned[:-1]:
+        t.Free()  # intermediate types are not needed once the outer one exists
+    return current

@@ -1,0 +1,251 @@
+"""A varied set of builder-made programs: together they use every Op, nested for/while/if, NR in
+shapes, valid shapes, DN layout, strides, typed and negative constants, parameters of every kind."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+
+from pldemu.ir import (
+    NR,
+    BinOp,
+    BinOpKind,
+    Call,
+    CommCtxType,
+    Const,
+    DType,
+    FunctionBuilder,
+    Layout,
+    MemorySpace,
+    Op,
+    Program,
+    ProgramBuilder,
+    ReduceOp,
+    ScalarType,
+    TileType,
+    Var,
+)
+from pldemu.ir.nodes import (
+    INDEX,
+    Assign,
+    Eval,
+    Expr,
+    For,
+    If,
+    ListExpr,
+    Return,
+    Seq,
+    Stmt,
+    While,
+    emax,
+    emin,
+)
+
+I32 = DType.INT32
+F32 = DType.FP32
+
+
+def collectives() -> Program:
+    """Every pld.tensor.* collective, each ReduceOp, mesh and ring on separate signals."""
+    pb = ProgramBuilder("collectives", nranks=4)
+    data = pb.window("data", "fp32", [4, 64])
+    half = pb.window("half", "fp16", [1, 1000])
+    rows = pb.window("rows", "fp32", [NR, 32])
+    inp = pb.window("inp", "fp32", [NR, 32])
+    a2av_in = pb.window("a2av_in", "fp32", [NR * 2, 8])
+    a2av_out = pb.window("a2av_out", "fp32", [NR * 2, 8])
+    row = pb.local("row", "fp32", [1, 32])
+    send = pb.local("send_counts", "int32", [NR])
+    recv = pb.window("recv_counts", "int32", [NR, 1])
+    mesh = pb.signal("mesh_sig", [NR, 1])
+    ring = pb.signal("ring_sig", [2 * (NR - 1), NR])
+    fb = pb.function()
+    pld = fb.pld
+    with fb.for_range(3):
+        for op in ReduceOp:
+            pld.tensor.allreduce(data, mesh, op=op, mode="mesh")
+    pld.tensor.allreduce(half, ring, op="max", mode="ring")
+    pld.tensor.allgather(row, rows, mesh)
+    pld.tensor.reduce_scatter(rows, mesh, op="Prod")
+    pld.tensor.broadcast(rows, mesh, root=2)
+    pld.tensor.barrier(mesh)
+    pld.tensor.all_to_all(inp, rows, mesh)
+    pld.tensor.all_to_all_v(a2av_in, a2av_out, mesh, send, recv)
+    return pb.build()
+
+
+def primitives() -> Program:
+    """Distributed primitives and local tensor/tile ops over buffers with DN layout, strides, valid shapes."""
+    pb = ProgramBuilder("primitives")
+    win = pb.window("win", "fp32", [NR, 64])
+    dn = pb.window("dn", "fp16", [32, 16], layout=Layout.DN)
+    strided = pb.window("strided", "fp32", [4, 8], strides=[16, 1])
+    partial = pb.window("partial", "fp32", [4, NR * 8], valid_shape=[3, NR * 8 - 1])
+    sig = pb.signal("sig", [NR, 2])
+    loc = pb.local("scratch", "fp32", [4, 64])
+    idx = pb.local("idx", "int32", [8])
+    fb = pb.function()
+    pld = fb.pld
+    ctx = pld.system.get_comm_ctx(win)
+    me = pld.system.rank(ctx)
+    nr = pld.system.nranks(ctx)
+    right = fb.let("right", (me + Const(1, I32)) % nr)
+    stage = pld.tile.create([1, 64], "fp32")
+    pld.tile.create([16, 16], "fp16", mem="Mat", hint="mat")
+    pld.tile.put(win, right, loc, stage)
+    pld.tile.put(win, right, loc, stage, [me, 0], [0, 0], [1, 64], atomic="Add")
+    pld.tile.get(loc, right, win, stage)
+    pld.tile.get(loc, right, win, stage, [0, 0], [right, 0], [1, 64])
+    pld.tile.remote_load(win, right, [0, 0], [1, 64], valid_shape=[1, 17])
+    pld.tile.remote_load(win, right, [me, 0], [1, 64])
+    pld.system.notify(sig, right, [me, 1], Const(-1, I32), op="Set")
+    pld.system.wait(sig, [me, 1], Const(0, I32), cmp="Eq")
+    pld.system.wait(sig, [me, 0], 1)
+    pld.tensor.view(win, [1, NR * 64])
+    pld.tensor.view(loc, [256, 1], [200, 1])
+    val = pld.tensor.read(idx, [3])
+    pld.tensor.write(idx, [3], val + Const(2, I32))
+    t = pld.tile.load(loc, [0, 0], [4, 64])
+    pld.tile.load(partial, [0, 0], [4, 8], valid_shape=[3, 7])
+    pld.tile.load(strided, [1, 0], [2, 8])
+    pld.tile.load(dn, [0, 0], [16, 16], hint="dn_tile")
+    full = pld.tile.full([4, 64], -2.5, "fp32")
+    pld.tile.full([16, 16], Const(1.0, DType.FP16), "fp16", hint="ones")
+    pld.tile.store(t, [0, 0], loc)
+    sv = pld.tile.set_validshape(t, [2, nr])
+    pld.tile.fillpad(sv, pad="max", hint="padded")
+    acc = pld.tile.add(t, full)
+    acc = pld.tile.sub(acc, full)
+    acc = pld.tile.mul(acc, t)
+    acc = pld.tile.maximum(acc, t)
+    acc = pld.tile.minimum(acc, full)
+    acc = pld.tile.adds(acc, -0.5)
+    acc = pld.tile.muls(acc, Const(3, DType.FP32))
+    pld.tile.cast(acc, "fp16")
+    return pb.build()
+
+
+def control_flow() -> Program:
+    """Nested while/if/else/for, every BinOpKind built as raw BinOp nodes, literals of every kind,
+    a second function with parameters of every kind, and a non-default entry."""
+    pb = ProgramBuilder("control")
+    data = pb.window("data", "fp32", [2, 16])
+    sig = pb.signal("sig", [NR, 1])
+    counts = pb.local("counts", "int32", [NR])
+    fb = pb.function("kernel")
+    pld = fb.pld
+    ctx = pld.system.get_comm_ctx(sig)
+    me = pld.system.rank(ctx)
+    nr = pld.system.nranks(ctx)
+    k = fb.let("k", Const(0, I32))
+    with fb.while_(k.lt(nr)):
+        with fb.if_(k.ne(me)):
+            pld.system.notify(sig, k, [me, 0], Const(1, I32))
+        with fb.else_(), fb.for_range(0, NR, 2) as i:
+            cond = BinOp(BinOpKind.AND, i.ge(1), BinOp(BinOpKind.OR, i.lt(5), Const(False)))
+            with fb.if_(cond):
+                pld.tensor.write(counts, [i], Const(-3, I32))
+        fb.assign(k, k + Const(1, I32))
+    with fb.for_range(0, emin(NR, 8)) as j:
+        step = BinOp(BinOpKind.MUL, BinOp(BinOpKind.ADD, j, Const(1)), Const(2))
+        with fb.for_range(j, emax(j, 4), step) as jj:
+            x = fb.let("x", BinOp(BinOpKind.ADD, jj, BinOp(BinOpKind.MUL, j, Const(3))))
+            y = fb.let("y", BinOp(BinOpKind.FLOORDIV, BinOp(BinOpKind.SUB, x, Const(-7)), Const(2)))
+            fb.let("z", BinOp(BinOpKind.MOD, BinOp(BinOpKind.SUB, BinOp(BinOpKind.SUB, x, y), Const(1)),
+                              Const(5)))
+    with fb.if_(me.eq(0)):
+        flag = fb.let("flag", Const(True, DType.BOOL))
+    with fb.else_():
+        fb.assign_to(flag, Const(False, DType.BOOL))
+    fb.let("both", BinOp(BinOpKind.OR, flag, BinOp(BinOpKind.AND, me.gt(0), nr.le(4))))
+    fb.let("f", BinOp(BinOpKind.ADD, Const(2.5, F32), Const(1e-3, F32)))
+    fb.let("g", BinOp(BinOpKind.MUL, Const(-math.inf, F32), Const(math.inf, F32)))
+    fb.let("h", BinOp(BinOpKind.SUB, Const(1.0, DType.FP16), Const(-0.5, DType.FP16)))
+    fb.let("e", BinOp(BinOpKind.MIN, Const(5, I32), Const(-5, DType.INT64)))
+    fb.let("bad", Const(math.nan, F32))
+    fb.let("t", Const(True, DType.INDEX))
+    fb.let("big", Const(12345678901234, DType.INT64))
+    fb.let("tiny", Const(-1e-30, F32))
+    fb.ret(me, Const(-1))
+    kernel = pb.build("kernel")
+
+    n = Var("n", INDEX)
+    params = [
+        Var("w", data.type),
+        Var("loc", counts.type),
+        n,
+        Var("tl", TileType(DType.FP32, (2, 16), (Const(1), n))),
+        Var("m", TileType(DType.FP16, (16, 16), None, MemorySpace.Mat)),
+        Var("c", CommCtxType()),
+        Var("s", ScalarType(DType.FP32)),
+    ]
+    hb = FunctionBuilder("helper", params, used_names=[b.var.name for b in kernel.buffers])
+    hp = hb.pld
+    hp.tile.store(params[3], [0, 0], params[0])
+    r = hp.system.rank(params[5])
+    hp.tensor.write(params[1], [r], Const(7, I32))
+    hp.tile.adds(params[3], params[6])
+    hb.ret()
+    return Program(kernel.name, kernel.buffers, (*kernel.functions, hb.build()), "kernel", None)
+
+
+def all_programs() -> list[Program]:
+    return [collectives(), primitives(), control_flow()]
+
+
+CORPUS: dict[str, Callable[[], Program]] = {
+    "collectives": collectives,
+    "primitives": primitives,
+    "control_flow": control_flow,
+}
+
+
+def iter_stmts(seq: Seq) -> Iterator[Stmt]:
+    for s in seq.stmts:
+        yield s
+        if isinstance(s, Seq):
+            yield from iter_stmts(s)
+        elif isinstance(s, (For, While)):
+            yield from iter_stmts(s.body)
+        elif isinstance(s, If):
+            yield from iter_stmts(s.then)
+            if s.orelse is not None:
+                yield from iter_stmts(s.orelse)
+
+
+def iter_exprs(e: Expr | ListExpr) -> Iterator[Expr]:
+    if isinstance(e, ListExpr):
+        for item in e.items:
+            yield from iter_exprs(item)
+        return
+    yield e
+    if isinstance(e, BinOp):
+        yield from iter_exprs(e.lhs)
+        yield from iter_exprs(e.rhs)
+    elif isinstance(e, Call):
+        for a in e.args:
+            yield from iter_exprs(a)
+
+
+def ops_used(program: Program) -> set[Op]:
+    """Every op called anywhere in the program."""
+    found: set[Op] = set()
+    for f in program.functions:
+        for s in iter_stmts(f.body):
+            roots: list[Expr] = []
+            if isinstance(s, Assign):
+                roots = [s.value]
+            elif isinstance(s, Eval):
+                roots = [s.call]
+            elif isinstance(s, For):
+                roots = [s.start, s.stop, s.step]
+            elif isinstance(s, (While, If)):
+                roots = [s.cond]
+            elif isinstance(s, Return):
+                roots = list(s.values)
+            for root in roots:
+                found |= {e.op for e in iter_exprs(root) if isinstance(e, Call)}
+    return found
+
+
+__all__ = ["CORPUS", "all_programs", "iter_stmts", "ops_used"]

@@ -1,0 +1,78 @@
+"""``pldemu lower``: before/after printing, summary lines, error handling (stderr, exit 2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pldemu.cli import main
+from pldemu.collectives import CollectiveSpec, collective_program
+from pldemu.ir import format_program, parse_program
+from pldemu.lowering import lower_composite_ops
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_collective_before_and_after(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "lower", "--collective", "allreduce", "--mode", "ring", "--dtype", "fp16",
+                         "--size", "17", "--ranks", "4", "--reduce", "max")
+    assert code == 0 and err == ""
+    assert out.startswith("# before LowerCompositeOps\nprogram allreduce_ring nranks=4 {")
+    assert "# after LowerCompositeOps" in out and "tile.maximum(left, own)" in out
+    summary = [line for line in out.splitlines() if line.startswith("# pld.tensor")]
+    assert len(summary) == 1
+    line = summary[0]
+    assert "[op=Max mode=ring]" in line and "pld.tile.put x2" in line and "stage [1, 32]" in line
+    assert "barriers/cell 2 on each of 2 * (NR - 1) (= 6 at NR=4) rows" in line and "chunks 1" in line
+
+
+def test_after_only_is_parseable(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "lower", "--collective", "all_to_all_v", "--size", "16", "--max-recv", "2",
+                       "--after-only")
+    assert code == 0 and "# before" not in out
+    program = parse_program(out)  # the summary lines are comments
+    want = lower_composite_ops(collective_program(CollectiveSpec("all_to_all_v", size=16, max_recv=2)).program)
+    assert format_program(program) == format_program(want)
+
+
+def test_program_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    src = tmp_path / "p.pld"
+    src.write_text(format_program(collective_program(CollectiveSpec("barrier")).program))
+    code, out, _ = run(capsys, "lower", str(src), "--ranks", "3")
+    assert code == 0
+    assert "program barrier nranks=3 {" in out and "# pld.tensor.barrier at func main > stmt 1" in out
+
+
+def test_program_without_collectives(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    src = tmp_path / "p.pld"
+    src.write_text("program p {\n  signal s: int32[NR, 1]\n\n  func main() {\n  }\n}\n")
+    code, out, _ = run(capsys, "lower", str(src), "--after-only")
+    assert code == 0 and out.endswith("# no collectives: the program is unchanged\n")
+
+
+@pytest.mark.parametrize("argv,fragment", [
+    (["--collective", "allgather", "--size", "7"], "one alignment unit"),
+    (["--collective", "broadcast", "--root", "4", "--ranks", "4"], "below the pinned NR = 4"),
+    (["--collective", "barrier", "--root", "1"], "--root applies to broadcast, not barrier"),
+    (["--collective", "allreduce", "--dtype", "int32"], "FP16 or FP32, got INT32"),
+    (["--collective", "allreduce", "--dtype", "fp64"], "unknown dtype 'fp64'"),
+    (["--collective", "allreduce", "--size", "0"], "size must be >= 1"),
+    (["/nonexistent/x.pld"], "No such file"),
+    ([], "give either PROGRAM.pld or --collective NAME"),
+])
+def test_errors_exit_2_without_traceback(capsys: pytest.CaptureFixture[str], argv: list[str], fragment: str) -> None:
+    code, out, err = run(capsys, "lower", *argv)
+    assert code == 2 and out == ""
+    assert err.startswith("pldemu lower: error: ") and fragment in err and "Traceback" not in err
+
+
+def test_parse_error_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    src = tmp_path / "bad.pld"
+    src.write_text("program p {\n  func main() {\n    x = nope(\n  }\n}\n")
+    code, _, err = run(capsys, "lower", str(src))
+    assert code == 2 and "bad.pld" in err

@@ -1,0 +1,224 @@
+"""Launch MPI jobs from a plain (non-MPI) pytest run.
+
+Shared by the whole test suite: ``tests/test_mpi_suites.py`` uses
+:func:`run_mpi` to run every directory of :data:`MPI_TEST_DIRS` under
+``mpiexec -n N python -m mpi4py -m pytest --with-mpi``.  To add a directory
+of pytest-mpi tests, append it to :data:`MPI_TEST_DIRS`.
+
+The job runs in its own session/process group so that a hung job (all ranks
+and the process manager) can be killed as a whole on timeout.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+MPI_TEST_DIRS: tuple[str, ...] = ("tests/windows", "tests/runtime_mpi")
+"""Directories (relative to the repo root) of tests marked ``mpi`` that the
+launcher runs at every size of :data:`MPI_SIZES`.  Extend it, e.g. with
+``tests/runtime_mpi``; directories that do not exist are skipped."""
+
+MPI_SIZES: tuple[int, ...] = (1, 2, 3, 4, 5, 8)
+"""Numbers of ranks every MPI test directory is run with."""
+
+JOB_TIMEOUT = 600.0
+"""Seconds one ``mpiexec`` job (one directory at one size) may take."""
+
+PER_TEST_TIMEOUT = 240.0
+"""pytest-timeout limit for one test inside a job.  The thread method is used
+because a rank stuck inside a blocking MPI call never runs Python signal
+handlers; it dumps all stacks and exits the rank, which ends the job."""
+
+IN_JOB_ENV = "PLDEMU_IN_MPI_JOB"
+"""Set to ``1`` in the environment of launched jobs (recursion guard)."""
+
+_FOREIGN_ENV_PREFIXES = ("PMI_", "PMIX_", "OMPI_", "HYDRA_", "MPIR_CVAR_PMI")
+"""Process-manager variables of an enclosing MPI job; a nested mpiexec that
+inherits them may try to join the outer job instead of starting its own."""
+
+
+@dataclass
+class MpiResult:
+    """Outcome of :func:`run_mpi`; quacks like ``subprocess.CompletedProcess``."""
+
+    args: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+    timed_out: bool
+    duration: float
+
+    def report(self, tail: int = 200_000) -> str:
+        """Human-readable summary with the (tail of the) captured output."""
+        status = f"TIMED OUT after {self.duration:.0f}s" if self.timed_out else f"exit {self.returncode}"
+        return (
+            f"$ {' '.join(self.args)}\n{status} ({self.duration:.1f}s)\n"
+            f"----- stdout -----\n{self.stdout[-tail:]}\n----- stderr -----\n{self.stderr[-tail:]}"
+        )
+
+    def check_returncode(self) -> None:
+        """Raise ``AssertionError`` with :meth:`report` unless the job passed."""
+        if self.timed_out or self.returncode != 0:
+            raise AssertionError(self.report())
+
+
+def find_mpiexec() -> str:
+    """``mpiexec`` next to the running Python first (the venv's), then PATH."""
+    local = Path(sys.executable).parent / "mpiexec"
+    if local.is_file() and os.access(local, os.X_OK):
+        return str(local)
+    found = shutil.which("mpiexec")
+    if found is None:
+        raise FileNotFoundError("mpiexec not found next to sys.executable nor on PATH")
+    return found
+
+
+@functools.lru_cache(maxsize=8)
+def _is_open_mpi(mpiexec: str) -> bool:
+    try:
+        out = subprocess.run([mpiexec, "--version"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    text = out.stdout + out.stderr
+    return any(tag in text for tag in ("Open MPI", "OpenRTE", "PRRTE", "prterun"))
+
+
+def mpiexec_command(n: int) -> list[str]:
+    """``mpiexec -n N`` plus the flags this launcher needs for oversubscription.
+
+    MPICH (hydra) oversubscribes silently; Open MPI refuses to run more ranks
+    than slots, and to run as root, unless told.
+    """
+    mpiexec = find_mpiexec()
+    cmd = [mpiexec]
+    if _is_open_mpi(mpiexec):
+        cmd.append("--oversubscribe")
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            cmd.append("--allow-run-as-root")
+    cmd += ["-n", str(n)]
+    return cmd
+
+
+def job_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Environment for a launched job: ours minus an enclosing job's PM vars."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_FOREIGN_ENV_PREFIXES)}
+    env["PYTHONUNBUFFERED"] = "1"
+    env[IN_JOB_ENV] = "1"
+    if extra:
+        env.update(extra)
+    return env
+
+
+def _text(data: str | bytes | None) -> str:
+    if isinstance(data, bytes):
+        return data.decode(errors="replace")
+    return data or ""
+
+
+def _kill_group(proc: subprocess.Popen[str], grace: float = 5.0) -> None:
+    """SIGTERM the job's process group, then SIGKILL whatever is left."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, grace)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            # The manager is gone; stragglers in the group get the next signal.
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run_mpi(
+    n: int,
+    argv: Sequence[str],
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+) -> MpiResult:
+    """Run ``mpiexec -n N argv...`` in a new session and capture its output.
+
+    On timeout the whole process group (process manager and ranks) gets
+    SIGTERM, then SIGKILL, and the result has ``timed_out=True`` together
+    with whatever output was captured.  ``env`` entries are added to the
+    current environment; ``PYTHONUNBUFFERED=1`` is always set.
+    """
+    args = [*mpiexec_command(n), *argv]
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        args,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+        env=job_env(env),
+        cwd=cwd if cwd is not None else REPO_ROOT,
+        start_new_session=True,
+    )
+    timed_out = False
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill_group(proc)
+        try:
+            stdout, stderr = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired as exc:
+            # Something outside the group still holds the pipes; report what we have.
+            stdout = _text(exc.stdout)
+            stderr = _text(exc.stderr) + "\n[run_mpi: output pipes still open after killing the group]"
+    except BaseException:
+        # e.g. Ctrl-C in the outer pytest: never leave ranks behind.
+        _kill_group(proc, grace=1.0)
+        raise
+    return MpiResult(
+        args=args,
+        returncode=proc.returncode if proc.returncode is not None else -1,
+        stdout=stdout or "",
+        stderr=stderr or "",
+        timed_out=timed_out,
+        duration=time.monotonic() - start,
+    )
+
+
+def pytest_mpi_argv(paths: Sequence[str], *extra: str) -> list[str]:
+    """Python argv running pytest-mpi on ``paths`` inside each rank."""
+    return [
+        sys.executable,
+        "-m",
+        "mpi4py",
+        "-m",
+        "pytest",
+        "--with-mpi",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"--timeout={PER_TEST_TIMEOUT:g}",
+        "--timeout-method=thread",
+        *extra,
+        *paths,
+    ]
+
+
+def existing_mpi_test_dirs() -> list[str]:
+    """The entries of :data:`MPI_TEST_DIRS` that exist in this checkout."""
+    return [d for d in MPI_TEST_DIRS if (REPO_ROOT / d).is_dir()]
+
+
+def in_mpi_job() -> bool:
+    """True when this process is itself a rank of an MPI job."""
+    return os.environ.get(IN_JOB_ENV) == "1" or any(
+        k in os.environ for k in ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE")
+    )

@@ -1,0 +1,56 @@
+"""The launcher itself: output capture, exit codes, killing hung jobs."""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from mpi_launch import mpiexec_command, run_mpi
+
+pytestmark = pytest.mark.launcher
+
+
+def _processes_with(token: str) -> list[int]:
+    """PIDs whose command line contains ``token``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if token.encode() in cmdline:
+            found.append(int(proc.name))
+    return found
+
+
+def test_output_and_exit_code() -> None:
+    code = "import os, sys; print('hello from', os.environ['PYTHONUNBUFFERED']); sys.exit(3)"
+    result = run_mpi(2, [sys.executable, "-c", code], timeout=120, env={"PLDEMU_TEST_VAR": "x"})
+    assert not result.timed_out
+    assert result.returncode != 0
+    assert result.stdout.count("hello from 1") == 2, result.report()
+    assert result.args[: len(mpiexec_command(2))] == mpiexec_command(2)
+
+
+def test_timeout_kills_the_whole_job() -> None:
+    token = f"pldemu-hang-{uuid.uuid4().hex}"
+    code = f"print('started', flush=True); import time; time.sleep(600)  # {token}"
+    result = run_mpi(2, [sys.executable, "-c", code], timeout=5)
+    assert result.timed_out
+    assert "TIMED OUT" in result.report()
+    assert "started" in result.stdout, result.report()
+    assert result.duration < 60
+    assert _processes_with(token) == [], "ranks survived the timeout kill"
+
+
+def test_environment_marks_the_job() -> None:
+    code = "import os; print('IN_JOB=' + os.environ.get('PLDEMU_IN_MPI_JOB', ''))"
+    result = run_mpi(1, [sys.executable, "-c", code], timeout=120)
+    assert result.returncode == 0, result.report()
+    assert "IN_JOB=1" in result.stdout
+    assert os.environ.get("PLDEMU_IN_MPI_JOB") != "1"
