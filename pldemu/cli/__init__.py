@@ -15,6 +15,7 @@ SUBCOMMANDS = MappingProxyType(
         "run": ("pldemu.cli.run", "execute a .pld program on N MPI ranks"),
         "check": ("pldemu.cli.check", "run a collective K times and check every iteration (nccl-tests style)"),
         "demo": ("pldemu.cli.demo", "the 4-rank demonstration: allreduce + all_to_all_v in a loop, checked"),
+        "mutants": ("pldemu.cli.mutants", "list the catalogue of known-broken recipe variants"),
     }
 )
 

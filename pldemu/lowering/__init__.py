@@ -1,7 +1,8 @@
 """LowerCompositeOps: rewrite ``pld.tensor.*`` collectives into notify/wait + data-movement recipes.
 
-One module per collective, shared protocol pieces in ``common``, the dispatch table in ``rules``
-and the statement rewriter in ``pass_``.
+One module per collective, shared protocol pieces in ``common``, the dispatch table in ``rules``,
+the statement rewriter in ``pass_``, and the recipe variants (deliberate deviations, for the mutant
+catalogue) in ``variant``.
 """
 
 from pldemu.lowering.common import LoweringError
@@ -12,12 +13,15 @@ from pldemu.lowering.pass_ import (
     lower_composite_ops_with_report,
 )
 from pldemu.lowering.rules import RULES
+from pldemu.lowering.variant import CORRECT, RecipeVariant
 
 __all__ = [
+    "CORRECT",
     "RULES",
     "CallReport",
     "LoweringError",
     "LoweringReport",
+    "RecipeVariant",
     "lower_composite_ops",
     "lower_composite_ops_with_report",
 ]

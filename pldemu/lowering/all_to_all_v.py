@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from pldemu.ir.builder import FunctionBuilder
 from pldemu.ir.dtypes import DType
-from pldemu.ir.enums import NotifyOp, WaitCmp
+from pldemu.ir.enums import NotifyOp
 from pldemu.ir.nodes import NR, BinOpKind, Call, Const, Expr, binop, emax, emin
 from pldemu.lowering.common import (
     Geometry,
@@ -38,6 +38,7 @@ from pldemu.lowering.common import (
     emit_comm,
     emit_epilogue,
     emit_notify_all,
+    emit_wait,
     eval_nr,
     same_extent,
     show,
@@ -77,7 +78,7 @@ def lower_all_to_all_v(call: Call, fb: FunctionBuilder, ctx: LoweringContext) ->
     if ctx.root(recv) & (ctx.root(signal) | ctx.root(target)):
         raise ctx.error("recv_counts", "its own buffer (not the signal or the target)", recv.name)
 
-    comm = emit_comm(fb, target, signal)
+    comm = emit_comm(fb, target, signal, ctx.variant)
     size = subst_nr(t.shape[1], comm.nr)
     stage, shape = stage_tile(fb, ctx, Geometry.of(t.dtype), "target", [Const(max_recv), t.shape[1]])
     system = fb.pld.system
@@ -90,8 +91,9 @@ def lower_all_to_all_v(call: Call, fb: FunctionBuilder, ctx: LoweringContext) ->
     emit_notify_all(fb, comm)  # readiness: credit 1 of this call
 
     with fb.for_range(0, comm.nr, hint="dest") as dest:
-        with fb.if_(dest.ne(me)):
-            system.wait(signal, [dest, 0], 1, cmp=WaitCmp.Ge)  # Ge: dest has reset its counts and freed its target
+        if comm.variant.a2av_readiness_wait:  # the variant may drop it (the a2av-no-readiness mutant)
+            with fb.if_(dest.ne(me)):
+                emit_wait(fb, comm, dest, 1)  # Ge: dest has reset its counts and freed its target
         want = fb.pld.tensor.read(send, [dest])
         rows = fb.let("rows", emin(emax(want, 0), max_recv))
         with fb.if_(rows.gt(0)):  # zero-row destinations keep the reset count: nothing to publish

@@ -60,7 +60,7 @@ def lower_allreduce_mesh(call: Call, fb: FunctionBuilder, ctx: LoweringContext, 
     if valid is not None:
         return _rectangle(fb, ctx, target, signal, tile_op, t, valid, geo)
 
-    comm = emit_comm(fb, target, signal)
+    comm = emit_comm(fb, target, signal, ctx.variant)
     n_sym = numel(t.shape)
     n: Expr = subst_nr(n_sym, comm.nr)
     if static_int(n) is None:
@@ -77,8 +77,9 @@ def lower_allreduce_mesh(call: Call, fb: FunctionBuilder, ctx: LoweringContext, 
         with fb.for_range(0, n, c, hint="col") as col:
             _chunk(fb, comm, flat, tile_op, n, c, col)
 
-    # One ready credit plus one post-reduce credit per chunk, as an expression when N is runtime.
-    total_sym = binop(BinOpKind.ADD, 1, chunks_sym)
+    # One ready credit plus one post-reduce credit per chunk, as an expression when N is runtime
+    # (only the ready credit when the variant drops the post-reduce barrier).
+    total_sym = binop(BinOpKind.ADD, 1, chunks_sym) if comm.variant.mesh_post_reduce_barrier else Const(1)
     total = subst_nr(total_sym, comm.nr)
     emit_epilogue(fb, comm, total if static_int(total) is not None else fb.let("credits", total))
     return Lowered(target, total_sym, None, chunks_sym, None)
@@ -99,12 +100,13 @@ def _chunk(fb: FunctionBuilder, comm: Comm, flat: Var, tile_op: Op, n: Expr, c: 
         fb.assign(acc, fb.call(tile_op, [acc, got]))
 
     emit_peer_loop(fb, comm, "peer", add_peer)
-    gen: ExprLike = binop(BinOpKind.ADD, binop(BinOpKind.FLOORDIV, col, c), 2)
-    if static_int(gen) is None:
-        gen = fb.let("gen", gen)
-    # Post-reduce barrier: without it a fast rank could store its result over bytes a slow peer
-    # has not remote-loaded yet (write-after-read across ranks).
-    emit_barrier(fb, comm, gen)
+    if comm.variant.mesh_post_reduce_barrier:
+        gen: ExprLike = binop(BinOpKind.ADD, binop(BinOpKind.FLOORDIV, col, c), 2)
+        if static_int(gen) is None:
+            gen = fb.let("gen", gen)
+        # Post-reduce barrier: without it a fast rank could store its result over bytes a slow peer
+        # has not remote-loaded yet (write-after-read across ranks).
+        emit_barrier(fb, comm, gen)
     tile.store(acc, [0, col], flat)
 
 
@@ -152,7 +154,7 @@ def _rectangle(fb: FunctionBuilder, ctx: LoweringContext, target: Var, signal: V
                         "(chunking a partial rectangle is not supported)",
                         f"{box[0]} x {box[1]} {geo.dtype.value} = {box[0] * box[1] * geo.dtype.itemsize} bytes")
 
-    comm = emit_comm(fb, target, signal)
+    comm = emit_comm(fb, target, signal, ctx.variant)
     rows, cols = subst_nr(rows_sym, comm.nr), subst_nr(cols_sym, comm.nr)
     vrows, vcols = subst_nr(vrows_sym, comm.nr), subst_nr(vcols_sym, comm.nr)
     flat = fb.pld.tensor.view(target, [rows, cols], [vrows, vcols])
@@ -167,10 +169,12 @@ def _rectangle(fb: FunctionBuilder, ctx: LoweringContext, target: Var, signal: V
         fb.assign(acc, fb.call(tile_op, [acc, got]))
 
     emit_peer_loop(fb, comm, "peer", add_peer)
-    emit_barrier(fb, comm, 2)  # post-reduce: the same write-after-read hazard as a chunk
+    credits = 2 if comm.variant.mesh_post_reduce_barrier else 1
+    if credits == 2:
+        emit_barrier(fb, comm, 2)  # post-reduce: the same write-after-read hazard as a chunk
     tile.store(acc, [0, 0], flat)
-    emit_epilogue(fb, comm, 2)
-    return Lowered(target, Const(2), None, Const(1), None)
+    emit_epilogue(fb, comm, credits)
+    return Lowered(target, Const(credits), None, Const(1), None)
 
 
 def _static_pair(a: Expr, b: Expr) -> tuple[int, int] | None:

@@ -6,7 +6,8 @@ neighbour and receives segment (me - s - 1) mod NR from its left one. Allgather 
 s + NR - 1) forwards the fully reduced segment (me + 1 - s) mod NR. Each round walks its segment in
 ``chunks = ceil(L / C)`` subchunks (L: the longest segment), the same count in every round, and
 every subchunk barriers twice on its row: ready (2k + 1) and push-done (2k + 2), even past the end
-of a short segment, so the epilogue retires 2 * chunks from every row.
+of a short segment, so the epilogue retires 2 * chunks from every row. (The ring-no-push-done
+variant drops the push-done barrier: ready becomes k + 1 and the epilogue retires ``chunks``.)
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def lower_allreduce_ring(call: Call, fb: FunctionBuilder, ctx: LoweringContext, 
         raise ctx.error("target", "a contiguous row-major prefix when a partial valid_shape is used with "
                         "mode=ring (the ring reduces one linear stream)", f"valid {show(valid)} of shape {show(t.shape)}")
 
-    comm = emit_comm(fb, target, signal)
+    comm = emit_comm(fb, target, signal, ctx.variant)
     nr = comm.nr
     size_sym = numel(valid if valid is not None else t.shape)
     size: Expr = subst_nr(size_sym, nr)
@@ -95,9 +96,13 @@ def lower_allreduce_ring(call: Call, fb: FunctionBuilder, ctx: LoweringContext, 
     with fb.for_range(0, binop(BinOpKind.SUB, nr, 1), hint="step") as s:
         ring.allgather_round(s)
 
-    credits_sym = binop(BinOpKind.MUL, 2, chunks_sym)
     rows = binop(BinOpKind.MUL, 2, binop(BinOpKind.SUB, nr, 1))
-    emit_epilogue(fb, comm, _bind(fb, "credits", binop(BinOpKind.MUL, 2, chunks)), rows)
+    if comm.variant.ring_push_done:
+        credits_sym = binop(BinOpKind.MUL, 2, chunks_sym)
+        emit_epilogue(fb, comm, _bind(fb, "credits", binop(BinOpKind.MUL, 2, chunks)), rows)
+    else:  # one (ready) barrier per subchunk: ``chunks`` credits per row
+        credits_sym = chunks_sym
+        emit_epilogue(fb, comm, chunks, rows)
     rows_sym = binop(BinOpKind.MUL, 2, binop(BinOpKind.SUB, NR, 1))
     return Lowered(target, credits_sym, rows_sym, chunks_sym, (1, c))
 
@@ -169,8 +174,15 @@ class _Ring:
                 body(k)
 
     def generation(self, k: Expr) -> ExprLike:
-        """Ready generation 2k + 1 of subchunk k (push-done is one more)."""
-        return _bind(self.fb, "ready", binop(BinOpKind.ADD, binop(BinOpKind.MUL, 2, k), 1))
+        """Ready generation 2k + 1 of subchunk k (push-done is one more); k + 1 without push-done."""
+        per_subchunk = 2 if self.comm.variant.ring_push_done else 1
+        return _bind(self.fb, "ready", binop(BinOpKind.ADD, binop(BinOpKind.MUL, per_subchunk, k), 1))
+
+    def push_done(self, ready: ExprLike, row: ExprLike) -> None:
+        """Push-done barrier (ready + 1): every push of the subchunk has landed before anyone reads
+        its slot. The ring-no-push-done variant omits it."""
+        if self.comm.variant.ring_push_done:
+            emit_barrier(self.fb, self.comm, binop(BinOpKind.ADD, ready, 1), row)
 
     def reduce_scatter_round(self, s: Var) -> None:
         fb = self.fb
@@ -189,8 +201,7 @@ class _Ring:
             ready = self.generation(k)
             emit_barrier(fb, self.comm, ready, s)
             self.push(send_lo, col, send_n)
-            # Push-done: every push of this subchunk has landed before anyone reads its slot.
-            emit_barrier(fb, self.comm, binop(BinOpKind.ADD, ready, 1), s)
+            self.push_done(ready, s)
             with fb.if_(recv_n.gt(0)):
                 left = fb.pld.tile.load(self.flat, [0, at], [1, self.c], [1, recv_n], hint="left")
                 # reduce(left, own): the result takes its valid extent from the lhs, and ``own`` is typed as
@@ -213,7 +224,7 @@ class _Ring:
             # and the right neighbour's slot is no longer being read.
             emit_barrier(fb, self.comm, ready, row)
             self.push(lo, col, n)
-            emit_barrier(fb, self.comm, binop(BinOpKind.ADD, ready, 1), row)
+            self.push_done(ready, row)
 
         self.subchunks(subchunk)
 

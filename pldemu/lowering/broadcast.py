@@ -5,7 +5,9 @@
     epilogue(1)
 
 Known, deferred race (pypto #2175): nothing stops a fast root from overwriting its window for the
-next call while a slow peer is still reading it; the recipe is kept exactly as specified.
+next call while a slow peer is still reading it; the recipe is kept exactly as specified. The
+variant ``RecipeVariant(broadcast_read_complete=True)`` adds a second barrier after the get (and
+retires 2), which closes it.
 """
 
 from __future__ import annotations
@@ -39,13 +41,19 @@ def lower_broadcast(call: Call, fb: FunctionBuilder, ctx: LoweringContext) -> Lo
     check_fully_valid(ctx, "target", t)
     signal = check_signal(ctx, call, 1)
 
-    comm = emit_comm(fb, target, signal)
+    comm = emit_comm(fb, target, signal, ctx.variant)
     # The stage is capped at one chunk whatever the target's extent; a runtime dim takes the bound.
     stage, shape = stage_tile(fb, ctx, Geometry.of(t.dtype), "target", t.shape)
     emit_barrier(fb, comm, 1)
     fb.pld.tile.get(target, root, target, stage)
-    emit_epilogue(fb, comm, 1)
-    return Lowered(target, Const(1), None, None, shape)
+    credits = 1
+    if comm.variant.broadcast_read_complete:
+        # Read-complete round (the fix of the #2175 race): nobody, the root included, leaves the
+        # call before every peer's get has finished reading the root's window.
+        emit_barrier(fb, comm, 2)
+        credits = 2
+    emit_epilogue(fb, comm, credits)
+    return Lowered(target, Const(credits), None, None, shape)
 
 
 __all__ = ["lower_broadcast"]

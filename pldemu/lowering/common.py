@@ -14,7 +14,7 @@ from types import MappingProxyType
 
 from pldemu.ir.builder import FunctionBuilder
 from pldemu.ir.dtypes import DType
-from pldemu.ir.enums import Layout, NotifyOp, ReduceOp, WaitCmp
+from pldemu.ir.enums import Layout, NotifyOp, ReduceOp
 from pldemu.ir.nodes import (
     NR,
     BinOp,
@@ -28,7 +28,6 @@ from pldemu.ir.nodes import (
     Program,
     TensorType,
     Var,
-    as_expr,
     binop,
     ceildiv,
     emin,
@@ -38,6 +37,7 @@ from pldemu.ir.nodes import (
 from pldemu.ir.ops import Op
 from pldemu.ir.printer import format_expr
 from pldemu.ir.signatures import REDUCE_TILE_OP, describe
+from pldemu.lowering.variant import CORRECT, RecipeVariant
 
 CHUNK_BYTES = 16 * 1024
 """One UB chunk: the largest tile a recipe allocates (4,096 FP32 / 8,192 FP16 elements)."""
@@ -82,6 +82,8 @@ class LoweringContext:
     where: str = ""
     roots: Mapping[str, frozenset[str]] = field(default_factory=lambda: MappingProxyType({}))
     """Variable name -> the declared buffers it may stand for (through rebinds and tensor.view)."""
+    variant: RecipeVariant = CORRECT
+    """The recipe variant of this lowering (the specified recipe unless a mutant is being built)."""
 
     def root(self, var: Var) -> frozenset[str]:
         """The buffers ``var`` may denote (itself when it is a buffer or an unknown parameter)."""
@@ -279,26 +281,32 @@ def ring_max_segment(size: Expr, nr: Expr, geo: Geometry) -> Expr:
 
 @dataclass(frozen=True)
 class Comm:
-    """The runtime rank queries of one call and the signal its barriers use."""
+    """The runtime rank queries of one call, the signal its barriers use and the recipe variant.
+
+    The variant travels with the call's barrier state so that every shared protocol helper below
+    (credit, wait, barrier, epilogue) emits the same deviation for the whole call.
+    """
 
     ctx: Var
     me: Var
     nr: Var
     signal: Var
+    variant: RecipeVariant
 
     def cell(self, rank: ExprLike, row: ExprLike | None) -> list[ExprLike]:
         """Mesh cell [rank, 0] (one per rank), or ring cell [row, rank] (one row per round)."""
         return [rank, 0] if row is None else [row, rank]
 
 
-def emit_comm(fb: FunctionBuilder, window: Var, signal: Var) -> Comm:
+def emit_comm(fb: FunctionBuilder, window: Var, signal: Var, variant: RecipeVariant) -> Comm:
     """ctx = get_comm_ctx(window); me = rank(ctx); nr = nranks(ctx).
 
     Rank and rank count are runtime queries so the lowering never depends on the rank count.
+    ``variant`` is required (no default) so a recipe cannot silently drop the caller's deviation.
     """
     sys = fb.pld.system
     ctx = sys.get_comm_ctx(window)
-    return Comm(ctx, sys.rank(ctx), sys.nranks(ctx), signal)
+    return Comm(ctx, sys.rank(ctx), sys.nranks(ctx), signal, variant)
 
 
 def emit_peer_loop(fb: FunctionBuilder, comm: Comm, hint: str, body: Callable[[Var], None]) -> None:
@@ -307,41 +315,63 @@ def emit_peer_loop(fb: FunctionBuilder, comm: Comm, hint: str, body: Callable[[V
         body(p)
 
 
-def emit_notify_all(fb: FunctionBuilder, comm: Comm, row: ExprLike | None = None) -> None:
-    """One credit (AtomicAdd +1) on my cell of every peer's signal."""
+def emit_notify_all(fb: FunctionBuilder, comm: Comm, row: ExprLike | None = None, g: ExprLike = 1) -> None:
+    """One credit (AtomicAdd +1) on my cell of every peer's signal; ``g`` is the generation it completes.
+
+    ``g`` only matters to the Set variant (``RecipeVariant.credit_op``), which writes the value the
+    waiter expects instead of adding one.
+    """
+    op, value = comm.variant.credit_op, comm.variant.credit_value(g)
     emit_peer_loop(fb, comm, "peer", lambda p: fb.pld.system.notify(
-        comm.signal, p, comm.cell(comm.me, row), 1, op=NotifyOp.AtomicAdd))
+        comm.signal, p, comm.cell(comm.me, row), value, op=op))
 
 
-def emit_wait_all(fb: FunctionBuilder, comm: Comm, g: ExprLike, row: ExprLike | None = None) -> None:
-    """Wait until every peer's cell on my signal holds at least ``g`` credits.
+def emit_wait(fb: FunctionBuilder, comm: Comm, src: ExprLike, g: ExprLike, row: ExprLike | None = None) -> None:
+    """Wait until ``src``'s cell on my signal holds at least ``g`` credits (every credit wait comes here).
 
     Ge, never Eq: a fast peer may already have advanced the cell past ``g`` (its next barrier or
     next call) before this rank polls, and Eq would then deadlock.
     """
-    emit_peer_loop(fb, comm, "src", lambda s: fb.pld.system.wait(
-        comm.signal, comm.cell(s, row), g, cmp=WaitCmp.Ge))
+    variant = comm.variant
+    fb.pld.system.wait(comm.signal, comm.cell(src, row), variant.threshold(g), cmp=variant.wait_cmp)
+
+
+def emit_wait_all(fb: FunctionBuilder, comm: Comm, g: ExprLike, row: ExprLike | None = None) -> None:
+    """Wait until every peer's cell on my signal holds at least ``g`` credits (see ``emit_wait``)."""
+    emit_peer_loop(fb, comm, "src", lambda s: emit_wait(fb, comm, s, g, row))
 
 
 def emit_barrier(fb: FunctionBuilder, comm: Comm, g: ExprLike, row: ExprLike | None = None) -> None:
     """Barrier generation ``g``: announce to every peer, then wait for every peer's g-th credit.
 
     ``g`` counts this call's barriers on the cell (1, 2, ...), restarting at 1 in every call, because
-    the epilogue retires exactly the credits the call issued.
+    the epilogue retires exactly the credits the call issued. Notify first: a rank that waited
+    before posting its own credit would wait for peers doing the same (the wait-before-notify
+    variant emits exactly that deadlock).
     """
-    emit_notify_all(fb, comm, row)
-    emit_wait_all(fb, comm, g, row)
+    if comm.variant.notify_before_wait:
+        emit_notify_all(fb, comm, row, g)
+        emit_wait_all(fb, comm, g, row)
+    else:
+        emit_wait_all(fb, comm, g, row)
+        emit_notify_all(fb, comm, row, g)
 
 
 def emit_epilogue(fb: FunctionBuilder, comm: Comm, n: ExprLike, rows: ExprLike | None = None) -> None:
     """Retire this call's ``n`` credits per peer from every non-self cell (of every row, for ring).
 
     AtomicAdd(-n) on my own signal rather than Set(0): a fast peer may already have posted credits
-    for the next call, and subtracting keeps them while a Set would clobber them.
+    for the next call, and subtracting keeps them while a Set would clobber them. The variant may
+    drop the epilogue or retire fewer credits than issued (``RecipeVariant.retired``).
     """
-    value = as_expr(n)
+    value = comm.variant.retired(n)
+    if value is None:
+        return
+    static = static_int(value)
+    if static is not None and static <= 0:
+        return  # a shortfall that leaves nothing to retire: no epilogue at all
     retire: ExprLike = binop(BinOpKind.SUB, 0, value)
-    if static_int(value) is None:
+    if static is None:
         retire = fb.let("retire", retire)
     notify = fb.pld.system.notify
 
@@ -464,6 +494,6 @@ __all__ = [
     "ALIGN_BYTES", "CHUNK_BYTES", "REDUCE_DTYPES", "Comm", "Geometry", "Lowered", "LoweringContext",
     "LoweringError", "Rule", "check_dims", "check_dtype", "check_fully_valid", "check_layout", "check_packed",
     "check_signal", "check_window", "emit_barrier", "emit_comm", "emit_epilogue", "emit_notify_all",
-    "emit_peer_loop", "emit_wait_all", "eval_nr", "matches_nr", "numel", "partial_valid", "reduce_op",
+    "emit_peer_loop", "emit_wait", "emit_wait_all", "eval_nr", "matches_nr", "numel", "partial_valid", "reduce_op",
     "ring_boundary", "ring_max_segment", "same_extent", "show", "show_nr", "stage_tile", "subst_nr", "tensor_arg",
 ]

@@ -4,6 +4,9 @@ Function-level: each statement whose expression holds a call listed in ``rules.R
 by the rule's statements followed by ``Assign(original LHS, result)``, so later uses keep the same
 name. Nested for/while/if bodies are rewritten in place. A program without collectives comes back
 as the very same object, and since no rule emits a listed op the pass is idempotent.
+
+``variant`` (default: the recipes as specified) selects a deliberately broken recipe for the mutant
+catalogue (``pldemu.mutants``); it reaches every rule through ``LoweringContext.variant``.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from pldemu.ir.printer import format_attr, format_expr
 from pldemu.ir.signatures import make_call
 from pldemu.lowering.common import Lowered, LoweringContext, LoweringError, show_nr
 from pldemu.lowering.rules import ARGS, RULES
+from pldemu.lowering.variant import CORRECT, RecipeVariant
 
 # ----------------------------------------------------------------------------------------------
 # Reports (what the CLI summarises)
@@ -82,13 +86,15 @@ class LoweringReport:
 # ----------------------------------------------------------------------------------------------
 
 
-def lower_composite_ops(program: Program) -> Program:
-    """Lower every collective of every function (see the module docstring)."""
-    return lower_composite_ops_with_report(program).program
+def lower_composite_ops(program: Program, *, variant: RecipeVariant = CORRECT) -> Program:
+    """Lower every collective of every function (see the module docstring) with ``variant``'s recipes."""
+    return lower_composite_ops_with_report(program, variant=variant).program
 
 
-def lower_composite_ops_with_report(program: Program) -> LoweringReport:
+def lower_composite_ops_with_report(program: Program, *, variant: RecipeVariant = CORRECT) -> LoweringReport:
     """``lower_composite_ops`` plus one ``CallReport`` per lowered call, in program order."""
+    if not isinstance(variant, RecipeVariant):
+        raise TypeError(f"variant must be a RecipeVariant, got {variant!r}")
     if not any(_calls_in_function(f) for f in program.functions):
         return LoweringReport(program, ())
     roots = {f.name: _alias_roots(program, f) for f in program.functions}
@@ -99,7 +105,7 @@ def lower_composite_ops_with_report(program: Program) -> LoweringReport:
         if not _calls_in_function(f):
             functions.append(f)
             continue
-        lowering = _FunctionLowering(program, f, roots[f.name])
+        lowering = _FunctionLowering(program, f, roots[f.name], variant)
         functions.append(lowering.run())
         reports.extend(lowering.reports)
     lowered = Program(program.name, program.buffers, tuple(functions), program.entry, program.nranks)
@@ -236,8 +242,9 @@ def _check_signal_conventions(program: Program, roots: Mapping[str, Mapping[str,
 class _FunctionLowering:
     """Rewrites one function into a fresh FunctionBuilder; every temp name comes from its counter."""
 
-    def __init__(self, program: Program, fn: Function, roots: Mapping[str, frozenset[str]]) -> None:
-        self.program, self.fn, self.roots = program, fn, roots
+    def __init__(self, program: Program, fn: Function, roots: Mapping[str, frozenset[str]],
+                 variant: RecipeVariant) -> None:
+        self.program, self.fn, self.roots, self.variant = program, fn, roots, variant
         names = {b.var.name for b in program.buffers} | {NR.name}
         for s in _walk(fn.body.stmts):
             if isinstance(s, (Assign, For)):
@@ -319,7 +326,7 @@ class _FunctionLowering:
 
     def lower(self, call: Call, s: Stmt) -> Expr:
         where = self.where(s)
-        ctx = LoweringContext(self.program, call.op, where, self.roots)
+        ctx = LoweringContext(self.program, call.op, where, self.roots, self.variant)
         rule = RULES[call.op]
         with self.fb.block() as emitted:
             lowered = rule(call, self.fb, ctx)

@@ -54,24 +54,29 @@ def lower_reduce_scatter(call: Call, fb: FunctionBuilder, ctx: LoweringContext) 
     check_fully_valid(ctx, "target", t)
     signal = check_signal(ctx, call, 1)
 
-    comm = emit_comm(fb, target, signal)
+    comm = emit_comm(fb, target, signal, ctx.variant)
     geo = Geometry.of(t.dtype)
     size_sym = t.shape[1]
     size = subst_nr(size_sym, comm.nr)
     c = geo.chunk_cols(size_sym)
     chunks_sym = ceildiv(size_sym, c)
+    # The variant may drop the post-reduce barrier: then one credit per call, retired by the epilogue.
+    post_reduce = comm.variant.reduce_scatter_post_reduce_barrier
     emit_barrier(fb, comm, 1)  # ready: every rank has staged all its rows
     if static_int(chunks_sym) == 1:
         acc = _reduce_chunk(fb, comm, target, tile_op, size, c, Const(0))
-        emit_barrier(fb, comm, 2)  # post-reduce
+        if post_reduce:
+            emit_barrier(fb, comm, 2)  # post-reduce
         fb.pld.tile.store(acc, [comm.me, 0], target)
     else:
         with fb.for_range(0, size, c, hint="col") as col:
             acc = _reduce_chunk(fb, comm, target, tile_op, size, c, col)
             fb.pld.tile.store(acc, [comm.me, col], target)  # safe before barrier 2: see module doc
-        emit_barrier(fb, comm, 2)
-    emit_epilogue(fb, comm, 2)
-    return Lowered(target, Const(2), None, chunks_sym, None)
+        if post_reduce:
+            emit_barrier(fb, comm, 2)
+    credits = 2 if post_reduce else 1
+    emit_epilogue(fb, comm, credits)
+    return Lowered(target, Const(credits), None, chunks_sym, None)
 
 
 def _reduce_chunk(fb: FunctionBuilder, comm: Comm, target: Var, tile_op: Op, size: Expr, c: int,

@@ -1,0 +1,373 @@
+"""The op handlers: one function per non-collective op, in ONE table checked complete at import.
+
+A handler is called as ``handler(machine, site, args)``: ``args`` are the call's evaluated arguments in
+signature order (scalars as Python numbers, ``[lists]`` as int tuples, tensors as ``TensorRef``, tiles
+as ``Tile``; absent optional arguments are simply missing), ``site.attrs`` the decoded attributes.
+It returns the op's value (``None`` for effect-only ops).
+
+Semantics follow the protocol digest (shared/reference/collectives-protocol.md) and the runtime brief:
+valid regions are what loads read and stores write, the rest of a fresh tile is poison; tile math runs
+in the tile's dtype over the physical tile; a put/get extent of 0 is a no-op.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import time
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from pldemu import windows
+from pldemu.ir import AtomicType, BufferKind, Call, DType, Op, PadValue, Var, format_expr
+from pldemu.ir import NotifyOp as IRNotifyOp
+from pldemu.ir import WaitCmp as IRWaitCmp
+from pldemu.runtime.errors import ProgramError
+from pldemu.runtime.machine import Machine
+from pldemu.runtime.sites import CallSite
+from pldemu.runtime.values import (
+    Shape,
+    TensorRef,
+    Tile,
+    check_valid,
+    fit_rank,
+    flat_cell,
+    prefix,
+    region,
+    stage_pieces,
+)
+
+Handler = Callable[[Machine, CallSite, tuple[Any, ...]], Any]
+
+_NOTIFY_OPS = {IRNotifyOp.AtomicAdd: windows.NotifyOp.ADD, IRNotifyOp.Set: windows.NotifyOp.SET}
+_WAIT_CMPS = {IRWaitCmp.Eq: windows.WaitCmp.EQ, IRWaitCmp.Ge: windows.WaitCmp.GE}
+
+
+def decode_attrs(call: Call) -> Mapping[str, Any]:
+    """A call's attributes in the form handlers use (done once per call site, not per execution)."""
+    out: dict[str, Any] = {}
+    for key, value in call.attrs:
+        if isinstance(value, DType):
+            out[key] = value.np
+        elif isinstance(value, IRNotifyOp):
+            out[key] = _NOTIFY_OPS[value]
+        elif isinstance(value, IRWaitCmp):
+            out[key] = _WAIT_CMPS[value]
+            out[key + "_code"] = int(value)
+        elif isinstance(value, AtomicType):
+            out[key] = value is AtomicType.Add
+        else:
+            out[key] = value
+    return MappingProxyType(out)
+
+
+def _arg_name(site: CallSite, i: int) -> str:
+    a = site.call.args[i]
+    return a.name if isinstance(a, Var) else format_expr(a)
+
+
+def _what(t: TensorRef) -> str:
+    return f"{t.buffer.kind.value} '{t.buffer.name}'"
+
+
+def _window(site: CallSite, t: TensorRef) -> windows.Window:
+    w = t.buffer.window
+    if w is None:
+        raise ProgramError(f"{site.op.text} needs a window, '{t.buffer.name}' is a rank-local tensor")
+    return w
+
+
+def _offset(base: Shape, delta: Shape) -> Shape:
+    return tuple(a + b for a, b in zip(base, delta, strict=True))
+
+
+# ---------------------------------------------------------------------------------------------
+# Distributed primitives
+# ---------------------------------------------------------------------------------------------
+
+
+def _put(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
+    dst: TensorRef = args[0]
+    peer = args[1]
+    src = args[2]
+    stage: Tile = args[3]
+    if isinstance(src, Tile):
+        src_arr, src_what = src.data, f"tile '{_arg_name(site, 2)}'"
+    else:
+        src_arr, src_what = src.array, _what(src)
+    if len(args) > 4:
+        dst_off, src_off, shape = args[4], args[5], args[6]
+        ext = fit_rank(shape, len(dst.shape), "pld.tile.put")
+        if 0 in ext:
+            return  # an empty transfer is a no-op (ragged tails, empty ring segments)
+        src_ext = fit_rank(shape, src_arr.ndim, "pld.tile.put")
+        data = src_arr[region("put", m.rank, peer, src_what, src_arr.shape, src_off, src_ext)]
+        if src_ext != ext:
+            data = data.reshape(ext)
+    else:
+        if src_arr.size != dst.buffer.numel:
+            raise ProgramError(f"pld.tile.put without regions copies the whole source: {src_what} has "
+                               f"{src_arr.size} elements, {_what(dst)} has {dst.buffer.numel}")
+        if src_arr.size == 0:
+            return
+        ext, dst_off = dst.shape, (0,) * len(dst.shape)
+        data = src_arr.reshape(ext)
+    if not isinstance(src, Tile) and src.buffer is dst.buffer and peer == m.rank:
+        data = data.copy()  # a self-copy within one window must read everything before it writes
+    w = _window(site, dst)
+    atomic = site.attrs["atomic"]
+    if not m.stage_pieces:
+        w.put(peer, dst.shape, dst_off, data, atomic)
+        return
+    # Check the whole region first so that a refused transfer moves nothing.
+    region("put", m.rank, peer, _what(dst), dst.shape, dst_off, ext)
+    for off, shp in stage_pieces(ext, stage.data.shape):
+        piece = tuple(slice(o, o + n) for o, n in zip(off, shp, strict=True))
+        w.put(peer, dst.shape, _offset(dst_off, off), data[piece], atomic)
+
+
+def _get(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
+    dst: TensorRef = args[0]
+    peer = args[1]
+    src: TensorRef = args[2]
+    stage: Tile = args[3]
+    if len(args) > 4:
+        dst_off, src_off, shape = args[4], args[5], args[6]
+        dst_ext = fit_rank(shape, len(dst.shape), "pld.tile.get")
+        src_ext = fit_rank(shape, len(src.shape), "pld.tile.get")
+        if 0 in dst_ext:
+            return
+        if peer == m.rank and dst.buffer is src.buffer and dst.shape == src.shape and dst_off == src_off:
+            return  # identity mapping: reading my own region onto itself
+    else:
+        if src.buffer.numel != dst.buffer.numel:
+            raise ProgramError(f"pld.tile.get without regions copies the whole source: {_what(src)} has "
+                               f"{src.buffer.numel} elements, {_what(dst)} has {dst.buffer.numel}")
+        if peer == m.rank and dst.buffer is src.buffer:
+            return
+        dst_off, src_off = (0,) * len(dst.shape), (0,) * len(src.shape)
+        dst_ext, src_ext = dst.shape, src.shape
+        if 0 in dst_ext:
+            return
+    target = dst.array[region("get", m.rank, peer, _what(dst), dst.shape, dst_off, dst_ext)]
+    if dst_ext != src_ext:
+        target = target.reshape(src_ext)  # only unit dims differ: still a view
+    w = _window(site, src)
+    if not m.stage_pieces:
+        target[...] = w.get(peer, src.shape, src_off, src_ext)
+        return
+    # Check the whole source region first so that a refused transfer writes nothing.
+    region("get", m.rank, peer, _what(src), src.shape, src_off, src_ext)
+    for off, shp in stage_pieces(src_ext, stage.data.shape):
+        piece = tuple(slice(o, o + n) for o, n in zip(off, shp, strict=True))
+        target[piece] = w.get(peer, src.shape, _offset(src_off, off), shp)
+
+
+def _remote_load(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
+    t: TensorRef = args[0]
+    shape: Shape = args[3]
+    valid = check_valid("pld.tile.remote_load", args[4], shape) if len(args) > 4 else shape
+    got = _window(site, t).remote_load(args[1], t.shape, args[2], valid)
+    if valid == shape:
+        return Tile(got, shape)
+    data = m.poison.array(shape, got.dtype)
+    data[prefix(valid)] = got
+    return Tile(data, valid)
+
+
+def _notify(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
+    sig: TensorRef = args[0]
+    peer = args[1]
+    cell = flat_cell("notify", m.rank, peer, sig, args[2])
+    _window(site, sig).notify(peer, cell, operator.index(args[3]), site.attrs["op"])
+
+
+def _wait(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
+    sig: TensorRef = args[0]
+    cell = flat_cell("wait", m.rank, m.rank, sig, args[1])
+    expected = operator.index(args[2])
+    w = _window(site, sig)
+    board = m.status
+    assert board is not None
+    board.wait_started(site.id, sig.buffer.index, cell, expected, site.attrs["cmp_code"])
+    try:
+        w.wait(cell, expected, site.attrs["cmp"], time.monotonic() + m.timeout, hook=board.hook)
+    except windows.WaitTimeout as err:
+        raise m.deadlock(site, sig.buffer, err) from None
+    board.wait_ended()
+
+
+def _get_comm_ctx(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Any:
+    return m.ctx
+
+
+def _rank(m: Machine, site: CallSite, args: tuple[Any, ...]) -> int:
+    return int(args[0].rank)
+
+
+def _nranks(m: Machine, site: CallSite, args: tuple[Any, ...]) -> int:
+    return int(args[0].size)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tensors
+# ---------------------------------------------------------------------------------------------
+
+
+def _view(m: Machine, site: CallSite, args: tuple[Any, ...]) -> TensorRef:
+    t: TensorRef = args[0]
+    shape: Shape = args[1]
+    if any(d < 0 for d in shape) or math.prod(shape) != t.buffer.numel:
+        raise ProgramError(f"tensor.view: shape {list(shape)} does not hold the {t.buffer.numel} elements "
+                           f"of {_what(t)}")
+    valid = check_valid("tensor.view", args[2], shape) if len(args) > 2 else None
+    return TensorRef(t.buffer, shape, valid, t.buffer.array.reshape(shape))
+
+
+def _read(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Any:
+    t: TensorRef = args[0]
+    index: Shape = args[1]
+    cell = flat_cell("tensor.read", m.rank, m.rank, t, index)
+    if t.buffer.kind is BufferKind.SIGNAL and t.buffer.window is not None:
+        return t.buffer.window.read_cell(cell)  # atomic with respect to peers' notifies
+    return t.array[index].item()
+
+
+def _write(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
+    t: TensorRef = args[0]
+    index: Shape = args[1]
+    cell = flat_cell("tensor.write", m.rank, m.rank, t, index)
+    if t.buffer.kind is BufferKind.SIGNAL and t.buffer.window is not None:
+        # A signal cell only changes through MPI atomics, so a plain store cannot tear a peer's add.
+        t.buffer.window.notify(m.rank, cell, operator.index(args[2]), windows.NotifyOp.SET)
+        return
+    t.array[index] = args[2]
+
+
+# ---------------------------------------------------------------------------------------------
+# Tiles
+# ---------------------------------------------------------------------------------------------
+
+
+def _create(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
+    shape: Shape = args[0]
+    return Tile(m.poison.array(shape, site.attrs["dtype"]), shape)
+
+
+def _full(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
+    shape: Shape = args[0]
+    return Tile(np.full(shape, args[1], site.attrs["dtype"]), shape)
+
+
+def _load(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
+    t: TensorRef = args[0]
+    shape: Shape = args[2]
+    valid = check_valid("tile.load", args[3], shape) if len(args) > 3 else shape
+    src = t.array[region("tile.load", m.rank, m.rank, _what(t), t.shape, args[1], valid)]
+    if valid == shape:
+        return Tile(src.copy(), shape)
+    data = m.poison.array(shape, src.dtype)
+    data[prefix(valid)] = src
+    return Tile(data, valid)
+
+
+def _store(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
+    tile: Tile = args[0]
+    t: TensorRef = args[2]
+    valid = tile.valid
+    t.array[region("tile.store", m.rank, m.rank, _what(t), t.shape, args[1], valid)] = tile.data[prefix(valid)]
+
+
+def _set_validshape(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
+    tile: Tile = args[0]
+    return Tile(tile.data, check_valid("tile.set_validshape", args[1], tile.data.shape))
+
+
+def _pad_value(pad: PadValue, dtype: np.dtype[Any]) -> Any:
+    if pad is PadValue.zero:
+        return 0
+    if dtype.kind == "f":
+        info: Any = np.finfo(dtype)
+    elif dtype.kind in "iu":
+        info = np.iinfo(dtype)
+    else:
+        return pad is PadValue.max
+    return info.max if pad is PadValue.max else info.min
+
+
+def _fillpad(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
+    tile: Tile = args[0]
+    shape = tile.data.shape
+    if tile.valid == shape:
+        return tile
+    out = np.full(shape, _pad_value(site.attrs["pad"], tile.data.dtype), tile.data.dtype)
+    box = prefix(tile.valid)
+    out[box] = tile.data[box]
+    return Tile(out, shape)
+
+
+def _binary(ufunc: np.ufunc) -> Handler:
+    """Element-wise over the whole physical tile in the tile's dtype; the result keeps lhs's valid shape."""
+
+    def handler(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
+        lhs: Tile = args[0]
+        return Tile(ufunc(lhs.data, args[1].data), lhs.valid)
+
+    return handler
+
+
+def _scalar(ufunc: np.ufunc) -> Handler:
+    """Tile-scalar op; the scalar is converted to the tile's dtype first (FP16 math stays FP16)."""
+
+    def handler(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
+        tile: Tile = args[0]
+        return Tile(ufunc(tile.data, tile.data.dtype.type(args[1])), tile.valid)
+
+    return handler
+
+
+def _cast(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
+    tile: Tile = args[0]
+    return Tile(tile.data.astype(site.attrs["dtype"]), tile.valid)
+
+
+HANDLERS: Mapping[Op, Handler] = MappingProxyType(
+    {
+        Op.PUT: _put,
+        Op.GET: _get,
+        Op.REMOTE_LOAD: _remote_load,
+        Op.NOTIFY: _notify,
+        Op.WAIT: _wait,
+        Op.GET_COMM_CTX: _get_comm_ctx,
+        Op.RANK: _rank,
+        Op.NRANKS: _nranks,
+        Op.TENSOR_VIEW: _view,
+        Op.TENSOR_READ: _read,
+        Op.TENSOR_WRITE: _write,
+        Op.TILE_CREATE: _create,
+        Op.TILE_FULL: _full,
+        Op.TILE_LOAD: _load,
+        Op.TILE_STORE: _store,
+        Op.TILE_SET_VALIDSHAPE: _set_validshape,
+        Op.TILE_FILLPAD: _fillpad,
+        Op.TILE_ADD: _binary(np.add),
+        Op.TILE_SUB: _binary(np.subtract),
+        Op.TILE_MUL: _binary(np.multiply),
+        Op.TILE_MAXIMUM: _binary(np.maximum),
+        Op.TILE_MINIMUM: _binary(np.minimum),
+        Op.TILE_ADDS: _scalar(np.add),
+        Op.TILE_MULS: _scalar(np.multiply),
+        Op.TILE_CAST: _cast,
+    }
+)
+"""The one dispatch table: every non-collective op; collectives must be lowered before running."""
+
+_missing = sorted(op.text for op in Op if not op.is_collective and op not in HANDLERS)
+_collective = sorted(op.text for op in HANDLERS if op.is_collective)
+if _missing or _collective:  # pragma: no cover - import-time completeness check
+    raise RuntimeError(f"runtime handler table: missing {_missing}, collectives that must not run {_collective}")
+
+__all__ = ["HANDLERS", "Handler", "decode_attrs"]

@@ -1,0 +1,360 @@
+"""Run a LOWERED program on every rank of a communicator: ``ProgramInstance`` and ``execute``.
+
+Each rank builds a ``ProgramInstance`` from the same program: it validates and prepares the program
+(no MPI traffic, so a bad program fails identically everywhere), allocates every buffer collectively
+(signals zero, data windows and local tensors poison), then ``run()`` executes the entry function as
+often as asked. Ops dispatch through ``pldemu.runtime.handlers.HANDLERS``; listeners see every op.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType, TracebackType
+from typing import Any, cast
+
+import numpy as np
+from mpi4py import MPI
+
+from pldemu.ir import (
+    NR,
+    BinOp,
+    BufferKind,
+    Const,
+    Expr,
+    ListExpr,
+    Op,
+    Program,
+    TensorType,
+    Var,
+    VerifyError,
+    format_expr,
+    format_program,
+    verify,
+)
+from pldemu.ir.nodes import fold_binop
+from pldemu.runtime.compiler import CompiledFunction, FunctionCompiler, Listener, ReturnSignal, function_lines
+from pldemu.runtime.errors import DeadlockError, ProgramError
+from pldemu.runtime.machine import Machine
+from pldemu.runtime.options import DEFAULT_OPTIONS, RuntimeOptions
+from pldemu.runtime.shm import unlink_named_segments
+from pldemu.runtime.sites import CallSite, OpEvent
+from pldemu.runtime.status import NFIELDS, RankState, StatusBoard
+from pldemu.runtime.values import Buffer, buffer_tensor
+from pldemu.windows import Window, WindowSet, allocate_window
+
+STATUS_WINDOW = "pldemu.status"
+"""Name of the status board window (a dot: no program buffer can be called that)."""
+
+
+@dataclass(frozen=True)
+class RunStats:
+    """What one ``run()`` did on this rank.
+
+    ``window_ops`` sums the windows layer's counters over this run (puts, atomic_puts, gets,
+    notifies, waits, polls, bytes_put, bytes_got); ``returned`` holds the entry function's return values.
+    """
+
+    rank: int
+    nranks: int
+    entry: str
+    run: int
+    seconds: float
+    window_ops: Mapping[str, int]
+    returned: tuple[Any, ...] = ()
+
+
+class OpCounter:
+    """A listener counting executed ops by kind: ``inst.add_listener(counter)``; ``counter.counts``."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[Op] = Counter()
+
+    def __call__(self, event: OpEvent) -> None:
+        self.counts[event.op] += 1
+
+
+@dataclass
+class _Prepared:
+    functions: dict[tuple[str, bool], CompiledFunction] = field(default_factory=dict)
+    sites_by_function: dict[str, list[CallSite]] = field(default_factory=dict)
+
+
+class ProgramInstance:
+    """One rank's instantiation of a LOWERED program on a communicator.
+
+    Construction is collective (every rank of ``comm`` must construct it with the same program and
+    options). It first validates the program without any MPI traffic (verifier, no composite
+    collective left, ``nranks`` pin equal to the communicator size, buffer shapes non-negative after
+    binding ``NR``, the entry function) and raises ``ProgramError`` identically on every rank; then it
+    allocates every buffer collectively.
+
+    ``run()`` executes the entry function once and may be called any number of times (collectively).
+    ``close()`` frees the windows (collective, idempotent). Leaving a ``with`` block closes the instance
+    when the block ended normally; after an exception the windows are left to the MPI job's teardown,
+    because a collective free would hang if only this rank failed. Call ``close()`` yourself when
+    every rank knows the failure happened everywhere.
+    """
+
+    def __init__(self, program: Program, comm: MPI.Comm, options: RuntimeOptions = DEFAULT_OPTIONS) -> None:
+        if not isinstance(options, RuntimeOptions):
+            raise TypeError(f"options must be a RuntimeOptions, got {type(options).__name__}")
+        self.program = program
+        self.comm = comm
+        # Windows need an intracommunicator; any intercommunicator fails in the windows layer.
+        intra = cast(MPI.Intracomm, comm)
+        self.options = options
+        self.rank: int = comm.Get_rank()
+        self.nranks: int = comm.Get_size()
+        self._listeners: list[Listener] = []
+        self._closed = False
+        self._runs = 0
+        # -- validate and prepare: deterministic, no MPI traffic ------------------------------------
+        buffers = _plan_buffers(program, self.nranks)
+        self._buffers = {b.name: b for b in buffers}
+        self._machine = Machine(self.rank, self.nranks, options, buffers)
+        self._global_slots = {NR.name: 0, **{b.name: 1 + b.index for b in buffers}}
+        self._lines = function_lines(program)
+        self._prepared = _Prepared()
+        for f in program.functions:  # the verifier made sure the entry function is among them
+            self._function(f.name, traced=False)
+        # -- allocate: collective ---------------------------------------------------------------
+        self._window_set: WindowSet | None = None
+        self._status_window: Window | None = None
+        try:
+            self._window_set = WindowSet(intra, backend=options.windows)
+            for b in buffers:
+                self._allocate(b)
+            self._status_window = allocate_window(intra, STATUS_WINDOW, NFIELDS, np.int64, backend="auto", fill=0)
+        except ValueError as err:
+            # The windows layer raises ValueError on every rank alike (checked arguments, back end
+            # not available), so freeing what exists is a collective every rank reaches.
+            self._free()
+            raise ProgramError(f"cannot allocate the buffers of program {program.name}: {err}") from err
+        self._machine.status = StatusBoard(self._status_window)
+        self._globals: list[Any] = [self.nranks, *(buffer_tensor(b) for b in buffers)]
+        # Every rank has mapped MPICH's named shared-memory segments by now (each allocation ends in a
+        # barrier): unlink their names so that even an aborted or killed job leaves nothing in /dev/shm.
+        unlink_named_segments()
+
+    # -- public API ------------------------------------------------------------------------------------
+
+    @property
+    def backend(self) -> str:
+        """The window back end in use (``shared`` or ``rma``)."""
+        return self._window_set.backend if self._window_set is not None else self.options.windows
+
+    @property
+    def program_text(self) -> str:
+        """The printed program: the LINE of every reported location refers to this text."""
+        return format_program(self.program)
+
+    @property
+    def sites(self) -> tuple[CallSite, ...]:
+        """Every call site of the program (ids as published on the status board)."""
+        return tuple(self._machine.sites)
+
+    def buffer_names(self) -> tuple[str, ...]:
+        """The program's buffers, in declaration order."""
+        return tuple(self._buffers)
+
+    def local(self, name: str) -> np.ndarray:
+        """This rank's own buffer ``name`` (window segment or local tensor): a writable view with the
+        declared shape. Writes to a window segment become visible to peers with the next notify."""
+        self._check_open("local")
+        return self._buffer(name).array
+
+    def window(self, name: str) -> Window:
+        """The window behind buffer ``name`` (a data or signal window, not a local tensor)."""
+        self._check_open("window")
+        b = self._buffer(name)
+        if b.window is None:
+            raise ProgramError(f"buffer {name!r} is a rank-local tensor, not a window")
+        return b.window
+
+    def add_listener(self, fn: Callable[[OpEvent], None]) -> None:
+        """Call ``fn(event)`` before every executed op from now on (runs switch to the traced variant of
+        the prepared program; without listeners nothing per op is spent on them)."""
+        self._listeners.append(fn)
+
+    def run(self, entry: str | None = None) -> RunStats:
+        """Execute ``entry`` (default: the program's entry function) once on this rank; collective."""
+        self._check_open("run")
+        name = entry or self.program.entry
+        if name not in self._lines:
+            raise ProgramError(f"program {self.program.name} has no function {name!r}")
+        fn = self._function(name, traced=bool(self._listeners))
+        board = self._machine.status
+        assert board is not None
+        self._runs += 1
+        before = self._window_counters()
+        frame = [*self._globals, *([None] * (fn.nslots - len(self._globals)))]
+        board.run_started(self._runs)
+        returned: tuple[Any, ...] = ()
+        start = time.perf_counter()
+        try:
+            # FP16 overflow to inf, NaN poison in casts etc. are program behaviour, not warnings.
+            with np.errstate(all="ignore"):
+                fn.body(frame)
+        except ReturnSignal as ret:
+            returned = ret.values
+        except DeadlockError:
+            raise  # the board already says TIMED_OUT
+        except BaseException:
+            board.set_state(RankState.FAILED)
+            raise
+        seconds = time.perf_counter() - start
+        board.set_state(RankState.DONE)
+        after = self._window_counters()
+        ops = MappingProxyType({k: after[k] - before.get(k, 0) for k in after})
+        return RunStats(self.rank, self.nranks, name, self._runs, seconds, ops, returned)
+
+    def close(self) -> None:
+        """Free every window (collective); idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._machine.status is not None:
+            self._machine.status.set_state(RankState.CLOSING)
+        self._free()
+
+    def __enter__(self) -> ProgramInstance:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self._closed = True  # see the class docstring: no collective free on a failure path
+
+    # -- internals ---------------------------------------------------------------------------------
+
+    def _check_open(self, what: str) -> None:
+        if self._closed:
+            raise ProgramError(f"{what}: program instance of {self.program.name} is closed")
+
+    def _buffer(self, name: str) -> Buffer:
+        try:
+            return self._buffers[name]
+        except KeyError:
+            names = ", ".join(self._buffers) or "none"
+            raise KeyError(f"program {self.program.name} has no buffer {name!r} (buffers: {names})") from None
+
+    def _function(self, name: str, traced: bool) -> CompiledFunction:
+        key = (name, traced)
+        compiled = self._prepared.functions.get(key)
+        if compiled is None:
+            reuse = self._prepared.sites_by_function.get(name)
+            compiler = FunctionCompiler(self._machine, self._global_slots, self._machine.sites, reuse,
+                                        self._listeners if traced else None)
+            compiled = compiler.compile(self.program.function(name), self._lines[name])
+            if reuse is None:
+                self._prepared.sites_by_function[name] = compiler.new_sites
+            self._prepared.functions[key] = compiled
+        return compiled
+
+    def _allocate(self, b: Buffer) -> None:
+        if b.kind is BufferKind.LOCAL:
+            b.array = self._machine.poison.array(b.shape, b.dtype.np)
+            return
+        assert self._window_set is not None
+        signal = b.kind is BufferKind.SIGNAL
+        fill = None if signal or self.options.poison else 0
+        b.window = self._window_set.allocate(b.name, b.shape, b.dtype.np, fill=fill, signal=signal)
+        b.array = b.window.local
+
+    def _free(self) -> None:
+        ws, self._window_set = self._window_set, None
+        status, self._status_window = self._status_window, None
+        try:
+            if ws is not None:
+                ws.free()
+        finally:
+            if status is not None:
+                status.free()
+
+    def _window_counters(self) -> dict[str, int]:
+        total: Counter[str] = Counter()
+        for b in self._buffers.values():
+            if b.window is not None:
+                total.update(b.window.stats.as_dict())
+        return dict(total)
+
+
+def execute(program: Program, comm: MPI.Comm, options: RuntimeOptions = DEFAULT_OPTIONS,
+            entry: str | None = None) -> RunStats:
+    """Instantiate ``program`` on ``comm``, run it once, free everything; collective."""
+    with ProgramInstance(program, comm, options) as inst:
+        return inst.run(entry)
+
+
+# -- validation and buffer planning (no MPI) ----------------------------------------------------------
+
+
+def _plan_buffers(program: Program, nranks: int) -> list[Buffer]:
+    try:
+        verify(program)
+    except VerifyError as err:
+        raise ProgramError(str(err)) from None
+    if program.nranks is not None and program.nranks != nranks:
+        raise ProgramError(f"program {program.name} is pinned to nranks={program.nranks} but the "
+                           f"communicator has {nranks} ranks")
+    for f in program.functions:
+        if f.name == program.entry and f.params:
+            names = ", ".join(p.name for p in f.params)
+            raise ProgramError(f"entry function {f.name} takes parameters ({names}); the runtime passes none")
+    out = []
+    for i, decl in enumerate(program.buffers):
+        t = decl.var.type
+        assert isinstance(t, TensorType)  # the verifier checked
+        name = decl.var.name
+        shape = _static_dims(name, "shape", t.shape, nranks)
+        valid = None if t.valid_shape is None else _static_dims(name, "valid shape", t.valid_shape, nranks)
+        if valid is not None and (len(valid) != len(shape) or any(v > s for v, s in zip(valid, shape, strict=True))):
+            raise ProgramError(f"buffer {name}: valid shape {list(valid)} exceeds its shape {list(shape)}")
+        if t.strides is not None and t.strides != _packed_strides(shape):
+            raise ProgramError(f"buffer {name}: strided buffers (strides {list(t.strides)}) cannot be "
+                               f"executed; the runtime holds every buffer packed row-major")
+        out.append(Buffer(i, name, decl.kind, t.dtype, shape, valid, np.empty(0, t.dtype.np)))
+    return out
+
+
+def _static_dims(name: str, what: str, dims: tuple[Expr, ...], nranks: int) -> tuple[int, ...]:
+    out = []
+    for d in dims:
+        value = _eval_shape_expr(d, nranks)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ProgramError(f"buffer {name}: {what} entry {format_expr(d)} is not an integer")
+        if value < 0:
+            raise ProgramError(f"buffer {name}: {what} entry {format_expr(d)} is {value} with NR={nranks}; "
+                               f"extents must not be negative")
+        out.append(value)
+    return tuple(out)
+
+
+def _eval_shape_expr(e: Expr | ListExpr, nranks: int) -> Any:
+    if isinstance(e, Const):
+        return e.value
+    if isinstance(e, Var) and e.name == NR.name:
+        return nranks
+    if isinstance(e, BinOp):
+        try:
+            return fold_binop(e.op, _eval_shape_expr(e.lhs, nranks), _eval_shape_expr(e.rhs, nranks))
+        except ArithmeticError as err:
+            raise ProgramError(f"shape expression {format_expr(e)}: {err}") from None
+    raise ProgramError(f"shape expression {format_expr(e)} may only use literals and NR")
+
+
+def _packed_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(math.prod(shape[i + 1 :]) for i in range(len(shape)))
+
+
+__all__ = ["OpCounter", "ProgramInstance", "RunStats", "execute"]

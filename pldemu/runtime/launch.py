@@ -1,0 +1,160 @@
+"""Starting MPI jobs: the mpiexec command line, "am I a rank?", and a supervised spawn.
+
+``in_mpi_job`` is the one place in pldemu that reads launcher environment variables. ``spawn`` runs
+``mpiexec -n N python -m mpi4py -m pldemu ARGS`` in a new session, streams its output, and kills the
+whole process group (process manager and ranks) if it outlives its timeout. Running ranks under
+``python -m mpi4py`` matters: an unhandled exception on any rank then calls ``MPI_Abort``, which ends
+the whole job instead of leaving the other ranks blocked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+LAUNCHER_VARS = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK")
+"""Variables a process manager (MPICH hydra, PMIx, Open MPI) sets in every rank it starts."""
+
+_FOREIGN_PREFIXES = ("PMI_", "PMIX_", "OMPI_", "HYDRA_", "MPIR_CVAR_PMI")
+"""An enclosing job's process-manager variables: a nested mpiexec must not inherit them."""
+
+TIMED_OUT = 124
+"""Exit code of ``spawn`` when the job outlived its timeout (as coreutils ``timeout``)."""
+
+
+def in_mpi_job(environ: Mapping[str, str] | None = None) -> bool:
+    """True when this process is a rank started by an MPI process manager."""
+    env = os.environ if environ is None else environ
+    return any(name in env for name in LAUNCHER_VARS)
+
+
+def job_rank(environ: Mapping[str, str] | None = None) -> int | None:
+    """This process's rank as its process manager announced it (before MPI is initialised), or None
+    outside a job. Lets a command print an input error once instead of once per rank."""
+    env = os.environ if environ is None else environ
+    for name in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"):
+        value = env.get(name)
+        if value is not None and value.strip().isdigit():
+            return int(value)
+    return None
+
+
+def find_mpiexec() -> str:
+    """``mpiexec`` next to the running Python (a venv's MPICH from PyPI) first, then on PATH."""
+    local = Path(sys.executable).parent / "mpiexec"
+    if local.is_file() and os.access(local, os.X_OK):
+        return str(local)
+    found = shutil.which("mpiexec")
+    if found is None:
+        raise FileNotFoundError("mpiexec not found next to the Python interpreter nor on PATH "
+                                "(pip install mpich, or install an MPI)")
+    return found
+
+
+def _is_open_mpi(mpiexec: str) -> bool:
+    try:
+        out = subprocess.run([mpiexec, "--version"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    text = out.stdout + out.stderr
+    return any(tag in text for tag in ("Open MPI", "OpenRTE", "PRRTE", "prterun"))
+
+
+def mpiexec_command(n: int, argv: Sequence[str]) -> list[str]:
+    """``mpiexec -n N argv...`` with what the MPI needs to run N ranks on this machine: MPICH
+    oversubscribes silently; Open MPI needs ``--oversubscribe`` (and ``--allow-run-as-root`` as root)."""
+    if n < 1:
+        raise ValueError(f"need at least one rank, got {n}")
+    mpiexec = find_mpiexec()
+    cmd = [mpiexec]
+    if _is_open_mpi(mpiexec):
+        cmd.append("--oversubscribe")
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            cmd.append("--allow-run-as-root")
+    return [*cmd, "-n", str(n), *argv]
+
+
+def pldemu_argv(args: Sequence[str]) -> list[str]:
+    """The per-rank command line running ``pldemu ARGS`` under mpi4py's abort-on-exception runner."""
+    return [sys.executable, "-m", "mpi4py", "-m", "pldemu", *args]
+
+
+def job_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Our environment minus an enclosing job's process-manager variables, unbuffered Python output."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_FOREIGN_PREFIXES)}
+    env["PYTHONUNBUFFERED"] = "1"
+    if extra:
+        env.update(extra)
+    return env
+
+
+def kill_group(proc: subprocess.Popen[bytes], grace: float = 5.0) -> None:
+    """SIGTERM the job's process group, then SIGKILL whatever is still there after ``grace``."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            continue
+        # The process manager is gone; make sure no rank of its group outlives it.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        return
+
+
+def run_job(n: int, argv: Sequence[str], timeout: float | None, *, env: Mapping[str, str] | None = None,
+            cwd: str | os.PathLike[str] | None = None, stdout: IO[Any] | None = None,
+            stderr: IO[Any] | None = None) -> int:
+    """Run ``mpiexec -n N argv...`` in a new session and return its exit code.
+
+    Output goes to ``stdout``/``stderr`` (default: ours, streamed as it comes). After ``timeout``
+    seconds (``None``: no limit) or on Ctrl-C the job's whole process group is killed (SIGTERM, then
+    SIGKILL); a timed-out job returns ``TIMED_OUT`` (124).
+    """
+    cmd = mpiexec_command(n, argv)
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, env=job_env(env),
+                            cwd=cwd, start_new_session=True)
+    start = time.monotonic()
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        print(f"pldemu: the {n}-rank job ran longer than {timeout:g}s and was killed "
+              f"({time.monotonic() - start:.0f}s)", file=sys.stderr if stderr is None else stderr, flush=True)
+        return TIMED_OUT
+    except BaseException:
+        kill_group(proc, grace=1.0)  # Ctrl-C: the job is in another session and did not get it
+        raise
+
+
+def spawn(n: int, argv: Sequence[str], timeout: float | None, *, env: Mapping[str, str] | None = None,
+          cwd: str | os.PathLike[str] | None = None) -> int:
+    """Run ``pldemu ARGV`` on ``n`` ranks (``mpiexec -n N python -m mpi4py -m pldemu ARGV``), streaming
+    its output; return the job's exit code (``TIMED_OUT`` after ``timeout`` seconds)."""
+    return run_job(n, pldemu_argv(argv), timeout, env=env, cwd=cwd)
+
+
+__all__ = [
+    "LAUNCHER_VARS",
+    "TIMED_OUT",
+    "find_mpiexec",
+    "in_mpi_job",
+    "job_env",
+    "job_rank",
+    "kill_group",
+    "mpiexec_command",
+    "pldemu_argv",
+    "run_job",
+    "spawn",
+]

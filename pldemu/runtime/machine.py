@@ -1,0 +1,84 @@
+"""The per-rank state that op handlers work on."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from pldemu.runtime.errors import DeadlockError
+from pldemu.runtime.options import RuntimeOptions
+from pldemu.runtime.sites import CallSite
+from pldemu.runtime.status import RankState, StatusBoard, WaitTarget, format_report
+from pldemu.runtime.values import Buffer, CommCtx, Poison
+from pldemu.windows import WaitTimeout, WindowError
+
+REPORT_SETTLE = 0.25
+"""Seconds a timed-out rank waits before reading the board (see ``Machine.deadlock``)."""
+
+
+class Machine:
+    """One rank of a program instance: who it is, its buffers, options, status board, call sites.
+
+    Built before any MPI traffic (so the program can be prepared and validated first); the buffers'
+    storage and the status board are bound once the windows are allocated.
+    """
+
+    def __init__(self, rank: int, nranks: int, options: RuntimeOptions, buffers: Sequence[Buffer]) -> None:
+        self.rank = rank
+        self.nranks = nranks
+        self.ctx = CommCtx(rank, nranks)
+        self.options = options
+        self.timeout = options.timeout
+        self.stage_pieces = options.stage_pieces
+        self.poison = Poison(options.poison)
+        self.buffers = list(buffers)
+        self.sites: list[CallSite] = []
+        self.status: StatusBoard | None = None
+
+    def site_text(self, site_id: int) -> str:
+        if 0 <= site_id < len(self.sites):
+            return self.sites[site_id].where
+        return f"<site {site_id}>"
+
+    def deadlock(self, site: CallSite, buffer: Buffer, err: WaitTimeout) -> DeadlockError:
+        """Publish that this rank timed out, read every rank's record and blocked cell one-sidedly,
+        and build the DeadlockError carrying the wait-for report."""
+        board = self.status
+        assert board is not None
+        board.observe(err.observed)
+        board.set_state(RankState.TIMED_OUT)
+        # Ranks stuck together time out together: give the others a moment to say so, so that only
+        # the lowest of them prints the full report.
+        time.sleep(REPORT_SETTLE)
+        statuses = board.snapshot()
+        targets: dict[int, WaitTarget] = {}
+        for st in statuses:
+            if not st.blocked or not 0 <= st.buffer < len(self.buffers):
+                continue
+            buf = self.buffers[st.buffer]
+            live: int | None = None
+            if buf.window is not None and 0 <= st.cell < buf.numel:
+                try:
+                    live = int(buf.window.get(st.rank, buf.numel, st.cell, 1)[0])
+                except WindowError:  # best effort: the record's observed value stands in
+                    live = None
+            targets[st.rank] = WaitTarget(buf.name, _unravel(st.cell, buf.shape), buf.shape, live)
+        report, primary = format_report(self.rank, statuses, self.site_text, targets, self.timeout)
+        t = targets.get(self.rank)
+        cell = t.cell_text() if t is not None else f"cell {err.cell}"
+        rel = "==" if err.cmp.value == "eq" else ">="
+        head = (f"deadlock: rank {self.rank} waited {err.waited:.1f}s for {cell} {rel} {err.expected} "
+                f"(observed {err.observed}) at {site.where}")
+        return DeadlockError(head, rank=self.rank, location=site.where, report=report, primary=primary)
+
+
+def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Multi-index of flat element ``flat`` of a packed buffer of ``shape`` (which holds it)."""
+    out: list[int] = []
+    for n in reversed(shape):
+        flat, i = divmod(flat, n)
+        out.append(i)
+    return tuple(reversed(out))
+
+
+__all__ = ["Machine"]

@@ -1,0 +1,55 @@
+"""Keep MPI's named shared-memory segments from outliving the job.
+
+MPICH creates a named POSIX shared-memory segment per node at ``MPI_Init`` (``/dev/shm/mpich_shm_*``)
+and unlinks it only in ``MPI_Finalize``: a job ended by ``MPI_Abort`` or a signal leaves it behind.
+Once every local rank has mapped it, its name is no longer needed (MPICH never reopens it), so each
+rank unlinks the names it maps; the memory stays mapped until the processes exit, however they exit.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_MAPS = Path("/proc/self/maps")
+_SHM_DIR = "/dev/shm/"
+_PREFIXES = ("mpich_",)
+"""Segment names we own through MPI. Window segments (``mpich_shar_tmp*``) are already unlinked."""
+
+
+def mapped_segments() -> list[str]:
+    """Paths of named /dev/shm segments this process maps that still have a name (Linux only)."""
+    try:
+        text = _MAPS.read_text()
+    except OSError:
+        return []
+    found: set[str] = set()
+    for line in text.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) == 6:
+            path = parts[5].strip()
+            if path.startswith(_SHM_DIR) and not path.endswith("(deleted)"):
+                found.add(path)
+    return sorted(found)
+
+
+def unlink_named_segments() -> list[str]:
+    """Unlink MPI's named segments mapped by this process; returns the names it removed.
+
+    Call only when every rank on the node has mapped them (after any collective following
+    ``MPI_Init``). Ranks race to unlink the same name: losing the race is fine.
+    """
+    removed = []
+    for path in mapped_segments():
+        if os.path.basename(path).startswith(_PREFIXES):
+            try:
+                os.unlink(path)
+                removed.append(path)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                pass  # not ours to remove (permissions): leave it to MPI_Finalize
+    return removed
+
+
+__all__ = ["mapped_segments", "unlink_named_segments"]

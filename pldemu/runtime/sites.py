@@ -1,0 +1,60 @@
+"""Program locations and call sites.
+
+A location names a statement as ``FUNC:LINE TEXT`` where LINE is the statement's line in the printed
+program (``pldemu.ir.format_program``; ``pldemu run --dump`` writes that text next to the buffers) and
+TEXT the statement as printed. A call site is one op application in the program: its op, decoded
+attributes, location and a small integer id that every rank agrees on (the status board publishes it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pldemu.ir import Call, Op
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """Where a statement is: function, printed-program line, printed text."""
+
+    func: str
+    line: int
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.func}:{self.line} {self.text}"
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class CallSite:
+    """One op application in the program (``attrs`` decoded for the handler)."""
+
+    id: int
+    op: Op
+    call: Call
+    location: Location
+    attrs: Mapping[str, Any]
+
+    @property
+    def where(self) -> str:
+        return str(self.location)
+
+
+@dataclass(frozen=True, slots=True)
+class OpEvent:
+    """What a listener sees for every executed op: the rank, the op, its evaluated arguments (scalars,
+    offset tuples, ``TensorRef``/``Tile`` values, in signature order) and the call site."""
+
+    rank: int
+    op: Op
+    args: tuple[Any, ...]
+    site: CallSite
+
+    @property
+    def location(self) -> Location:
+        return self.site.location
+
+
+__all__ = ["CallSite", "Location", "OpEvent"]

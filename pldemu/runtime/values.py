@@ -1,0 +1,204 @@
+"""Runtime values: buffers, tensor views onto them, tiles, the comm context; region checks.
+
+A *buffer* is a declared program buffer on this rank: a window segment (data or signal) or a rank-local
+array. A *tensor* value is a view of a buffer: the packed buffer reshaped to a concrete view shape (plus
+an optional valid shape, metadata only). A *tile* is a value: a numpy array of the physical shape and a
+concrete valid shape; tile ops never modify a tile's array in place, so two tiles may share one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from pldemu.ir import BufferKind, DType
+from pldemu.runtime.errors import ProgramError
+from pldemu.windows import POISON_BYTE, Window, WindowAccessError, poison_value
+
+Shape = tuple[int, ...]
+
+
+@dataclass(eq=False, slots=True)
+class Buffer:
+    """One declared buffer on this rank. ``array`` (declared shape) is this rank's storage: the
+    window's local segment or a local numpy array; it is bound once the windows are allocated."""
+
+    index: int
+    name: str
+    kind: BufferKind
+    dtype: DType
+    shape: Shape
+    valid: Shape | None
+    array: np.ndarray
+    window: Window | None = None
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    def describe(self) -> str:
+        dims = ", ".join(map(str, self.shape))
+        return f"{self.kind.value} {self.name}: {self.dtype.value}[{dims}]"
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class TensorRef:
+    """A tensor value: ``buffer`` viewed with ``shape`` (``array`` is that view of this rank's storage)."""
+
+    buffer: Buffer
+    shape: Shape
+    valid: Shape | None
+    array: np.ndarray
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Tile:
+    """A tile value: ``data`` has the physical shape; ``valid`` is the valid region (a prefix box)."""
+
+    data: np.ndarray
+    valid: Shape
+
+
+@dataclass(frozen=True, slots=True)
+class CommCtx:
+    """The value of ``pld.system.get_comm_ctx``: who I am on the window's communicator."""
+
+    rank: int
+    size: int
+
+
+def buffer_tensor(buf: Buffer) -> TensorRef:
+    """The tensor value a buffer's name evaluates to: the whole buffer, declared shape."""
+    return TensorRef(buf, buf.shape, buf.valid, buf.array)
+
+
+class Poison:
+    """Fill values for fresh tiles and buffers (poison or zero), cached per numpy dtype."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._fills: dict[np.dtype[Any], Any] = {}
+
+    def fill(self, dtype: np.dtype[Any]) -> Any:
+        """The scalar a fresh array of ``dtype`` is filled with (``None``: the 0xA5 byte pattern)."""
+        try:
+            return self._fills[dtype]
+        except KeyError:
+            value = poison_value(dtype) if self.enabled else 0
+            self._fills[dtype] = value
+            return value
+
+    def array(self, shape: Shape, dtype: np.dtype[Any]) -> np.ndarray:
+        """A fresh array of ``shape`` filled with poison (or zeros)."""
+        value = self.fill(dtype)
+        if value is None:
+            out = np.empty(shape, dtype)
+            out.view(np.uint8)[...] = POISON_BYTE
+            return out
+        return np.full(shape, value, dtype)
+
+
+def check_valid(what: str, valid: Shape, shape: Shape) -> Shape:
+    """A valid shape must have one entry per dim, each within ``[0, shape[d]]``."""
+    if len(valid) != len(shape) or any(not 0 <= v <= s for v, s in zip(valid, shape, strict=True)):
+        raise ProgramError(f"{what}: valid shape {list(valid)} does not fit the physical shape {list(shape)}")
+    return valid
+
+
+def region(op: str, rank: int, peer: int, what: str, view: Shape, offsets: Shape, extent: Shape
+           ) -> tuple[slice, ...]:
+    """numpy slices of a checked region ``offsets``/``extent`` of a rank-local ``view``.
+
+    Refusals are ``WindowAccessError``s worded like the windows layer's, naming op, rank, peer, the
+    buffer or tile, the region and the violated bound.
+    """
+    where = f"region offsets {list(offsets)} shape {list(extent)} in view {list(view)}"
+    if not len(offsets) == len(extent) == len(view):
+        raise WindowAccessError(
+            f"{op}: rank {rank} -> peer {peer} on {what}: {where}: rank mismatch "
+            f"(offsets {len(offsets)}-D, shape {len(extent)}-D, view {len(view)}-D)"
+        )
+    out = []
+    for d, (o, n, v) in enumerate(zip(offsets, extent, view, strict=True)):
+        if o < 0 or n < 0 or o + n > v:
+            raise WindowAccessError(
+                f"{op}: rank {rank} -> peer {peer} on {what}: {where}: dim {d} covers [{o}, {o + n}) "
+                f"outside [0, {v})"
+            )
+        out.append(slice(o, o + n))
+    return tuple(out)
+
+
+def prefix(valid: Shape) -> tuple[slice, ...]:
+    """Slices of the valid box ``[0, valid)`` of a tile."""
+    return tuple(slice(0, v) for v in valid)
+
+
+def fit_rank(extent: Shape, rank: int, what: str) -> Shape:
+    """``extent`` expressed with ``rank`` dims: leading unit dims dropped or added (a put may give its
+    shape in the source's rank or the destination's)."""
+    n = len(extent)
+    if n == rank:
+        return extent
+    if n > rank and all(e == 1 for e in extent[: n - rank]):
+        return extent[n - rank :]
+    if n < rank:
+        return (1,) * (rank - n) + extent
+    raise ProgramError(f"{what}: shape {list(extent)} cannot address a {rank}-D region")
+
+
+def flat_cell(op: str, rank: int, peer: int, t: TensorRef, index: Shape) -> int:
+    """Flat element index of ``index`` in tensor ``t``'s view, every dim checked."""
+    shape = t.shape
+    if len(index) != len(shape):
+        raise WindowAccessError(
+            f"{op}: rank {rank} -> peer {peer} on {t.buffer.kind.value} '{t.buffer.name}': "
+            f"index {list(index)} has {len(index)} entries, the view {list(shape)} has {len(shape)} dims"
+        )
+    flat = 0
+    for d, (i, n) in enumerate(zip(index, shape, strict=True)):
+        if not 0 <= i < n:
+            raise WindowAccessError(
+                f"{op}: rank {rank} -> peer {peer} on {t.buffer.kind.value} '{t.buffer.name}': "
+                f"index {list(index)} dim {d} is {i}, outside [0, {n})"
+            )
+        flat = flat * n + i
+    return flat
+
+
+def stage_pieces(extent: Shape, stage: Shape) -> list[tuple[Shape, Shape]]:
+    """``(offsets, shape)`` of the stage-sized pieces a transfer of ``extent`` slides through, in order.
+
+    The stage tile's last dim tiles the region's last dim, its second-last (rows) the region's
+    second-last; any further leading dims go one index at a time.
+    """
+    n = len(extent)
+    steps = [1] * n
+    if n:
+        steps[-1] = max(stage[-1], 1)
+    if n >= 2:
+        steps[-2] = max(stage[-2] if len(stage) >= 2 else 1, 1)
+    pieces: list[tuple[Shape, Shape]] = [((), ())]
+    for e, s in zip(extent, steps, strict=True):
+        pieces = [((*o, start), (*sh, min(s, e - start))) for o, sh in pieces for start in range(0, e, s)]
+    return pieces
+
+
+__all__ = [
+    "Buffer",
+    "CommCtx",
+    "Poison",
+    "Shape",
+    "TensorRef",
+    "Tile",
+    "buffer_tensor",
+    "check_valid",
+    "fit_rank",
+    "flat_cell",
+    "prefix",
+    "region",
+    "stage_pieces",
+]
