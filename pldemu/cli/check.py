@@ -1,0 +1,442 @@
+"""``pldemu check``: run a collective K times back to back on N ranks and check every call.
+
+The launching process validates the arguments (and builds and lowers the program once, so contract
+violations are reported before any rank starts), then re-runs itself as
+``mpiexec -n N python -m mpi4py -m pldemu check ...``; inside the MPI job every rank runs
+:func:`pldemu.runtime.check.run_check` on COMM_WORLD.
+
+Exit codes: 0 every check passed; 1 a wrong element, a non-zero signal cell or a native-MPI
+disagreement; 2 bad arguments; 3 a timeout, deadlock or crash inside the job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from pldemu.collectives import COLLECTIVE_NAMES
+from pldemu.ir import AllreduceMode, DType, ReduceOp
+
+EXIT_OK = 0
+EXIT_WRONG = 1
+EXIT_USAGE = 2
+EXIT_ERROR = 3
+
+DEFAULT_RANKS = 4
+DEFAULT_SIZE = 1024
+DEFAULT_ITERS = 20
+DEFAULT_TIMEOUT = 30.0
+DEFAULT_JOB_TIMEOUT = 3600.0
+
+_COLLECTIVES = COLLECTIVE_NAMES
+_REDUCES = MappingProxyType(
+    {"sum": ReduceOp.Sum, "max": ReduceOp.Max, "min": ReduceOp.Min, "prod": ReduceOp.Prod}
+)
+
+EPILOG = """\
+how it checks:
+  Every iteration each rank writes inputs that differ per rank, position and iteration and are exact
+  in FP16/FP32 in any reduction order, runs the lowered collective, and compares its result with a
+  NumPy oracle. Calls run back to back on ONE signal buffer with no MPI synchronisation between them,
+  except a "consume fence" (an MPI barrier after the result has been read) for allgather, all_to_all
+  and broadcast: allgather/all_to_all push into the peers' result windows before their first barrier,
+  so a fast peer's next call would overwrite a result not yet read, and a broadcast root could
+  overwrite its data while a slow peer is still reading it (pypto #2175). At the end of every block
+  all ranks meet, every signal cell on every rank must be exactly 0, and the block's last result is
+  compared with the native MPI collective (Allreduce, Allgather, Reduce_scatter_block, Bcast,
+  Alltoall, Alltoallv; barrier has none). Every call also checks the ordering claim: when a rank's call
+  i returns, every peer must be in call i or i+1 (an epoch each rank publishes before each call).
+
+columns:
+  iters          iterations done at the end of the block
+  size(B)        bytes of the result window per rank
+  time/iter(us)  run() time per call, slowest rank
+  #wrong         wrong elements in the block, summed over ranks; a peer found out of step (not in
+                 the same call or the next one) when a call returned also counts as one
+  cells!=0       signal cells not back to 0 after the block, summed over ranks
+  native         ok, n/a, or the number of elements where native MPI disagreed
+
+exit status: 0 pass, 1 wrong results / non-zero cells, 2 bad arguments, 3 timeout/deadlock/crash.
+"""
+
+
+class UsageError(ValueError):
+    """A bad command line; reported as ``pldemu check: error: ...`` with exit status 2."""
+
+
+def _dims(text: str) -> tuple[int, ...]:
+    """``RxC`` (or ``N``) -> a tuple of positive ints; argparse turns the ValueError into exit 2."""
+    try:
+        dims = tuple(int(p) for p in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected RxC with positive integers, got {text!r}") from None
+    if not dims or any(d < 1 for d in dims):
+        raise argparse.ArgumentTypeError(f"expected RxC with positive integers, got {text!r}")
+    return dims
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return v
+
+
+def _nonneg_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return v
+
+
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return v
+
+
+def _root(text: str) -> int | str:
+    if text == "all":
+        return "all"
+    return _nonneg_int(text)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``pldemu check`` options."""
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = EPILOG
+    parser.add_argument(
+        "collective",
+        metavar="COLLECTIVE",
+        choices=[*_COLLECTIVES, "all"],
+        help=f"one of {', '.join(_COLLECTIVES)}, or 'all' (every collective and both "
+        "allreduce modes, then a summary table)",
+    )
+    parser.add_argument(
+        "--mode", choices=["mesh", "ring"], default=None, help="allreduce algorithm (default mesh)"
+    )
+    parser.add_argument(
+        "--dtype", choices=["fp16", "fp32"], default="fp32", help="element type (default fp32)"
+    )
+    geo = parser.add_mutually_exclusive_group()
+    geo.add_argument(
+        "--size", type=_positive_int, default=None, help=f"elements per row, SIZE (default {DEFAULT_SIZE})"
+    )
+    geo.add_argument(
+        "--shape",
+        type=_dims,
+        default=None,
+        metavar="RxC",
+        help="allreduce/broadcast target shape instead of [1, SIZE]",
+    )
+    parser.add_argument(
+        "--valid-shape",
+        type=_dims,
+        default=None,
+        metavar="RxC",
+        help="allreduce partial-valid target: mesh reduces the top-left rectangle, ring the "
+        "flattened prefix of that many elements",
+    )
+    parser.add_argument(
+        "--reduce",
+        choices=sorted(_REDUCES),
+        default=None,
+        help="ReduceOp of allreduce/reduce_scatter (default sum)",
+    )
+    parser.add_argument(
+        "--root",
+        type=_root,
+        default=None,
+        metavar="R|all",
+        help="broadcast root (default 0); 'all' runs from every root in turn",
+    )
+    parser.add_argument(
+        "--max-recv",
+        type=_positive_int,
+        default=None,
+        metavar="M",
+        help="all_to_all_v MAX_RECV rows per sender (default 4)",
+    )
+    parser.add_argument(
+        "-n",
+        "--ranks",
+        type=_positive_int,
+        default=None,
+        metavar="RANKS",
+        help=f"number of MPI ranks (default {DEFAULT_RANKS}; inside an MPI job: its size)",
+    )
+    parser.add_argument(
+        "--iters",
+        type=_positive_int,
+        default=DEFAULT_ITERS,
+        metavar="K",
+        help=f"back-to-back calls per case (default {DEFAULT_ITERS})",
+    )
+    parser.add_argument(
+        "--block",
+        type=_positive_int,
+        default=None,
+        metavar="B",
+        help="iterations per progress row (default: about 8 rows)",
+    )
+    parser.add_argument(
+        "--windows",
+        choices=["auto", "shared", "rma"],
+        default="auto",
+        help="window back end (default auto: shared on one node)",
+    )
+    parser.add_argument(
+        "--stage-pieces",
+        action="store_true",
+        help="move every put/get through its stage tile piece by piece (a concurrent reader can see a "
+        "partly landed transfer, as on the hardware)",
+    )
+    parser.add_argument("--seed", type=_nonneg_int, default=0, help="data seed (default 0)")
+    parser.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=DEFAULT_TIMEOUT,
+        metavar="S",
+        help=f"seconds any one wait may take before it is a deadlock (default {DEFAULT_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--job-timeout",
+        type=_positive_float,
+        default=DEFAULT_JOB_TIMEOUT,
+        metavar="S",
+        help=f"seconds the whole mpiexec job may take (default {DEFAULT_JOB_TIMEOUT:g})",
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Planning: which collective specs the command runs
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One case of the plan: the spec's keyword arguments (``pldemu.collectives.CollectiveSpec``)."""
+
+    fields: tuple[tuple[str, Any], ...]
+
+    def kwargs(self) -> dict[str, Any]:
+        """The CollectiveSpec keyword arguments."""
+        return dict(self.fields)
+
+
+def plan(args: argparse.Namespace, nranks: int) -> list[Planned]:
+    """The cases the command line asks for on ``nranks`` ranks; raises UsageError on bad combinations."""
+    name: str = args.collective
+    names = list(_COLLECTIVES) if name == "all" else [name]
+    single = name != "all"
+
+    def only(opt: str, value: object, allowed: Sequence[str]) -> None:
+        if single and value is not None and name not in allowed:
+            raise UsageError(f"{opt} applies to {' and '.join(allowed)}, not {name}")
+
+    only("--mode", args.mode, ["allreduce"])
+    only("--reduce", args.reduce, ["allreduce", "reduce_scatter"])
+    only("--root", args.root, ["broadcast"])
+    only("--max-recv", args.max_recv, ["all_to_all_v"])
+    only("--shape", args.shape, ["allreduce", "broadcast"])
+    only("--valid-shape", args.valid_shape, ["allreduce"])
+    if isinstance(args.root, int) and args.root >= nranks:
+        raise UsageError(f"--root {args.root} is not a rank of {nranks} (ranks are 0..{nranks - 1})")
+
+    shape = args.shape
+    if shape is not None and len(shape) != 2:
+        raise UsageError(f"--shape must be RxC (2-D), got {'x'.join(map(str, shape))}")
+    size = args.size if args.size is not None else (shape[-1] if shape is not None else DEFAULT_SIZE)
+    valid = args.valid_shape
+    if valid is not None:
+        base = shape if shape is not None else (1, size)
+        if len(valid) != len(base) or any(v > b for v, b in zip(valid, base, strict=True)):
+            raise UsageError(
+                f"--valid-shape {'x'.join(map(str, valid))} must fit the target shape {'x'.join(map(str, base))}"
+            )
+    reduce = _REDUCES[args.reduce or "sum"]
+
+    out: list[Planned] = []
+    for n in names:
+        common: dict[str, Any] = {"name": n, "dtype": DType.parse(args.dtype), "size": size, "nranks": nranks}
+        if n == "allreduce":
+            modes = [args.mode] if args.mode else (["mesh", "ring"] if not single else ["mesh"])
+            for mode in modes:
+                out.append(
+                    _planned(common, mode=AllreduceMode[mode], reduce=reduce, shape=shape, valid_shape=valid)
+                )
+        elif n == "reduce_scatter":
+            out.append(_planned(common, reduce=reduce))
+        elif n == "broadcast":
+            roots = range(nranks) if args.root == "all" else [args.root or 0]
+            for root in roots:
+                out.append(_planned(common, root=root, shape=shape if single else None))
+        elif n == "all_to_all_v":
+            out.append(_planned(common, max_recv=args.max_recv))
+        else:
+            out.append(_planned(common))
+    return out
+
+
+def _planned(common: dict[str, Any], **extra: Any) -> Planned:
+    fields = {**common, **{k: v for k, v in extra.items() if v is not None}}
+    return Planned(tuple(fields.items()))
+
+
+def build(planned: Planned) -> Any:
+    """The CollectiveProgram of one planned case (``pldemu.collectives``)."""
+    from pldemu.collectives import CollectiveSpec, collective_program
+
+    return collective_program(CollectiveSpec(**planned.kwargs()))
+
+
+def validate(args: argparse.Namespace, nranks: int) -> list[Planned]:
+    """Plan, then build and lower every case once, so contract violations surface as usage errors."""
+    from pldemu.lowering import lower_composite_ops
+    from pldemu.runtime.data import max_exact_ranks
+
+    cases = plan(args, nranks)
+    for p in cases:
+        kw = p.kwargs()
+        try:
+            cp = build(p)
+            lower_composite_ops(cp.program)
+        except (ValueError, TypeError) as err:
+            raise UsageError(f"{kw['name']}: {err}") from None
+        op = kw.get("reduce") if kw["name"] in ("allreduce", "reduce_scatter") else None
+        limit = max_exact_ranks(op, kw["dtype"].np)
+        if limit is not None and nranks > limit:
+            raise UsageError(f"{kw['name']}: the check data is exact for at most {limit} ranks, not {nranks}")
+    return cases
+
+
+# ----------------------------------------------------------------------------------------------
+# Running
+# ----------------------------------------------------------------------------------------------
+
+
+def child_argv(args: argparse.Namespace) -> list[str]:
+    """The ``pldemu check ...`` arguments each rank of the spawned job gets (same options, explicit)."""
+    argv = [
+        "check",
+        args.collective,
+        "--dtype",
+        args.dtype,
+        "--iters",
+        str(args.iters),
+        "--windows",
+        args.windows,
+        "--seed",
+        str(args.seed),
+        "--timeout",
+        repr(args.timeout),
+        "--job-timeout",
+        repr(args.job_timeout),
+    ]
+    opt: list[tuple[str, Any]] = [
+        ("--mode", args.mode),
+        ("--size", args.size),
+        ("--shape", "x".join(map(str, args.shape)) if args.shape else None),
+        ("--valid-shape", "x".join(map(str, args.valid_shape)) if args.valid_shape else None),
+        ("--reduce", args.reduce),
+        ("--root", args.root),
+        ("--max-recv", args.max_recv),
+        ("--block", args.block),
+        ("-n", args.ranks),
+    ]
+    for flag, value in opt:
+        if value is not None:
+            argv += [flag, str(value)]
+    if args.stage_pieces:
+        argv.append("--stage-pieces")
+    return argv
+
+
+def _error(message: str) -> int:
+    print(f"pldemu check: error: {message}", file=sys.stderr, flush=True)
+    return EXIT_USAGE
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point of ``pldemu check``."""
+    from pldemu.runtime.launch import in_mpi_job, spawn
+
+    if in_mpi_job():
+        return _run_in_job(args)
+    nranks = args.ranks or DEFAULT_RANKS
+    try:
+        validate(args, nranks)
+    except UsageError as err:
+        return _error(str(err))
+    rc = spawn(nranks, child_argv(args), args.job_timeout)
+    if rc < 0 or rc > 255:
+        return EXIT_ERROR
+    return rc
+
+
+def _run_in_job(args: argparse.Namespace) -> int:
+    from mpi4py import MPI
+
+    from pldemu.runtime.check import CheckResult, run_check
+    from pldemu.runtime.options import RuntimeOptions
+
+    comm = MPI.COMM_WORLD
+    nranks, me = comm.Get_size(), comm.Get_rank()
+    if args.ranks is not None and args.ranks != nranks:
+        if me == 0:
+            _error(f"-n {args.ranks} but this MPI job has {nranks} ranks")
+        return EXIT_USAGE
+    try:
+        cases = validate(args, nranks)
+    except UsageError as err:
+        if me == 0:
+            _error(str(err))
+        return EXIT_USAGE
+    options = RuntimeOptions(
+        timeout=args.timeout, windows=args.windows, seed=args.seed, stage_pieces=args.stage_pieces
+    )
+    results: list[CheckResult] = []
+    try:
+        for i, p in enumerate(cases):
+            if i and me == 0:
+                print(flush=True)
+            results.append(run_check(comm, build(p), args.iters, options, args.block))
+    except Exception as err:  # any failure inside the job ends it with exit 3
+        print(f"# rank {me}: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
+        # A rank that failed alone would leave its peers waiting; end the whole job now.
+        comm.Abort(EXIT_ERROR)
+        return EXIT_ERROR
+    if len(results) > 1 and me == 0:
+        print(flush=True)
+        print(summary_table(results), flush=True)
+    return EXIT_OK if all(r.ok for r in results) else EXIT_WRONG
+
+
+def summary_table(results: Sequence[Any]) -> str:
+    """The ``all`` summary: one line per case."""
+    head = f"{'case':<44} {'iters':>5} {'size(B)':>9} {'us/iter':>10} {'#wrong':>7} {'cells!=0':>8} {'native':>7}  result"
+    lines = ["# summary", "# " + head]
+    for r in results:
+        native = r.native_wrong
+        nat = "n/a" if native is None else ("ok" if native == 0 else str(native))
+        lines.append(
+            f"  {r.case.label:<44} {r.iters:>5} {r.case.target_bytes:>9} {r.time_us:>10.1f} {r.wrong:>7} "
+            f"{r.cells_nonzero:>8} {nat:>7}  {'PASS' if r.ok else 'FAIL'}"
+        )
+    failed = sum(not r.ok for r in results)
+    lines.append(f"# {len(results) - failed} of {len(results)} cases passed")
+    return "\n".join(lines)
