@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Regenerate the golden lowered programs in tests/lowering/golden/ after an intended recipe change.
+# Review the diff by hand against ../shared/seeds/002_*.txt before committing it.
+set -euo pipefail
+cd "$(git rev-parse --show-toplevel)"
+PLDEMU_REGEN_GOLDEN=1 "${PYTHON:-.venv/bin/python}" -m pytest -q tests/lowering -k golden
+git --no-pager diff --stat -- tests/lowering/golden
