@@ -24,7 +24,8 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
-MPI_TEST_DIRS: tuple[str, ...] = ("tests/windows", "tests/runtime_mpi", "tests/check_mpi")
+MPI_TEST_DIRS: tuple[str, ...] = ("tests/windows", "tests/runtime_mpi", "tests/check_mpi", "tests/races_mpi",
+                                   "tests/stress_mpi")
 """Directories (relative to the repo root) of tests marked ``mpi`` that the
 launcher runs at every size of :data:`MPI_SIZES`.  Extend it, e.g. with
 ``tests/runtime_mpi``; directories that do not exist are skipped."""

@@ -16,6 +16,9 @@ SUBCOMMANDS = MappingProxyType(
         "check": ("pldemu.cli.check", "run a collective K times and check every iteration (nccl-tests style)"),
         "demo": ("pldemu.cli.demo", "the 4-rank demonstration: allreduce + all_to_all_v in a loop, checked"),
         "mutants": ("pldemu.cli.mutants", "list the catalogue of known-broken recipe variants"),
+        "stress": ("pldemu.cli.stress", "hunt for races: perturbed schedules until the first failure"),
+        "trace-plot": ("pldemu.cli.trace_plot", "draw a trace as per-rank swimlanes (PNG)"),
+        "bench": ("pldemu.cli.bench", "benchmark recipes against native MPI (nccl-tests style)"),
     }
 )
 

@@ -15,6 +15,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -60,7 +61,16 @@ columns:
   cells!=0       signal cells not back to 0 after the block, summed over ranks
   native         ok, n/a, or the number of elements where native MPI disagreed
 
-exit status: 0 pass, 1 wrong results / non-zero cells, 2 bad arguments, 3 timeout/deadlock/crash.
+invariants (on unless --no-invariants): every notify is a fetching atomic, so a signal cell that goes
+  negative is reported with rank, cell, value and program location; a cell written by both Set and
+  AtomicAdd in one run is reported at the block end; a peer out of step and a cell not 0 at rest
+  count as invariant failures too.
+
+races (--races): a happens-before race detector watches every window access of the program and of
+  the harness (inputs written, results consumed); at each block end it reports conflicting accesses
+  that no notify -> wait (or harness barrier) orders, whether or not the data came out wrong.
+
+exit status: 0 pass, 1 wrong results / non-zero cells / races, 2 bad arguments, 3 timeout/deadlock/crash.
 """
 
 
@@ -205,6 +215,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="move every put/get through its stage tile piece by piece (a concurrent reader can see a "
         "partly landed transfer, as on the hardware)",
     )
+    parser.add_argument(
+        "--no-invariants",
+        action="store_true",
+        help="do not check the protocol invariants as the program runs (no negative cell, never Set and "
+        "AtomicAdd on one cell; pldemu.runtime.invariants); the harness's own checks stay",
+    )
     parser.add_argument("--seed", type=_nonneg_int, default=0, help="data seed (default 0)")
     parser.add_argument(
         "--timeout",
@@ -219,6 +235,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_JOB_TIMEOUT,
         metavar="S",
         help=f"seconds the whole mpiexec job may take (default {DEFAULT_JOB_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--races",
+        action="store_true",
+        help="detect data races on windows (happens-before, checked at every block end); a race fails "
+        "the check (exit 1)",
+    )
+    parser.add_argument(
+        "--trace",
+        metavar="FILE.json",
+        default=None,
+        help="write a Chrome/Perfetto trace of every rank's ops (with 'all': FILE.CASE.json per case); "
+        "draw it with pldemu trace-plot",
     )
 
 
@@ -363,6 +392,12 @@ def child_argv(args: argparse.Namespace) -> list[str]:
             argv += [flag, str(value)]
     if args.stage_pieces:
         argv.append("--stage-pieces")
+    if getattr(args, "no_invariants", False):
+        argv.append("--no-invariants")
+    if getattr(args, "races", False):
+        argv.append("--races")
+    if getattr(args, "trace", None):
+        argv += ["--trace", str(Path(args.trace).resolve())]
     return argv
 
 
@@ -407,14 +442,16 @@ def _run_in_job(args: argparse.Namespace) -> int:
             _error(str(err))
         return EXIT_USAGE
     options = RuntimeOptions(
-        timeout=args.timeout, windows=args.windows, seed=args.seed, stage_pieces=args.stage_pieces
+        timeout=args.timeout, windows=args.windows, seed=args.seed, stage_pieces=args.stage_pieces,
+        invariants=not getattr(args, "no_invariants", False),
     )
     results: list[CheckResult] = []
     try:
         for i, p in enumerate(cases):
             if i and me == 0:
                 print(flush=True)
-            results.append(run_check(comm, build(p), args.iters, options, args.block))
+            results.append(run_check(comm, build(p), args.iters, _instrumented(options, args, p, len(cases)),
+                                     args.block))
     except Exception as err:  # any failure inside the job ends it with exit 3
         print(f"# rank {me}: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
         # A rank that failed alone would leave its peers waiting; end the whole job now.
@@ -424,6 +461,21 @@ def _run_in_job(args: argparse.Namespace) -> int:
         print(flush=True)
         print(summary_table(results), flush=True)
     return EXIT_OK if all(r.ok for r in results) else EXIT_WRONG
+
+
+def _instrumented(options: Any, args: argparse.Namespace, planned: Planned, ncases: int) -> Any:
+    """``options`` with ``--races`` / ``--trace`` applied; with several cases each gets its own trace
+    file (``FILE.LABEL.json``), because every case is its own program instance."""
+    import dataclasses
+
+    trace = getattr(args, "trace", None)
+    if trace and ncases > 1:
+        kw = planned.kwargs()
+        label = kw["name"] + (f"-{kw['mode'].name}" if kw["name"] == "allreduce" and "mode" in kw else "")
+        path = Path(trace)
+        trace = str(path.with_name(f"{path.name.removesuffix('.json')}.{label}.json"))
+    return dataclasses.replace(options, race_detect=bool(getattr(args, "races", False)),
+                               trace=str(Path(trace).resolve()) if trace else None)
 
 
 def summary_table(results: Sequence[Any]) -> str:

@@ -6,9 +6,12 @@ program again (no MPI traffic before it is known to be good), instantiates it, r
 once, and rank 0 prints a report: ranks, back end, wall time, ops executed by kind, and per buffer a
 checksum of every rank's final contents. ``--dump DIR`` also writes every rank's buffers as ``.npy``
 plus the executed (lowered) program, whose line numbers the error locations refer to.
+``--races`` runs the happens-before race detector (``pldemu.runtime.races``) and lists its reports;
+``--trace FILE.json`` writes a Chrome/Perfetto trace (``pldemu trace-plot FILE.json -o FILE.png``).
 
 Exit codes: 0 ran, 2 bad input (missing file, parse/lowering/verification error, bad options),
-3 the program failed while running (deadlock, refused access, program error), 124 job timeout.
+3 the program failed while running (deadlock, refused access, program error), 4 ran but ``--races``
+found races, 124 job timeout.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from pldemu.ir import Program
 EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_ERROR = 3
+EXIT_RACES = 4
 DEFAULT_RANKS = 4
 DEFAULT_JOB_TIMEOUT = 3600.0
 ABORT_GRACE = 0.5
@@ -58,6 +62,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write every rank's buffers (DIR/rankR/NAME.npy) and the executed program")
     parser.add_argument("--job-timeout", type=float, default=DEFAULT_JOB_TIMEOUT, metavar="S",
                         help=f"seconds the whole mpiexec job may take (default {DEFAULT_JOB_TIMEOUT:g})")
+    parser.add_argument("--races", action="store_true",
+                        help=f"detect data races on windows (happens-before); exit {EXIT_RACES} if any")
+    parser.add_argument("--trace", metavar="FILE.json", default=None,
+                        help="write a Chrome/Perfetto trace of every rank's ops (see pldemu trace-plot); a rank "
+                             "whose run fails writes its own part to FILE.rankR.json")
 
 
 def load_program(path: str, lower: bool = True) -> Program:
@@ -95,7 +104,9 @@ def _options(args: argparse.Namespace) -> Any:
     if not args.job_timeout > 0:
         raise InputError(f"--job-timeout must be positive, got {args.job_timeout}")
     try:
-        return RuntimeOptions(timeout=args.timeout, windows=args.windows, seed=args.seed)
+        trace = str(Path(args.trace).resolve()) if args.trace else None
+        return RuntimeOptions(timeout=args.timeout, windows=args.windows, seed=args.seed,
+                              race_detect=args.races, trace=trace)
     except ValueError as err:
         raise InputError(str(err)) from None
 
@@ -136,6 +147,10 @@ def child_argv(args: argparse.Namespace, n: int) -> list[str]:
         argv.append("--no-lower")
     if args.dump is not None:
         argv += ["--dump", str(Path(args.dump).resolve())]
+    if args.races:
+        argv.append("--races")
+    if args.trace:
+        argv += ["--trace", str(Path(args.trace).resolve())]
     return argv
 
 
@@ -206,6 +221,7 @@ def run_in_job(program: Program, options: Any, *, source: str = "", ranks: int |
         trace = "".join(traceback.format_exception(err)).rstrip()
         _abort(comm, f"pldemu run: rank {me}: internal error: {type(err).__name__}: {err}\n{trace}")
         return EXIT_ERROR
+    races = inst.races.check() if inst.races is not None else []  # collective
     summaries = {name: _summary(inst.local(name)) for name in inst.buffer_names()}
     mine = (stats.seconds, {op.text: n for op, n in counter.counts.items()}, summaries)
     if dump is not None:
@@ -214,8 +230,25 @@ def run_in_job(program: Program, options: Any, *, source: str = "", ranks: int |
     if me == 0:
         assert gathered is not None
         print(_report(program, source, lowered, inst.backend, options, gathered), flush=True)
-    inst.close()
+        if options.race_detect:
+            print(race_summary(races), flush=True)
+    inst.close()  # collective; rank 0 writes the trace
+    if me == 0 and options.trace:
+        print(f"  trace: {options.trace} (draw it: pldemu trace-plot {options.trace} -o FILE.png)", flush=True)
+    if races:
+        # Every rank got the same reports: end MPI cleanly so that the non-zero exit is not an abort.
+        MPI.Finalize()
+        return EXIT_RACES
     return EXIT_OK
+
+
+def race_summary(reports: Sequence[Any]) -> str:
+    """The race detector's verdict as printed under the report (every report, one per line)."""
+    if not reports:
+        return "  races: none (every pair of conflicting window accesses was ordered by a notify -> wait)"
+    lines = [f"  races: {len(reports)} report(s)"]
+    lines += [f"    {r.describe()}" for r in reports]
+    return "\n".join(lines)
 
 
 def _summary(a: np.ndarray) -> str:
@@ -267,5 +300,5 @@ def _report(program: Program, source: str, lowered: bool, backend: str, options:
     return "\n".join(lines)
 
 
-__all__ = ["EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "InputError", "add_arguments", "load_program", "run",
+__all__ = ["EXIT_ERROR", "EXIT_OK", "EXIT_RACES", "EXIT_USAGE", "InputError", "add_arguments", "load_program", "run",
            "run_in_job"]

@@ -201,19 +201,37 @@ class BlockRow:
     """Signal cells != 0 after the block, summed over ranks."""
     native: int | None
     """Elements where the native MPI collective disagreed with pldemu (summed over ranks); None: n/a."""
+    invariants: int = 0
+    """Protocol invariant violations found by the runtime's checker in this block (all ranks)."""
+    races: int = 0
+    """Race reports of the race detector at this block's checkpoint."""
 
     @property
     def ok(self) -> bool:
         """True when nothing was wrong in this block."""
-        return self.wrong == 0 and self.cells_nonzero == 0 and not self.native
+        return (self.wrong == 0 and self.cells_nonzero == 0 and not self.native and not self.invariants
+                and not self.races)
 
     def format(self) -> str:
-        """The row as printed under :data:`HEADER`."""
+        """The row as printed under :data:`HEADER` (invariant and race counts follow when non-zero)."""
         native = "n/a" if self.native is None else ("ok" if self.native == 0 else f"{self.native}!")
+        extra = (f"  invariants={self.invariants}" if self.invariants else "") + (
+            f"  races={self.races}" if self.races else "")
         return (
             f"{self.iters:>7}  {self.size_bytes:>10}  {self.dtype:>5}  {self.time_us:>13.1f}  "
-            f"{self.wrong:>7}  {self.cells_nonzero:>8}  {native:>7}"
+            f"{self.wrong:>7}  {self.cells_nonzero:>8}  {native:>7}{extra}"
         )
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The first failure one rank saw: its kind (``pldemu.mutants.FAILURE_KINDS``), the iteration
+    (0-based call of the harness loop; -1 when not known) and the printed line."""
+
+    kind: str
+    iteration: int
+    rank: int
+    text: str
 
 
 @dataclass
@@ -225,6 +243,12 @@ class CheckResult:
     first_error: str | None = None
     """This rank's first wrong element / non-zero cell, as printed."""
     backend: str = ""
+    failure: Failure | None = None
+    """This rank's first failure, classified (``first_error`` is its text)."""
+    kinds: dict[str, Failure] = field(default_factory=dict)
+    """This rank's first failure of each kind."""
+    stopped: bool = False
+    """True when ``stop_on_failure`` ended the run before ``iters`` iterations."""
 
     @property
     def iters(self) -> int:
@@ -454,6 +478,9 @@ def run_check(
     sync_timeout: float | None = None,
     lower: Callable[[Any], Any] | None = None,
     before_run: Callable[[int], None] | None = None,
+    consume_fence: bool | None = None,
+    stop_on_failure: bool = False,
+    on_instance: Callable[[Any], None] | None = None,
 ) -> CheckResult:
     """Run ``cp``'s collective ``iters`` times back to back on every rank of ``comm`` and check each call.
 
@@ -464,7 +491,19 @@ def run_check(
     own MPI waits time out after ``sync_timeout`` seconds (default: 4x ``options.timeout``, at least
     60 s).  ``lower`` replaces LowerCompositeOps and ``before_run(iteration)`` is called before every
     call (tests use them to break a recipe or delay a rank and check that the harness notices).
-    Collective: every rank of ``comm`` must call it with the same arguments.
+    ``consume_fence`` overrides the fence policy (None: :data:`CONSUME_FENCE`; False: never fence,
+    the back-to-back usage some mutants model). ``stop_on_failure`` ends the run after the first
+    block with any failure (every rank agrees on that at the block end). ``on_instance(inst)`` is
+    called with the program instance once it exists (a caller that must look at the runtime's
+    checkers after a deadlock keeps it). Collective: every rank of ``comm`` must call it with the
+    same arguments.
+
+    The runtime's optional checkers are driven from here when the instance has them: the protocol
+    invariant checker (``RuntimeOptions.invariants``) and the race detector (``race_detect``) get a
+    checkpoint at every block end; the race detector also learns of the harness's own accesses
+    (inputs written, results consumed) and of its barriers; deferred visibility
+    (``visibility="deferred"``) lands this rank's own writes before the harness touches its
+    windows and everything at the harness's barriers.
 
     Besides the data, every call checks the ordering claim of the credit protocol: each rank
     publishes the number of the call it is entering in an epoch window, and when its call ``i``
@@ -499,8 +538,17 @@ def run_check(
 
     lowered = (lower or lower_composite_ops)(cp.program)
     result = CheckResult(case)
+    fence = case.name in CONSUME_FENCE if consume_fence is None else consume_fence
     with ProgramInstance(lowered, comm, options) as inst:
         _check_buffers(case, inst, names)
+        if on_instance is not None:
+            on_instance(inst)
+        sched = getattr(inst, "schedule", None)
+        checker = getattr(inst, "invariants", None)
+        races = getattr(inst, "races", None)
+        shapes = rank_inputs(case, me, 0)
+        written = [n for role in ("target", "local_data", "input")
+                   if getattr(shapes, role) is not None and (n := names[role]) is not None]
         result.backend = str(getattr(inst, "backend", getattr(options, "windows", "")))
         epoch = allocate_window(comm, "check.epoch", (1,), np.int64, backend=result.backend, fill=-1)
         if header:
@@ -514,7 +562,12 @@ def run_check(
             last_target: np.ndarray | None = None
             last_counts: np.ndarray | None = None
             for _ in range(count):
+                if sched is not None:
+                    sched.host_access()
                 _write_inputs(case, inst, names, me, it)
+                if races is not None:
+                    for n in written:
+                        races.host_access(n, True, "inputs")
                 # Complete at this rank's window on return, so it is visible before our first credit.
                 epoch.put(me, (1,), (0,), np.array([it], dtype=np.int64))
                 if before_run is not None:
@@ -529,33 +582,58 @@ def run_check(
                     _first_error(
                         result,
                         report,
-                        f"# rank {me} iteration {it}: {len(order)} peers out of step when the call returned, "
-                        f"first rank {peer} at call {at} (expected {it} or {it + 1})",
+                        f"# rank {me} iteration {it}: invariant out-of-step: {len(order)} peers out of step "
+                        f"when the call returned, first rank {peer} at call {at} (expected {it} or {it + 1})",
+                        "invariant",
+                        it,
                     )
+                if sched is not None:
+                    sched.host_access()
                 target = np.array(inst.local(names["target"]), copy=True) if names["target"] else None
                 rc = np.array(inst.local(names["recv_counts"]), copy=True) if names["recv_counts"] else None
+                if races is not None and names["target"] is not None:
+                    races.host_access(names["target"], False, "consume")
                 # The copies above consumed the result: now a fast peer may write the window again.
-                if case.name in CONSUME_FENCE:
+                if fence:
+                    if sched is not None:
+                        sched.host_sync()
                     _barrier(comm, sync, f"the consume fence after {case.name} iteration {it}")
+                    if races is not None:
+                        races.join()
                 for mm in check_rank(case, me, it, target, rc):
                     if not mm.ok:
                         wrong += mm.count
-                        _first_error(result, report, f"# rank {me} iteration {it}: {mm.describe()}")
+                        _first_error(result, report, f"# rank {me} iteration {it}: {mm.describe()}", "wrong-data", it)
                 last_target, last_counts = target, rc
                 it += 1
             # Block end: nobody starts the next call before everybody has finished this block, so
             # no next-call credit can have arrived and every cell must be exactly 0.
+            if sched is not None:
+                sched.host_sync()
             _barrier(comm, sync, f"the block-end barrier after iteration {it - 1}")
             cells = signal_nonzero(_signal_cells(inst, signal))
             if not cells.ok:
-                _first_error(result, report, f"# rank {me} after iteration {it - 1}: {cells.describe()}")
+                _first_error(result, report, f"# rank {me} after iteration {it - 1}: invariant "
+                             f"nonzero-at-rest: {cells.describe()}", "invariant", it - 1)
             native = native_mismatch(comm, case, it - 1, last_target, last_counts, sync)
             if native:
                 _first_error(
                     result,
                     report,
                     f"# rank {me} iteration {it - 1}: {native} elements differ from native MPI",
+                    "wrong-data",
+                    it - 1,
                 )
+            violations = checker.checkpoint(comm, sync) if checker is not None else []
+            for v in violations:
+                if v.rank == me:
+                    _first_error(result, report, f"# rank {me}: {v.describe()}", "invariant", v.iteration)
+            race_reports = races.check(comm) if races is not None else []
+            if race_reports:
+                r0 = race_reports[0]
+                # A host access "after call c" precedes iteration c; a program access in call c is iteration c - 1.
+                race_its = [a.call if a.host else a.call - 1 for a in (r0.first, r0.second)]
+                _first_error(result, report if me == 0 else None, f"# {r0.describe()}", "race", max(race_its))
             totals = _allreduce_ints(comm, [wrong, cells.count, native or 0], sync)
             slowest = _allreduce_max(comm, run_time, sync)
             row = BlockRow(
@@ -567,9 +645,14 @@ def run_check(
                 wrong=totals[0],
                 cells_nonzero=totals[1],
                 native=None if native is None else totals[2],
+                invariants=len(violations),
+                races=len(race_reports),
             )
             result.rows.append(row)
             emit(row.format())
+            if stop_on_failure and not row.ok and it < iters:
+                result.stopped = True
+                break
         epoch.free()
     emit(result.summary())
     return result
@@ -603,11 +686,23 @@ def _header_line(case: CheckCase, iters: int, block: int, backend: str) -> str:
     )
 
 
-def _first_error(result: CheckResult, report: Callable[[str], None] | None, line: str) -> None:
+def _first_error(result: CheckResult, report: Callable[[str], None] | None, line: str,
+                 kind: str = "wrong-data", iteration: int = -1) -> None:
+    failure = Failure(kind, iteration, _rank_of(line), line)
+    result.kinds.setdefault(kind, failure)
     if result.first_error is None:
         result.first_error = line
+        result.failure = failure
         if report is not None:
             report(line)
+
+
+def _rank_of(line: str) -> int:
+    """The rank a ``# rank R ...`` line names (-1 for lines about every rank)."""
+    words = line.split()
+    if len(words) > 2 and words[1] == "rank" and words[2].rstrip(":").isdigit():
+        return int(words[2].rstrip(":"))
+    return -1
 
 
 def _check_buffers(case: CheckCase, inst: Any, names: dict[str, str | None]) -> None:
@@ -661,6 +756,7 @@ __all__ = [
     "CheckError",
     "CheckResult",
     "CheckTimeout",
+    "Failure",
     "case_from_spec",
     "default_block",
     "native_mismatch",

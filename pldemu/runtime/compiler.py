@@ -36,11 +36,12 @@ from pldemu.ir import (
     While,
     format_expr,
 )
-from pldemu.ir.nodes import fold_binop
+from pldemu.ir.nodes import BinOpKind, fold_binop
 from pldemu.ir.printer import format_function
 from pldemu.runtime.errors import ProgramError, locate
 from pldemu.runtime.handlers import HANDLERS, decode_attrs
 from pldemu.runtime.machine import Machine
+from pldemu.runtime.monitor import Monitor
 from pldemu.runtime.sites import CallSite, Location, OpEvent
 
 Frame = list[Any]
@@ -101,6 +102,7 @@ class FunctionCompiler:
         sites: list[CallSite],
         reuse: Sequence[CallSite] | None,
         listeners: list[Listener] | None,
+        monitors: Sequence[Monitor] = (),
     ) -> None:
         self.m = machine
         self.slots = dict(global_slots)
@@ -109,6 +111,7 @@ class FunctionCompiler:
         self._cursor = 0
         self.new_sites: list[CallSite] = []
         self.listeners = listeners
+        self.monitors = tuple(monitors)
         self.func = ""
         self.line = 0
 
@@ -307,8 +310,8 @@ class FunctionCompiler:
         if isinstance(e, ListExpr):
             return self._tuple([self.expr(i, loc) for i in e.items])
         if isinstance(e, BinOp):
-            lhs, rhs, kind = self.expr(e.lhs, loc), self.expr(e.rhs, loc), e.op
-            return lambda f: fold_binop(kind, lhs(f), rhs(f))
+            lhs, rhs = self.expr(e.lhs, loc), self.expr(e.rhs, loc)
+            return _binop(e.op, lhs, rhs, self.static(e.lhs), self.static(e.rhs))
         if isinstance(e, Call):
             return self._call(e, loc)
         raise ProgramError(f"unknown expression {type(e).__name__}", str(loc))
@@ -329,11 +332,15 @@ class FunctionCompiler:
         if op.is_collective:
             raise ProgramError(f"{op.text} is a composite collective: lower the program first "
                                f"(pldemu.lowering.lower_composite_ops) before running it", str(loc))
-        handler = HANDLERS[op]
+        handler = self.m.overrides.get(op) or HANDLERS[op]
         site = self._site(call, loc)
         args = self._tuple([self.expr(a, loc) for a in call.args])
         m = self.m
         listeners = self.listeners
+        # Only the monitors that asked for this op are compiled in; without any, nothing changes.
+        monitors = tuple(mon for mon in self.monitors if mon.wants(op))
+        if monitors:
+            return _monitored(m, site, args, handler, listeners or (), monitors)
         if listeners is None:
             return lambda f: handler(m, site, args(f))
         rank = m.rank
@@ -367,6 +374,65 @@ class FunctionCompiler:
             return lambda f: (a(f), b(f), c(f), d(f))
         items = tuple(getters)
         return lambda f: tuple([g(f) for g in items])
+
+
+def _monitored(m: Machine, site: CallSite, args: Getter, handler: Any, listeners: Sequence[Listener],
+               monitors: tuple[Monitor, ...]) -> Getter:
+    """A call site bracketed by monitors (see ``pldemu.runtime.monitor``); listeners still come first."""
+    rank, op = m.rank, site.op
+    befores = tuple(mon.before for mon in monitors)
+    afters = tuple(mon.after for mon in reversed(monitors))
+    fails = tuple(mon.failed for mon in reversed(monitors))
+
+    def run_monitored(f: Frame) -> Any:
+        values = args(f)
+        event = OpEvent(rank, op, values, site)
+        for fn in listeners:
+            fn(event)
+        for before in befores:
+            before(event)
+        try:
+            result = handler(m, site, values)
+        except BaseException as err:
+            for fail in fails:
+                fail(event, err)
+            raise
+        for after in afters:
+            after(event, result)
+        return result
+
+    return run_monitored
+
+
+_OPERATORS: dict[BinOpKind, Callable[[Any, Any], Any]] = {
+    BinOpKind.ADD: operator.add,
+    BinOpKind.SUB: operator.sub,
+    BinOpKind.MUL: operator.mul,
+    BinOpKind.FLOORDIV: operator.floordiv,
+    BinOpKind.MOD: operator.mod,
+    BinOpKind.MIN: min,
+    BinOpKind.MAX: max,
+    BinOpKind.EQ: operator.eq,
+    BinOpKind.NE: operator.ne,
+    BinOpKind.LT: operator.lt,
+    BinOpKind.LE: operator.le,
+    BinOpKind.GT: operator.gt,
+    BinOpKind.GE: operator.ge,
+}
+"""C-level functions with exactly ``fold_binop``'s semantics; AND/OR keep going through it."""
+
+
+def _binop(kind: BinOpKind, lhs: Getter, rhs: Getter, lconst: Any, rconst: Any) -> Getter:
+    """A getter for ``lhs kind rhs``: the operator is resolved here, not per evaluation (``fold_binop``
+    looked it up in an Enum-keyed dict every time), and a constant side is not a call."""
+    fn = _OPERATORS.get(kind)
+    if fn is None:
+        return lambda f: fold_binop(kind, lhs(f), rhs(f))
+    if rconst is not _STATIC:
+        return lambda f: fn(lhs(f), rconst)
+    if lconst is not _STATIC:
+        return lambda f: fn(lconst, rhs(f))
+    return lambda f: fn(lhs(f), rhs(f))
 
 
 def _noop(f: Frame) -> None:

@@ -9,12 +9,14 @@ often as asked. Ops dispatch through ``pldemu.runtime.handlers.HANDLERS``; liste
 from __future__ import annotations
 
 import math
+import operator
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType, TracebackType
-from typing import Any, cast
+from dataclasses import fields as dataclass_fields
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from mpi4py import MPI
@@ -39,12 +41,25 @@ from pldemu.ir.nodes import fold_binop
 from pldemu.runtime.compiler import CompiledFunction, FunctionCompiler, Listener, ReturnSignal, function_lines
 from pldemu.runtime.errors import DeadlockError, ProgramError
 from pldemu.runtime.machine import Machine
+from pldemu.runtime.monitor import Monitor
 from pldemu.runtime.options import DEFAULT_OPTIONS, RuntimeOptions
+from pldemu.runtime.schedule import schedule_active
 from pldemu.runtime.shm import unlink_named_segments
 from pldemu.runtime.sites import CallSite, OpEvent
 from pldemu.runtime.status import NFIELDS, RankState, StatusBoard
 from pldemu.runtime.values import Buffer, buffer_tensor
-from pldemu.windows import Window, WindowSet, allocate_window
+from pldemu.windows import Window, WindowSet, WindowStats, allocate_window
+
+if TYPE_CHECKING:  # imported at run time only when instrumentation is asked for
+    from pldemu.runtime.instrument import Instruments
+    from pldemu.runtime.invariants import InvariantChecker
+    from pldemu.runtime.races import RaceDetector
+    from pldemu.runtime.schedule import Schedule
+    from pldemu.runtime.trace import Tracer
+
+_STAT_FIELDS = tuple(f.name for f in dataclass_fields(WindowStats))
+_STATS_OF = operator.attrgetter(*_STAT_FIELDS)
+"""A window's counters as a tuple, in ``_STAT_FIELDS`` order."""
 
 STATUS_WINDOW = "pldemu.status"
 """Name of the status board window (a dot: no program buffer can be called that)."""
@@ -65,6 +80,39 @@ class RunStats:
     seconds: float
     window_ops: Mapping[str, int]
     returned: tuple[Any, ...] = ()
+
+
+class _WindowOps(Mapping[str, int]):
+    """``RunStats.window_ops``: the counters' difference over one run, summed over windows when first
+    read (most callers never read it, and building it cost more than a short run itself)."""
+
+    __slots__ = ("_after", "_before", "_sums")
+
+    def __init__(self, before: list[tuple[int, ...]], after: list[tuple[int, ...]]) -> None:
+        self._before = before
+        self._after = after
+        self._sums: dict[str, int] | None = None
+
+    def _get(self) -> dict[str, int]:
+        if self._sums is None:
+            totals = [0] * len(_STAT_FIELDS)
+            for b, a in zip(self._before, self._after, strict=True):
+                for i, (x, y) in enumerate(zip(b, a, strict=True)):
+                    totals[i] += y - x
+            self._sums = dict(zip(_STAT_FIELDS, totals, strict=True))
+        return self._sums
+
+    def __getitem__(self, key: str) -> int:
+        return self._get()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(_STAT_FIELDS)
+
+    def __repr__(self) -> str:
+        return repr(self._get())
 
 
 class OpCounter:
@@ -110,12 +158,23 @@ class ProgramInstance:
         self.rank: int = comm.Get_rank()
         self.nranks: int = comm.Get_size()
         self._listeners: list[Listener] = []
+        self._monitors: list[Monitor] = []
+        self._instruments: Instruments | None = None
         self._closed = False
         self._runs = 0
         # -- validate and prepare: deterministic, no MPI traffic ------------------------------------
         buffers = _plan_buffers(program, self.nranks)
         self._buffers = {b.name: b for b in buffers}
         self._machine = Machine(self.rank, self.nranks, options, buffers)
+        self._schedule: Schedule | None = None
+        self._invariants: InvariantChecker | None = None
+        if schedule_active(options):  # before compiling: the compiler reads machine.overrides
+            from pldemu.runtime.schedule import prepare
+
+            self._schedule, self._invariants = prepare(self._machine)
+            self._monitors.append(self._schedule)  # skew before each call; wants no op
+            if self._invariants is not None:
+                self._monitors.append(self._invariants)  # call numbers for its reports
         self._global_slots = {NR.name: 0, **{b.name: 1 + b.index for b in buffers}}
         self._lines = function_lines(program)
         self._prepared = _Prepared()
@@ -128,6 +187,8 @@ class ProgramInstance:
             self._window_set = WindowSet(intra, backend=options.windows)
             for b in buffers:
                 self._allocate(b)
+            if self._invariants is not None:
+                self._invariants.attach(self._window_set)  # collective: its writer-kind windows
             self._status_window = allocate_window(intra, STATUS_WINDOW, NFIELDS, np.int64, backend="auto", fill=0)
         except ValueError as err:
             # The windows layer raises ValueError on every rank alike (checked arguments, back end
@@ -136,6 +197,13 @@ class ProgramInstance:
             raise ProgramError(f"cannot allocate the buffers of program {program.name}: {err}") from err
         self._machine.status = StatusBoard(self._status_window)
         self._globals: list[Any] = [self.nranks, *(buffer_tensor(b) for b in buffers)]
+        self._window_stats = [b.window.stats for b in buffers if b.window is not None]
+        if options.race_detect or options.trace is not None:
+            from pldemu.runtime.instrument import instrument
+
+            self._instruments = instrument(self._machine, intra, options, program.name, self.backend)
+            for mon in self._instruments.monitors:
+                self.add_monitor(mon)
         # Every rank has mapped MPICH's named shared-memory segments by now (each allocation ends in a
         # barrier): unlink their names so that even an aborted or killed job leaves nothing in /dev/shm.
         unlink_named_segments()
@@ -179,6 +247,34 @@ class ProgramInstance:
         """Call ``fn(event)`` before every executed op from now on (runs switch to the traced variant of
         the prepared program; without listeners nothing per op is spent on them)."""
         self._listeners.append(fn)
+        self._drop_traced()
+
+    def add_monitor(self, monitor: Monitor) -> None:
+        """Bracket every op ``monitor.wants`` from now on (``pldemu.runtime.monitor``); only the call
+        sites of those ops are compiled with it."""
+        self._monitors.append(monitor)
+        self._drop_traced()
+
+    @property
+    def races(self) -> RaceDetector | None:
+        """The race detector (``RuntimeOptions.race_detect``), else None."""
+        return self._instruments.races if self._instruments is not None else None
+
+    @property
+    def schedule(self) -> Schedule | None:
+        """The adversarial schedule / deferred-visibility state (``pldemu.runtime.schedule``) when
+        any of its knobs or ``invariants`` is set, else None."""
+        return self._schedule
+
+    @property
+    def invariants(self) -> InvariantChecker | None:
+        """The protocol invariant checker (``RuntimeOptions.invariants``), else None."""
+        return self._invariants
+
+    @property
+    def tracer(self) -> Tracer | None:
+        """The trace recorder (``RuntimeOptions.trace``), else None."""
+        return self._instruments.tracer if self._instruments is not None else None
 
     def run(self, entry: str | None = None) -> RunStats:
         """Execute ``entry`` (default: the program's entry function) once on this rank; collective."""
@@ -186,13 +282,15 @@ class ProgramInstance:
         name = entry or self.program.entry
         if name not in self._lines:
             raise ProgramError(f"program {self.program.name} has no function {name!r}")
-        fn = self._function(name, traced=bool(self._listeners))
+        fn = self._function(name, traced=bool(self._listeners or self._monitors))
         board = self._machine.status
         assert board is not None
         self._runs += 1
         before = self._window_counters()
         frame = [*self._globals, *([None] * (fn.nslots - len(self._globals)))]
         board.run_started(self._runs)
+        for mon in self._monitors:
+            mon.run_started(self._runs)
         returned: tuple[Any, ...] = ()
         start = time.perf_counter()
         try:
@@ -201,15 +299,17 @@ class ProgramInstance:
                 fn.body(frame)
         except ReturnSignal as ret:
             returned = ret.values
-        except DeadlockError:
+        except DeadlockError as err:
+            self._run_ended(err)
             raise  # the board already says TIMED_OUT
-        except BaseException:
+        except BaseException as err:
             board.set_state(RankState.FAILED)
+            self._run_ended(err)
             raise
         seconds = time.perf_counter() - start
         board.set_state(RankState.DONE)
-        after = self._window_counters()
-        ops = MappingProxyType({k: after[k] - before.get(k, 0) for k in after})
+        self._run_ended(None)
+        ops = _WindowOps(before, self._window_counters())
         return RunStats(self.rank, self.nranks, name, self._runs, seconds, ops, returned)
 
     def close(self) -> None:
@@ -219,6 +319,8 @@ class ProgramInstance:
         self._closed = True
         if self._machine.status is not None:
             self._machine.status.set_state(RankState.CLOSING)
+        if self._instruments is not None:
+            self._instruments.close()  # collective: rank 0 writes the trace
         self._free()
 
     def __enter__(self) -> ProgramInstance:
@@ -248,13 +350,24 @@ class ProgramInstance:
             names = ", ".join(self._buffers) or "none"
             raise KeyError(f"program {self.program.name} has no buffer {name!r} (buffers: {names})") from None
 
+    def _run_ended(self, error: BaseException | None) -> None:
+        for mon in self._monitors:
+            mon.run_ended(self._runs, error)
+
+    def _drop_traced(self) -> None:
+        """Forget the traced compilations: they were built for the previous listeners and monitors."""
+        funcs = self._prepared.functions
+        for key in [k for k in funcs if k[1]]:
+            del funcs[key]
+
     def _function(self, name: str, traced: bool) -> CompiledFunction:
         key = (name, traced)
         compiled = self._prepared.functions.get(key)
         if compiled is None:
             reuse = self._prepared.sites_by_function.get(name)
             compiler = FunctionCompiler(self._machine, self._global_slots, self._machine.sites, reuse,
-                                        self._listeners if traced else None)
+                                        self._listeners if traced and self._listeners else None,
+                                        self._monitors if traced else ())
             compiled = compiler.compile(self.program.function(name), self._lines[name])
             if reuse is None:
                 self._prepared.sites_by_function[name] = compiler.new_sites
@@ -274,19 +387,21 @@ class ProgramInstance:
     def _free(self) -> None:
         ws, self._window_set = self._window_set, None
         status, self._status_window = self._status_window, None
+        instruments, self._instruments = self._instruments, None
         try:
+            if instruments is not None:
+                instruments.free()
             if ws is not None:
                 ws.free()
         finally:
             if status is not None:
                 status.free()
 
-    def _window_counters(self) -> dict[str, int]:
-        total: Counter[str] = Counter()
-        for b in self._buffers.values():
-            if b.window is not None:
-                total.update(b.window.stats.as_dict())
-        return dict(total)
+    def _window_counters(self) -> list[tuple[int, ...]]:
+        # Called twice per run: one C-level attrgetter per window; the sums and the dict are only
+        # built if someone reads RunStats.window_ops (a dataclass walk plus a Counter per window was
+        # a third of a barrier's run() overhead).
+        return [_STATS_OF(st) for st in self._window_stats]
 
 
 def execute(program: Program, comm: MPI.Comm, options: RuntimeOptions = DEFAULT_OPTIONS,

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
+from pldemu.ir import Op
 from pldemu.runtime.errors import DeadlockError
 from pldemu.runtime.options import RuntimeOptions
 from pldemu.runtime.sites import CallSite
@@ -34,6 +36,10 @@ class Machine:
         self.buffers = list(buffers)
         self.sites: list[CallSite] = []
         self.status: StatusBoard | None = None
+        self.overrides: dict[Op, Callable[..., Any]] = {}
+        """Handlers that replace ``HANDLERS`` entries for this instance (adversarial schedules,
+        deferred visibility, invariant checks: ``pldemu.runtime.schedule``); consulted when a call
+        site is compiled, never per executed op, so an empty table costs nothing."""
 
     def site_text(self, site_id: int) -> str:
         if 0 <= site_id < len(self.sites):

@@ -12,6 +12,9 @@ from dataclasses import dataclass
 WINDOW_BACKENDS = ("auto", "shared", "rma")
 """Accepted values of ``RuntimeOptions.windows`` (see ``pldemu.windows.choose_backend``)."""
 
+VISIBILITY_MODES = ("eager", "deferred")
+"""Accepted values of ``RuntimeOptions.visibility`` (see ``pldemu.runtime.schedule``)."""
+
 
 @dataclass(frozen=True)
 class RuntimeOptions:
@@ -25,6 +28,21 @@ class RuntimeOptions:
     of never-written data stand out. ``stage_pieces``: move every put/get through its stage tile one
     stage-sized piece at a time (one window operation per piece, so a concurrent reader can see a
     partly landed transfer, as on the hardware); off, each transfer is a single window operation.
+    ``race_detect``: vector-clock happens-before race detection on data windows
+    (``pldemu.runtime.races``; ``inst.races.check(comm)`` reports). ``trace``: write a Chrome/Perfetto
+    trace of every rank's ops to this JSON file when the instance closes (``pldemu.runtime.trace``).
+    Both off cost nothing: the instance compiles no instrumentation at all.
+
+    Adversarial schedules (``pldemu.runtime.schedule``; every draw comes from a generator seeded by
+    ``(seed, rank)``, so a seed replays the same delays): ``jitter_us``: before every primitive (put,
+    get, remote_load, notify, wait) sleep a uniform random 0..jitter_us microseconds.
+    ``straggler``: ``(rank, us)``: that rank sleeps ``us`` more before every primitive. ``skew_us``:
+    every call starts after a uniform random 0..skew_us microseconds. ``visibility``: ``eager``
+    (a put or window store is visible when it returns) or ``deferred`` (it is buffered per rank and
+    becomes visible only at the rank's next notify, or at a seeded random later point; see the
+    module docstring). ``invariants``: check the credit protocol's invariants as the program runs
+    (``pldemu.runtime.invariants``: no cell ever negative, never Set and AtomicAdd on one cell).
+    All off (the defaults) cost nothing: no handler is wrapped.
     """
 
     timeout: float = 30.0
@@ -32,6 +50,13 @@ class RuntimeOptions:
     seed: int = 0
     poison: bool = True
     stage_pieces: bool = False
+    race_detect: bool = False
+    trace: str | None = None
+    jitter_us: float = 0.0
+    straggler: tuple[int, float] | None = None
+    skew_us: float = 0.0
+    visibility: str = "eager"
+    invariants: bool = False
 
     def __post_init__(self) -> None:
         t = self.timeout
@@ -43,7 +68,25 @@ class RuntimeOptions:
             )
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise ValueError(f"RuntimeOptions.seed must be an integer, got {self.seed!r}")
-        for name in ("poison", "stage_pieces"):
+        if self.trace is not None and (not isinstance(self.trace, str) or not self.trace):
+            raise ValueError(f"RuntimeOptions.trace must be a file path or None, got {self.trace!r}")
+        for name in ("jitter_us", "skew_us"):
+            us = getattr(self, name)
+            if isinstance(us, bool) or not isinstance(us, (int, float)) or not math.isfinite(us) or us < 0:
+                raise ValueError(f"RuntimeOptions.{name} must be a number of microseconds >= 0, got {us!r}")
+        st = self.straggler
+        if st is not None and not (
+            isinstance(st, tuple) and len(st) == 2
+            and isinstance(st[0], int) and not isinstance(st[0], bool) and st[0] >= 0
+            and isinstance(st[1], (int, float)) and not isinstance(st[1], bool) and math.isfinite(st[1])
+            and st[1] > 0
+        ):
+            raise ValueError(f"RuntimeOptions.straggler must be None or (rank >= 0, microseconds > 0), got {st!r}")
+        if self.visibility not in VISIBILITY_MODES:
+            raise ValueError(
+                f"RuntimeOptions.visibility must be one of {', '.join(VISIBILITY_MODES)}, got {self.visibility!r}"
+            )
+        for name in ("poison", "stage_pieces", "race_detect", "invariants"):
             value = getattr(self, name)
             if not isinstance(value, bool):
                 raise ValueError(f"RuntimeOptions.{name} must be True or False, got {value!r}")
@@ -52,4 +95,4 @@ class RuntimeOptions:
 DEFAULT_OPTIONS = RuntimeOptions()
 """The defaults (immutable, so one shared instance is safe as a default argument)."""
 
-__all__ = ["DEFAULT_OPTIONS", "WINDOW_BACKENDS", "RuntimeOptions"]
+__all__ = ["DEFAULT_OPTIONS", "VISIBILITY_MODES", "WINDOW_BACKENDS", "RuntimeOptions"]

@@ -98,7 +98,8 @@ class StatusBoard:
         self._rec[OBSERVED] = value
 
     def wait_ended(self) -> None:
-        # The wait fields stay: a RUNNING rank's record still says where it last waited.
+        # The wait fields stay: a RUNNING rank's record still says where it last blocked (waits
+        # satisfied at their first poll are not published: see the wait handler).
         self._rec[STATE] = RankState.RUNNING
 
     def read(self, peer: int) -> RankStatus:

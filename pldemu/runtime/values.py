@@ -8,6 +8,7 @@ concrete valid shape; tile ops never modify a tile's array in place, so two tile
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -103,18 +104,32 @@ class Poison:
 
 def check_valid(what: str, valid: Shape, shape: Shape) -> Shape:
     """A valid shape must have one entry per dim, each within ``[0, shape[d]]``."""
+    if valid == shape:
+        return valid  # fully valid: the common case, without the per-dim generator
     if len(valid) != len(shape) or any(not 0 <= v <= s for v, s in zip(valid, shape, strict=True)):
         raise ProgramError(f"{what}: valid shape {list(valid)} does not fit the physical shape {list(shape)}")
     return valid
 
 
-def region(op: str, rank: int, peer: int, what: str, view: Shape, offsets: Shape, extent: Shape
+def region(op: str, rank: int, peer: int, what: str | Buffer, view: Shape, offsets: Shape, extent: Shape
            ) -> tuple[slice, ...]:
     """numpy slices of a checked region ``offsets``/``extent`` of a rank-local ``view``.
 
     Refusals are ``WindowAccessError``s worded like the windows layer's, naming op, rank, peer, the
-    buffer or tile, the region and the violated bound.
+    buffer or tile (``what``: its description, or the Buffer itself, described only on a refusal),
+    the region and the violated bound.
     """
+    if len(offsets) == len(extent) == len(view):
+        # Hot path (every tile load/store and put/get): no message is built unless something fails.
+        out = []
+        for o, n, v in zip(offsets, extent, view, strict=True):
+            if o < 0 or n < 0 or o + n > v:
+                break
+            out.append(slice(o, o + n))
+        else:
+            return tuple(out)
+    if isinstance(what, Buffer):
+        what = f"{what.kind.value} '{what.name}'"
     where = f"region offsets {list(offsets)} shape {list(extent)} in view {list(view)}"
     if not len(offsets) == len(extent) == len(view):
         raise WindowAccessError(
@@ -132,8 +147,9 @@ def region(op: str, rank: int, peer: int, what: str, view: Shape, offsets: Shape
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=4096)
 def prefix(valid: Shape) -> tuple[slice, ...]:
-    """Slices of the valid box ``[0, valid)`` of a tile."""
+    """Slices of the valid box ``[0, valid)`` of a tile (cached: a recipe uses a handful of shapes)."""
     return tuple(slice(0, v) for v in valid)
 
 
@@ -153,6 +169,19 @@ def fit_rank(extent: Shape, rank: int, what: str) -> Shape:
 def flat_cell(op: str, rank: int, peer: int, t: TensorRef, index: Shape) -> int:
     """Flat element index of ``index`` in tensor ``t``'s view, every dim checked."""
     shape = t.shape
+    # Fast paths for the signal layouts recipes use ([NR, 1], [rows, NR], [N]); anything else, and
+    # every refusal, goes through the general loop below.
+    n = len(shape)
+    if len(index) == n:
+        if n == 2:
+            i, j = index
+            rows, cols = shape
+            if 0 <= i < rows and 0 <= j < cols:
+                return i * cols + j
+        elif n == 1:
+            (i,) = index
+            if 0 <= i < shape[0]:
+                return i
     if len(index) != len(shape):
         raise WindowAccessError(
             f"{op}: rank {rank} -> peer {peer} on {t.buffer.kind.value} '{t.buffer.name}': "

@@ -14,9 +14,12 @@ implement four small primitives:
 * ``_create_win`` - the MPI window allocation itself.
 
 Atomic operations (element-wise ``atomic_add`` puts and signal ``notify``)
-are *always* MPI accumulate operations on both back ends, because MPI only
-guarantees atomicity among its own accumulate operations; they are therefore
-implemented once, here.
+are MPI accumulate operations, implemented once, here -- except on INT32
+windows of the shared back end, where *every* atomic (notify, fetch_notify,
+atomic_add puts) is a CPU atomic on the mapped segment instead (see
+``shared.py``).  The rule either way: all atomics on one window go through
+one mechanism, because MPI only guarantees atomicity among its own
+accumulate operations.
 
 Ordering contract: a data put returns only once it is complete at the target
 (it is flushed, or followed by a memory barrier on the shared back end), and
@@ -52,6 +55,10 @@ BackendRequest = Literal["auto", "shared", "rma"]
 SIGNAL_DTYPE = np.dtype(np.int32)
 """Signal cells are INT32, like HCCL's notify words."""
 
+_INT32_MIN = int(np.iinfo(SIGNAL_DTYPE).min)
+_INT32_MAX = int(np.iinfo(SIGNAL_DTYPE).max)
+# Bounds as plain ints: building np.iinfo per notify cost more than the atomic's bookkeeping.
+
 WaitHook = Callable[[int], None]
 """Called now and then while ``wait`` polls, with the last observed value."""
 
@@ -65,6 +72,10 @@ class NotifyOp(enum.Enum):
     """Atomic signed add (``MPI.SUM``)."""
     SET = "set"
     """Atomic replace (``MPI.REPLACE``)."""
+
+
+_NOTIFY_MPI_OPS = {NotifyOp.ADD: MPI.SUM, NotifyOp.SET: MPI.REPLACE}
+"""The MPI accumulate op of each notify op (the lookup doubles as the type check)."""
 
 
 class WaitCmp(enum.Enum):
@@ -169,15 +180,23 @@ class PollPolicy:
 
     Spin ``spin_polls`` times (lowest latency when the peer has its own
     core), then ``os.sched_yield()`` for ``yield_polls`` more polls, then
-    sleep, doubling from ``min_sleep`` up to ``max_sleep`` seconds.  Yielding
-    matters: oversubscribed ranks that busy-spin starve the very peer they are
-    waiting for (measured 15 ms per exchange instead of ~30 us).
+    sleep, doubling from ``min_sleep`` up to ``max_sleep`` seconds.  Never
+    busy-spin for long: oversubscribed ranks that spin starve the very peer
+    they are waiting for (measured 15 ms per exchange instead of ~30 us).
+    Sleep early rather than keep yielding: a yield only moves this rank's
+    deadline back, so under load (more runnable tasks than cores, other jobs
+    included) a rank that yields again and again is picked last, while a rank
+    that wakes from a short sleep is placed fairly.  Measured on 2 cores with
+    other jobs running, policies alternating in one job: a 1 MiB mesh
+    allreduce at 4 ranks took 132 ms with these defaults, 189 ms yielding for
+    20,000 polls, 174 ms with the former 256 yields + 5-200 us sleeps (at 8
+    ranks 171 / 187 / 189 ms); barriers were within the noise of each other.
     """
 
-    spin_polls: int = 32
-    yield_polls: int = 256
-    min_sleep: float = 5e-6
-    max_sleep: float = 200e-6
+    spin_polls: int = 16
+    yield_polls: int = 8
+    min_sleep: float = 10e-6
+    max_sleep: float = 100e-6
     hook_interval: float = 0.05
     """Seconds between two calls of the ``wait`` hook."""
 
@@ -323,6 +342,7 @@ class Window(ABC):
         self._numel = math.prod(shape)
         self._stats = WindowStats()
         self._types: dict[tuple[tuple[int, int], ...], MPI.Datatype] = {}
+        self._plans: dict[tuple[Any, Any, Shape], RegionPlan] = {}  # see _plan
         self._base_type, self._base_is_predefined = _mpi_base_type(dtype)
         # MPI_SUM needs a predefined numeric type.  float16 is excluded: MPICH
         # 5.0.2 sums MPIX_C_FLOAT16 as raw integers (1.0 + 1.0 -> 32768.0).
@@ -330,6 +350,8 @@ class Window(ABC):
             self._base_is_predefined and dtype.kind in "iufc" and dtype != np.dtype(np.float16)
         )
         self._cell_buf = np.zeros(1, dtype=SIGNAL_DTYPE)  # notify origin, reused to avoid allocations
+        self._cell_origin = [self._cell_buf, 1, MPI.INT32_T]  # its MPI spec, built once
+        self._int32 = dtype == SIGNAL_DTYPE  # signal ops allowed (checked per op, so precomputed)
         # Never allocate 0 bytes: some MPI libraries hand back NULL segments
         # for them, which numpy cannot wrap; the view is cut to numel anyway.
         nbytes = max(self._numel, 1) * dtype.itemsize
@@ -372,6 +394,12 @@ class Window(ABC):
     @abstractmethod
     def _load(self, peer: int, plan: RegionPlan) -> np.ndarray:
         """Return a fresh array holding the peer's region."""
+
+    def _load_into(self, peer: int, plan: RegionPlan, out: np.ndarray) -> None:
+        """Write the peer's region into ``out`` (region-shaped, any dtype it
+        casts to, may alias window memory).  Back ends override this to skip
+        the intermediate array of :meth:`_load` (a second full copy)."""
+        out[...] = self._load(peer, plan)
 
     @abstractmethod
     def _poll_cell(self, cell: int, polls: int) -> int:
@@ -513,9 +541,26 @@ class Window(ABC):
         view_shape: int | Sequence[SupportsIndex],
         offsets: int | Sequence[SupportsIndex],
         shape: int | Sequence[SupportsIndex],
+        *,
+        out: np.ndarray | None = None,
     ) -> np.ndarray:
-        """Return a fresh copy of region ``offsets``/``shape`` of ``peer``."""
-        return self._get("get", peer, view_shape, offsets, shape)
+        """Return a fresh copy of region ``offsets``/``shape`` of ``peer``.
+
+        With ``out`` (an array of the region's shape) the region is written
+        into ``out`` instead, in one copy, and ``out`` is returned.
+        """
+        if out is None:
+            return self._get("get", peer, view_shape, offsets, shape)
+        op = "get"
+        self._live_win(op)
+        plan = self._plan(op, peer, view_shape, offsets, as_shape(shape, "shape"))
+        if out.shape != plan.shape:
+            raise self._access_error(op, peer, f"out has shape {list(out.shape)}, the region {list(plan.shape)}")
+        if plan.numel:
+            self._load_into(peer, plan, out)
+        self._stats.gets += 1
+        self._stats.bytes_got += plan.numel * self._dtype.itemsize
+        return out
 
     def remote_load(
         self,
@@ -556,6 +601,29 @@ class Window(ABC):
         win = self._live_win(opname)
         peer = self._check_peer(opname, peer)
         cell = self._check_cell(opname, peer, cell)
+        mpi_op = _NOTIFY_MPI_OPS.get(op) if isinstance(op, NotifyOp) else None
+        if mpi_op is None:
+            raise TypeError(f"notify: op must be a NotifyOp, got {op!r}")
+        if not _INT32_MIN <= value <= _INT32_MAX:
+            raise self._access_error(
+                opname, peer, f"cell {cell}: value {value} outside INT32 [{_INT32_MIN}, {_INT32_MAX}]"
+            )
+        # Puts are already complete at their targets when put() returns, so
+        # only this rank's own local stores still need ordering: a memory
+        # barrier before the atomic takes care of them.
+        win.Sync()
+        self._cell_atomic(win, peer, cell, value, op, False)
+        self._stats.notifies += 1
+
+    def fetch_notify(self, peer: int, cell: int, value: int, op: NotifyOp = NotifyOp.ADD) -> int:
+        """:meth:`notify` as one fetching atomic (``MPI_Fetch_and_op``): return the cell's value just
+        before this notify landed, so the notifier knows exactly what the cell became (the
+        invariant checks of ``pldemu.runtime.invariants`` need it; a read after the notify could
+        already include a peer's later update)."""
+        opname = "notify"
+        win = self._live_win(opname)
+        peer = self._check_peer(opname, peer)
+        cell = self._check_cell(opname, peer, cell)
         if not isinstance(op, NotifyOp):
             raise TypeError(f"notify: op must be a NotifyOp, got {op!r}")
         info = np.iinfo(SIGNAL_DTYPE)
@@ -563,15 +631,43 @@ class Window(ABC):
             raise self._access_error(
                 opname, peer, f"cell {cell}: value {value} outside INT32 [{info.min}, {info.max}]"
             )
-        # Puts are already complete at their targets when put() returns, so
-        # only this rank's own local stores still need ordering: a memory
-        # barrier before the atomic takes care of them.
-        win.Sync()
-        self._cell_buf[0] = value
-        mpi_op = MPI.SUM if op is NotifyOp.ADD else MPI.REPLACE
-        win.Accumulate([self._cell_buf, 1, MPI.INT32_T], peer, (cell, 1, MPI.INT32_T), mpi_op)
-        win.Flush(peer)
+        win.Sync()  # same ordering as notify: this rank's earlier stores first
+        old = self._cell_atomic(win, peer, cell, value, op, True)
         self._stats.notifies += 1
+        return old
+
+    def _cell_atomic(self, win: MPI.Win, peer: int, cell: int, value: int, op: NotifyOp, fetch: bool) -> int:
+        """The atomic of notify (``fetch`` False: returns 0) and fetch_notify (returns the value the
+        cell held just before), complete at the target on return.  MPI accumulates; the shared
+        back end overrides this with CPU atomics on INT32 windows."""
+        mpi_op = _NOTIFY_MPI_OPS[op]
+        if not fetch:
+            self._cell_buf[0] = value
+            win.Accumulate(self._cell_origin, peer, (cell, 1, MPI.INT32_T), mpi_op)
+            win.Flush(peer)
+            return 0
+        buf = np.array([value, 0], dtype=SIGNAL_DTYPE)
+        win.Fetch_and_op([buf[0:1], 1, MPI.INT32_T], [buf[1:2], 1, MPI.INT32_T], peer, cell, mpi_op)
+        win.Flush(peer)
+        return int(buf[1])
+
+    def test(self, cell: int, expected: int, cmp: WaitCmp = WaitCmp.GE) -> bool:
+        """One poll of :meth:`wait`, never blocking: True when this rank's ``cell``
+        already equals (``EQ``) or reaches (``GE``) ``expected``, with the same
+        acquire barrier as a satisfied wait (peers' data is then visible)."""
+        opname = "wait"
+        win = self._live_win(opname)
+        cell = self._check_cell(opname, self._rank, cell)
+        if not isinstance(cmp, WaitCmp):
+            raise TypeError(f"wait: cmp must be a WaitCmp, got {cmp!r}")
+        value = self._poll_cell(cell, 0)
+        st = self._stats
+        st.polls += 1
+        if value >= expected if cmp is WaitCmp.GE else value == expected:
+            win.Sync()
+            st.waits += 1
+            return True
+        return False
 
     def read_cell(self, cell: int) -> int:
         """One atomic read of this rank's INT32 ``cell`` (no waiting)."""
@@ -606,6 +702,15 @@ class Window(ABC):
         cell = self._check_cell(opname, self._rank, cell)
         if not isinstance(cmp, WaitCmp):
             raise TypeError(f"wait: cmp must be a WaitCmp, got {cmp!r}")
+        st = self._stats
+        # One poll before any bookkeeping: inside a running recipe most waits
+        # are already satisfied (the credit arrived while this rank worked).
+        value = self._poll_cell(cell, 0)
+        if value >= expected if cmp is WaitCmp.GE else value == expected:
+            win.Sync()  # acquire, as below
+            st.waits += 1
+            st.polls += 1
+            return value
         pol = policy if policy is not None else _DEFAULT_POLICY
         start = time.monotonic()
         end = math.inf if deadline is None else deadline
@@ -616,8 +721,7 @@ class Window(ABC):
         yield_end = spin_end + pol.yield_polls
         sleep = pol.min_sleep
         ge = cmp is WaitCmp.GE
-        polls = 0
-        st = self._stats
+        polls = 1  # the poll above
         st.waits += 1
         try:
             while True:
@@ -711,6 +815,8 @@ class Window(ABC):
         )
 
     def _check_peer(self, op: str, peer: Any) -> int:
+        if type(peer) is int and 0 <= peer < self._size:
+            return peer  # the common case, without operator.index
         try:
             p = operator.index(peer)
         except TypeError:
@@ -720,6 +826,8 @@ class Window(ABC):
         return p
 
     def _check_cell(self, op: str, peer: int, cell: Any) -> int:
+        if self._int32 and type(cell) is int and 0 <= cell < self._numel:
+            return cell  # the common case
         if self._dtype != SIGNAL_DTYPE:
             raise self._access_error(op, peer, f"signal ops need an INT32 window, this one is {self._dtype}")
         try:
@@ -746,8 +854,20 @@ class Window(ABC):
         offsets: int | Sequence[SupportsIndex],
         shape: Shape,
     ) -> RegionPlan:
-        """Check peer, view and region; return where the region lives."""
+        """Check peer, view and region; return where the region lives.
+
+        Plans are cached per (view, offsets, shape): a recipe run again and
+        again addresses the same regions, and building a plan (normalising,
+        checking, the MPI layout) cost more than moving a small tile.  The
+        peer is checked on every call; the plan does not depend on it.
+        """
         p = self._check_peer(op, peer)
+        key = None
+        if type(view_shape) is tuple and type(offsets) is tuple:
+            key = (view_shape, offsets, shape)
+            cached = self._plans.get(key)
+            if cached is not None:
+                return cached
         vs = as_shape(view_shape, "view_shape")
         off = as_shape(offsets, "offsets")
         self._check_view(vs, op, p)
@@ -764,7 +884,7 @@ class Window(ABC):
         disp = 0
         for o, v in zip(off, vs, strict=True):
             disp = disp * v + o
-        return RegionPlan(
+        plan = RegionPlan(
             view_shape=vs,
             offsets=off,
             shape=shape,
@@ -773,6 +893,11 @@ class Window(ABC):
             layout=region_layout(vs, shape),
             slices=tuple(slice(o, o + n) for o, n in zip(off, shape, strict=True)),
         )
+        if key is not None:
+            if len(self._plans) >= _PLAN_CACHE_SIZE:
+                self._plans.clear()  # a sweep over more regions than this: start over
+            self._plans[key] = plan
+        return plan
 
     def _target(self, plan: RegionPlan) -> tuple[int, int, MPI.Datatype]:
         """MPI target spec ``(disp, count, datatype)`` of a checked region.
@@ -798,7 +923,8 @@ class Window(ABC):
     def _accumulate(self, win: MPI.Win, peer: int, plan: RegionPlan, buf: np.ndarray, op: MPI.Op) -> None:
         """Atomic element-wise ``op`` of ``buf`` into the peer's region.
 
-        Shared by both back ends: atomics must be MPI accumulates everywhere.
+        Shared by both back ends (the shared one overrides it for INT32
+        windows, whose atomics are all CPU atomics).
         ``buf`` stays referenced by this frame until the flush, because
         mpi4py does not keep origin buffers alive on its own.
         """
@@ -809,6 +935,9 @@ class Window(ABC):
 
 
 _DEFAULT_POLICY = PollPolicy()  # immutable: a default, not state
+
+_PLAN_CACHE_SIZE = 8192
+"""Region plans a window keeps (a 64 MiB ring allreduce addresses ~6k regions per peer window)."""
 
 
 def _mpi_base_type(dtype: np.dtype[Any]) -> tuple[MPI.Datatype, bool]:

@@ -53,6 +53,15 @@ class RmaWindow(Window):
         win.Flush(peer)
         return out
 
+    def _load_into(self, peer: int, plan: RegionPlan, out: np.ndarray) -> None:
+        win = self._win
+        assert win is not None
+        if peer == self._rank or out.dtype != self._dtype or not out.flags.c_contiguous:
+            out[...] = self._load(peer, plan)  # own window (may overlap), a cast, or a strided target
+            return
+        win.Get(self._origin(out, plan), peer, self._target(plan))
+        win.Flush(peer)
+
     def _poll_cell(self, cell: int, polls: int) -> int:
         win = self._win
         assert win is not None

@@ -3,25 +3,70 @@
 Usable when every rank of the communicator lives on one node.  Each peer's
 segment is mapped into this process (``MPI_Win_shared_query``), so plain data
 puts and gets are numpy copies into/out of the peer's view, bracketed by
-``MPI_Win_sync`` memory barriers.  Atomics (``atomic_add`` puts, ``notify``)
-still go through ``MPI_Accumulate`` (see ``base.py``): MPI only guarantees
-atomicity among its own accumulate operations, so mixing in CPU atomics of
-our own would not be safe.
+``MPI_Win_sync`` memory barriers.
+
+Atomics.  On INT32 windows (every signal window) each atomic -- ``notify``,
+``fetch_notify``, ``atomic_add`` puts -- is a sequentially consistent CPU
+atomic (``__atomic_fetch_add_4`` / ``__atomic_exchange_4`` from libatomic,
+through ctypes) on the peer's mapped cell.  An MPI accumulate + flush on a
+shared window costs ~4 us (MPICH serialises them with a process-shared
+mutex, and an oversubscribed rank preempted while holding it stalls every
+notifier for a time slice: notifies of 1-8 ms were measured at 4 ranks on 2
+cores); the CPU atomic costs a ctypes call.  Mixing the two kinds on one cell
+would not be atomic -- MPI only guarantees atomicity among its own
+accumulates -- so the choice is per window and covers all its atomics; polls
+are plain loads after ``MPI_Win_sync``, as before.  Other dtypes, and any
+machine without libatomic, keep ``MPI_Accumulate`` (see ``base.py``).
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+from collections.abc import Callable
 from typing import ClassVar
 
 import numpy as np
 from mpi4py import MPI
 
-from .base import BackendName, RegionPlan, Window, segment_array
+from .base import SIGNAL_DTYPE, BackendName, NotifyOp, RegionPlan, Window, segment_array
+
+_SEQ_CST = 5
+"""``__ATOMIC_SEQ_CST``: the atomic is also a full barrier, so earlier stores (a put's copy) are
+visible before it, like the ``MPI_Win_sync`` + accumulate it replaces."""
+
+AtomicFn = Callable[[int, int, int], int]
+"""``fn(address, uint32 operand, memorder) -> uint32 previous value``."""
+
+
+def _load_atomics() -> tuple[AtomicFn, AtomicFn] | None:
+    """libatomic's 4-byte fetch-add and exchange, or None (then MPI accumulates are used)."""
+    for name in ("libatomic.so.1", ctypes.util.find_library("atomic")):
+        if not name:
+            continue
+        try:
+            lib = ctypes.CDLL(name)
+            add = getattr(lib, "__atomic_fetch_add_4")
+            xchg = getattr(lib, "__atomic_exchange_4")
+        except (OSError, AttributeError):
+            continue
+        for fn in (add, xchg):
+            fn.argtypes = (ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int)
+            fn.restype = ctypes.c_uint32
+        return add, xchg
+    return None
+
+
+CPU_ATOMICS: tuple[AtomicFn, AtomicFn] | None = _load_atomics()
+"""The CPU atomics INT32 windows use, None when libatomic is missing.  Read when a window is
+allocated (tests set it to None to exercise the MPI path)."""
 
 _IPROBE_EVERY = 16
-"""A poll calls ``Iprobe`` every this many polls (and always when the count
-is 0): ``Win_sync`` alone is a memory barrier, not a progress call, and MPICH
-may process accumulates aimed at us in its progress engine."""
+"""A poll calls ``Iprobe`` every this many polls (not the first one of a
+wait, which usually succeeds: MPICH completes shared-memory accumulates at
+the origin, measured 2 us per Flush with the target asleep): ``Win_sync``
+alone is a memory barrier, not a progress call, and an MPI that processes
+accumulates aimed at us in its progress engine needs us to call into it."""
 
 
 class SharedWindow(Window):
@@ -50,6 +95,9 @@ class SharedWindow(Window):
             win.Free()
             raise
         self._peers = peers
+        # Segment base addresses for the CPU atomics (the mapping lives as long as the window).
+        self._addrs = [int(p.ctypes.data) for p in peers]
+        self._atomics = CPU_ATOMICS if self._dtype == SIGNAL_DTYPE else None
         return win, peers[self._rank]
 
     def _release(self) -> None:
@@ -66,10 +114,38 @@ class SharedWindow(Window):
         self._sync()  # acquire: see what other ranks stored before
         return self._peers[peer].reshape(plan.view_shape)[plan.slices].copy()
 
+    def _cell_atomic(self, win: MPI.Win, peer: int, cell: int, value: int, op: NotifyOp, fetch: bool) -> int:
+        atomics = self._atomics
+        if atomics is None:
+            return super()._cell_atomic(win, peer, cell, value, op, fetch)
+        fn = atomics[0] if op is NotifyOp.ADD else atomics[1]
+        old = fn(self._addrs[peer] + 4 * cell, value & 0xFFFF_FFFF, _SEQ_CST)
+        return old - 0x1_0000_0000 if old & 0x8000_0000 else old
+
+    def _accumulate(self, win: MPI.Win, peer: int, plan: RegionPlan, buf: np.ndarray, op: MPI.Op) -> None:
+        atomics = self._atomics
+        if atomics is None or op != MPI.SUM:
+            super()._accumulate(win, peer, plan, buf, op)
+            return
+        # An atomic_add put into an INT32 window: one CPU fetch-add per element (see the module
+        # docstring: this window's atomics must never be MPI accumulates).
+        win.Sync()
+        grid = np.indices(plan.shape).reshape(len(plan.shape), -1)
+        offs = np.asarray(plan.offsets, dtype=np.intp).reshape(-1, 1)
+        flat = np.ravel_multi_index(tuple(grid + offs), plan.view_shape)
+        add, base = atomics[0], self._addrs[peer]
+        for i, v in zip(flat.tolist(), buf.reshape(-1).tolist(), strict=True):
+            add(base + 4 * i, v & 0xFFFF_FFFF, _SEQ_CST)
+
+    def _load_into(self, peer: int, plan: RegionPlan, out: np.ndarray) -> None:
+        self._sync()  # acquire, as in _load
+        # One copy straight from the peer's segment (numpy handles overlap with ``out``).
+        out[...] = self._peers[peer].reshape(plan.view_shape)[plan.slices]
+
     def _poll_cell(self, cell: int, polls: int) -> int:
         self._sync()
         value = int(self._peers[self._rank][cell])
-        if polls % _IPROBE_EVERY == 0:
+        if polls % _IPROBE_EVERY == _IPROBE_EVERY - 1:
             self._comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG)
         return value
 

@@ -1,0 +1,195 @@
+"""``run_bench``: every measurement family in one MPI job, tables printed by rank 0 as rows finish.
+
+Order: signals (hop, barrier round), bulk bandwidth per size, then the collectives per size, then
+the allreduce bounds (measured with the allreduce itself) and the targets this run covers.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TextIO
+
+from mpi4py import MPI
+
+from pldemu.bench.bulk import bench_bulk
+from pldemu.bench.collectives import CollectiveCase, bench_collective
+from pldemu.bench.common import barrier, format_size
+from pldemu.bench.micro import bench_micro
+from pldemu.bench.report import (
+    BOUND_HEADER,
+    BULK_HEADER,
+    COLLECTIVE_HEADER,
+    MICRO_HEADER,
+    SIGNAL_HEADER,
+    BenchReport,
+    format_bound,
+    format_bulk,
+    format_collective,
+    format_micro,
+    format_signal,
+)
+from pldemu.bench.signals import bench_signals
+from pldemu.collectives import COLLECTIVE_NAMES
+from pldemu.ir import DType
+from pldemu.runtime.options import RuntimeOptions
+
+SECTIONS = ("signals", "bulk", "micro")
+"""Measurement families besides the collectives (``pldemu bench signals`` ...); ``micro`` (one
+process, the interpreter's own costs) runs only when asked for by name."""
+
+WHATS = (*COLLECTIVE_NAMES, *SECTIONS, "all")
+"""What ``pldemu bench`` accepts as its first argument."""
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """What to measure and how often."""
+
+    what: str = "all"
+    sizes: tuple[int, ...] = (4 << 10, 1 << 20)
+    dtype: DType = DType.FP32
+    warmup: int = 3
+    iters: int = 20
+    modes: tuple[str, ...] = ("mesh", "ring")
+    """allreduce algorithms to run."""
+
+    def __post_init__(self) -> None:
+        if self.what not in WHATS:
+            raise ValueError(f"unknown benchmark {self.what!r}; expected one of {', '.join(WHATS)}")
+        if self.iters < 1 or self.warmup < 0:
+            raise ValueError(f"need iters >= 1 and warmup >= 0, got {self.iters} and {self.warmup}")
+        if not self.sizes:
+            raise ValueError("need at least one size")
+        if self.dtype not in (DType.FP32, DType.FP16):
+            raise ValueError(f"bench data is fp32 or fp16, not {self.dtype.value}")
+
+    @property
+    def collectives(self) -> tuple[str, ...]:
+        """Collectives to run, in protocol order."""
+        if self.what == "all":
+            return COLLECTIVE_NAMES
+        return (self.what,) if self.what in COLLECTIVE_NAMES else ()
+
+    @property
+    def run_signals(self) -> bool:
+        """True when the signal section runs."""
+        return self.what in ("all", "signals")
+
+    @property
+    def run_bulk(self) -> bool:
+        """True when the bulk section runs."""
+        return self.what in ("all", "bulk")
+
+    def cases(self, nranks: int) -> list[CollectiveCase]:
+        """Every collective case, size-major within each collective; barrier once (it has no size)."""
+        out: list[CollectiveCase] = []
+        for name in self.collectives:
+            if name == "barrier":
+                out.append(CollectiveCase(name, 0, self.dtype, nranks))
+                continue
+            modes = self.modes if name == "allreduce" else ("mesh",)
+            for mode in modes:
+                for size in self.sizes:
+                    out.append(CollectiveCase(name, size, self.dtype, nranks, mode=mode))
+        return out
+
+
+def _rank0(comm: MPI.Comm, stream: TextIO | None = None) -> Callable[[str], None]:
+    def emit(line: str) -> None:
+        if comm.Get_rank() == 0:
+            print(line, file=stream if stream is not None else sys.stdout, flush=True)
+
+    return emit
+
+
+def run_bench(
+    comm: MPI.Intracomm,
+    config: BenchConfig,
+    options: RuntimeOptions,
+    *,
+    emit: Callable[[str], None] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> BenchReport:
+    """Run the benchmarks ``config`` asks for on every rank of ``comm``; collective.
+
+    ``emit`` prints the tables (default: rank 0, stdout), ``progress`` one line before each
+    measurement starts (default: rank 0, stderr).
+    """
+    from pldemu.windows import choose_backend
+
+    emit = emit or _rank0(comm)
+    progress = progress or _rank0(comm, sys.stderr)
+    nranks = comm.Get_size()
+    backend = choose_backend(comm, options.windows)
+    report = BenchReport(nranks, backend, config.dtype.value, config.warmup, config.iters, config.sizes)
+    emit(
+        f"# pldemu bench {config.what}: {nranks} ranks, {backend} windows, {config.dtype.value}, "
+        f"{config.warmup} warm-up + {config.iters} timed iterations, sizes "
+        f"{','.join(format_size(s) for s in config.sizes)}; times: max over ranks, median over iterations"
+    )
+    emit(f"# machine: {os.cpu_count()} cores, load average {_load()} at start (other jobs share the cores)")
+    if config.run_signals:
+        progress("# bench: signals (hop, barrier round)")
+        emit("")
+        emit(SIGNAL_HEADER)
+        for s in bench_signals(comm, options, config.warmup, config.iters):
+            report.signals.append(s)
+            emit(format_signal(s))
+    if config.run_bulk:
+        emit("")
+        emit(BULK_HEADER)
+        for size in config.sizes:
+            progress(f"# bench: bulk {format_size(size)}")
+            for b in bench_bulk(comm, size, config.dtype, options, config.warmup, config.iters):
+                report.bulk.append(b)
+                emit(format_bulk(b))
+    if config.what == "micro":
+        progress("# bench: micro (rank 0 alone, MPI.COMM_SELF)")
+        emit("")
+        emit(MICRO_HEADER)
+        if comm.Get_rank() == 0:
+            report.micro.extend(bench_micro(options))
+        report.micro = comm.bcast(report.micro, root=0)
+        for m in report.micro:
+            emit(format_micro(m))
+    cases = config.cases(nranks)
+    if cases:
+        emit("")
+        emit(COLLECTIVE_HEADER)
+    for i, case in enumerate(cases):
+        if case.size < 1:
+            emit(f"  {case.label:<16} {case.nbytes:>10}  (skipped: too small for {nranks} ranks)")
+            continue
+        progress(f"# bench: [{i + 1}/{len(cases)}] {case.label} {format_size(case.nbytes)}")
+        row = bench_collective(comm, case, options, config.warmup, config.iters)
+        report.collectives.append(row)
+        emit(format_collective(row))
+    bounds = [r for r in report.collectives if r.case.name == "allreduce"]
+    if bounds:
+        emit("")
+        emit(BOUND_HEADER)
+        for r in bounds:
+            emit(format_bound(r))
+    tgts = report.targets()
+    if tgts:
+        emit("")
+        emit("# targets")
+        for t in tgts:
+            emit(t.format())
+    emit(f"# load average {_load()} at the end")
+    barrier(comm, "the end of the bench")
+    return report
+
+
+def _load() -> str:
+    """The 1/5/15-minute load averages, for the record: ranks share the cores with anything else."""
+    try:
+        return "/".join(f"{v:.1f}" for v in os.getloadavg())
+    except OSError:
+        return "n/a"
+
+
+__all__ = ["SECTIONS", "WHATS", "BenchConfig", "run_bench"]

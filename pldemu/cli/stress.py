@@ -1,0 +1,439 @@
+"""``pldemu stress``: hunt for races: run a collective under perturbed schedules until the first failure.
+
+    pldemu stress allreduce --iters 2000 --jitter 50 --visibility deferred -n 4
+    pldemu stress --mutant wait-eq --seed 3 -n 4          # one catalogue mutant
+    pldemu stress --all-mutants -n 4 [--seeds 5]          # the catalogue, as a table
+
+The launching process validates the arguments, then runs the job
+(``mpiexec -n N python -m mpi4py -m pldemu stress ... --result-file F``); every rank runs
+:func:`pldemu.runtime.stress.stress`. The job writes a small JSON outcome (kind, iteration, detail),
+which this process reads back, so it can report a deadlock even though the job aborted. On failure
+it prints the kind, the iteration and the exact command that replays it (same seed, same flags).
+
+``--all-mutants`` runs every mutant of ``pldemu.mutants.MUTANTS`` as its own job (a deadlocking
+mutant aborts its job, so one job each), with the mutant's recommended iteration budget unless
+``--iters`` is given, and prints one row per mutant and seed. A control (``must_pass``) must survive.
+
+Exit codes: 0 no failure (``--all-mutants``: every mutant caught with an expected kind and every
+control passed); 1 a failure was found (``--all-mutants``: a mutant survived or was caught only by an
+unexpected kind, or a control failed); 2 bad arguments; 3 a deadlock, crash or job timeout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pldemu.cli.check import _nonneg_int, _positive_float, _positive_int
+from pldemu.collectives import COLLECTIVE_NAMES
+
+EXIT_OK, EXIT_FOUND, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
+
+DEFAULT_RANKS = 4
+DEFAULT_ITERS = 1000
+DEFAULT_SIZE = 64
+DEFAULT_BLOCK = 10
+DEFAULT_JITTER = 50.0
+DEFAULT_TIMEOUT = 3.0
+"""Seconds a wait may block before it is a deadlock: small, because a stress run wants to see a hang
+quickly; a legitimate wait at 4 oversubscribed ranks takes milliseconds."""
+DEFAULT_JOB_TIMEOUT = 1800.0
+MUTANT_JOB_TIMEOUT = 300.0
+
+EPILOG = """\
+schedules (all seeded by --seed and the rank: the same seed draws the same delays):
+  --jitter US        sleep U[0, US) microseconds before every put/get/remote_load/notify/wait
+  --straggler R:US   rank R sleeps US more before every primitive
+  --skew US          every call starts after U[0, US) microseconds (ranks out of step)
+  --visibility deferred
+                     a put or window store lands only at the issuing rank's next notify, or at a
+                     seeded random later point; peers may read the value from before it
+
+failure kinds:
+  wrong-data  a result element differs from the oracle (first index, expected, seen)
+  invariant   a signal cell went negative, Set mixed with AtomicAdd on a cell, a cell not 0 at rest,
+              or a rank more than one call ahead
+  deadlock    a wait timed out (--timeout): the wait-for report of every rank is printed
+  race        the happens-before race detector found two unordered accesses to window elements
+
+exit status: 0 no failure (--all-mutants: every mutant caught, every control passed), 1 failure
+found (--all-mutants: a mutant survived), 2 bad arguments, 3 deadlock/crash/job timeout.
+"""
+
+
+class UsageError(ValueError):
+    """A bad command line (exit 2)."""
+
+
+def _straggler(text: str) -> tuple[int, float]:
+    try:
+        rank, us = text.split(":")
+        r, u = int(rank), float(us)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected R:US (rank:microseconds), got {text!r}") from None
+    if r < 0 or not u > 0:
+        raise argparse.ArgumentTypeError(f"expected R:US with R >= 0 and US > 0, got {text!r}")
+    return r, u
+
+
+def _us(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected microseconds >= 0, got {text!r}") from None
+    if not v >= 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected microseconds >= 0, got {text!r}")
+    return v
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``pldemu stress`` options."""
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = EPILOG
+    parser.add_argument("collective", nargs="?", metavar="COLLECTIVE", choices=list(COLLECTIVE_NAMES),
+                        help=f"one of {', '.join(COLLECTIVE_NAMES)} (not with --mutant/--all-mutants)")
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--mutant", metavar="NAME", default=None, help="run a catalogue mutant (pldemu mutants)")
+    what.add_argument("--all-mutants", action="store_true", help="run every catalogue entry; print a table")
+    parser.add_argument("--mode", choices=["mesh", "ring"], default=None, help="allreduce algorithm (default mesh)")
+    parser.add_argument("--dtype", choices=["fp16", "fp32"], default="fp32", help="element type (default fp32)")
+    parser.add_argument("--size", type=_positive_int, default=None, help=f"elements per row (default {DEFAULT_SIZE})")
+    parser.add_argument("--reduce", choices=["sum", "max", "min", "prod"], default=None,
+                        help="ReduceOp of allreduce/reduce_scatter (default sum)")
+    parser.add_argument("--root", type=_nonneg_int, default=None, help="broadcast root (default 0)")
+    parser.add_argument("--max-recv", type=_positive_int, default=None, metavar="M",
+                        help="all_to_all_v MAX_RECV rows per sender (default 4)")
+    parser.add_argument("-n", "--ranks", type=_positive_int, default=None, metavar="RANKS",
+                        help=f"number of MPI ranks (default {DEFAULT_RANKS}; a mutant's own count)")
+    parser.add_argument("--iters", type=_positive_int, default=None, metavar="K",
+                        help=f"iterations at most (default {DEFAULT_ITERS}; a mutant's recommended budget)")
+    parser.add_argument("--block", type=_positive_int, default=DEFAULT_BLOCK, metavar="B",
+                        help=f"iterations between all-rank checkpoints (cells at rest, invariants, races; "
+                        f"default {DEFAULT_BLOCK})")
+    parser.add_argument("--seed", type=_nonneg_int, default=0, help="seed of the data and every schedule (default 0)")
+    parser.add_argument("--seeds", type=_positive_int, default=1, metavar="N",
+                        help="with --all-mutants: run each entry with seeds SEED..SEED+N-1 (median reported)")
+    parser.add_argument("--jitter", type=_us, default=DEFAULT_JITTER, metavar="US",
+                        help=f"random delay before primitives, microseconds (default {DEFAULT_JITTER:g}; 0: off)")
+    parser.add_argument("--straggler", type=_straggler, default=None, metavar="R:US",
+                        help="slow down rank R by US microseconds before every primitive")
+    parser.add_argument("--skew", type=_us, default=0.0, metavar="US", help="random delay before every call")
+    parser.add_argument("--visibility", choices=["eager", "deferred"], default="eager",
+                        help="when puts and window stores become visible to peers (default eager)")
+    parser.add_argument("--no-invariants", action="store_true", help="do not check the protocol invariants")
+    parser.add_argument("--no-races", action="store_true", help="do not run the race detector")
+    parser.add_argument("--windows", choices=["auto", "shared", "rma"], default="auto", help="window back end")
+    parser.add_argument("--timeout", type=_positive_float, default=DEFAULT_TIMEOUT, metavar="S",
+                        help=f"seconds one wait may block before it is a deadlock (default {DEFAULT_TIMEOUT:g})")
+    parser.add_argument("--job-timeout", type=_positive_float, default=None, metavar="S",
+                        help=f"seconds one mpiexec job may take (default {DEFAULT_JOB_TIMEOUT:g}; "
+                        f"{MUTANT_JOB_TIMEOUT:g} per mutant with --all-mutants)")
+    parser.add_argument("--result-file", default=None, help=argparse.SUPPRESS)
+
+
+# ----------------------------------------------------------------------------------------------
+# What to run
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    """One thing to stress: a collective call, optionally a mutant's lowering and fence policy."""
+
+    label: str
+    program: Any
+    """The ``CollectiveProgram``."""
+    lower: Any
+    """A lowering function (None: the specified recipe)."""
+    consume_fence: bool | None
+    iters: int
+    ranks: int
+
+
+def resolve(args: argparse.Namespace) -> Target:
+    """The collective or mutant the arguments name; raises UsageError."""
+    from pldemu.cli import check as check_cli
+    from pldemu.collectives import collective_program
+    from pldemu.mutants import MUTANTS
+
+    if args.mutant is not None:
+        if args.collective is not None:
+            raise UsageError("give either COLLECTIVE or --mutant, not both")
+        m = MUTANTS.get(args.mutant)
+        if m is None:
+            raise UsageError(f"unknown mutant {args.mutant!r}; known: {', '.join(MUTANTS)}")
+        for flag in ("mode", "size", "reduce", "root", "max_recv"):
+            if getattr(args, flag) is not None:
+                raise UsageError(f"--{flag.replace('_', '-')} does not apply to a mutant: its call is fixed")
+        return Target(m.name, collective_program(m.spec), m.lowering(), None if m.consume_fence else False,
+                      args.iters or m.iterations, args.ranks or m.ranks)
+    if args.collective is None:
+        raise UsageError("name a COLLECTIVE, --mutant NAME or --all-mutants")
+    ranks = args.ranks or DEFAULT_RANKS
+    ns = argparse.Namespace(collective=args.collective, mode=args.mode, dtype=args.dtype, size=args.size or DEFAULT_SIZE,
+                            shape=None, valid_shape=None, reduce=args.reduce, root=args.root, max_recv=args.max_recv)
+    try:
+        (planned,) = check_cli.validate(ns, ranks)
+    except check_cli.UsageError as err:
+        raise UsageError(str(err)) from None
+    cp = check_cli.build(planned)
+    label = args.collective + (f"/{args.mode}" if args.mode else "") + f" size={ns.size} {args.dtype}"
+    return Target(label, cp, None, None, args.iters or DEFAULT_ITERS, ranks)
+
+
+def child_argv(args: argparse.Namespace, *, mutant: str | None = None, seed: int | None = None,
+               iters: int | None = None, result_file: str | None = None) -> list[str]:
+    """``stress ...`` arguments that run (or replay) this configuration, every option explicit."""
+    argv = ["stress"]
+    name = mutant if mutant is not None else args.mutant
+    if name is not None:
+        argv += ["--mutant", name]
+    else:
+        argv.append(args.collective)
+        for flag, value in (("--mode", args.mode), ("--size", args.size), ("--reduce", args.reduce),
+                            ("--root", args.root), ("--max-recv", args.max_recv)):
+            if value is not None:
+                argv += [flag, str(value)]
+        if args.dtype != "fp32":
+            argv += ["--dtype", args.dtype]
+    n = iters if iters is not None else args.iters
+    if n is not None:
+        argv += ["--iters", str(n)]
+    argv += ["--seed", str(args.seed if seed is None else seed), "--jitter", f"{args.jitter:g}"]
+    if args.straggler is not None:
+        argv += ["--straggler", f"{args.straggler[0]}:{args.straggler[1]:g}"]
+    if args.skew:
+        argv += ["--skew", f"{args.skew:g}"]
+    if args.visibility != "eager":
+        argv += ["--visibility", args.visibility]
+    if args.block != DEFAULT_BLOCK:
+        argv += ["--block", str(args.block)]
+    if args.no_invariants:
+        argv.append("--no-invariants")
+    if args.no_races:
+        argv.append("--no-races")
+    if args.windows != "auto":
+        argv += ["--windows", args.windows]
+    argv += ["--timeout", f"{args.timeout:g}"]
+    if args.ranks is not None:
+        argv += ["-n", str(args.ranks)]
+    if result_file is not None:
+        argv += ["--result-file", result_file]
+    return argv
+
+
+def replay_command(argv: Sequence[str], ranks: int) -> str:
+    """The shell command that replays a run started with ``argv`` (``child_argv`` without a result file)."""
+    words = list(argv)
+    if "--result-file" in words:
+        i = words.index("--result-file")
+        del words[i : i + 2]
+    if "-n" not in words:
+        words += ["-n", str(ranks)]
+    return shlex.join(["pldemu", *words])
+
+
+def _error(message: str) -> int:
+    print(f"pldemu stress: error: {message}", file=sys.stderr, flush=True)
+    return EXIT_USAGE
+
+
+# ----------------------------------------------------------------------------------------------
+# Running
+# ----------------------------------------------------------------------------------------------
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point of ``pldemu stress``."""
+    from pldemu.runtime.launch import in_mpi_job
+
+    if in_mpi_job():
+        return _run_in_job(args)
+    if args.all_mutants:
+        if args.collective is not None:
+            return _error("--all-mutants runs the catalogue; give no COLLECTIVE")
+        return run_all_mutants(args)
+    if args.seeds != 1:
+        return _error("--seeds applies to --all-mutants")
+    try:
+        target = resolve(args)
+    except UsageError as err:
+        return _error(str(err))
+    outcome, rc = _spawn_one(args, target.ranks, child_argv(args), _job_timeout(args, DEFAULT_JOB_TIMEOUT), None)
+    replay = replay_command(child_argv(args), target.ranks)
+    if outcome is None:
+        print(f"# the job ended (exit {rc}) without a result; replay: {replay}", flush=True)
+        return EXIT_ERROR
+    print(outcome.describe(), flush=True)
+    if outcome.caught:
+        print(f"# replay: {replay}", flush=True)
+    if outcome.kind in ("deadlock", "error"):
+        return EXIT_ERROR
+    return EXIT_FOUND if outcome.caught else EXIT_OK
+
+
+def _job_timeout(args: argparse.Namespace, default: float) -> float:
+    return float(args.job_timeout) if args.job_timeout is not None else default
+
+
+def _spawn_one(args: argparse.Namespace, ranks: int, argv: list[str], job_timeout: float,
+               log: Any) -> tuple[Any, int]:
+    """Run one stress job; return its outcome (None if it left none) and exit code."""
+    from pldemu.runtime.launch import TIMED_OUT, pldemu_argv, run_job
+    from pldemu.runtime.stress import StressOutcome, read_outcome
+
+    with tempfile.TemporaryDirectory(prefix="pldemu-stress-") as tmp:
+        path = str(Path(tmp) / "outcome.json")
+        start = time.monotonic()
+        rc = run_job(ranks, pldemu_argv([*argv, "--result-file", path]), job_timeout, stdout=log, stderr=log)
+        outcome = read_outcome(path)
+        if outcome is None and rc == TIMED_OUT:
+            outcome = StressOutcome("deadlock", None, 0, -1, f"the job outlived its {job_timeout:g} s timeout",
+                                    time.monotonic() - start)
+    return outcome, rc
+
+
+def _run_in_job(args: argparse.Namespace) -> int:
+    from mpi4py import MPI
+
+    from pldemu.runtime.options import RuntimeOptions
+    from pldemu.runtime.stress import stress
+
+    comm = MPI.COMM_WORLD
+    me, nranks = comm.Get_rank(), comm.Get_size()
+    try:
+        if args.all_mutants:
+            raise UsageError("--all-mutants runs from the launching process, not inside an MPI job")
+        target = resolve(args)
+        if args.ranks is not None and args.ranks != nranks:
+            raise UsageError(f"-n {args.ranks} but this MPI job has {nranks} ranks")
+        if args.straggler is not None and args.straggler[0] >= nranks:
+            raise UsageError(f"--straggler rank {args.straggler[0]} is not a rank of {nranks}")
+        options = RuntimeOptions(
+            timeout=args.timeout, windows=args.windows, seed=args.seed, jitter_us=args.jitter,
+            straggler=args.straggler, skew_us=args.skew, visibility=args.visibility,
+            invariants=not args.no_invariants, race_detect=not args.no_races,
+        )
+    except (UsageError, ValueError) as err:
+        if me == 0:
+            _error(str(err))
+        return EXIT_USAGE
+    replay = replay_command(child_argv(args), nranks)
+    if me == 0:
+        print(f"# pldemu stress: {target.label}, {nranks} ranks, up to {target.iters} iterations, seed {args.seed}, "
+              f"jitter {args.jitter:g} us, visibility {args.visibility}", flush=True)
+    outcome = stress(comm, target.program, target.iters, options, block=args.block, lower=target.lower,
+                     consume_fence=target.consume_fence, result_path=args.result_file, replay=replay)
+    if args.result_file is not None:
+        # The launcher reads the verdict from the result file. A zero exit keeps mpi4py's runner from
+        # aborting the job (it calls MPI_Abort on a non-zero exit), which would only add noise.
+        return EXIT_OK
+    if me == 0:  # run directly under mpiexec: print the verdict here
+        print(outcome.describe(), flush=True)
+        if outcome.caught:
+            print(f"# replay: {replay}", flush=True)
+    return EXIT_FOUND if outcome.caught else EXIT_OK
+
+
+# ----------------------------------------------------------------------------------------------
+# --all-mutants
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MutantRow:
+    """One mutant's results over the seeds."""
+
+    name: str
+    must_pass: bool
+    expected: tuple[str, ...]
+    outcomes: tuple[Any, ...]
+    seconds: tuple[float, ...]
+
+    @property
+    def caught(self) -> int:
+        return sum(1 for o in self.outcomes if o is not None and o.caught)
+
+    @property
+    def ok(self) -> bool:
+        if self.must_pass:
+            return all(o is not None and not o.caught for o in self.outcomes)
+        return all(o is not None and o.kind in self.expected for o in self.outcomes)
+
+    def kinds(self) -> str:
+        ks = sorted({o.kind for o in self.outcomes if o is not None and o.kind is not None})
+        return ",".join(ks) if ks else "-"
+
+    def median_iterations(self) -> float | None:
+        its = [(o.caught_at if o.caught_at is not None else o.iterations - 1) + 1
+               for o in self.outcomes if o is not None and o.caught]
+        return statistics.median(its) if its else None
+
+    def format(self) -> str:
+        n = len(self.outcomes)
+        if self.must_pass:
+            caught = "passed" if self.ok else f"FAILED {self.caught}/{n}"
+        else:
+            caught = f"yes {self.caught}/{n}" if self.caught == n else f"NO {self.caught}/{n}"
+        med = self.median_iterations()
+        iters = "-" if med is None else f"{med:g}"
+        verdict = "ok" if self.ok else "UNEXPECTED"
+        return (f"{self.name:<38} {caught:>10} {self.kinds():<24} {iters:>9} "
+                f"{statistics.median(self.seconds):>8.1f}  {verdict}")
+
+
+TABLE_HEAD = f"{'mutant':<38} {'caught':>10} {'kind':<24} {'med.iters':>9} {'med.s':>8}  result"
+
+
+def run_all_mutants(args: argparse.Namespace) -> int:
+    """Run every catalogue entry (each seed its own job) and print the table."""
+    from pldemu.mutants import MUTANTS
+
+    for flag in ("mode", "size", "reduce", "root", "max_recv"):
+        if getattr(args, flag) is not None:
+            return _error(f"--{flag.replace('_', '-')} does not apply to --all-mutants")
+    seeds = range(args.seed, args.seed + args.seeds)
+    job_timeout = _job_timeout(args, MUTANT_JOB_TIMEOUT)
+    print(f"# pldemu stress --all-mutants: {len(MUTANTS)} entries x {len(seeds)} seeds, jitter {args.jitter:g} us, "
+          f"visibility {args.visibility}, wait timeout {args.timeout:g} s", flush=True)
+    rows: list[MutantRow] = []
+    logdir = Path(tempfile.mkdtemp(prefix="pldemu-mutants-"))
+    for name, m in MUTANTS.items():
+        outcomes, secs = [], []
+        ranks = args.ranks or m.ranks
+        for seed in seeds:
+            argv = child_argv(args, mutant=name, seed=seed, iters=args.iters or m.iterations)
+            start = time.monotonic()
+            with open(logdir / f"{name}.seed{seed}.log", "w") as log:
+                outcome, _ = _spawn_one(args, ranks, argv, job_timeout, log)
+            secs.append(time.monotonic() - start)
+            outcomes.append(outcome)
+            kind = "no result" if outcome is None else (outcome.kind or "passed")
+            at = "" if outcome is None or outcome.iteration is None else f" at iteration {outcome.iteration}"
+            print(f"#   {name} seed {seed}: {kind}{at} ({secs[-1]:.1f} s)", flush=True)
+            if outcome is not None and outcome.caught == m.must_pass:
+                print(f"#     replay: {replay_command(argv, ranks)}", flush=True)
+        rows.append(MutantRow(name, m.must_pass, m.expected, tuple(outcomes), tuple(secs)))
+    print(flush=True)
+    print(TABLE_HEAD, flush=True)
+    for row in rows:
+        print(row.format(), flush=True)
+    bad = [r.name for r in rows if not r.ok]
+    print(f"# {len(rows) - len(bad)} of {len(rows)} entries as expected"
+          + (f"; unexpected: {', '.join(bad)} (job logs in {logdir})" if bad else ""), flush=True)
+    if not bad:
+        for f in logdir.iterdir():
+            f.unlink()
+        logdir.rmdir()
+    return EXIT_OK if not bad else EXIT_FOUND
+
+
+__all__ = ["MutantRow", "add_arguments", "child_argv", "replay_command", "resolve", "run", "run_all_mutants"]

@@ -1,0 +1,450 @@
+"""Adversarial schedules and deferred visibility: seeded, replayable perturbations of a run.
+
+The ranks of an MPI job on one machine interleave in whatever way the OS scheduler likes, which is
+usually kind: races stay hidden. The knobs of ``RuntimeOptions`` make it unkind, and make it unkind
+the same way again for the same ``seed``:
+
+**Schedule** (``jitter_us``, ``straggler``, ``skew_us``). Each rank owns a :class:`Schedule` whose
+generators are seeded by ``(seed, rank, stream)`` (``numpy.random.SeedSequence``), one stream per
+knob, so the n-th draw of a stream is a pure function of the seed, the rank and n, and turning one
+knob on does not change another's draws. Before every primitive (``pld.tile.put``, ``pld.tile.get``,
+``pld.tile.remote_load``, ``pld.system.notify``, ``pld.system.wait``) the rank sleeps
+``jitter_us * U[0, 1)`` microseconds, plus ``us`` on the straggler rank ``straggler = (rank, us)``;
+at the start of every call it sleeps ``skew_us * U[0, 1)`` (ranks enter calls out of step). The
+delays are replayed exactly; what the OS makes of them is not, which is why a failing seed
+reproduces its failure with high probability rather than always (``docs/races.md`` measures it).
+
+**Visibility** (``visibility="deferred"``). The model, per rank:
+
+* A ``pld.tile.put`` into a data window, and a store into a data window (``tile.store``,
+  ``tensor.write``, the destination write of ``pld.tile.get``), does not touch memory when it
+  executes: it is appended, with a snapshot of its data, to this rank's FIFO *write buffer*.
+* The buffer drains *in order*. Everything in it lands before this rank's next ``notify`` on any
+  signal (the release point: the fence pypto's InsertCommFence puts between a put and a notify),
+  and before a ``tensor.write`` into a signal cell (also a release). Otherwise each entry lands at a
+  seeded random later point: it is given a due count, uniform in 1..``VISIBILITY_SPAN``
+  primitives of this rank later (never earlier than the entry before it), and lands when this rank
+  has executed that many more primitives. A call's end is *not* a release point: an entry can stay
+  pending into the host code and the next call, until a release, its due point, or a harness-level
+  synchronisation (``Schedule.host_sync``: the harness's MPI barriers, after which the host may
+  assume every kernel write before it is visible).
+* Read-your-writes: a read by this rank of its *own* window (``tile.load``, ``tensor.read``,
+  ``remote_load``/``get`` with ``peer == me``, the source of a put) first lands every buffered
+  write aimed at this rank (in their order), so a rank always sees its own stores; so does the host
+  before it writes inputs or consumes results (``Schedule.host_access``). Writes aimed at peers stay
+  buffered: order is kept per target, not between targets (nothing orders a put to one peer against
+  a put to another without a release). A store that has landed in a rank's own window is in its
+  memory, which peers read too: there is no private copy.
+* ``remote_load``/``get`` from a peer read whatever is in the peer's memory now: possibly the value
+  from before a write the peer has issued but not released.
+* Signal cells are synchronisation and change only through atomics (``notify``, and a
+  ``tensor.write`` of a signal cell); those, and element-wise atomic puts (``atomic=Add``), are
+  never deferred, so a wait can never block on a buffered write and deferral cannot cause a
+  deadlock by itself.
+
+A correct recipe releases (notifies) after its puts and stores and before any peer may read them,
+so it passes in deferred mode; a recipe that relies on a write landing in time without a release
+in between fails.
+
+**Zero cost when off.** Nothing here runs unless a knob is set: :func:`prepare` fills
+``Machine.overrides`` at prepare time, and the compiler picks the handler per call site once.
+"""
+
+from __future__ import annotations
+
+import operator
+import time
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from pldemu.ir import BufferKind, Op
+from pldemu.runtime.errors import ProgramError
+from pldemu.runtime.handlers import HANDLERS, Handler
+from pldemu.runtime.machine import Machine
+from pldemu.runtime.monitor import MonitorBase
+from pldemu.runtime.options import RuntimeOptions
+from pldemu.runtime.sites import CallSite
+from pldemu.runtime.values import Shape, TensorRef, Tile, fit_rank, prefix, region, stage_pieces
+from pldemu.windows import Window, WindowAccessError
+
+if TYPE_CHECKING:
+    from pldemu.runtime.invariants import InvariantChecker
+
+PRIMITIVES = (Op.PUT, Op.GET, Op.REMOTE_LOAD, Op.NOTIFY, Op.WAIT)
+"""The ops a jitter / straggler delay precedes, and the ops that count toward a due point."""
+
+VISIBILITY_SPAN = 16
+"""A deferred write lands at most this many primitives of its rank after it was issued (unless a
+release or a read of the rank's own window drains it earlier)."""
+
+_BATCH = 256
+"""Uniform draws made at once per stream (a numpy call per draw would cost more than the op)."""
+
+STREAM_JITTER, STREAM_SKEW, STREAM_VISIBILITY = 0, 1, 2
+"""Generator stream per knob: enabling one knob leaves the others' draws unchanged."""
+
+
+def schedule_active(options: RuntimeOptions) -> bool:
+    """True if ``options`` asks for any perturbation or invariant check (i.e. :func:`prepare` matters)."""
+    return bool(options.jitter_us or options.straggler is not None or options.skew_us
+                or options.visibility != "eager" or options.invariants)
+
+
+class Stream:
+    """Uniform [0, 1) draws from the generator seeded by ``(seed, rank, stream)``, drawn in batches."""
+
+    def __init__(self, seed: int, rank: int, stream: int) -> None:
+        # SeedSequence needs non-negative entropy words: fold any Python int into 64 bits.
+        entropy = [seed % (1 << 64), rank, stream]
+        self._rng = np.random.default_rng(np.random.SeedSequence(entropy))
+        self._buf: list[float] = []
+        self._i = 0
+
+    def next(self) -> float:
+        """The next draw."""
+        i = self._i
+        if i >= len(self._buf):
+            self._buf = self._rng.random(_BATCH).tolist()
+            i = 0
+        self._i = i + 1
+        return self._buf[i]
+
+
+class WriteBuffer:
+    """One rank's FIFO of writes not yet visible (deferred visibility; see the module docstring)."""
+
+    def __init__(self, rank: int, stream: Stream, span: int = VISIBILITY_SPAN) -> None:
+        self.rank = rank
+        self._stream = stream
+        self._span = span
+        self._q: list[tuple[int, int, Callable[[], Any]]] = []
+        self._ticks = 0
+        self._last_due = 0
+        self._to_self = 0
+        self.deferred = 0
+        """Writes ever buffered (a test can see that deferral happened)."""
+
+    @property
+    def pending(self) -> int:
+        """Writes buffered now."""
+        return len(self._q)
+
+    def add(self, target: int, apply: Callable[[], Any]) -> None:
+        """Buffer a write to ``target``'s memory; ``apply()`` performs it when it lands."""
+        due = max(self._last_due, self._ticks + 1 + int(self._stream.next() * self._span))
+        self._last_due = due
+        self._q.append((target, due, apply))
+        self.deferred += 1
+        if target == self.rank:
+            self._to_self += 1
+
+    def tick(self) -> None:
+        """One primitive of this rank executed: land every entry whose due point has come."""
+        self._ticks += 1
+        q = self._q
+        if not q or q[0][1] > self._ticks:
+            return
+        # Dues never decrease along the queue, so the entries due now are a prefix of it.
+        n = 0
+        while n < len(q) and q[n][1] <= self._ticks:
+            n += 1
+        due, self._q = q[:n], q[n:]
+        for target, _, apply in due:
+            if target == self.rank:
+                self._to_self -= 1
+            apply()
+
+    def flush(self) -> None:
+        """Land everything (a release point)."""
+        q, self._q = self._q, []
+        self._to_self = 0
+        for _, _, apply in q:
+            apply()
+
+    def flush_self(self) -> None:
+        """Land every entry aimed at this rank, in order (read-your-writes); the others stay."""
+        if not self._to_self:
+            return
+        me = self.rank
+        mine = [e for e in self._q if e[0] == me]
+        self._q = [e for e in self._q if e[0] != me]
+        self._to_self = 0
+        for _, _, apply in mine:
+            apply()
+
+
+class Schedule(MonitorBase):
+    """One rank's seeded perturbations (see the module docstring).
+
+    Also a monitor (``ProgramInstance.add_monitor``) that wants no op: it only sleeps the skew
+    delay when a call starts, so a compiled call site is unchanged by it.
+    """
+
+    def __init__(self, options: RuntimeOptions, rank: int, nranks: int) -> None:
+        self.rank = rank
+        self.jitter_us = float(options.jitter_us)
+        self.skew_us = float(options.skew_us)
+        st = options.straggler
+        if st is not None and st[0] >= nranks:
+            raise ProgramError(f"straggler rank {st[0]} is not a rank of {nranks} (ranks are 0..{nranks - 1})")
+        self.extra_us = float(st[1]) if st is not None and st[0] == rank else 0.0
+        self._jitter = Stream(options.seed, rank, STREAM_JITTER)
+        self._skew = Stream(options.seed, rank, STREAM_SKEW)
+        self.writes: WriteBuffer | None = None
+        if options.visibility == "deferred":
+            self.writes = WriteBuffer(rank, Stream(options.seed, rank, STREAM_VISIBILITY))
+
+    @property
+    def delays(self) -> bool:
+        """True if primitives of this rank are delayed (jitter, or this rank is the straggler)."""
+        return bool(self.jitter_us or self.extra_us)
+
+    def next_delay_us(self) -> float:
+        """The delay before this rank's next primitive (drawn: the sequence is fixed by the seed)."""
+        return self.jitter_us * self._jitter.next() + self.extra_us
+
+    def next_skew_us(self) -> float:
+        """The delay before this rank's next call."""
+        return self.skew_us * self._skew.next()
+
+    def delay(self) -> None:
+        us = self.next_delay_us()
+        if us > 0:
+            time.sleep(us * 1e-6)
+
+    # -- host synchronisation (the harness calls these) -------------------------------------------
+
+    def host_access(self) -> None:
+        """The host is about to read or write this rank's own windows: its own writes land first."""
+        if self.writes is not None:
+            self.writes.flush_self()
+
+    def host_sync(self) -> None:
+        """An all-rank synchronisation of the host (an MPI barrier): every buffered write lands."""
+        if self.writes is not None:
+            self.writes.flush()
+
+    # -- monitor ----------------------------------------------------------------------------------
+
+    def run_started(self, run: int) -> None:
+        if self.skew_us:
+            us = self.next_skew_us()
+            if us > 0:
+                time.sleep(us * 1e-6)
+
+
+def prepare(m: Machine) -> tuple[Schedule, InvariantChecker | None]:
+    """Build this rank's schedule (and invariant checker) and fill ``m.overrides`` accordingly."""
+    from pldemu.runtime.invariants import InvariantChecker
+
+    options = m.options
+    sched = Schedule(options, m.rank, m.nranks)
+    checker = InvariantChecker(m.rank, m.buffers) if options.invariants else None
+    table: dict[Op, Handler] = dict(HANDLERS)
+    if checker is not None:
+        table.update(checker.handlers(table))
+    if sched.writes is not None:
+        table.update(deferred_handlers(sched.writes, table))
+    if sched.delays:
+        for op in PRIMITIVES:
+            table[op] = _delayed(sched, table[op])
+    m.overrides.update({op: h for op, h in table.items() if h is not HANDLERS[op]})
+    return sched, checker
+
+
+def _delayed(sched: Schedule, inner: Handler) -> Handler:
+    delay = sched.delay
+
+    def handler(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Any:
+        delay()
+        return inner(m, site, args)
+
+    return handler
+
+
+# ---------------------------------------------------------------------------------------------
+# Deferred visibility
+# ---------------------------------------------------------------------------------------------
+
+
+def _data_window(t: Any) -> Window | None:
+    """The window behind ``t`` if it is a data window (the only kind whose writes are deferred)."""
+    if isinstance(t, TensorRef) and t.buffer.kind is not BufferKind.SIGNAL:
+        return t.buffer.window
+    return None
+
+
+def _check_peer(op: str, m: Machine, peer: Any, t: TensorRef) -> int:
+    p = operator.index(peer)
+    if not 0 <= p < m.nranks:
+        raise WindowAccessError(f"{op}: rank {m.rank} -> peer {p} on window '{t.buffer.name}': "
+                                f"peer outside [0, {m.nranks})")
+    return p
+
+
+def _copy_into(view: np.ndarray, data: np.ndarray) -> None:
+    view[...] = data
+
+
+def deferred_handlers(wb: WriteBuffer, inner: Mapping[Op, Handler]) -> dict[Op, Handler]:
+    """The handlers of deferred-visibility mode, wrapping ``inner`` (plain or invariant-checking)."""
+    tick, flush, flush_self = wb.tick, wb.flush, wb.flush_self
+    base_put, base_get = inner[Op.PUT], inner[Op.GET]
+    base_load, base_rload = inner[Op.TILE_LOAD], inner[Op.REMOTE_LOAD]
+    base_store, base_read, base_write = inner[Op.TILE_STORE], inner[Op.TENSOR_READ], inner[Op.TENSOR_WRITE]
+    base_notify, base_wait = inner[Op.NOTIFY], inner[Op.WAIT]
+
+    def put(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
+        tick()
+        dst, src, stage = args[0], args[2], args[3]
+        w = _data_window(dst)
+        if w is None or site.attrs["atomic"]:
+            return base_put(m, site, args)  # atomics and signals are never deferred; errors as usual
+        peer = _check_peer("put", m, args[1], dst)
+        if isinstance(src, Tile):
+            src_arr = src.data
+        else:
+            if src.buffer.window is not None:
+                flush_self()  # read-your-writes: the snapshot sees this rank's own stores
+            src_arr = src.array
+        if len(args) > 4:
+            dst_off, src_off, shape = args[4], args[5], args[6]
+            ext = fit_rank(shape, len(dst.shape), "pld.tile.put")
+            if 0 in ext:
+                return None
+            src_ext = fit_rank(shape, src_arr.ndim, "pld.tile.put")
+            data = src_arr[region("put", m.rank, peer, "put source", src_arr.shape, src_off, src_ext)]
+            data = data.reshape(ext)
+        else:
+            if src_arr.size != dst.buffer.numel:
+                raise ProgramError(f"pld.tile.put without regions copies the whole source: it has "
+                                   f"{src_arr.size} elements, '{dst.buffer.name}' has {dst.buffer.numel}")
+            if src_arr.size == 0:
+                return None
+            ext, dst_off = dst.shape, (0,) * len(dst.shape)
+            data = src_arr.reshape(ext)
+        region("put", m.rank, peer, f"window '{dst.buffer.name}'", dst.shape, dst_off, ext)
+        if data.dtype != w.dtype and not np.can_cast(data.dtype, w.dtype, "safe"):
+            raise WindowAccessError(f"put: rank {m.rank} -> peer {peer}: data dtype {data.dtype} does not "
+                                    f"cast safely to window dtype {w.dtype}")
+        snap = np.array(data, dtype=w.dtype, copy=True)  # the data as it is now, whatever happens later
+        pieces = stage_pieces(ext, stage.data.shape) if m.stage_pieces else [((0,) * len(ext), ext)]
+        for off, shp in pieces:
+            sl = tuple(slice(o, o + n) for o, n in zip(off, shp, strict=True))
+            at = tuple(a + b for a, b in zip(dst_off, off, strict=True))
+            wb.add(peer, partial(w.put, peer, dst.shape, at, snap[sl]))
+        return None
+
+    def get(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
+        tick()
+        dst, src = args[0], args[2]
+        w = _data_window(dst)
+        if w is None:  # into a rank-local tensor: private memory, nothing to defer
+            if operator.index(args[1]) == m.rank:
+                flush_self()
+            return base_get(m, site, args)
+        peer = _check_peer("get", m, args[1], src)
+        if peer == m.rank:
+            flush_self()
+        if len(args) > 4:
+            dst_off, src_off, shape = args[4], args[5], args[6]
+            dst_ext = fit_rank(shape, len(dst.shape), "pld.tile.get")
+            src_ext = fit_rank(shape, len(src.shape), "pld.tile.get")
+            if 0 in dst_ext:
+                return None
+            if peer == m.rank and dst.buffer is src.buffer and dst.shape == src.shape and dst_off == src_off:
+                return None
+        else:
+            if src.buffer.numel != dst.buffer.numel:
+                raise ProgramError(f"pld.tile.get without regions copies the whole source: '{src.buffer.name}' "
+                                   f"has {src.buffer.numel} elements, '{dst.buffer.name}' has {dst.buffer.numel}")
+            if peer == m.rank and dst.buffer is src.buffer:
+                return None
+            dst_off, src_off = (0,) * len(dst.shape), (0,) * len(src.shape)
+            dst_ext, src_ext = dst.shape, src.shape
+            if 0 in dst_ext:
+                return None
+        target = dst.array[region("get", m.rank, peer, f"window '{dst.buffer.name}'", dst.shape, dst_off, dst_ext)]
+        sw = src.buffer.window
+        if sw is None:
+            raise ProgramError(f"pld.tile.get needs a window, '{src.buffer.name}' is a rank-local tensor")
+        data = sw.get(peer, src.shape, src_off, src_ext).reshape(dst_ext)  # now: possibly stale
+        wb.add(m.rank, partial(_copy_into, target, data))
+        return None
+
+    def remote_load(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
+        tick()
+        if args[1] == m.rank:
+            flush_self()
+        result: Tile = base_rload(m, site, args)
+        return result
+
+    def notify(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
+        tick()
+        flush()  # the release point: everything this rank wrote lands before the signal does
+        return base_notify(m, site, args)
+
+    def wait(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
+        tick()
+        return base_wait(m, site, args)
+
+    def tile_load(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
+        if _data_window(args[0]) is not None:
+            flush_self()
+        result: Tile = base_load(m, site, args)
+        return result
+
+    def tile_store(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
+        t = args[2]
+        if _data_window(t) is None:
+            return base_store(m, site, args)
+        tile: Tile = args[0]
+        valid = tile.valid
+        view = t.array[region("tile.store", m.rank, m.rank, f"window '{t.buffer.name}'", t.shape, args[1], valid)]
+        wb.add(m.rank, partial(_copy_into, view, np.array(tile.data[prefix(valid)], copy=True)))
+        return None
+
+    def tensor_read(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Any:
+        if _data_window(args[0]) is not None:
+            flush_self()
+        return base_read(m, site, args)
+
+    def tensor_write(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
+        t = args[0]
+        if not isinstance(t, TensorRef) or t.buffer.window is None:
+            return base_write(m, site, args)
+        if t.buffer.kind is BufferKind.SIGNAL:
+            flush()  # a store into a signal cell is a release, like a notify
+            return base_write(m, site, args)
+        index: Shape = args[1]
+        region("tensor.write", m.rank, m.rank, f"window '{t.buffer.name}'", t.shape, index, (1,) * len(index))
+        view = t.array[tuple(slice(i, i + 1) for i in index)]
+        wb.add(m.rank, partial(_copy_into, view, np.array(args[2], dtype=t.array.dtype)))
+        return None
+
+    return {
+        Op.PUT: put,
+        Op.GET: get,
+        Op.REMOTE_LOAD: remote_load,
+        Op.NOTIFY: notify,
+        Op.WAIT: wait,
+        Op.TILE_LOAD: tile_load,
+        Op.TILE_STORE: tile_store,
+        Op.TENSOR_READ: tensor_read,
+        Op.TENSOR_WRITE: tensor_write,
+    }
+
+
+__all__ = [
+    "PRIMITIVES",
+    "VISIBILITY_SPAN",
+    "Schedule",
+    "Stream",
+    "WriteBuffer",
+    "deferred_handlers",
+    "prepare",
+    "schedule_active",
+]

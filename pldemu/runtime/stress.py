@@ -1,0 +1,254 @@
+"""Race hunting inside an MPI job: run a collective under perturbed schedules until the first failure.
+
+:func:`stress` is what every rank of a ``pldemu stress`` job runs. It is the checking harness
+(:func:`pldemu.runtime.check.run_check`) with ``stop_on_failure``: iterations run back to back on one
+signal buffer in blocks; at every block end the ranks agree whether anything failed, and the run
+stops at the first block that did. The failure kinds are the catalogue's
+(``pldemu.mutants.FAILURE_KINDS``):
+
+* ``wrong-data``: a result element differs from the oracle (first index, expected and seen value);
+* ``invariant``: a protocol invariant broke (``pldemu.runtime.invariants``): a negative cell, Set
+  mixed with AtomicAdd, a cell not 0 at rest, a rank out of step;
+* ``deadlock``: a wait timed out; the lowest stuck rank prints the wait-for report;
+* ``race``: the race detector (``RuntimeOptions.race_detect``) found two unordered accesses.
+
+**Which kind is reported.** The run stops at the end of the first block with a failure; several
+kinds may have shown in it. The outcome names the *root cause* first (:data:`PRIORITY`): a broken
+protocol invariant, then a race, then wrong data (a symptom, and the kind most at the mercy of
+timing), and a deadlock only when no invariant was broken before it (the deadlocked rank looks:
+its own violations, and every rank's Set/AtomicAdd shadows, read one-sidedly). The invariants and
+the race detector judge the order the protocol allows, not the order this run happened to take, so
+a replay (same seed, same flags) reports the same kind far more often than a timing symptom would.
+Every kind seen is listed too, with ``first_iteration``: the first iteration anything failed in.
+
+The outcome is one small JSON object (:class:`StressOutcome`) written to ``result_path``: by rank 0
+when the run ends normally (all ranks agreed on it), or by a rank that hit a deadlock or crash, into
+``result_path.rank<R>``, just before it aborts the job (a deadlocked job cannot agree on anything;
+the lowest stuck rank writes first and the others wait a moment, so its report wins).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from mpi4py import MPI
+
+from pldemu.runtime.check import CheckResult, Failure, run_check
+from pldemu.runtime.errors import DeadlockError
+from pldemu.runtime.invariants import allgather_objects
+
+PRIORITY = ("invariant", "race", "wrong-data")
+"""The kind reported when a block showed several (root cause first; see the module docstring)."""
+
+KIND_ORDER = (*PRIORITY, "deadlock", "error")
+"""Every kind an outcome can have."""
+
+PROGRESS_EVERY = 2.0
+"""Seconds between progress lines."""
+
+NON_PRIMARY_GRACE = 1.0
+"""Seconds a deadlocked rank that is not the one printing the report waits before aborting the job,
+so that the reporting rank's result file is the one written."""
+
+
+@dataclass(frozen=True)
+class StressOutcome:
+    """What a stress run found (the JSON result of a job)."""
+
+    kind: str | None
+    """None: no failure in ``iterations`` iterations; else one of :data:`KIND_ORDER`."""
+    iteration: int | None
+    """0-based iteration of the first failure (None: no failure, or not known)."""
+    iterations: int
+    """Iterations run (for a deadlock: the one that hung, plus one)."""
+    rank: int
+    """The rank whose report this is (-1: every rank)."""
+    detail: str
+    seconds: float
+    replay: str = ""
+    primary: bool = True
+    """False for a deadlocked rank that did not print the wait-for report."""
+    first_iteration: int | None = None
+    """The first iteration in which anything failed (None: as ``iteration``)."""
+    seen: tuple[str, ...] = ()
+    """Every kind seen, as ``kind@iteration``, in :data:`KIND_ORDER`."""
+
+    @property
+    def caught(self) -> bool:
+        return self.kind is not None
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> StressOutcome:
+        data: dict[str, Any] = json.loads(text)
+        data["seen"] = tuple(data.get("seen", ()))
+        return cls(**data)
+
+    @property
+    def caught_at(self) -> int | None:
+        """The first iteration anything failed in (0-based), or None."""
+        if self.first_iteration is not None and self.first_iteration >= 0:
+            return self.first_iteration
+        return self.iteration if self.iteration is not None and self.iteration >= 0 else None
+
+    def describe(self) -> str:
+        """The lines printed for this outcome (kind, iteration, detail), without the replay line."""
+        if self.kind is None:
+            return f"# no failure in {self.iterations} iterations ({self.seconds:.1f} s)"
+        at = f"iteration {self.iteration}" if self.iteration is not None and self.iteration >= 0 else "unknown iteration"
+        who = f" (rank {self.rank})" if self.rank >= 0 else ""
+        head = f"# FAILED: {self.kind} at {at}{who}, after {self.seconds:.1f} s"
+        if len(self.seen) > 1:
+            head += f" (kinds seen: {', '.join(self.seen)})"
+        return head + "\n" + "\n".join("#   " + line.lstrip("# ") for line in self.detail.splitlines() if line)
+
+
+def write_outcome(path: str | os.PathLike[str], outcome: StressOutcome) -> None:
+    """Write ``outcome`` atomically (a reader never sees half a file)."""
+    p = Path(path)
+    tmp = p.with_name(p.name + f".tmp{os.getpid()}")
+    tmp.write_text(outcome.to_json())
+    os.replace(tmp, p)
+
+
+def read_outcome(path: str | os.PathLike[str]) -> StressOutcome | None:
+    """The job's outcome: ``path`` (normal end), else the reporting rank's ``path.rank<R>`` file
+    (deadlock or crash: the primary reporter first, then the lowest rank); None if there is none."""
+    p = Path(path)
+    if p.is_file():
+        return StressOutcome.from_json(p.read_text())
+    found = []
+    for f in sorted(p.parent.glob(p.name + ".rank*")):
+        try:
+            found.append(StressOutcome.from_json(f.read_text()))
+        except (ValueError, TypeError):
+            continue
+    if not found:
+        return None
+    found.sort(key=lambda o: (not o.primary, o.rank))
+    return found[0]
+
+
+def _merge(per_rank: list[dict[str, Failure]]) -> dict[str, Failure]:
+    """The earliest failure of each kind over all ranks."""
+
+    def key(f: Failure) -> tuple[int, int]:
+        return (f.iteration if f.iteration >= 0 else 1 << 30, f.rank)
+
+    out: dict[str, Failure] = {}
+    for kinds in per_rank:
+        for kind, f in kinds.items():
+            if kind not in out or key(f) < key(out[kind]):
+                out[kind] = f
+    return out
+
+
+def _seen(kinds: dict[str, int]) -> tuple[str, ...]:
+    return tuple(f"{k}@{kinds[k]}" for k in KIND_ORDER if k in kinds)
+
+
+def stress(
+    comm: MPI.Intracomm,
+    cp: Any,
+    iters: int,
+    options: Any,
+    *,
+    block: int,
+    lower: Callable[[Any], Any] | None = None,
+    consume_fence: bool | None = None,
+    result_path: str | None = None,
+    replay: str = "",
+    progress: bool = True,
+) -> StressOutcome:
+    """Run ``cp``'s collective up to ``iters`` times under ``options`` and stop at the first failure.
+
+    Collective. Returns the same outcome on every rank when the run ends normally. A deadlock or a
+    crash ends the whole MPI job (``MPI_Abort``) after this rank printed what it knows and wrote its
+    result file, so this function does not return then.
+    """
+    me = comm.Get_rank()
+    start = time.monotonic()
+    current = [0]
+    last_print = [start]
+    instance: list[Any] = []
+
+    def before_run(it: int) -> None:
+        current[0] = it
+        now = time.monotonic()
+        if progress and me == 0 and now - last_print[0] >= PROGRESS_EVERY:
+            last_print[0] = now
+            print(f"# stress: {it}/{iters} iterations, no failure so far ({now - start:.1f} s)", flush=True)
+
+    try:
+        result: CheckResult = run_check(
+            comm, cp, iters, options, block, emit=lambda line: None, before_run=before_run, lower=lower,
+            consume_fence=consume_fence, stop_on_failure=True, header=False, on_instance=instance.append,
+        )
+    except DeadlockError as err:
+        it = current[0]
+        detail = str(err) if err.primary else f"rank {me} stuck at {err.location}"
+        broken = _broken_before_deadlock(instance[0] if instance else None)
+        if broken:
+            v = broken[0]
+            at = v.iteration if v.iteration >= 0 else it
+            outcome = StressOutcome("invariant", at, it + 1, me, v.describe() + "\nthen " + detail,
+                                    time.monotonic() - start, replay, err.primary, min(at, it),
+                                    _seen({"invariant": at, "deadlock": it}))
+        else:
+            outcome = StressOutcome("deadlock", it, it + 1, me, detail, time.monotonic() - start, replay,
+                                    err.primary, it, _seen({"deadlock": it}))
+        _abort(comm, result_path, outcome, str(err) if err.primary else None, 0.0 if err.primary else NON_PRIMARY_GRACE)
+    except Exception as err:  # a crash of any rank ends the job; say what it was first
+        outcome = StressOutcome("error", current[0], current[0] + 1, me, f"{type(err).__name__}: {err}",
+                                time.monotonic() - start, replay)
+        _abort(comm, result_path, outcome, f"# rank {me}: {type(err).__name__}: {err}", NON_PRIMARY_GRACE)
+    kinds = _merge(allgather_objects(comm, result.kinds, max(60.0, 4 * float(options.timeout))))
+    seconds = time.monotonic() - start
+    primary = next((kinds[k] for k in PRIORITY if k in kinds), None)
+    if primary is None and result.ok:
+        outcome = StressOutcome(None, None, result.iters, -1, "", seconds, replay)
+    elif primary is None:  # failed without a classified line (cannot happen with the current harness)
+        outcome = StressOutcome("wrong-data", None, result.iters, -1, result.summary(), seconds, replay)
+    else:
+        its = {k: f.iteration for k, f in kinds.items()}
+        known = [i for i in its.values() if i >= 0]
+        outcome = StressOutcome(primary.kind, primary.iteration, result.iters, primary.rank, primary.text, seconds,
+                                replay, True, min(known) if known else None, _seen(its))
+    if me == 0 and result_path is not None:
+        write_outcome(result_path, outcome)
+    return outcome
+
+
+def _broken_before_deadlock(inst: Any) -> list[Any]:
+    """Invariant violations this rank saw, then Set/AtomicAdd mixing on any rank (one-sided reads):
+    the root cause of a deadlock, when there is one."""
+    checker = getattr(inst, "invariants", None)
+    if checker is None:
+        return []
+    try:
+        return [*checker.violations, *checker.scan()]
+    except Exception:  # best effort on a failing job: a peer may already be gone
+        return list(checker.violations)
+
+
+def _abort(comm: MPI.Intracomm, result_path: str | None, outcome: StressOutcome, text: str | None,
+           grace: float) -> None:
+    if text:
+        print(text, file=sys.stderr, flush=True)
+    if result_path is not None:
+        write_outcome(f"{result_path}.rank{outcome.rank}", outcome)
+    if grace:
+        time.sleep(grace)
+    comm.Abort(3)
+
+
+__all__ = ["KIND_ORDER", "PRIORITY", "StressOutcome", "read_outcome", "stress", "write_outcome"]
