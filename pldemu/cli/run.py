@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from pldemu.cli.schedule_args import add_schedule_arguments, schedule_argv, schedule_options
 from pldemu.ir import Program
 
 EXIT_OK = 0
@@ -67,6 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trace", metavar="FILE.json", default=None,
                         help="write a Chrome/Perfetto trace of every rank's ops (see pldemu trace-plot); a rank "
                              "whose run fails writes its own part to FILE.rankR.json")
+    add_schedule_arguments(parser)
 
 
 def load_program(path: str, lower: bool = True) -> Program:
@@ -106,7 +108,7 @@ def _options(args: argparse.Namespace) -> Any:
     try:
         trace = str(Path(args.trace).resolve()) if args.trace else None
         return RuntimeOptions(timeout=args.timeout, windows=args.windows, seed=args.seed,
-                              race_detect=args.races, trace=trace)
+                              race_detect=args.races, trace=trace, **schedule_options(args))
     except ValueError as err:
         raise InputError(str(err)) from None
 
@@ -151,7 +153,7 @@ def child_argv(args: argparse.Namespace, n: int) -> list[str]:
         argv.append("--races")
     if args.trace:
         argv += ["--trace", str(Path(args.trace).resolve())]
-    return argv
+    return argv + schedule_argv(args)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -118,3 +118,18 @@ def test_pldemu_run_deadlock_exits_3_with_the_report(tmp_path: Path) -> None:
     assert "deadlock: rank 0 waited 2.0s for sig[1, 0] >= 1 (observed 0) at main:8" in res.stderr, res.stderr
     assert "locations are FUNC:LINE in the executed program as printed" in res.stderr
     assert "missing credit: rank 0 waits for rank 1 on sig[1, 0] >= 1, but rank 1 is" in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("visibility", ["eager", "deferred"])
+def test_pldemu_run_takes_every_schedule_flag_on_a_user_program(tmp_path: Path, visibility: str) -> None:
+    # The schedules a built-in collective gets in check/stress work on a user's .pld file too.
+    res = _pldemu(tmp_path, str(EXAMPLES / "ring_demo.pld"), "-n", "3", "--jitter", "50", "--straggler", "1:200",
+                  "--skew", "100", "--visibility", visibility, "--invariants", "--races", "--seed", "7")
+    assert res.returncode == 0, res.stderr
+    # max over 3 ranks of (rank + 9) = 11 in every element of every rank
+    assert res.stdout.count("sum=45067 min=11 max=11 nan=0") == 3, res.stdout
+
+
+def test_pldemu_run_rejects_a_bad_schedule_flag(tmp_path: Path) -> None:
+    res = _pldemu(tmp_path, str(EXAMPLES / "ring_demo.pld"), "-n", "2", "--straggler", "x")
+    assert res.returncode == 2 and "R:US" in res.stderr, res.stderr

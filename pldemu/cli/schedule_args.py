@@ -1,0 +1,72 @@
+"""The adversarial-schedule flags shared by commands that run programs (``pldemu run`` today).
+
+One definition of ``--jitter``, ``--straggler``, ``--skew``, ``--visibility`` and ``--invariants``: how
+they parse, how they become ``RuntimeOptions`` fields, and how they are forwarded to the ranks of a
+spawned job, so a user's program gets exactly the schedules a built-in collective gets.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def parse_us(text: str) -> float:
+    """A non-negative number of microseconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected microseconds, got {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected microseconds >= 0, got {text!r}")
+    return value
+
+
+def parse_straggler(text: str) -> tuple[int, float]:
+    """``R:US``: rank R sleeps US microseconds more before every primitive."""
+    try:
+        rank, us = text.split(":")
+        r, u = int(rank), float(us)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected R:US (rank:microseconds), got {text!r}") from None
+    if r < 0 or not u > 0:
+        raise argparse.ArgumentTypeError(f"expected R:US with R >= 0 and US > 0, got {text!r}")
+    return r, u
+
+
+def add_schedule_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the schedule flags (all off by default)."""
+    g = parser.add_argument_group("adversarial schedules (seeded by --seed and the rank; replayable)")
+    g.add_argument("--jitter", type=parse_us, default=0.0, metavar="US",
+                   help="random delay U[0, US) microseconds before every put/get/remote_load/notify/wait")
+    g.add_argument("--straggler", type=parse_straggler, default=None, metavar="R:US",
+                   help="rank R sleeps US microseconds more before every primitive")
+    g.add_argument("--skew", type=parse_us, default=0.0, metavar="US",
+                   help="random delay U[0, US) microseconds before every run of the program")
+    g.add_argument("--visibility", choices=["eager", "deferred"], default="eager",
+                   help="deferred: puts and window stores land at the issuing rank's next notify or a seeded "
+                        "later point (see docs/races.md)")
+    g.add_argument("--invariants", action="store_true",
+                   help="check the protocol invariants (no negative cell, no Set/AtomicAdd mixing)")
+
+
+def schedule_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``RuntimeOptions`` fields the flags set."""
+    return {"jitter_us": args.jitter, "straggler": args.straggler, "skew_us": args.skew,
+            "visibility": args.visibility, "invariants": args.invariants}
+
+
+def schedule_argv(args: argparse.Namespace) -> list[str]:
+    """The flags again, for the ranks of a spawned job (only those that differ from the defaults)."""
+    argv: list[str] = []
+    if args.jitter:
+        argv += ["--jitter", repr(args.jitter)]
+    if args.straggler is not None:
+        argv += ["--straggler", f"{args.straggler[0]}:{args.straggler[1]!r}"]
+    if args.skew:
+        argv += ["--skew", repr(args.skew)]
+    if args.visibility != "eager":
+        argv += ["--visibility", args.visibility]
+    if args.invariants:
+        argv.append("--invariants")
+    return argv
