@@ -43,6 +43,9 @@ process, the interpreter's own costs) runs only when asked for by name."""
 WHATS = (*COLLECTIVE_NAMES, *SECTIONS, "all")
 """What ``pldemu bench`` accepts as its first argument."""
 
+MIN_SHORT_ITERS = 20
+"""Fewest timed iterations of the signal and bulk sections, whatever ``--iters`` says."""
+
 
 @dataclass(frozen=True)
 class BenchConfig:
@@ -65,6 +68,12 @@ class BenchConfig:
             raise ValueError("need at least one size")
         if self.dtype not in (DType.FP32, DType.FP16):
             raise ValueError(f"bench data is fp32 or fp16, not {self.dtype.value}")
+
+    @property
+    def short_iters(self) -> int:
+        """Timed iterations of the signal and bulk sections: at least :data:`MIN_SHORT_ITERS` (their
+        samples take milliseconds, and they are the noisiest figures on a shared machine)."""
+        return max(self.iters, MIN_SHORT_ITERS)
 
     @property
     def collectives(self) -> tuple[str, ...]:
@@ -127,7 +136,7 @@ def run_bench(
     report = BenchReport(nranks, backend, config.dtype.value, config.warmup, config.iters, config.sizes)
     emit(
         f"# pldemu bench {config.what}: {nranks} ranks, {backend} windows, {config.dtype.value}, "
-        f"{config.warmup} warm-up + {config.iters} timed iterations, sizes "
+        f"{config.warmup} warm-up + {config.iters} timed iterations ({config.short_iters} for signals and bulk), sizes "
         f"{','.join(format_size(s) for s in config.sizes)}; times: max over ranks, median over iterations"
     )
     emit(f"# machine: {os.cpu_count()} cores, load average {_load()} at start (other jobs share the cores)")
@@ -135,7 +144,7 @@ def run_bench(
         progress("# bench: signals (hop, barrier round)")
         emit("")
         emit(SIGNAL_HEADER)
-        for s in bench_signals(comm, options, config.warmup, config.iters):
+        for s in bench_signals(comm, options, config.warmup, config.short_iters):
             report.signals.append(s)
             emit(format_signal(s))
     if config.run_bulk:
@@ -143,7 +152,7 @@ def run_bench(
         emit(BULK_HEADER)
         for size in config.sizes:
             progress(f"# bench: bulk {format_size(size)}")
-            for b in bench_bulk(comm, size, config.dtype, options, config.warmup, config.iters):
+            for b in bench_bulk(comm, size, config.dtype, options, config.warmup, config.short_iters):
                 report.bulk.append(b)
                 emit(format_bulk(b))
     if config.what == "micro":

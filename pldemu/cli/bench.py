@@ -41,6 +41,7 @@ pldemu and its reference alternate inside every iteration, after warm-up):
   signals      notify -> wait hop (token ring) vs raw MPI Fetch_and_op + poll; pld.tensor.barrier
                vs a raw all-to-all signal round
   bulk         one put / get / remote_load of SIZE bytes vs memcpy (numpy.copyto)
+               (signals and bulk run at least 20 timed iterations, whatever --iters says)
   all          all of the above, plus the allreduce bound and the targets
   micro        (only by name) the interpreter's own costs on one process, best of many runs:
                hop, barrier run(), mesh chunk, small put, 16 MiB get/remote_load vs memcpy
