@@ -50,6 +50,8 @@ CONDITIONS: MappingProxyType[str, str] = MappingProxyType({
     "jitter": "uneven, varying rank speeds: the bug is a timing window hit with some probability per call",
     "cell-check": "every signal cell checked to be 0 when all ranks have retired their calls",
     "timeout": "every wait bounded: the failure is a hang that must end in a timeout, not a stuck job",
+    "straggler": "one rank slowed before every primitive (the entry's straggler), so fast peers lap it between "
+                 "its notify and its wait: the window opens on every call, not by luck",
 })
 """What a harness must provide for a mutant to show (for a must_pass entry: what it must survive)."""
 
@@ -78,6 +80,10 @@ class Mutant:
     ranks: int = 4
     conditions: tuple[str, ...] = ()
     """Keys of CONDITIONS the harness must provide."""
+    straggler: tuple[int, float] | None = None
+    """The straggler schedule ``(rank, microseconds)`` a harness applies unless its user chose one.
+    Set where the bug needs one rank to be late at a precise point (a timing window that random jitter
+    opens only by luck, so a quiet machine would let the mutant survive)."""
 
     def __post_init__(self) -> None:
         if not self.name or any(c.isspace() for c in self.name):
@@ -95,6 +101,10 @@ class Mutant:
             raise ValueError(f"{self.name}: unknown conditions {sorted(unknown)}; expected {sorted(CONDITIONS)}")
         if self.iterations < 1 or self.ranks < 2:
             raise ValueError(f"{self.name}: iterations must be >= 1 and ranks >= 2")
+        if (self.straggler is not None) != ("straggler" in self.conditions):
+            raise ValueError(f"{self.name}: a straggler schedule and the 'straggler' condition go together")
+        if self.straggler is not None and not (0 <= self.straggler[0] < self.ranks and self.straggler[1] > 0):
+            raise ValueError(f"{self.name}: straggler must be (rank < ranks, microseconds > 0), got {self.straggler}")
 
     @property
     def collective(self) -> str:
@@ -146,7 +156,9 @@ MUTANTS: MappingProxyType[str, Mutant] = _catalogue(
         "wait-eq", _MESH, RecipeVariant(wait_cmp=WaitCmp.Eq),
         "every credit wait compares Eq instead of Ge",
         "waiting for cell == g: a fast peer's next credit moves the cell past g before the poll, which then spins forever",
-        ("deadlock",), iterations=200, conditions=("jitter", "timeout"),
+        # The straggler posts its credits, then sleeps before its wait; the peers pass that barrier and
+        # post the next generation's credit meanwhile, so the straggler's first poll already sees g+1.
+        ("deadlock",), iterations=200, conditions=("straggler", "timeout"), straggler=(1, 1000.0),
     ),
     Mutant(
         "set-credits", _MESH, RecipeVariant(credit_op=NotifyOp.Set),

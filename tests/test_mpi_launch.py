@@ -28,8 +28,23 @@ def _processes_with(token: str) -> list[int]:
     return found
 
 
-def test_output_and_exit_code() -> None:
-    code = "import os, sys; print('hello from', os.environ['PYTHONUNBUFFERED']); sys.exit(3)"
+def test_output_and_exit_code(tmp_path: Path) -> None:
+    # Rank 0 fails, but only once rank 1 has printed: a failing rank makes mpiexec kill the others, so
+    # two ranks exiting at once would race their output against the kill.
+    done = tmp_path / "rank1-printed"
+    code = (
+        "import os, sys, time\n"
+        "rank = int(os.environ.get('PMI_RANK') or os.environ.get('OMPI_COMM_WORLD_RANK') or 0)\n"
+        "print('hello from', os.environ['PYTHONUNBUFFERED'])\n"
+        f"marker = {str(done)!r}\n"
+        "if rank != 0:\n"
+        "    open(marker, 'w').close()\n"
+        "    sys.exit(0)\n"
+        "deadline = time.monotonic() + 60\n"
+        "while not os.path.exists(marker) and time.monotonic() < deadline:\n"
+        "    time.sleep(0.01)\n"
+        "sys.exit(3)\n"
+    )
     result = run_mpi(2, [sys.executable, "-c", code], timeout=120, env={"PLDEMU_TEST_VAR": "x"})
     assert not result.timed_out
     assert result.returncode != 0

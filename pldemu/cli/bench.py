@@ -15,7 +15,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from pldemu.cli.argtypes import nonneg_int, positive_float, positive_int
 from pldemu.collectives import COLLECTIVE_NAMES
+from pldemu.runtime.launch import abort_job
 
 EXIT_OK = 0
 EXIT_WRONG = 1
@@ -60,36 +62,6 @@ exit status: 0 ok, 1 a wrong result, 2 bad arguments, 3 failure inside the job.
 """
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return v
-
-
-def _nonneg_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return v
-
-
-def _positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return v
-
-
 def _sizes(text: str) -> tuple[int, ...]:
     from pldemu.bench.common import parse_sizes
 
@@ -105,25 +77,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = EPILOG
     parser.add_argument("what", metavar="COLLECTIVE", nargs="?", default="all", choices=_WHATS,
                         help=f"one of {', '.join(COLLECTIVE_NAMES)}; signals; bulk; micro; or all (default)")
-    parser.add_argument("-n", "--ranks", type=_positive_int, default=None, metavar="N",
+    parser.add_argument("-n", "--ranks", type=positive_int, default=None, metavar="N",
                         help=f"number of MPI ranks (default {DEFAULT_RANKS}; inside an MPI job: its size)")
     parser.add_argument("--sizes", type=_sizes, default=None, metavar="LIST",
                         help=f"comma-separated bytes per rank, K/M/G suffixes (default {DEFAULT_SIZES})")
     parser.add_argument("--dtype", choices=["fp32", "fp16"], default="fp32", help="element type (default fp32)")
     parser.add_argument("--mode", choices=["mesh", "ring"], default=None,
                         help="allreduce algorithm (default: both)")
-    parser.add_argument("--iters", type=_positive_int, default=DEFAULT_ITERS, metavar="K",
+    parser.add_argument("--iters", type=positive_int, default=DEFAULT_ITERS, metavar="K",
                         help=f"timed iterations per measurement (default {DEFAULT_ITERS})")
-    parser.add_argument("--warmup", type=_nonneg_int, default=DEFAULT_WARMUP, metavar="W",
+    parser.add_argument("--warmup", type=nonneg_int, default=DEFAULT_WARMUP, metavar="W",
                         help=f"untimed warm-up iterations (default {DEFAULT_WARMUP})")
     parser.add_argument("--windows", choices=["auto", "shared", "rma"], default="auto",
                         help="window back end (default auto: shared on one node)")
     parser.add_argument("--json", metavar="FILE", default=None, help="write every figure as JSON")
     parser.add_argument("--plot", metavar="FILE.png", default=None,
                         help="plot busbw against size, pldemu and native (needs matplotlib)")
-    parser.add_argument("--timeout", type=_positive_float, default=DEFAULT_TIMEOUT, metavar="S",
+    parser.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT, metavar="S",
                         help=f"seconds one wait may block before it is a deadlock (default {DEFAULT_TIMEOUT:g})")
-    parser.add_argument("--job-timeout", type=_positive_float, default=DEFAULT_JOB_TIMEOUT, metavar="S",
+    parser.add_argument("--job-timeout", type=positive_float, default=DEFAULT_JOB_TIMEOUT, metavar="S",
                         help=f"seconds the whole mpiexec job may take (default {DEFAULT_JOB_TIMEOUT:g})")
 
 
@@ -213,8 +185,7 @@ def _run_in_job(args: argparse.Namespace) -> int:
                 print(f"# wrote {args.plot}", flush=True)
     except Exception as err:  # any failure inside the job ends it with exit 3
         print(f"# rank {me}: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
-        comm.Abort(EXIT_ERROR)  # a rank failing alone would leave its peers waiting
-        return EXIT_ERROR
+        abort_job(comm, EXIT_ERROR)  # a rank failing alone would leave its peers waiting
     if report.wrong:
         if me == 0:
             print(f"# {report.wrong} wrong elements", flush=True)

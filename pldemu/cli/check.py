@@ -16,11 +16,13 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
+from pldemu.cli.argtypes import format_dims, nonneg_int, positive_float, positive_int
+from pldemu.cli.collective_args import REDUCES, add_collective_arguments, check_applies
 from pldemu.collectives import COLLECTIVE_NAMES
-from pldemu.ir import AllreduceMode, DType, ReduceOp
+from pldemu.ir import AllreduceMode, DType
+from pldemu.runtime.launch import abort_job
 
 EXIT_OK = 0
 EXIT_WRONG = 1
@@ -34,9 +36,6 @@ DEFAULT_TIMEOUT = 30.0
 DEFAULT_JOB_TIMEOUT = 3600.0
 
 _COLLECTIVES = COLLECTIVE_NAMES
-_REDUCES = MappingProxyType(
-    {"sum": ReduceOp.Sum, "max": ReduceOp.Max, "min": ReduceOp.Min, "prod": ReduceOp.Prod}
-)
 
 EPILOG = """\
 how it checks:
@@ -78,51 +77,10 @@ class UsageError(ValueError):
     """A bad command line; reported as ``pldemu check: error: ...`` with exit status 2."""
 
 
-def _dims(text: str) -> tuple[int, ...]:
-    """``RxC`` (or ``N``) -> a tuple of positive ints; argparse turns the ValueError into exit 2."""
-    try:
-        dims = tuple(int(p) for p in text.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected RxC with positive integers, got {text!r}") from None
-    if not dims or any(d < 1 for d in dims):
-        raise argparse.ArgumentTypeError(f"expected RxC with positive integers, got {text!r}")
-    return dims
-
-
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return v
-
-
-def _nonneg_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return v
-
-
-def _positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
-    return v
-
-
 def _root(text: str) -> int | str:
     if text == "all":
         return "all"
-    return _nonneg_int(text)
+    return nonneg_int(text)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -136,69 +94,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"one of {', '.join(_COLLECTIVES)}, or 'all' (every collective and both "
         "allreduce modes, then a summary table)",
     )
-    parser.add_argument(
-        "--mode", choices=["mesh", "ring"], default=None, help="allreduce algorithm (default mesh)"
-    )
-    parser.add_argument(
-        "--dtype", choices=["fp16", "fp32"], default="fp32", help="element type (default fp32)"
-    )
-    geo = parser.add_mutually_exclusive_group()
-    geo.add_argument(
-        "--size", type=_positive_int, default=None, help=f"elements per row, SIZE (default {DEFAULT_SIZE})"
-    )
-    geo.add_argument(
-        "--shape",
-        type=_dims,
-        default=None,
-        metavar="RxC",
-        help="allreduce/broadcast target shape instead of [1, SIZE]",
-    )
-    parser.add_argument(
-        "--valid-shape",
-        type=_dims,
-        default=None,
-        metavar="RxC",
-        help="allreduce partial-valid target: mesh reduces the top-left rectangle, ring the "
-        "flattened prefix of that many elements",
-    )
-    parser.add_argument(
-        "--reduce",
-        choices=sorted(_REDUCES),
-        default=None,
-        help="ReduceOp of allreduce/reduce_scatter (default sum)",
-    )
-    parser.add_argument(
-        "--root",
-        type=_root,
-        default=None,
-        metavar="R|all",
-        help="broadcast root (default 0); 'all' runs from every root in turn",
-    )
-    parser.add_argument(
-        "--max-recv",
-        type=_positive_int,
-        default=None,
-        metavar="M",
-        help="all_to_all_v MAX_RECV rows per sender (default 4)",
-    )
+    add_collective_arguments(parser, default_size=DEFAULT_SIZE, root_type=_root,
+                             root_help="broadcast root (default 0); 'all' runs from every root in turn")
     parser.add_argument(
         "-n",
         "--ranks",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         metavar="RANKS",
         help=f"number of MPI ranks (default {DEFAULT_RANKS}; inside an MPI job: its size)",
     )
     parser.add_argument(
         "--iters",
-        type=_positive_int,
+        type=positive_int,
         default=DEFAULT_ITERS,
         metavar="K",
         help=f"back-to-back calls per case (default {DEFAULT_ITERS})",
     )
     parser.add_argument(
         "--block",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         metavar="B",
         help="iterations per progress row (default: about 8 rows)",
@@ -221,17 +136,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="do not check the protocol invariants as the program runs (no negative cell, never Set and "
         "AtomicAdd on one cell; pldemu.runtime.invariants); the harness's own checks stay",
     )
-    parser.add_argument("--seed", type=_nonneg_int, default=0, help="data seed (default 0)")
+    parser.add_argument("--seed", type=nonneg_int, default=0, help="data seed (default 0)")
     parser.add_argument(
         "--timeout",
-        type=_positive_float,
+        type=positive_float,
         default=DEFAULT_TIMEOUT,
         metavar="S",
         help=f"seconds any one wait may take before it is a deadlock (default {DEFAULT_TIMEOUT:g})",
     )
     parser.add_argument(
         "--job-timeout",
-        type=_positive_float,
+        type=positive_float,
         default=DEFAULT_JOB_TIMEOUT,
         metavar="S",
         help=f"seconds the whole mpiexec job may take (default {DEFAULT_JOB_TIMEOUT:g})",
@@ -273,31 +188,26 @@ def plan(args: argparse.Namespace, nranks: int) -> list[Planned]:
     names = list(_COLLECTIVES) if name == "all" else [name]
     single = name != "all"
 
-    def only(opt: str, value: object, allowed: Sequence[str]) -> None:
-        if single and value is not None and name not in allowed:
-            raise UsageError(f"{opt} applies to {' and '.join(allowed)}, not {name}")
-
-    only("--mode", args.mode, ["allreduce"])
-    only("--reduce", args.reduce, ["allreduce", "reduce_scatter"])
-    only("--root", args.root, ["broadcast"])
-    only("--max-recv", args.max_recv, ["all_to_all_v"])
-    only("--shape", args.shape, ["allreduce", "broadcast"])
-    only("--valid-shape", args.valid_shape, ["allreduce"])
+    if single:
+        try:
+            check_applies(name, args)
+        except ValueError as err:
+            raise UsageError(str(err)) from None
     if isinstance(args.root, int) and args.root >= nranks:
         raise UsageError(f"--root {args.root} is not a rank of {nranks} (ranks are 0..{nranks - 1})")
 
     shape = args.shape
     if shape is not None and len(shape) != 2:
-        raise UsageError(f"--shape must be RxC (2-D), got {'x'.join(map(str, shape))}")
+        raise UsageError(f"--shape must be RxC (2-D), got {format_dims(shape)}")
     size = args.size if args.size is not None else (shape[-1] if shape is not None else DEFAULT_SIZE)
     valid = args.valid_shape
     if valid is not None:
         base = shape if shape is not None else (1, size)
         if len(valid) != len(base) or any(v > b for v, b in zip(valid, base, strict=True)):
             raise UsageError(
-                f"--valid-shape {'x'.join(map(str, valid))} must fit the target shape {'x'.join(map(str, base))}"
+                f"--valid-shape {format_dims(valid)} must fit the target shape {format_dims(base)}"
             )
-    reduce = _REDUCES[args.reduce or "sum"]
+    reduce = REDUCES[args.reduce or "sum"]
 
     out: list[Planned] = []
     for n in names:
@@ -379,8 +289,8 @@ def child_argv(args: argparse.Namespace) -> list[str]:
     opt: list[tuple[str, Any]] = [
         ("--mode", args.mode),
         ("--size", args.size),
-        ("--shape", "x".join(map(str, args.shape)) if args.shape else None),
-        ("--valid-shape", "x".join(map(str, args.valid_shape)) if args.valid_shape else None),
+        ("--shape", format_dims(args.shape) if args.shape else None),
+        ("--valid-shape", format_dims(args.valid_shape) if args.valid_shape else None),
         ("--reduce", args.reduce),
         ("--root", args.root),
         ("--max-recv", args.max_recv),
@@ -455,8 +365,7 @@ def _run_in_job(args: argparse.Namespace) -> int:
     except Exception as err:  # any failure inside the job ends it with exit 3
         print(f"# rank {me}: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
         # A rank that failed alone would leave its peers waiting; end the whole job now.
-        comm.Abort(EXIT_ERROR)
-        return EXIT_ERROR
+        abort_job(comm, EXIT_ERROR)
     if len(results) > 1 and me == 0:
         print(flush=True)
         print(summary_table(results), flush=True)

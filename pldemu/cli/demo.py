@@ -27,6 +27,7 @@ from pldemu.ir import (
     ProgramBuilder,
     format_program,
 )
+from pldemu.runtime.launch import abort_job
 
 EXIT_OK = 0
 EXIT_FAIL = 1
@@ -214,8 +215,7 @@ def _run_in_job(args: argparse.Namespace) -> int:
         return _demo(comm, args)
     except Exception as err:  # any failure inside the job ends the whole job with exit 3
         print(f"# rank {comm.Get_rank()}: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
-        comm.Abort(EXIT_ERROR)
-        return EXIT_ERROR
+        abort_job(comm, EXIT_ERROR)
 
 
 def _demo(comm: Any, args: argparse.Namespace) -> int:

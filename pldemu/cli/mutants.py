@@ -92,11 +92,12 @@ def _write_table(out: TextIO, mutants: Sequence[Mutant]) -> None:
 
 def _write_tsv(out: TextIO, mutants: Sequence[Mutant]) -> None:
     fields = ("name", "collective", "expected", "must_pass", "consume_fence", "iterations", "ranks",
-              "conditions", "variant", "description", "models")
+              "conditions", "straggler", "variant", "description", "models")
     out.write("\t".join(fields) + "\n")
     for m in mutants:
         values = (m.name, m.collective, ",".join(m.expected), str(m.must_pass).lower(),
                   str(m.consume_fence).lower(), str(m.iterations), str(m.ranks), ",".join(m.conditions),
+                  "" if m.straggler is None else f"{m.straggler[0]}:{m.straggler[1]:g}",
                   ",".join(m.variant.deviations()), m.description, m.models)
         out.write("\t".join(values) + "\n")
 
@@ -127,6 +128,8 @@ def _write_details(out: TextIO, m: Mutant) -> None:
     out.write(f"# variant:    {variant}\n")
     out.write(f"# expected:   {_expected(m)}\n")
     out.write(f"# run:        {m.ranks} ranks, {m.iterations} back-to-back calls, consume fence: {fence}\n")
+    if m.straggler is not None:
+        out.write(f"# schedule:   --straggler {m.straggler[0]}:{m.straggler[1]:g} (unless the run names its own)\n")
     for i, key in enumerate(m.conditions):
         out.write(f"# {'conditions:' if i == 0 else '':<11} {key}: {CONDITIONS[key]}\n")
 

@@ -1,4 +1,4 @@
-"""``pldemu run PROGRAM.pld -n N``: parse, lower, verify and execute a program on N MPI ranks.
+"""``pldemu run PROGRAM -n N``: read (``.pld`` or a Python builder file), lower, verify and execute a program on N MPI ranks.
 
 Outside an MPI job the command checks its input, then launches itself under
 ``mpiexec -n N python -m mpi4py -m pldemu run ...``; inside the job every rank parses and lowers the
@@ -9,29 +9,42 @@ plus the executed (lowered) program, whose line numbers the error locations refe
 ``--races`` runs the happens-before race detector (``pldemu.runtime.races``) and lists its reports;
 ``--trace FILE.json`` writes a Chrome/Perfetto trace (``pldemu trace-plot FILE.json -o FILE.png``).
 
-Exit codes: 0 ran, 2 bad input (missing file, parse/lowering/verification error, bad options),
-3 the program failed while running (deadlock, refused access, program error), 4 ran but ``--races``
-found races, 124 job timeout.
+``--iters K`` (K > 1) runs the entry function K times back to back on the same windows
+(:func:`pldemu.runtime.repeat.run_program_iterations`) and checks at every block end (``--block B``
+calls; default about 8 blocks): all ranks meet at a barrier, every SIGNAL cell on every rank must be 0
+(the self-clearing credit protocol; ``--no-cell-check`` skips this for a program that leaves cells
+non-zero on purpose), and the ``--invariants`` checker and the ``--races`` detector get their
+checkpoint; rank 0 prints one row per block, then the usual report (ops over all calls, final buffers).
+
+Exit codes: 0 ran (and with ``--iters`` K > 1 every block was clean), 1 signal cells not 0 at rest or
+invariant violations (``--iters`` K > 1), 2 bad input (missing file, parse/lowering/verification error,
+bad options), 3 the program failed while running (deadlock, refused access, program error), 4 ran but
+``--races`` found races, 124 job timeout.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 import traceback
 import zlib
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from pldemu.cli.argtypes import positive_int
 from pldemu.cli.schedule_args import add_schedule_arguments, schedule_argv, schedule_options
 from pldemu.ir import Program
+from pldemu.runtime.launch import abort_job
 
 EXIT_OK = 0
+EXIT_CHECK = 1
+"""``--iters`` K > 1: a signal cell was not 0 at rest, or an invariant broke."""
 EXIT_USAGE = 2
 EXIT_ERROR = 3
 EXIT_RACES = 4
@@ -49,7 +62,8 @@ class InputError(Exception):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("program", help="the .pld program to run")
+    parser.add_argument("program", help="the program to run: .pld text, or a Python file that builds it "
+                        "(module-level `program` or `build_program()`)")
     parser.add_argument("-n", "--ranks", type=int, default=None, metavar="N",
                         help=f"number of MPI ranks (default {DEFAULT_RANKS}; inside an MPI job: the job's size)")
     parser.add_argument("--windows", choices=["auto", "shared", "rma"], default="auto",
@@ -68,22 +82,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trace", metavar="FILE.json", default=None,
                         help="write a Chrome/Perfetto trace of every rank's ops (see pldemu trace-plot); a rank "
                              "whose run fails writes its own part to FILE.rankR.json")
+    parser.add_argument("--stage-pieces", action="store_true",
+                        help="move every put/get one stage-sized piece at a time (a peer can see a partly "
+                             "landed transfer, as on the hardware)")
+    it = parser.add_argument_group("repeated calls (--iters K > 1)")
+    it.add_argument("--iters", type=positive_int, default=1, metavar="K",
+                    help="run the entry function K times back to back on the same windows (default 1); with "
+                         f"K > 1 check every block: signal cells 0 at rest, invariants, races (exit {EXIT_CHECK} "
+                         "on non-zero cells or invariant violations)")
+    it.add_argument("--block", type=positive_int, default=None, metavar="B",
+                    help="calls between all-rank checkpoints (default: about 8 blocks)")
+    it.add_argument("--no-cell-check", action="store_true",
+                    help="do not require every signal cell to be 0 at each block end (a program that leaves "
+                         "cells non-zero on purpose)")
     add_schedule_arguments(parser)
 
 
 def load_program(path: str, lower: bool = True) -> Program:
-    """Parse (and unless ``lower`` is False, lower) and verify ``path``; every problem is an InputError."""
-    from pldemu.ir import ParseError, VerifyError, parse_file, verify
+    """Read (``.pld`` text or a Python builder file, see ``pldemu.ir.source``), lower unless ``lower`` is
+    False, and verify ``path``; every problem is an InputError."""
+    from pldemu.ir import VerifyError, verify
+    from pldemu.ir.source import SourceError, load_source
 
-    file = Path(path)
-    if not file.is_file():
-        raise InputError(f"{path}: no such file")
     try:
-        program = parse_file(file)
-    except ParseError as err:
+        program = load_source(path)
+    except SourceError as err:
         raise InputError(str(err)) from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"{path}: {err}") from None
     if lower:
         from pldemu.lowering import lower_composite_ops
 
@@ -91,11 +115,31 @@ def load_program(path: str, lower: bool = True) -> Program:
             program = lower_composite_ops(program)
         except ValueError as err:  # LoweringError and the IR's own type errors
             raise InputError(f"{path}: cannot lower: {err}") from None
+    else:
+        composite = next(composite_calls(program), None)
+        if composite is not None:
+            raise InputError(f"{path}: --no-lower, but the program still calls the composite collective "
+                             f"{composite.op.text}: drop --no-lower (or lower it first: pldemu lower --after-only)")
     try:
         verify(program)
     except VerifyError as err:
         raise InputError(f"{path}: {err}") from None
     return program
+
+
+def composite_calls(node: Any) -> Iterator[Any]:
+    """Every call of a composite collective (``pld.tensor.*``, which only the lowering can run) in an IR
+    tree, in order: the IR is frozen dataclasses and tuples all the way down."""
+    from pldemu.ir import Call
+
+    if isinstance(node, Call) and node.op.is_collective:
+        yield node
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        for f in dataclasses.fields(node):
+            yield from composite_calls(getattr(node, f.name))
+    elif isinstance(node, (tuple, list)):
+        for item in node:
+            yield from composite_calls(item)
 
 
 def _options(args: argparse.Namespace) -> Any:
@@ -105,10 +149,15 @@ def _options(args: argparse.Namespace) -> Any:
         raise InputError(f"-n must be at least 1, got {args.ranks}")
     if not args.job_timeout > 0:
         raise InputError(f"--job-timeout must be positive, got {args.job_timeout}")
+    if args.iters == 1:
+        for flag, given in (("--block", args.block is not None), ("--no-cell-check", args.no_cell_check)):
+            if given:
+                raise InputError(f"{flag} applies to repeated calls: give --iters K with K > 1")
     try:
         trace = str(Path(args.trace).resolve()) if args.trace else None
         return RuntimeOptions(timeout=args.timeout, windows=args.windows, seed=args.seed,
-                              race_detect=args.races, trace=trace, **schedule_options(args))
+                              stage_pieces=args.stage_pieces, race_detect=args.races, trace=trace,
+                              **schedule_options(args))
     except ValueError as err:
         raise InputError(str(err)) from None
 
@@ -133,7 +182,7 @@ def _abort(comm: Any, text: str) -> None:
     if text:
         _say(text)
     time.sleep(ABORT_GRACE)
-    comm.Abort(EXIT_ERROR)
+    abort_job(comm, EXIT_ERROR)
 
 
 def _error(message: str) -> int:
@@ -153,6 +202,14 @@ def child_argv(args: argparse.Namespace, n: int) -> list[str]:
         argv.append("--races")
     if args.trace:
         argv += ["--trace", str(Path(args.trace).resolve())]
+    if args.stage_pieces:
+        argv.append("--stage-pieces")
+    if args.iters != 1:
+        argv += ["--iters", str(args.iters)]
+    if args.block is not None:
+        argv += ["--block", str(args.block)]
+    if args.no_cell_check:
+        argv.append("--no-cell-check")
     return argv + schedule_argv(args)
 
 
@@ -169,7 +226,8 @@ def run(args: argparse.Namespace) -> int:
         return _error(str(err)) if not inside or job_rank() in (0, None) else EXIT_USAGE
     if inside:
         return run_in_job(program, options, source=args.program, ranks=args.ranks, dump=args.dump,
-                          lowered=not args.no_lower)
+                          lowered=not args.no_lower, iters=args.iters, block=args.block,
+                          cell_check=not args.no_cell_check)
     n = args.ranks if args.ranks is not None else DEFAULT_RANKS
     rc = spawn(n, child_argv(args, n), args.job_timeout)
     return rc if 0 <= rc <= 255 else EXIT_ERROR
@@ -177,14 +235,20 @@ def run(args: argparse.Namespace) -> int:
 
 def run_in_job(program: Program, options: Any, *, source: str = "", ranks: int | None = None,
                dump: str | None = None, lowered: bool = True,
-               listeners: Sequence[Callable[[Any], None]] = ()) -> int:
-    """Run ``program`` once on every rank of COMM_WORLD and report (rank 0). Returns the exit code; a
-    rank whose run fails prints its error and aborts the whole job (exit 3). ``listeners`` are
-    attached to the instance besides the op counter (traces, extra checks)."""
+               listeners: Sequence[Callable[[Any], None]] = (), iters: int = 1, block: int | None = None,
+               cell_check: bool = True) -> int:
+    """Run ``program`` ``iters`` times on every rank of COMM_WORLD and report (rank 0). Returns the exit
+    code; a rank whose run fails prints its error and aborts the whole job (exit 3). ``listeners`` are
+    attached to the instance besides the op counter (traces, extra checks). With ``iters`` > 1 the
+    calls run back to back and every ``block`` of them is checked
+    (:func:`pldemu.runtime.repeat.run_program_iterations`; ``cell_check=False`` skips the at-rest check
+    of the signal cells)."""
     from mpi4py import MPI
 
     from pldemu.runtime.errors import DeadlockError, ProgramError
+    from pldemu.runtime.harness import CheckError
     from pldemu.runtime.interpreter import OpCounter, ProgramInstance
+    from pldemu.runtime.repeat import RepeatResult, run_program_iterations
     from pldemu.windows import WindowError
 
     comm = MPI.COMM_WORLD
@@ -205,8 +269,13 @@ def run_in_job(program: Program, options: Any, *, source: str = "", ranks: int |
     for fn in listeners:
         inst.add_listener(fn)
     comm.Barrier()
+    repeated: RepeatResult | None = None
     try:
-        stats = inst.run()
+        if iters == 1:
+            seconds = inst.run().seconds
+        else:
+            repeated = run_program_iterations(comm, inst, iters, options, block, cell_check=cell_check)
+            seconds = repeated.seconds
     except DeadlockError as err:
         if err.primary:
             _abort(comm, f"pldemu run: rank {me}: {err}\n{LOCATION_HINT}")
@@ -216,40 +285,81 @@ def run_in_job(program: Program, options: Any, *, source: str = "", ranks: int |
             time.sleep(NONPRIMARY_GRACE)
             _abort(comm, "")
         return EXIT_ERROR
-    except (ProgramError, WindowError) as err:
+    except (ProgramError, WindowError, CheckError) as err:
+        # CheckError: a block-end synchronisation timed out (a peer is stuck or gone).
         _abort(comm, f"pldemu run: rank {me}: {type(err).__name__}: {err}\n{LOCATION_HINT}")
         return EXIT_ERROR
     except Exception as err:  # not the program's fault: say so, with the traceback, and end the job
         trace = "".join(traceback.format_exception(err)).rstrip()
         _abort(comm, f"pldemu run: rank {me}: internal error: {type(err).__name__}: {err}\n{trace}")
         return EXIT_ERROR
-    races = inst.races.check() if inst.races is not None else []  # collective
+    violations: list[Any] = []
+    if repeated is None:
+        races = inst.races.check() if inst.races is not None else []  # collective
+        if inst.invariants is not None:  # collective; --iters K > 1 checks at every block end instead
+            violations = inst.invariants.checkpoint(comm, max(60.0, 4.0 * float(options.timeout)))
+    else:
+        races = list(repeated.race_reports)  # checked at every block end
     summaries = {name: _summary(inst.local(name)) for name in inst.buffer_names()}
-    mine = (stats.seconds, {op.text: n for op, n in counter.counts.items()}, summaries)
+    mine = (seconds, {op.text: n for op, n in counter.counts.items()}, summaries)
     if dump is not None:
         _dump(Path(dump), me, inst, program)
     gathered = comm.gather(mine, root=0)
     if me == 0:
         assert gathered is not None
-        print(_report(program, source, lowered, inst.backend, options, gathered), flush=True)
+        print(_report(program, source, lowered, inst.backend, options, gathered, iters), flush=True)
+        if repeated is not None:
+            print(repeat_summary(repeated), flush=True)
+        elif options.invariants:
+            print(invariant_summary(violations), flush=True)
         if options.race_detect:
-            print(race_summary(races), flush=True)
+            print(race_summary(races, repeated.races if repeated is not None else None), flush=True)
     inst.close()  # collective; rank 0 writes the trace
     if me == 0 and options.trace:
         print(f"  trace: {options.trace} (draw it: pldemu trace-plot {options.trace} -o FILE.png)", flush=True)
+    # Every rank got the same verdict: end MPI cleanly so that a non-zero exit is not an abort.
+    if violations or (repeated is not None and (repeated.cells_nonzero or repeated.invariant_violations)):
+        MPI.Finalize()
+        return EXIT_CHECK
     if races:
-        # Every rank got the same reports: end MPI cleanly so that the non-zero exit is not an abort.
         MPI.Finalize()
         return EXIT_RACES
     return EXIT_OK
 
 
-def race_summary(reports: Sequence[Any]) -> str:
-    """The race detector's verdict as printed under the report (every report, one per line)."""
+def race_summary(reports: Sequence[Any], total: int | None = None) -> str:
+    """The race detector's verdict as printed under the report (every report kept, one per line;
+    ``total``: how many there were, when only the first ones were kept)."""
     if not reports:
         return "  races: none (every pair of conflicting window accesses was ordered by a notify -> wait)"
-    lines = [f"  races: {len(reports)} report(s)"]
+    total = len(reports) if total is None else total
+    lines = [f"  races: {total} report(s)" + (f", the first {len(reports)}:" if total > len(reports) else "")]
     lines += [f"    {r.describe()}" for r in reports]
+    return "\n".join(lines)
+
+
+def invariant_summary(violations: Sequence[Any]) -> str:
+    """The invariant checker's verdict on one run (``--invariants`` without ``--iters``)."""
+    if not violations:
+        return "  invariants: none broken (no negative cell, no cell written by both Set and AtomicAdd)"
+    return "\n".join([f"  invariants: {len(violations)} violation(s)", *(f"    {v.describe()}" for v in violations)])
+
+
+def repeat_summary(result: Any) -> str:
+    """The block checks' verdict of ``--iters`` K > 1, printed under the report."""
+    if not result.cell_check:
+        cells = "  signal cells at rest: not checked (--no-cell-check)"
+    elif result.cells_nonzero:
+        cells = (f"  signal cells at rest: {result.cells_nonzero} non-zero over {len(result.rows)} block ends "
+                 "(each rank printed its first; --no-cell-check if the program leaves cells non-zero on purpose)")
+    else:
+        cells = f"  signal cells at rest: all 0 at every one of {len(result.rows)} block ends"
+    lines = [cells]
+    if result.violations:
+        n = result.invariant_violations
+        lines.append(f"  invariants: {n} violation(s)"
+                     + (f", the first {len(result.violations)}:" if n > len(result.violations) else ""))
+        lines += [f"    {v.describe()}" for v in result.violations]
     return "\n".join(lines)
 
 
@@ -281,16 +391,17 @@ def _dump(root: Path, me: int, inst: Any, program: Program) -> None:
 
 
 def _report(program: Program, source: str, lowered: bool, backend: str, options: Any,
-            gathered: list[Any]) -> str:
+            gathered: list[Any], iters: int = 1) -> str:
     n = len(gathered)
     seconds = [g[0] for g in gathered]
+    calls = "" if iters == 1 else f" over {iters} calls"
     ops: Counter[str] = Counter()
     for g in gathered:
         ops.update(g[1])
     lines = [
         f"pldemu run: program {program.name} ({source}{', lowered' if lowered else ''})",
         f"  ranks {n}, windows {backend}, wait timeout {options.timeout:g}s, seed {options.seed}",
-        f"  wall time {max(seconds) * 1e3:.2f} ms (slowest rank; fastest {min(seconds) * 1e3:.2f} ms)",
+        f"  wall time {max(seconds) * 1e3:.2f} ms{calls} (slowest rank; fastest {min(seconds) * 1e3:.2f} ms)",
         "  ops executed (all ranks): " + (", ".join(f"{op} {k}" for op, k in sorted(ops.items())) or "none"),
         "  buffers (final contents per rank):",
     ]
@@ -302,5 +413,5 @@ def _report(program: Program, source: str, lowered: bool, backend: str, options:
     return "\n".join(lines)
 
 
-__all__ = ["EXIT_ERROR", "EXIT_OK", "EXIT_RACES", "EXIT_USAGE", "InputError", "add_arguments", "load_program", "run",
-           "run_in_job"]
+__all__ = ["EXIT_CHECK", "EXIT_ERROR", "EXIT_OK", "EXIT_RACES", "EXIT_USAGE", "InputError", "add_arguments",
+           "child_argv", "load_program", "race_summary", "repeat_summary", "run", "run_in_job"]

@@ -10,38 +10,17 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-
-def parse_us(text: str) -> float:
-    """A non-negative number of microseconds."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected microseconds, got {text!r}") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"expected microseconds >= 0, got {text!r}")
-    return value
-
-
-def parse_straggler(text: str) -> tuple[int, float]:
-    """``R:US``: rank R sleeps US microseconds more before every primitive."""
-    try:
-        rank, us = text.split(":")
-        r, u = int(rank), float(us)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected R:US (rank:microseconds), got {text!r}") from None
-    if r < 0 or not u > 0:
-        raise argparse.ArgumentTypeError(f"expected R:US with R >= 0 and US > 0, got {text!r}")
-    return r, u
+from pldemu.cli.argtypes import microseconds, straggler
 
 
 def add_schedule_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the schedule flags (all off by default)."""
     g = parser.add_argument_group("adversarial schedules (seeded by --seed and the rank; replayable)")
-    g.add_argument("--jitter", type=parse_us, default=0.0, metavar="US",
+    g.add_argument("--jitter", type=microseconds, default=0.0, metavar="US",
                    help="random delay U[0, US) microseconds before every put/get/remote_load/notify/wait")
-    g.add_argument("--straggler", type=parse_straggler, default=None, metavar="R:US",
+    g.add_argument("--straggler", type=straggler, default=None, metavar="R:US",
                    help="rank R sleeps US microseconds more before every primitive")
-    g.add_argument("--skew", type=parse_us, default=0.0, metavar="US",
+    g.add_argument("--skew", type=microseconds, default=0.0, metavar="US",
                    help="random delay U[0, US) microseconds before every run of the program")
     g.add_argument("--visibility", choices=["eager", "deferred"], default="eager",
                    help="deferred: puts and window stores land at the issuing rank's next notify or a seeded "

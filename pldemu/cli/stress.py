@@ -1,6 +1,8 @@
-"""``pldemu stress``: hunt for races: run a collective under perturbed schedules until the first failure.
+"""``pldemu stress``: hunt for races: run a collective or a user's program under perturbed schedules until
+the first failure.
 
     pldemu stress allreduce --iters 2000 --jitter 50 --visibility deferred -n 4
+    pldemu stress my.pld --iters 500 --jitter 50 -n 4    # a user's program (.pld, lowered here)
     pldemu stress --mutant wait-eq --seed 3 -n 4          # one catalogue mutant
     pldemu stress --all-mutants -n 4 [--seeds 5]          # the catalogue, as a table
 
@@ -9,6 +11,12 @@ The launching process validates the arguments, then runs the job
 :func:`pldemu.runtime.stress.stress`. The job writes a small JSON outcome (kind, iteration, detail),
 which this process reads back, so it can report a deadlock even though the job aborted. On failure
 it prints the kind, the iteration and the exact command that replays it (same seed, same flags).
+
+A user's program (the positional argument ends in ``.pld`` or names an existing file) is parsed,
+lowered (unless ``--no-lower``) and verified here first, so bad input exits 2 before any mpiexec; the
+job then runs :func:`pldemu.runtime.repeat.run_program_iterations` through the same
+:func:`pldemu.runtime.stress.stress`. A program has no oracle: its failure kinds are invariant,
+deadlock, race and error, never wrong-data.
 
 ``--all-mutants`` runs every mutant of ``pldemu.mutants.MUTANTS`` as its own job (a deadlocking
 mutant aborts its job, so one job each), with the mutant's recommended iteration budget unless
@@ -32,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pldemu.cli.check import _nonneg_int, _positive_float, _positive_int
+from pldemu.cli.argtypes import microseconds, nonneg_int, positive_float, positive_int, straggler
 from pldemu.collectives import COLLECTIVE_NAMES
 
 EXIT_OK, EXIT_FOUND, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
@@ -64,6 +72,13 @@ failure kinds:
   deadlock    a wait timed out (--timeout): the wait-for report of every rank is printed
   race        the happens-before race detector found two unordered accesses to window elements
 
+your own program (pldemu stress PROGRAM [--no-lower] [--no-cell-check] ...):
+  runs the entry function back to back on one instance under the same schedules and checkpoints;
+  the call flags (--mode, --size, --reduce, --root, --max-recv, --dtype) do not apply. A program
+  has no oracle, so its kinds are invariant (cells not 0 at rest, negative cell, Set/AtomicAdd
+  mixing), deadlock, race and error: there is no wrong-data. --no-cell-check skips the at-rest
+  check for a program that leaves signal cells non-zero on purpose.
+
 exit status: 0 no failure (--all-mutants: every mutant caught, every control passed), 1 failure
 found (--all-mutants: a mutant survived), 2 bad arguments, 3 deadlock/crash/job timeout.
 """
@@ -73,67 +88,66 @@ class UsageError(ValueError):
     """A bad command line (exit 2)."""
 
 
-def _straggler(text: str) -> tuple[int, float]:
-    try:
-        rank, us = text.split(":")
-        r, u = int(rank), float(us)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected R:US (rank:microseconds), got {text!r}") from None
-    if r < 0 or not u > 0:
-        raise argparse.ArgumentTypeError(f"expected R:US with R >= 0 and US > 0, got {text!r}")
-    return r, u
+def _target(text: str) -> str:
+    """A collective's name, or the path of a user's program (``.pld`` or ``.py``, or an existing file)."""
+    if text in COLLECTIVE_NAMES or is_program_path(text):
+        return text
+    raise argparse.ArgumentTypeError(
+        f"expected a collective ({', '.join(COLLECTIVE_NAMES)}) or a program file (.pld or .py), got {text!r}")
 
 
-def _us(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected microseconds >= 0, got {text!r}") from None
-    if not v >= 0 or v == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected microseconds >= 0, got {text!r}")
-    return v
+def is_program_path(text: str | None) -> bool:
+    """True when the positional argument names a user's program rather than a built-in collective."""
+    if text is None or text in COLLECTIVE_NAMES:
+        return False
+    return text.endswith((".pld", ".py")) or Path(text).is_file()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``pldemu stress`` options."""
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EPILOG
-    parser.add_argument("collective", nargs="?", metavar="COLLECTIVE", choices=list(COLLECTIVE_NAMES),
-                        help=f"one of {', '.join(COLLECTIVE_NAMES)} (not with --mutant/--all-mutants)")
+    parser.add_argument("collective", nargs="?", metavar="COLLECTIVE|PROGRAM", type=_target,
+                        help=f"one of {', '.join(COLLECTIVE_NAMES)}, or a .pld program of yours "
+                        "(not with --mutant/--all-mutants)")
     what = parser.add_mutually_exclusive_group()
     what.add_argument("--mutant", metavar="NAME", default=None, help="run a catalogue mutant (pldemu mutants)")
     what.add_argument("--all-mutants", action="store_true", help="run every catalogue entry; print a table")
     parser.add_argument("--mode", choices=["mesh", "ring"], default=None, help="allreduce algorithm (default mesh)")
-    parser.add_argument("--dtype", choices=["fp16", "fp32"], default="fp32", help="element type (default fp32)")
-    parser.add_argument("--size", type=_positive_int, default=None, help=f"elements per row (default {DEFAULT_SIZE})")
+    parser.add_argument("--dtype", choices=["fp16", "fp32"], default=None, help="element type (default fp32)")
+    parser.add_argument("--size", type=positive_int, default=None, help=f"elements per row (default {DEFAULT_SIZE})")
     parser.add_argument("--reduce", choices=["sum", "max", "min", "prod"], default=None,
                         help="ReduceOp of allreduce/reduce_scatter (default sum)")
-    parser.add_argument("--root", type=_nonneg_int, default=None, help="broadcast root (default 0)")
-    parser.add_argument("--max-recv", type=_positive_int, default=None, metavar="M",
+    parser.add_argument("--root", type=nonneg_int, default=None, help="broadcast root (default 0)")
+    parser.add_argument("--max-recv", type=positive_int, default=None, metavar="M",
                         help="all_to_all_v MAX_RECV rows per sender (default 4)")
-    parser.add_argument("-n", "--ranks", type=_positive_int, default=None, metavar="RANKS",
+    parser.add_argument("-n", "--ranks", type=positive_int, default=None, metavar="RANKS",
                         help=f"number of MPI ranks (default {DEFAULT_RANKS}; a mutant's own count)")
-    parser.add_argument("--iters", type=_positive_int, default=None, metavar="K",
+    parser.add_argument("--iters", type=positive_int, default=None, metavar="K",
                         help=f"iterations at most (default {DEFAULT_ITERS}; a mutant's recommended budget)")
-    parser.add_argument("--block", type=_positive_int, default=DEFAULT_BLOCK, metavar="B",
+    parser.add_argument("--block", type=positive_int, default=DEFAULT_BLOCK, metavar="B",
                         help=f"iterations between all-rank checkpoints (cells at rest, invariants, races; "
                         f"default {DEFAULT_BLOCK})")
-    parser.add_argument("--seed", type=_nonneg_int, default=0, help="seed of the data and every schedule (default 0)")
-    parser.add_argument("--seeds", type=_positive_int, default=1, metavar="N",
+    parser.add_argument("--seed", type=nonneg_int, default=0, help="seed of the data and every schedule (default 0)")
+    parser.add_argument("--seeds", type=positive_int, default=1, metavar="N",
                         help="with --all-mutants: run each entry with seeds SEED..SEED+N-1 (median reported)")
-    parser.add_argument("--jitter", type=_us, default=DEFAULT_JITTER, metavar="US",
+    parser.add_argument("--jitter", type=microseconds, default=DEFAULT_JITTER, metavar="US",
                         help=f"random delay before primitives, microseconds (default {DEFAULT_JITTER:g}; 0: off)")
-    parser.add_argument("--straggler", type=_straggler, default=None, metavar="R:US",
+    parser.add_argument("--straggler", type=straggler, default=None, metavar="R:US",
                         help="slow down rank R by US microseconds before every primitive")
-    parser.add_argument("--skew", type=_us, default=0.0, metavar="US", help="random delay before every call")
+    parser.add_argument("--skew", type=microseconds, default=0.0, metavar="US", help="random delay before every call")
     parser.add_argument("--visibility", choices=["eager", "deferred"], default="eager",
                         help="when puts and window stores become visible to peers (default eager)")
     parser.add_argument("--no-invariants", action="store_true", help="do not check the protocol invariants")
     parser.add_argument("--no-races", action="store_true", help="do not run the race detector")
+    parser.add_argument("--no-lower", action="store_true",
+                        help="PROGRAM only: run the program as written (it must already be lowered)")
+    parser.add_argument("--no-cell-check", action="store_true",
+                        help="PROGRAM only: do not require every signal cell to be 0 at each block end")
     parser.add_argument("--windows", choices=["auto", "shared", "rma"], default="auto", help="window back end")
-    parser.add_argument("--timeout", type=_positive_float, default=DEFAULT_TIMEOUT, metavar="S",
+    parser.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT, metavar="S",
                         help=f"seconds one wait may block before it is a deadlock (default {DEFAULT_TIMEOUT:g})")
-    parser.add_argument("--job-timeout", type=_positive_float, default=None, metavar="S",
+    parser.add_argument("--job-timeout", type=positive_float, default=None, metavar="S",
                         help=f"seconds one mpiexec job may take (default {DEFAULT_JOB_TIMEOUT:g}; "
                         f"{MUTANT_JOB_TIMEOUT:g} per mutant with --all-mutants)")
     parser.add_argument("--result-file", default=None, help=argparse.SUPPRESS)
@@ -146,16 +160,43 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 @dataclass(frozen=True)
 class Target:
-    """One thing to stress: a collective call, optionally a mutant's lowering and fence policy."""
+    """One thing to stress: a collective call (optionally a mutant's lowering and fence policy) or a
+    user's program."""
 
     label: str
     program: Any
-    """The ``CollectiveProgram``."""
+    """The ``CollectiveProgram``; for a user's program the lowered, verified ``pldemu.ir.Program``."""
     lower: Any
     """A lowering function (None: the specified recipe)."""
     consume_fence: bool | None
     iters: int
     ranks: int
+    source: str | None = None
+    """The absolute path of a user's program (None: a collective or a mutant)."""
+
+
+COLLECTIVE_FLAGS = ("mode", "size", "reduce", "root", "max_recv", "dtype")
+"""The call flags (argparse dests) that describe a collective and mean nothing for a user's program."""
+
+
+def resolve_program(args: argparse.Namespace) -> Target:
+    """The user's program the positional argument names, parsed, lowered (unless ``--no-lower``) and
+    verified; raises UsageError (a parse, lowering or verification error, a flag that does not apply)."""
+    from pldemu.cli.run import InputError, load_program
+
+    if args.mutant is not None:
+        raise UsageError("give either a PROGRAM or --mutant, not both")
+    for dest in COLLECTIVE_FLAGS:
+        if getattr(args, dest) is not None:
+            raise UsageError(f"--{dest.replace('_', '-')} describes a built-in collective's call; it does not "
+                             f"apply to a program ({args.collective})")
+    try:
+        program = load_program(args.collective, lower=not args.no_lower)
+    except InputError as err:
+        raise UsageError(str(err)) from None
+    source = str(Path(args.collective).resolve())
+    label = f"program {program.name} ({source}{'' if args.no_lower else ', lowered'})"
+    return Target(label, program, None, None, args.iters or DEFAULT_ITERS, args.ranks or DEFAULT_RANKS, source)
 
 
 def resolve(args: argparse.Namespace) -> Target:
@@ -164,29 +205,53 @@ def resolve(args: argparse.Namespace) -> Target:
     from pldemu.collectives import collective_program
     from pldemu.mutants import MUTANTS
 
+    if is_program_path(args.collective):
+        return resolve_program(args)
+    for flag, given in (("--no-lower", args.no_lower), ("--no-cell-check", args.no_cell_check)):
+        if given:
+            raise UsageError(f"{flag} applies to a PROGRAM, not to a built-in collective or a mutant")
     if args.mutant is not None:
         if args.collective is not None:
             raise UsageError("give either COLLECTIVE or --mutant, not both")
         m = MUTANTS.get(args.mutant)
         if m is None:
             raise UsageError(f"unknown mutant {args.mutant!r}; known: {', '.join(MUTANTS)}")
-        for flag in ("mode", "size", "reduce", "root", "max_recv"):
-            if getattr(args, flag) is not None:
-                raise UsageError(f"--{flag.replace('_', '-')} does not apply to a mutant: its call is fixed")
+        for dest in COLLECTIVE_FLAGS:
+            if getattr(args, dest) is not None:
+                raise UsageError(f"--{dest.replace('_', '-')} does not apply to a mutant: its call is fixed")
         return Target(m.name, collective_program(m.spec), m.lowering(), None if m.consume_fence else False,
                       args.iters or m.iterations, args.ranks or m.ranks)
     if args.collective is None:
-        raise UsageError("name a COLLECTIVE, --mutant NAME or --all-mutants")
+        raise UsageError("name a COLLECTIVE, a PROGRAM (.pld or .py), --mutant NAME or --all-mutants")
     ranks = args.ranks or DEFAULT_RANKS
-    ns = argparse.Namespace(collective=args.collective, mode=args.mode, dtype=args.dtype, size=args.size or DEFAULT_SIZE,
+    dtype = args.dtype or "fp32"
+    ns = argparse.Namespace(collective=args.collective, mode=args.mode, dtype=dtype, size=args.size or DEFAULT_SIZE,
                             shape=None, valid_shape=None, reduce=args.reduce, root=args.root, max_recv=args.max_recv)
     try:
         (planned,) = check_cli.validate(ns, ranks)
     except check_cli.UsageError as err:
         raise UsageError(str(err)) from None
     cp = check_cli.build(planned)
-    label = args.collective + (f"/{args.mode}" if args.mode else "") + f" size={ns.size} {args.dtype}"
+    label = args.collective + (f"/{args.mode}" if args.mode else "") + f" size={ns.size} {dtype}"
     return Target(label, cp, None, None, args.iters or DEFAULT_ITERS, ranks)
+
+
+def with_mutant_schedule(args: argparse.Namespace, mutant: str | None = None,
+                         nranks: int | None = None) -> argparse.Namespace:
+    """``args`` with the catalogue entry's straggler applied, unless the user gave ``--straggler``.
+
+    A mutant whose bug needs one rank to be late at a precise point carries that schedule; running it
+    without would make catching it a matter of luck (machine load). On fewer ranks than the entry's
+    straggler rank, the last rank straggles."""
+    from pldemu.mutants import MUTANTS
+
+    name = mutant if mutant is not None else args.mutant
+    m = MUTANTS.get(name) if name is not None else None
+    if m is None or m.straggler is None or args.straggler is not None:
+        return args
+    ranks = nranks or args.ranks or m.ranks
+    rank, us = m.straggler
+    return argparse.Namespace(**{**vars(args), "straggler": (min(rank, ranks - 1), us)})
 
 
 def child_argv(args: argparse.Namespace, *, mutant: str | None = None, seed: int | None = None,
@@ -196,13 +261,20 @@ def child_argv(args: argparse.Namespace, *, mutant: str | None = None, seed: int
     name = mutant if mutant is not None else args.mutant
     if name is not None:
         argv += ["--mutant", name]
+    elif is_program_path(args.collective):
+        # Absolute, so that the replay command works from any directory.
+        argv.append(str(Path(args.collective).resolve()))
+        if args.no_lower:
+            argv.append("--no-lower")
+        if args.no_cell_check:
+            argv.append("--no-cell-check")
     else:
         argv.append(args.collective)
         for flag, value in (("--mode", args.mode), ("--size", args.size), ("--reduce", args.reduce),
                             ("--root", args.root), ("--max-recv", args.max_recv)):
             if value is not None:
                 argv += [flag, str(value)]
-        if args.dtype != "fp32":
+        if args.dtype is not None and args.dtype != "fp32":
             argv += ["--dtype", args.dtype]
     n = iters if iters is not None else args.iters
     if n is not None:
@@ -256,19 +328,24 @@ def run(args: argparse.Namespace) -> int:
     from pldemu.runtime.launch import in_mpi_job
 
     if in_mpi_job():
-        return _run_in_job(args)
+        from mpi4py import MPI
+
+        return _run_in_job(with_mutant_schedule(args, nranks=MPI.COMM_WORLD.Get_size()))
     if args.all_mutants:
         if args.collective is not None:
             return _error("--all-mutants runs the catalogue; give no COLLECTIVE")
         return run_all_mutants(args)
     if args.seeds != 1:
         return _error("--seeds applies to --all-mutants")
+    args = with_mutant_schedule(args)
     try:
         target = resolve(args)
     except UsageError as err:
         return _error(str(err))
     outcome, rc = _spawn_one(args, target.ranks, child_argv(args), _job_timeout(args, DEFAULT_JOB_TIMEOUT), None)
     replay = replay_command(child_argv(args), target.ranks)
+    if outcome is None and rc == EXIT_USAGE:
+        return EXIT_USAGE  # refused inside the job (e.g. a program pinned to another rank count), said there
     if outcome is None:
         print(f"# the job ended (exit {rc}) without a result; replay: {replay}", flush=True)
         return EXIT_ERROR
@@ -309,6 +386,7 @@ def _run_in_job(args: argparse.Namespace) -> int:
 
     comm = MPI.COMM_WORLD
     me, nranks = comm.Get_rank(), comm.Get_size()
+    inst = None
     try:
         if args.all_mutants:
             raise UsageError("--all-mutants runs from the launching process, not inside an MPI job")
@@ -326,12 +404,32 @@ def _run_in_job(args: argparse.Namespace) -> int:
         if me == 0:
             _error(str(err))
         return EXIT_USAGE
+    if target.source is not None:
+        from pldemu.runtime.errors import ProgramError
+        from pldemu.runtime.interpreter import ProgramInstance
+
+        try:
+            inst = ProgramInstance(target.program, comm, options)
+        except ProgramError as err:
+            # Raised alike on every rank before any window exists (e.g. the program pins another rank
+            # count): a usage error; finalizing keeps mpi4py's runner from turning exit 2 into an abort.
+            if me == 0:
+                _error(str(err))
+            MPI.Finalize()
+            return EXIT_USAGE
     replay = replay_command(child_argv(args), nranks)
     if me == 0:
         print(f"# pldemu stress: {target.label}, {nranks} ranks, up to {target.iters} iterations, seed {args.seed}, "
-              f"jitter {args.jitter:g} us, visibility {args.visibility}", flush=True)
-    outcome = stress(comm, target.program, target.iters, options, block=args.block, lower=target.lower,
-                     consume_fence=target.consume_fence, result_path=args.result_file, replay=replay)
+              f"jitter {args.jitter:g} us, "
+              + ("" if args.straggler is None else f"straggler {args.straggler[0]}:{args.straggler[1]:g} us, ")
+              + f"visibility {args.visibility}", flush=True)
+    if inst is not None:
+        outcome = stress(comm, inst, target.iters, options, block=args.block, result_path=args.result_file,
+                         replay=replay, cell_check=not args.no_cell_check)
+        inst.close()  # collective: stress returned on every rank (a failing rank ends the job instead)
+    else:
+        outcome = stress(comm, target.program, target.iters, options, block=args.block, lower=target.lower,
+                         consume_fence=target.consume_fence, result_path=args.result_file, replay=replay)
     if args.result_file is not None:
         # The launcher reads the verdict from the result file. A zero exit keeps mpi4py's runner from
         # aborting the job (it calls MPI_Abort on a non-zero exit), which would only add noise.
@@ -397,9 +495,11 @@ def run_all_mutants(args: argparse.Namespace) -> int:
     """Run every catalogue entry (each seed its own job) and print the table."""
     from pldemu.mutants import MUTANTS
 
-    for flag in ("mode", "size", "reduce", "root", "max_recv"):
-        if getattr(args, flag) is not None:
-            return _error(f"--{flag.replace('_', '-')} does not apply to --all-mutants")
+    for dest in COLLECTIVE_FLAGS:
+        if getattr(args, dest) is not None:
+            return _error(f"--{dest.replace('_', '-')} does not apply to --all-mutants")
+    if args.no_lower or args.no_cell_check:
+        return _error("--no-lower and --no-cell-check apply to a PROGRAM, not to --all-mutants")
     seeds = range(args.seed, args.seed + args.seeds)
     job_timeout = _job_timeout(args, MUTANT_JOB_TIMEOUT)
     print(f"# pldemu stress --all-mutants: {len(MUTANTS)} entries x {len(seeds)} seeds, jitter {args.jitter:g} us, "
@@ -409,11 +509,12 @@ def run_all_mutants(args: argparse.Namespace) -> int:
     for name, m in MUTANTS.items():
         outcomes, secs = [], []
         ranks = args.ranks or m.ranks
+        margs = with_mutant_schedule(args, name)
         for seed in seeds:
-            argv = child_argv(args, mutant=name, seed=seed, iters=args.iters or m.iterations)
+            argv = child_argv(margs, mutant=name, seed=seed, iters=args.iters or m.iterations)
             start = time.monotonic()
             with open(logdir / f"{name}.seed{seed}.log", "w") as log:
-                outcome, _ = _spawn_one(args, ranks, argv, job_timeout, log)
+                outcome, _ = _spawn_one(margs, ranks, argv, job_timeout, log)
             secs.append(time.monotonic() - start)
             outcomes.append(outcome)
             kind = "no result" if outcome is None else (outcome.kind or "passed")
@@ -436,4 +537,5 @@ def run_all_mutants(args: argparse.Namespace) -> int:
     return EXIT_OK if not bad else EXIT_FOUND
 
 
-__all__ = ["MutantRow", "add_arguments", "child_argv", "replay_command", "resolve", "run", "run_all_mutants"]
+__all__ = ["COLLECTIVE_FLAGS", "MutantRow", "Target", "add_arguments", "child_argv", "is_program_path",
+           "replay_command", "resolve", "resolve_program", "run", "run_all_mutants", "with_mutant_schedule"]

@@ -36,7 +36,6 @@ deadlocked collective ends in :class:`CheckTimeout` on every rank instead of a h
 from __future__ import annotations
 
 import math
-import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -48,6 +47,15 @@ from mpi4py import MPI
 
 from pldemu.ir import DType, ReduceOp
 from pldemu.runtime.data import CheckCase, clamp_rows, max_exact_ranks, rank_inputs, send_counts
+from pldemu.runtime.harness import CheckError, CheckTimeout, Failure, RowTotals, checkpoint_checkers
+from pldemu.runtime.harness import allreduce_ints as _allreduce_ints
+from pldemu.runtime.harness import allreduce_max as _allreduce_max
+from pldemu.runtime.harness import barrier as _barrier
+from pldemu.runtime.harness import rank0_printer as _rank0_printer
+from pldemu.runtime.harness import record_failure as _first_error
+from pldemu.runtime.harness import report_line as _report
+from pldemu.runtime.harness import signal_cells as _signal_cells
+from pldemu.runtime.harness import wait_bounded as _wait
 from pldemu.runtime.oracle import check_rank, reduced_region, signal_nonzero
 from pldemu.windows import allocate_window
 
@@ -68,14 +76,6 @@ _MPI_OP: Mapping[ReduceOp, MPI.Op] = MappingProxyType(
         ReduceOp.Prod: MPI.PROD,
     }
 )
-
-
-class CheckError(RuntimeError):
-    """The harness could not run the check (bad geometry, a rank failed, ...)."""
-
-
-class CheckTimeout(CheckError):
-    """An MPI synchronisation of the harness did not complete in time: some rank is stuck or gone."""
 
 
 class _SpecLike(Protocol):
@@ -223,20 +223,10 @@ class BlockRow:
         )
 
 
-@dataclass(frozen=True)
-class Failure:
-    """The first failure one rank saw: its kind (``pldemu.mutants.FAILURE_KINDS``), the iteration
-    (0-based call of the harness loop; -1 when not known) and the printed line."""
-
-    kind: str
-    iteration: int
-    rank: int
-    text: str
-
-
 @dataclass
-class CheckResult:
-    """Outcome of :func:`run_check` (identical on every rank except :attr:`first_error`)."""
+class CheckResult(RowTotals):
+    """Outcome of :func:`run_check` (identical on every rank except :attr:`first_error`). ``ok``: every
+    element was right, every cell zero and native MPI agreed (see :class:`BlockRow`)."""
 
     case: CheckCase
     rows: list[BlockRow] = field(default_factory=list)
@@ -251,36 +241,15 @@ class CheckResult:
     """True when ``stop_on_failure`` ended the run before ``iters`` iterations."""
 
     @property
-    def iters(self) -> int:
-        """Iterations run."""
-        return self.rows[-1].iters if self.rows else 0
-
-    @property
     def wrong(self) -> int:
         """Wrong elements over all iterations and ranks."""
         return sum(r.wrong for r in self.rows)
-
-    @property
-    def cells_nonzero(self) -> int:
-        """Non-zero signal cells over all block ends and ranks."""
-        return sum(r.cells_nonzero for r in self.rows)
 
     @property
     def native_wrong(self) -> int | None:
         """Native-MPI disagreements over all blocks (None: no native collective)."""
         vals = [r.native for r in self.rows if r.native is not None]
         return sum(vals) if vals else None
-
-    @property
-    def time_us(self) -> float:
-        """Mean per-iteration time (slowest rank per block)."""
-        n = sum(r.count for r in self.rows)
-        return sum(r.time_us * r.count for r in self.rows) / n if n else 0.0
-
-    @property
-    def ok(self) -> bool:
-        """True when every element was right, every cell zero and native MPI agreed."""
-        return bool(self.rows) and all(r.ok for r in self.rows)
 
     def summary(self) -> str:
         """One line: what ran and the verdict."""
@@ -291,43 +260,6 @@ class CheckResult:
             f"# {self.case.label}: {self.case.nranks} ranks, {self.iters} iters, {self.wrong} wrong, "
             f"{self.cells_nonzero} signal cells != 0, native {nat}, {self.time_us:.1f} us/iter: {verdict}"
         )
-
-
-# ----------------------------------------------------------------------------------------------
-# Bounded MPI helpers
-# ----------------------------------------------------------------------------------------------
-
-
-def _wait(req: MPI.Request, timeout: float, what: str, comm: MPI.Comm) -> None:
-    """Complete ``req`` or raise CheckTimeout after ``timeout`` seconds (never hang forever)."""
-    deadline = time.monotonic() + timeout
-    sleep = 1e-5
-    while not req.Test():
-        if time.monotonic() >= deadline:
-            raise CheckTimeout(
-                f"rank {comm.Get_rank()}: {what} did not complete in {timeout:g}s "
-                "(a peer is stuck in the collective or has failed)"
-            )
-        time.sleep(sleep)
-        sleep = min(sleep * 2, 1e-3)
-
-
-def _barrier(comm: MPI.Comm, timeout: float, what: str) -> None:
-    _wait(comm.Ibarrier(), timeout, what, comm)
-
-
-def _allreduce_ints(comm: MPI.Comm, values: list[int], timeout: float) -> list[int]:
-    send = np.asarray(values, dtype=np.int64)
-    recv = np.zeros_like(send)
-    _wait(comm.Iallreduce(send, recv, MPI.SUM), timeout, "the block-end sum", comm)
-    return [int(v) for v in recv]
-
-
-def _allreduce_max(comm: MPI.Comm, value: float, timeout: float) -> float:
-    send = np.asarray([value], dtype=np.float64)
-    recv = np.zeros_like(send)
-    _wait(comm.Iallreduce(send, recv, MPI.MAX), timeout, "the block-end max", comm)
-    return float(recv[0])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -442,29 +374,6 @@ def _count_diff(a: np.ndarray, b: np.ndarray) -> int:
 # ----------------------------------------------------------------------------------------------
 
 
-def _rank0_printer(comm: MPI.Comm) -> Callable[[str], None]:
-    def emit(line: str) -> None:
-        if comm.Get_rank() == 0:
-            print(line, file=sys.stdout, flush=True)
-
-    return emit
-
-
-def _report(line: str) -> None:
-    """Every rank reports its own first failure immediately (the table comes later)."""
-    print(line, file=sys.stdout, flush=True)
-
-
-def _signal_cells(inst: Any, name: str) -> np.ndarray:
-    """Atomic reads of every cell of this rank's signal window."""
-    win = inst.window(name)
-    read = getattr(win, "read_cell", None)
-    if read is None:
-        return np.array(inst.local(name), copy=True)
-    flat = np.array([read(i) for i in range(int(win.numel))], dtype=np.int64)
-    return flat.reshape(win.shape)
-
-
 def run_check(
     comm: MPI.Intracomm,
     cp: _ProgramLike,
@@ -544,7 +453,6 @@ def run_check(
         if on_instance is not None:
             on_instance(inst)
         sched = getattr(inst, "schedule", None)
-        checker = getattr(inst, "invariants", None)
         races = getattr(inst, "races", None)
         shapes = rank_inputs(case, me, 0)
         written = [n for role in ("target", "local_data", "input")
@@ -624,16 +532,7 @@ def run_check(
                     "wrong-data",
                     it - 1,
                 )
-            violations = checker.checkpoint(comm, sync) if checker is not None else []
-            for v in violations:
-                if v.rank == me:
-                    _first_error(result, report, f"# rank {me}: {v.describe()}", "invariant", v.iteration)
-            race_reports = races.check(comm) if races is not None else []
-            if race_reports:
-                r0 = race_reports[0]
-                # A host access "after call c" precedes iteration c; a program access in call c is iteration c - 1.
-                race_its = [a.call if a.host else a.call - 1 for a in (r0.first, r0.second)]
-                _first_error(result, report if me == 0 else None, f"# {r0.describe()}", "race", max(race_its))
+            violations, race_reports = checkpoint_checkers(comm, inst, sync, result, report)
             totals = _allreduce_ints(comm, [wrong, cells.count, native or 0], sync)
             slowest = _allreduce_max(comm, run_time, sync)
             row = BlockRow(
@@ -684,25 +583,6 @@ def _header_line(case: CheckCase, iters: int, block: int, backend: str) -> str:
         f"# pldemu check: {case.label}, {case.nranks} ranks, {geo}, {iters} iters in blocks of {block}"
         f"{fence}, windows={backend}, seed={case.seed}"
     )
-
-
-def _first_error(result: CheckResult, report: Callable[[str], None] | None, line: str,
-                 kind: str = "wrong-data", iteration: int = -1) -> None:
-    failure = Failure(kind, iteration, _rank_of(line), line)
-    result.kinds.setdefault(kind, failure)
-    if result.first_error is None:
-        result.first_error = line
-        result.failure = failure
-        if report is not None:
-            report(line)
-
-
-def _rank_of(line: str) -> int:
-    """The rank a ``# rank R ...`` line names (-1 for lines about every rank)."""
-    words = line.split()
-    if len(words) > 2 and words[1] == "rank" and words[2].rstrip(":").isdigit():
-        return int(words[2].rstrip(":"))
-    return -1
 
 
 def _check_buffers(case: CheckCase, inst: Any, names: dict[str, str | None]) -> None:

@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 LAUNCHER_VARS = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK")
 """Variables a process manager (MPICH hydra, PMIx, Open MPI) sets in every rank it starts."""
@@ -45,6 +45,21 @@ def job_rank(environ: Mapping[str, str] | None = None) -> int | None:
         if value is not None and value.strip().isdigit():
             return int(value)
     return None
+
+
+def abort_job(comm: Any, code: int) -> NoReturn:
+    """End the whole MPI job with ``code`` from this rank, now.
+
+    ``MPI_Abort`` kills every rank, but MPICH's may return to the caller before the kill lands; this
+    rank must not run on (its peers may already be gone), so it exits right after, its output flushed.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    try:
+        comm.Abort(code)
+    finally:
+        os._exit(code)
 
 
 def find_mpiexec() -> str:
@@ -148,6 +163,7 @@ def spawn(n: int, argv: Sequence[str], timeout: float | None, *, env: Mapping[st
 __all__ = [
     "LAUNCHER_VARS",
     "TIMED_OUT",
+    "abort_job",
     "find_mpiexec",
     "in_mpi_job",
     "job_env",

@@ -1,4 +1,5 @@
-"""Race hunting inside an MPI job: run a collective under perturbed schedules until the first failure.
+"""Race hunting inside an MPI job: run a collective (or a user's program) under perturbed schedules until
+the first failure.
 
 :func:`stress` is what every rank of a ``pldemu stress`` job runs. It is the checking harness
 (:func:`pldemu.runtime.check.run_check`) with ``stop_on_failure``: iterations run back to back on one
@@ -11,6 +12,10 @@ stops at the first block that did. The failure kinds are the catalogue's
   mixed with AtomicAdd, a cell not 0 at rest, a rank out of step;
 * ``deadlock``: a wait timed out; the lowest stuck rank prints the wait-for report;
 * ``race``: the race detector (``RuntimeOptions.race_detect``) found two unordered accesses.
+
+A user's program (a lowered ``pldemu.ir.Program``) runs through
+:func:`pldemu.runtime.repeat.run_program_iterations` instead: the same blocks, checkpoints and kinds,
+except ``wrong-data`` (a user's program has no oracle) and ``out-of-step`` (there is no epoch window).
 
 **Which kind is reported.** The run stops at the end of the first block with a failure; several
 kinds may have shown in it. The outcome names the *root cause* first (:data:`PRIORITY`): a broken
@@ -40,9 +45,12 @@ from typing import Any
 
 from mpi4py import MPI
 
-from pldemu.runtime.check import CheckResult, Failure, run_check
+from pldemu.runtime.check import CheckResult, run_check
 from pldemu.runtime.errors import DeadlockError
+from pldemu.runtime.harness import Failure
 from pldemu.runtime.invariants import allgather_objects
+from pldemu.runtime.launch import abort_job
+from pldemu.runtime.repeat import RepeatResult, run_program_iterations
 
 PRIORITY = ("invariant", "race", "wrong-data")
 """The kind reported when a block showed several (root cause first; see the module docstring)."""
@@ -168,13 +176,26 @@ def stress(
     result_path: str | None = None,
     replay: str = "",
     progress: bool = True,
+    cell_check: bool = True,
 ) -> StressOutcome:
-    """Run ``cp``'s collective up to ``iters`` times under ``options`` and stop at the first failure.
+    """Run ``cp`` up to ``iters`` times under ``options`` and stop at the first failure.
+
+    ``cp`` is a built-in collective (a ``CollectiveProgram``, run by ``run_check``: every kind,
+    wrong data included) or a user's program: a LOWERED ``pldemu.ir.Program`` or a
+    ``ProgramInstance`` of one, run by :func:`pldemu.runtime.repeat.run_program_iterations` (no
+    oracle, so no wrong-data; ``lower`` and ``consume_fence`` do not apply, ``cell_check=False``
+    skips the at-rest check of its signal cells).
 
     Collective. Returns the same outcome on every rank when the run ends normally. A deadlock or a
     crash ends the whole MPI job (``MPI_Abort``) after this rank printed what it knows and wrote its
     result file, so this function does not return then.
     """
+    from pldemu.ir import Program
+    from pldemu.runtime.interpreter import ProgramInstance
+
+    user = isinstance(cp, (Program, ProgramInstance))
+    if user and (lower is not None or consume_fence is not None):
+        raise ValueError("stress: lower and consume_fence apply to a built-in collective, not a user's program")
     me = comm.Get_rank()
     start = time.monotonic()
     current = [0]
@@ -189,10 +210,17 @@ def stress(
             print(f"# stress: {it}/{iters} iterations, no failure so far ({now - start:.1f} s)", flush=True)
 
     try:
-        result: CheckResult = run_check(
-            comm, cp, iters, options, block, emit=lambda line: None, before_run=before_run, lower=lower,
-            consume_fence=consume_fence, stop_on_failure=True, header=False, on_instance=instance.append,
-        )
+        result: CheckResult | RepeatResult
+        if user:
+            result = run_program_iterations(
+                comm, cp, iters, options, block, emit=lambda line: None, before_run=before_run,
+                stop_on_failure=True, header=False, cell_check=cell_check, on_instance=instance.append,
+            )
+        else:
+            result = run_check(
+                comm, cp, iters, options, block, emit=lambda line: None, before_run=before_run, lower=lower,
+                consume_fence=consume_fence, stop_on_failure=True, header=False, on_instance=instance.append,
+            )
     except DeadlockError as err:
         it = current[0]
         detail = str(err) if err.primary else f"rank {me} stuck at {err.location}"
@@ -216,8 +244,9 @@ def stress(
     primary = next((kinds[k] for k in PRIORITY if k in kinds), None)
     if primary is None and result.ok:
         outcome = StressOutcome(None, None, result.iters, -1, "", seconds, replay)
-    elif primary is None:  # failed without a classified line (cannot happen with the current harness)
-        outcome = StressOutcome("wrong-data", None, result.iters, -1, result.summary(), seconds, replay)
+    elif primary is None:  # failed without a classified line (cannot happen with the current harnesses)
+        outcome = StressOutcome("error" if user else "wrong-data", None, result.iters, -1, result.summary(), seconds,
+                                replay)
     else:
         its = {k: f.iteration for k, f in kinds.items()}
         known = [i for i in its.values() if i >= 0]
@@ -248,7 +277,7 @@ def _abort(comm: MPI.Intracomm, result_path: str | None, outcome: StressOutcome,
         write_outcome(f"{result_path}.rank{outcome.rank}", outcome)
     if grace:
         time.sleep(grace)
-    comm.Abort(3)
+    abort_job(comm, 3)
 
 
 __all__ = ["KIND_ORDER", "PRIORITY", "StressOutcome", "read_outcome", "stress", "write_outcome"]

@@ -69,6 +69,10 @@ def test_barrier_fixed_threshold_combines_three_deviations() -> None:
     ({"conditions": ("luck",)}, "unknown conditions"),
     ({"name": "two words"}, "non-empty word"),
     ({"ranks": 1}, "ranks >= 2"),
+    ({"straggler": (1, 500.0)}, "go together"),
+    ({"conditions": ("straggler",)}, "go together"),
+    ({"straggler": (4, 500.0), "conditions": ("straggler",)}, "rank < ranks"),
+    ({"straggler": (1, 0.0), "conditions": ("straggler",)}, "microseconds > 0"),
 ])
 def test_mutant_validation(kwargs: dict[str, object], fragment: str) -> None:
     base: dict[str, object] = {"name": "m", "spec": CollectiveSpec("barrier"), "variant": RecipeVariant(epilogue=False),
@@ -83,3 +87,12 @@ def test_lowering_hook_applies_the_variant() -> None:
 
     m = MUTANTS["wait-eq"]
     assert format_program(m.lowering()(m.program)) == format_program(m.lower())
+
+
+def test_wait_eq_carries_the_straggler_that_opens_its_window() -> None:
+    """Eq-instead-of-Ge bites only when a peer laps the waiter between its notify and its first poll;
+    random jitter opens that window by luck (it survived 200 calls on a quiet CI machine), a straggler
+    on every call."""
+    m = MUTANTS["wait-eq"]
+    assert m.straggler is not None and "straggler" in m.conditions
+    assert 0 <= m.straggler[0] < m.ranks and m.straggler[1] >= 500

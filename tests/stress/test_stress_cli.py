@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pldemu.cli import build_parser, main
-from pldemu.cli.stress import MutantRow, child_argv, replay_command, resolve
+from pldemu.cli.stress import MutantRow, child_argv, replay_command, resolve, with_mutant_schedule
 from pldemu.runtime.stress import StressOutcome, read_outcome, write_outcome
 
 
@@ -30,12 +30,24 @@ def test_replay_command_round_trips_every_flag() -> None:
 
 
 def test_replay_of_a_mutant_names_the_mutant_and_the_rank_count() -> None:
+    args = _args("--mutant", "epilogue-one-short", "--seed", "4")
+    cmd = replay_command(child_argv(with_mutant_schedule(args)), 4)
+    assert cmd == "pldemu stress --mutant epilogue-one-short --seed 4 --jitter 50 --timeout 3 -n 4"
     args = _args("--mutant", "wait-eq", "--seed", "4")
-    cmd = replay_command(child_argv(args), 4)
-    assert cmd == "pldemu stress --mutant wait-eq --seed 4 --jitter 50 --timeout 3 -n 4"
+    cmd = replay_command(child_argv(with_mutant_schedule(args)), 4)
+    assert cmd == "pldemu stress --mutant wait-eq --seed 4 --jitter 50 --straggler 1:1000 --timeout 3 -n 4"
     target = resolve(args)
     assert (target.iters, target.ranks, target.consume_fence) == (200, 4, None)
     assert resolve(_args("--mutant", "broadcast-rewrite-race")).consume_fence is False
+
+
+def test_a_mutant_schedule_yields_to_the_users_and_fits_the_rank_count() -> None:
+    assert with_mutant_schedule(_args("--mutant", "wait-eq", "--straggler", "2:50")).straggler == (2, 50.0)
+    assert with_mutant_schedule(_args("--mutant", "wait-eq", "-n", "2")).straggler == (1, 1000.0)
+    assert with_mutant_schedule(_args("--mutant", "wait-eq"), nranks=1).straggler == (0, 1000.0)
+    assert with_mutant_schedule(_args("--mutant", "no-epilogue")).straggler is None
+    assert with_mutant_schedule(_args("allreduce")).straggler is None
+    assert with_mutant_schedule(_args("allreduce"), "wait-eq").straggler == (1, 1000.0)
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -6,26 +6,14 @@ from __future__ import annotations
 
 import re
 import shlex
-import subprocess
-import sys
 
 import pytest
-from mpi_launch import REPO_ROOT, job_env
+from stress_launch_helpers import pldemu
+from stress_launch_helpers import report as _report
 
 from pldemu.mutants import MUTANTS
 
 pytestmark = pytest.mark.launcher
-
-
-def pldemu(*argv: str, timeout: float = 600.0) -> subprocess.CompletedProcess[str]:
-    env = job_env()
-    env.pop("PLDEMU_IN_MPI_JOB", None)
-    return subprocess.run([sys.executable, "-m", "pldemu", *argv], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=REPO_ROOT, check=False, stdin=subprocess.DEVNULL)
-
-
-def _report(res: subprocess.CompletedProcess[str]) -> str:
-    return f"exit {res.returncode}\n--- stdout ---\n{res.stdout}\n--- stderr ---\n{res.stderr}"
 
 
 def test_every_mutant_is_caught_and_the_control_passes() -> None:
