@@ -12,7 +12,7 @@ from types import MappingProxyType
 SUBCOMMANDS = MappingProxyType(
     {
         "lower": ("pldemu.cli.lower", "print a program before and after LowerCompositeOps"),
-        "run": ("pldemu.cli.run", "execute a .pld program on N MPI ranks"),
+        "run": ("pldemu.cli.run", "execute a program (.pld or Python builder file) on N MPI ranks"),
         "check": ("pldemu.cli.check", "run a collective K times and check every iteration (nccl-tests style)"),
         "demo": ("pldemu.cli.demo", "the 4-rank demonstration: allreduce + all_to_all_v in a loop, checked"),
         "mutants": ("pldemu.cli.mutants", "list the catalogue of known-broken recipe variants"),

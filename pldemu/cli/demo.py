@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from pldemu.cli.argtypes import positive_float, positive_int
 from pldemu.ir import (
     Program,
     ProgramBuilder,
@@ -159,21 +160,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-n",
         "--ranks",
-        type=int,
+        type=positive_int,
         default=None,
         metavar="RANKS",
         help="number of MPI ranks (default 4; inside an MPI job: its size)",
     )
     parser.add_argument(
-        "--loops", type=int, default=DemoConfig.loops, help="loop iterations (default %(default)s)"
+        "--loops", type=positive_int, default=DemoConfig.loops, help="loop iterations (default %(default)s)"
     )
     parser.add_argument(
-        "--size", type=int, default=DemoConfig.size, help="allreduce elements (default %(default)s)"
+        "--size", type=positive_int, default=DemoConfig.size, help="allreduce elements (default %(default)s)"
     )
     parser.add_argument(
         "--windows", choices=["auto", "shared", "rma"], default="auto", help="window back end (default auto)"
     )
-    parser.add_argument("--timeout", type=float, default=30.0, help="seconds one wait may take (default 30)")
+    parser.add_argument("--timeout", type=positive_float, default=30.0, help="seconds one wait may take (default 30)")
 
 
 def run(args: argparse.Namespace) -> int:

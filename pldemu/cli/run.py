@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from pldemu.cli.argtypes import positive_int
+from pldemu.cli.argtypes import nonneg_int, positive_float, positive_int
 from pldemu.cli.schedule_args import add_schedule_arguments, schedule_argv, schedule_options
 from pldemu.ir import Program
 from pldemu.runtime.launch import abort_job
@@ -64,18 +64,18 @@ class InputError(Exception):
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("program", help="the program to run: .pld text, or a Python file that builds it "
                         "(module-level `program` or `build_program()`)")
-    parser.add_argument("-n", "--ranks", type=int, default=None, metavar="N",
+    parser.add_argument("-n", "--ranks", type=positive_int, default=None, metavar="N",
                         help=f"number of MPI ranks (default {DEFAULT_RANKS}; inside an MPI job: the job's size)")
     parser.add_argument("--windows", choices=["auto", "shared", "rma"], default="auto",
                         help="RMA window back end (default auto: shared memory when all ranks share a node)")
-    parser.add_argument("--timeout", type=float, default=30.0, metavar="S",
+    parser.add_argument("--timeout", type=positive_float, default=30.0, metavar="S",
                         help="seconds one wait may block before the deadlock report (default 30)")
-    parser.add_argument("--seed", type=int, default=0, help="seed recorded for randomised runtime knobs")
+    parser.add_argument("--seed", type=nonneg_int, default=0, help="seed recorded for randomised runtime knobs")
     parser.add_argument("--no-lower", action="store_true",
                         help="run the program as written (it must already be lowered)")
     parser.add_argument("--dump", metavar="DIR", default=None,
                         help="write every rank's buffers (DIR/rankR/NAME.npy) and the executed program")
-    parser.add_argument("--job-timeout", type=float, default=DEFAULT_JOB_TIMEOUT, metavar="S",
+    parser.add_argument("--job-timeout", type=positive_float, default=DEFAULT_JOB_TIMEOUT, metavar="S",
                         help=f"seconds the whole mpiexec job may take (default {DEFAULT_JOB_TIMEOUT:g})")
     parser.add_argument("--races", action="store_true",
                         help=f"detect data races on windows (happens-before); exit {EXIT_RACES} if any")
@@ -145,10 +145,6 @@ def composite_calls(node: Any) -> Iterator[Any]:
 def _options(args: argparse.Namespace) -> Any:
     from pldemu.runtime.options import RuntimeOptions
 
-    if args.ranks is not None and args.ranks < 1:
-        raise InputError(f"-n must be at least 1, got {args.ranks}")
-    if not args.job_timeout > 0:
-        raise InputError(f"--job-timeout must be positive, got {args.job_timeout}")
     if args.iters == 1:
         for flag, given in (("--block", args.block is not None), ("--no-cell-check", args.no_cell_check)):
             if given:
