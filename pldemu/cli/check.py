@@ -20,6 +20,7 @@ from typing import Any
 
 from pldemu.cli.argtypes import format_dims, nonneg_int, positive_float, positive_int
 from pldemu.cli.collective_args import REDUCES, add_collective_arguments, check_applies
+from pldemu.cli.schedule_args import add_schedule_arguments, schedule_argv, schedule_options
 from pldemu.collectives import COLLECTIVE_NAMES
 from pldemu.ir import AllreduceMode, DType
 from pldemu.runtime.launch import abort_job
@@ -164,6 +165,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="write a Chrome/Perfetto trace of every rank's ops (with 'all': FILE.CASE.json per case); "
         "draw it with pldemu trace-plot",
     )
+    add_schedule_arguments(parser, invariants_flag=False)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -308,7 +310,7 @@ def child_argv(args: argparse.Namespace) -> list[str]:
         argv.append("--races")
     if getattr(args, "trace", None):
         argv += ["--trace", str(Path(args.trace).resolve())]
-    return argv
+    return argv + schedule_argv(args)
 
 
 def _error(message: str) -> int:
@@ -353,7 +355,7 @@ def _run_in_job(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     options = RuntimeOptions(
         timeout=args.timeout, windows=args.windows, seed=args.seed, stage_pieces=args.stage_pieces,
-        invariants=not getattr(args, "no_invariants", False),
+        invariants=not getattr(args, "no_invariants", False), **schedule_options(args),
     )
     results: list[CheckResult] = []
     try:

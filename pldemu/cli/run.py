@@ -153,7 +153,7 @@ def _options(args: argparse.Namespace) -> Any:
         trace = str(Path(args.trace).resolve()) if args.trace else None
         return RuntimeOptions(timeout=args.timeout, windows=args.windows, seed=args.seed,
                               stage_pieces=args.stage_pieces, race_detect=args.races, trace=trace,
-                              **schedule_options(args))
+                              invariants=args.invariants, **schedule_options(args))
     except ValueError as err:
         raise InputError(str(err)) from None
 

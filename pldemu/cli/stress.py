@@ -40,7 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pldemu.cli.argtypes import microseconds, nonneg_int, positive_float, positive_int, straggler
+from pldemu.cli.argtypes import nonneg_int, positive_float, positive_int
+from pldemu.cli.schedule_args import add_schedule_arguments
 from pldemu.collectives import COLLECTIVE_NAMES
 
 EXIT_OK, EXIT_FOUND, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
@@ -131,13 +132,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=nonneg_int, default=0, help="seed of the data and every schedule (default 0)")
     parser.add_argument("--seeds", type=positive_int, default=1, metavar="N",
                         help="with --all-mutants: run each entry with seeds SEED..SEED+N-1 (median reported)")
-    parser.add_argument("--jitter", type=microseconds, default=DEFAULT_JITTER, metavar="US",
-                        help=f"random delay before primitives, microseconds (default {DEFAULT_JITTER:g}; 0: off)")
-    parser.add_argument("--straggler", type=straggler, default=None, metavar="R:US",
-                        help="slow down rank R by US microseconds before every primitive")
-    parser.add_argument("--skew", type=microseconds, default=0.0, metavar="US", help="random delay before every call")
-    parser.add_argument("--visibility", choices=["eager", "deferred"], default="eager",
-                        help="when puts and window stores become visible to peers (default eager)")
+    add_schedule_arguments(parser, jitter=DEFAULT_JITTER, invariants_flag=False)
     parser.add_argument("--no-invariants", action="store_true", help="do not check the protocol invariants")
     parser.add_argument("--no-races", action="store_true", help="do not run the race detector")
     parser.add_argument("--no-lower", action="store_true",

@@ -460,7 +460,7 @@ def run_check(
         result.backend = str(getattr(inst, "backend", getattr(options, "windows", "")))
         epoch = allocate_window(comm, "check.epoch", (1,), np.int64, backend=result.backend, fill=-1)
         if header:
-            emit(_header_line(case, iters, block, result.backend))
+            emit(_header_line(case, iters, block, result.backend, options))
             emit("#" + HEADER[1:])
         it = 0
         while it < iters:
@@ -572,16 +572,21 @@ def _dtype_name(case: CheckCase) -> str:
     return "fp16" if case.dtype == np.dtype(np.float16) else "fp32"
 
 
-def _header_line(case: CheckCase, iters: int, block: int, backend: str) -> str:
+def _header_line(case: CheckCase, iters: int, block: int, backend: str, options: Any) -> str:
+    from pldemu.runtime.options import RuntimeOptions
+    from pldemu.runtime.schedule import NO_PERTURBATION, describe_schedule
+
     geo = f"SIZE={case.size}"
     if case.name in ("allreduce", "broadcast") and case.shape != (1, case.size):
         geo = "shape " + "x".join(map(str, case.shape))
     if case.valid_shape is not None:
         geo += " valid " + "x".join(map(str, case.valid_shape))
     fence = " (consume fence)" if case.name in CONSUME_FENCE else ""
+    schedule = describe_schedule(options) if isinstance(options, RuntimeOptions) else NO_PERTURBATION
     return (
         f"# pldemu check: {case.label}, {case.nranks} ranks, {geo}, {iters} iters in blocks of {block}"
         f"{fence}, windows={backend}, seed={case.seed}"
+        + ("" if schedule == NO_PERTURBATION else f"; schedule: {schedule}")
     )
 
 

@@ -93,6 +93,23 @@ def schedule_active(options: RuntimeOptions) -> bool:
                 or options.visibility != "eager" or options.invariants)
 
 
+NO_PERTURBATION = "no perturbation"
+
+
+def describe_schedule(options: RuntimeOptions) -> str:
+    """The perturbations ``options`` asks for, as a short phrase (:data:`NO_PERTURBATION` if none)."""
+    parts = []
+    if options.jitter_us:
+        parts.append(f"jitter {options.jitter_us:g} us")
+    if options.straggler is not None:
+        parts.append(f"straggler {options.straggler[0]}:{options.straggler[1]:g} us")
+    if options.skew_us:
+        parts.append(f"skew {options.skew_us:g} us")
+    if options.visibility != "eager":
+        parts.append(f"visibility {options.visibility}")
+    return ", ".join(parts) if parts else NO_PERTURBATION
+
+
 class Stream:
     """Uniform [0, 1) draws from the generator seeded by ``(seed, rank, stream)``, drawn in batches."""
 
@@ -439,12 +456,14 @@ def deferred_handlers(wb: WriteBuffer, inner: Mapping[Op, Handler]) -> dict[Op, 
 
 
 __all__ = [
+    "NO_PERTURBATION",
     "PRIMITIVES",
     "VISIBILITY_SPAN",
     "Schedule",
     "Stream",
     "WriteBuffer",
     "deferred_handlers",
+    "describe_schedule",
     "prepare",
     "schedule_active",
 ]

@@ -69,6 +69,15 @@ def test_check_allreduce_ring_fp16() -> None:
     assert lines[-1].endswith(": PASS") and "20 iters, 0 wrong" in lines[-1]
 
 
+def test_check_runs_under_an_adversarial_schedule() -> None:
+    """The schedule flags of run and stress work on check too, and the header names the schedule."""
+    res = pldemu("check", "reduce_scatter", "--size", "64", "--iters", "6", "-n", "3", "--jitter", "50",
+                 "--straggler", "1:300", "--skew", "100", "--visibility", "deferred", "--races")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert ("; schedule: jitter 50 us, straggler 1:300 us, skew 100 us, visibility deferred" in res.stdout
+            and ": PASS" in res.stdout), res.stdout
+
+
 def test_check_all_prints_a_summary_table() -> None:
     res = pldemu(
         "check", "all", "-n", "2", "--iters", "20", "--size", "64", "--windows", "rma", "--dtype", "fp16"
