@@ -11,16 +11,15 @@ and the process manager) can be killed as a whole on timeout.
 
 from __future__ import annotations
 
-import functools
 import os
-import shutil
-import signal
 import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from pldemu.runtime import launch
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -44,9 +43,6 @@ handlers; it dumps all stacks and exits the rank, which ends the job."""
 IN_JOB_ENV = "PLDEMU_IN_MPI_JOB"
 """Set to ``1`` in the environment of launched jobs (recursion guard)."""
 
-_FOREIGN_ENV_PREFIXES = ("PMI_", "PMIX_", "OMPI_", "HYDRA_", "MPIR_CVAR_PMI")
-"""Process-manager variables of an enclosing MPI job; a nested mpiexec that
-inherits them may try to join the outer job instead of starting its own."""
 
 
 @dataclass
@@ -74,71 +70,21 @@ class MpiResult:
             raise AssertionError(self.report())
 
 
-def find_mpiexec() -> str:
-    """``mpiexec`` next to the running Python first (the venv's), then PATH."""
-    local = Path(sys.executable).parent / "mpiexec"
-    if local.is_file() and os.access(local, os.X_OK):
-        return str(local)
-    found = shutil.which("mpiexec")
-    if found is None:
-        raise FileNotFoundError("mpiexec not found next to sys.executable nor on PATH")
-    return found
-
-
-@functools.lru_cache(maxsize=8)
-def _is_open_mpi(mpiexec: str) -> bool:
-    try:
-        out = subprocess.run([mpiexec, "--version"], capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    text = out.stdout + out.stderr
-    return any(tag in text for tag in ("Open MPI", "OpenRTE", "PRRTE", "prterun"))
-
-
 def mpiexec_command(n: int) -> list[str]:
-    """``mpiexec -n N`` plus the flags this launcher needs for oversubscription.
-
-    MPICH (hydra) oversubscribes silently; Open MPI refuses to run more ranks
-    than slots, and to run as root, unless told.
-    """
-    mpiexec = find_mpiexec()
-    cmd = [mpiexec]
-    if _is_open_mpi(mpiexec):
-        cmd.append("--oversubscribe")
-        if hasattr(os, "geteuid") and os.geteuid() == 0:
-            cmd.append("--allow-run-as-root")
-    cmd += ["-n", str(n)]
-    return cmd
+    """``mpiexec -n N`` with the flags this MPI needs to oversubscribe (pldemu's own launcher decides)."""
+    return launch.mpiexec_command(n, [])
 
 
 def job_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Environment for a launched job: ours minus an enclosing job's PM vars."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_FOREIGN_ENV_PREFIXES)}
-    env["PYTHONUNBUFFERED"] = "1"
-    env[IN_JOB_ENV] = "1"
-    if extra:
-        env.update(extra)
-    return env
+    """pldemu's job environment (an enclosing job's process-manager variables removed, unbuffered
+    output) plus the recursion guard :data:`IN_JOB_ENV`."""
+    return launch.job_env({IN_JOB_ENV: "1", **(extra or {})})
 
 
 def _text(data: str | bytes | None) -> str:
     if isinstance(data, bytes):
         return data.decode(errors="replace")
     return data or ""
-
-
-def _kill_group(proc: subprocess.Popen[str], grace: float = 5.0) -> None:
-    """SIGTERM the job's process group, then SIGKILL whatever is left."""
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, grace)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-            # The manager is gone; stragglers in the group get the next signal.
-        except subprocess.TimeoutExpired:
-            continue
 
 
 def run_mpi(
@@ -173,7 +119,7 @@ def run_mpi(
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
-        _kill_group(proc)
+        launch.kill_group(proc)
         try:
             stdout, stderr = proc.communicate(timeout=30)
         except subprocess.TimeoutExpired as exc:
@@ -182,7 +128,7 @@ def run_mpi(
             stderr = _text(exc.stderr) + "\n[run_mpi: output pipes still open after killing the group]"
     except BaseException:
         # e.g. Ctrl-C in the outer pytest: never leave ranks behind.
-        _kill_group(proc, grace=1.0)
+        launch.kill_group(proc, grace=1.0)
         raise
     return MpiResult(
         args=args,
@@ -219,7 +165,5 @@ def existing_mpi_test_dirs() -> list[str]:
 
 
 def in_mpi_job() -> bool:
-    """True when this process is itself a rank of an MPI job."""
-    return os.environ.get(IN_JOB_ENV) == "1" or any(
-        k in os.environ for k in ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE")
-    )
+    """True when this process is itself a rank of an MPI job (or was started by this launcher)."""
+    return os.environ.get(IN_JOB_ENV) == "1" or launch.in_mpi_job()

@@ -83,10 +83,17 @@ def dims(text: str) -> tuple[int, ...]:
     return values
 
 
+def format_number(value: float) -> str:
+    """``value`` as short as it reads back exactly (``50.0`` -> ``50``, ``0.1`` -> ``0.1``): for command
+    lines a user will read and re-run."""
+    short = f"{value:g}"
+    return short if float(short) == value else repr(value)
+
+
 def format_dims(values: tuple[int, ...]) -> str:
     """The inverse of :func:`dims`."""
     return "x".join(map(str, values))
 
 
-__all__ = ["any_int", "dims", "format_dims", "microseconds", "nonneg_int", "positive_float", "positive_int",
+__all__ = ["any_int", "dims", "format_dims", "format_number", "microseconds", "nonneg_int", "positive_float", "positive_int",
            "straggler"]

@@ -146,8 +146,7 @@ def run(args: argparse.Namespace) -> int:
     if in_mpi_job():
         return _run_in_job(args)
     n = args.ranks or DEFAULT_RANKS
-    rc = spawn(n, child_argv(args, n), args.job_timeout)
-    return rc if 0 <= rc <= 255 else EXIT_ERROR
+    return spawn(n, child_argv(args, n), args.job_timeout)
 
 
 def _run_in_job(args: argparse.Namespace) -> int:

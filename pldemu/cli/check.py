@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pldemu.cli.argtypes import format_dims, nonneg_int, positive_float, positive_int
-from pldemu.cli.collective_args import REDUCES, add_collective_arguments, check_applies
+from pldemu.cli.collective_args import REDUCES, add_collective_arguments, check_applies, collective_argv
 from pldemu.cli.schedule_args import add_schedule_arguments, schedule_argv, schedule_options
 from pldemu.collectives import COLLECTIVE_NAMES
 from pldemu.ir import AllreduceMode, DType
@@ -288,18 +288,8 @@ def child_argv(args: argparse.Namespace) -> list[str]:
         "--job-timeout",
         repr(args.job_timeout),
     ]
-    opt: list[tuple[str, Any]] = [
-        ("--mode", args.mode),
-        ("--size", args.size),
-        ("--shape", format_dims(args.shape) if args.shape else None),
-        ("--valid-shape", format_dims(args.valid_shape) if args.valid_shape else None),
-        ("--reduce", args.reduce),
-        ("--root", args.root),
-        ("--max-recv", args.max_recv),
-        ("--block", args.block),
-        ("-n", args.ranks),
-    ]
-    for flag, value in opt:
+    argv += collective_argv(args)
+    for flag, value in (("--block", args.block), ("-n", args.ranks)):
         if value is not None:
             argv += [flag, str(value)]
     if args.stage_pieces:
@@ -329,10 +319,7 @@ def run(args: argparse.Namespace) -> int:
         validate(args, nranks)
     except UsageError as err:
         return _error(str(err))
-    rc = spawn(nranks, child_argv(args), args.job_timeout)
-    if rc < 0 or rc > 255:
-        return EXIT_ERROR
-    return rc
+    return spawn(nranks, child_argv(args), args.job_timeout)
 
 
 def _run_in_job(args: argparse.Namespace) -> int:

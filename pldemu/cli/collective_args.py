@@ -12,7 +12,7 @@ import argparse
 from collections.abc import Callable, Sequence
 from types import MappingProxyType
 
-from pldemu.cli.argtypes import dims, nonneg_int, positive_int
+from pldemu.cli.argtypes import dims, format_dims, nonneg_int, positive_int
 from pldemu.ir.enums import AllreduceMode, ReduceOp
 
 REDUCES: MappingProxyType[str, ReduceOp] = MappingProxyType({op.name.lower(): op for op in ReduceOp})
@@ -45,14 +45,16 @@ def add_collective_arguments(
     shapes: bool = True,
     root_type: Callable[[str], object] | None = None,
     root_help: str = "broadcast root (default 0)",
+    dtype_default: str | None = "fp32",
 ) -> None:
-    """Add the call flags; every one defaults to None ("the collective's default") except ``--dtype``.
+    """Add the call flags; every one defaults to None ("the collective's default") except ``--dtype``
+    (``dtype_default``: None lets a command tell an explicit ``--dtype fp32`` from no flag).
 
     ``shapes=False`` leaves out ``--shape``/``--valid-shape``; ``root_type`` replaces the parser of
     ``--root`` (``check`` also takes ``all``)."""
     parser.add_argument("--mode", choices=[m.name for m in AllreduceMode], default=None,
                         help="allreduce algorithm (default mesh)")
-    parser.add_argument("--dtype", choices=list(dtypes), default="fp32", help="element type (default fp32)")
+    parser.add_argument("--dtype", choices=list(dtypes), default=dtype_default, help="element type (default fp32)")
     geometry = parser.add_mutually_exclusive_group() if shapes else parser
     geometry.add_argument("--size", type=positive_int, default=None,
                           help=f"elements per row, SIZE (default {default_size})")
@@ -75,6 +77,15 @@ def given(args: argparse.Namespace) -> list[str]:
     return [dest for dest in FLAGS if getattr(args, dest, None) is not None]
 
 
+def collective_argv(args: argparse.Namespace) -> list[str]:
+    """The call flags the command line set (not ``--dtype``), spelled again for a spawned job."""
+    argv: list[str] = []
+    for dest in given(args):
+        value = getattr(args, dest)
+        argv += [flag(dest), format_dims(value) if dest in ("shape", "valid_shape") else str(value)]
+    return argv
+
+
 def check_applies(name: str, args: argparse.Namespace) -> None:
     """Raise ValueError naming the first flag given that does not apply to collective ``name``."""
     for dest, allowed in APPLIES_TO.items():
@@ -82,4 +93,5 @@ def check_applies(name: str, args: argparse.Namespace) -> None:
             raise ValueError(f"{flag(dest)} applies to {' and '.join(allowed)}, not {name}")
 
 
-__all__ = ["APPLIES_TO", "FLAGS", "REDUCES", "add_collective_arguments", "check_applies", "flag", "given"]
+__all__ = ["APPLIES_TO", "FLAGS", "REDUCES", "add_collective_arguments", "check_applies", "collective_argv", "flag",
+           "given"]

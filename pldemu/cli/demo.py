@@ -204,8 +204,7 @@ def run(args: argparse.Namespace) -> int:
         "--timeout",
         repr(args.timeout),
     ]
-    rc = spawn(n, argv, max(120.0, 10 * args.timeout))
-    return rc if 0 <= rc <= 255 else EXIT_ERROR
+    return spawn(n, argv, max(120.0, 10 * args.timeout))
 
 
 def _run_in_job(args: argparse.Namespace) -> int:

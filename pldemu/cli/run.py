@@ -25,13 +25,12 @@ bad options), 3 the program failed while running (deadlock, refused access, prog
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 import time
 import traceback
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -116,7 +115,9 @@ def load_program(path: str, lower: bool = True) -> Program:
         except ValueError as err:  # LoweringError and the IR's own type errors
             raise InputError(f"{path}: cannot lower: {err}") from None
     else:
-        composite = next(composite_calls(program), None)
+        from pldemu.lowering import composite_calls
+
+        composite = next(iter(composite_calls(program)), None)
         if composite is not None:
             raise InputError(f"{path}: --no-lower, but the program still calls the composite collective "
                              f"{composite.op.text}: drop --no-lower (or lower it first: pldemu lower --after-only)")
@@ -125,21 +126,6 @@ def load_program(path: str, lower: bool = True) -> Program:
     except VerifyError as err:
         raise InputError(f"{path}: {err}") from None
     return program
-
-
-def composite_calls(node: Any) -> Iterator[Any]:
-    """Every call of a composite collective (``pld.tensor.*``, which only the lowering can run) in an IR
-    tree, in order: the IR is frozen dataclasses and tuples all the way down."""
-    from pldemu.ir import Call
-
-    if isinstance(node, Call) and node.op.is_collective:
-        yield node
-    if dataclasses.is_dataclass(node) and not isinstance(node, type):
-        for f in dataclasses.fields(node):
-            yield from composite_calls(getattr(node, f.name))
-    elif isinstance(node, (tuple, list)):
-        for item in node:
-            yield from composite_calls(item)
 
 
 def _options(args: argparse.Namespace) -> Any:
@@ -225,8 +211,7 @@ def run(args: argparse.Namespace) -> int:
                           lowered=not args.no_lower, iters=args.iters, block=args.block,
                           cell_check=not args.no_cell_check)
     n = args.ranks if args.ranks is not None else DEFAULT_RANKS
-    rc = spawn(n, child_argv(args, n), args.job_timeout)
-    return rc if 0 <= rc <= 255 else EXIT_ERROR
+    return spawn(n, child_argv(args, n), args.job_timeout)
 
 
 def run_in_job(program: Program, options: Any, *, source: str = "", ranks: int | None = None,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pldemu.cli.argtypes import microseconds, straggler
+from pldemu.cli.argtypes import format_number, microseconds, straggler
 
 
 def add_schedule_arguments(parser: argparse.ArgumentParser, *, jitter: float = 0.0,
@@ -43,11 +43,11 @@ def schedule_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def schedule_argv(args: argparse.Namespace) -> list[str]:
     """The flags again, for the ranks of a spawned job (``--jitter`` always, the others when set)."""
-    argv: list[str] = ["--jitter", repr(args.jitter)]
+    argv: list[str] = ["--jitter", format_number(args.jitter)]
     if args.straggler is not None:
-        argv += ["--straggler", f"{args.straggler[0]}:{args.straggler[1]!r}"]
+        argv += ["--straggler", f"{args.straggler[0]}:{format_number(args.straggler[1])}"]
     if args.skew:
-        argv += ["--skew", repr(args.skew)]
+        argv += ["--skew", format_number(args.skew)]
     if args.visibility != "eager":
         argv += ["--visibility", args.visibility]
     if getattr(args, "invariants", False):

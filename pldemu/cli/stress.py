@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from pldemu.cli.argtypes import nonneg_int, positive_float, positive_int
-from pldemu.cli.schedule_args import add_schedule_arguments
+from pldemu.cli.collective_args import FLAGS, add_collective_arguments, collective_argv, flag
+from pldemu.cli.schedule_args import add_schedule_arguments, schedule_argv
 from pldemu.collectives import COLLECTIVE_NAMES
 
 EXIT_OK, EXIT_FOUND, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
@@ -114,14 +115,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     what = parser.add_mutually_exclusive_group()
     what.add_argument("--mutant", metavar="NAME", default=None, help="run a catalogue mutant (pldemu mutants)")
     what.add_argument("--all-mutants", action="store_true", help="run every catalogue entry; print a table")
-    parser.add_argument("--mode", choices=["mesh", "ring"], default=None, help="allreduce algorithm (default mesh)")
-    parser.add_argument("--dtype", choices=["fp16", "fp32"], default=None, help="element type (default fp32)")
-    parser.add_argument("--size", type=positive_int, default=None, help=f"elements per row (default {DEFAULT_SIZE})")
-    parser.add_argument("--reduce", choices=["sum", "max", "min", "prod"], default=None,
-                        help="ReduceOp of allreduce/reduce_scatter (default sum)")
-    parser.add_argument("--root", type=nonneg_int, default=None, help="broadcast root (default 0)")
-    parser.add_argument("--max-recv", type=positive_int, default=None, metavar="M",
-                        help="all_to_all_v MAX_RECV rows per sender (default 4)")
+    add_collective_arguments(parser, default_size=DEFAULT_SIZE, shapes=False, dtype_default=None)
     parser.add_argument("-n", "--ranks", type=positive_int, default=None, metavar="RANKS",
                         help=f"number of MPI ranks (default {DEFAULT_RANKS}; a mutant's own count)")
     parser.add_argument("--iters", type=positive_int, default=None, metavar="K",
@@ -170,8 +164,13 @@ class Target:
     """The absolute path of a user's program (None: a collective or a mutant)."""
 
 
-COLLECTIVE_FLAGS = ("mode", "size", "reduce", "root", "max_recv", "dtype")
+COLLECTIVE_FLAGS = (*FLAGS, "dtype")
 """The call flags (argparse dests) that describe a collective and mean nothing for a user's program."""
+
+
+def _call_flags_given(args: argparse.Namespace) -> list[str]:
+    """The call flags the command line set, as typed (``--max-recv``), ``--dtype`` included."""
+    return [flag(dest) for dest in COLLECTIVE_FLAGS if getattr(args, dest, None) is not None]
 
 
 def resolve_program(args: argparse.Namespace) -> Target:
@@ -181,10 +180,9 @@ def resolve_program(args: argparse.Namespace) -> Target:
 
     if args.mutant is not None:
         raise UsageError("give either a PROGRAM or --mutant, not both")
-    for dest in COLLECTIVE_FLAGS:
-        if getattr(args, dest) is not None:
-            raise UsageError(f"--{dest.replace('_', '-')} describes a built-in collective's call; it does not "
-                             f"apply to a program ({args.collective})")
+    if call_flags := _call_flags_given(args):
+        raise UsageError(f"{call_flags[0]} describes a built-in collective's call; it does not "
+                         f"apply to a program ({args.collective})")
     try:
         program = load_program(args.collective, lower=not args.no_lower)
     except InputError as err:
@@ -202,18 +200,17 @@ def resolve(args: argparse.Namespace) -> Target:
 
     if is_program_path(args.collective):
         return resolve_program(args)
-    for flag, given in (("--no-lower", args.no_lower), ("--no-cell-check", args.no_cell_check)):
-        if given:
-            raise UsageError(f"{flag} applies to a PROGRAM, not to a built-in collective or a mutant")
+    for program_flag, set_ in (("--no-lower", args.no_lower), ("--no-cell-check", args.no_cell_check)):
+        if set_:
+            raise UsageError(f"{program_flag} applies to a PROGRAM, not to a built-in collective or a mutant")
     if args.mutant is not None:
         if args.collective is not None:
             raise UsageError("give either COLLECTIVE or --mutant, not both")
         m = MUTANTS.get(args.mutant)
         if m is None:
             raise UsageError(f"unknown mutant {args.mutant!r}; known: {', '.join(MUTANTS)}")
-        for dest in COLLECTIVE_FLAGS:
-            if getattr(args, dest) is not None:
-                raise UsageError(f"--{dest.replace('_', '-')} does not apply to a mutant: its call is fixed")
+        if call_flags := _call_flags_given(args):
+            raise UsageError(f"{call_flags[0]} does not apply to a mutant: its call is fixed")
         return Target(m.name, collective_program(m.spec), m.lowering(), None if m.consume_fence else False,
                       args.iters or m.iterations, args.ranks or m.ranks)
     if args.collective is None:
@@ -264,23 +261,13 @@ def child_argv(args: argparse.Namespace, *, mutant: str | None = None, seed: int
         if args.no_cell_check:
             argv.append("--no-cell-check")
     else:
-        argv.append(args.collective)
-        for flag, value in (("--mode", args.mode), ("--size", args.size), ("--reduce", args.reduce),
-                            ("--root", args.root), ("--max-recv", args.max_recv)):
-            if value is not None:
-                argv += [flag, str(value)]
+        argv += [args.collective, *collective_argv(args)]
         if args.dtype is not None and args.dtype != "fp32":
             argv += ["--dtype", args.dtype]
     n = iters if iters is not None else args.iters
     if n is not None:
         argv += ["--iters", str(n)]
-    argv += ["--seed", str(args.seed if seed is None else seed), "--jitter", f"{args.jitter:g}"]
-    if args.straggler is not None:
-        argv += ["--straggler", f"{args.straggler[0]}:{args.straggler[1]:g}"]
-    if args.skew:
-        argv += ["--skew", f"{args.skew:g}"]
-    if args.visibility != "eager":
-        argv += ["--visibility", args.visibility]
+    argv += ["--seed", str(args.seed if seed is None else seed), *schedule_argv(args)]
     if args.block != DEFAULT_BLOCK:
         argv += ["--block", str(args.block)]
     if args.no_invariants:
@@ -490,9 +477,8 @@ def run_all_mutants(args: argparse.Namespace) -> int:
     """Run every catalogue entry (each seed its own job) and print the table."""
     from pldemu.mutants import MUTANTS
 
-    for dest in COLLECTIVE_FLAGS:
-        if getattr(args, dest) is not None:
-            return _error(f"--{dest.replace('_', '-')} does not apply to --all-mutants")
+    if call_flags := _call_flags_given(args):
+        return _error(f"{call_flags[0]} does not apply to --all-mutants")
     if args.no_lower or args.no_cell_check:
         return _error("--no-lower and --no-cell-check apply to a PROGRAM, not to --all-mutants")
     seeds = range(args.seed, args.seed + args.seeds)

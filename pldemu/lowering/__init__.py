@@ -9,6 +9,7 @@ from pldemu.lowering.common import LoweringError
 from pldemu.lowering.pass_ import (
     CallReport,
     LoweringReport,
+    composite_calls,
     lower_composite_ops,
     lower_composite_ops_with_report,
 )
@@ -22,6 +23,7 @@ __all__ = [
     "LoweringError",
     "LoweringReport",
     "RecipeVariant",
+    "composite_calls",
     "lower_composite_ops",
     "lower_composite_ops_with_report",
 ]

@@ -95,14 +95,15 @@ def lower_composite_ops_with_report(program: Program, *, variant: RecipeVariant 
     """``lower_composite_ops`` plus one ``CallReport`` per lowered call, in program order."""
     if not isinstance(variant, RecipeVariant):
         raise TypeError(f"variant must be a RecipeVariant, got {variant!r}")
-    if not any(_calls_in_function(f) for f in program.functions):
+    pending = {f.name: bool(_calls_in_function(f)) for f in program.functions}
+    if not any(pending.values()):
         return LoweringReport(program, ())
     roots = {f.name: _alias_roots(program, f) for f in program.functions}
     _check_signal_conventions(program, roots)
     reports: list[CallReport] = []
     functions = []
     for f in program.functions:
-        if not _calls_in_function(f):
+        if not pending[f.name]:
             functions.append(f)
             continue
         lowering = _FunctionLowering(program, f, roots[f.name], variant)
@@ -149,23 +150,33 @@ def _walk(stmts: tuple[Stmt, ...]) -> Iterator[Stmt]:
             yield from _walk(body.stmts)
 
 
-def _calls(e: Arg) -> Iterator[Call]:
-    """Collective calls inside an expression, innermost first (evaluation order)."""
+def _all_calls(e: Arg) -> Iterator[Call]:
+    """Every call inside an expression, innermost first (evaluation order)."""
     if isinstance(e, ListExpr):
         for item in e.items:
-            yield from _calls(item)
+            yield from _all_calls(item)
     elif isinstance(e, BinOp):
-        yield from _calls(e.lhs)
-        yield from _calls(e.rhs)
+        yield from _all_calls(e.lhs)
+        yield from _all_calls(e.rhs)
     elif isinstance(e, Call):
         for a in e.args:
-            yield from _calls(a)
-        if e.op in RULES:
-            yield e
+            yield from _all_calls(a)
+        yield e
+
+
+def _calls(e: Arg) -> Iterator[Call]:
+    """Collective calls inside an expression, innermost first (evaluation order)."""
+    return (c for c in _all_calls(e) if c.op in RULES)
 
 
 def _calls_in_function(f: Function) -> list[Call]:
     return [c for s in _walk(f.body.stmts) for e in _exprs_of(s) for c in _calls(e)]
+
+
+def composite_calls(program: Program) -> tuple[Call, ...]:
+    """Every call of a composite collective (``pld.tensor.*``, which only this pass can run) in
+    ``program``, function by function in evaluation order; empty for a lowered program."""
+    return tuple(c for f in program.functions for c in _calls_in_function(f))
 
 
 def _alias_roots(program: Program, f: Function) -> Mapping[str, frozenset[str]]:
@@ -343,18 +354,5 @@ class _FunctionLowering:
         return f"func {self.fn.name} > {' > '.join(self.path)}: {text}"
 
 
-def _all_calls(e: Arg) -> Iterator[Call]:
-    """Every call inside an expression (for the emitted-primitive counts)."""
-    if isinstance(e, ListExpr):
-        for item in e.items:
-            yield from _all_calls(item)
-    elif isinstance(e, BinOp):
-        yield from _all_calls(e.lhs)
-        yield from _all_calls(e.rhs)
-    elif isinstance(e, Call):
-        for a in e.args:
-            yield from _all_calls(a)
-        yield e
 
-
-__all__ = ["CallReport", "LoweringReport", "lower_composite_ops", "lower_composite_ops_with_report"]
+__all__ = ["CallReport", "LoweringReport", "composite_calls", "lower_composite_ops", "lower_composite_ops_with_report"]

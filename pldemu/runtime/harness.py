@@ -19,6 +19,8 @@ from typing import Any, Protocol
 import numpy as np
 from mpi4py import MPI
 
+from pldemu.runtime.bounded import complete_by
+
 
 class CheckError(RuntimeError):
     """The harness could not run the check (bad geometry, a rank failed, ...)."""
@@ -82,16 +84,9 @@ class FailureLog(Protocol):
 
 def wait_bounded(req: MPI.Request, timeout: float, what: str, comm: MPI.Comm) -> None:
     """Complete ``req`` or raise CheckTimeout after ``timeout`` seconds (never hang forever)."""
-    deadline = time.monotonic() + timeout
-    sleep = 1e-5
-    while not req.Test():
-        if time.monotonic() >= deadline:
-            raise CheckTimeout(
-                f"rank {comm.Get_rank()}: {what} did not complete in {timeout:g}s "
-                "(a peer is stuck in the collective or has failed)"
-            )
-        time.sleep(sleep)
-        sleep = min(sleep * 2, 1e-3)
+    complete_by(req, time.monotonic() + timeout, lambda: CheckTimeout(
+        f"rank {comm.Get_rank()}: {what} did not complete in {timeout:g}s "
+        "(a peer is stuck in the collective or has failed)"))
 
 
 def barrier(comm: MPI.Comm, timeout: float, what: str) -> None:

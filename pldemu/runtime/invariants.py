@@ -44,6 +44,7 @@ from mpi4py import MPI
 
 from pldemu import windows
 from pldemu.ir import BufferKind, Op
+from pldemu.runtime.bounded import complete_by
 from pldemu.runtime.handlers import Handler
 from pldemu.runtime.machine import Machine
 from pldemu.runtime.monitor import MonitorBase
@@ -257,12 +258,7 @@ class InvariantChecker(MonitorBase):
 
 
 def _complete(req: MPI.Request, deadline: float, what: str) -> None:
-    sleep = 1e-5
-    while not req.Test():
-        if time.monotonic() >= deadline:
-            raise TimeoutError(f"{what} did not complete in time: a rank is stuck or gone")
-        time.sleep(sleep)
-        sleep = min(sleep * 2, 1e-3)
+    complete_by(req, deadline, lambda: TimeoutError(f"{what} did not complete in time: a rank is stuck or gone"))
 
 
 def allgather_objects(comm: MPI.Intracomm, item: Any, timeout: float) -> list[Any]:

@@ -10,6 +10,7 @@ the whole job instead of leaving the other ranks blocked.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -28,6 +29,10 @@ _FOREIGN_PREFIXES = ("PMI_", "PMIX_", "OMPI_", "HYDRA_", "MPIR_CVAR_PMI")
 
 TIMED_OUT = 124
 """Exit code of ``spawn`` when the job outlived its timeout (as coreutils ``timeout``)."""
+
+JOB_FAILED = 3
+"""Exit code of ``spawn`` when mpiexec itself died of a signal (every pldemu command's "the job
+failed" code)."""
 
 
 def in_mpi_job(environ: Mapping[str, str] | None = None) -> bool:
@@ -74,7 +79,9 @@ def find_mpiexec() -> str:
     return found
 
 
+@functools.lru_cache(maxsize=8)
 def _is_open_mpi(mpiexec: str) -> bool:
+    """Whether ``mpiexec`` is Open MPI's (asked once per executable: it costs a subprocess)."""
     try:
         out = subprocess.run([mpiexec, "--version"], capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired):
@@ -111,7 +118,7 @@ def job_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def kill_group(proc: subprocess.Popen[bytes], grace: float = 5.0) -> None:
+def kill_group(proc: subprocess.Popen[Any], grace: float = 5.0) -> None:
     """SIGTERM the job's process group, then SIGKILL whatever is still there after ``grace``."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
@@ -156,11 +163,14 @@ def run_job(n: int, argv: Sequence[str], timeout: float | None, *, env: Mapping[
 def spawn(n: int, argv: Sequence[str], timeout: float | None, *, env: Mapping[str, str] | None = None,
           cwd: str | os.PathLike[str] | None = None) -> int:
     """Run ``pldemu ARGV`` on ``n`` ranks (``mpiexec -n N python -m mpi4py -m pldemu ARGV``), streaming
-    its output; return the job's exit code (``TIMED_OUT`` after ``timeout`` seconds)."""
-    return run_job(n, pldemu_argv(argv), timeout, env=env, cwd=cwd)
+    its output; return an exit code for the command: the job's, ``TIMED_OUT`` after ``timeout``
+    seconds, ``JOB_FAILED`` if mpiexec died of a signal."""
+    rc = run_job(n, pldemu_argv(argv), timeout, env=env, cwd=cwd)
+    return rc if 0 <= rc <= 255 else JOB_FAILED
 
 
 __all__ = [
+    "JOB_FAILED",
     "LAUNCHER_VARS",
     "TIMED_OUT",
     "abort_job",

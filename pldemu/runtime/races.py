@@ -70,6 +70,7 @@ from mpi4py import MPI
 
 from pldemu import windows
 from pldemu.ir import BufferKind, Op
+from pldemu.runtime.bounded import complete_by
 from pldemu.runtime.monitor import MonitorBase
 from pldemu.runtime.sites import CallSite, OpEvent
 from pldemu.runtime.values import Buffer, Shape, TensorRef, Tile, fit_rank, flat_cell
@@ -444,12 +445,8 @@ class ShadowClocks:
 
 
 def _complete(req: MPI.Request, deadline: float, what: str) -> None:
-    sleep = 1e-5
-    while not req.Test():
-        if time.monotonic() >= deadline:
-            raise RaceCheckTimeout(f"race check: {what} did not complete (a rank did not reach the checkpoint)")
-        time.sleep(sleep)
-        sleep = min(sleep * 2, 1e-3)
+    complete_by(req, deadline, lambda: RaceCheckTimeout(
+        f"race check: {what} did not complete (a rank did not reach the checkpoint)"))
 
 
 def alltoall_objects(comm: MPI.Intracomm, items: Sequence[Any], timeout: float) -> list[Any]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -198,10 +199,9 @@ def run_program_iterations(
     block = default_block(iters) if block is None else block
     if block < 1:
         raise CheckError(f"block must be >= 1, got {block}")
-    if isinstance(inst_or_program, ProgramInstance):
-        return _iterate(comm, inst_or_program, iters, options, block, before_run, stop_on_failure, emit,
-                        report, header, cell_check, sync_timeout, on_instance)
-    with ProgramInstance(inst_or_program, comm, options) as inst:
+    # The caller's instance stays open (nullcontext); one made here is closed on the way out.
+    owned = not isinstance(inst_or_program, ProgramInstance)
+    with ProgramInstance(inst_or_program, comm, options) if owned else nullcontext(inst_or_program) as inst:
         return _iterate(comm, inst, iters, options, block, before_run, stop_on_failure, emit, report, header,
                         cell_check, sync_timeout, on_instance)
 

@@ -53,6 +53,7 @@ from mpi4py import MPI
 
 from pldemu import windows
 from pldemu.ir import BufferKind, Op
+from pldemu.runtime.bounded import complete_by
 from pldemu.runtime.monitor import MonitorBase
 from pldemu.runtime.races import RaceReport
 from pldemu.runtime.sites import CallSite, OpEvent
@@ -180,12 +181,8 @@ def gather_objects(comm: MPI.Intracomm, item: Any, timeout: float) -> list[Any] 
 
 
 def _complete(req: MPI.Request, deadline: float) -> None:
-    sleep = 1e-5
-    while not req.Test():
-        if time.monotonic() >= deadline:
-            raise TimeoutError("trace: gathering the ranks' events timed out (a rank did not reach the flush)")
-        time.sleep(sleep)
-        sleep = min(sleep * 2, 1e-3)
+    complete_by(req, deadline, lambda: TimeoutError(
+        "trace: gathering the ranks' events timed out (a rank did not reach the flush)"))
 
 
 class Tracer(MonitorBase):
