@@ -31,7 +31,7 @@ from pldemu.ir.nodes import (
     binop,
     ceildiv,
     emin,
-    fold_binop,
+    eval_nr,
     static_int,
 )
 from pldemu.ir.ops import Op
@@ -120,24 +120,6 @@ Rule = Callable[[Call, FunctionBuilder, LoweringContext], Lowered]
 # ----------------------------------------------------------------------------------------------
 # NR expressions: validation by evaluation, emission by substitution
 # ----------------------------------------------------------------------------------------------
-
-
-def eval_nr(e: Expr, nr: int) -> int | None:
-    """Value of an integer expression whose only free symbol is NR, or None if it has another."""
-    if isinstance(e, Const):
-        v = e.value
-        return v if isinstance(v, int) and not isinstance(v, bool) else None
-    if isinstance(e, Var):
-        return nr if e.name == NR.name else None
-    if isinstance(e, BinOp):
-        a, b = eval_nr(e.lhs, nr), eval_nr(e.rhs, nr)
-        if a is None or b is None:
-            return None
-        if e.op in (BinOpKind.FLOORDIV, BinOpKind.MOD) and b == 0:
-            return None
-        value = fold_binop(e.op, a, b)
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
-    return None
 
 
 def matches_nr(e: Expr, want: Callable[[int], int], pinned: int | None) -> bool:

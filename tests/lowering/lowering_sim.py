@@ -32,6 +32,7 @@ from pldemu.ir.nodes import (
     For,
     If,
     ListExpr,
+    NotStatic,
     Program,
     Return,
     Seq,
@@ -39,6 +40,7 @@ from pldemu.ir.nodes import (
     TensorType,
     Var,
     While,
+    evaluate,
     fold_binop,
 )
 from pldemu.ir.ops import Op
@@ -93,13 +95,10 @@ def eval_shape(dims: tuple[Expr, ...], nranks: int) -> tuple[int, ...]:
 
 
 def _static(e: Expr, nranks: int) -> int:
-    if isinstance(e, Const):
-        return int(e.value)
-    if isinstance(e, Var) and e.name == NR.name:
-        return nranks
-    if isinstance(e, BinOp):
-        return int(fold_binop(e.op, _static(e.lhs, nranks), _static(e.rhs, nranks)))
-    raise SimError(f"not a static NR expression: {e}")
+    try:
+        return int(evaluate(e, nranks))
+    except NotStatic:
+        raise SimError(f"not a static NR expression: {e}") from None
 
 
 @dataclass
