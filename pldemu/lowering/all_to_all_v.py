@@ -25,7 +25,7 @@ from __future__ import annotations
 from pldemu.ir.builder import FunctionBuilder
 from pldemu.ir.dtypes import DType
 from pldemu.ir.enums import NotifyOp
-from pldemu.ir.nodes import NR, BinOpKind, Call, Const, Expr, binop, emax, emin
+from pldemu.ir.nodes import NR, Call, Const, Expr, emax, emin
 from pldemu.lowering.common import (
     Geometry,
     Lowered,
@@ -87,7 +87,7 @@ def lower_all_to_all_v(call: Call, fb: FunctionBuilder, ctx: LoweringContext) ->
     # Reset my counts with AtomicAdd(-current): no peer publishes before my readiness credit below.
     with fb.for_range(0, comm.nr, hint="src") as s:
         stale = fb.pld.tensor.read(recv, [s, 0])
-        system.notify(recv, me, [s, 0], binop(BinOpKind.SUB, 0, stale), op=NotifyOp.AtomicAdd)
+        system.notify(recv, me, [s, 0], 0 - stale, op=NotifyOp.AtomicAdd)
     emit_notify_all(fb, comm)  # readiness: credit 1 of this call
 
     with fb.for_range(0, comm.nr, hint="dest") as dest:
@@ -98,8 +98,8 @@ def lower_all_to_all_v(call: Call, fb: FunctionBuilder, ctx: LoweringContext) ->
         rows = fb.let("rows", emin(emax(want, 0), max_recv))
         with fb.if_(rows.gt(0)):  # zero-row destinations keep the reset count: nothing to publish
             system.notify(recv, dest, [me, 0], rows, op=NotifyOp.AtomicAdd)
-            fb.pld.tile.put(target, dest, src, stage, [binop(BinOpKind.MUL, me, max_recv), 0],
-                            [binop(BinOpKind.MUL, dest, max_recv), 0], [rows, size])
+            fb.pld.tile.put(target, dest, src, stage, [me * max_recv, 0],
+                            [dest * max_recv, 0], [rows, size])
     emit_barrier(fb, comm, 2)  # completion: credit 2, then wait-all Ge 2
     # Retire both credits. A fast peer may already have posted both of its next-call credits (the
     # cell can reach 4); subtracting 2 keeps them.
@@ -117,7 +117,7 @@ def _max_recv(ctx: LoweringContext, rows: Expr) -> int:
                             show(rows))
         return v // pinned
     k = eval_nr(rows, 1)
-    if k is None or k <= 0 or not same_extent(rows, binop(BinOpKind.MUL, k, NR), None):
+    if k is None or k <= 0 or not same_extent(rows, k * NR, None):
         raise ctx.error("target", "rows of the form k * NR (MAX_RECV = k rows per sender must be static; pin "
                         "nranks to use a constant row count)", show(rows))
     return k

@@ -18,7 +18,6 @@ from pldemu.ir.enums import Layout, NotifyOp, ReduceOp
 from pldemu.ir.nodes import (
     NR,
     BinOp,
-    BinOpKind,
     BufferKind,
     Call,
     Const,
@@ -156,7 +155,7 @@ def numel(shape: Sequence[Expr]) -> Expr:
     """Product of the dimensions (folded when static)."""
     total: Expr = Const(1)
     for d in shape:
-        total = binop(BinOpKind.MUL, total, d)
+        total = total * d
     return total
 
 
@@ -241,18 +240,18 @@ def ring_boundary(i: ExprLike, size: Expr, nr: Expr, geo: Geometry, unit: ExprLi
     (32 bytes) and caps it at SIZE so every non-empty segment starts aligned; trailing segments may
     then be empty, which the schedule tolerates. ``unit`` may pass a bound ``16 * nr``.
     """
-    scaled = binop(BinOpKind.MUL, i, size)
+    scaled = i * size
     if geo.dtype is DType.FP16:
-        unit = binop(BinOpKind.MUL, geo.align, nr) if unit is None else unit
-        return emin(binop(BinOpKind.MUL, ceildiv(scaled, unit), geo.align), size)
-    return binop(BinOpKind.FLOORDIV, scaled, nr)
+        unit = geo.align * nr if unit is None else unit
+        return emin(ceildiv(scaled, unit) * geo.align, size)
+    return scaled // nr
 
 
 def ring_max_segment(size: Expr, nr: Expr, geo: Geometry) -> Expr:
     """Upper bound on any ring segment's length: the common subchunk-loop bound of every round."""
     if geo.dtype is DType.FP16:
-        unit = binop(BinOpKind.MUL, geo.align, nr)
-        return emin(binop(BinOpKind.MUL, ceildiv(size, unit), geo.align), size)
+        unit = geo.align * nr
+        return emin(ceildiv(size, unit) * geo.align, size)
     return ceildiv(size, nr)
 
 
@@ -352,7 +351,7 @@ def emit_epilogue(fb: FunctionBuilder, comm: Comm, n: ExprLike, rows: ExprLike |
     static = static_int(value)
     if static is not None and static <= 0:
         return  # a shortfall that leaves nothing to retire: no epilogue at all
-    retire: ExprLike = binop(BinOpKind.SUB, 0, value)
+    retire: ExprLike = 0 - value
     if static is None:
         retire = fb.let("retire", retire)
     notify = fb.pld.system.notify

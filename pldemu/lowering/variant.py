@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from pldemu.ir.enums import NotifyOp, WaitCmp
-from pldemu.ir.nodes import BinOpKind, Expr, ExprLike, as_expr, binop
+from pldemu.ir.nodes import Expr, ExprLike, as_expr
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ class RecipeVariant:
             return None
         value = as_expr(issued)
         if self.epilogue_shortfall:
-            value = binop(BinOpKind.SUB, value, self.epilogue_shortfall)
+            value = value - self.epilogue_shortfall
         return value
 
     # -- description ----------------------------------------------------------------------------
