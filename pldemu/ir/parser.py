@@ -325,29 +325,7 @@ class _Parser:
         if name_tok.kind != NAME:
             raise self.error(f"expected the program name, got {name_tok.describe()}", name_tok)
         self.advance()
-        options: set[str] = set()
-        nranks: int | None = None
-        entry = "main"
-        while not self.peek().is_op("{"):
-            opt = self.peek()
-            if not opt.is_name("nranks", "entry"):
-                raise self.error(f"expected '{{' or a program option (nranks=INT, entry=NAME), "
-                                 f"got {opt.describe()}", opt)
-            if opt.text in options:
-                raise self.error(f"program option '{opt.text}' given twice", opt)
-            options.add(self.advance().text)
-            self.expect_op("=", f"after '{opt.text}'")
-            value = self.peek()
-            if opt.text == "nranks":
-                if value.kind != INT:
-                    raise self.error(f"nranks must be an integer literal, got {value.describe()}", value)
-                assert isinstance(value.value, int)
-                nranks = value.value
-            else:
-                if value.kind != NAME or "." in value.text:
-                    raise self.error(f"entry must be a function name, got {value.describe()}", value)
-                entry = value.text
-            self.advance()
+        nranks, entry = self.program_options()
         open_tok = self.advance()
         buffers: dict[str, tuple[BufferDecl, Token]] = {}
         functions: dict[str, tuple[Function, Token]] = {}
@@ -386,6 +364,33 @@ class _Parser:
             raise self.error(f"unexpected {tail.describe()} after the end of the program", tail)
         return Program(name_tok.text, tuple(d for d, _ in buffers.values()),
                        tuple(f for f, _ in functions.values()), entry, nranks)
+
+    def program_options(self) -> tuple[int | None, str]:
+        """``[nranks=INT] [entry=NAME]`` after the program name, up to (not consuming) '{'."""
+        options: set[str] = set()
+        nranks: int | None = None
+        entry = "main"
+        while not self.peek().is_op("{"):
+            opt = self.peek()
+            if not opt.is_name("nranks", "entry"):
+                raise self.error(f"expected '{{' or a program option (nranks=INT, entry=NAME), "
+                                 f"got {opt.describe()}", opt)
+            if opt.text in options:
+                raise self.error(f"program option '{opt.text}' given twice", opt)
+            options.add(self.advance().text)
+            self.expect_op("=", f"after '{opt.text}'")
+            value = self.peek()
+            if opt.text == "nranks":
+                if value.kind != INT:
+                    raise self.error(f"nranks must be an integer literal, got {value.describe()}", value)
+                assert isinstance(value.value, int)
+                nranks = value.value
+            else:
+                if value.kind != NAME or "." in value.text:
+                    raise self.error(f"entry must be a function name, got {value.describe()}", value)
+                entry = value.text
+            self.advance()
+        return nranks, entry
 
     def buffer_decl(self) -> tuple[BufferDecl, Token]:
         kind = _BUFFER_KINDS[self.advance().text]

@@ -47,7 +47,7 @@ def lower_all_to_all(call: Call, fb: FunctionBuilder, ctx: LoweringContext) -> L
     check_fully_valid(ctx, "input", it)
     signal = check_signal(ctx, call, 2)
 
-    comm = emit_comm(fb, target, signal, ctx.variant)
+    comm = emit_comm(fb, ctx, target, signal)
     stage, shape = stage_tile(fb, ctx, Geometry.of(t.dtype), "input", [Const(1), size])
     n = subst_nr(size, comm.nr)
     with fb.for_range(0, comm.nr, hint="dest") as dest:

@@ -78,7 +78,7 @@ def lower_all_to_all_v(call: Call, fb: FunctionBuilder, ctx: LoweringContext) ->
     if ctx.root(recv) & (ctx.root(signal) | ctx.root(target)):
         raise ctx.error("recv_counts", "its own buffer (not the signal or the target)", recv.name)
 
-    comm = emit_comm(fb, target, signal, ctx.variant)
+    comm = emit_comm(fb, ctx, target, signal)
     size = subst_nr(t.shape[1], comm.nr)
     stage, shape = stage_tile(fb, ctx, Geometry.of(t.dtype), "target", [Const(max_recv), t.shape[1]])
     system = fb.pld.system

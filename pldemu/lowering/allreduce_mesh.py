@@ -58,7 +58,7 @@ def lower_allreduce_mesh(call: Call, fb: FunctionBuilder, ctx: LoweringContext, 
     if valid is not None:
         return _rectangle(fb, ctx, target, signal, tile_op, t, valid, geo)
 
-    comm = emit_comm(fb, target, signal, ctx.variant)
+    comm = emit_comm(fb, ctx, target, signal)
     n_sym = numel(t.shape)
     n: Expr = subst_nr(n_sym, comm.nr)
     if static_int(n) is None:
@@ -152,7 +152,7 @@ def _rectangle(fb: FunctionBuilder, ctx: LoweringContext, target: Var, signal: V
                         "(chunking a partial rectangle is not supported)",
                         f"{box[0]} x {box[1]} {geo.dtype.value} = {box[0] * box[1] * geo.dtype.itemsize} bytes")
 
-    comm = emit_comm(fb, target, signal, ctx.variant)
+    comm = emit_comm(fb, ctx, target, signal)
     rows, cols = subst_nr(rows_sym, comm.nr), subst_nr(cols_sym, comm.nr)
     vrows, vcols = subst_nr(vrows_sym, comm.nr), subst_nr(vcols_sym, comm.nr)
     flat = fb.pld.tensor.view(target, [rows, cols], [vrows, vcols])

@@ -58,7 +58,7 @@ def lower_allreduce_ring(call: Call, fb: FunctionBuilder, ctx: LoweringContext, 
         raise ctx.error("target", "a contiguous row-major prefix when a partial valid_shape is used with "
                         "mode=ring (the ring reduces one linear stream)", f"valid {show(valid)} of shape {show(t.shape)}")
 
-    comm = emit_comm(fb, target, signal, ctx.variant)
+    comm = emit_comm(fb, ctx, target, signal)
     nr = comm.nr
     size_sym = numel(valid if valid is not None else t.shape)
     size: Expr = subst_nr(size_sym, nr)

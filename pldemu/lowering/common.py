@@ -82,7 +82,8 @@ class LoweringContext:
     roots: Mapping[str, frozenset[str]] = field(default_factory=lambda: MappingProxyType({}))
     """Variable name -> the declared buffers it may stand for (through rebinds and tensor.view)."""
     variant: RecipeVariant = CORRECT
-    """The recipe variant of this lowering (the specified recipe unless a mutant is being built)."""
+    """The recipe variant of the pass (``LowerCompositeOps.variant``): the specified recipe unless a
+    mutant is being built."""
 
     def root(self, var: Var) -> frozenset[str]:
         """The buffers ``var`` may denote (itself when it is a buffer or an unknown parameter)."""
@@ -279,15 +280,16 @@ class Comm:
         return [rank, 0] if row is None else [row, rank]
 
 
-def emit_comm(fb: FunctionBuilder, window: Var, signal: Var, variant: RecipeVariant) -> Comm:
+def emit_comm(fb: FunctionBuilder, lowering: LoweringContext, window: Var, signal: Var) -> Comm:
     """ctx = get_comm_ctx(window); me = rank(ctx); nr = nranks(ctx).
 
-    Rank and rank count are runtime queries so the lowering never depends on the rank count.
-    ``variant`` is required (no default) so a recipe cannot silently drop the caller's deviation.
+    Rank and rank count are runtime queries so the lowering never depends on the rank count. The
+    returned ``Comm`` carries the pass's recipe variant (``lowering.variant``), so no recipe handles
+    the variant of the shared protocol itself.
     """
     sys = fb.pld.system
     ctx = sys.get_comm_ctx(window)
-    return Comm(ctx, sys.rank(ctx), sys.nranks(ctx), signal, variant)
+    return Comm(ctx, sys.rank(ctx), sys.nranks(ctx), signal, lowering.variant)
 
 
 def emit_peer_loop(fb: FunctionBuilder, comm: Comm, hint: str, body: Callable[[Var], None]) -> None:

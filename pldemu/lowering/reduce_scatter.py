@@ -54,7 +54,7 @@ def lower_reduce_scatter(call: Call, fb: FunctionBuilder, ctx: LoweringContext) 
     check_fully_valid(ctx, "target", t)
     signal = check_signal(ctx, call, 1)
 
-    comm = emit_comm(fb, target, signal, ctx.variant)
+    comm = emit_comm(fb, ctx, target, signal)
     geo = Geometry.of(t.dtype)
     size_sym = t.shape[1]
     size = subst_nr(size_sym, comm.nr)
