@@ -13,52 +13,36 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from pldemu.ir.nodes import (
-    Arg,
-    Assign,
-    BinOp,
-    Call,
-    Eval,
-    Expr,
-    For,
-    Function,
-    If,
-    ListExpr,
-    Program,
-    Return,
-    Seq,
-    Stmt,
-    While,
-)
+from pldemu.ir import nodes as ir
 
 
-def stmt_exprs(s: Stmt) -> tuple[Expr, ...]:
+def stmt_exprs(s: ir.Stmt) -> tuple[ir.Expr, ...]:
     """The expressions statement ``s`` evaluates itself (not those of its nested bodies)."""
-    if isinstance(s, Assign):
+    if isinstance(s, ir.Assign):
         return (s.value,)
-    if isinstance(s, Eval):
+    if isinstance(s, ir.Eval):
         return (s.call,)
-    if isinstance(s, For):
+    if isinstance(s, ir.For):
         return (s.start, s.stop, s.step)
-    if isinstance(s, (While, If)):
+    if isinstance(s, (ir.While, ir.If)):
         return (s.cond,)
-    if isinstance(s, Return):
+    if isinstance(s, ir.Return):
         return s.values
     return ()
 
 
-def stmt_bodies(s: Stmt) -> tuple[Seq, ...]:
+def stmt_bodies(s: ir.Stmt) -> tuple[ir.Seq, ...]:
     """The statement lists nested in ``s`` (a ``Seq`` is its own body)."""
-    if isinstance(s, Seq):
+    if isinstance(s, ir.Seq):
         return (s,)
-    if isinstance(s, (For, While)):
+    if isinstance(s, (ir.For, ir.While)):
         return (s.body,)
-    if isinstance(s, If):
+    if isinstance(s, ir.If):
         return (s.then,) if s.orelse is None else (s.then, s.orelse)
     return ()
 
 
-def walk_stmts(stmts: Iterable[Stmt]) -> Iterator[Stmt]:
+def walk_stmts(stmts: Iterable[ir.Stmt]) -> Iterator[ir.Stmt]:
     """Every statement of ``stmts`` and of their nested bodies, in pre-order."""
     for s in stmts:
         yield s
@@ -66,43 +50,43 @@ def walk_stmts(stmts: Iterable[Stmt]) -> Iterator[Stmt]:
             yield from walk_stmts(body.stmts)
 
 
-def walk_expr(e: Arg) -> Iterator[Arg]:
+def walk_expr(e: ir.Arg) -> Iterator[ir.Arg]:
     """Every sub-expression of ``e`` (``e`` included), operands before the node that uses them."""
-    if isinstance(e, ListExpr):
+    if isinstance(e, ir.ListExpr):
         for item in e.items:
             yield from walk_expr(item)
-    elif isinstance(e, BinOp):
+    elif isinstance(e, ir.BinOp):
         yield from walk_expr(e.lhs)
         yield from walk_expr(e.rhs)
-    elif isinstance(e, Call):
+    elif isinstance(e, ir.Call):
         for a in e.args:
             yield from walk_expr(a)
     yield e
 
 
-def expr_calls(e: Arg) -> Iterator[Call]:
+def expr_calls(e: ir.Arg) -> Iterator[ir.Call]:
     """Every call inside ``e``, innermost first (evaluation order)."""
-    return (x for x in walk_expr(e) if isinstance(x, Call))
+    return (x for x in walk_expr(e) if isinstance(x, ir.Call))
 
 
-def stmt_calls(s: Stmt) -> Iterator[Call]:
+def stmt_calls(s: ir.Stmt) -> Iterator[ir.Call]:
     """The calls statement ``s`` evaluates itself, in evaluation order (nested bodies excluded)."""
     for e in stmt_exprs(s):
         yield from expr_calls(e)
 
 
-def walk_calls(stmts: Iterable[Stmt]) -> Iterator[Call]:
+def walk_calls(stmts: Iterable[ir.Stmt]) -> Iterator[ir.Call]:
     """Every call of ``stmts`` and their nested bodies, in program order."""
     for s in walk_stmts(stmts):
         yield from stmt_calls(s)
 
 
-def function_calls(f: Function) -> Iterator[Call]:
+def function_calls(f: ir.Function) -> Iterator[ir.Call]:
     """Every call of function ``f``, in program order."""
     return walk_calls(f.body.stmts)
 
 
-def program_calls(program: Program) -> Iterator[Call]:
+def program_calls(program: ir.Program) -> Iterator[ir.Call]:
     """Every call of every function of ``program``, function by function."""
     for f in program.functions:
         yield from function_calls(f)

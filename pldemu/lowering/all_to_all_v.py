@@ -31,7 +31,7 @@ from pldemu.lowering.common import (
     Lowered,
     LoweringContext,
     check_dims,
-    check_fully_valid,
+    check_separate_input,
     check_signal,
     check_window,
     emit_barrier,
@@ -60,10 +60,7 @@ def lower_all_to_all_v(call: Call, fb: FunctionBuilder, ctx: LoweringContext) ->
         raise ctx.error("input", f"of the target's dtype {t.dtype.value}", it.dtype.value)
     if len(it.shape) != 2 or not all(same_extent(a, b, ctx.nranks) for a, b in zip(it.shape, t.shape, strict=True)):
         raise ctx.error("input", f"shaped like the target {show(t.shape)}", show(it.shape))
-    if ctx.root(src) & ctx.root(target):
-        raise ctx.error("input", "a buffer other than the target", f"{src.name} aliases {target.name}")
-    check_fully_valid(ctx, "target", t)
-    check_fully_valid(ctx, "input", it)
+    check_separate_input(ctx, src, it, target, t)
     signal = check_signal(ctx, call, 2)
     send, st = tensor_arg(ctx, call, 3, "send_counts")
     if st.dtype is not DType.INT32 or st.window:

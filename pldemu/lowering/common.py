@@ -2,7 +2,9 @@
 
 Everything a recipe emits goes through the function's one ``FunctionBuilder`` (so temporary names
 come from one counter per function). Nothing here keeps state between calls: barrier generations
-are passed explicitly by each recipe and restart at 1 in every call.
+are passed explicitly by each recipe and restart at 1 in every call. NR expressions are checked by
+value with the IR's one evaluator (``eval_nr``, re-exported here) and emitted by substitution;
+recipe arithmetic is written with the IR's operators (``2 * (nr - 1)``), which fold constants.
 """
 
 from __future__ import annotations
@@ -118,7 +120,7 @@ Rule = Callable[[Call, FunctionBuilder, LoweringContext], Lowered]
 
 
 # ----------------------------------------------------------------------------------------------
-# NR expressions: validation by evaluation, emission by substitution
+# NR expressions: validation by evaluation (pldemu.ir.nodes.eval_nr), emission by substitution
 # ----------------------------------------------------------------------------------------------
 
 
@@ -419,6 +421,15 @@ def check_fully_valid(ctx: LoweringContext, name: str, t: TensorType) -> None:
                         f"valid {show(t.valid_shape or ())} of shape {show(t.shape)}")
 
 
+def check_separate_input(ctx: LoweringContext, src: Var, it: TensorType, target: Var, t: TensorType) -> None:
+    """An exchange's ``input``: not the target (peers write the target while it is read), and both
+    fully valid."""
+    if ctx.root(src) & ctx.root(target):
+        raise ctx.error("input", "a buffer other than the target", f"{src.name} aliases {target.name}")
+    check_fully_valid(ctx, "target", t)
+    check_fully_valid(ctx, "input", it)
+
+
 def partial_valid(t: TensorType) -> tuple[Expr, ...] | None:
     """The valid shape if it is genuinely partial (a valid_shape equal to the shape is not)."""
     if t.valid_shape is None or tuple(t.valid_shape) == tuple(t.shape):
@@ -476,7 +487,7 @@ def check_layout(ctx: LoweringContext, name: str, t: TensorType) -> None:
 __all__ = [
     "ALIGN_BYTES", "CHUNK_BYTES", "REDUCE_DTYPES", "Comm", "Geometry", "Lowered", "LoweringContext",
     "LoweringError", "Rule", "check_dims", "check_dtype", "check_fully_valid", "check_layout", "check_packed",
-    "check_signal", "check_window", "emit_barrier", "emit_comm", "emit_epilogue", "emit_notify_all",
+    "check_separate_input", "check_signal", "check_window", "emit_barrier", "emit_comm", "emit_epilogue", "emit_notify_all",
     "emit_peer_loop", "emit_wait", "emit_wait_all", "eval_nr", "matches_nr", "numel", "partial_valid", "reduce_op",
     "ring_boundary", "ring_max_segment", "same_extent", "show", "show_nr", "stage_tile", "subst_nr", "tensor_arg",
 ]
