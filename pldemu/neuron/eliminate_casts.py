@@ -166,6 +166,7 @@ class NeuronEliminateCasts:
         """Add the eliminated cast's bytes to the statistic; returns them."""
         ed.note("count_cast", cast.name)
         f = ed.function
+        cast = f.inst(cast.name)  # the live cast: it must not have been erased yet
         bytes_per_partition = f.tile_size_in_bytes(cast) // f.npartitions(cast)
         eliminated_bytes = bytes_per_partition * cast.num_dynamic_instances
         self.stats.add(ELIMINATED_BYTES, eliminated_bytes)

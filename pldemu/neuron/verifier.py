@@ -23,11 +23,19 @@ MATMUL_MAX_FREE = 512
 
 
 class VerifyError(IRError):
-    """A rule broken at a source line."""
+    """A rule broken at a source line (``line`` 0: not from a file)."""
+
+    def __init__(self, message: str, line: int) -> None:
+        self.message, self.line = message, line
+        super().__init__(f"line {line}: {message}")
+
+    def located(self, filename: str) -> str:
+        """``filename:line: message``."""
+        return f"{filename}:{self.line}: {self.message}"
 
 
 def _fail(line: int, message: str) -> VerifyError:
-    return VerifyError(f"line {line}: {message}")
+    return VerifyError(message, line)
 
 
 def _check_tensor(t: Tensor) -> None:
