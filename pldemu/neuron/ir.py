@@ -226,6 +226,10 @@ def _retype_ap(op: Operand, tensor: str, dtype: NDType) -> Operand:
     return replace(op, dtype=dtype) if isinstance(op, AP) and op.tensor == tensor else op
 
 
+def _retype_dst(dst: AP | None, tensor: str, dtype: NDType) -> AP | None:
+    return replace(dst, dtype=dtype) if dst is not None and dst.tensor == tensor else dst
+
+
 class FunctionEditor:
     """The mutable working copy the pass edits; :meth:`freeze` gives the frozen result.
 
@@ -259,7 +263,7 @@ class FunctionEditor:
         name = inst.dst.tensor
         self.tensors = [replace(t, dtype=dtype) if t.name == name else t for t in self.tensors]
         self.insts = [replace(i, srcs=tuple(_retype_ap(s, name, dtype) for s in i.srcs),
-                              dst=None if i.dst is None else _retype_ap(i.dst, name, dtype))  # type: ignore[arg-type]
+                              dst=_retype_dst(i.dst, name, dtype))
                       for i in self.insts]
         self._replace(inst.name, lambda i: replace(i, dtype=dtype))
 

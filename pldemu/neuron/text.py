@@ -17,15 +17,18 @@ Attributes: ``dtype=`` (required), ``dst=AP``, ``func=NAME``, ``scalar=NUMBER``,
 
 from __future__ import annotations
 
+import enum
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from pldemu.ir.parser import ParseError
 from pldemu.neuron.dtypes import NDType
 from pldemu.neuron.ir import AP, Function, Inst, Kind, Memory, Operand, Tensor, TensorFlag, ValueRef
 
 _TOKEN = re.compile(r"\s*(?:(%[A-Za-z_]\w*)|([A-Za-z_]\w*)|(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|-?inf|nan)|(\S))")
+E = TypeVar("E", bound=enum.Enum)
 _FLAGS = ("acc", "canMutateDstTy")
 _VALUED = ("dtype", "dst", "func", "scalar", "trips")
 
@@ -85,12 +88,12 @@ class _Line:
             raise self.error(f"expected {what}, got {tok.text!r}", tok)
         return tok
 
-    def enum(self, cls: type, what: str) -> object:
+    def enum(self, cls: type[E], what: str) -> E:
         tok = self.ident(what)
         try:
             return cls(tok.text)
         except ValueError:
-            names = ", ".join(m.value for m in cls)  # type: ignore[attr-defined]
+            names = ", ".join(str(m.value) for m in cls)
             raise self.error(f"unknown {what} {tok.text!r}; expected one of {names}", tok) from None
 
     def end(self) -> None:
@@ -110,7 +113,7 @@ def _tensor(line: _Line, memory: Memory) -> Tensor:
     flags = []
     while line.peek() is not None:
         flags.append(line.enum(TensorFlag, "tensor flag"))
-    return Tensor(name, memory, (p, free), dtype, frozenset(flags), line=line.lineno)  # type: ignore[arg-type]
+    return Tensor(name, memory, (p, free), dtype, frozenset(flags), line=line.lineno)
 
 
 def _ap(line: _Line, tensor: str) -> AP:
@@ -129,7 +132,7 @@ def _ap(line: _Line, tensor: str) -> AP:
     line.expect("+")
     offset = line.int_("an offset")
     line.expect(":")
-    return AP(tensor, tuple(pairs), offset, line.enum(NDType, "dtype"))  # type: ignore[arg-type]
+    return AP(tensor, tuple(pairs), offset, line.enum(NDType, "dtype"))
 
 
 def _operand(line: _Line) -> Operand:
@@ -207,7 +210,7 @@ def parse_function(text: str, filename: str = "<text>") -> Function:
             name = line.ident("the kernel name").text
         else:
             memory = line.enum(Memory, "statement (kernel, sbuf, psum, hbm or %name = ...)")
-            tensor = _tensor(line, memory)  # type: ignore[arg-type]
+            tensor = _tensor(line, memory)
             if tensor.name in {t.name for t in tensors}:
                 raise line.error(f"tensor {tensor.name!r} is declared twice", line.toks[1])
             tensors.append(tensor)

@@ -99,7 +99,7 @@ def _check_attrs(inst: Inst) -> None:
     if len(inst.srcs) != _ARITY[inst.kind]:
         raise _fail(inst.line, f"{where} takes {_ARITY[inst.kind]} source(s), got {len(inst.srcs)}")
     funcs = _FUNCS.get(inst.kind, frozenset())
-    if (inst.func is None) != (not funcs) or (inst.func is not None and inst.func not in funcs):
+    if not (inst.func in funcs if funcs else inst.func is None):
         expected = f"func= one of {', '.join(sorted(funcs))}" if funcs else "no func="
         raise _fail(inst.line, f"{where} needs {expected}, got {inst.func!r}")
     if (inst.scalar is not None) != (inst.kind is Kind.TensorScalarPtrOp):

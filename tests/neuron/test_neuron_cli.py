@@ -53,3 +53,17 @@ def test_bad_input_exit_2_one_line(case: str, tmp_path: Path, monkeypatch: pytes
 def test_missing_file_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["casts", "/no/such/file.nki"]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_a_false_can_mutate_flag_is_caught_after_the_pass(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """%p is flagged canMutateDstTy but a DMACopy also stores it to a bf16 output: after re-typing %p to
+    fp32 that byte copy no longer verifies; the command says so and exits 1."""
+    full = "[[4,4],[1,4]]+0"
+    (tmp_path / "lie.nki").write_text(
+        f"kernel lie\nsbuf xs[4, 4] bf16 input\nhbm o[4, 4] bf16 output\n"
+        f"%p = ActivationOp(xs{full}:bf16) func=exp dtype=bf16 canMutateDstTy\n"
+        f"%c = TensorCopyOp(%p) dtype=fp32\n%u = ActivationOp(%c) func=tanh dtype=fp32\n"
+        f"%d = DMACopy(%p) dst=o{full}:bf16 dtype=bf16\n")
+    assert main(["casts", str(tmp_path / "lie.nki")]) == 1
+    err = capsys.readouterr().err
+    assert "after the pass:" in err and "lie.nki:7: %d (DMACopy) copies bytes: dtype mismatch" in err

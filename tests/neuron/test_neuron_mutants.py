@@ -199,3 +199,13 @@ def test_counter_accumulates_across_runs_sharing_a_registry() -> None:
     assert stats.rows()[0][:2] == ("Number of bytes of casts eliminated", 256 + 2048)
     assert stats.rows()[0][2].value == "bytes"
     assert NeuronEliminateCasts().stats.value("Number of bytes of casts eliminated") == 0
+
+
+def test_a_cast_with_a_dst_is_not_a_candidate() -> None:
+    """transformStmts keeps only TensorCopyOps whose dst is falsy: a cast that stores into a tensor is
+    never tried (it would otherwise pass every gate here)."""
+    f = kernel(f"%p = ActivationOp(xs{FULL}:bf16) func=tanh dtype=bf16 canMutateDstTy\n"
+               f"%c = TensorCopyOp(%p) dst=t{FULL}:fp32 dtype=fp32\n", tensors="sbuf t[8, 4] fp32\n")
+    result = NeuronEliminateCasts().transformStmts(f)
+    assert result.verdicts == () and result.after == f
+    assert NeuronEliminateCasts().shouldMutateInstDstType(f, f.inst("p"), f.inst("c").dtype)
