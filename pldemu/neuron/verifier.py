@@ -122,6 +122,8 @@ def _check_elementwise(inst: Inst, srcs: list[SrcInfo]) -> None:
 
 def _check_matmul(f: Function, inst: Inst, srcs: list[SrcInfo]) -> None:
     (k1, m), (k2, n) = srcs[0][0], srcs[1][0]
+    if any(mem is not Memory.SBUF and mem is not None for _, _, mem in srcs):
+        raise _fail(inst.line, f"%{inst.name} (MatMultOp) reads its operands from SBUF")
     if inst.dst is None or f.tensor(inst.dst.tensor).memory is not Memory.PSUM or inst.dtype is not NDType.FP32:
         raise _fail(inst.line, f"%{inst.name} (MatMultOp) writes an fp32 PSUM tensor (dst=...:fp32)")
     if k1 != k2 or inst.dst.shape != (m, n) or n > MATMUL_MAX_FREE:

@@ -20,6 +20,8 @@ from pldemu.neuron.verifier import VerifyError, verify
     (f"%m = MatMultOp(xs{FULL}:bf16, xs{FULL}:bf16) dst=t{FULL}:fp32 dtype=fp32\n", "sbuf t[8, 4] fp32\n",
      "writes an fp32 PSUM tensor"),
     ("", "psum acc[8, 4] bf16\n", "PSUM tensor acc must be plain fp32"),
+    (f"%m = MatMultOp(x{FULL}:bf16, xs{FULL}:bf16) dst=acc[[4,4],[1,4]]+0:fp32 dtype=fp32\n", "psum acc[4, 4] fp32\n",
+     "reads its operands from SBUF"),
     (f"%w = ActivationOp(xfs{FULL}:fp32) dst=xin{FULL}:fp32 func=exp dtype=fp32\n", "sbuf xin[8, 4] fp32 input\n",
      "stores into graph input xin"),
     (f"%w = ActivationOp(xfs{FULL}:fp32) dtype=fp32\n", "", "needs func= one of"),
