@@ -19,6 +19,7 @@ SUBCOMMANDS = MappingProxyType(
         "stress": ("pldemu.cli.stress", "hunt for races: perturbed schedules until the first failure"),
         "trace-plot": ("pldemu.cli.trace_plot", "draw a trace as per-rank swimlanes (PNG)"),
         "bench": ("pldemu.cli.bench", "benchmark recipes against native MPI (nccl-tests style)"),
+        "casts": ("pldemu.cli.casts", "run NeuronEliminateCasts on a Neuron kernel (.nki): verdicts, bytes, errors"),
     }
 )
 
