@@ -87,7 +87,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", metavar="FILE", default=None, help="write every figure as JSON")
     parser.add_argument("--plot", metavar="FILE.png", default=None,
                         help="plot busbw against size, pldemu and native (needs matplotlib)")
-    common.add_runtime_arguments(parser, ("--windows", "--timeout"), defaults={"--timeout": DEFAULT_TIMEOUT})
+    common.add_runtime_arguments(parser, "bench", defaults={"--timeout": DEFAULT_TIMEOUT})
     common.add_job_timeout_argument(parser, DEFAULT_JOB_TIMEOUT)
 
 

@@ -32,9 +32,6 @@ DEFAULT_ITERS = 20
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_JOB_TIMEOUT = 3600.0
 
-RUNTIME = ("--windows", "--stage-pieces", "--no-invariants", "--seed", "--timeout", "--races", "--trace", "--jitter",
-           "--straggler", "--skew", "--visibility")
-"""The runtime flags ``pldemu check`` takes (``pldemu.cli.common``); the invariants are on by default."""
 
 _COLLECTIVES = COLLECTIVE_NAMES
 
@@ -99,7 +96,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--block", type=positive_int, default=None, metavar="B",
                         help="iterations per progress row (default: about 8 rows)")
     common.add_job_timeout_argument(parser, DEFAULT_JOB_TIMEOUT)
-    common.add_runtime_arguments(parser, RUNTIME, defaults={"--timeout": DEFAULT_TIMEOUT}, helps={
+    common.add_runtime_arguments(parser, "check", defaults={"--timeout": DEFAULT_TIMEOUT}, helps={
         "--seed": "data seed, and the seed of every randomised schedule (default %(default)s)",
         "--races": "detect data races on windows (happens-before, checked at every block end); a race fails "
                    "the check (exit 1)",

@@ -3,10 +3,11 @@ definition of every runtime flag.
 
 A runtime flag (``--timeout``, ``--windows``, ``--seed``, ``--races``, ``--jitter``, ...) is one
 :class:`RuntimeFlag` in :data:`RUNTIME_FLAGS`: how it parses, which ``RuntimeOptions`` field it sets,
-and how it is spelled again for the ranks of a spawned job (and for a replay line). A command picks the
-flags it takes (:func:`add_runtime_arguments`, with its own defaults), builds its options with
-:func:`runtime_options` and forwards them with :func:`runtime_argv`, so a new runtime knob is one row
-here and one field of ``RuntimeOptions``; no command lists it again.
+and how it is spelled again for the ranks of a spawned job (and for a replay line). The row names the
+commands that take the flag; a command adds its flags (:func:`add_runtime_arguments`, with its own
+defaults), builds its options with :func:`runtime_options` and forwards them with
+:func:`runtime_argv`, so a new runtime knob is one row here (plus its ``RuntimeOptions`` field); no
+command lists it again.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -97,7 +98,7 @@ class RuntimeFlag:
     off, ``--no-races``). ``convert`` maps the parsed value to the field's (paths become absolute).
     A value is forwarded to a spawned job unless it is the field's ``RuntimeOptions`` default;
     ``always`` flags are forwarded every time (a replay line names them even at their default).
-    ``help`` may use ``%(default)s``."""
+    ``help`` may use ``%(default)s``. ``commands``: the subcommands that take the flag."""
 
     option: str
     field: str
@@ -110,6 +111,7 @@ class RuntimeFlag:
     text: Callable[[Any], str] = str
     convert: Callable[[Any], Any] | None = None
     group: str | None = None
+    commands: frozenset[str] = frozenset()
 
     @property
     def dest(self) -> str:
@@ -140,56 +142,63 @@ class RuntimeFlag:
         return [self.option, self.text(self.value(parsed))]
 
 
+RUN_CHECK_STRESS = frozenset({"run", "check", "stress"})
+EVERY_RUNNER = frozenset({*RUN_CHECK_STRESS, "demo", "bench"})
+
 _FLAGS = (
     RuntimeFlag("--seed", "seed", "seed of the data and of every randomised schedule (default %(default)s)",
-                nonneg_int, always=True),
+                nonneg_int, always=True, commands=RUN_CHECK_STRESS),
     RuntimeFlag("--jitter", "jitter_us", "random delay U[0, US) microseconds before every put/get/remote_load/"
                 "notify/wait (default %(default)g; 0: off)", microseconds, "US", always=True, text=format_number,
-                group=SCHEDULE_GROUP),
+                group=SCHEDULE_GROUP, commands=RUN_CHECK_STRESS),
     RuntimeFlag("--straggler", "straggler", "rank R sleeps US microseconds more before every primitive", straggler,
-                "R:US", text=_straggler_text, group=SCHEDULE_GROUP),
+                "R:US", text=_straggler_text, group=SCHEDULE_GROUP, commands=RUN_CHECK_STRESS),
     RuntimeFlag("--skew", "skew_us", "random delay U[0, US) microseconds before every run of the program",
-                microseconds, "US", text=format_number, group=SCHEDULE_GROUP),
+                microseconds, "US", text=format_number, group=SCHEDULE_GROUP, commands=RUN_CHECK_STRESS),
     RuntimeFlag("--visibility", "visibility", "deferred: puts and window stores land at the issuing rank's next "
                 "notify or a seeded later point (see docs/races.md)", choices=VISIBILITY_MODES,
-                group=SCHEDULE_GROUP),
+                group=SCHEDULE_GROUP, commands=RUN_CHECK_STRESS),
     RuntimeFlag("--invariants", "invariants", "check the protocol invariants (no negative cell, no Set/AtomicAdd "
-                "mixing)", group=SCHEDULE_GROUP),
+                "mixing)", group=SCHEDULE_GROUP, commands=frozenset({"run"})),
     RuntimeFlag("--no-invariants", "invariants", "do not check the protocol invariants as the program runs (no "
                 "negative cell, never Set and AtomicAdd on one cell; pldemu.runtime.invariants); the harness's "
-                "own checks stay", negated=True),
-    RuntimeFlag("--races", "race_detect", "detect data races on windows (happens-before; see docs/races.md)"),
-    RuntimeFlag("--no-races", "race_detect", "do not run the race detector", negated=True),
+                "own checks stay", negated=True, commands=frozenset({"check", "stress"})),
+    RuntimeFlag("--races", "race_detect", "detect data races on windows (happens-before; see docs/races.md)",
+                commands=frozenset({"run", "check"})),
+    RuntimeFlag("--no-races", "race_detect", "do not run the race detector", negated=True,
+                commands=frozenset({"stress"})),
     RuntimeFlag("--windows", "windows", "RMA window back end (default auto: shared memory when all ranks share a "
-                "node)", choices=WINDOW_BACKENDS),
+                "node)", choices=WINDOW_BACKENDS, commands=EVERY_RUNNER),
     RuntimeFlag("--timeout", "timeout", "seconds one wait may block before it is a deadlock and the wait-for "
-                "report is printed (default %(default)g)", positive_float, "S", always=True, text=format_number),
+                "report is printed (default %(default)g)", positive_float, "S", always=True, text=format_number,
+                commands=EVERY_RUNNER),
     RuntimeFlag("--stage-pieces", "stage_pieces", "move every put/get one stage-sized piece at a time (a peer can "
-                "see a partly landed transfer, as on the hardware)"),
+                "see a partly landed transfer, as on the hardware)", commands=frozenset({"run", "check"})),
     RuntimeFlag("--trace", "trace", "write a Chrome/Perfetto trace of every rank's ops (draw it with pldemu "
-                "trace-plot)", str, "FILE.json", convert=_absolute),
+                "trace-plot)", str, "FILE.json", convert=_absolute, commands=frozenset({"run", "check"})),
 )
 
 RUNTIME_FLAGS: Mapping[str, RuntimeFlag] = MappingProxyType({f.option: f for f in _FLAGS})
 """Every runtime flag by its option, in the order a spawned job's command line spells them."""
 
 
-def add_runtime_arguments(parser: argparse.ArgumentParser, options: Iterable[str],
+def add_runtime_arguments(parser: argparse.ArgumentParser, command: str,
                           defaults: Mapping[str, Any] | None = None,
                           helps: Mapping[str, str] | None = None) -> None:
-    """Add the runtime flags ``options`` (``"--timeout"``, ...) to ``parser``, in that order.
+    """Add every runtime flag ``command`` takes (``RuntimeFlag.commands``) to ``parser``.
 
     ``defaults``: the command's default of a flag (by option; otherwise the ``RuntimeOptions``
     default); ``helps``: a command's own wording of a flag's help (what it means for that command)."""
     groups: dict[str, argparse._ActionsContainer] = {}
-    for option in options:
-        f = RUNTIME_FLAGS[option]
+    for f in RUNTIME_FLAGS.values():
+        if command not in f.commands:
+            continue
         where: argparse._ActionsContainer = parser
         if f.group is not None:
             where = groups.setdefault(f.group, parser.add_argument_group(f.group))
-        if helps and option in helps:
-            f = dataclasses.replace(f, help=helps[option])
-        f.add(where, (defaults or {}).get(option))
+        if helps and f.option in helps:
+            f = dataclasses.replace(f, help=helps[f.option])
+        f.add(where, (defaults or {}).get(f.option))
 
 
 def _given(args: argparse.Namespace) -> list[tuple[RuntimeFlag, Any]]:

@@ -164,7 +164,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--size", type=positive_int, default=DemoConfig.size, help="allreduce elements (default %(default)s)"
     )
-    common.add_runtime_arguments(parser, ("--windows", "--timeout"))
+    common.add_runtime_arguments(parser, "demo")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -53,9 +53,6 @@ NONPRIMARY_GRACE = 2.0
 """Seconds a rank that timed out after a lower rank did waits before aborting, so the lower rank's
 wait-for report gets printed before the abort tears the job down."""
 
-RUNTIME = ("--windows", "--timeout", "--seed", "--races", "--trace", "--stage-pieces", "--jitter", "--straggler",
-           "--skew", "--visibility", "--invariants")
-"""The runtime flags ``pldemu run`` takes (``pldemu.cli.common``)."""
 
 InputError = UsageError
 """The program file or an option is unusable (reported without a traceback, exit 2)."""
@@ -80,7 +77,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     it.add_argument("--no-cell-check", action="store_true",
                     help="do not require every signal cell to be 0 at each block end (a program that leaves "
                          "cells non-zero on purpose)")
-    common.add_runtime_arguments(parser, RUNTIME, helps={
+    common.add_runtime_arguments(parser, "run", helps={
         "--seed": "seed of every randomised schedule (default %(default)s)",
         "--races": f"detect data races on windows (happens-before); exit {EXIT_RACES} if any",
         "--trace": "write a Chrome/Perfetto trace of every rank's ops (see pldemu trace-plot); a rank whose run "

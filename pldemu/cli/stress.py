@@ -59,9 +59,6 @@ quickly; a legitimate wait at 4 oversubscribed ranks takes milliseconds."""
 DEFAULT_JOB_TIMEOUT = 1800.0
 MUTANT_JOB_TIMEOUT = 300.0
 
-RUNTIME = ("--seed", "--jitter", "--straggler", "--skew", "--visibility", "--no-invariants", "--no-races",
-           "--windows", "--timeout")
-"""The runtime flags ``pldemu stress`` takes (``pldemu.cli.common``); invariants and races are on by default."""
 
 EPILOG = """\
 schedules (all seeded by --seed and the rank: the same seed draws the same delays):
@@ -131,7 +128,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="PROGRAM only: do not require every signal cell to be 0 at each block end")
     common.add_job_timeout_argument(parser, None, text=f"{DEFAULT_JOB_TIMEOUT:g}; {MUTANT_JOB_TIMEOUT:g} per mutant with "
                              "--all-mutants")
-    common.add_runtime_arguments(parser, RUNTIME, defaults={"--jitter": DEFAULT_JITTER, "--timeout": DEFAULT_TIMEOUT})
+    common.add_runtime_arguments(parser, "stress", defaults={"--jitter": DEFAULT_JITTER, "--timeout": DEFAULT_TIMEOUT})
     parser.add_argument("--result-file", default=None, help=argparse.SUPPRESS)
 
 

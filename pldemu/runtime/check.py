@@ -398,12 +398,10 @@ def run_check(
     the back-to-back usage some mutants model). Collective: every rank of ``comm`` must call it with
     the same arguments.
 
-    The runtime's optional checkers are driven through the run context
-    (:class:`pldemu.runtime.context.RunContext`): the protocol invariant checker
-    (``RuntimeOptions.invariants``) and the race detector (``race_detect``) get a checkpoint at every
-    block end; the race detector also learns of the harness's own accesses (inputs written, results
-    consumed) and of its barriers; deferred visibility (``visibility="deferred"``) lands this rank's
-    own writes before the harness touches its windows and everything at the harness's barriers.
+    The run context (:class:`pldemu.runtime.context.RunContext`) drives the runtime's optional
+    checkers: the invariant checker and the race detector get a checkpoint at every block end; the
+    race detector learns of the harness's own accesses (inputs written, results consumed) and
+    barriers; deferred visibility lands this rank's writes before the harness touches its windows.
 
     Besides the data, every call checks the ordering claim of the credit protocol: each rank
     publishes the number of the call it is entering in an epoch window, and when its call ``i``
