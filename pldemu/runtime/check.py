@@ -18,7 +18,10 @@ documented contract (the window is the result "until the caller consumes it"), n
 * broadcast: nothing stops a fast root from writing call i+1's data into its window while a slow peer
   is still reading call i's (pypto #2175, deferred upstream), so the root must not write early.
 
-At the end of every block of ``block`` iterations all ranks meet at an MPI barrier and check that
+The calls run in the block loop every harness shares (:func:`pldemu.runtime.context.run_blocks`,
+on a :class:`pldemu.runtime.context.RunContext` that performs the host-side hooks of the schedule
+and the race detector).  At the end of every block of ``block`` iterations all ranks meet at an MPI
+barrier and check that
 every signal cell on every rank is exactly 0 (the protocol's claim once all ranks have retired a call
 and no next-call credit has arrived), compare the block's last result with the native MPI collective
 on the same inputs (``Allreduce``, ``Allgather``, ``Reduce_scatter_block``, ``Bcast``, ``Alltoall``,

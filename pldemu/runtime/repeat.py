@@ -4,9 +4,10 @@
 PROGRAM.pld`` run on every rank. It is the generic half of the checking harness
 (:func:`pldemu.runtime.check.run_check`): no inputs are written and there is no oracle (the program is
 the user's, so nothing says what its buffers should hold), but everything the credit protocol itself
-promises is checked. Calls run back to back, with **no MPI synchronisation between them**; at the end
-of every block of ``block`` calls all ranks meet at a barrier (after ``Schedule.host_sync`` when a
-schedule is active, so deferred writes have landed) and
+promises is checked. The calls run in the block loop every harness shares
+(:func:`pldemu.runtime.context.run_blocks`): back to back, with **no MPI synchronisation between
+them**; at the end of every block of ``block`` calls all ranks meet at a barrier (after every
+deferred write has landed) and
 
 * every cell of every SIGNAL buffer on every rank must be 0 (the self-clearing credit protocol's
   claim once all ranks have retired a call and no next-call credit can have arrived); a program that
@@ -14,7 +15,8 @@ schedule is active, so deferred writes have landed) and
 * the invariant checker (``RuntimeOptions.invariants``) and the race detector (``race_detect``) get
   their checkpoint, when the instance has them.
 
-Rank 0 prints one row per block (``emit``); every rank prints its own first failure (``report``).
+Rank 0 prints one row per block (``Hooks.emit``); every rank prints its own first failure
+(``Hooks.report``).
 The result has the shape ``pldemu.runtime.stress`` consumes from ``run_check``: ``kinds`` (the first
 failure of each kind this rank saw), ``ok``, ``iters`` and ``summary()``.
 """
