@@ -43,8 +43,6 @@ from pldemu.cli.common import EXIT_ERROR, EXIT_FAIL, EXIT_OK, EXIT_RACES, EXIT_U
 from pldemu.ir import Program
 from pldemu.runtime.launch import abort_job
 
-EXIT_CHECK = EXIT_FAIL
-"""``--iters`` K > 1: a signal cell was not 0 at rest, or an invariant broke."""
 DEFAULT_RANKS = 4
 DEFAULT_JOB_TIMEOUT = 3600.0
 ABORT_GRACE = 0.5
@@ -52,10 +50,6 @@ ABORT_GRACE = 0.5
 NONPRIMARY_GRACE = 2.0
 """Seconds a rank that timed out after a lower rank did waits before aborting, so the lower rank's
 wait-for report gets printed before the abort tears the job down."""
-
-
-InputError = UsageError
-"""The program file or an option is unusable (reported without a traceback, exit 2)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -70,7 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     it = parser.add_argument_group("repeated calls (--iters K > 1)")
     it.add_argument("--iters", type=positive_int, default=1, metavar="K",
                     help="run the entry function K times back to back on the same windows (default 1); with "
-                         f"K > 1 check every block: signal cells 0 at rest, invariants, races (exit {EXIT_CHECK} "
+                         f"K > 1 check every block: signal cells 0 at rest, invariants, races (exit {EXIT_FAIL} "
                          "on non-zero cells or invariant violations)")
     it.add_argument("--block", type=positive_int, default=None, metavar="B",
                     help="calls between all-rank checkpoints (default: about 8 blocks)")
@@ -87,7 +81,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def load_program(path: str, lower: bool = True) -> Program:
     """Read (``.pld`` text or a Python builder file, see ``pldemu.ir.source``), lower unless ``lower`` is
-    False, and verify ``path``; every problem is an InputError."""
+    False, and verify ``path``; every problem is a UsageError."""
     from pldemu.ir import VerifyError, verify
     from pldemu.ir.source import SourceError, load_source
 
@@ -228,7 +222,7 @@ def run_in_job(program: Program, options: Any, *, source: str = "",
     # Every rank got the same verdict: end MPI cleanly so that a non-zero exit is not an abort.
     if violations or (repeated is not None and (repeated.cells_nonzero or repeated.invariant_violations)):
         MPI.Finalize()
-        return EXIT_CHECK
+        return EXIT_FAIL
     if races:
         MPI.Finalize()
         return EXIT_RACES
@@ -413,5 +407,5 @@ def _report(program: Program, source: str, lowered: bool, backend: str, options:
     return "\n".join(lines)
 
 
-__all__ = ["EXIT_CHECK", "EXIT_ERROR", "EXIT_OK", "EXIT_RACES", "EXIT_USAGE", "InputError", "RunPlan", "add_arguments",
-           "child_argv", "load_program", "race_summary", "repeat_summary", "run", "run_in_job"]
+__all__ = ["RunPlan", "add_arguments", "child_argv", "load_program", "race_summary", "repeat_summary", "run",
+           "run_in_job"]
