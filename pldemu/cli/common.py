@@ -28,6 +28,7 @@ from pldemu.cli.argtypes import (
     positive_int,
     straggler,
 )
+from pldemu.runtime.launch import TIMED_OUT
 from pldemu.runtime.options import DEFAULT_OPTIONS, VISIBILITY_MODES, WINDOW_BACKENDS, RuntimeOptions
 
 EXIT_OK = 0
@@ -41,8 +42,8 @@ EXIT_ERROR = 3
 """A failure inside the job: deadlock, crash, a harness synchronisation that timed out."""
 EXIT_RACES = 4
 """``pldemu run --races`` found races."""
-EXIT_JOB_TIMEOUT = 124
-"""The whole mpiexec job outlived its ``--job-timeout`` (``pldemu.runtime.launch.TIMED_OUT``)."""
+EXIT_JOB_TIMEOUT = TIMED_OUT
+"""The whole mpiexec job outlived its ``--job-timeout`` (124, the launcher's)."""
 
 
 class UsageError(ValueError):
@@ -202,6 +203,7 @@ def add_runtime_arguments(parser: argparse.ArgumentParser, command: str,
 
 
 def _given(args: argparse.Namespace) -> list[tuple[RuntimeFlag, Any]]:
+    """The runtime flags the command's parser added (their dests are in ``args``), with their values."""
     found = vars(args)
     return [(f, found[f.dest]) for f in RUNTIME_FLAGS.values() if f.dest in found]
 

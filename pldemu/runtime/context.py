@@ -72,7 +72,7 @@ class Hooks:
     report: Callable[[str], None] | None = report_line
     before_run: Callable[[int], None] | None = None
     on_instance: Callable[[Any], None] | None = None
-    stop_after: Callable[[Any], bool] | None = None
+    stop_after: Callable[[Row], bool] | None = None
 
 
 DEFAULT_HOOKS = Hooks()
@@ -82,7 +82,7 @@ QUIET = Hooks(emit=silent, report=None)
 """Print nothing (tests, and harnesses driven by another one)."""
 
 
-def stop_at_failure(row: Any) -> bool:
+def stop_at_failure(row: Row) -> bool:
     """A ``Hooks.stop_after`` that ends the run at the first block that was not clean."""
     return not row.ok
 
@@ -219,8 +219,21 @@ class BlockFigures:
     races: list[Any]
 
 
-RowT = TypeVar("RowT")
-RowT_co = TypeVar("RowT_co", covariant=True)
+class Row(Protocol):
+    """A progress row: whether the block was clean, and how it prints."""
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing was wrong in the block."""
+        ...
+
+    def format(self) -> str:
+        """The row as printed under the harness's header."""
+        ...
+
+
+RowT = TypeVar("RowT", bound=Row)
+RowT_co = TypeVar("RowT_co", bound=Row, covariant=True)
 
 
 class BlockHarness(Protocol[RowT_co]):
@@ -236,7 +249,7 @@ class BlockHarness(Protocol[RowT_co]):
         ...
 
     def row(self, figures: BlockFigures) -> RowT_co:
-        """The block's progress row (with ``ok`` and ``format()``)."""
+        """The block's progress row."""
         ...
 
 
@@ -271,7 +284,7 @@ def run_blocks(ctx: RunContext, iters: int, block: int, harness: BlockHarness[Ro
         slowest = ctx.max_float(run_time)
         row = harness.row(BlockFigures(it, count, slowest / count * 1e6, totals, violations, race_reports))
         out.rows.append(row)
-        ctx.emit(row.format())  # type: ignore[attr-defined]
+        ctx.emit(row.format())
         if ctx.hooks.stop_after is not None and ctx.hooks.stop_after(row) and it < iters:
             out.stopped = True
             break
@@ -279,4 +292,4 @@ def run_blocks(ctx: RunContext, iters: int, block: int, harness: BlockHarness[Ro
 
 
 __all__ = ["DEFAULT_HOOKS", "QUIET", "ROWS_TARGET", "BlockFigures", "BlockHarness", "BlockRun", "Hooks",
-           "RunContext", "block_size", "default_block", "run_blocks", "silent", "stop_at_failure"]
+           "Row", "RunContext", "block_size", "default_block", "run_blocks", "silent", "stop_at_failure"]
