@@ -25,6 +25,7 @@ from pldemu.cli.common import EXIT_ERROR, EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageE
 from pldemu.collectives import COLLECTIVE_NAMES
 from pldemu.ir import AllreduceMode, DType
 from pldemu.runtime.launch import abort_job
+from pldemu.runtime.options import RuntimeOptions
 
 DEFAULT_RANKS = 4
 DEFAULT_SIZE = 1024
@@ -263,7 +264,7 @@ def _run_in_job(args: argparse.Namespace) -> int:
     return EXIT_OK if all(r.ok for r in results) else EXIT_FAIL
 
 
-def _case_options(options: Any, planned: Planned, ncases: int) -> Any:
+def _case_options(options: RuntimeOptions, planned: Planned, ncases: int) -> RuntimeOptions:
     """``options`` for one case: with several cases each gets its own trace file (``FILE.LABEL.json``),
     because every case is its own program instance."""
     import dataclasses

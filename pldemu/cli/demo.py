@@ -32,6 +32,7 @@ from pldemu.ir import (
     format_program,
 )
 from pldemu.runtime.launch import abort_job
+from pldemu.runtime.options import RuntimeOptions
 
 DEFAULT_RANKS = 4
 
@@ -209,7 +210,7 @@ class _Ran:
     cells: np.ndarray
 
 
-def _demo(comm: Any, args: argparse.Namespace, options: Any) -> int:
+def _demo(comm: Any, args: argparse.Namespace, options: RuntimeOptions) -> int:
     from pldemu.lowering import lower_composite_ops_with_report
 
     nr, me = comm.Get_size(), comm.Get_rank()
@@ -237,7 +238,7 @@ def _demo(comm: Any, args: argparse.Namespace, options: Any) -> int:
     return _verdict(comm, cfg, ran, checks, say)
 
 
-def _run_program(comm: Any, cfg: DemoConfig, lowered: Program, options: Any) -> _Ran:
+def _run_program(comm: Any, cfg: DemoConfig, lowered: Program, options: RuntimeOptions) -> _Ran:
     """Run the lowered demo program once on this rank; copy out what the checks read."""
     from pldemu.runtime.interpreter import ProgramInstance
 

@@ -42,6 +42,7 @@ from pldemu.cli.argtypes import format_number, positive_int
 from pldemu.cli.common import EXIT_ERROR, EXIT_FAIL, EXIT_OK, EXIT_RACES, EXIT_USAGE, UsageError
 from pldemu.ir import Program
 from pldemu.runtime.launch import abort_job
+from pldemu.runtime.options import RuntimeOptions
 
 DEFAULT_RANKS = 4
 DEFAULT_JOB_TIMEOUT = 3600.0
@@ -192,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
     return spawn(n, child_argv(args, n), args.job_timeout)
 
 
-def run_in_job(program: Program, options: Any, *, source: str = "",
+def run_in_job(program: Program, options: RuntimeOptions, *, source: str = "",
                listeners: Sequence[Callable[[Any], None]] = (), plan: RunPlan | None = None) -> int:
     """Run ``program`` on every rank of COMM_WORLD as ``plan`` says and report (rank 0). Returns the
     exit code; a rank whose run fails prints its error and aborts the whole job (exit 3). ``listeners``
@@ -229,7 +230,7 @@ def run_in_job(program: Program, options: Any, *, source: str = "",
     return EXIT_OK
 
 
-def _instance(comm: Any, program: Program, options: Any, plan: RunPlan) -> Any:
+def _instance(comm: Any, program: Program, options: RuntimeOptions, plan: RunPlan) -> Any:
     """The program instance, or None after a usage error (raised identically on every rank before
     any window exists: ends MPI cleanly, which also removes MPI's shared-memory segments that an
     abort would leave behind)."""
@@ -248,7 +249,7 @@ def _instance(comm: Any, program: Program, options: Any, plan: RunPlan) -> Any:
         return None
 
 
-def _execute(comm: Any, inst: Any, options: Any, plan: RunPlan) -> tuple[float, Any]:
+def _execute(comm: Any, inst: Any, options: RuntimeOptions, plan: RunPlan) -> tuple[float, Any]:
     """Run the calls; (this rank's run() seconds, the ``RepeatResult`` of ``--iters`` K > 1 or None).
     A failing rank prints what happened and aborts the job."""
     from pldemu.runtime.errors import DeadlockError, ProgramError
@@ -276,7 +277,7 @@ def _execute(comm: Any, inst: Any, options: Any, plan: RunPlan) -> tuple[float, 
         _abort(comm, f"pldemu run: rank {me}: internal error: {type(err).__name__}: {err}\n{trace}")
 
 
-def _verdicts(comm: Any, inst: Any, options: Any, repeated: Any) -> tuple[list[Any], list[Any]]:
+def _verdicts(comm: Any, inst: Any, options: RuntimeOptions, repeated: Any) -> tuple[list[Any], list[Any]]:
     """(invariant violations, race reports) of a single call (collective checkpoints); with
     ``--iters`` K > 1 every block end was checked already."""
     if repeated is not None:
@@ -300,7 +301,7 @@ class _Ran:
     races: list[Any]
 
 
-def _gather_report(comm: Any, inst: Any, program: Program, source: str, options: Any, plan: RunPlan,
+def _gather_report(comm: Any, inst: Any, program: Program, source: str, options: RuntimeOptions, plan: RunPlan,
                    ran: _Ran) -> None:
     """Gather every rank's figures and buffer checksums (``--dump``: write them) and print the report."""
     me = comm.Get_rank()
@@ -384,7 +385,7 @@ def _dump(root: Path, me: int, inst: Any, program: Program) -> None:
         (root / "program.pld").write_text(format_program(program))
 
 
-def _report(program: Program, source: str, lowered: bool, backend: str, options: Any,
+def _report(program: Program, source: str, lowered: bool, backend: str, options: RuntimeOptions,
             gathered: list[Any], iters: int = 1) -> str:
     n = len(gathered)
     seconds = [g[0] for g in gathered]

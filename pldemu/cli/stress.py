@@ -44,6 +44,7 @@ from pldemu.cli.argtypes import positive_int
 from pldemu.cli.collective_args import FLAGS, add_collective_arguments, collective_argv, flag
 from pldemu.cli.common import EXIT_ERROR, EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError
 from pldemu.collectives import COLLECTIVE_NAMES
+from pldemu.runtime.options import RuntimeOptions
 
 EXIT_FOUND = EXIT_FAIL
 """A failure was found (``--all-mutants``: a mutant survived, or a control failed)."""
@@ -376,7 +377,7 @@ def _run_in_job(args: argparse.Namespace) -> int:
     return EXIT_FOUND if outcome.caught else EXIT_OK
 
 
-def _user_instance(comm: Any, target: Target, options: Any) -> Any:
+def _user_instance(comm: Any, target: Target, options: RuntimeOptions) -> Any:
     """The instance of a user's program, or None after a usage error: raised alike on every rank before
     any window exists (e.g. the program pins another rank count); finalizing keeps mpi4py's runner
     from turning exit 2 into an abort."""
