@@ -1,4 +1,10 @@
-"""The ``pldemu`` command line: one module per subcommand, registered in one table."""
+"""The ``pldemu`` command line: one module per subcommand, registered in one table.
+
+``pldemu.cli.common`` is the core every subcommand shares: the exit codes, the usage error, the
+``-n`` job-size check and one definition of every runtime flag (parser, ``RuntimeOptions``,
+forwarding to the spawned job); ``argtypes`` and ``collective_args`` define the argument types and
+the flags that describe one collective call.
+"""
 
 from __future__ import annotations
 

@@ -18,12 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from pldemu.cli.common import EXIT_OK, usage_error
 
 COLOURS: dict[str, str] = {
     "put": "#1f77b4",
@@ -402,11 +403,10 @@ def run(args: argparse.Namespace) -> int:
         tr = load(args.traces)
         drawn = draw(tr, args.output, args)
     except PlotError as err:
-        print(f"pldemu trace-plot: error: {err}", file=sys.stderr)
-        return 2
+        return usage_error("trace-plot", str(err))
     print(f"pldemu trace-plot: wrote {args.output} ({drawn['ranks']} ranks, {drawn['slices']} slices, "
           f"{drawn['flows']} flows, {drawn['races']} races)")
-    return 0
+    return EXIT_OK
 
 
 __all__ = ["COLOURS", "PlotError", "Trace", "add_arguments", "draw", "load", "run"]
