@@ -37,10 +37,9 @@ from pldemu.bench.common import (
     BenchError,
     Contender,
     Timing,
-    barrier,
+    bounded,
     bus_factor,
     gbps,
-    max_over_ranks,
     ratio,
     time_alternating,
 )
@@ -303,11 +302,12 @@ def bench_collective(
             inst.add_listener(counter)
             if pl.prepare is not None:
                 pl.prepare()
-            barrier(comm)
+            bc = bounded(comm)
+            bc.barrier()
             inst.run()
-            barrier(comm)
-            row.bytes_moved = int(max_over_ranks(comm, [counter.total])[0])
-        barrier(comm)
+            bc.barrier()
+            row.bytes_moved = int(bc.allreduce([counter.total], MPI.MAX, "max over ranks")[0])
+        bounded(comm).barrier()
     return row
 
 

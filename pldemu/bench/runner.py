@@ -16,7 +16,7 @@ from mpi4py import MPI
 
 from pldemu.bench.bulk import bench_bulk
 from pldemu.bench.collectives import CollectiveCase, bench_collective
-from pldemu.bench.common import barrier, format_size
+from pldemu.bench.common import bounded, format_size
 from pldemu.bench.micro import bench_micro
 from pldemu.bench.report import (
     BOUND_HEADER,
@@ -189,7 +189,7 @@ def run_bench(
         for t in tgts:
             emit(t.format())
     emit(f"# load average {_load()} at the end")
-    barrier(comm, "the end of the bench")
+    bounded(comm).barrier("the end of the bench")
     return report
 
 

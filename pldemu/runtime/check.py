@@ -47,15 +47,11 @@ from mpi4py import MPI
 
 from pldemu.ir import DType, ReduceOp
 from pldemu.runtime.data import CheckCase, clamp_rows, max_exact_ranks, rank_inputs, send_counts
-from pldemu.runtime.harness import CheckError, CheckTimeout, Failure, RowTotals, checkpoint_checkers
-from pldemu.runtime.harness import allreduce_ints as _allreduce_ints
-from pldemu.runtime.harness import allreduce_max as _allreduce_max
-from pldemu.runtime.harness import barrier as _barrier
+from pldemu.runtime.harness import CheckError, CheckTimeout, Failure, RowTotals, bounded, checkpoint_checkers
 from pldemu.runtime.harness import rank0_printer as _rank0_printer
 from pldemu.runtime.harness import record_failure as _first_error
 from pldemu.runtime.harness import report_line as _report
 from pldemu.runtime.harness import signal_cells as _signal_cells
-from pldemu.runtime.harness import wait_bounded as _wait
 from pldemu.runtime.oracle import check_rank, reduced_region, signal_nonzero
 from pldemu.windows import allocate_window
 
@@ -297,7 +293,7 @@ def native_mismatch(
         else:
             send = np.ascontiguousarray(own.target[region])
         recv = np.empty_like(send)
-        _wait(comm.Iallreduce(send, recv, _MPI_OP[case.reduce]), timeout, what, comm)
+        bounded(comm, timeout).complete(comm.Iallreduce(send, recv, _MPI_OP[case.reduce]), what)
         ref = own.target.copy()
         if region is None:
             ref[...] = recv
@@ -310,22 +306,22 @@ def native_mismatch(
         assert own.target is not None
         recv = np.empty(size, dtype=case.dtype)
         req = comm.Ireduce_scatter_block(np.ascontiguousarray(own.target), recv, _MPI_OP[case.reduce])
-        _wait(req, timeout, what, comm)
+        bounded(comm, timeout).complete(req, what)
         return _count_diff(recv, target[me])
     if name == "broadcast":
         assert own.target is not None
         buf = np.ascontiguousarray(own.target.copy())
-        _wait(comm.Ibcast(buf, root=case.root), timeout, what, comm)
+        bounded(comm, timeout).complete(comm.Ibcast(buf, root=case.root), what)
         return _count_diff(buf, target)
     if name == "allgather":
         assert own.local_data is not None
         recv = np.empty((nr, size), dtype=case.dtype)
-        _wait(comm.Iallgather(np.ascontiguousarray(own.local_data.reshape(-1)), recv), timeout, what, comm)
+        bounded(comm, timeout).complete(comm.Iallgather(np.ascontiguousarray(own.local_data.reshape(-1)), recv), what)
         return _count_diff(recv, target)
     if name == "all_to_all":
         assert own.input is not None
         recv = np.empty((nr, size), dtype=case.dtype)
-        _wait(comm.Ialltoall(np.ascontiguousarray(own.input), recv), timeout, what, comm)
+        bounded(comm, timeout).complete(comm.Ialltoall(np.ascontiguousarray(own.input), recv), what)
         return _count_diff(recv, target)
     if name == "all_to_all_v":
         return _native_alltoallv(comm, case, iteration, target, recv_counts, timeout)
@@ -354,7 +350,7 @@ def _native_alltoallv(
         [send, ([int(r) * size for r in out_rows], displs)],
         [recv, ([int(r) * size for r in in_rows], displs)],
     )
-    _wait(req, timeout, "native all_to_all_v", comm)
+    bounded(comm, timeout).complete(req, "native all_to_all_v")
     diff = 0
     for s in range(nr):
         rows = int(in_rows[s])
@@ -505,7 +501,7 @@ def run_check(
                 if fence:
                     if sched is not None:
                         sched.host_sync()
-                    _barrier(comm, sync, f"the consume fence after {case.name} iteration {it}")
+                    bounded(comm, sync).barrier(f"the consume fence after {case.name} iteration {it}")
                     if races is not None:
                         races.join()
                 for mm in check_rank(case, me, it, target, rc):
@@ -518,7 +514,7 @@ def run_check(
             # no next-call credit can have arrived and every cell must be exactly 0.
             if sched is not None:
                 sched.host_sync()
-            _barrier(comm, sync, f"the block-end barrier after iteration {it - 1}")
+            bounded(comm, sync).barrier(f"the block-end barrier after iteration {it - 1}")
             cells = signal_nonzero(_signal_cells(inst, signal))
             if not cells.ok:
                 _first_error(result, report, f"# rank {me} after iteration {it - 1}: invariant "
@@ -533,8 +529,9 @@ def run_check(
                     it - 1,
                 )
             violations, race_reports = checkpoint_checkers(comm, inst, sync, result, report)
-            totals = _allreduce_ints(comm, [wrong, cells.count, native or 0], sync)
-            slowest = _allreduce_max(comm, run_time, sync)
+            totals = [int(v) for v in bounded(comm, sync).allreduce(
+                np.array([wrong, cells.count, native or 0], dtype=np.int64), MPI.SUM, "the block-end sum")]
+            slowest = float(bounded(comm, sync).allreduce([float(run_time)], MPI.MAX, "the block-end max")[0])
             row = BlockRow(
                 iters=it,
                 count=count,

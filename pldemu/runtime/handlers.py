@@ -22,9 +22,7 @@ from typing import Any
 import numpy as np
 
 from pldemu import windows
-from pldemu.ir import AtomicType, BufferKind, Call, DType, Op, PadValue, Var, format_expr
-from pldemu.ir import NotifyOp as IRNotifyOp
-from pldemu.ir import WaitCmp as IRWaitCmp
+from pldemu.ir import AtomicType, BufferKind, Call, DType, NotifyOp, Op, PadValue, Var, WaitCmp, format_expr
 from pldemu.runtime.errors import ProgramError
 from pldemu.runtime.machine import Machine
 from pldemu.runtime.sites import CallSite
@@ -43,20 +41,14 @@ from pldemu.runtime.values import (
 
 Handler = Callable[[Machine, CallSite, tuple[Any, ...]], Any]
 
-_NOTIFY_OPS = {IRNotifyOp.AtomicAdd: windows.NotifyOp.ADD, IRNotifyOp.Set: windows.NotifyOp.SET}
-_WAIT_CMPS = {IRWaitCmp.Eq: windows.WaitCmp.EQ, IRWaitCmp.Ge: windows.WaitCmp.GE}
-
-
 def decode_attrs(call: Call) -> Mapping[str, Any]:
     """A call's attributes in the form handlers use (done once per call site, not per execution)."""
     out: dict[str, Any] = {}
     for key, value in call.attrs:
         if isinstance(value, DType):
             out[key] = value.np
-        elif isinstance(value, IRNotifyOp):
-            out[key] = _NOTIFY_OPS[value]
-        elif isinstance(value, IRWaitCmp):
-            out[key] = _WAIT_CMPS[value]
+        elif isinstance(value, WaitCmp):
+            out[key] = value
             out[key + "_code"] = int(value)
         elif isinstance(value, AtomicType):
             out[key] = value is AtomicType.Add
@@ -258,7 +250,7 @@ def _write(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
     cell = flat_cell("tensor.write", m.rank, m.rank, t, index)
     if t.buffer.kind is BufferKind.SIGNAL and t.buffer.window is not None:
         # A signal cell only changes through MPI atomics, so a plain store cannot tear a peer's add.
-        t.buffer.window.notify(m.rank, cell, operator.index(args[2]), windows.NotifyOp.SET)
+        t.buffer.window.notify(m.rank, cell, operator.index(args[2]), NotifyOp.Set)
         return
     t.array[index] = args[2]
 

@@ -11,7 +11,6 @@ live here so that the two harnesses cannot drift apart.
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -19,7 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 from mpi4py import MPI
 
-from pldemu.runtime.bounded import complete_by
+from pldemu.mpi import BoundedComm
 
 
 class CheckError(RuntimeError):
@@ -82,32 +81,15 @@ class FailureLog(Protocol):
 # ----------------------------------------------------------------------------------------------
 
 
-def wait_bounded(req: MPI.Request, timeout: float, what: str, comm: MPI.Comm) -> None:
-    """Complete ``req`` or raise CheckTimeout after ``timeout`` seconds (never hang forever)."""
-    complete_by(req, time.monotonic() + timeout, lambda: CheckTimeout(
-        f"rank {comm.Get_rank()}: {what} did not complete in {timeout:g}s "
-        "(a peer is stuck in the collective or has failed)"))
+def bounded(comm: MPI.Comm, timeout: float) -> BoundedComm:
+    """``comm`` with the harness's bounded collectives (``pldemu.mpi.BoundedComm``): an exchange that
+    does not complete in ``timeout`` seconds raises CheckTimeout (a peer is stuck or gone)."""
 
+    def stuck(what: str) -> CheckTimeout:
+        return CheckTimeout(f"rank {comm.Get_rank()}: {what} did not complete in {timeout:g}s "
+                            "(a peer is stuck in the collective or has failed)")
 
-def barrier(comm: MPI.Comm, timeout: float, what: str) -> None:
-    """A bounded all-rank barrier (CheckTimeout after ``timeout`` seconds)."""
-    wait_bounded(comm.Ibarrier(), timeout, what, comm)
-
-
-def allreduce_ints(comm: MPI.Comm, values: list[int], timeout: float) -> list[int]:
-    """Bounded element-wise sum of ``values`` over all ranks."""
-    send = np.asarray(values, dtype=np.int64)
-    recv = np.zeros_like(send)
-    wait_bounded(comm.Iallreduce(send, recv, MPI.SUM), timeout, "the block-end sum", comm)
-    return [int(v) for v in recv]
-
-
-def allreduce_max(comm: MPI.Comm, value: float, timeout: float) -> float:
-    """Bounded maximum of ``value`` over all ranks."""
-    send = np.asarray([value], dtype=np.float64)
-    recv = np.zeros_like(send)
-    wait_bounded(comm.Iallreduce(send, recv, MPI.MAX), timeout, "the block-end max", comm)
-    return float(recv[0])
+    return BoundedComm(comm, timeout, stuck)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -195,14 +177,11 @@ __all__ = [
     "Failure",
     "FailureLog",
     "RowTotals",
-    "allreduce_ints",
-    "allreduce_max",
-    "barrier",
+    "bounded",
     "checkpoint_checkers",
     "rank0_printer",
     "rank_of",
     "record_failure",
     "report_line",
     "signal_cells",
-    "wait_bounded",
 ]

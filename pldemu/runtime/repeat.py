@@ -36,9 +36,7 @@ from pldemu.runtime.harness import (
     CheckError,
     Failure,
     RowTotals,
-    allreduce_ints,
-    allreduce_max,
-    barrier,
+    bounded,
     checkpoint_checkers,
     rank0_printer,
     record_failure,
@@ -245,13 +243,13 @@ def _iterate(comm: MPI.Intracomm, inst: Any, iters: int, options: Any, block: in
         # next-call credit can have arrived and every cell must be exactly 0.
         if sched is not None:
             sched.host_sync()
-        barrier(comm, sync, f"the block-end barrier after iteration {it - 1}")
+        bounded(comm, sync).barrier(f"the block-end barrier after iteration {it - 1}")
         nonzero = cells_at_rest(inst, signals, me, it - 1, log, report)
         violations, race_reports = checkpoint_checkers(comm, inst, sync, log, report)
         _keep(log.violations, violations)
         _keep(log.races, race_reports)
-        (cells,) = allreduce_ints(comm, [nonzero], sync)
-        slowest = allreduce_max(comm, run_time, sync)
+        cells = int(bounded(comm, sync).allreduce(np.array([nonzero], dtype=np.int64), MPI.SUM, "the block-end sum")[0])
+        slowest = float(bounded(comm, sync).allreduce([float(run_time)], MPI.MAX, "the block-end max")[0])
         row = IterationRow(it, count, slowest / count * 1e6, cells, len(violations), len(race_reports))
         rows.append(row)
         emit(row.format())

@@ -45,10 +45,10 @@ from typing import Any
 
 from mpi4py import MPI
 
+from pldemu.mpi import BoundedComm
 from pldemu.runtime.check import CheckResult, run_check
 from pldemu.runtime.errors import DeadlockError
 from pldemu.runtime.harness import Failure
-from pldemu.runtime.invariants import allgather_objects
 from pldemu.runtime.launch import abort_job
 from pldemu.runtime.repeat import RepeatResult, run_program_iterations
 
@@ -239,7 +239,7 @@ def stress(
         outcome = StressOutcome("error", current[0], current[0] + 1, me, f"{type(err).__name__}: {err}",
                                 time.monotonic() - start, replay)
         _abort(comm, result_path, outcome, f"# rank {me}: {type(err).__name__}: {err}", NON_PRIMARY_GRACE)
-    kinds = _merge(allgather_objects(comm, result.kinds, max(60.0, 4 * float(options.timeout))))
+    kinds = _merge(BoundedComm(comm, max(60.0, 4 * float(options.timeout))).allgather(result.kinds))
     seconds = time.monotonic() - start
     primary = next((kinds[k] for k in PRIORITY if k in kinds), None)
     if primary is None and result.ok:

@@ -15,8 +15,8 @@ Typical use::
         data = ws.allocate("x", (4, 8), np.float32)
         sig = ws.allocate("x.sig", 4, np.int32, signal=True)
         data.put(peer, (4, 8), (1, 0), rows)
-        sig.notify(peer, 0, 1, NotifyOp.ADD)
-        sig.wait(0, 1, WaitCmp.GE, timeout=10.0)
+        sig.notify(peer, 0, 1, NotifyOp.AtomicAdd)
+        sig.wait(0, 1, WaitCmp.Ge, timeout=10.0)
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from .base import (
     as_shape,
     poison_value,
     region_layout,
+    segment_array,
 )
 from .rma import RmaWindow
 from .shared import SharedWindow
@@ -72,6 +73,7 @@ __all__ = [
     "WindowStats",
     "allocate_window",
     "choose_backend",
+    "mpi_window",
     "poison_value",
     "region_layout",
 ]
@@ -105,6 +107,18 @@ def choose_backend(comm: MPI.Intracomm, requested: str = "auto") -> BackendName:
             f"rank {comm.Get_rank()}'s node has {node_size} of them"
         )
     return "rma"
+
+
+def mpi_window(comm: MPI.Intracomm, backend: str, numel: int, dtype: Any) -> tuple[MPI.Win, np.ndarray]:
+    """Collectively allocate a bare MPI window of ``numel`` elements of ``dtype`` per rank, the way
+    back end ``backend`` allocates its own, and return it with this rank's segment as a zero-copy
+    1-D numpy view.  For code that measures raw MPI against these windows (``pldemu bench``); the
+    caller locks, uses and frees the window itself.  ``backend`` is ``shared`` or ``rma``."""
+    if backend not in _BACKENDS:
+        raise ValueError(f"backend must be 'shared' or 'rma', got {backend!r}")
+    dt = np.dtype(dtype)
+    win = _BACKENDS[backend].allocate_mpi(comm, max(numel, 1) * dt.itemsize, dt.itemsize)
+    return win, segment_array(win.tomemory(), dt, numel)
 
 
 def allocate_window(
