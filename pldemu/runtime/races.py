@@ -71,7 +71,8 @@ from pldemu.ir import BufferKind, NotifyOp, Op
 from pldemu.mpi import BoundedComm
 from pldemu.runtime.monitor import MonitorBase
 from pldemu.runtime.sites import CallSite, OpEvent
-from pldemu.runtime.values import Buffer, Shape, TensorRef, Tile, fit_rank, flat_cell
+from pldemu.runtime.transfer import plan_get, plan_put, remote_load_extent
+from pldemu.runtime.values import Buffer, Shape, TensorRef, flat_cell
 
 READ, WRITE, ATOMIC = 0, 1, 2
 """Access kinds. Two atomic writes (element-wise MPI accumulates) do not conflict with each other."""
@@ -595,56 +596,36 @@ class RaceDetector(MonitorBase):
         self._record(self.rank, buf, WRITE if write else READ, "host: " + where, ivs)
 
     def _put(self, site: CallSite, args: tuple[Any, ...]) -> None:
-        dst, peer, src = args[0], args[1], args[2]
-        dbuf = _data_window(dst)
-        sbuf = _data_window(src)
-        if len(args) > 4:
-            dst_off, src_off, shape = args[4], args[5], args[6]
-            ext = fit_rank(shape, len(dst.shape), "pld.tile.put")
-            if 0 in ext:
-                return
-            dst_ivs = region_intervals(dst.shape, dst_off, ext)
-            if sbuf is not None:
-                src_ext = fit_rank(shape, len(src.shape), "pld.tile.put")
-                self._record(self.rank, sbuf, READ, site.id, region_intervals(src.shape, src_off, src_ext))
-        else:
-            size = src.data.size if isinstance(src, Tile) else src.array.size
-            if size == 0 or dbuf is None:
-                return
-            dst_ivs = _whole(dbuf)
-            if sbuf is not None:
-                self._record(self.rank, sbuf, READ, site.id, _whole(sbuf))
+        plan = plan_put(self.rank, site, args)
+        if plan is None:
+            return
+        sbuf = _data_window(plan.src)
+        if sbuf is not None:
+            assert plan.src is not None
+            self._record(self.rank, sbuf, READ, site.id,
+                         region_intervals(plan.src.shape, plan.src_offsets, plan.src_extent))
+        dbuf = _data_window(plan.dst)
         if dbuf is not None:
-            self._record(peer, dbuf, ATOMIC if site.attrs["atomic"] else WRITE, site.id, dst_ivs)
+            self._record(plan.peer, dbuf, ATOMIC if site.attrs["atomic"] else WRITE, site.id,
+                         region_intervals(plan.dst.shape, plan.dst_offsets, plan.extent))
 
     def _get(self, site: CallSite, args: tuple[Any, ...]) -> None:
-        dst, peer, src = args[0], args[1], args[2]
-        if len(args) > 4:
-            dst_off, src_off, shape = args[4], args[5], args[6]
-            dst_ext = fit_rank(shape, len(dst.shape), "pld.tile.get")
-            src_ext = fit_rank(shape, len(src.shape), "pld.tile.get")
-            if 0 in dst_ext:
-                return
-            if peer == self.rank and dst.buffer is src.buffer and dst.shape == src.shape and dst_off == src_off:
-                return  # the handler's identity mapping: nothing moves
-            src_ivs = region_intervals(src.shape, src_off, src_ext)
-            dst_ivs = region_intervals(dst.shape, dst_off, dst_ext)
-        else:
-            if (peer == self.rank and dst.buffer is src.buffer) or 0 in dst.shape:
-                return
-            src_ivs, dst_ivs = _whole(src.buffer), _whole(dst.buffer)
-        sbuf, dbuf = _data_window(src), _data_window(dst)
+        plan = plan_get(self.rank, site, args)
+        if plan is None:
+            return
+        sbuf, dbuf = _data_window(plan.src), _data_window(plan.dst)
         if sbuf is not None:
-            self._record(peer, sbuf, READ, site.id, src_ivs)
+            self._record(plan.peer, sbuf, READ, site.id,
+                         region_intervals(plan.src.shape, plan.src_offsets, plan.src_extent))
         if dbuf is not None:
-            self._record(self.rank, dbuf, WRITE, site.id, dst_ivs)
+            self._record(self.rank, dbuf, WRITE, site.id,
+                         region_intervals(plan.dst.shape, plan.dst_offsets, plan.dst_extent))
 
     def _remote_load(self, site: CallSite, args: tuple[Any, ...]) -> None:
         t = args[0]
         buf = _data_window(t)
         if buf is not None:
-            extent = args[4] if len(args) > 4 else args[3]
-            self._record(args[1], buf, READ, site.id, region_intervals(t.shape, args[2], extent))
+            self._record(args[1], buf, READ, site.id, region_intervals(t.shape, args[2], remote_load_extent(args)))
 
     def _wait(self, site: CallSite, args: tuple[Any, ...]) -> None:
         sig = args[0]
