@@ -24,6 +24,7 @@ hop (with 2 ranks: a ping-pong); the figure is the time of ``ROUNDS`` laps divid
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -209,59 +210,46 @@ def bench_signals(comm: MPI.Intracomm, options: Any, warmup: int, iters: int) ->
     from pldemu.runtime.interpreter import ProgramInstance
 
     n = comm.Get_size()
-    rows: list[SignalRow] = []
+    hops = HOP_ROUNDS * n
     with ProgramInstance(hop_program(HOP_ROUNDS), comm, options) as hop:
-        backend = hop.backend
-        raw = RawSignals(comm, backend)
-        try:
-            sig = allocate_window(comm, "bench.hop", 1, np.int32, backend=backend, signal=True)
-            laps = [0]
-            try:
-                t_raw, t_pl, t_win = time_alternating(
-                    comm,
-                    [
-                        Contender("raw", lambda: raw.hop_laps(HOP_ROUNDS), per_call=HOP_ROUNDS * n),
-                        Contender("pldemu", hop.run, per_call=HOP_ROUNDS * n),
-                        Contender("windows", lambda: _windows_hop(sig, laps, HOP_ROUNDS),
-                                  per_call=HOP_ROUNDS * n),
-                    ],
-                    warmup,
-                    iters,
-                )
-            finally:
-                sig.free()
-            rows.append(SignalRow("notify->wait hop", t_raw, t_pl, t_win))
-        finally:
-            raw.free()
+        laps = [0]
+        hop_row = _three_way(comm, hop.backend, ("notify->wait hop", "bench.hop", 1), lambda raw, sig: [
+            Contender("raw", lambda: raw.hop_laps(HOP_ROUNDS), per_call=hops),
+            Contender("pldemu", hop.run, per_call=hops),
+            Contender("windows", lambda: _windows_hop(sig, laps, HOP_ROUNDS), per_call=hops),
+        ], warmup, iters)
     bar = collective_program(CollectiveSpec("barrier", nranks=n))
     with ProgramInstance(lower_composite_ops(bar.program), comm, options) as inst:
-        raw = RawSignals(comm, inst.backend)
+
+        def pldemu_rounds() -> None:
+            run = inst.run
+            for _ in range(BARRIER_ROUNDS):
+                run()
+
+        bar_row = _three_way(comm, inst.backend, ("barrier round", "bench.barrier", n), lambda raw, sig: [
+            Contender("raw", lambda: raw.barrier_rounds(BARRIER_ROUNDS), per_call=BARRIER_ROUNDS),
+            Contender("pldemu", pldemu_rounds, per_call=BARRIER_ROUNDS),
+            Contender("windows", lambda: _windows_barrier(sig, BARRIER_ROUNDS), per_call=BARRIER_ROUNDS),
+        ], warmup, iters)
+    return [hop_row, bar_row]
+
+
+def _three_way(comm: MPI.Intracomm, backend: str, what: tuple[str, str, int],
+               contenders: Callable[[RawSignals, Window], list[Contender]], warmup: int, iters: int) -> SignalRow:
+    """Time raw MPI, pldemu and the bare windows layer against each other: ``what`` is the row's
+    name, the name and the cells of the windows layer's signal window; ``contenders(raw, sig)`` the
+    three contenders."""
+    name, window, cells = what
+    raw = RawSignals(comm, backend)
+    try:
+        sig = allocate_window(comm, window, cells, np.int32, backend=backend, signal=True)
         try:
-            sig = allocate_window(comm, "bench.barrier", n, np.int32, backend=inst.backend, signal=True)
-
-            def pldemu_rounds() -> None:
-                run = inst.run
-                for _ in range(BARRIER_ROUNDS):
-                    run()
-
-            try:
-                t_raw, t_pl, t_win = time_alternating(
-                    comm,
-                    [
-                        Contender("raw", lambda: raw.barrier_rounds(BARRIER_ROUNDS), per_call=BARRIER_ROUNDS),
-                        Contender("pldemu", pldemu_rounds, per_call=BARRIER_ROUNDS),
-                        Contender("windows", lambda: _windows_barrier(sig, BARRIER_ROUNDS),
-                                  per_call=BARRIER_ROUNDS),
-                    ],
-                    warmup,
-                    iters,
-                )
-            finally:
-                sig.free()
+            t_raw, t_pl, t_win = time_alternating(comm, contenders(raw, sig), warmup, iters)
         finally:
-            raw.free()
-        rows.append(SignalRow("barrier round", t_raw, t_pl, t_win))
-    return rows
+            sig.free()
+    finally:
+        raw.free()
+    return SignalRow(name, t_raw, t_pl, t_win)
 
 
 __all__ = ["BARRIER_ROUNDS", "HOP_ROUNDS", "RawSignals", "SignalRow", "bench_signals", "hop_program"]
