@@ -38,10 +38,12 @@ from pldemu.bench.common import (
     BenchError,
     Contender,
     Timing,
+    barrier_instance,
     bounded,
     bus_factor,
     gbps,
     ratio,
+    repeated,
     time_alternating,
 )
 from pldemu.collectives import CollectiveSpec, collective_program
@@ -278,19 +280,12 @@ def bench_collective(
         else:
             # The recipe's bound needs the barrier cost and the memcpy bandwidth *of the same
             # minutes* (an oversubscribed machine drifts): they alternate with the allreduce.
-            bar = collective_program(CollectiveSpec("barrier", nranks=nr))
-            with ProgramInstance(lower_composite_ops(bar.program), comm, options) as binst:
-
-                def barriers() -> None:
-                    run = binst.run
-                    for _ in range(BOUND_BARRIERS):
-                        run()
-
+            with barrier_instance(comm, options) as binst:
                 src = np.ones(case.count, dtype=case.dtype.np)
                 dst = np.empty_like(src)
                 pl_t, nat_t, bar_t, mem_t = time_alternating(
                     comm,
-                    [pl, nat, Contender("barrier", barriers, per_call=BOUND_BARRIERS),
+                    [pl, nat, Contender("barrier", repeated(binst.run, BOUND_BARRIERS), per_call=BOUND_BARRIERS),
                      Contender("memcpy", lambda: np.copyto(dst, src))],
                     warmup,
                     iters,

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 from mpi4py import MPI
@@ -119,6 +120,27 @@ def bounded(comm: MPI.Comm) -> BoundedComm:
     return BoundedComm(comm, SYNC_TIMEOUT, _stuck, DEFAULT_POLICY)
 
 
+def barrier_instance(comm: MPI.Intracomm, options: Any) -> Any:
+    """A ``ProgramInstance`` of the lowered ``pld.tensor.barrier`` on ``comm`` (collective; use as a
+    context manager): the barrier round several families time."""
+    from pldemu.collectives import CollectiveSpec, collective_program
+    from pldemu.lowering import lower_composite_ops
+    from pldemu.runtime.interpreter import ProgramInstance
+
+    bar = collective_program(CollectiveSpec("barrier", nranks=comm.Get_size()))
+    return ProgramInstance(lower_composite_ops(bar.program), comm, options)
+
+
+def repeated(fn: Callable[[], object], times: int) -> Callable[[], None]:
+    """One timed call that runs ``fn`` ``times`` times in a row (a contender with ``per_call=times``)."""
+
+    def run() -> None:
+        for _ in range(times):
+            fn()
+
+    return run
+
+
 # ----------------------------------------------------------------------------------------------
 # Alternating timing
 # ----------------------------------------------------------------------------------------------
@@ -205,6 +227,7 @@ __all__ = [
     "BenchError",
     "Contender",
     "Timing",
+    "barrier_instance",
     "bounded",
     "bus_factor",
     "format_size",
@@ -212,5 +235,6 @@ __all__ = [
     "parse_size",
     "parse_sizes",
     "ratio",
+    "repeated",
     "time_alternating",
 ]

@@ -31,7 +31,15 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from pldemu.bench.common import BenchError, Contender, Timing, ratio, time_alternating
+from pldemu.bench.common import (
+    BenchError,
+    Contender,
+    Timing,
+    barrier_instance,
+    ratio,
+    repeated,
+    time_alternating,
+)
 from pldemu.ir import parse_program
 from pldemu.ir.enums import NotifyOp, WaitCmp
 from pldemu.mpi import DEFAULT_POLICY, Backoff
@@ -205,8 +213,6 @@ def _windows_barrier(sig: Window, rounds: int) -> None:
 def bench_signals(comm: MPI.Intracomm, options: Any, warmup: int, iters: int) -> list[SignalRow]:
     """The hop and the barrier round, raw MPI against pldemu; collective. Figures are per hop and
     per barrier round (seconds, max over ranks, median over samples)."""
-    from pldemu.collectives import CollectiveSpec, collective_program
-    from pldemu.lowering import lower_composite_ops
     from pldemu.runtime.interpreter import ProgramInstance
 
     n = comm.Get_size()
@@ -218,17 +224,10 @@ def bench_signals(comm: MPI.Intracomm, options: Any, warmup: int, iters: int) ->
             Contender("pldemu", hop.run, per_call=hops),
             Contender("windows", lambda: _windows_hop(sig, laps, HOP_ROUNDS), per_call=hops),
         ], warmup, iters)
-    bar = collective_program(CollectiveSpec("barrier", nranks=n))
-    with ProgramInstance(lower_composite_ops(bar.program), comm, options) as inst:
-
-        def pldemu_rounds() -> None:
-            run = inst.run
-            for _ in range(BARRIER_ROUNDS):
-                run()
-
+    with barrier_instance(comm, options) as inst:
         bar_row = _three_way(comm, inst.backend, ("barrier round", "bench.barrier", n), lambda raw, sig: [
             Contender("raw", lambda: raw.barrier_rounds(BARRIER_ROUNDS), per_call=BARRIER_ROUNDS),
-            Contender("pldemu", pldemu_rounds, per_call=BARRIER_ROUNDS),
+            Contender("pldemu", repeated(inst.run, BARRIER_ROUNDS), per_call=BARRIER_ROUNDS),
             Contender("windows", lambda: _windows_barrier(sig, BARRIER_ROUNDS), per_call=BARRIER_ROUNDS),
         ], warmup, iters)
     return [hop_row, bar_row]

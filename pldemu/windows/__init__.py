@@ -22,7 +22,6 @@ Typical use::
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from types import TracebackType
 from typing import Any, SupportsIndex
 
 import numpy as np
@@ -33,6 +32,7 @@ from .base import (
     SIGNAL_DTYPE,
     BackendName,
     BackendRequest,
+    FreedOnExit,
     NotifyOp,
     PollPolicy,
     RegionPlan,
@@ -57,6 +57,7 @@ __all__ = [
     "SIGNAL_DTYPE",
     "BackendName",
     "BackendRequest",
+    "FreedOnExit",
     "NotifyOp",
     "PollPolicy",
     "RegionPlan",
@@ -213,7 +214,7 @@ def _check_same_everywhere(comm: MPI.Intracomm, signature: tuple[Any, ...]) -> N
         )
 
 
-class WindowSet:
+class WindowSet(FreedOnExit):
     """Windows allocated together on one communicator and freed together.
 
     The back end is resolved once (collectively) at construction.  Use as a
@@ -304,14 +305,3 @@ class WindowSet:
     def _check_live(self, op: str) -> None:
         if self._freed:
             raise WindowFreedError(f"{op}: rank {self._comm.Get_rank()}: window set has been freed")
-
-    def __enter__(self) -> WindowSet:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.free()

@@ -39,7 +39,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from types import TracebackType
-from typing import Any, ClassVar, Literal, SupportsIndex
+from typing import Any, ClassVar, Literal, Self, SupportsIndex
 
 import numpy as np
 from mpi4py import MPI
@@ -255,7 +255,27 @@ def region_layout(view_shape: Shape, shape: Shape) -> tuple[tuple[int, int], ...
     return tuple(reversed(merged))
 
 
-class Window(ABC):
+class FreedOnExit:
+    """A collective resource used as a context manager: leaving the ``with`` block calls ``free()``
+    (on every rank, error or not, so that the collective free cannot hang)."""
+
+    def free(self) -> None:
+        """Collectively release the resource; idempotent."""
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.free()
+
+
+class Window(FreedOnExit, ABC):
     """One RMA window: a buffer of ``shape``/``dtype`` on every rank of ``comm``.
 
     Created collectively by :func:`pldemu.windows.allocate_window` (or
@@ -751,17 +771,6 @@ class Window(ABC):
                 t.Free()
             if not self._base_is_predefined:
                 self._base_type.Free()
-
-    def __enter__(self) -> Window:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.free()
 
     # ------------------------------------------------------------- checks etc.
 
