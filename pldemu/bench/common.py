@@ -12,7 +12,8 @@ Methodology (nccl-tests style, with the native reference in the same run):
   descheduled rank of an oversubscribed machine).
 
 Everything untimed (writing inputs, poisoning outputs, checking results) happens between two bounded
-barriers, so it never overlaps a peer's timed region.
+barriers, so it never overlaps a peer's timed region. The bounded synchronisation is
+``pldemu.mpi.BoundedComm`` (:func:`bounded`), polling with the back-off of pldemu's own waits.
 """
 
 from __future__ import annotations

@@ -7,7 +7,9 @@ It returns the op's value (``None`` for effect-only ops).
 
 Semantics follow the protocol digest (shared/reference/collectives-protocol.md) and the runtime brief:
 valid regions are what loads read and stores write, the rest of a fresh tile is poison; tile math runs
-in the tile's dtype over the physical tile; a put/get extent of 0 is a no-op.
+in the tile's dtype over the physical tile; a put/get extent of 0 is a no-op. What a put, get or
+remote_load moves is decoded by ``transfer.py`` (the one planner, shared with the deferred-visibility
+wrappers and the race detector); the handlers here only carry the plan out.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 Two harnesses do that: :func:`pldemu.runtime.check.run_check` (a built-in collective, checked against
 an oracle) and :func:`pldemu.runtime.repeat.run_program_iterations` (a user's program, no oracle).
 Both meet at block ends to check what the self-clearing credit protocol promises at rest, and both
-must never hang when a rank is stuck or gone; the bounded MPI waits, the signal-cell reads, the
+must never hang when a rank is stuck or gone; the bounded collectives (:func:`bounded`, a
+``pldemu.mpi.BoundedComm`` raising CheckTimeout), the signal-cell reads, the
 first-failure bookkeeping and the checkpoint of the runtime's optional checkers (invariants, races)
 live here so that the two harnesses cannot drift apart.
 """

@@ -35,7 +35,8 @@ only in the calls whose interleaving happens to expose them.
 
 **Records.** Every access to a data window is recorded by the accessing rank: (target rank, buffer,
 read / write / atomic write, flat element intervals ``[start, stop)`` of the packed buffer, VC, call
-site, call number). Puts, atomic puts, gets, ``remote_load``, and ``tile.load`` / ``tile.store`` /
+site, call number). Puts, atomic puts, gets, ``remote_load`` (their regions decoded by the one transfer planner,
+``transfer.py``, as the handlers decode them), and ``tile.load`` / ``tile.store`` /
 ``tensor.read`` / ``tensor.write`` on the rank's own windows all count; signal windows are
 synchronisation, not data, and are left out. Accesses with the same VC (no notify or wait between
 them) to the same target, buffer, kind and site are one record whose intervals are merged, so a
@@ -44,7 +45,8 @@ Harnesses record their own host-side accesses with :meth:`RaceDetector.host_acce
 rank's inputs into its window, consuming its result).
 
 **Checkpoint.** :meth:`RaceDetector.check` is collective and meant for the points where a harness
-synchronises all ranks anyway (between iteration blocks, at the end). The ranks exchange their
+synchronises all ranks anyway (between iteration blocks, at the end). Its exchanges are bounded
+(``pldemu.mpi.BoundedComm``: a rank that never arrives raises RaceCheckTimeout). The ranks exchange their
 records so that each target rank checks the accesses to its own windows, gather the reports
 everywhere, join their clocks and drop the records (everything recorded so far happens before
 everything after the join, so nothing later can race with it). Two records conflict when they are on

@@ -46,6 +46,11 @@ A correct recipe releases (notifies) after its puts and stores and before any pe
 so it passes in deferred mode; a recipe that relies on a write landing in time without a release
 in between fails.
 
+The deferred handlers (:func:`deferred_handlers`) wrap the plain or invariant-checking ones; a
+put or get is decoded by the one transfer planner (``transfer.py``) exactly as the eager handler
+decodes it, and a deferred put is refused at issue time by the window's own checks
+(``Window.check_put``), so it fails where the program put, with the eager mode's message.
+
 **Zero cost when off.** Nothing here runs unless a knob is set: :func:`prepare` fills
 ``Machine.overrides`` at prepare time, and the compiler picks the handler per call site once.
 """

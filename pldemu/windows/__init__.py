@@ -9,6 +9,12 @@ behind one :class:`Window` interface:
 * ``rma`` -- ``MPI_Win_allocate`` with passive-target ``Put``/``Get``/
   ``Accumulate``/``Flush``; works across nodes.
 
+Signal operations speak the IR's vocabulary: ``NotifyOp`` (``AtomicAdd``,
+``Set``) and ``WaitCmp`` (``Eq``, ``Ge``) are ``pldemu.ir``'s enums, re-exported
+here; waits back off with ``pldemu.mpi``'s one ``Backoff`` (``PollPolicy``).
+:func:`mpi_window` hands out a bare MPI window allocated as a back end does,
+for code that measures raw MPI against these windows.
+
 Typical use::
 
     with WindowSet(comm) as ws:

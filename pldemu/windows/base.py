@@ -21,6 +21,13 @@ atomic_add puts) is a CPU atomic on the mapped segment instead (see
 one mechanism, because MPI only guarantees atomicity among its own
 accumulate operations.
 
+Built on these, besides put/get/notify/wait: :meth:`Window.check_put` (refuse
+a put now, move it later: deferred visibility) and the word-atomic
+:meth:`Window.store_words` / :meth:`Window.load_words` for shadow state many
+ranks read while its owner writes (the race detector's clocks).  Signal
+operations take the IR's ``NotifyOp`` / ``WaitCmp``; ``wait`` backs off with
+``pldemu.mpi.Backoff``.
+
 Ordering contract: a data put returns only once it is complete at the target
 (it is flushed, or followed by a memory barrier on the shared back end), and
 ``notify`` starts with a memory barrier.  Hence a ``put`` followed by a
