@@ -73,7 +73,7 @@ from pldemu.ir import BufferKind, NotifyOp, Op
 from pldemu.mpi import BoundedComm
 from pldemu.runtime.monitor import MonitorBase
 from pldemu.runtime.sites import CallSite, OpEvent
-from pldemu.runtime.transfer import plan_get, plan_put, remote_load_extent
+from pldemu.runtime.transfer import Region, plan_get, plan_put, remote_load_extent
 from pldemu.runtime.values import Buffer, Shape, TensorRef, flat_cell
 
 READ, WRITE, ATOMIC = 0, 1, 2
@@ -601,27 +601,21 @@ class RaceDetector(MonitorBase):
         plan = plan_put(self.rank, site, args)
         if plan is None:
             return
-        sbuf = _data_window(plan.src)
-        if sbuf is not None:
-            assert plan.src is not None
-            self._record(self.rank, sbuf, READ, site.id,
-                         region_intervals(plan.src.shape, plan.src_offsets, plan.src_extent))
-        dbuf = _data_window(plan.dst)
-        if dbuf is not None:
-            self._record(plan.peer, dbuf, ATOMIC if site.attrs["atomic"] else WRITE, site.id,
-                         region_intervals(plan.dst.shape, plan.dst_offsets, plan.extent))
+        if plan.src is not None:
+            self._record_region(self.rank, plan.src, READ, site.id)
+        self._record_region(plan.peer, plan.dst, ATOMIC if site.attrs["atomic"] else WRITE, site.id)
 
     def _get(self, site: CallSite, args: tuple[Any, ...]) -> None:
         plan = plan_get(self.rank, site, args)
-        if plan is None:
-            return
-        sbuf, dbuf = _data_window(plan.src), _data_window(plan.dst)
-        if sbuf is not None:
-            self._record(plan.peer, sbuf, READ, site.id,
-                         region_intervals(plan.src.shape, plan.src_offsets, plan.src_extent))
-        if dbuf is not None:
-            self._record(self.rank, dbuf, WRITE, site.id,
-                         region_intervals(plan.dst.shape, plan.dst_offsets, plan.dst_extent))
+        if plan is not None:
+            self._record_region(plan.peer, plan.src, READ, site.id)
+            self._record_region(self.rank, plan.dst, WRITE, site.id)
+
+    def _record_region(self, target: int, side: Region, kind: int, site: int) -> None:
+        """Record an access to one end of a transfer if it is a data window."""
+        buf = _data_window(side.tensor)
+        if buf is not None:
+            self._record(target, buf, kind, site, region_intervals(side.tensor.shape, side.offsets, side.extent))
 
     def _remote_load(self, site: CallSite, args: tuple[Any, ...]) -> None:
         t = args[0]

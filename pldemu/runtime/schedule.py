@@ -338,8 +338,8 @@ class _Deferred:
         plan = plan_put(m.rank, site, args)
         if plan is None:
             return None
-        w, peer, view = plan.window, plan.peer, plan.dst.shape
-        w.check_put(peer, view, plan.dst_offsets, plan.data)  # refused where the program put
+        w, peer, view = plan.window, plan.peer, plan.dst.tensor.shape
+        w.check_put(peer, view, plan.dst.offsets, plan.data)  # refused where the program put
         snap = np.array(plan.data, dtype=w.dtype, copy=True)  # the data as it is now, whatever happens later
         for at, piece in plan.pieces(args[3] if m.stage_pieces else None):
             wb.add(peer, partial(w.put, peer, view, at, snap[piece]))

@@ -10,7 +10,7 @@ deferred-visibility wrappers of ``schedule.py`` (which move it later) and the ra
   copies the whole source onto the whole destination, which must have as many elements;
 * **bounds.** The source region of a put and the destination region of a get are checked here (a
   refusal names op, rank, peer, buffer and region); the window checks its own side when the data
-  moves, and :meth:`PutPlan.check_destination` checks it up front for a put that moves later;
+  moves (``Window.check_put`` checks it up front for a put that moves later);
 * **no-ops and the self-copy shortcut.** A transfer of zero elements moves nothing (None); so does
   a get of a region of this rank's own window onto itself. A put within one window onto this rank
   reads its source completely before writing (:meth:`PutPlan.source`).
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -37,81 +37,77 @@ Piece = tuple[Shape, tuple[slice, ...]]
 """A stage-sized piece of a transfer: its offsets within the region and its slices of the data."""
 
 
+class Region(NamedTuple):
+    """One end of a transfer: region ``offsets``/``extent`` of ``tensor``'s view (in its own rank)."""
+
+    tensor: TensorRef
+    offsets: Shape
+    extent: Shape
+
+
 @dataclass(slots=True)
 class PutPlan:
-    """A put that moves something: ``data`` (the source region, shaped ``extent``) goes to region
-    ``dst_offsets``/``extent`` of ``peer``'s ``dst``, through ``window``."""
+    """A put that moves something: ``data`` (the source region, shaped ``dst.extent``) goes to
+    region ``dst`` of ``peer``, through ``window``; ``src`` is the source region (None: a tile)."""
 
     rank: int
     peer: int
-    dst: TensorRef
     window: Window
-    dst_offsets: Shape
-    extent: Shape
+    dst: Region
+    src: Region | None
     data: np.ndarray
-    src: TensorRef | None
-    """The source tensor (None: a tile)."""
-    src_offsets: Shape
-    src_extent: Shape
-    """The source region in the source's own rank."""
 
     def source(self) -> np.ndarray:
         """The data to write: a copy when source and destination are one window of this rank (a
         self-copy must read everything before it writes)."""
-        if self.src is not None and self.src.buffer is self.dst.buffer and self.peer == self.rank:
+        if self.src is not None and self.src.tensor.buffer is self.dst.tensor.buffer and self.peer == self.rank:
             return self.data.copy()
         return self.data
 
-    def check_destination(self) -> None:
-        """Refuse now, as the window would when the data moves, a destination region out of bounds."""
-        region("put", self.rank, self.peer, describe(self.dst), self.dst.shape, self.dst_offsets, self.extent)
-
     def pieces(self, stage: Tile | None) -> Iterator[Piece]:
         """Where each piece of the data goes: one piece, or stage-sized ones (``stage``)."""
-        return _pieces(self.dst_offsets, self.extent, stage)
+        return _pieces(self.dst.offsets, self.dst.extent, stage)
 
     def write(self, atomic: bool, stage: Tile | None) -> None:
         """Move the data now, in one operation or (``stage``) one stage-sized piece at a time."""
-        data = self.source()
+        data, w, peer, dst = self.source(), self.window, self.peer, self.dst
         if stage is None:
-            self.window.put(self.peer, self.dst.shape, self.dst_offsets, data, atomic)
+            w.put(peer, dst.tensor.shape, dst.offsets, data, atomic)
             return
-        self.check_destination()  # a refused transfer moves nothing
+        # Check the whole region first so that a refused transfer moves nothing.
+        region("put", self.rank, peer, describe(dst.tensor), dst.tensor.shape, dst.offsets, dst.extent)
         for at, piece in self.pieces(stage):
-            self.window.put(self.peer, self.dst.shape, at, data[piece], atomic)
+            w.put(peer, dst.tensor.shape, at, data[piece], atomic)
 
 
 @dataclass(slots=True)
 class GetPlan:
-    """A get that moves something: region ``src_offsets``/``src_extent`` of ``peer``'s ``src``
-    (through ``window``) lands in ``target``, a view of this rank's destination region shaped
-    ``src_extent`` (``dst_offsets``/``dst_extent`` in the destination's rank)."""
+    """A get that moves something: region ``src`` of ``peer`` (through ``window``) lands in region
+    ``dst`` of this rank; ``target`` is that destination region as a view shaped ``src.extent``."""
 
     rank: int
     peer: int
-    dst: TensorRef
-    dst_offsets: Shape
-    dst_extent: Shape
-    src: TensorRef
     window: Window
-    src_offsets: Shape
-    src_extent: Shape
+    dst: Region
+    src: Region
     target: np.ndarray
 
     def read(self) -> np.ndarray:
-        """The source region now, as a fresh array (shaped ``src_extent``)."""
-        return self.window.get(self.peer, self.src.shape, self.src_offsets, self.src_extent)
+        """The source region now, as a fresh array (shaped ``src.extent``)."""
+        src = self.src
+        return self.window.get(self.peer, src.tensor.shape, src.offsets, src.extent)
 
     def read_into_target(self, stage: Tile | None) -> None:
         """Move the data now: one copy straight into the destination, or (``stage``) one
         stage-sized piece at a time."""
-        w, peer, shape = self.window, self.peer, self.src.shape
+        w, peer, src = self.window, self.peer, self.src
+        shape = src.tensor.shape
         if stage is None:
-            w.get(peer, shape, self.src_offsets, self.src_extent, out=self.target)
+            w.get(peer, shape, src.offsets, src.extent, out=self.target)
             return
         # Check the whole source region first so that a refused transfer writes nothing.
-        region("get", self.rank, peer, describe(self.src), shape, self.src_offsets, self.src_extent)
-        for at, piece in _pieces(self.src_offsets, self.src_extent, stage):
+        region("get", self.rank, peer, describe(src.tensor), shape, src.offsets, src.extent)
+        for at, piece in _pieces(src.offsets, src.extent, stage):
             self.target[piece] = w.get(peer, shape, at, tuple(s.stop - s.start for s in piece))
 
 
@@ -141,7 +137,8 @@ def plan_put(rank: int, site: CallSite, args: tuple[Any, ...]) -> PutPlan | None
         ext, dst_off = dst.shape, (0,) * len(dst.shape)
         src_ext, src_off = src_arr.shape, (0,) * src_arr.ndim
         data = src_arr.reshape(ext)
-    return PutPlan(rank, peer, dst, window_of(site, dst), dst_off, ext, data, tensor, src_off, src_ext)
+    src_region = None if tensor is None else Region(tensor, src_off, src_ext)
+    return PutPlan(rank, peer, window_of(site, dst), Region(dst, dst_off, ext), src_region, data)
 
 
 def plan_get(rank: int, site: CallSite, args: tuple[Any, ...]) -> GetPlan | None:
@@ -171,7 +168,7 @@ def plan_get(rank: int, site: CallSite, args: tuple[Any, ...]) -> GetPlan | None
     target = dst.array[region("get", rank, peer, dst.buffer, dst.shape, dst_off, dst_ext)]
     if dst_ext != src_ext:
         target = target.reshape(src_ext)  # only unit dims differ: still a view
-    return GetPlan(rank, peer, dst, dst_off, dst_ext, src, window_of(site, src), src_off, src_ext, target)
+    return GetPlan(rank, peer, window_of(site, src), Region(dst, dst_off, dst_ext), Region(src, src_off, src_ext), target)
 
 
 def remote_load_extent(args: tuple[Any, ...]) -> Shape:
@@ -212,4 +209,4 @@ def _arg_name(site: CallSite, i: int) -> str:
     return a.name if isinstance(a, Var) else format_expr(a)
 
 
-__all__ = ["GetPlan", "Piece", "PutPlan", "describe", "plan_get", "plan_put", "remote_load_extent", "window_of"]
+__all__ = ["GetPlan", "Piece", "PutPlan", "Region", "describe", "plan_get", "plan_put", "remote_load_extent", "window_of"]
