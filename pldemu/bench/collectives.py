@@ -26,8 +26,9 @@ are poisoned (NaN) before every call, so a stale result cannot pass.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -37,11 +38,12 @@ from pldemu.bench.common import (
     BenchError,
     Contender,
     Timing,
-    barrier,
+    barrier_instance,
+    bounded,
     bus_factor,
     gbps,
-    max_over_ranks,
     ratio,
+    repeated,
     time_alternating,
 )
 from pldemu.collectives import CollectiveSpec, collective_program
@@ -278,19 +280,12 @@ def bench_collective(
         else:
             # The recipe's bound needs the barrier cost and the memcpy bandwidth *of the same
             # minutes* (an oversubscribed machine drifts): they alternate with the allreduce.
-            bar = collective_program(CollectiveSpec("barrier", nranks=nr))
-            with ProgramInstance(lower_composite_ops(bar.program), comm, options) as binst:
-
-                def barriers() -> None:
-                    run = binst.run
-                    for _ in range(BOUND_BARRIERS):
-                        run()
-
+            with barrier_instance(comm, options) as binst:
                 src = np.ones(case.count, dtype=case.dtype.np)
                 dst = np.empty_like(src)
                 pl_t, nat_t, bar_t, mem_t = time_alternating(
                     comm,
-                    [pl, nat, Contender("barrier", barriers, per_call=BOUND_BARRIERS),
+                    [pl, nat, Contender("barrier", repeated(binst.run, BOUND_BARRIERS), per_call=BOUND_BARRIERS),
                      Contender("memcpy", lambda: np.copyto(dst, src))],
                     warmup,
                     iters,
@@ -303,11 +298,12 @@ def bench_collective(
             inst.add_listener(counter)
             if pl.prepare is not None:
                 pl.prepare()
-            barrier(comm)
+            bc = bounded(comm)
+            bc.barrier()
             inst.run()
-            barrier(comm)
-            row.bytes_moved = int(max_over_ranks(comm, [counter.total])[0])
-        barrier(comm)
+            bc.barrier()
+            row.bytes_moved = int(bc.allreduce([counter.total], MPI.MAX, "max over ranks")[0])
+        bounded(comm).barrier()
     return row
 
 
@@ -361,66 +357,74 @@ def _pldemu_contender(case: CollectiveCase, inst: Any, cp: Any, own: Any, exp: n
     return Contender("pldemu", inst.run, prepare, check)
 
 
+NativeCall = tuple[Callable[[], object], np.ndarray, np.ndarray]
+"""What a native contender builder returns: the timed call, the buffer it fills, the expected result."""
+
+
+def _native_allreduce(comm: MPI.Intracomm, case: CollectiveCase, own: Any, exp: np.ndarray) -> NativeCall:
+    send = np.ascontiguousarray(own.target.reshape(-1))
+    recv = np.empty_like(send)
+    return lambda: comm.Allreduce(send, recv, MPI.SUM), recv, exp.reshape(-1)
+
+
+def _native_reduce_scatter(comm: MPI.Intracomm, case: CollectiveCase, own: Any, exp: np.ndarray) -> NativeCall:
+    send = np.ascontiguousarray(own.target.reshape(-1))
+    recv = np.empty(case.size, dtype=case.dtype.np)
+    return lambda: comm.Reduce_scatter_block(send, recv, MPI.SUM), recv, exp[comm.Get_rank()].reshape(-1)
+
+
+def _native_broadcast(comm: MPI.Intracomm, case: CollectiveCase, own: Any, exp: np.ndarray) -> NativeCall:
+    buf = np.empty(case.size, dtype=case.dtype.np)
+    root_data = exp.reshape(-1).copy()
+    if comm.Get_rank() == case.root:
+        np.copyto(buf, root_data)  # the root's buffer is never written by Bcast
+    return lambda: comm.Bcast(buf, root=case.root), buf, root_data
+
+
+def _native_allgather(comm: MPI.Intracomm, case: CollectiveCase, own: Any, exp: np.ndarray) -> NativeCall:
+    send = np.ascontiguousarray(own.local_data.reshape(-1))
+    recv = np.empty(comm.Get_size() * case.size, dtype=case.dtype.np)
+    return lambda: comm.Allgather(send, recv), recv, exp.reshape(-1)
+
+
+def _native_all_to_all(comm: MPI.Intracomm, case: CollectiveCase, own: Any, exp: np.ndarray) -> NativeCall:
+    send = np.ascontiguousarray(own.input.reshape(-1))
+    recv = np.empty(comm.Get_size() * case.size, dtype=case.dtype.np)
+    return lambda: comm.Alltoall(send, recv), recv, exp.reshape(-1)
+
+
+def _native_all_to_all_v(comm: MPI.Intracomm, case: CollectiveCase, own: Any, exp: np.ndarray) -> NativeCall:
+    m, nr, size = BENCH_MAX_RECV, comm.Get_size(), case.size
+    send = np.ascontiguousarray(own.input.reshape(-1))
+    recv = np.empty(nr * m * size, dtype=case.dtype.np)
+    counts = [m * size] * nr
+    displs = [d * m * size for d in range(nr)]
+    return lambda: comm.Alltoallv([send, (counts, displs)], [recv, (counts, displs)]), recv, exp.reshape(-1)
+
+
+_NATIVE: Mapping[str, Callable[[MPI.Intracomm, CollectiveCase, Any, np.ndarray], NativeCall]] = MappingProxyType({
+    "allreduce": _native_allreduce,
+    "reduce_scatter": _native_reduce_scatter,
+    "broadcast": _native_broadcast,
+    "allgather": _native_allgather,
+    "all_to_all": _native_all_to_all,
+    "all_to_all_v": _native_all_to_all_v,
+})
+"""The native MPI collective of each benchmarked collective (barrier: ``comm.Barrier``, unchecked)."""
+
+
 def _native_contender(case: CollectiveCase, comm: MPI.Intracomm, own: Any, exp: np.ndarray | None) -> Contender:
     """The native MPI collective on the same inputs; out of place (inputs never need restoring)."""
-    me, nr, size, dt = comm.Get_rank(), comm.Get_size(), case.size, case.dtype.np
     name = case.name
     if name == "barrier":
         return Contender("native", comm.Barrier)
-    assert exp is not None
-    prepare: Callable[[], None] | None = None
-    run: Callable[[], object]
-    if name == "allreduce":
-        send = np.ascontiguousarray(own.target.reshape(-1))
-        recv = np.empty_like(send)
-        out, want = recv, exp.reshape(-1)
-
-        def run() -> None:
-            comm.Allreduce(send, recv, MPI.SUM)
-    elif name == "reduce_scatter":
-        send = np.ascontiguousarray(own.target.reshape(-1))
-        recv = np.empty(size, dtype=dt)
-        out, want = recv, exp[me].reshape(-1)
-
-        def run() -> None:
-            comm.Reduce_scatter_block(send, recv, MPI.SUM)
-    elif name == "broadcast":
-        buf = np.empty(size, dtype=dt)
-        root_data = exp.reshape(-1).copy()
-        out, want = buf, root_data
-        if me == case.root:
-            np.copyto(buf, root_data)  # the root's buffer is never written by Bcast
-
-        def run() -> None:
-            comm.Bcast(buf, root=case.root)
-    elif name == "allgather":
-        send = np.ascontiguousarray(own.local_data.reshape(-1))
-        recv = np.empty(nr * size, dtype=dt)
-        out, want = recv, exp.reshape(-1)
-
-        def run() -> None:
-            comm.Allgather(send, recv)
-    elif name == "all_to_all":
-        send = np.ascontiguousarray(own.input.reshape(-1))
-        recv = np.empty(nr * size, dtype=dt)
-        out, want = recv, exp.reshape(-1)
-
-        def run() -> None:
-            comm.Alltoall(send, recv)
-    elif name == "all_to_all_v":
-        m = BENCH_MAX_RECV
-        send = np.ascontiguousarray(own.input.reshape(-1))
-        recv = np.empty(nr * m * size, dtype=dt)
-        counts = [m * size] * nr
-        displs = [d * m * size for d in range(nr)]
-        out, want = recv, exp.reshape(-1)
-
-        def run() -> None:
-            comm.Alltoallv([send, (counts, displs)], [recv, (counts, displs)])
-    else:
+    build = _NATIVE.get(name)
+    if build is None:
         raise BenchError(f"no native reference for {name}")
-
-    if not (name == "broadcast" and me == case.root):
+    assert exp is not None
+    run, out, want = build(comm, case, own, exp)
+    prepare: Callable[[], None] | None = None
+    if not (name == "broadcast" and comm.Get_rank() == case.root):
         def prepare() -> None:
             _poison(out)
 

@@ -12,21 +12,24 @@ Methodology (nccl-tests style, with the native reference in the same run):
   descheduled rank of an oversubscribed machine).
 
 Everything untimed (writing inputs, poisoning outputs, checking results) happens between two bounded
-barriers, so it never overlaps a peer's timed region.
+barriers, so it never overlaps a peer's timed region. The bounded synchronisation is
+``pldemu.mpi.BoundedComm`` (:func:`bounded`), polling with the back-off of pldemu's own waits.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 from mpi4py import MPI
+
+from pldemu.mpi import DEFAULT_POLICY, BoundedComm
 
 SIZE_UNITS = MappingProxyType({"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30})
 """Binary units of ``--sizes`` (``4K`` is 4096 bytes)."""
@@ -107,45 +110,36 @@ def ratio(a: float, b: float) -> float:
 # ----------------------------------------------------------------------------------------------
 
 
-def wait_request(req: MPI.Request, what: str, timeout: float = SYNC_TIMEOUT) -> None:
-    """Complete ``req``, polling ``Test`` with the back-off of pldemu's own waits (spin, a few
-    yields, then sleeps of 10-100 us: an oversubscribed peer gets the core, and the exit skew of a
-    barrier stays small)."""
-    deadline = time.monotonic() + timeout
-    polls = 0
-    sleep = 10e-6
-    while not req.Test():
-        polls += 1
-        if polls < 16:
-            continue
-        if polls < 24:
-            os.sched_yield()
-            continue
-        if time.monotonic() >= deadline:
-            raise BenchError(f"{what} did not complete in {timeout:g}s (a rank is stuck or gone)")
-        time.sleep(sleep)
-        sleep = min(2 * sleep, 100e-6)
+def _stuck(what: str) -> BenchError:
+    return BenchError(f"{what} did not complete in {SYNC_TIMEOUT:g}s (a rank is stuck or gone)")
 
 
-def barrier(comm: MPI.Comm, what: str = "bench barrier", timeout: float = SYNC_TIMEOUT) -> None:
-    """A bounded barrier (``Ibarrier`` polled against a deadline)."""
-    wait_request(comm.Ibarrier(), what, timeout)
+def bounded(comm: MPI.Comm) -> BoundedComm:
+    """``comm`` with the benchmark's bounded collectives: they poll with the back-off of pldemu's own
+    waits (spin, a few yields, then sleeps of 10-100 us: an oversubscribed peer gets the core, and the
+    exit skew of a barrier stays small) and raise BenchError after :data:`SYNC_TIMEOUT` seconds."""
+    return BoundedComm(comm, SYNC_TIMEOUT, _stuck, DEFAULT_POLICY)
 
 
-def max_over_ranks(comm: MPI.Comm, values: Sequence[float]) -> np.ndarray:
-    """Element-wise maximum of ``values`` over ranks (every rank passes the same length)."""
-    send = np.asarray(values, dtype=np.float64)
-    recv = np.empty_like(send)
-    wait_request(comm.Iallreduce(send, recv, MPI.MAX), "max over ranks")
-    return recv
+def barrier_instance(comm: MPI.Intracomm, options: Any) -> Any:
+    """A ``ProgramInstance`` of the lowered ``pld.tensor.barrier`` on ``comm`` (collective; use as a
+    context manager): the barrier round several families time."""
+    from pldemu.collectives import CollectiveSpec, collective_program
+    from pldemu.lowering import lower_composite_ops
+    from pldemu.runtime.interpreter import ProgramInstance
+
+    bar = collective_program(CollectiveSpec("barrier", nranks=comm.Get_size()))
+    return ProgramInstance(lower_composite_ops(bar.program), comm, options)
 
 
-def sum_over_ranks(comm: MPI.Comm, value: int) -> int:
-    """Sum of one integer over ranks."""
-    send = np.asarray([value], dtype=np.int64)
-    recv = np.empty_like(send)
-    wait_request(comm.Iallreduce(send, recv, MPI.SUM), "sum over ranks")
-    return int(recv[0])
+def repeated(fn: Callable[[], object], times: int) -> Callable[[], None]:
+    """One timed call that runs ``fn`` ``times`` times in a row (a contender with ``per_call=times``)."""
+
+    def run() -> None:
+        for _ in range(times):
+            fn()
+
+    return run
 
 
 # ----------------------------------------------------------------------------------------------
@@ -197,6 +191,7 @@ def time_alternating(
     broadcast root must not overwrite data a slow peer is still reading). Checks are skipped during
     warm-up.
     """
+    bc = bounded(comm)
     samples: list[list[float]] = [[] for _ in contenders]
     wrong = [0 for _ in contenders]
     checked = [c.check is not None for c in contenders]
@@ -209,19 +204,19 @@ def time_alternating(
             c = contenders[k]
             if c.prepare is not None:
                 c.prepare()
-            barrier(comm, f"the barrier before {c.name}")
+            bc.barrier(f"the barrier before {c.name}")
             t0 = perf()
             c.run()
             dt = perf() - t0
-            barrier(comm, f"the barrier after {c.name}")
+            bc.barrier(f"the barrier after {c.name}")
             if it >= warmup:
                 samples[k].append(dt / c.per_call)
                 if c.check is not None:
                     wrong[k] += c.check()
     out = []
     for k, c in enumerate(contenders):
-        times = max_over_ranks(comm, samples[k]) if iters else np.empty(0)
-        total = sum_over_ranks(comm, wrong[k]) if checked[k] else -1
+        times = bc.allreduce(np.asarray(samples[k], dtype=np.float64), MPI.MAX, "max over ranks") if iters else ()
+        total = int(bc.allreduce([wrong[k]], MPI.SUM, "sum over ranks")[0]) if checked[k] else -1
         out.append(Timing(c.name, tuple(float(t) for t in times), total))
     return out
 
@@ -233,15 +228,14 @@ __all__ = [
     "BenchError",
     "Contender",
     "Timing",
-    "barrier",
+    "barrier_instance",
+    "bounded",
     "bus_factor",
     "format_size",
     "gbps",
-    "max_over_ranks",
     "parse_size",
     "parse_sizes",
     "ratio",
-    "sum_over_ranks",
+    "repeated",
     "time_alternating",
-    "wait_request",
 ]

@@ -16,7 +16,7 @@ from mpi4py import MPI
 
 from pldemu.bench.bulk import bench_bulk
 from pldemu.bench.collectives import CollectiveCase, bench_collective
-from pldemu.bench.common import barrier, format_size
+from pldemu.bench.common import bounded, format_size
 from pldemu.bench.micro import bench_micro
 from pldemu.bench.report import (
     BOUND_HEADER,
@@ -140,57 +140,88 @@ def run_bench(
         f"{','.join(format_size(s) for s in config.sizes)}; times: max over ranks, median over iterations"
     )
     emit(f"# machine: {os.cpu_count()} cores, load average {_load()} at start (other jobs share the cores)")
+    run = _Run(comm, config, options, report, emit, progress)
     if config.run_signals:
-        progress("# bench: signals (hop, barrier round)")
-        emit("")
-        emit(SIGNAL_HEADER)
-        for s in bench_signals(comm, options, config.warmup, config.short_iters):
-            report.signals.append(s)
-            emit(format_signal(s))
+        run.signals()
     if config.run_bulk:
-        emit("")
-        emit(BULK_HEADER)
-        for size in config.sizes:
-            progress(f"# bench: bulk {format_size(size)}")
-            for b in bench_bulk(comm, size, config.dtype, options, config.warmup, config.short_iters):
-                report.bulk.append(b)
-                emit(format_bulk(b))
+        run.bulk()
     if config.what == "micro":
-        progress("# bench: micro (rank 0 alone, MPI.COMM_SELF)")
-        emit("")
-        emit(MICRO_HEADER)
-        if comm.Get_rank() == 0:
-            report.micro.extend(bench_micro(options))
-        report.micro = comm.bcast(report.micro, root=0)
-        for m in report.micro:
-            emit(format_micro(m))
-    cases = config.cases(nranks)
-    if cases:
-        emit("")
-        emit(COLLECTIVE_HEADER)
-    for i, case in enumerate(cases):
-        if case.size < 1:
-            emit(f"  {case.label:<16} {case.nbytes:>10}  (skipped: too small for {nranks} ranks)")
-            continue
-        progress(f"# bench: [{i + 1}/{len(cases)}] {case.label} {format_size(case.nbytes)}")
-        row = bench_collective(comm, case, options, config.warmup, config.iters)
-        report.collectives.append(row)
-        emit(format_collective(row))
-    bounds = [r for r in report.collectives if r.case.name == "allreduce"]
-    if bounds:
-        emit("")
-        emit(BOUND_HEADER)
-        for r in bounds:
-            emit(format_bound(r))
-    tgts = report.targets()
-    if tgts:
-        emit("")
-        emit("# targets")
-        for t in tgts:
-            emit(t.format())
-    emit(f"# load average {_load()} at the end")
-    barrier(comm, "the end of the bench")
+        run.micro()
+    run.collectives()
+    run.summary()
+    bounded(comm).barrier("the end of the bench")
     return report
+
+
+@dataclass
+class _Run:
+    """One ``run_bench``: what it measures with, where it reports; one method per section."""
+
+    comm: MPI.Intracomm
+    config: BenchConfig
+    options: RuntimeOptions
+    report: BenchReport
+    emit: Callable[[str], None]
+    progress: Callable[[str], None]
+
+    def signals(self) -> None:
+        self.progress("# bench: signals (hop, barrier round)")
+        self.emit("")
+        self.emit(SIGNAL_HEADER)
+        for s in bench_signals(self.comm, self.options, self.config.warmup, self.config.short_iters):
+            self.report.signals.append(s)
+            self.emit(format_signal(s))
+
+    def bulk(self) -> None:
+        self.emit("")
+        self.emit(BULK_HEADER)
+        config = self.config
+        for size in config.sizes:
+            self.progress(f"# bench: bulk {format_size(size)}")
+            for b in bench_bulk(self.comm, size, config.dtype, self.options, config.warmup, config.short_iters):
+                self.report.bulk.append(b)
+                self.emit(format_bulk(b))
+
+    def micro(self) -> None:
+        self.progress("# bench: micro (rank 0 alone, MPI.COMM_SELF)")
+        self.emit("")
+        self.emit(MICRO_HEADER)
+        report = self.report
+        if self.comm.Get_rank() == 0:
+            report.micro.extend(bench_micro(self.options))
+        report.micro = self.comm.bcast(report.micro, root=0)
+        for m in report.micro:
+            self.emit(format_micro(m))
+
+    def collectives(self) -> None:
+        nranks = self.comm.Get_size()
+        cases = self.config.cases(nranks)
+        if cases:
+            self.emit("")
+            self.emit(COLLECTIVE_HEADER)
+        for i, case in enumerate(cases):
+            if case.size < 1:
+                self.emit(f"  {case.label:<16} {case.nbytes:>10}  (skipped: too small for {nranks} ranks)")
+                continue
+            self.progress(f"# bench: [{i + 1}/{len(cases)}] {case.label} {format_size(case.nbytes)}")
+            row = bench_collective(self.comm, case, self.options, self.config.warmup, self.config.iters)
+            self.report.collectives.append(row)
+            self.emit(format_collective(row))
+
+    def summary(self) -> None:
+        bounds = [r for r in self.report.collectives if r.case.name == "allreduce"]
+        if bounds:
+            self.emit("")
+            self.emit(BOUND_HEADER)
+            for r in bounds:
+                self.emit(format_bound(r))
+        tgts = self.report.targets()
+        if tgts:
+            self.emit("")
+            self.emit("# targets")
+            for t in tgts:
+                self.emit(t.format())
+        self.emit(f"# load average {_load()} at the end")
 
 
 def _load() -> str:

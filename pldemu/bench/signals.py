@@ -5,8 +5,8 @@ hop (with 2 ranks: a ping-pong); the figure is the time of ``ROUNDS`` laps divid
 
 * raw MPI: ``Fetch_and_op(SUM)`` + ``Flush`` on the right neighbour's cell, and a poll loop of
   ``Fetch_and_op(NO_OP)`` + ``Flush`` on the own cell -- the minimal correct MPI-3 one-sided code,
-  on a window of the same kind as pldemu's (``Allocate_shared`` or ``Allocate``); between polls it
-  backs off exactly like pldemu's wait (``PollPolicy``: spin, a few yields, short sleeps), so the
+  on a bare window allocated as pldemu's are (``pldemu.windows.mpi_window``); between polls it
+  backs off exactly like pldemu's wait (``pldemu.mpi.Backoff``: spin, a few yields, short sleeps), so the
   two differ in their mechanisms, not in how politely they wait on an oversubscribed machine;
 * pldemu: the same loop as a ``.pld`` program (``pld.system.notify`` / ``pld.system.wait``) run by the
   interpreter -- what a recipe pays per hop;
@@ -23,18 +23,27 @@ hop (with 2 ranks: a ping-pong); the figure is the time of ``ROUNDS`` laps divid
 
 from __future__ import annotations
 
-import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from mpi4py import MPI
 
-from pldemu.bench.common import BenchError, Contender, Timing, ratio, time_alternating
+from pldemu.bench.common import (
+    BenchError,
+    Contender,
+    Timing,
+    barrier_instance,
+    ratio,
+    repeated,
+    time_alternating,
+)
 from pldemu.ir import parse_program
-from pldemu.windows import NotifyOp, PollPolicy, WaitCmp, Window, allocate_window
-from pldemu.windows.base import segment_array
+from pldemu.ir.enums import NotifyOp, WaitCmp
+from pldemu.mpi import DEFAULT_POLICY, Backoff
+from pldemu.windows import Window, allocate_window, mpi_window
 
 HOP_ROUNDS = 50
 """Laps of the token per timed sample."""
@@ -114,17 +123,8 @@ class RawSignals:
     def __init__(self, comm: MPI.Intracomm, backend: str) -> None:
         self.comm = comm
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
-        n = self.size
-        if backend == "shared":
-            info = MPI.Info.Create()
-            info.Set("alloc_shared_noncontig", "true")
-            self.win = MPI.Win.Allocate_shared(4 * n, 4, info, comm)
-            info.Free()
-            buf, _ = self.win.Shared_query(self.rank)
-        else:
-            self.win = MPI.Win.Allocate(4 * n, 4, MPI.INFO_NULL, comm)
-            buf = self.win.tomemory()
-        segment_array(buf, np.dtype(np.int32), n)[:] = 0
+        self.win, local = mpi_window(comm, backend, self.size, np.int32)
+        local[:] = 0
         self.win.Lock_all(MPI.MODE_NOCHECK)
         self.win.Sync()
         comm.Barrier()
@@ -132,7 +132,6 @@ class RawSignals:
         self._res = np.zeros(1, dtype=np.int32)
         self._noop = np.zeros(1, dtype=np.int32)
         self._seen = np.zeros(1, dtype=np.int32)
-        self._policy = PollPolicy()  # pldemu's default back-off
         self.hops = 0  # laps done so far: the token ring's cell 0 value
         self.rounds = 0  # barrier rounds done so far: every barrier cell's value
 
@@ -143,27 +142,17 @@ class RawSignals:
 
     def wait(self, cell: int, expected: int) -> None:
         """Poll the own ``cell`` (atomic read + flush) until it reaches ``expected``, backing off
-        exactly like pldemu's wait (same ``PollPolicy``), so that the comparison measures the
+        exactly like pldemu's wait (the same ``Backoff``), so that the comparison measures the
         mechanisms, not two waiting strategies."""
-        win, me, seen, noop, pol = self.win, self.rank, self._seen, self._noop, self._policy
-        polls = 0
-        sleep = pol.min_sleep
-        deadline = time.monotonic() + WAIT_TIMEOUT
+        win, me, seen, noop = self.win, self.rank, self._seen, self._noop
+        backoff = Backoff(DEFAULT_POLICY, time.monotonic() + WAIT_TIMEOUT)
         while True:
             win.Fetch_and_op(noop, seen, me, cell, MPI.NO_OP)
             win.Flush(me)
             if seen[0] >= expected:
                 return
-            polls += 1
-            if polls < pol.spin_polls:
-                continue
-            if polls < pol.spin_polls + pol.yield_polls:
-                os.sched_yield()
-                continue
-            if time.monotonic() > deadline:
+            if not backoff.pause():
                 raise BenchError(f"raw signal wait: rank {me} cell {cell} never reached {expected}")
-            time.sleep(sleep)
-            sleep = min(2 * sleep, pol.max_sleep)
 
     def hop_laps(self, laps: int) -> None:
         """``laps`` laps of the token ring (cell 0 of every rank)."""
@@ -201,11 +190,11 @@ def _windows_hop(sig: Window, laps_done: list[int], laps: int) -> None:
         laps_done[0] += 1
         g = laps_done[0]
         if me == 0:
-            sig.notify(right, 0, 1, NotifyOp.ADD)
-            sig.wait(0, g, WaitCmp.GE, timeout=WAIT_TIMEOUT)
+            sig.notify(right, 0, 1, NotifyOp.AtomicAdd)
+            sig.wait(0, g, WaitCmp.Ge, timeout=WAIT_TIMEOUT)
         else:
-            sig.wait(0, g, WaitCmp.GE, timeout=WAIT_TIMEOUT)
-            sig.notify(right, 0, 1, NotifyOp.ADD)
+            sig.wait(0, g, WaitCmp.Ge, timeout=WAIT_TIMEOUT)
+            sig.notify(right, 0, 1, NotifyOp.AtomicAdd)
 
 
 def _windows_barrier(sig: Window, rounds: int) -> None:
@@ -214,74 +203,52 @@ def _windows_barrier(sig: Window, rounds: int) -> None:
     me, n = sig.rank, sig.size
     for _ in range(rounds):
         for k in range(1, n):
-            sig.notify((me + k) % n, me, 1, NotifyOp.ADD)
+            sig.notify((me + k) % n, me, 1, NotifyOp.AtomicAdd)
         for k in range(1, n):
-            sig.wait((me + k) % n, 1, WaitCmp.GE, timeout=WAIT_TIMEOUT)
+            sig.wait((me + k) % n, 1, WaitCmp.Ge, timeout=WAIT_TIMEOUT)
         for k in range(1, n):
-            sig.notify(me, (me + k) % n, -1, NotifyOp.ADD)
+            sig.notify(me, (me + k) % n, -1, NotifyOp.AtomicAdd)
 
 
 def bench_signals(comm: MPI.Intracomm, options: Any, warmup: int, iters: int) -> list[SignalRow]:
     """The hop and the barrier round, raw MPI against pldemu; collective. Figures are per hop and
     per barrier round (seconds, max over ranks, median over samples)."""
-    from pldemu.collectives import CollectiveSpec, collective_program
-    from pldemu.lowering import lower_composite_ops
     from pldemu.runtime.interpreter import ProgramInstance
 
     n = comm.Get_size()
-    rows: list[SignalRow] = []
+    hops = HOP_ROUNDS * n
     with ProgramInstance(hop_program(HOP_ROUNDS), comm, options) as hop:
-        backend = hop.backend
-        raw = RawSignals(comm, backend)
-        try:
-            sig = allocate_window(comm, "bench.hop", 1, np.int32, backend=backend, signal=True)
-            laps = [0]
-            try:
-                t_raw, t_pl, t_win = time_alternating(
-                    comm,
-                    [
-                        Contender("raw", lambda: raw.hop_laps(HOP_ROUNDS), per_call=HOP_ROUNDS * n),
-                        Contender("pldemu", hop.run, per_call=HOP_ROUNDS * n),
-                        Contender("windows", lambda: _windows_hop(sig, laps, HOP_ROUNDS),
-                                  per_call=HOP_ROUNDS * n),
-                    ],
-                    warmup,
-                    iters,
-                )
-            finally:
-                sig.free()
-            rows.append(SignalRow("notify->wait hop", t_raw, t_pl, t_win))
-        finally:
-            raw.free()
-    bar = collective_program(CollectiveSpec("barrier", nranks=n))
-    with ProgramInstance(lower_composite_ops(bar.program), comm, options) as inst:
-        raw = RawSignals(comm, inst.backend)
-        try:
-            sig = allocate_window(comm, "bench.barrier", n, np.int32, backend=inst.backend, signal=True)
+        laps = [0]
+        hop_row = _three_way(comm, hop.backend, ("notify->wait hop", "bench.hop", 1), lambda raw, sig: [
+            Contender("raw", lambda: raw.hop_laps(HOP_ROUNDS), per_call=hops),
+            Contender("pldemu", hop.run, per_call=hops),
+            Contender("windows", lambda: _windows_hop(sig, laps, HOP_ROUNDS), per_call=hops),
+        ], warmup, iters)
+    with barrier_instance(comm, options) as inst:
+        bar_row = _three_way(comm, inst.backend, ("barrier round", "bench.barrier", n), lambda raw, sig: [
+            Contender("raw", lambda: raw.barrier_rounds(BARRIER_ROUNDS), per_call=BARRIER_ROUNDS),
+            Contender("pldemu", repeated(inst.run, BARRIER_ROUNDS), per_call=BARRIER_ROUNDS),
+            Contender("windows", lambda: _windows_barrier(sig, BARRIER_ROUNDS), per_call=BARRIER_ROUNDS),
+        ], warmup, iters)
+    return [hop_row, bar_row]
 
-            def pldemu_rounds() -> None:
-                run = inst.run
-                for _ in range(BARRIER_ROUNDS):
-                    run()
 
-            try:
-                t_raw, t_pl, t_win = time_alternating(
-                    comm,
-                    [
-                        Contender("raw", lambda: raw.barrier_rounds(BARRIER_ROUNDS), per_call=BARRIER_ROUNDS),
-                        Contender("pldemu", pldemu_rounds, per_call=BARRIER_ROUNDS),
-                        Contender("windows", lambda: _windows_barrier(sig, BARRIER_ROUNDS),
-                                  per_call=BARRIER_ROUNDS),
-                    ],
-                    warmup,
-                    iters,
-                )
-            finally:
-                sig.free()
+def _three_way(comm: MPI.Intracomm, backend: str, what: tuple[str, str, int],
+               contenders: Callable[[RawSignals, Window], list[Contender]], warmup: int, iters: int) -> SignalRow:
+    """Time raw MPI, pldemu and the bare windows layer against each other: ``what`` is the row's
+    name, the name and the cells of the windows layer's signal window; ``contenders(raw, sig)`` the
+    three contenders."""
+    name, window, cells = what
+    raw = RawSignals(comm, backend)
+    try:
+        sig = allocate_window(comm, window, cells, np.int32, backend=backend, signal=True)
+        try:
+            t_raw, t_pl, t_win = time_alternating(comm, contenders(raw, sig), warmup, iters)
         finally:
-            raw.free()
-        rows.append(SignalRow("barrier round", t_raw, t_pl, t_win))
-    return rows
+            sig.free()
+    finally:
+        raw.free()
+    return SignalRow(name, t_raw, t_pl, t_win)
 
 
 __all__ = ["BARRIER_ROUNDS", "HOP_ROUNDS", "RawSignals", "SignalRow", "bench_signals", "hop_program"]

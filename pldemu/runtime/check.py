@@ -59,9 +59,8 @@ from pldemu.runtime.context import (
     run_blocks,
 )
 from pldemu.runtime.data import CheckCase, clamp_rows, max_exact_ranks, rank_inputs, send_counts
-from pldemu.runtime.harness import CheckError, CheckTimeout, Failure, RowTotals
+from pldemu.runtime.harness import CheckError, CheckTimeout, Failure, RowTotals, bounded
 from pldemu.runtime.harness import signal_cells as _signal_cells
-from pldemu.runtime.harness import wait_bounded as _wait
 from pldemu.runtime.options import RuntimeOptions
 from pldemu.runtime.oracle import check_rank, reduced_region, signal_nonzero
 from pldemu.windows import allocate_window
@@ -293,22 +292,22 @@ def native_mismatch(
         assert own.target is not None
         recv = np.empty(size, dtype=case.dtype)
         req = comm.Ireduce_scatter_block(np.ascontiguousarray(own.target), recv, _MPI_OP[case.reduce])
-        _wait(req, timeout, what, comm)
+        bounded(comm, timeout).complete(req, what)
         return _count_diff(recv, target[me])
     if name == "broadcast":
         assert own.target is not None
         buf = np.ascontiguousarray(own.target.copy())
-        _wait(comm.Ibcast(buf, root=case.root), timeout, what, comm)
+        bounded(comm, timeout).complete(comm.Ibcast(buf, root=case.root), what)
         return _count_diff(buf, target)
     if name == "allgather":
         assert own.local_data is not None
         recv = np.empty((nr, size), dtype=case.dtype)
-        _wait(comm.Iallgather(np.ascontiguousarray(own.local_data.reshape(-1)), recv), timeout, what, comm)
+        bounded(comm, timeout).complete(comm.Iallgather(np.ascontiguousarray(own.local_data.reshape(-1)), recv), what)
         return _count_diff(recv, target)
     if name == "all_to_all":
         assert own.input is not None
         recv = np.empty((nr, size), dtype=case.dtype)
-        _wait(comm.Ialltoall(np.ascontiguousarray(own.input), recv), timeout, what, comm)
+        bounded(comm, timeout).complete(comm.Ialltoall(np.ascontiguousarray(own.input), recv), what)
         return _count_diff(recv, target)
     if name == "all_to_all_v":
         return _native_alltoallv(comm, case, iteration, target, recv_counts, timeout)
@@ -325,7 +324,7 @@ def _native_allreduce(comm: MPI.Comm, case: CheckCase, own: np.ndarray, timeout:
     else:
         send = np.ascontiguousarray(own[region])
     recv = np.empty_like(send)
-    _wait(comm.Iallreduce(send, recv, _MPI_OP[case.reduce]), timeout, "native allreduce", comm)
+    bounded(comm, timeout).complete(comm.Iallreduce(send, recv, _MPI_OP[case.reduce]), "native allreduce")
     ref = own.copy()
     if region is None:
         ref[...] = recv
@@ -358,7 +357,7 @@ def _native_alltoallv(
         [send, ([int(r) * size for r in out_rows], displs)],
         [recv, ([int(r) * size for r in in_rows], displs)],
     )
-    _wait(req, timeout, "native all_to_all_v", comm)
+    bounded(comm, timeout).complete(req, "native all_to_all_v")
     diff = 0
     for s in range(nr):
         rows = int(in_rows[s])

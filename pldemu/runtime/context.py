@@ -35,9 +35,7 @@ from mpi4py import MPI
 from pldemu.runtime.harness import (
     CheckError,
     FailureLog,
-    allreduce_ints,
-    allreduce_max,
-    barrier,
+    bounded,
     checkpoint_checkers,
     rank0_printer,
     record_failure,
@@ -166,7 +164,7 @@ class RunContext:
         clocks are joined by its checkpoint (:meth:`checkpoint`), which follows."""
         if self.inst.schedule is not None:
             self.inst.schedule.host_sync()
-        barrier(self.comm, self.sync, what)
+        bounded(self.comm, self.sync).barrier(what)
 
     def _land_own(self) -> None:
         if self.inst.schedule is not None:
@@ -198,11 +196,12 @@ class RunContext:
 
     def sum_ints(self, values: list[int]) -> list[int]:
         """Bounded element-wise sum over ranks."""
-        return allreduce_ints(self.comm, values, self.sync)
+        totals = bounded(self.comm, self.sync).allreduce(np.array(values, dtype=np.int64), MPI.SUM, "the block-end sum")
+        return [int(v) for v in totals]
 
     def max_float(self, value: float) -> float:
         """Bounded maximum over ranks."""
-        return allreduce_max(self.comm, value, self.sync)
+        return float(bounded(self.comm, self.sync).allreduce([float(value)], MPI.MAX, "the block-end max")[0])
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,9 @@ It returns the op's value (``None`` for effect-only ops).
 
 Semantics follow the protocol digest (shared/reference/collectives-protocol.md) and the runtime brief:
 valid regions are what loads read and stores write, the rest of a fresh tile is poison; tile math runs
-in the tile's dtype over the physical tile; a put/get extent of 0 is a no-op.
+in the tile's dtype over the physical tile; a put/get extent of 0 is a no-op. What a put, get or
+remote_load moves is decoded by ``transfer.py`` (the one planner, shared with the deferred-visibility
+wrappers and the race detector); the handlers here only carry the plan out.
 """
 
 from __future__ import annotations
@@ -22,29 +24,22 @@ from typing import Any
 import numpy as np
 
 from pldemu import windows
-from pldemu.ir import AtomicType, BufferKind, Call, DType, Op, PadValue, Var, format_expr
-from pldemu.ir import NotifyOp as IRNotifyOp
-from pldemu.ir import WaitCmp as IRWaitCmp
+from pldemu.ir import AtomicType, BufferKind, Call, DType, NotifyOp, Op, PadValue, WaitCmp
 from pldemu.runtime.errors import ProgramError
 from pldemu.runtime.machine import Machine
 from pldemu.runtime.sites import CallSite
+from pldemu.runtime.transfer import describe, plan_get, plan_put, remote_load_extent, window_of
 from pldemu.runtime.values import (
-    Buffer,
     Shape,
     TensorRef,
     Tile,
     check_valid,
-    fit_rank,
     flat_cell,
     prefix,
     region,
-    stage_pieces,
 )
 
 Handler = Callable[[Machine, CallSite, tuple[Any, ...]], Any]
-
-_NOTIFY_OPS = {IRNotifyOp.AtomicAdd: windows.NotifyOp.ADD, IRNotifyOp.Set: windows.NotifyOp.SET}
-_WAIT_CMPS = {IRWaitCmp.Eq: windows.WaitCmp.EQ, IRWaitCmp.Ge: windows.WaitCmp.GE}
 
 
 def decode_attrs(call: Call) -> Mapping[str, Any]:
@@ -53,10 +48,8 @@ def decode_attrs(call: Call) -> Mapping[str, Any]:
     for key, value in call.attrs:
         if isinstance(value, DType):
             out[key] = value.np
-        elif isinstance(value, IRNotifyOp):
-            out[key] = _NOTIFY_OPS[value]
-        elif isinstance(value, IRWaitCmp):
-            out[key] = _WAIT_CMPS[value]
+        elif isinstance(value, WaitCmp):
+            out[key] = value
             out[key + "_code"] = int(value)
         elif isinstance(value, AtomicType):
             out[key] = value is AtomicType.Add
@@ -65,114 +58,28 @@ def decode_attrs(call: Call) -> Mapping[str, Any]:
     return MappingProxyType(out)
 
 
-def _arg_name(site: CallSite, i: int) -> str:
-    a = site.call.args[i]
-    return a.name if isinstance(a, Var) else format_expr(a)
-
-
-def _what(t: TensorRef) -> str:
-    return f"{t.buffer.kind.value} '{t.buffer.name}'"
-
-
-def _window(site: CallSite, t: TensorRef) -> windows.Window:
-    w = t.buffer.window
-    if w is None:
-        raise ProgramError(f"{site.op.text} needs a window, '{t.buffer.name}' is a rank-local tensor")
-    return w
-
-
-def _offset(base: Shape, delta: Shape) -> Shape:
-    return tuple(a + b for a, b in zip(base, delta, strict=True))
-
-
 # ---------------------------------------------------------------------------------------------
 # Distributed primitives
 # ---------------------------------------------------------------------------------------------
 
 
 def _put(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
-    dst: TensorRef = args[0]
-    peer = args[1]
-    src = args[2]
-    stage: Tile = args[3]
-    src_what: str | Buffer  # described only if the region is refused
-    if isinstance(src, Tile):
-        src_arr, src_what = src.data, f"tile '{_arg_name(site, 2)}'"
-    else:
-        src_arr, src_what = src.array, src.buffer
-    if len(args) > 4:
-        dst_off, src_off, shape = args[4], args[5], args[6]
-        ext = fit_rank(shape, len(dst.shape), "pld.tile.put")
-        if 0 in ext:
-            return  # an empty transfer is a no-op (ragged tails, empty ring segments)
-        src_ext = fit_rank(shape, src_arr.ndim, "pld.tile.put")
-        data = src_arr[region("put", m.rank, peer, src_what, src_arr.shape, src_off, src_ext)]
-        if src_ext != ext:
-            data = data.reshape(ext)
-    else:
-        if src_arr.size != dst.buffer.numel:
-            raise ProgramError(f"pld.tile.put without regions copies the whole source: {src_what} has "
-                               f"{src_arr.size} elements, {_what(dst)} has {dst.buffer.numel}")
-        if src_arr.size == 0:
-            return
-        ext, dst_off = dst.shape, (0,) * len(dst.shape)
-        data = src_arr.reshape(ext)
-    if not isinstance(src, Tile) and src.buffer is dst.buffer and peer == m.rank:
-        data = data.copy()  # a self-copy within one window must read everything before it writes
-    w = _window(site, dst)
-    atomic = site.attrs["atomic"]
-    if not m.stage_pieces:
-        w.put(peer, dst.shape, dst_off, data, atomic)
-        return
-    # Check the whole region first so that a refused transfer moves nothing.
-    region("put", m.rank, peer, _what(dst), dst.shape, dst_off, ext)
-    for off, shp in stage_pieces(ext, stage.data.shape):
-        piece = tuple(slice(o, o + n) for o, n in zip(off, shp, strict=True))
-        w.put(peer, dst.shape, _offset(dst_off, off), data[piece], atomic)
+    plan = plan_put(m.rank, site, args)
+    if plan is not None:
+        plan.write(site.attrs["atomic"], args[3] if m.stage_pieces else None)
 
 
 def _get(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
-    dst: TensorRef = args[0]
-    peer = args[1]
-    src: TensorRef = args[2]
-    stage: Tile = args[3]
-    if len(args) > 4:
-        dst_off, src_off, shape = args[4], args[5], args[6]
-        dst_ext = fit_rank(shape, len(dst.shape), "pld.tile.get")
-        src_ext = fit_rank(shape, len(src.shape), "pld.tile.get")
-        if 0 in dst_ext:
-            return
-        if peer == m.rank and dst.buffer is src.buffer and dst.shape == src.shape and dst_off == src_off:
-            return  # identity mapping: reading my own region onto itself
-    else:
-        if src.buffer.numel != dst.buffer.numel:
-            raise ProgramError(f"pld.tile.get without regions copies the whole source: {_what(src)} has "
-                               f"{src.buffer.numel} elements, {_what(dst)} has {dst.buffer.numel}")
-        if peer == m.rank and dst.buffer is src.buffer:
-            return
-        dst_off, src_off = (0,) * len(dst.shape), (0,) * len(src.shape)
-        dst_ext, src_ext = dst.shape, src.shape
-        if 0 in dst_ext:
-            return
-    target = dst.array[region("get", m.rank, peer, dst.buffer, dst.shape, dst_off, dst_ext)]
-    if dst_ext != src_ext:
-        target = target.reshape(src_ext)  # only unit dims differ: still a view
-    w = _window(site, src)
-    if not m.stage_pieces:
-        w.get(peer, src.shape, src_off, src_ext, out=target)  # one copy, straight into the destination
-        return
-    # Check the whole source region first so that a refused transfer writes nothing.
-    region("get", m.rank, peer, _what(src), src.shape, src_off, src_ext)
-    for off, shp in stage_pieces(src_ext, stage.data.shape):
-        piece = tuple(slice(o, o + n) for o, n in zip(off, shp, strict=True))
-        target[piece] = w.get(peer, src.shape, _offset(src_off, off), shp)
+    plan = plan_get(m.rank, site, args)
+    if plan is not None:
+        plan.read_into_target(args[3] if m.stage_pieces else None)
 
 
 def _remote_load(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
     t: TensorRef = args[0]
     shape: Shape = args[3]
-    valid = check_valid("pld.tile.remote_load", args[4], shape) if len(args) > 4 else shape
-    got = _window(site, t).remote_load(args[1], t.shape, args[2], valid)
+    valid = remote_load_extent(args)
+    got = window_of(site, t).remote_load(args[1], t.shape, args[2], valid)
     if valid == shape:
         return Tile(got, shape)
     data = m.poison.array(shape, got.dtype)
@@ -184,7 +91,7 @@ def _notify(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
     sig: TensorRef = args[0]
     peer = args[1]
     cell = flat_cell("notify", m.rank, peer, sig, args[2])
-    _window(site, sig).notify(peer, cell, _wrap_int32(operator.index(args[3])), site.attrs["op"])
+    window_of(site, sig).notify(peer, cell, _wrap_int32(operator.index(args[3])), site.attrs["op"])
 
 
 def _wrap_int32(value: int) -> int:
@@ -200,7 +107,7 @@ def _wait(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
     sig: TensorRef = args[0]
     cell = flat_cell("wait", m.rank, m.rank, sig, args[1])
     expected = operator.index(args[2])
-    w = _window(site, sig)
+    w = window_of(site, sig)
     # Most waits of a running recipe are already satisfied: one poll first, and only a wait that
     # blocks is published on the status board (its record then names the last wait that blocked,
     # which is all the deadlock report needs; publishing every wait cost ~2 us per wait).
@@ -238,7 +145,7 @@ def _view(m: Machine, site: CallSite, args: tuple[Any, ...]) -> TensorRef:
     shape: Shape = args[1]
     if any(d < 0 for d in shape) or math.prod(shape) != t.buffer.numel:
         raise ProgramError(f"tensor.view: shape {list(shape)} does not hold the {t.buffer.numel} elements "
-                           f"of {_what(t)}")
+                           f"of {describe(t)}")
     valid = check_valid("tensor.view", args[2], shape) if len(args) > 2 else None
     return TensorRef(t.buffer, shape, valid, t.buffer.array.reshape(shape))
 
@@ -258,7 +165,7 @@ def _write(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
     cell = flat_cell("tensor.write", m.rank, m.rank, t, index)
     if t.buffer.kind is BufferKind.SIGNAL and t.buffer.window is not None:
         # A signal cell only changes through MPI atomics, so a plain store cannot tear a peer's add.
-        t.buffer.window.notify(m.rank, cell, operator.index(args[2]), windows.NotifyOp.SET)
+        t.buffer.window.notify(m.rank, cell, operator.index(args[2]), NotifyOp.Set)
         return
     t.array[index] = args[2]
 

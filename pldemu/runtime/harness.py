@@ -5,14 +5,14 @@ an oracle) and :func:`pldemu.runtime.repeat.run_program_iterations` (a user's pr
 ``stress`` runs one of them. They share one run context and one block loop
 (``pldemu.runtime.context``: the host-side hook sequence lives there). What the loop is built from
 lives here: the failure record (:class:`Failure`, :func:`record_failure`), the row totals, the
-bounded MPI waits (a stuck or gone rank ends in :class:`CheckTimeout`, never a hang), the
-signal-cell reads and the checkpoint of the runtime's optional checkers (invariants, races).
+bounded collectives (:func:`bounded`, a ``pldemu.mpi.BoundedComm`` raising CheckTimeout: a stuck or
+gone rank ends in :class:`CheckTimeout`, never a hang), the signal-cell reads and the checkpoint of
+the runtime's optional checkers (invariants, races).
 """
 
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -20,7 +20,7 @@ from typing import Any, Protocol
 import numpy as np
 from mpi4py import MPI
 
-from pldemu.runtime.bounded import complete_by
+from pldemu.mpi import BoundedComm
 
 
 class CheckError(RuntimeError):
@@ -83,32 +83,15 @@ class FailureLog(Protocol):
 # ----------------------------------------------------------------------------------------------
 
 
-def wait_bounded(req: MPI.Request, timeout: float, what: str, comm: MPI.Comm) -> None:
-    """Complete ``req`` or raise CheckTimeout after ``timeout`` seconds (never hang forever)."""
-    complete_by(req, time.monotonic() + timeout, lambda: CheckTimeout(
-        f"rank {comm.Get_rank()}: {what} did not complete in {timeout:g}s "
-        "(a peer is stuck in the collective or has failed)"))
+def bounded(comm: MPI.Comm, timeout: float) -> BoundedComm:
+    """``comm`` with the harness's bounded collectives (``pldemu.mpi.BoundedComm``): an exchange that
+    does not complete in ``timeout`` seconds raises CheckTimeout (a peer is stuck or gone)."""
 
+    def stuck(what: str) -> CheckTimeout:
+        return CheckTimeout(f"rank {comm.Get_rank()}: {what} did not complete in {timeout:g}s "
+                            "(a peer is stuck in the collective or has failed)")
 
-def barrier(comm: MPI.Comm, timeout: float, what: str) -> None:
-    """A bounded all-rank barrier (CheckTimeout after ``timeout`` seconds)."""
-    wait_bounded(comm.Ibarrier(), timeout, what, comm)
-
-
-def allreduce_ints(comm: MPI.Comm, values: list[int], timeout: float) -> list[int]:
-    """Bounded element-wise sum of ``values`` over all ranks."""
-    send = np.asarray(values, dtype=np.int64)
-    recv = np.zeros_like(send)
-    wait_bounded(comm.Iallreduce(send, recv, MPI.SUM), timeout, "the block-end sum", comm)
-    return [int(v) for v in recv]
-
-
-def allreduce_max(comm: MPI.Comm, value: float, timeout: float) -> float:
-    """Bounded maximum of ``value`` over all ranks."""
-    send = np.asarray([value], dtype=np.float64)
-    recv = np.zeros_like(send)
-    wait_bounded(comm.Iallreduce(send, recv, MPI.MAX), timeout, "the block-end max", comm)
-    return float(recv[0])
+    return BoundedComm(comm, timeout, stuck)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -196,14 +179,11 @@ __all__ = [
     "Failure",
     "FailureLog",
     "RowTotals",
-    "allreduce_ints",
-    "allreduce_max",
-    "barrier",
+    "bounded",
     "checkpoint_checkers",
     "rank0_printer",
     "rank_of",
     "record_failure",
     "report_line",
     "signal_cells",
-    "wait_bounded",
 ]

@@ -33,7 +33,6 @@ program location and the call.
 from __future__ import annotations
 
 import operator
-import pickle
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -43,8 +42,8 @@ import numpy as np
 from mpi4py import MPI
 
 from pldemu import windows
-from pldemu.ir import BufferKind, Op
-from pldemu.runtime.bounded import complete_by
+from pldemu.ir import BufferKind, NotifyOp, Op
+from pldemu.mpi import BoundedComm
 from pldemu.runtime.handlers import Handler
 from pldemu.runtime.machine import Machine
 from pldemu.runtime.monitor import MonitorBase
@@ -164,7 +163,7 @@ class InvariantChecker(MonitorBase):
         w = self._writers.get(buf.index)
         if w is None:
             return
-        old = w.fetch_notify(target, cell, _SET_ONE if kind == _SET else _ADD_ONE, windows.NotifyOp.ADD)
+        old = w.fetch_notify(target, cell, _SET_ONE if kind == _SET else _ADD_ONE, NotifyOp.AtomicAdd)
         sets, adds = old & 0xFFFF, old >> 16
         other = adds if kind == _SET else sets
         if other:
@@ -193,7 +192,7 @@ class InvariantChecker(MonitorBase):
         """Checking versions of notify, wait, tensor.read and tensor.write (``inner`` for the rest of
         what those ops do on non-signal buffers)."""
         base_read, base_write = inner[Op.TENSOR_READ], inner[Op.TENSOR_WRITE]
-        add_op = windows.NotifyOp.ADD
+        add_op = NotifyOp.AtomicAdd
 
         def notify(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
             sig: TensorRef = args[0]
@@ -252,26 +251,9 @@ class InvariantChecker(MonitorBase):
         """Collective: every rank's violations since the last checkpoint; the same list on every
         rank, ordered by call."""
         mine, self.violations, self.dropped = self.violations, [], 0
-        found = [v for part in allgather_objects(comm, mine, timeout) for v in part]
+        found = [v for part in BoundedComm(comm, timeout).allgather(mine) for v in part]
         found.sort(key=lambda v: (v.call, v.invariant, v.rank))
         return found
-
-
-def _complete(req: MPI.Request, deadline: float, what: str) -> None:
-    complete_by(req, deadline, lambda: TimeoutError(f"{what} did not complete in time: a rank is stuck or gone"))
-
-
-def allgather_objects(comm: MPI.Intracomm, item: Any, timeout: float) -> list[Any]:
-    """Bounded allgather of a picklable object (never hangs past ``timeout`` seconds)."""
-    deadline = time.monotonic() + timeout
-    data = np.frombuffer(pickle.dumps(item), dtype=np.uint8)
-    sizes = np.zeros(comm.Get_size(), dtype=np.int64)
-    _complete(comm.Iallgather(np.array([data.size], dtype=np.int64), sizes), deadline, "an object allgather")
-    counts = [int(s) for s in sizes]
-    displs = [sum(counts[:i]) for i in range(len(counts))]
-    out = np.empty(max(sum(counts), 1), dtype=np.uint8)
-    _complete(comm.Iallgatherv(data, [out, counts, displs, MPI.BYTE]), deadline, "an object allgather")
-    return [pickle.loads(out[d : d + c].tobytes()) for d, c in zip(displs, counts, strict=True)]
 
 
 __all__ = [
@@ -282,5 +264,4 @@ __all__ = [
     "OUT_OF_STEP",
     "InvariantChecker",
     "Violation",
-    "allgather_objects",
 ]

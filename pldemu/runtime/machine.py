@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pldemu.ir import Op
+from pldemu.ir import Op, WaitCmp
 from pldemu.runtime.errors import DeadlockError
 from pldemu.runtime.options import RuntimeOptions
 from pldemu.runtime.sites import CallSite
@@ -72,7 +72,7 @@ class Machine:
         report, primary = format_report(self.rank, statuses, self.site_text, targets, self.timeout)
         t = targets.get(self.rank)
         cell = t.cell_text() if t is not None else f"cell {err.cell}"
-        rel = "==" if err.cmp.value == "eq" else ">="
+        rel = "==" if err.cmp is WaitCmp.Eq else ">="
         head = (f"deadlock: rank {self.rank} waited {err.waited:.1f}s for {cell} {rel} {err.expected} "
                 f"(observed {err.observed}) at {site.where}")
         return DeadlockError(head, rank=self.rank, location=site.where, report=report, primary=primary)

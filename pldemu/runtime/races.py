@@ -35,7 +35,8 @@ only in the calls whose interleaving happens to expose them.
 
 **Records.** Every access to a data window is recorded by the accessing rank: (target rank, buffer,
 read / write / atomic write, flat element intervals ``[start, stop)`` of the packed buffer, VC, call
-site, call number). Puts, atomic puts, gets, ``remote_load``, and ``tile.load`` / ``tile.store`` /
+site, call number). Puts, atomic puts, gets, ``remote_load`` (their regions decoded by the one transfer planner,
+``transfer.py``, as the handlers decode them), and ``tile.load`` / ``tile.store`` /
 ``tensor.read`` / ``tensor.write`` on the rank's own windows all count; signal windows are
 synchronisation, not data, and are left out. Accesses with the same VC (no notify or wait between
 them) to the same target, buffer, kind and site are one record whose intervals are merged, so a
@@ -44,7 +45,8 @@ Harnesses record their own host-side accesses with :meth:`RaceDetector.host_acce
 rank's inputs into its window, consuming its result).
 
 **Checkpoint.** :meth:`RaceDetector.check` is collective and meant for the points where a harness
-synchronises all ranks anyway (between iteration blocks, at the end). The ranks exchange their
+synchronises all ranks anyway (between iteration blocks, at the end). Its exchanges are bounded
+(``pldemu.mpi.BoundedComm``: a rank that never arrives raises RaceCheckTimeout). The ranks exchange their
 records so that each target rank checks the accesses to its own windows, gather the reports
 everywhere, join their clocks and drop the records (everything recorded so far happens before
 everything after the join, so nothing later can race with it). Two records conflict when they are on
@@ -58,8 +60,6 @@ from __future__ import annotations
 
 import math
 import operator
-import pickle
-import time
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -69,12 +69,12 @@ import numpy as np
 from mpi4py import MPI
 
 from pldemu import windows
-from pldemu.ir import BufferKind, Op
-from pldemu.runtime.bounded import complete_by
+from pldemu.ir import BufferKind, NotifyOp, Op
+from pldemu.mpi import BoundedComm
 from pldemu.runtime.monitor import MonitorBase
 from pldemu.runtime.sites import CallSite, OpEvent
-from pldemu.runtime.values import Buffer, Shape, TensorRef, Tile, fit_rank, flat_cell
-from pldemu.windows.base import segment_array
+from pldemu.runtime.transfer import Region, plan_get, plan_put, remote_load_extent
+from pldemu.runtime.values import Buffer, Shape, TensorRef, flat_cell
 
 READ, WRITE, ATOMIC = 0, 1, 2
 """Access kinds. Two atomic writes (element-wise MPI accumulates) do not conflict with each other."""
@@ -267,8 +267,8 @@ HISTORY = 8
 
 
 class ShadowClocks:
-    """The synchronisation shadow of every signal cell, hosted by the cell's owner in one MPI window
-    (passive target, locked for its whole life). Collective to build.
+    """The synchronisation shadow of every signal cell, hosted by the cell's owner in one window.
+    Collective to build.
 
     Per cell and per source rank: a header ``[count, irregular]`` and a ring of that source's last
     ``HISTORY`` releases into the cell, each ``[cumsum, vc...]``, where ``cumsum`` is everything the
@@ -288,11 +288,11 @@ class ShadowClocks:
       remote writers, an irregular one, an entry overwritten by a writer ``HISTORY`` releases ahead)
       is None: the caller falls back to the coarse clock, which orders at least as much.
 
-    With ``backend="shared"`` (``MPI_Win_allocate_shared``) stores and loads are plain numpy accesses
-    of the mapped segments between ``MPI_Win_sync`` memory barriers (aligned 8-byte words, like the
-    shared back end's signal polls; no MPI accumulate, which costs milliseconds on an oversubscribed
-    node). Otherwise (``rma``) stores are ``MPI_Accumulate(MPI_REPLACE)`` + flush and loads atomic
-    ``MPI_Get_accumulate(MPI_NO_OP)``. A reader detects an entry overwritten while it read it by
+    The shadow is an INT64 window of ``pldemu.windows`` (``race.shadow``, on the instance's back end),
+    written with ``Window.store_words`` and read with ``Window.load_words``: word-atomic accesses
+    (``shared``: aligned stores and loads between memory barriers, no MPI accumulate, which costs
+    milliseconds on an oversubscribed node; ``rma``: ``MPI_Accumulate(MPI_REPLACE)`` and
+    ``MPI_Get_accumulate(MPI_NO_OP)``, flushed). A reader detects an entry overwritten while it read it by
     re-reading the header afterwards: entry ``k`` is intact iff that count is below ``k + HISTORY``,
     because a source only starts overwriting entry ``k`` after publishing count ``k + HISTORY``.
     """
@@ -309,26 +309,8 @@ class ShadowClocks:
             if b.kind is BufferKind.SIGNAL:
                 self._base[b.index] = total
                 total += b.numel * self._block
-        n = max(total, 1)  # never a zero-byte window
-        self.shared = backend == "shared"
-        self._peers: list[np.ndarray] = []
-        if self.shared:
-            self._win: MPI.Win | None = MPI.Win.Allocate_shared(n * 8, 8, MPI.INFO_NULL, comm)
-            for r in range(nr):
-                buf, _ = self._win.Shared_query(r)
-                self._peers.append(segment_array(buf, np.dtype(np.int64), n))
-            self._mem = self._peers[self.rank]
-        else:
-            self._win = MPI.Win.Allocate(n * 8, 8, MPI.INFO_NULL, comm)
-            self._mem = segment_array(self._win.tomemory(), np.dtype(np.int64), n)
-        self._entrybuf = np.zeros(self._entry, dtype=np.int64)
-        self._hdrbuf = np.zeros(2, dtype=np.int64)
-        self._noop = np.zeros(self._block, dtype=np.int64)
-        self._recv = np.zeros(self._block, dtype=np.int64)
-        self._win.Lock_all(MPI.MODE_NOCHECK)
-        self._mem[:] = 0
-        self._win.Sync()
-        comm.Barrier()
+        self._win: windows.Window | None = windows.allocate_window(
+            comm, "race.shadow", max(total, 1), np.int64, backend=backend, fill=0)
 
     def hosts(self, buffer: int) -> bool:
         """True if ``buffer`` (an index) is a signal buffer with shadow clocks."""
@@ -342,23 +324,9 @@ class ShadowClocks:
         win = self._live()
         src = self._base[buffer] + cell * self._block + self.rank * self._src
         slot = src + 2 + (seq % HISTORY) * self._entry
-        if self.shared:
-            mem = self._peers[peer]
-            mem[slot] = cumsum
-            mem[slot + 1 : slot + self._entry] = vc
-            win.Sync()  # the entry before the header that announces it
-            mem[src + 1] = 0 if regular else 1
-            mem[src] = seq + 1
-            win.Sync()
-            return
-        self._entrybuf[0] = cumsum
-        self._entrybuf[1:] = vc
-        win.Accumulate([self._entrybuf, self._entry, MPI.INT64_T], peer, (slot, self._entry, MPI.INT64_T),
-                       MPI.REPLACE)
-        win.Flush(peer)
-        self._hdrbuf[0], self._hdrbuf[1] = seq + 1, 0 if regular else 1
-        win.Accumulate([self._hdrbuf, 2, MPI.INT64_T], peer, (src, 2, MPI.INT64_T), MPI.REPLACE)
-        win.Flush(peer)
+        # The entry is complete at the target before the header that announces it is written.
+        win.store_words(peer, slot, np.array([cumsum, *vc], dtype=np.int64))
+        win.store_words(peer, src, np.array([seq + 1, 0 if regular else 1], dtype=np.int64))
 
     def acquire(self, buffer: int, cell: int) -> list[int]:
         """The coarse clock of this rank's cell: every release into it so far."""
@@ -366,7 +334,7 @@ class ShadowClocks:
         at = self._base[buffer] + cell * self._block
         out = [0] * nr
         for _ in range(1000):
-            block = self._read(at, self._block).copy()
+            block = self._read(at, self._block)
             torn = False
             for s in range(nr):
                 count = int(block[s * size])
@@ -390,7 +358,7 @@ class ShadowClocks:
             return []
         nr, me, h, e, size = self.nranks, self.rank, HISTORY, self._entry, self._src
         at = self._base[buffer] + cell * self._block
-        block = self._read(at, self._block).copy()
+        block = self._read(at, self._block)
         writers = [s for s in range(nr) if s != me and block[s * size] > 0]
         if len(writers) != 1:
             return None
@@ -414,18 +382,9 @@ class ShadowClocks:
         return None
 
     def _read(self, at: int, count: int) -> np.ndarray:
-        win = self._live()
-        if self.shared:
-            win.Sync()
-            return self._mem[at : at + count]
-        me = self.rank
-        recv = self._recv[:count]
-        win.Get_accumulate([self._noop[:count], count, MPI.INT64_T], [recv, count, MPI.INT64_T], me,
-                           (at, count, MPI.INT64_T), MPI.NO_OP)
-        win.Flush(me)
-        return recv
+        return self._live().load_words(self.rank, at, count)
 
-    def _live(self) -> MPI.Win:
+    def _live(self) -> windows.Window:
         win = self._win
         assert win is not None, "shadow clocks used after free"
         return win
@@ -433,41 +392,12 @@ class ShadowClocks:
     def free(self) -> None:
         """Collective; idempotent."""
         win, self._win = self._win, None
-        self._peers = []  # drop our views of peer memory before it is unmapped
         if win is not None:
-            win.Unlock_all()
-            win.Free()
+            win.free()
 
 
-# ---------------------------------------------------------------------------------------------
-# Bounded exchanges (a rank that never reaches the checkpoint must not hang the others forever)
-# ---------------------------------------------------------------------------------------------
-
-
-def _complete(req: MPI.Request, deadline: float, what: str) -> None:
-    complete_by(req, deadline, lambda: RaceCheckTimeout(
-        f"race check: {what} did not complete (a rank did not reach the checkpoint)"))
-
-
-def alltoall_objects(comm: MPI.Intracomm, items: Sequence[Any], timeout: float) -> list[Any]:
-    """``comm.alltoall`` of picklable objects, bounded by ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    blobs = [pickle.dumps(x, protocol=pickle.HIGHEST_PROTOCOL) for x in items]
-    send_counts = np.array([len(b) for b in blobs], dtype=np.int64)
-    recv_counts = np.zeros_like(send_counts)
-    _complete(comm.Ialltoall(send_counts, recv_counts), deadline, "the record size exchange")
-    send = np.frombuffer(b"".join(blobs), dtype=np.uint8) if blobs else np.zeros(0, np.uint8)
-    sdispl = np.concatenate([[0], np.cumsum(send_counts)[:-1]]).astype(np.int64)
-    rdispl = np.concatenate([[0], np.cumsum(recv_counts)[:-1]]).astype(np.int64)
-    recv = np.zeros(int(recv_counts.sum()), dtype=np.uint8)
-    req = comm.Ialltoallv([send, (send_counts, sdispl), MPI.BYTE], [recv, (recv_counts, rdispl), MPI.BYTE])
-    _complete(req, deadline, "the record exchange")
-    return [pickle.loads(recv[d : d + c].tobytes()) for d, c in zip(rdispl, recv_counts, strict=True)]
-
-
-def allgather_objects(comm: MPI.Intracomm, item: Any, timeout: float) -> list[Any]:
-    """``comm.allgather`` of a picklable object, bounded by ``timeout`` seconds."""
-    return alltoall_objects(comm, [item] * comm.Get_size(), timeout)
+def _checkpoint_timeout(what: str) -> RaceCheckTimeout:
+    return RaceCheckTimeout(f"race check: {what} did not complete (a rank did not reach the checkpoint)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -491,6 +421,7 @@ class RaceDetector(MonitorBase):
                  clock: Clock | None = None, timeout: float = DEFAULT_TIMEOUT, backend: str = "rma") -> None:
         # Our exchanges never match the program's or the harness's messages.
         self._comm: MPI.Intracomm = comm.Dup()
+        self._bounded = BoundedComm(self._comm, timeout, _checkpoint_timeout)
         self._freed = False
         self.rank = comm.Get_rank()
         self.nranks = comm.Get_size()
@@ -589,10 +520,7 @@ class RaceDetector(MonitorBase):
     def join(self, comm: MPI.Intracomm | None = None) -> None:
         """Collective: every rank's VC becomes the element-wise maximum (model an all-rank barrier of
         the caller: everything before it happens before everything after it)."""
-        deadline = time.monotonic() + self.timeout
-        mine = np.array(self._vc, dtype=np.int64)
-        out = np.zeros_like(mine)
-        _complete(self._comm.Iallreduce(mine, out, MPI.MAX), deadline, "the clock join")
+        out = self._bounded.allreduce(np.array(self._vc, dtype=np.int64), MPI.MAX, "the clock join")
         self._vc = [int(v) for v in out]
         self._vc[self.rank] += 1
         self._changed()
@@ -612,7 +540,7 @@ class RaceDetector(MonitorBase):
             cell = self._cell(sig, event.args[2], peer)
             if cell is not None:
                 self._release(operator.index(peer), sig.buffer.index, cell, _int32(event.args[3]),
-                              event.site.attrs["op"] is windows.NotifyOp.SET)
+                              event.site.attrs["op"] is NotifyOp.Set)
         elif op is Op.TENSOR_WRITE:
             t = event.args[0]
             if isinstance(t, TensorRef) and t.buffer.kind is BufferKind.SIGNAL:
@@ -670,56 +598,30 @@ class RaceDetector(MonitorBase):
         self._record(self.rank, buf, WRITE if write else READ, "host: " + where, ivs)
 
     def _put(self, site: CallSite, args: tuple[Any, ...]) -> None:
-        dst, peer, src = args[0], args[1], args[2]
-        dbuf = _data_window(dst)
-        sbuf = _data_window(src)
-        if len(args) > 4:
-            dst_off, src_off, shape = args[4], args[5], args[6]
-            ext = fit_rank(shape, len(dst.shape), "pld.tile.put")
-            if 0 in ext:
-                return
-            dst_ivs = region_intervals(dst.shape, dst_off, ext)
-            if sbuf is not None:
-                src_ext = fit_rank(shape, len(src.shape), "pld.tile.put")
-                self._record(self.rank, sbuf, READ, site.id, region_intervals(src.shape, src_off, src_ext))
-        else:
-            size = src.data.size if isinstance(src, Tile) else src.array.size
-            if size == 0 or dbuf is None:
-                return
-            dst_ivs = _whole(dbuf)
-            if sbuf is not None:
-                self._record(self.rank, sbuf, READ, site.id, _whole(sbuf))
-        if dbuf is not None:
-            self._record(peer, dbuf, ATOMIC if site.attrs["atomic"] else WRITE, site.id, dst_ivs)
+        plan = plan_put(self.rank, site, args)
+        if plan is None:
+            return
+        if plan.src is not None:
+            self._record_region(self.rank, plan.src, READ, site.id)
+        self._record_region(plan.peer, plan.dst, ATOMIC if site.attrs["atomic"] else WRITE, site.id)
 
     def _get(self, site: CallSite, args: tuple[Any, ...]) -> None:
-        dst, peer, src = args[0], args[1], args[2]
-        if len(args) > 4:
-            dst_off, src_off, shape = args[4], args[5], args[6]
-            dst_ext = fit_rank(shape, len(dst.shape), "pld.tile.get")
-            src_ext = fit_rank(shape, len(src.shape), "pld.tile.get")
-            if 0 in dst_ext:
-                return
-            if peer == self.rank and dst.buffer is src.buffer and dst.shape == src.shape and dst_off == src_off:
-                return  # the handler's identity mapping: nothing moves
-            src_ivs = region_intervals(src.shape, src_off, src_ext)
-            dst_ivs = region_intervals(dst.shape, dst_off, dst_ext)
-        else:
-            if (peer == self.rank and dst.buffer is src.buffer) or 0 in dst.shape:
-                return
-            src_ivs, dst_ivs = _whole(src.buffer), _whole(dst.buffer)
-        sbuf, dbuf = _data_window(src), _data_window(dst)
-        if sbuf is not None:
-            self._record(peer, sbuf, READ, site.id, src_ivs)
-        if dbuf is not None:
-            self._record(self.rank, dbuf, WRITE, site.id, dst_ivs)
+        plan = plan_get(self.rank, site, args)
+        if plan is not None:
+            self._record_region(plan.peer, plan.src, READ, site.id)
+            self._record_region(self.rank, plan.dst, WRITE, site.id)
+
+    def _record_region(self, target: int, side: Region, kind: int, site: int) -> None:
+        """Record an access to one end of a transfer if it is a data window."""
+        buf = _data_window(side.tensor)
+        if buf is not None:
+            self._record(target, buf, kind, site, region_intervals(side.tensor.shape, side.offsets, side.extent))
 
     def _remote_load(self, site: CallSite, args: tuple[Any, ...]) -> None:
         t = args[0]
         buf = _data_window(t)
         if buf is not None:
-            extent = args[4] if len(args) > 4 else args[3]
-            self._record(args[1], buf, READ, site.id, region_intervals(t.shape, args[2], extent))
+            self._record(args[1], buf, READ, site.id, region_intervals(t.shape, args[2], remote_load_extent(args)))
 
     def _wait(self, site: CallSite, args: tuple[Any, ...]) -> None:
         sig = args[0]
@@ -783,9 +685,9 @@ class RaceDetector(MonitorBase):
             outgoing[target].append((self.rank, buf, kind, vc, merge_intervals(ivs), self._where(site), run, t,
                                      epoch))
         self._log.clear()
-        incoming = alltoall_objects(self._comm, outgoing, self.timeout)
+        incoming = self._bounded.alltoall(outgoing, "the record exchange")
         found = find_races(self.rank, self._buffers, [w for part in incoming for w in part])
-        everyone = allgather_objects(self._comm, found, self.timeout)
+        everyone = self._bounded.allgather(found, "the report exchange")
         reports = sorted((r for part in everyone for r in part),
                          key=lambda r: (r.target, r.buffer, r.start, r.first.rank, r.second.rank))
         self.join()
@@ -877,7 +779,6 @@ __all__ = [
     "RaceDetector",
     "RaceReport",
     "ShadowClocks",
-    "alltoall_objects",
     "find_races",
     "merge_intervals",
     "overlap",

@@ -46,6 +46,11 @@ A correct recipe releases (notifies) after its puts and stores and before any pe
 so it passes in deferred mode; a recipe that relies on a write landing in time without a release
 in between fails.
 
+The deferred handlers (:func:`deferred_handlers`) wrap the plain or invariant-checking ones; a
+put or get is decoded by the one transfer planner (``transfer.py``) exactly as the eager handler
+decodes it, and a deferred put is refused at issue time by the window's own checks
+(``Window.check_put``), so it fails where the program put, with the eager mode's message.
+
 **Zero cost when off.** Nothing here runs unless a knob is set: :func:`prepare` fills
 ``Machine.overrides`` at prepare time, and the compiler picks the handler per call site once.
 """
@@ -67,8 +72,9 @@ from pldemu.runtime.machine import Machine
 from pldemu.runtime.monitor import MonitorBase
 from pldemu.runtime.options import RuntimeOptions
 from pldemu.runtime.sites import CallSite
-from pldemu.runtime.values import Shape, TensorRef, Tile, fit_rank, prefix, region, stage_pieces
-from pldemu.windows import Window, WindowAccessError
+from pldemu.runtime.transfer import plan_get, plan_put
+from pldemu.runtime.values import Shape, TensorRef, Tile, prefix, region
+from pldemu.windows import Window
 
 if TYPE_CHECKING:
     from pldemu.runtime.invariants import InvariantChecker
@@ -294,165 +300,111 @@ def _data_window(t: Any) -> Window | None:
     return None
 
 
-def _check_peer(op: str, m: Machine, peer: Any, t: TensorRef) -> int:
-    p = operator.index(peer)
-    if not 0 <= p < m.nranks:
-        raise WindowAccessError(f"{op}: rank {m.rank} -> peer {p} on window '{t.buffer.name}': "
-                                f"peer outside [0, {m.nranks})")
-    return p
-
-
 def _copy_into(view: np.ndarray, data: np.ndarray) -> None:
     view[...] = data
 
 
 def deferred_handlers(wb: WriteBuffer, inner: Mapping[Op, Handler]) -> dict[Op, Handler]:
     """The handlers of deferred-visibility mode, wrapping ``inner`` (plain or invariant-checking)."""
-    tick, flush, flush_self = wb.tick, wb.flush, wb.flush_self
-    base_put, base_get = inner[Op.PUT], inner[Op.GET]
-    base_load, base_rload = inner[Op.TILE_LOAD], inner[Op.REMOTE_LOAD]
-    base_store, base_read, base_write = inner[Op.TILE_STORE], inner[Op.TENSOR_READ], inner[Op.TENSOR_WRITE]
-    base_notify, base_wait = inner[Op.NOTIFY], inner[Op.WAIT]
+    d = _Deferred(wb, inner)
+    return {
+        Op.PUT: d.put,
+        Op.GET: d.get,
+        Op.REMOTE_LOAD: d.remote_load,
+        Op.NOTIFY: d.notify,
+        Op.WAIT: d.wait,
+        Op.TILE_LOAD: d.tile_load,
+        Op.TILE_STORE: d.tile_store,
+        Op.TENSOR_READ: d.tensor_read,
+        Op.TENSOR_WRITE: d.tensor_write,
+    }
 
-    def put(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
-        tick()
-        dst, src, stage = args[0], args[2], args[3]
-        w = _data_window(dst)
-        if w is None or site.attrs["atomic"]:
-            return base_put(m, site, args)  # atomics and signals are never deferred; errors as usual
-        peer = _check_peer("put", m, args[1], dst)
-        if isinstance(src, Tile):
-            src_arr = src.data
-        else:
-            if src.buffer.window is not None:
-                flush_self()  # read-your-writes: the snapshot sees this rank's own stores
-            src_arr = src.array
-        if len(args) > 4:
-            dst_off, src_off, shape = args[4], args[5], args[6]
-            ext = fit_rank(shape, len(dst.shape), "pld.tile.put")
-            if 0 in ext:
-                return None
-            src_ext = fit_rank(shape, src_arr.ndim, "pld.tile.put")
-            data = src_arr[region("put", m.rank, peer, "put source", src_arr.shape, src_off, src_ext)]
-            data = data.reshape(ext)
-        else:
-            if src_arr.size != dst.buffer.numel:
-                raise ProgramError(f"pld.tile.put without regions copies the whole source: it has "
-                                   f"{src_arr.size} elements, '{dst.buffer.name}' has {dst.buffer.numel}")
-            if src_arr.size == 0:
-                return None
-            ext, dst_off = dst.shape, (0,) * len(dst.shape)
-            data = src_arr.reshape(ext)
-        region("put", m.rank, peer, f"window '{dst.buffer.name}'", dst.shape, dst_off, ext)
-        if data.dtype != w.dtype and not np.can_cast(data.dtype, w.dtype, "safe"):
-            raise WindowAccessError(f"put: rank {m.rank} -> peer {peer}: data dtype {data.dtype} does not "
-                                    f"cast safely to window dtype {w.dtype}")
-        snap = np.array(data, dtype=w.dtype, copy=True)  # the data as it is now, whatever happens later
-        pieces = stage_pieces(ext, stage.data.shape) if m.stage_pieces else [((0,) * len(ext), ext)]
-        for off, shp in pieces:
-            sl = tuple(slice(o, o + n) for o, n in zip(off, shp, strict=True))
-            at = tuple(a + b for a, b in zip(dst_off, off, strict=True))
-            wb.add(peer, partial(w.put, peer, dst.shape, at, snap[sl]))
+
+class _Deferred:
+    """One rank's deferred-visibility handlers: each buffers, releases or drains through ``wb`` and
+    leaves the rest of the op to ``inner``'s handler (see the module docstring)."""
+
+    def __init__(self, wb: WriteBuffer, inner: Mapping[Op, Handler]) -> None:
+        self._wb = wb
+        self._inner = dict(inner)  # a snapshot: the caller's table gets these handlers next
+
+    def put(self, m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
+        wb = self._wb
+        wb.tick()
+        if _data_window(args[0]) is None or site.attrs["atomic"]:
+            return self._inner[Op.PUT](m, site, args)  # atomics and signals are never deferred
+        if isinstance(args[2], TensorRef) and args[2].buffer.window is not None:
+            wb.flush_self()  # read-your-writes: the snapshot sees this rank's own stores
+        plan = plan_put(m.rank, site, args)
+        if plan is None:
+            return None
+        w, peer, view = plan.window, plan.peer, plan.dst.tensor.shape
+        w.check_put(peer, view, plan.dst.offsets, plan.data)  # refused where the program put
+        snap = np.array(plan.data, dtype=w.dtype, copy=True)  # the data as it is now, whatever happens later
+        for at, piece in plan.pieces(args[3] if m.stage_pieces else None):
+            wb.add(peer, partial(w.put, peer, view, at, snap[piece]))
         return None
 
-    def get(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
-        tick()
-        dst, src = args[0], args[2]
-        w = _data_window(dst)
-        if w is None:  # into a rank-local tensor: private memory, nothing to defer
-            if operator.index(args[1]) == m.rank:
-                flush_self()
-            return base_get(m, site, args)
-        peer = _check_peer("get", m, args[1], src)
-        if peer == m.rank:
-            flush_self()
-        if len(args) > 4:
-            dst_off, src_off, shape = args[4], args[5], args[6]
-            dst_ext = fit_rank(shape, len(dst.shape), "pld.tile.get")
-            src_ext = fit_rank(shape, len(src.shape), "pld.tile.get")
-            if 0 in dst_ext:
-                return None
-            if peer == m.rank and dst.buffer is src.buffer and dst.shape == src.shape and dst_off == src_off:
-                return None
-        else:
-            if src.buffer.numel != dst.buffer.numel:
-                raise ProgramError(f"pld.tile.get without regions copies the whole source: '{src.buffer.name}' "
-                                   f"has {src.buffer.numel} elements, '{dst.buffer.name}' has {dst.buffer.numel}")
-            if peer == m.rank and dst.buffer is src.buffer:
-                return None
-            dst_off, src_off = (0,) * len(dst.shape), (0,) * len(src.shape)
-            dst_ext, src_ext = dst.shape, src.shape
-            if 0 in dst_ext:
-                return None
-        target = dst.array[region("get", m.rank, peer, f"window '{dst.buffer.name}'", dst.shape, dst_off, dst_ext)]
-        sw = src.buffer.window
-        if sw is None:
-            raise ProgramError(f"pld.tile.get needs a window, '{src.buffer.name}' is a rank-local tensor")
-        data = sw.get(peer, src.shape, src_off, src_ext).reshape(dst_ext)  # now: possibly stale
-        wb.add(m.rank, partial(_copy_into, target, data))
+    def get(self, m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
+        self._wb.tick()
+        if operator.index(args[1]) == m.rank:
+            self._wb.flush_self()  # read-your-writes
+        if _data_window(args[0]) is None:  # into a rank-local tensor: private memory, nothing to defer
+            return self._inner[Op.GET](m, site, args)
+        plan = plan_get(m.rank, site, args)
+        if plan is not None:
+            self._wb.add(m.rank, partial(_copy_into, plan.target, plan.read()))  # read now: possibly stale
         return None
 
-    def remote_load(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
-        tick()
+    def remote_load(self, m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
+        self._wb.tick()
         if args[1] == m.rank:
-            flush_self()
-        result: Tile = base_rload(m, site, args)
+            self._wb.flush_self()
+        result: Tile = self._inner[Op.REMOTE_LOAD](m, site, args)
         return result
 
-    def notify(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
-        tick()
-        flush()  # the release point: everything this rank wrote lands before the signal does
-        return base_notify(m, site, args)
+    def notify(self, m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
+        self._wb.tick()
+        self._wb.flush()  # the release point: everything this rank wrote lands before the signal does
+        return self._inner[Op.NOTIFY](m, site, args)
 
-    def wait(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
-        tick()
-        return base_wait(m, site, args)
+    def wait(self, m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
+        self._wb.tick()
+        return self._inner[Op.WAIT](m, site, args)
 
-    def tile_load(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
+    def tile_load(self, m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
         if _data_window(args[0]) is not None:
-            flush_self()
-        result: Tile = base_load(m, site, args)
+            self._wb.flush_self()
+        result: Tile = self._inner[Op.TILE_LOAD](m, site, args)
         return result
 
-    def tile_store(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
+    def tile_store(self, m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
         t = args[2]
         if _data_window(t) is None:
-            return base_store(m, site, args)
+            return self._inner[Op.TILE_STORE](m, site, args)
         tile: Tile = args[0]
         valid = tile.valid
         view = t.array[region("tile.store", m.rank, m.rank, f"window '{t.buffer.name}'", t.shape, args[1], valid)]
-        wb.add(m.rank, partial(_copy_into, view, np.array(tile.data[prefix(valid)], copy=True)))
+        self._wb.add(m.rank, partial(_copy_into, view, np.array(tile.data[prefix(valid)], copy=True)))
         return None
 
-    def tensor_read(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Any:
+    def tensor_read(self, m: Machine, site: CallSite, args: tuple[Any, ...]) -> Any:
         if _data_window(args[0]) is not None:
-            flush_self()
-        return base_read(m, site, args)
+            self._wb.flush_self()
+        return self._inner[Op.TENSOR_READ](m, site, args)
 
-    def tensor_write(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
+    def tensor_write(self, m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
         t = args[0]
         if not isinstance(t, TensorRef) or t.buffer.window is None:
-            return base_write(m, site, args)
+            return self._inner[Op.TENSOR_WRITE](m, site, args)
         if t.buffer.kind is BufferKind.SIGNAL:
-            flush()  # a store into a signal cell is a release, like a notify
-            return base_write(m, site, args)
+            self._wb.flush()  # a store into a signal cell is a release, like a notify
+            return self._inner[Op.TENSOR_WRITE](m, site, args)
         index: Shape = args[1]
         region("tensor.write", m.rank, m.rank, f"window '{t.buffer.name}'", t.shape, index, (1,) * len(index))
         view = t.array[tuple(slice(i, i + 1) for i in index)]
-        wb.add(m.rank, partial(_copy_into, view, np.array(args[2], dtype=t.array.dtype)))
+        self._wb.add(m.rank, partial(_copy_into, view, np.array(args[2], dtype=t.array.dtype)))
         return None
-
-    return {
-        Op.PUT: put,
-        Op.GET: get,
-        Op.REMOTE_LOAD: remote_load,
-        Op.NOTIFY: notify,
-        Op.WAIT: wait,
-        Op.TILE_LOAD: tile_load,
-        Op.TILE_STORE: tile_store,
-        Op.TENSOR_READ: tensor_read,
-        Op.TENSOR_WRITE: tensor_write,
-    }
 
 
 __all__ = [

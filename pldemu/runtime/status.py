@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pldemu.ir import WaitCmp
 from pldemu.windows import Window
 
 FIELDS = ("state", "run", "site", "buffer", "cell", "expected", "cmp", "observed", "since_ms")
@@ -23,8 +24,8 @@ NFIELDS = len(FIELDS)
 UNKNOWN = -(2**63)
 """Field value meaning 'not known' (observed before the first poll)."""
 
-CMP_EQ, CMP_GE = 0, 1
-"""Encoding of the wait comparison in the record (the IR's WaitCmp values)."""
+CMP_EQ, CMP_GE = int(WaitCmp.Eq), int(WaitCmp.Ge)
+"""Encoding of the wait comparison in the record: the IR's WaitCmp values."""
 
 
 class RankState(enum.IntEnum):

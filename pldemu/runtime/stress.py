@@ -46,11 +46,11 @@ from typing import Any
 
 from mpi4py import MPI
 
+from pldemu.mpi import BoundedComm
 from pldemu.runtime.check import CheckResult, run_check
 from pldemu.runtime.context import Hooks, silent, stop_at_failure
 from pldemu.runtime.errors import DeadlockError
 from pldemu.runtime.harness import Failure
-from pldemu.runtime.invariants import allgather_objects
 from pldemu.runtime.launch import abort_job
 from pldemu.runtime.options import RuntimeOptions
 from pldemu.runtime.repeat import RepeatResult, run_program_iterations
@@ -245,7 +245,7 @@ def stress(comm: MPI.Intracomm, job: StressJob, options: RuntimeOptions) -> Stre
         outcome = StressOutcome("error", progress.current, progress.current + 1, me, f"{type(err).__name__}: {err}",
                                 time.monotonic() - progress.start, job.replay)
         _abort(comm, job.result_path, outcome, f"# rank {me}: {type(err).__name__}: {err}", NON_PRIMARY_GRACE)
-    kinds = _merge(allgather_objects(comm, result.kinds, max(60.0, 4 * float(options.timeout))))
+    kinds = _merge(BoundedComm(comm, max(60.0, 4 * float(options.timeout))).allgather(result.kinds))
     outcome = _outcome(result, kinds, time.monotonic() - progress.start, job)
     if me == 0 and job.result_path is not None:
         write_outcome(job.result_path, outcome)

@@ -41,8 +41,6 @@ import json
 import math
 import operator
 import os
-import pickle
-import time
 from bisect import bisect_right
 from collections.abc import Sequence
 from pathlib import Path
@@ -51,9 +49,8 @@ from typing import Any, NamedTuple
 import numpy as np
 from mpi4py import MPI
 
-from pldemu import windows
-from pldemu.ir import BufferKind, Op
-from pldemu.runtime.bounded import complete_by
+from pldemu.ir import BufferKind, NotifyOp, Op, WaitCmp
+from pldemu.mpi import BoundedComm
 from pldemu.runtime.monitor import MonitorBase
 from pldemu.runtime.races import RaceReport
 from pldemu.runtime.sites import CallSite, OpEvent
@@ -163,26 +160,8 @@ class TraceClock:
         return (MPI.Wtime() - self.origin) * 1e6
 
 
-def gather_objects(comm: MPI.Intracomm, item: Any, timeout: float) -> list[Any] | None:
-    """``comm.gather(item, root=0)`` bounded by ``timeout`` seconds (a hung rank raises instead)."""
-    deadline = time.monotonic() + timeout
-    blob = np.frombuffer(pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL), dtype=np.uint8)
-    me, size = comm.Get_rank(), comm.Get_size()
-    count = np.array([blob.size], dtype=np.int64)
-    counts = np.zeros(size, dtype=np.int64)
-    _complete(comm.Igather(count, counts, root=0), deadline)
-    if me == 0:
-        displ = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-        recv = np.zeros(int(counts.sum()), dtype=np.uint8)
-        _complete(comm.Igatherv(blob, [recv, (counts, displ), MPI.BYTE], root=0), deadline)
-        return [pickle.loads(recv[d : d + c].tobytes()) for d, c in zip(displ, counts, strict=True)]
-    _complete(comm.Igatherv(blob, None, root=0), deadline)
-    return None
-
-
-def _complete(req: MPI.Request, deadline: float) -> None:
-    complete_by(req, deadline, lambda: TimeoutError(
-        "trace: gathering the ranks' events timed out (a rank did not reach the flush)"))
+def _gather_timeout(what: str) -> TimeoutError:
+    return TimeoutError("trace: gathering the ranks' events timed out (a rank did not reach the flush)")
 
 
 class Tracer(MonitorBase):
@@ -304,7 +283,7 @@ class Tracer(MonitorBase):
 
     def flush(self) -> None:
         """Collective: move every rank's records to rank 0 (converted there)."""
-        parts = gather_objects(self._comm, self._take(), GATHER_TIMEOUT)
+        parts = BoundedComm(self._comm, GATHER_TIMEOUT, _gather_timeout).gather(self._take())
         if parts is not None:
             for rank, part in enumerate(parts):
                 self._convert(rank, part)
@@ -348,7 +327,7 @@ class Tracer(MonitorBase):
                     name = f"{name} {'->' if op is Op.PUT else '<-'} {detail[0]}"
                 elif op is Op.NOTIFY or op is Op.TENSOR_WRITE:
                     peer, buf, cell, value = detail
-                    is_set = op is Op.TENSOR_WRITE or site.attrs.get("op") is windows.NotifyOp.SET
+                    is_set = op is Op.TENSOR_WRITE or site.attrs.get("op") is NotifyOp.Set
                     args.update(peer=peer, cell=self._cell_text(buf, cell), value=value,
                                 op="set" if is_set else "add")
                     if op is Op.NOTIFY:
@@ -356,7 +335,7 @@ class Tracer(MonitorBase):
                     self._notifies.append(Notify(len(out), rank, peer, buf, cell, value, is_set, t0, t1))
                 elif op is Op.WAIT:
                     buf, cell, expected = detail
-                    ge = site.attrs.get("cmp") is windows.WaitCmp.GE
+                    ge = site.attrs.get("cmp") is WaitCmp.Ge
                     args.update(cell=self._cell_text(buf, cell), expected=expected, cmp="ge" if ge else "eq")
                     self._waits.append(Wait(len(out), rank, buf, cell, expected, ge, t0, t1))
             out.append({"name": name, "cat": kind, "ph": "X", "ts": t0, "dur": max(t1 - t0, 0.0),
@@ -490,4 +469,4 @@ def _fallback(w: Wait, mods: list[Notify], buffers: Sequence[Buffer], nranks: in
     return min(pool, key=lambda n: n.t0 - w.t1) if pool else None
 
 
-__all__ = ["Notify", "TraceClock", "Tracer", "Wait", "gather_objects", "match_flows", "partial_path"]
+__all__ = ["Notify", "TraceClock", "Tracer", "Wait", "match_flows", "partial_path"]

@@ -9,20 +9,25 @@ behind one :class:`Window` interface:
 * ``rma`` -- ``MPI_Win_allocate`` with passive-target ``Put``/``Get``/
   ``Accumulate``/``Flush``; works across nodes.
 
+Signal operations speak the IR's vocabulary: ``NotifyOp`` (``AtomicAdd``,
+``Set``) and ``WaitCmp`` (``Eq``, ``Ge``) are ``pldemu.ir``'s enums, re-exported
+here; waits back off with ``pldemu.mpi``'s one ``Backoff`` (``PollPolicy``).
+:func:`mpi_window` hands out a bare MPI window allocated as a back end does,
+for code that measures raw MPI against these windows.
+
 Typical use::
 
     with WindowSet(comm) as ws:
         data = ws.allocate("x", (4, 8), np.float32)
         sig = ws.allocate("x.sig", 4, np.int32, signal=True)
         data.put(peer, (4, 8), (1, 0), rows)
-        sig.notify(peer, 0, 1, NotifyOp.ADD)
-        sig.wait(0, 1, WaitCmp.GE, timeout=10.0)
+        sig.notify(peer, 0, 1, NotifyOp.AtomicAdd)
+        sig.wait(0, 1, WaitCmp.Ge, timeout=10.0)
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from types import TracebackType
 from typing import Any, SupportsIndex
 
 import numpy as np
@@ -33,6 +38,7 @@ from .base import (
     SIGNAL_DTYPE,
     BackendName,
     BackendRequest,
+    FreedOnExit,
     NotifyOp,
     PollPolicy,
     RegionPlan,
@@ -47,6 +53,7 @@ from .base import (
     as_shape,
     poison_value,
     region_layout,
+    segment_array,
 )
 from .rma import RmaWindow
 from .shared import SharedWindow
@@ -56,6 +63,7 @@ __all__ = [
     "SIGNAL_DTYPE",
     "BackendName",
     "BackendRequest",
+    "FreedOnExit",
     "NotifyOp",
     "PollPolicy",
     "RegionPlan",
@@ -72,6 +80,7 @@ __all__ = [
     "WindowStats",
     "allocate_window",
     "choose_backend",
+    "mpi_window",
     "poison_value",
     "region_layout",
 ]
@@ -105,6 +114,18 @@ def choose_backend(comm: MPI.Intracomm, requested: str = "auto") -> BackendName:
             f"rank {comm.Get_rank()}'s node has {node_size} of them"
         )
     return "rma"
+
+
+def mpi_window(comm: MPI.Intracomm, backend: str, numel: int, dtype: Any) -> tuple[MPI.Win, np.ndarray]:
+    """Collectively allocate a bare MPI window of ``numel`` elements of ``dtype`` per rank, the way
+    back end ``backend`` allocates its own, and return it with this rank's segment as a zero-copy
+    1-D numpy view.  For code that measures raw MPI against these windows (``pldemu bench``); the
+    caller locks, uses and frees the window itself.  ``backend`` is ``shared`` or ``rma``."""
+    if backend not in _BACKENDS:
+        raise ValueError(f"backend must be 'shared' or 'rma', got {backend!r}")
+    dt = np.dtype(dtype)
+    win = _BACKENDS[backend].allocate_mpi(comm, max(numel, 1) * dt.itemsize, dt.itemsize)
+    return win, segment_array(win.tomemory(), dt, numel)
 
 
 def allocate_window(
@@ -199,7 +220,7 @@ def _check_same_everywhere(comm: MPI.Intracomm, signature: tuple[Any, ...]) -> N
         )
 
 
-class WindowSet:
+class WindowSet(FreedOnExit):
     """Windows allocated together on one communicator and freed together.
 
     The back end is resolved once (collectively) at construction.  Use as a
@@ -290,14 +311,3 @@ class WindowSet:
     def _check_live(self, op: str) -> None:
         if self._freed:
             raise WindowFreedError(f"{op}: rank {self._comm.Get_rank()}: window set has been freed")
-
-    def __enter__(self) -> WindowSet:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.free()

@@ -21,6 +21,13 @@ atomic_add puts) is a CPU atomic on the mapped segment instead (see
 one mechanism, because MPI only guarantees atomicity among its own
 accumulate operations.
 
+Built on these, besides put/get/notify/wait: :meth:`Window.check_put` (refuse
+a put now, move it later: deferred visibility) and the word-atomic
+:meth:`Window.store_words` / :meth:`Window.load_words` for shadow state many
+ranks read while its owner writes (the race detector's clocks).  Signal
+operations take the IR's ``NotifyOp`` / ``WaitCmp``; ``wait`` backs off with
+``pldemu.mpi.Backoff``.
+
 Ordering contract: a data put returns only once it is complete at the target
 (it is flushed, or followed by a memory barrier on the shared back end), and
 ``notify`` starts with a memory barrier.  Hence a ``put`` followed by a
@@ -31,20 +38,21 @@ barrier of its own.
 
 from __future__ import annotations
 
-import enum
 import functools
 import math
 import operator
-import os
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from types import TracebackType
-from typing import Any, ClassVar, Literal, SupportsIndex
+from typing import Any, ClassVar, Literal, Self, SupportsIndex
 
 import numpy as np
 from mpi4py import MPI
+
+from pldemu.ir.enums import NotifyOp, WaitCmp
+from pldemu.mpi import DEFAULT_POLICY, Backoff, PollPolicy
 
 BackendName = Literal["shared", "rma"]
 """Name of a concrete back end."""
@@ -65,26 +73,8 @@ WaitHook = Callable[[int], None]
 Shape = tuple[int, ...]
 
 
-class NotifyOp(enum.Enum):
-    """How ``notify`` combines its value with the peer's signal cell."""
-
-    ADD = "add"
-    """Atomic signed add (``MPI.SUM``)."""
-    SET = "set"
-    """Atomic replace (``MPI.REPLACE``)."""
-
-
-_NOTIFY_MPI_OPS = {NotifyOp.ADD: MPI.SUM, NotifyOp.SET: MPI.REPLACE}
+_NOTIFY_MPI_OPS = {NotifyOp.AtomicAdd: MPI.SUM, NotifyOp.Set: MPI.REPLACE}
 """The MPI accumulate op of each notify op (the lookup doubles as the type check)."""
-
-
-class WaitCmp(enum.Enum):
-    """When ``wait`` is satisfied."""
-
-    EQ = "eq"
-    """``value == expected``."""
-    GE = "ge"
-    """``value >= expected``."""
 
 
 class WindowError(Exception):
@@ -140,7 +130,7 @@ class WaitTimeout(WindowError, TimeoutError):
             "waited": waited,
             "polls": polls,
         }
-        rel = "==" if cmp is WaitCmp.EQ else ">="
+        rel = "==" if cmp is WaitCmp.Eq else ">="
         super().__init__(
             f"wait: rank {rank} window '{window}' cell {cell}: timed out after {waited:.3f}s "
             f"({polls} polls) waiting for value {rel} {expected}; last observed value {observed}"
@@ -172,33 +162,6 @@ class WindowStats:
     def as_dict(self) -> dict[str, int]:
         """The counters as a plain dict (for status reports / JSON)."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
-
-
-@dataclass(frozen=True, slots=True)
-class PollPolicy:
-    """Back-off of the ``wait`` poll loop.
-
-    Spin ``spin_polls`` times (lowest latency when the peer has its own
-    core), then ``os.sched_yield()`` for ``yield_polls`` more polls, then
-    sleep, doubling from ``min_sleep`` up to ``max_sleep`` seconds.  Never
-    busy-spin for long: oversubscribed ranks that spin starve the very peer
-    they are waiting for (measured 15 ms per exchange instead of ~30 us).
-    Sleep early rather than keep yielding: a yield only moves this rank's
-    deadline back, so under load (more runnable tasks than cores, other jobs
-    included) a rank that yields again and again is picked last, while a rank
-    that wakes from a short sleep is placed fairly.  Measured on 2 cores with
-    other jobs running, policies alternating in one job: a 1 MiB mesh
-    allreduce at 4 ranks took 132 ms with these defaults, 189 ms yielding for
-    20,000 polls, 174 ms with the former 256 yields + 5-200 us sleeps (at 8
-    ranks 171 / 187 / 189 ms); barriers were within the noise of each other.
-    """
-
-    spin_polls: int = 16
-    yield_polls: int = 8
-    min_sleep: float = 10e-6
-    max_sleep: float = 100e-6
-    hook_interval: float = 0.05
-    """Seconds between two calls of the ``wait`` hook."""
 
 
 def poison_value(dtype: np.dtype[Any]) -> Any:
@@ -299,7 +262,27 @@ def region_layout(view_shape: Shape, shape: Shape) -> tuple[tuple[int, int], ...
     return tuple(reversed(merged))
 
 
-class Window(ABC):
+class FreedOnExit:
+    """A collective resource used as a context manager: leaving the ``with`` block calls ``free()``
+    (on every rank, error or not, so that the collective free cannot hang)."""
+
+    def free(self) -> None:
+        """Collectively release the resource; idempotent."""
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.free()
+
+
+class Window(FreedOnExit, ABC):
     """One RMA window: a buffer of ``shape``/``dtype`` on every rank of ``comm``.
 
     Created collectively by :func:`pldemu.windows.allocate_window` (or
@@ -381,6 +364,11 @@ class Window(ABC):
             raise
 
     # ----------------------------------------------------------------- back end
+
+    @staticmethod
+    @abstractmethod
+    def allocate_mpi(comm: MPI.Intracomm, nbytes: int, disp_unit: int) -> MPI.Win:
+        """The bare MPI window allocation of this back end (collective; see :func:`mpi_window`)."""
 
     @abstractmethod
     def _create_win(self, nbytes: int) -> tuple[MPI.Win, np.ndarray]:
@@ -512,17 +500,9 @@ class Window(ABC):
         return.  ``data`` must have the region's shape exactly and a dtype
         that casts safely to the window's.
         """
-        op = "put"
-        win = self._live_win(op)
-        arr = np.asarray(data)
-        plan = self._plan(op, peer, view_shape, offsets, arr.shape)
-        if arr.dtype != self._dtype and not np.can_cast(arr.dtype, self._dtype, "safe"):
-            raise self._access_error(
-                op, peer, f"data dtype {arr.dtype} does not cast safely to window dtype {self._dtype}"
-            )
-        if atomic_add and not self._atomic_add_ok:
-            raise self._access_error(op, peer, f"atomic_add is not supported for dtype {self._dtype}")
-        buf = np.ascontiguousarray(arr, dtype=self._dtype)
+        plan = self.check_put(peer, view_shape, offsets, data, atomic_add)
+        win = self._live_win("put")
+        buf = np.ascontiguousarray(data, dtype=self._dtype)
         if plan.numel:
             if atomic_add:
                 self._accumulate(win, peer, plan, buf, MPI.SUM)
@@ -534,6 +514,59 @@ class Window(ABC):
         else:
             st.puts += 1
         st.bytes_put += buf.nbytes
+
+    def check_put(self, peer: int, view_shape: int | Sequence[SupportsIndex], offsets: int | Sequence[SupportsIndex],
+                  data: np.ndarray, atomic_add: bool = False) -> RegionPlan:
+        """Refuse, as :meth:`put` would, a put that cannot happen, but move nothing (for a caller that
+        issues the put later, deferred visibility, and must fail where the program put); return
+        where the region lives."""
+        self._live_win("put")
+        arr = np.asarray(data)
+        op = "put"
+        plan = self._plan(op, peer, view_shape, offsets, arr.shape)
+        if arr.dtype != self._dtype and not np.can_cast(arr.dtype, self._dtype, "safe"):
+            raise self._access_error(
+                op, peer, f"data dtype {arr.dtype} does not cast safely to window dtype {self._dtype}"
+            )
+        if atomic_add and not self._atomic_add_ok:
+            raise self._access_error(op, peer, f"atomic_add is not supported for dtype {self._dtype}")
+        return plan
+
+    # ----------------------------------------------------- word-atomic access
+
+    def store_words(self, peer: int, offset: int, data: np.ndarray) -> None:
+        """Write the 1-D ``data`` at flat ``offset`` of ``peer`` so that a concurrent
+        :meth:`load_words` never sees a torn element; complete at the target on return.
+
+        For shadow state many ranks read while its owner writes (the race detector's clocks).
+        ``rma``: ``MPI_Accumulate(MPI_REPLACE)``; ``shared``: aligned stores between memory
+        barriers (not atomic against ``atomic_add`` puts into the same elements).
+        """
+        win = self._live_win("store_words")
+        arr = np.ascontiguousarray(data, dtype=self._dtype).reshape(-1)
+        plan = self._plan("store_words", peer, (self._numel,), (offset,), arr.shape)
+        if plan.numel:
+            self._store_words(win, peer, plan, arr)
+
+    def load_words(self, peer: int, offset: int, count: int) -> np.ndarray:
+        """Read ``count`` elements at flat ``offset`` of ``peer`` (a fresh array), each element
+        atomically with respect to :meth:`store_words` (``rma``: ``MPI_Get_accumulate(MPI_NO_OP)``)."""
+        win = self._live_win("load_words")
+        plan = self._plan("load_words", peer, (self._numel,), (offset,), (count,))
+        if not plan.numel:
+            return np.empty(0, dtype=self._dtype)
+        return self._load_words(win, peer, plan)
+
+    def _store_words(self, win: MPI.Win, peer: int, plan: RegionPlan, data: np.ndarray) -> None:
+        win.Accumulate(self._origin(data, plan), peer, self._target(plan), MPI.REPLACE)
+        win.Flush(peer)
+
+    def _load_words(self, win: MPI.Win, peer: int, plan: RegionPlan) -> np.ndarray:
+        out = np.empty(plan.shape, dtype=self._dtype)
+        noop = np.empty_like(out)  # ignored by MPI_NO_OP, but origin and result must not alias
+        win.Get_accumulate(self._origin(noop, plan), self._origin(out, plan), peer, self._target(plan), MPI.NO_OP)
+        win.Flush(peer)
+        return out
 
     def get(
         self,
@@ -589,20 +622,29 @@ class Window(ABC):
 
     # ------------------------------------------------------------- signal ops
 
-    def notify(self, peer: int, cell: int, value: int, op: NotifyOp = NotifyOp.ADD) -> None:
-        """Atomically add ``value`` to (``ADD``) or replace (``SET``) ``peer``'s
+    def notify(self, peer: int, cell: int, value: int, op: NotifyOp = NotifyOp.AtomicAdd) -> None:
+        """Atomically add ``value`` to (``AtomicAdd``) or replace (``Set``) ``peer``'s
         INT32 ``cell``.
 
         Ordered after every put this rank issued before (on any window): the
         data is visible to whoever observes the notify.  ``peer == rank``
         goes through the same atomic path as a remote notify.
         """
+        self._notify(peer, cell, value, op, False)
+
+    def fetch_notify(self, peer: int, cell: int, value: int, op: NotifyOp = NotifyOp.AtomicAdd) -> int:
+        """:meth:`notify` as one fetching atomic (``MPI_Fetch_and_op``): return the cell's value just
+        before this notify landed, so the notifier knows exactly what the cell became (the
+        invariant checks of ``pldemu.runtime.invariants`` need it; a read after the notify could
+        already include a peer's later update)."""
+        return self._notify(peer, cell, value, op, True)
+
+    def _notify(self, peer: int, cell: int, value: int, op: NotifyOp, fetch: bool) -> int:
         opname = "notify"
         win = self._live_win(opname)
         peer = self._check_peer(opname, peer)
         cell = self._check_cell(opname, peer, cell)
-        mpi_op = _NOTIFY_MPI_OPS.get(op) if isinstance(op, NotifyOp) else None
-        if mpi_op is None:
+        if not isinstance(op, NotifyOp):
             raise TypeError(f"notify: op must be a NotifyOp, got {op!r}")
         if not _INT32_MIN <= value <= _INT32_MAX:
             raise self._access_error(
@@ -612,27 +654,7 @@ class Window(ABC):
         # only this rank's own local stores still need ordering: a memory
         # barrier before the atomic takes care of them.
         win.Sync()
-        self._cell_atomic(win, peer, cell, value, op, False)
-        self._stats.notifies += 1
-
-    def fetch_notify(self, peer: int, cell: int, value: int, op: NotifyOp = NotifyOp.ADD) -> int:
-        """:meth:`notify` as one fetching atomic (``MPI_Fetch_and_op``): return the cell's value just
-        before this notify landed, so the notifier knows exactly what the cell became (the
-        invariant checks of ``pldemu.runtime.invariants`` need it; a read after the notify could
-        already include a peer's later update)."""
-        opname = "notify"
-        win = self._live_win(opname)
-        peer = self._check_peer(opname, peer)
-        cell = self._check_cell(opname, peer, cell)
-        if not isinstance(op, NotifyOp):
-            raise TypeError(f"notify: op must be a NotifyOp, got {op!r}")
-        info = np.iinfo(SIGNAL_DTYPE)
-        if not info.min <= value <= info.max:
-            raise self._access_error(
-                opname, peer, f"cell {cell}: value {value} outside INT32 [{info.min}, {info.max}]"
-            )
-        win.Sync()  # same ordering as notify: this rank's earlier stores first
-        old = self._cell_atomic(win, peer, cell, value, op, True)
+        old = self._cell_atomic(win, peer, cell, value, op, fetch)
         self._stats.notifies += 1
         return old
 
@@ -651,19 +673,16 @@ class Window(ABC):
         win.Flush(peer)
         return int(buf[1])
 
-    def test(self, cell: int, expected: int, cmp: WaitCmp = WaitCmp.GE) -> bool:
+    def test(self, cell: int, expected: int, cmp: WaitCmp = WaitCmp.Ge) -> bool:
         """One poll of :meth:`wait`, never blocking: True when this rank's ``cell``
-        already equals (``EQ``) or reaches (``GE``) ``expected``, with the same
+        already equals (``Eq``) or reaches (``Ge``) ``expected``, with the same
         acquire barrier as a satisfied wait (peers' data is then visible)."""
-        opname = "wait"
-        win = self._live_win(opname)
-        cell = self._check_cell(opname, self._rank, cell)
-        if not isinstance(cmp, WaitCmp):
-            raise TypeError(f"wait: cmp must be a WaitCmp, got {cmp!r}")
+        win = self._live_win("wait")
+        cell = self._check_wait(cell, cmp)
         value = self._poll_cell(cell, 0)
         st = self._stats
         st.polls += 1
-        if value >= expected if cmp is WaitCmp.GE else value == expected:
+        if value >= expected if cmp is WaitCmp.Ge else value == expected:
             win.Sync()
             st.waits += 1
             return True
@@ -679,83 +698,60 @@ class Window(ABC):
         self,
         cell: int,
         expected: int,
-        cmp: WaitCmp = WaitCmp.GE,
+        cmp: WaitCmp = WaitCmp.Ge,
         deadline: float | None = None,
         *,
         timeout: float | None = None,
         hook: WaitHook | None = None,
         policy: PollPolicy | None = None,
     ) -> int:
-        """Poll this rank's INT32 ``cell`` until it equals (``EQ``) or reaches
-        (``GE``) ``expected``; return the value observed.
+        """Poll this rank's INT32 ``cell`` until it equals (``Eq``) or reaches
+        (``Ge``) ``expected``; return the value observed.
 
         ``deadline`` is an absolute :func:`time.monotonic` time, ``timeout``
         a duration from now; the earlier one wins, neither means forever.
         On expiry :class:`WaitTimeout` is raised with the last observed value.
         Every poll is an atomic read that also makes MPI calls, so remote
-        writes keep landing across hosts.  ``hook(last_value)`` is called
-        about every ``policy.hook_interval`` seconds.  On return, data that
-        peers put before their notify is visible in :attr:`local`.
+        writes keep landing across hosts.  Between polls the wait backs off
+        as ``policy`` says (:class:`pldemu.mpi.Backoff`); ``hook(last_value)``
+        is called about every ``policy.hook_interval`` seconds.  On return,
+        data that peers put before their notify is visible in :attr:`local`.
         """
-        opname = "wait"
-        win = self._live_win(opname)
-        cell = self._check_cell(opname, self._rank, cell)
-        if not isinstance(cmp, WaitCmp):
-            raise TypeError(f"wait: cmp must be a WaitCmp, got {cmp!r}")
+        win = self._live_win("wait")
+        cell = self._check_wait(cell, cmp)
         st = self._stats
         # One poll before any bookkeeping: inside a running recipe most waits
         # are already satisfied (the credit arrived while this rank worked).
         value = self._poll_cell(cell, 0)
-        if value >= expected if cmp is WaitCmp.GE else value == expected:
-            win.Sync()  # acquire, as below
-            st.waits += 1
-            st.polls += 1
-            return value
-        pol = policy if policy is not None else _DEFAULT_POLICY
-        start = time.monotonic()
-        end = math.inf if deadline is None else deadline
-        if timeout is not None:
-            end = min(end, start + timeout)
-        next_hook = start + pol.hook_interval
-        spin_end = pol.spin_polls
-        yield_end = spin_end + pol.yield_polls
-        sleep = pol.min_sleep
-        ge = cmp is WaitCmp.GE
-        polls = 1  # the poll above
+        ge = cmp is WaitCmp.Ge
+        polls = 1
         st.waits += 1
         try:
-            while True:
-                value = self._poll_cell(cell, polls)
-                polls += 1
-                if value >= expected if ge else value == expected:
-                    # Acquire side of the put->notify ordering: loads of local
-                    # data after this see what the notifier wrote before.
-                    win.Sync()
-                    return value
-                if polls < spin_end:
-                    continue
-                now = time.monotonic()
-                if now >= end:
-                    raise WaitTimeout(
-                        window=self._name,
-                        rank=self._rank,
-                        cell=cell,
-                        expected=expected,
-                        cmp=cmp,
-                        observed=value,
-                        waited=now - start,
-                        polls=polls,
-                    )
-                if hook is not None and now >= next_hook:
-                    hook(value)
-                    next_hook = time.monotonic() + pol.hook_interval
-                if polls < yield_end:
-                    os.sched_yield()
-                else:
-                    time.sleep(sleep)
-                    sleep = min(sleep * 2, pol.max_sleep)
+            if not (value >= expected if ge else value == expected):
+                end = math.inf if deadline is None else deadline
+                if timeout is not None:
+                    end = min(end, time.monotonic() + timeout)
+                backoff = Backoff(policy or DEFAULT_POLICY, end, None if hook is None else lambda: hook(value))
+                while True:
+                    if not backoff.pause():
+                        raise WaitTimeout(window=self._name, rank=self._rank, cell=cell, expected=expected,
+                                          cmp=cmp, observed=value, waited=backoff.waited, polls=polls)
+                    value = self._poll_cell(cell, polls)
+                    polls += 1
+                    if value >= expected if ge else value == expected:
+                        break
+            # Acquire side of the put->notify ordering: loads of local data
+            # after this see what the notifier wrote before.
+            win.Sync()
+            return value
         finally:
             st.polls += polls
+
+    def _check_wait(self, cell: int, cmp: WaitCmp) -> int:
+        cell = self._check_cell("wait", self._rank, cell)
+        if not isinstance(cmp, WaitCmp):
+            raise TypeError(f"wait: cmp must be a WaitCmp, got {cmp!r}")
+        return cell
 
     # ------------------------------------------------------------------- free
 
@@ -782,17 +778,6 @@ class Window(ABC):
                 t.Free()
             if not self._base_is_predefined:
                 self._base_type.Free()
-
-    def __enter__(self) -> Window:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.free()
 
     # ------------------------------------------------------------- checks etc.
 
@@ -933,8 +918,6 @@ class Window(ABC):
         win.Accumulate(self._origin(buf, plan), peer, self._target(plan), op)
         win.Flush(peer)
 
-
-_DEFAULT_POLICY = PollPolicy()  # immutable: a default, not state
 
 _PLAN_CACHE_SIZE = 8192
 """Region plans a window keeps (a 64 MiB ring allreduce addresses ~6k regions per peer window)."""

@@ -24,8 +24,12 @@ class RmaWindow(Window):
 
     _poll_buf: np.ndarray
 
+    @staticmethod
+    def allocate_mpi(comm: MPI.Intracomm, nbytes: int, disp_unit: int) -> MPI.Win:
+        return MPI.Win.Allocate(nbytes, disp_unit, MPI.INFO_NULL, comm)
+
     def _create_win(self, nbytes: int) -> tuple[MPI.Win, np.ndarray]:
-        win = MPI.Win.Allocate(nbytes, self._dtype.itemsize, MPI.INFO_NULL, self._comm)
+        win = self.allocate_mpi(self._comm, nbytes, self._dtype.itemsize)
         try:
             win.Set_name(self._name[:120])
             local = segment_array(win.tomemory(), self._dtype, self._numel)

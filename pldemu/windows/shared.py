@@ -76,15 +76,19 @@ class SharedWindow(Window):
 
     _peers: list[np.ndarray]
 
-    def _create_win(self, nbytes: int) -> tuple[MPI.Win, np.ndarray]:
+    @staticmethod
+    def allocate_mpi(comm: MPI.Intracomm, nbytes: int, disp_unit: int) -> MPI.Win:
         info = MPI.Info.Create()
         try:
             # Page-aligned per-rank segments: avoids false sharing between
             # neighbours' signal cells and keeps every dtype aligned.
             info.Set("alloc_shared_noncontig", "true")
-            win = MPI.Win.Allocate_shared(nbytes, self._dtype.itemsize, info, self._comm)
+            return MPI.Win.Allocate_shared(nbytes, disp_unit, info, comm)
         finally:
             info.Free()
+
+    def _create_win(self, nbytes: int) -> tuple[MPI.Win, np.ndarray]:
+        win = self.allocate_mpi(self._comm, nbytes, self._dtype.itemsize)
         try:
             win.Set_name(self._name[:120])
             peers = []
@@ -118,7 +122,7 @@ class SharedWindow(Window):
         atomics = self._atomics
         if atomics is None:
             return super()._cell_atomic(win, peer, cell, value, op, fetch)
-        fn = atomics[0] if op is NotifyOp.ADD else atomics[1]
+        fn = atomics[0] if op is NotifyOp.AtomicAdd else atomics[1]
         old = fn(self._addrs[peer] + 4 * cell, value & 0xFFFF_FFFF, _SEQ_CST)
         return old - 0x1_0000_0000 if old & 0x8000_0000 else old
 
@@ -141,6 +145,12 @@ class SharedWindow(Window):
         self._sync()  # acquire, as in _load
         # One copy straight from the peer's segment (numpy handles overlap with ``out``).
         out[...] = self._peers[peer].reshape(plan.view_shape)[plan.slices]
+
+    def _store_words(self, win: MPI.Win, peer: int, plan: RegionPlan, data: np.ndarray) -> None:
+        self._store(peer, plan, data)  # aligned words, then a release barrier: no accumulate needed
+
+    def _load_words(self, win: MPI.Win, peer: int, plan: RegionPlan) -> np.ndarray:
+        return self._load(peer, plan)
 
     def _poll_cell(self, cell: int, polls: int) -> int:
         self._sync()

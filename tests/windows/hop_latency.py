@@ -27,11 +27,11 @@ def ring(backend: str, rounds: int) -> float:
         start = time.perf_counter()
         for i in range(1, rounds + 1):
             if r == 0:
-                sig.notify(peer, 0, 1, NotifyOp.ADD)
-                sig.wait(0, i, WaitCmp.GE, timeout=60.0)
+                sig.notify(peer, 0, 1, NotifyOp.AtomicAdd)
+                sig.wait(0, i, WaitCmp.Ge, timeout=60.0)
             else:
-                sig.wait(0, i, WaitCmp.GE, timeout=60.0)
-                sig.notify(peer, 0, 1, NotifyOp.ADD)
+                sig.wait(0, i, WaitCmp.Ge, timeout=60.0)
+                sig.notify(peer, 0, 1, NotifyOp.AtomicAdd)
         elapsed = time.perf_counter() - start
         comm.Barrier()
     return elapsed / (rounds * n) * 1e6

@@ -31,8 +31,8 @@ def main() -> None:
             sig = ws.allocate("probe-sig", 4, np.int32, signal=True)
             peer = (comm.Get_rank() + 1) % comm.Get_size()
             data.put(peer, (128, 128), (0, 0), np.ones((2, 2), np.float32))
-            sig.notify(peer, 0, 1, NotifyOp.ADD)
-            sig.wait(0, 1, WaitCmp.GE, timeout=60.0)
+            sig.notify(peer, 0, 1, NotifyOp.AtomicAdd)
+            sig.wait(0, 1, WaitCmp.Ge, timeout=60.0)
             seen |= shm_mappings()
     seen |= shm_mappings()
     for path in sorted(seen):

@@ -42,9 +42,9 @@ def test_concurrent_notify_and_fetch(comm: MPI.Intracomm, atomics: str) -> None:
         olds = []
         for _ in range(reps):
             for p in range(n):
-                s.notify(p, 0, 1, NotifyOp.ADD)
-            olds.append(s.fetch_notify(0, 1, 2, NotifyOp.ADD))
-        s.wait(0, reps * n, WaitCmp.EQ, timeout=TIMEOUT)
+                s.notify(p, 0, 1, NotifyOp.AtomicAdd)
+            olds.append(s.fetch_notify(0, 1, 2, NotifyOp.AtomicAdd))
+        s.wait(0, reps * n, WaitCmp.Eq, timeout=TIMEOUT)
         comm.Barrier()
         every = sorted(v for vals in comm.allgather(olds) for v in vals)
         agree(comm, s.read_cell(0) == reps * n, f"cell 0 is {s.read_cell(0)}")
@@ -59,9 +59,9 @@ def test_set_wraps_and_atomic_put(comm: MPI.Intracomm, atomics: str) -> None:
     peer = (r + 1) % n
     imin, imax = int(np.iinfo(np.int32).min), int(np.iinfo(np.int32).max)
     with allocate_window(comm, "atom-set", (2, 3), np.int32, backend="shared", fill=0) as w:
-        w.notify(peer, 0, imax, NotifyOp.SET)
+        w.notify(peer, 0, imax, NotifyOp.Set)
         comm.Barrier()
-        old = w.fetch_notify(peer, 0, 1, NotifyOp.ADD)  # INT32 wraps: max + 1 == min
+        old = w.fetch_notify(peer, 0, 1, NotifyOp.AtomicAdd)  # INT32 wraps: max + 1 == min
         comm.Barrier()
         agree(comm, old == imax and w.read_cell(0) == imin, f"old {old}, cell {w.read_cell(0)}")
         comm.Barrier()

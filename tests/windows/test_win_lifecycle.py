@@ -39,7 +39,7 @@ def test_use_after_free(comm: MPI.Intracomm, backend: str) -> None:
         "put": lambda: w.put(r, 8, 0, np.zeros(1, np.int32)),
         "get": lambda: w.get(r, 8, 0, 1),
         "remote_load": lambda: w.remote_load(r, 8, 0, 1),
-        "notify": lambda: w.notify(r, 0, 1, NotifyOp.ADD),
+        "notify": lambda: w.notify(r, 0, 1, NotifyOp.AtomicAdd),
         "wait": lambda: w.wait(0, 0, timeout=0.0),
         "read_cell": lambda: w.read_cell(0),
         "local": lambda: w.local,

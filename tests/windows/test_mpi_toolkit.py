@@ -1,0 +1,83 @@
+"""pldemu.mpi: the one back-off and the bounded collectives (pickled objects and numbers)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+from windows_helpers import agree
+
+from pldemu.mpi import Backoff, BoundedComm, PollPolicy, complete
+
+
+class Stuck(RuntimeError):
+    pass
+
+
+@pytest.mark.mpi
+def test_object_collectives_deliver_every_rank_s_object(comm: MPI.Intracomm) -> None:
+    r, n = comm.Get_rank(), comm.Get_size()
+    bc = BoundedComm(comm, 60.0)
+    everyone = bc.allgather({"rank": r, "pad": "x" * r})
+    agree(comm, everyone == [{"rank": s, "pad": "x" * s} for s in range(n)], f"allgather {everyone}")
+    got = bc.alltoall([(r, s) for s in range(n)])
+    agree(comm, got == [(s, r) for s in range(n)], f"alltoall {got}")
+    gathered = bc.gather([r] * r, root=n - 1)
+    want = [[s] * s for s in range(n)] if r == n - 1 else None
+    agree(comm, gathered == want, f"gather {gathered}")
+    agree(comm, bc.alltoall([[]] * n) == [[]] * n, "empty alltoall")
+
+
+@pytest.mark.mpi
+def test_numeric_collectives(comm: MPI.Intracomm) -> None:
+    r, n = comm.Get_rank(), comm.Get_size()
+    bc = BoundedComm(comm, 60.0)
+    bc.barrier()
+    sums = bc.allreduce(np.array([r, 1], dtype=np.int64), MPI.SUM)
+    top = bc.allreduce([float(r) / 2], MPI.MAX)
+    agree(comm, sums.tolist() == [n * (n - 1) // 2, n] and sums.dtype == np.int64, f"sums {sums}")
+    agree(comm, top.tolist() == [(n - 1) / 2], f"max {top}")
+
+
+def test_a_request_that_never_completes_raises_the_callers_error() -> None:
+    buf = np.zeros(1, dtype=np.int32)
+    req = MPI.COMM_SELF.Irecv(buf, source=0, tag=4242)  # nobody sends it
+    bc = BoundedComm(MPI.COMM_SELF, 0.05, lambda what: Stuck(f"{what} is stuck"))
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(Stuck, match="the test receive is stuck"):
+            bc.complete(req, "the test receive")
+    finally:
+        req.Cancel()
+        req.Wait()
+    assert 0.05 <= time.monotonic() - t0 < 5.0
+    with pytest.raises(TimeoutError, match="did not complete in time"):
+        req2 = MPI.COMM_SELF.Irecv(buf, source=0, tag=4243)
+        try:
+            BoundedComm(MPI.COMM_SELF, 0.01).complete(req2, "x")
+        finally:
+            req2.Cancel()
+            req2.Wait()
+
+
+def test_complete_returns_once_the_request_is_done() -> None:
+    complete(MPI.COMM_SELF.Ibarrier(), time.monotonic() + 5.0, lambda: Stuck("never"))
+
+
+def test_backoff_spins_then_gives_up_at_the_deadline_and_calls_the_hook() -> None:
+    calls: list[float] = []
+    policy = PollPolicy(spin_polls=4, yield_polls=2, min_sleep=1e-4, max_sleep=1e-3, hook_interval=0.01)
+    t0 = time.monotonic()
+    b = Backoff(policy, t0 + 0.1, hook=lambda: calls.append(time.monotonic()))
+    for _ in range(3):  # the spin phase never looks at the clock
+        assert b.pause()
+    assert b.now == b.start
+    pauses = 3
+    while b.pause():
+        pauses += 1
+    assert time.monotonic() - t0 >= 0.1 and b.waited >= 0.1
+    assert 2 <= len(calls) <= 20 and pauses > 10
+    expired = Backoff(PollPolicy(spin_polls=0), t0 - 1.0)
+    assert not expired.pause()
