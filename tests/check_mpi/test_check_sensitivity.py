@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 
 import pytest
-from check_mpi_helpers import agree
+from helpers import agree
 from mpi4py import MPI
 
 from pldemu.collectives import CollectiveSpec, collective_program

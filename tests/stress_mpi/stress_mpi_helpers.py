@@ -1,22 +1,11 @@
-"""Helpers of the stress MPI tests: a collective assert and a lowering that drops ops."""
+"""Helpers of the stress MPI tests: a lowering that drops ops (the collective assert is helpers.agree)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from mpi4py import MPI
-
 from pldemu.ir import Assign, Call, Eval, For, If, Op, Program, Seq, Stmt, While
 from pldemu.lowering import RecipeVariant, lower_composite_ops
-
-
-def agree(comm: MPI.Intracomm, ok: bool, detail: str = "") -> None:
-    """Collective assert: fail on every rank if it failed on any, with every failing rank's detail."""
-    results = comm.allgather((bool(ok), detail))
-    bad = [(r, d) for r, (good, d) in enumerate(results) if not good]
-    if bad:
-        lines = "\n".join(f"  rank {r}: {d}" for r, d in bad)
-        raise AssertionError(f"failed on {len(bad)} of {comm.Get_size()} ranks:\n{lines}")
 
 
 def _drop(seq: Seq, op: Op) -> Seq:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import agree
 from mpi4py import MPI
-from windows_helpers import agree
 
 from pldemu.windows import NotifyOp, WindowFreedError, WindowSet, allocate_window
 

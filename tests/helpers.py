@@ -1,0 +1,80 @@
+"""Helpers shared by every test folder (``tests/`` is on sys.path, see ``tests/conftest.py``).
+
+* :func:`agree`: the collective assert of multi-rank tests.
+* :func:`instance`: a program instance on a communicator (COMM_SELF by default), closed afterwards.
+* :func:`pldemu` / :func:`report`: the ``pldemu`` command as a user runs it (outside any MPI job).
+* :data:`BACKENDS`: the window back ends the ``backend`` fixture of ``tests/conftest.py`` runs.
+
+The fixtures themselves (``comm``, ``backend``, and the ``self_and_world`` marker that runs one test
+body on COMM_SELF in a plain pytest and on COMM_WORLD under MPI) live in ``tests/conftest.py``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from mpi_launch import IN_JOB_ENV, REPO_ROOT, job_env
+
+from pldemu.ir import Program
+
+if TYPE_CHECKING:  # both import mpi4py, which initialises MPI: conftest.py imports this module in MPI-free runs
+    from mpi4py import MPI
+
+    from pldemu.runtime import ProgramInstance
+
+BACKENDS: tuple[str, ...] = ("shared", "rma")
+"""The window back ends every ``backend``-parametrised test runs on."""
+
+
+def agree(comm: MPI.Intracomm, ok: bool, detail: str = "") -> None:
+    """Collective assert: raise on every rank if it failed on any rank, with every failing rank's detail.
+
+    A plain ``assert`` failing on one rank would send that rank into the window free (or the next
+    test) while the others wait in some other collective: a hang.
+    """
+    results = comm.allgather((bool(ok), detail))
+    bad = [(r, d) for r, (good, d) in enumerate(results) if not good]
+    if bad:
+        lines = "\n".join(f"  rank {r}: {d}" for r, d in bad)
+        raise AssertionError(f"failed on {len(bad)} of {comm.Get_size()} ranks:\n{lines}")
+
+
+@contextmanager
+def instance(program: Program, comm: MPI.Intracomm | None = None, **options: Any) -> Iterator[ProgramInstance]:
+    """``program`` instantiated on ``comm`` (COMM_SELF by default) with ``RuntimeOptions(**options)``.
+
+    On one rank it is closed afterwards even when the test fails (the collective free cannot hang);
+    on several it is closed only when the block ends normally, as ``with ProgramInstance(...)`` does,
+    so that a rank failing alone never waits in the free for the others.
+    """
+    from mpi4py import MPI
+
+    from pldemu.runtime import ProgramInstance, RuntimeOptions
+
+    on = comm if comm is not None else MPI.COMM_SELF
+    inst = ProgramInstance(program, on, RuntimeOptions(**options))
+    if on.Get_size() > 1:
+        with inst:
+            yield inst
+        return
+    try:
+        yield inst
+    finally:
+        inst.close()
+
+
+def pldemu(*argv: str, timeout: float = 600.0) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m pldemu ARGV`` as a user would: outside any MPI job (it spawns its own)."""
+    env = job_env()
+    env.pop(IN_JOB_ENV, None)
+    return subprocess.run([sys.executable, "-m", "pldemu", *argv], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=REPO_ROOT, check=False, stdin=subprocess.DEVNULL)
+
+
+def report(res: subprocess.CompletedProcess[str]) -> str:
+    """Exit code, stdout and stderr of ``res``, for an assertion message."""
+    return f"exit {res.returncode}\n--- stdout ---\n{res.stdout}\n--- stderr ---\n{res.stderr}"
