@@ -29,7 +29,7 @@ if _TESTS_DIR not in sys.path:
     sys.path.insert(0, _TESTS_DIR)
 
 from helpers import BACKENDS  # noqa: E402  (needs the path above)
-from mpi_launch import in_mpi_job  # noqa: E402
+from mpi_launch import MPI_TEST_DIRS, REPO_ROOT, in_mpi_job  # noqa: E402
 
 if TYPE_CHECKING:
     from mpi4py import MPI
@@ -50,22 +50,30 @@ def _inside_mpi(config: pytest.Config) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip ``launcher`` tests inside an MPI job (no recursive mpiexec)."""
+    """Inside an MPI job skip ``launcher`` tests (no recursive mpiexec) and the ``[self]`` cases of
+    ``self_and_world`` tests (the plain pytest process runs them; every rank would repeat them alone)."""
     if not _inside_mpi(config):
         return
-    skip = pytest.mark.skip(reason="launcher tests do not run inside an MPI job")
+    launcher = pytest.mark.skip(reason="launcher tests do not run inside an MPI job")
+    self_case = pytest.mark.skip(reason="the [self] case runs in the plain pytest process")
     for item in items:
         if item.get_closest_marker("launcher") is not None:
-            item.add_marker(skip)
+            item.add_marker(launcher)
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.params.get("comm_mode") == "self":
+            item.add_marker(self_case)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Parametrise the tests marked ``self_and_world`` over :data:`COMM_MODES`."""
     if metafunc.definition.get_closest_marker(SELF_AND_WORLD) is None:
         return
-    if metafunc.definition.get_closest_marker("mpi") is not None or "comm" not in metafunc.fixturenames:
+    where = Path(str(metafunc.definition.path)).resolve().relative_to(REPO_ROOT).parent.as_posix()
+    if metafunc.definition.get_closest_marker("mpi") is not None or "comm" not in metafunc.fixturenames \
+            or where not in MPI_TEST_DIRS:
         raise pytest.UsageError(f"{metafunc.definition.nodeid}: a {SELF_AND_WORLD} test takes the comm "
-                                "fixture and is not marked mpi (its [world] case is)")
+                                "fixture, is not marked mpi (its [world] case is) and lives in a directory "
+                                "of mpi_launch.MPI_TEST_DIRS (else its [world] case never runs)")
     metafunc.parametrize("comm_mode", COMM_MODES)
 
 
@@ -76,15 +84,12 @@ def comm_mode() -> str:
 
 
 @pytest.fixture
-def comm(request: pytest.FixtureRequest, comm_mode: str) -> Iterator[MPI.Intracomm]:
+def comm(comm_mode: str) -> Iterator[MPI.Intracomm]:
     """COMM_WORLD, with a barrier after the test so consecutive tests never overlap; COMM_SELF for the
-    ``[self]`` case of a ``self_and_world`` test, which runs in the plain pytest process only (inside a
-    job every rank would repeat it alone)."""
+    ``[self]`` case of a ``self_and_world`` test."""
     from mpi4py import MPI  # not at import: a plain run of MPI-free folders never initialises MPI
 
     if comm_mode == "self":
-        if _inside_mpi(request.config):
-            pytest.skip("the [self] case runs in the plain pytest process")
         yield MPI.COMM_SELF
         return
     world = MPI.COMM_WORLD
