@@ -6,12 +6,20 @@
   jobs recursively.
 * Tests marked ``mpi`` are run by pytest-mpi under ``--with-mpi`` and skipped
   by it otherwise; a plain ``pytest`` runs them through the launcher tests.
+* The ``comm`` fixture is COMM_WORLD, with a barrier after the test; the ``backend`` fixture runs a
+  test on every window back end (``helpers.BACKENDS``).
+* A test marked ``self_and_world`` (and not ``mpi``) that takes ``comm`` runs its one body twice,
+  as mpi4py's own suite does with its Self/World test classes: ``[self]`` on COMM_SELF in the plain
+  pytest process, ``[world]`` (marked ``mpi``) on COMM_WORLD inside the launcher's jobs.  It must live
+  in a directory of ``mpi_launch.MPI_TEST_DIRS`` for its ``[world]`` case to run.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -20,7 +28,19 @@ _TESTS_DIR = str(Path(__file__).resolve().parent)
 if _TESTS_DIR not in sys.path:
     sys.path.insert(0, _TESTS_DIR)
 
-from mpi_launch import in_mpi_job  # noqa: E402  (needs the path above)
+from helpers import BACKENDS  # noqa: E402  (needs the path above)
+from mpi_launch import MPI_TEST_DIRS, REPO_ROOT, in_mpi_job  # noqa: E402
+
+if TYPE_CHECKING:
+    from mpi4py import MPI
+
+SELF_AND_WORLD = "self_and_world"
+COMM_MODES = (pytest.param("self", id="self"), pytest.param("world", id="world", marks=pytest.mark.mpi))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"{SELF_AND_WORLD}: run the test on COMM_SELF in-process and on "
+                                       "COMM_WORLD under MPI (see tests/conftest.py)")
 
 
 def _inside_mpi(config: pytest.Config) -> bool:
@@ -30,10 +50,54 @@ def _inside_mpi(config: pytest.Config) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip ``launcher`` tests inside an MPI job (no recursive mpiexec)."""
+    """Inside an MPI job skip ``launcher`` tests (no recursive mpiexec) and the ``[self]`` cases of
+    ``self_and_world`` tests (the plain pytest process runs them; every rank would repeat them alone)."""
     if not _inside_mpi(config):
         return
-    skip = pytest.mark.skip(reason="launcher tests do not run inside an MPI job")
+    launcher = pytest.mark.skip(reason="launcher tests do not run inside an MPI job")
+    self_case = pytest.mark.skip(reason="the [self] case runs in the plain pytest process")
     for item in items:
         if item.get_closest_marker("launcher") is not None:
-            item.add_marker(skip)
+            item.add_marker(launcher)
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.params.get("comm_mode") == "self":
+            item.add_marker(self_case)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrise the tests marked ``self_and_world`` over :data:`COMM_MODES`."""
+    if metafunc.definition.get_closest_marker(SELF_AND_WORLD) is None:
+        return
+    where = Path(str(metafunc.definition.path)).resolve().relative_to(REPO_ROOT).parent.as_posix()
+    if metafunc.definition.get_closest_marker("mpi") is not None or "comm" not in metafunc.fixturenames \
+            or where not in MPI_TEST_DIRS:
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: a {SELF_AND_WORLD} test takes the comm "
+                                "fixture, is not marked mpi (its [world] case is) and lives in a directory "
+                                "of mpi_launch.MPI_TEST_DIRS (else its [world] case never runs)")
+    metafunc.parametrize("comm_mode", COMM_MODES)
+
+
+@pytest.fixture
+def comm_mode() -> str:
+    """``world`` unless the test is marked ``self_and_world`` (then parametrised)."""
+    return "world"
+
+
+@pytest.fixture
+def comm(comm_mode: str) -> Iterator[MPI.Intracomm]:
+    """COMM_WORLD, with a barrier after the test so consecutive tests never overlap; COMM_SELF for the
+    ``[self]`` case of a ``self_and_world`` test."""
+    from mpi4py import MPI  # not at import: a plain run of MPI-free folders never initialises MPI
+
+    if comm_mode == "self":
+        yield MPI.COMM_SELF
+        return
+    world = MPI.COMM_WORLD
+    yield world
+    world.Barrier()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """Each test runs on every window back end."""
+    return str(request.param)

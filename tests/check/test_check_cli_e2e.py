@@ -2,35 +2,18 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
+from functools import partial
 
 import pytest
-from mpi_launch import REPO_ROOT, job_env, run_mpi
+from helpers import pldemu as run_pldemu
+from helpers import report as _report
+from mpi_launch import run_mpi
 
 pytestmark = pytest.mark.launcher
 
 TIMEOUT = 300.0
-
-
-def pldemu(*argv: str) -> subprocess.CompletedProcess[str]:
-    """Run the ``pldemu`` command (not in an MPI job: it spawns one)."""
-    env = job_env()
-    env.pop("PLDEMU_IN_MPI_JOB", None)
-    return subprocess.run(
-        [sys.executable, "-m", "pldemu", *argv],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        env=env,
-        cwd=REPO_ROOT,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
-
-
-def _report(res: subprocess.CompletedProcess[str]) -> str:
-    return f"exit {res.returncode}\n--- stdout ---\n{res.stdout}\n--- stderr ---\n{res.stderr}"
+pldemu = partial(run_pldemu, timeout=TIMEOUT)
 
 
 def test_check_allreduce_ring_fp16() -> None:

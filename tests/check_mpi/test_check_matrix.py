@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from check_mpi_helpers import agree
+from helpers import BACKENDS, agree
 from mpi4py import MPI
 
 from pldemu.collectives import CollectiveSpec, collective_program
@@ -55,7 +55,6 @@ N = MPI.COMM_WORLD.Get_size()
 ITERS = 20
 OPS = tuple(ReduceOp)
 DTYPES = (DType.FP16, DType.FP32)
-BACKENDS = ("shared", "rma")
 TIMEOUT = 60.0  # seconds one wait may take: generous, 8 ranks share 2 cores
 
 

@@ -8,11 +8,11 @@ import time
 from collections.abc import Callable
 
 import pytest
-from check_mpi_helpers import agree
+from helpers import agree, call_of, lowered_then
 from mpi4py import MPI
 
 from pldemu.collectives import CollectiveSpec, collective_program
-from pldemu.ir import AllreduceMode, Call, DType, Eval, For, If, Op, Program, ReduceOp, Seq, Stmt, While
+from pldemu.ir import AllreduceMode, DType, Eval, Op, Program, ReduceOp, Stmt
 from pldemu.ir.nodes import Assign, Const, static_int
 from pldemu.ir.signatures import make_call
 from pldemu.lowering import lower_composite_ops
@@ -26,46 +26,9 @@ pytestmark = pytest.mark.mpi(min_size=1)
 N = MPI.COMM_WORLD.Get_size()
 needs_peers = pytest.mark.skipif(N < 2, reason="one rank has no peer to synchronise with")
 
-StmtMap = Callable[[Stmt], Stmt | None]
-
-
-def _map(seq: Seq, fn: StmtMap) -> Seq:
-    """Apply ``fn`` to every statement (depth first; None drops it), rebuilding the structure."""
-    out: list[Stmt] = []
-    for st in seq.stmts:
-        if isinstance(st, For):
-            st = For(st.var, st.start, st.stop, st.step, _map(st.body, fn))
-        elif isinstance(st, While):
-            st = While(st.cond, _map(st.body, fn))
-        elif isinstance(st, If):
-            st = If(st.cond, _map(st.then, fn), None if st.orelse is None else _map(st.orelse, fn))
-        elif isinstance(st, Seq):
-            st = _map(st, fn)
-        new = fn(st)
-        if new is not None:
-            out.append(new)
-    return Seq(tuple(out))
-
-
-def mutate(fn: StmtMap) -> Callable[[Program], Program]:
-    """A ``lower`` for run_check: LowerCompositeOps, then ``fn`` over main."""
-
-    def lower(program: Program) -> Program:
-        lowered = lower_composite_ops(program)
-        main = lowered.function()
-        return lowered.replace_function(type(main)(main.name, main.params, _map(main.body, fn)))
-
-    return lower
-
-
-def _is(st: Stmt, op: Op) -> Call | None:
-    call = st.call if isinstance(st, Eval) else st.value if isinstance(st, Assign) else None
-    return call if isinstance(call, Call) and call.op is op else None
-
-
 def drop_epilogue(st: Stmt) -> Stmt | None:
     """Remove the self-clearing epilogue: notifies of a negative constant."""
-    call = _is(st, Op.NOTIFY)
+    call = call_of(st, Op.NOTIFY)
     if call is not None:
         value = static_int(call.args[3])  # type: ignore[arg-type]
         if value is not None and value < 0:
@@ -75,7 +38,7 @@ def drop_epilogue(st: Stmt) -> Stmt | None:
 
 def add_becomes_max(st: Stmt) -> Stmt | None:
     """Reduce with tile.maximum where the recipe says tile.add."""
-    call = _is(st, Op.TILE_ADD)
+    call = call_of(st, Op.TILE_ADD)
     if call is not None and isinstance(st, Assign):
         return Assign(st.var, make_call(Op.TILE_MAXIMUM, call.args, dict(call.attrs)))
     return st
@@ -83,12 +46,12 @@ def add_becomes_max(st: Stmt) -> Stmt | None:
 
 def drop_puts(st: Stmt) -> Stmt | None:
     """Never move the payload."""
-    return None if _is(st, Op.PUT) is not None else st
+    return None if call_of(st, Op.PUT) is not None else st
 
 
 def wait_one_more(st: Stmt) -> Stmt | None:
     """Wait for a credit that never comes."""
-    call = _is(st, Op.WAIT)
+    call = call_of(st, Op.WAIT)
     if call is not None:
         args = (*call.args[:2], Const(10_000, DType.INT32))
         return Eval(make_call(Op.WAIT, args, dict(call.attrs)))
@@ -112,7 +75,7 @@ def _run(
 @needs_peers
 @pytest.mark.parametrize("name", ["barrier", "allgather", "all_to_all_v"])
 def test_missing_epilogue_leaves_cells(comm: MPI.Intracomm, name: str) -> None:
-    result = _run(comm, CollectiveSpec(name, size=32, max_recv=2), mutate(drop_epilogue))
+    result = _run(comm, CollectiveSpec(name, size=32, max_recv=2), lowered_then(drop_epilogue))
     agree(comm, not result.ok and result.cells_nonzero > 0, result.summary())
     agree(comm, all(row.cells_nonzero > 0 for row in result.rows), result.summary())
 
@@ -121,7 +84,7 @@ def test_missing_epilogue_leaves_cells(comm: MPI.Intracomm, name: str) -> None:
 @pytest.mark.parametrize("mode", list(AllreduceMode))
 def test_wrong_reduction_is_caught(comm: MPI.Intracomm, mode: AllreduceMode) -> None:
     spec = CollectiveSpec("allreduce", mode=mode, size=100, reduce=ReduceOp.Sum, dtype=DType.FP16)
-    result = _run(comm, spec, mutate(add_becomes_max))
+    result = _run(comm, spec, lowered_then(add_becomes_max))
     agree(comm, result.wrong > 0 and not result.ok, result.summary())
     # The native comparison disagrees too (pldemu's result is wrong, MPI's is right).
     agree(comm, bool(result.native_wrong), result.summary())
@@ -135,7 +98,7 @@ def test_wrong_reduction_is_caught(comm: MPI.Intracomm, mode: AllreduceMode) -> 
 
 @pytest.mark.parametrize("name", ["allgather", "all_to_all", "all_to_all_v"])
 def test_missing_payload_is_caught(comm: MPI.Intracomm, name: str) -> None:
-    result = _run(comm, CollectiveSpec(name, size=32, max_recv=2), mutate(drop_puts))
+    result = _run(comm, CollectiveSpec(name, size=32, max_recv=2), lowered_then(drop_puts))
     if name == "all_to_all_v":
         # Empty edges send nothing anyway, but over 20 iterations some edge carries rows.
         agree(comm, comm.allreduce(result.wrong, op=MPI.SUM) > 0 or N == 1, result.summary())
@@ -145,7 +108,7 @@ def test_missing_payload_is_caught(comm: MPI.Intracomm, name: str) -> None:
 
 def drop_waits(st: Stmt) -> Stmt | None:
     """Never wait: the barrier lets this rank through at once."""
-    return None if _is(st, Op.WAIT) is not None else st
+    return None if call_of(st, Op.WAIT) is not None else st
 
 
 @needs_peers
@@ -160,7 +123,7 @@ def test_rank_passing_a_barrier_early_is_caught(comm: MPI.Intracomm) -> None:
         RuntimeOptions(timeout=60.0),
         5,
         hooks=QUIET if me == 0 else Hooks(emit=silent, report=None, before_run=lambda it: time.sleep(0.02)),
-        lower=mutate(drop_waits) if me == 0 else lower_composite_ops,
+        lower=lowered_then(drop_waits) if me == 0 else lower_composite_ops,
     )
     agree(comm, result.wrong > 0 and not result.ok, result.summary())
     if me == 0:
@@ -170,4 +133,4 @@ def test_rank_passing_a_barrier_early_is_caught(comm: MPI.Intracomm) -> None:
 @needs_peers
 def test_deadlock_ends_in_an_error_not_a_hang(comm: MPI.Intracomm) -> None:
     with pytest.raises(DeadlockError):
-        _run(comm, CollectiveSpec("barrier"), mutate(wait_one_more), timeout=3.0)
+        _run(comm, CollectiveSpec("barrier"), lowered_then(wait_one_more), timeout=3.0)

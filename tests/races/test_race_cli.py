@@ -5,30 +5,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
-from mpi_launch import REPO_ROOT, job_env
+from helpers import pldemu as run_pldemu
+from helpers import report as _report
+from mpi_launch import REPO_ROOT
 
 from pldemu.cli import check as check_cli
 from pldemu.cli import run as run_cli
 
 TIMEOUT = 300.0
 EXAMPLES = REPO_ROOT / "pldemu" / "examples"
-
-
-def pldemu(*argv: str) -> subprocess.CompletedProcess[str]:
-    """Run the ``pldemu`` command outside any MPI job (it spawns its own)."""
-    env = job_env()
-    env.pop("PLDEMU_IN_MPI_JOB", None)
-    return subprocess.run([sys.executable, "-m", "pldemu", *argv], capture_output=True, text=True, timeout=TIMEOUT,
-                          env=env, cwd=REPO_ROOT, check=False, stdin=subprocess.DEVNULL)
-
-
-def _report(res: subprocess.CompletedProcess[str]) -> str:
-    return f"exit {res.returncode}\n--- stdout ---\n{res.stdout}\n--- stderr ---\n{res.stderr}"
+pldemu = partial(run_pldemu, timeout=TIMEOUT)
 
 
 def test_child_argv_forwards_races_and_trace(tmp_path: Path) -> None:

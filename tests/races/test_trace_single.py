@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from race_helpers import instance
+from helpers import instance
 
 from pldemu.cli import trace_plot
 from pldemu.ir import NR, BufferKind, DType, ProgramBuilder

@@ -1,4 +1,4 @@
-"""A small iteration harness with race detection, and collective asserts (unique module name: test
+"""A small iteration harness with race detection and a report formatter (unique module name: test
 directories share sys.path).
 
 ``race_harness`` drives a collective the way ``pldemu.runtime.check.run_check`` does (inputs restaged
@@ -70,15 +70,6 @@ def race_harness(comm: MPI.Intracomm, cp: CollectiveProgram, iters: int, lower: 
                 if det is not None:
                     reports += det.check()
     return HarnessResult(reports, MPI.Wtime() - start)
-
-
-def agree(comm: MPI.Intracomm, ok: bool, detail: str = "") -> None:
-    """Collective assert: fail on every rank if it failed on any."""
-    results = comm.allgather((bool(ok), detail))
-    bad = [(r, d) for r, (good, d) in enumerate(results) if not good]
-    if bad:
-        lines = "\n".join(f"  rank {r}: {d}" for r, d in bad)
-        raise AssertionError(f"failed on {len(bad)} of {comm.Get_size()} ranks:\n{lines}")
 
 
 def describe(reports: list[RaceReport], limit: int = 5) -> str:

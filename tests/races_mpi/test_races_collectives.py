@@ -1,19 +1,19 @@
 """The race detector on every lowered collective (must stay silent) and on the catalogue's race
-mutants (must speak), driven like the check harness: inputs restaged, results consumed, back to back."""
+mutants (must speak), driven like the check harness: inputs restaged, results consumed, back to back.
+The correct recipes also run on COMM_SELF in the plain pytest process (``self_and_world``)."""
 
 from __future__ import annotations
 
 import pytest
+from helpers import agree
 from mpi4py import MPI
-from races_mpi_helpers import agree, describe, race_harness
+from races_mpi_helpers import describe, race_harness
 
 from pldemu.collectives import COLLECTIVE_NAMES, CollectiveSpec, collective_program
 from pldemu.ir import AllreduceMode
 from pldemu.lowering import lower_composite_ops
 from pldemu.mutants import MUTANTS
 from pldemu.runtime import RuntimeOptions
-
-pytestmark = pytest.mark.mpi
 
 ITERS = 6
 BLOCK = 3
@@ -33,6 +33,7 @@ def _label(spec: CollectiveSpec) -> str:
     return f"{spec.name}{mode}-{spec.size}{root}"
 
 
+@pytest.mark.self_and_world
 @pytest.mark.parametrize("spec", CASES, ids=_label)
 def test_correct_recipe_has_no_race(comm: MPI.Intracomm, spec: CollectiveSpec) -> None:
     if spec.name == "broadcast" and spec.root >= comm.Get_size():
@@ -41,6 +42,7 @@ def test_correct_recipe_has_no_race(comm: MPI.Intracomm, spec: CollectiveSpec) -
     agree(comm, not res.reports, describe(res.reports))
 
 
+@pytest.mark.self_and_world
 @pytest.mark.parametrize("mode", [AllreduceMode.mesh, AllreduceMode.ring])
 def test_correct_allreduce_has_no_race_on_the_rma_back_end(comm: MPI.Intracomm, mode: AllreduceMode) -> None:
     # The rma back end acquires shadow clocks with MPI_Get_accumulate instead of a shared-memory load.

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import agree
 from mpi4py import MPI
-from races_mpi_helpers import agree, describe
+from races_mpi_helpers import describe
 
 from pldemu.ir import NR, Program, ProgramBuilder
 from pldemu.runtime import ProgramInstance, RuntimeOptions

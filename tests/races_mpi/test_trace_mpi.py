@@ -8,16 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import agree
 from mpi4py import MPI
-from races_mpi_helpers import agree, race_harness
+from races_mpi_helpers import race_harness
 
 from pldemu.collectives import CollectiveSpec, collective_program
 from pldemu.lowering import lower_composite_ops
 from pldemu.mutants import MUTANTS
 from pldemu.runtime import ProgramInstance, RuntimeOptions
 from pldemu.runtime.trace import partial_path
-
-pytestmark = pytest.mark.mpi
 
 
 def _shared_dir(comm: MPI.Intracomm, tmp_path: Path) -> Path:
@@ -31,6 +30,7 @@ def _load(path: Path) -> list[dict[str, Any]]:
     return events
 
 
+@pytest.mark.self_and_world
 def test_mesh_allreduce_trace_has_every_rank_and_flows_from_the_credit_owner(comm: MPI.Intracomm,
                                                                               tmp_path: Path) -> None:
     n = comm.Get_size()

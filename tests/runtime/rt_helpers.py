@@ -2,24 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
-
-from mpi4py import MPI
-
 from pldemu.ir import Program, format_program
-from pldemu.runtime import ProgramInstance, RuntimeOptions
-
-
-@contextmanager
-def instance(program: Program, **options: Any) -> Iterator[ProgramInstance]:
-    """The program instantiated on COMM_SELF (one rank), closed afterwards even when a test fails."""
-    inst = ProgramInstance(program, MPI.COMM_SELF, RuntimeOptions(**options))
-    try:
-        yield inst
-    finally:
-        inst.close()  # one rank: the collective free cannot hang
 
 
 def printed_line(program: Program, line: int) -> str:

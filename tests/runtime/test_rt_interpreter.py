@@ -1,6 +1,7 @@
 """The interpreter on hand-built primitive programs at one rank (COMM_SELF): tiles, loads/stores, valid
-shapes, fillpad, FP16 math, control flow, views, tensor.read/write, poison, self put/get/remote_load,
-errors with locations, listeners, the handler table."""
+shapes, fillpad, FP16 math, control flow, views, tensor.read/write, poison, out-of-bounds transfers,
+errors with locations, listeners, the handler table. (Self put/get/remote_load, a body that runs at any
+rank count, is in tests/runtime_mpi/test_rt_exchange.py.)"""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from types import MappingProxyType
 
 import numpy as np
 import pytest
-from rt_helpers import instance, printed_line
+from helpers import instance
+from rt_helpers import printed_line
 
 from pldemu.ir import NR, Function, Op, Program, ProgramBuilder, Seq, Var
 from pldemu.ir.nodes import INDEX
@@ -204,47 +206,6 @@ def test_poison_is_visible_and_can_be_turned_off() -> None:
 
 
 # -- distributed primitives onto myself -----------------------------------------------------------------
-
-
-def _self_transfer_program() -> Program:
-    pb = ProgramBuilder("self_put")
-    src = pb.local("src", "fp32", [2, 8])
-    w = pb.window("w", "fp32", [2, 8])
-    acc = pb.window("acc", "fp32", [2, 8])
-    got = pb.local("got", "fp32", [2, 8])
-    part = pb.window("part", "fp32", [2, 8])
-    fb = pb.function()
-    pld = fb.pld
-    me = pld.system.rank(pld.system.get_comm_ctx(w))
-    stage = pld.tile.create([1, 3], "fp32")  # smaller than the transfers: they slide through it
-    pld.tile.put(w, me, src, stage)  # whole source to whole window
-    pld.tile.put(acc, me, src, stage)
-    pld.tile.put(acc, me, src, stage, atomic="Add")  # element-wise atomic add: 2 * src
-    pld.tile.put(part, me, src, stage, [1, 2], [0, 1], [1, 5])
-    pld.tile.put(part, me, src, stage, [0, 100], [0, 100], [1, 0])  # empty: no-op, nothing checked
-    pld.tile.get(got, me, w, stage)
-    pld.tile.get(w, me, w, stage, [0, 0], [0, 0], [2, 8])  # identity mapping: no-op
-    tile = pld.tile.remote_load(w, me, [1, 0], [1, 8], [1, 5])
-    pld.tile.put(part, me, tile, stage, [0, 0], [0, 0], [1, 8])  # a tile source, poison tail included
-    return pb.build()
-
-
-@pytest.mark.parametrize("pieces", [False, True])
-def test_put_get_remote_load_on_myself(pieces: bool) -> None:
-    with instance(_self_transfer_program(), stage_pieces=pieces) as inst:
-        values = np.arange(16, dtype=np.float32).reshape(2, 8) + 1
-        inst.local("src")[...] = values
-        stats = inst.run()
-        np.testing.assert_array_equal(inst.local("w"), values)
-        np.testing.assert_array_equal(inst.local("acc"), 2 * values)
-        np.testing.assert_array_equal(inst.local("got"), values)
-        part = inst.local("part")
-        np.testing.assert_array_equal(part[1, 2:7], values[0, 1:6])
-        np.testing.assert_array_equal(part[0, :5], values[1, :5])
-        assert np.isnan(part[0, 5:]).all() and np.isnan(part[1, :2]).all()
-        # One window op per transfer, or one per stage piece ([1, 3] stage: ceil(8 / 3) pieces per row).
-        assert stats.window_ops["puts"] == (6 + 6 + 2 + 3 if pieces else 4)
-        assert stats.window_ops["atomic_puts"] == (6 if pieces else 1)
 
 
 def test_out_of_bounds_put_is_refused_with_op_rank_peer_window_region_and_location() -> None:

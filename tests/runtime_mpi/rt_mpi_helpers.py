@@ -1,8 +1,6 @@
-"""Helpers of the multi-rank runtime tests: a hand-written credit barrier in IR, collective asserts."""
+"""Helpers of the multi-rank runtime tests: a hand-written credit barrier in IR."""
 
 from __future__ import annotations
-
-from mpi4py import MPI
 
 from pldemu.ir import FunctionBuilder, Var
 from pldemu.ir.nodes import ExprLike
@@ -22,13 +20,3 @@ def emit_epilogue(fb: FunctionBuilder, sig: Var, me: Var, nr: Var, credits: Expr
     """Retire ``credits`` per peer from my own cells (self-notify, negative AtomicAdd)."""
     with fb.for_range(1, nr, hint="k") as k:
         fb.pld.system.notify(sig, me, [(me + k) % nr, 0], 0 - credits)
-
-
-def agree(comm: MPI.Intracomm, ok: bool, detail: str = "") -> None:
-    """Collective assert: fail on every rank if it failed on any (a lone failing rank would leave the
-    others stuck in the next collective)."""
-    results = comm.allgather((bool(ok), detail))
-    bad = [(r, d) for r, (good, d) in enumerate(results) if not good]
-    if bad:
-        lines = "\n".join(f"  rank {r}: {d}" for r, d in bad)
-        raise AssertionError(f"failed on {len(bad)} of {comm.Get_size()} ranks:\n{lines}")

@@ -1,20 +1,20 @@
 """Hand-written primitive programs exchanging data and signals across ranks, on both window back ends:
-a credit barrier reused in a loop, put/get/remote_load round trips, atomic puts, symmetric errors, the
-multi-rank deadlock report, and lowered collectives end to end."""
+a credit barrier reused in a loop, put/get/remote_load onto myself and round trips, atomic puts,
+symmetric errors, the multi-rank deadlock report, and lowered collectives end to end. The tests marked
+``self_and_world`` also run in the plain pytest process, on COMM_SELF (see tests/conftest.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import agree, instance
 from mpi4py import MPI
-from rt_mpi_helpers import agree, emit_barrier, emit_epilogue
+from rt_mpi_helpers import emit_barrier, emit_epilogue
 
 from pldemu.collectives import CollectiveSpec, collective_program
 from pldemu.ir import NR, AllreduceMode, Program, ProgramBuilder
 from pldemu.lowering import lower_composite_ops
 from pldemu.runtime import DeadlockError, ProgramInstance, RuntimeOptions, WindowAccessError
-
-pytestmark = pytest.mark.mpi
 
 EPOCHS = 4
 
@@ -39,6 +39,7 @@ def _barrier_loop() -> Program:
     return pb.build()
 
 
+@pytest.mark.self_and_world
 def test_credit_barrier_reused_in_a_loop_and_across_runs(comm: MPI.Intracomm, backend: str) -> None:
     n = comm.Get_size()
     with ProgramInstance(_barrier_loop(), comm, RuntimeOptions(windows=backend, timeout=60)) as inst:
@@ -51,6 +52,50 @@ def test_credit_barrier_reused_in_a_loop_and_across_runs(comm: MPI.Intracomm, ba
         comm.Barrier()  # everyone retired every call: every cell is back at zero
         sig = inst.window("sig")
         agree(comm, all(sig.read_cell(c) == 0 for c in range(n)), "signal not back at zero")
+
+
+def _self_transfer_program() -> Program:
+    pb = ProgramBuilder("self_put")
+    src = pb.local("src", "fp32", [2, 8])
+    w = pb.window("w", "fp32", [2, 8])
+    acc = pb.window("acc", "fp32", [2, 8])
+    got = pb.local("got", "fp32", [2, 8])
+    part = pb.window("part", "fp32", [2, 8])
+    fb = pb.function()
+    pld = fb.pld
+    me = pld.system.rank(pld.system.get_comm_ctx(w))
+    stage = pld.tile.create([1, 3], "fp32")  # smaller than the transfers: they slide through it
+    pld.tile.put(w, me, src, stage)  # whole source to whole window
+    pld.tile.put(acc, me, src, stage)
+    pld.tile.put(acc, me, src, stage, atomic="Add")  # element-wise atomic add: 2 * src
+    pld.tile.put(part, me, src, stage, [1, 2], [0, 1], [1, 5])
+    pld.tile.put(part, me, src, stage, [0, 100], [0, 100], [1, 0])  # empty: no-op, nothing checked
+    pld.tile.get(got, me, w, stage)
+    pld.tile.get(w, me, w, stage, [0, 0], [0, 0], [2, 8])  # identity mapping: no-op
+    tile = pld.tile.remote_load(w, me, [1, 0], [1, 8], [1, 5])
+    pld.tile.put(part, me, tile, stage, [0, 0], [0, 0], [1, 8])  # a tile source, poison tail included
+    return pb.build()
+
+
+@pytest.mark.self_and_world
+@pytest.mark.parametrize("pieces", [False, True])
+def test_put_get_remote_load_on_myself(comm: MPI.Intracomm, pieces: bool) -> None:
+    # Moved from tests/runtime: on several ranks every transfer is still a self-copy, into a window
+    # the other ranks share.
+    with instance(_self_transfer_program(), comm, stage_pieces=pieces) as inst:
+        values = np.arange(16, dtype=np.float32).reshape(2, 8) + 1
+        inst.local("src")[...] = values
+        stats = inst.run()
+        np.testing.assert_array_equal(inst.local("w"), values)
+        np.testing.assert_array_equal(inst.local("acc"), 2 * values)
+        np.testing.assert_array_equal(inst.local("got"), values)
+        part = inst.local("part")
+        np.testing.assert_array_equal(part[1, 2:7], values[0, 1:6])
+        np.testing.assert_array_equal(part[0, :5], values[1, :5])
+        assert np.isnan(part[0, 5:]).all() and np.isnan(part[1, :2]).all()
+        # One window op per transfer, or one per stage piece ([1, 3] stage: ceil(8 / 3) pieces per row).
+        assert stats.window_ops["puts"] == (6 + 6 + 2 + 3 if pieces else 4)
+        assert stats.window_ops["atomic_puts"] == (6 if pieces else 1)
 
 
 def _round_trip() -> Program:
@@ -79,6 +124,7 @@ def _round_trip() -> Program:
     return pb.build()
 
 
+@pytest.mark.self_and_world
 @pytest.mark.parametrize("pieces", [False, True])
 def test_put_get_remote_load_round_trips(comm: MPI.Intracomm, backend: str, pieces: bool) -> None:
     n, me = comm.Get_size(), comm.Get_rank()
@@ -98,6 +144,7 @@ def test_put_get_remote_load_round_trips(comm: MPI.Intracomm, backend: str, piec
             agree(comm, ok, f"back={inst.local('back')[0]} data={inst.local('data')} total={total}")
 
 
+@pytest.mark.self_and_world
 def test_atomic_put_adds_every_rank_contribution(comm: MPI.Intracomm, backend: str) -> None:
     pb = ProgramBuilder("atomic")
     sig = pb.signal("sig", [NR, 1])
@@ -125,6 +172,7 @@ def test_atomic_put_adds_every_rank_contribution(comm: MPI.Intracomm, backend: s
         agree(comm, bool((c[1] == n).all() and (c[0] == 0).all() and (ic == 2 * n).all()), f"{c} {ic}")
 
 
+@pytest.mark.self_and_world
 def test_symmetric_out_of_bounds_put_is_refused_everywhere(comm: MPI.Intracomm, backend: str) -> None:
     pb = ProgramBuilder("oob")
     data = pb.window("data", "fp32", [NR, 8])
@@ -171,6 +219,7 @@ def test_deadlock_report_shows_every_rank_and_the_cycle(comm: MPI.Intracomm) -> 
         inst.close()
 
 
+@pytest.mark.self_and_world
 @pytest.mark.parametrize("mode", [AllreduceMode.mesh, AllreduceMode.ring])
 def test_lowered_allreduce_sums_across_ranks(comm: MPI.Intracomm, backend: str, mode: AllreduceMode) -> None:
     built = collective_program(CollectiveSpec("allreduce", mode=mode, size=4099))

@@ -1,5 +1,5 @@
-"""Helpers of the ``pldemu stress`` / ``pldemu run --iters`` launcher tests: the command as a subprocess
-outside any MPI job, and small user programs as ``.pld`` text.
+"""Helpers of the ``pldemu stress`` / ``pldemu run --iters`` launcher tests: small user programs as
+``.pld`` text (the command itself runs through ``helpers.pldemu``).
 
 ``correct_text`` is a lowered mesh allreduce (what ``pldemu lower --collective allreduce --after-only``
 prints); ``broken_text`` is the same with the epilogue (the retiring self-notify) dropped, so its
@@ -8,27 +8,9 @@ credit nobody posts)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
-from mpi_launch import REPO_ROOT, job_env
-
 from pldemu.collectives import CollectiveSpec, collective_program
 from pldemu.ir import format_program
 from pldemu.lowering import lower_composite_ops
-
-
-def pldemu(*argv: str, timeout: float = 600.0) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m pldemu ARGV`` as a user would: outside any MPI job (it spawns its own)."""
-    env = job_env()
-    env.pop("PLDEMU_IN_MPI_JOB", None)
-    return subprocess.run([sys.executable, "-m", "pldemu", *argv], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=REPO_ROOT, check=False, stdin=subprocess.DEVNULL)
-
-
-def report(res: subprocess.CompletedProcess[str]) -> str:
-    """Exit code, stdout and stderr of ``res``, for an assertion message."""
-    return f"exit {res.returncode}\n--- stdout ---\n{res.stdout}\n--- stderr ---\n{res.stderr}"
 
 
 def correct_text(size: int = 16) -> str:

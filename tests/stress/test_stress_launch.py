@@ -8,8 +8,8 @@ import re
 import shlex
 
 import pytest
-from stress_launch_helpers import pldemu
-from stress_launch_helpers import report as _report
+from helpers import pldemu
+from helpers import report as _report
 
 from pldemu.mutants import MUTANTS
 

@@ -10,9 +10,10 @@ import shlex
 from pathlib import Path
 
 import pytest
+from helpers import pldemu
+from helpers import report as _report
 from mpi_launch import REPO_ROOT
-from stress_launch_helpers import STUCK, broken_text, correct_text, pldemu
-from stress_launch_helpers import report as _report
+from stress_launch_helpers import STUCK, broken_text, correct_text
 
 pytestmark = pytest.mark.launcher
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import agree
 from mpi4py import MPI
-from stress_mpi_helpers import agree
 
 from pldemu.collectives import CollectiveSpec, collective_program
 from pldemu.ir import NR, AllreduceMode, Program, ProgramBuilder

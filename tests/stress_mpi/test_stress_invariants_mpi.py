@@ -6,8 +6,9 @@ from __future__ import annotations
 import time
 
 import pytest
+from helpers import agree
 from mpi4py import MPI
-from stress_mpi_helpers import agree, lowering_without
+from stress_mpi_helpers import lowering_without
 
 from pldemu.collectives import CollectiveSpec, collective_program
 from pldemu.ir import NR, AllreduceMode, Op, Program, ProgramBuilder

@@ -13,6 +13,7 @@ from pldemu.windows import NotifyOp, WaitCmp, WindowSet
 
 
 def shm_mappings() -> set[str]:
+    """Paths under /dev/shm mapped into this process (``(deleted)`` stripped); test_win_lifecycle uses it too."""
     found = set()
     with open("/proc/self/maps") as maps:
         for line in maps:

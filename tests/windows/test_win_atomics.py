@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from helpers import agree
 from mpi4py import MPI
-from windows_helpers import agree
 
 from pldemu.windows import NotifyOp, WaitCmp, allocate_window
 from pldemu.windows import shared as shared_backend

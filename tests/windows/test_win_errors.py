@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers import agree
 from mpi4py import MPI
-from windows_helpers import agree
 
 from pldemu.windows import NotifyOp, Window, WindowAccessError, WindowSet
 

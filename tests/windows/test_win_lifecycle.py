@@ -8,23 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import agree
 from mpi4py import MPI
-from windows_helpers import agree
+from shm_probe import shm_mappings  # the probe program's own reader (same directory)
 
 from pldemu.windows import NotifyOp, WindowFreedError, WindowSet, allocate_window
 
 HERE = Path(__file__).resolve().parent
-
-
-def shm_mappings() -> set[str]:
-    """Paths under /dev/shm mapped into this process (``(deleted)`` stripped)."""
-    found = set()
-    with open("/proc/self/maps") as maps:
-        for line in maps:
-            parts = line.split(None, 5)
-            if len(parts) == 6 and parts[5].startswith("/dev/shm/"):
-                found.add(parts[5].strip().removesuffix(" (deleted)"))
-    return found
 
 
 @pytest.mark.mpi

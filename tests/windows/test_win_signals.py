@@ -7,8 +7,8 @@ import time
 
 import numpy as np
 import pytest
+from helpers import agree
 from mpi4py import MPI
-from windows_helpers import agree
 
 from pldemu.windows import NotifyOp, PollPolicy, WaitCmp, WaitTimeout, WindowSet, allocate_window
 

@@ -1,0 +1,121 @@
+"""Helpers shared by every test folder (``tests/`` is on sys.path, see ``tests/conftest.py``).
+
+* :func:`agree`: the collective assert of multi-rank tests.
+* :func:`instance`: a program instance on a communicator (COMM_SELF by default), closed afterwards.
+* :func:`pldemu` / :func:`report`: the ``pldemu`` command as a user runs it (outside any MPI job).
+* :data:`BACKENDS`: the window back ends the ``backend`` fixture of ``tests/conftest.py`` runs.
+* :func:`lowered_then` / :func:`call_of`: a broken recipe for the harness tests (LowerCompositeOps, then
+  every statement of main mapped or dropped).
+
+The fixtures themselves (``comm``, ``backend``, and the ``self_and_world`` marker that runs one test
+body on COMM_SELF in a plain pytest and on COMM_WORLD under MPI) live in ``tests/conftest.py``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from mpi_launch import IN_JOB_ENV, REPO_ROOT, job_env
+
+from pldemu.ir import Assign, Call, Eval, For, If, Op, Program, Seq, Stmt, While
+from pldemu.lowering import lower_composite_ops
+
+if TYPE_CHECKING:  # both import mpi4py, which initialises MPI: conftest.py imports this module in MPI-free runs
+    from mpi4py import MPI
+
+    from pldemu.runtime import ProgramInstance
+
+BACKENDS: tuple[str, ...] = ("shared", "rma")
+"""The window back ends every ``backend``-parametrised test runs on."""
+
+StmtMap = Callable[[Stmt], Stmt | None]
+"""A statement rewrite for :func:`lowered_then`: the new statement, or None to drop it."""
+
+
+def agree(comm: MPI.Intracomm, ok: bool, detail: str = "") -> None:
+    """Collective assert: raise on every rank if it failed on any rank, with every failing rank's detail.
+
+    A plain ``assert`` failing on one rank would send that rank into the window free (or the next
+    test) while the others wait in some other collective: a hang.
+    """
+    results = comm.allgather((bool(ok), detail))
+    bad = [(r, d) for r, (good, d) in enumerate(results) if not good]
+    if bad:
+        lines = "\n".join(f"  rank {r}: {d}" for r, d in bad)
+        raise AssertionError(f"failed on {len(bad)} of {comm.Get_size()} ranks:\n{lines}")
+
+
+@contextmanager
+def instance(program: Program, comm: MPI.Intracomm | None = None, **options: Any) -> Iterator[ProgramInstance]:
+    """``program`` instantiated on ``comm`` (COMM_SELF by default) with ``RuntimeOptions(**options)``.
+
+    On one rank it is closed afterwards even when the test fails (the collective free cannot hang);
+    on several it is closed only when the block ends normally, as ``with ProgramInstance(...)`` does,
+    so that a rank failing alone never waits in the free for the others.
+    """
+    from mpi4py import MPI
+
+    from pldemu.runtime import ProgramInstance, RuntimeOptions
+
+    on = comm if comm is not None else MPI.COMM_SELF
+    inst = ProgramInstance(program, on, RuntimeOptions(**options))
+    if on.Get_size() > 1:
+        with inst:
+            yield inst
+        return
+    try:
+        yield inst
+    finally:
+        inst.close()
+
+
+def pldemu(*argv: str, timeout: float = 600.0) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m pldemu ARGV`` as a user would: outside any MPI job (it spawns its own)."""
+    env = job_env()
+    env.pop(IN_JOB_ENV, None)
+    return subprocess.run([sys.executable, "-m", "pldemu", *argv], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=REPO_ROOT, check=False, stdin=subprocess.DEVNULL)
+
+
+def report(res: subprocess.CompletedProcess[str]) -> str:
+    """Exit code, stdout and stderr of ``res``, for an assertion message."""
+    return f"exit {res.returncode}\n--- stdout ---\n{res.stdout}\n--- stderr ---\n{res.stderr}"
+
+
+def call_of(st: Stmt, op: Op) -> Call | None:
+    """The ``op`` call a statement makes (``op(...)`` or ``x = op(...)``), else None."""
+    call = st.call if isinstance(st, Eval) else st.value if isinstance(st, Assign) else None
+    return call if isinstance(call, Call) and call.op is op else None
+
+
+def map_statements(seq: Seq, fn: StmtMap) -> Seq:
+    """Apply ``fn`` to every statement (depth first; None drops it), rebuilding the structure."""
+    out: list[Stmt] = []
+    for st in seq.stmts:
+        if isinstance(st, For):
+            st = For(st.var, st.start, st.stop, st.step, map_statements(st.body, fn))
+        elif isinstance(st, While):
+            st = While(st.cond, map_statements(st.body, fn))
+        elif isinstance(st, If):
+            st = If(st.cond, map_statements(st.then, fn), None if st.orelse is None else map_statements(st.orelse, fn))
+        elif isinstance(st, Seq):
+            st = map_statements(st, fn)
+        new = fn(st)
+        if new is not None:
+            out.append(new)
+    return Seq(tuple(out))
+
+
+def lowered_then(fn: StmtMap) -> Callable[[Program], Program]:
+    """A ``lower`` for the harnesses: LowerCompositeOps, then ``fn`` over every statement of main."""
+
+    def lower(program: Program) -> Program:
+        lowered = lower_composite_ops(program)
+        main = lowered.function()
+        return lowered.replace_function(type(main)(main.name, main.params, map_statements(main.body, fn)))
+
+    return lower
