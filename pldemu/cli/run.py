@@ -25,6 +25,7 @@ bad options), 3 the program failed while running (deadlock, refused access, prog
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 import traceback
@@ -37,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from pldemu.cli.argtypes import nonneg_int, positive_float, positive_int
+from pldemu.cli.run_io import JobIO, add_io_arguments, expectation_summary, io_argv, job_io, write_report
 from pldemu.cli.schedule_args import add_schedule_arguments, schedule_argv, schedule_options
 from pldemu.ir import Program
 from pldemu.runtime.launch import abort_job
@@ -95,6 +97,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                     help="do not require every signal cell to be 0 at each block end (a program that leaves "
                          "cells non-zero on purpose)")
     add_schedule_arguments(parser)
+    add_io_arguments(parser)
 
 
 def load_program(path: str, lower: bool = True) -> Program:
@@ -192,32 +195,34 @@ def child_argv(args: argparse.Namespace, n: int) -> list[str]:
         argv += ["--block", str(args.block)]
     if args.no_cell_check:
         argv.append("--no-cell-check")
-    return argv + schedule_argv(args)
+    return argv + schedule_argv(args) + io_argv(args)
 
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``pldemu run``."""
-    from pldemu.runtime.launch import in_mpi_job, job_rank, spawn
+    from pldemu.runtime.buffer_io import BufferFileError
+    from pldemu.runtime.launch import in_mpi_job, job_rank, job_size, spawn
 
     inside = in_mpi_job()
+    n = args.ranks or (job_size() if inside else None) or DEFAULT_RANKS
     try:
         options = _options(args)
         program = load_program(args.program, lower=not args.no_lower)
-    except InputError as err:
+        io = job_io(args, program, n)
+    except (InputError, BufferFileError) as err:
         # Inside a job every rank reaches the same verdict before touching MPI; one prints it.
         return _error(str(err)) if not inside or job_rank() in (0, None) else EXIT_USAGE
     if inside:
         return run_in_job(program, options, source=args.program, ranks=args.ranks, dump=args.dump,
                           lowered=not args.no_lower, iters=args.iters, block=args.block,
-                          cell_check=not args.no_cell_check)
-    n = args.ranks if args.ranks is not None else DEFAULT_RANKS
+                          cell_check=not args.no_cell_check, io=io)
     return spawn(n, child_argv(args, n), args.job_timeout)
 
 
 def run_in_job(program: Program, options: Any, *, source: str = "", ranks: int | None = None,
                dump: str | None = None, lowered: bool = True,
                listeners: Sequence[Callable[[Any], None]] = (), iters: int = 1, block: int | None = None,
-               cell_check: bool = True) -> int:
+               cell_check: bool = True, io: JobIO | None = None) -> int:
     """Run ``program`` ``iters`` times on every rank of COMM_WORLD and report (rank 0). Returns the exit
     code; a rank whose run fails prints its error and aborts the whole job (exit 3). ``listeners`` are
     attached to the instance besides the op counter (traces, extra checks). With ``iters`` > 1 the
@@ -234,6 +239,7 @@ def run_in_job(program: Program, options: Any, *, source: str = "", ranks: int |
 
     comm = MPI.COMM_WORLD
     me, size = comm.Get_rank(), comm.Get_size()
+    io = io if io is not None else JobIO()
     try:
         if ranks is not None and ranks != size:
             raise ProgramError(f"-n {ranks} but this MPI job has {size} ranks")
@@ -249,15 +255,18 @@ def run_in_job(program: Program, options: Any, *, source: str = "", ranks: int |
     inst.add_listener(counter)
     for fn in listeners:
         inst.add_listener(fn)
+    io.load(me, inst.local)
     comm.Barrier()
     repeated: RepeatResult | None = None
     try:
         if iters == 1:
             seconds = inst.run().seconds
         else:
-            repeated = run_program_iterations(comm, inst, iters, options, block, cell_check=cell_check)
+            repeated = run_program_iterations(comm, inst, iters, options, block, cell_check=cell_check,
+                                              before_run=_reloader(comm, inst, io))
             seconds = repeated.seconds
     except DeadlockError as err:
+        _failure_file(io, me, str(err))
         if err.primary:
             _abort(comm, f"pldemu run: rank {me}: {err}\n{LOCATION_HINT}")
         else:
@@ -268,6 +277,7 @@ def run_in_job(program: Program, options: Any, *, source: str = "", ranks: int |
         return EXIT_ERROR
     except (ProgramError, WindowError, CheckError) as err:
         # CheckError: a block-end synchronisation timed out (a peer is stuck or gone).
+        _failure_file(io, me, f"{type(err).__name__}: {err}")
         _abort(comm, f"pldemu run: rank {me}: {type(err).__name__}: {err}\n{LOCATION_HINT}")
         return EXIT_ERROR
     except Exception as err:  # not the program's fault: say so, with the traceback, and end the job
@@ -282,10 +292,17 @@ def run_in_job(program: Program, options: Any, *, source: str = "", ranks: int |
     else:
         races = list(repeated.race_reports)  # checked at every block end
     summaries = {name: _summary(inst.local(name)) for name in inst.buffer_names()}
-    mine = (seconds, {op.text: n for op, n in counter.counts.items()}, summaries)
+    checked, mismatches = io.expected(me, inst.local)
+    mine = (seconds, {op.text: n for op, n in counter.counts.items()}, summaries, checked, mismatches)
     if dump is not None:
         _dump(Path(dump), me, inst, program)
     gathered = comm.gather(mine, root=0)
+    wrong = comm.allreduce(len(mismatches))
+    if repeated is not None:
+        violations = list(repeated.violations)
+    failed = bool(wrong or violations or (repeated is not None and (repeated.cells_nonzero
+                                                                     or repeated.invariant_violations)))
+    code = EXIT_CHECK if failed else EXIT_RACES if races else EXIT_OK
     if me == 0:
         assert gathered is not None
         print(_report(program, source, lowered, inst.backend, options, gathered, iters), flush=True)
@@ -295,17 +312,59 @@ def run_in_job(program: Program, options: Any, *, source: str = "", ranks: int |
             print(invariant_summary(violations), flush=True)
         if options.race_detect:
             print(race_summary(races, repeated.races if repeated is not None else None), flush=True)
+        if io.expect is not None:
+            found = [m for g in gathered for m in g[4]]
+            print(expectation_summary(io, sum(g[3] for g in gathered), found), flush=True)
+        if io.report is not None:
+            write_report(io.report, _json_report(program, inst.backend, gathered, races, violations, code))
     inst.close()  # collective; rank 0 writes the trace
     if me == 0 and options.trace:
         print(f"  trace: {options.trace} (draw it: pldemu trace-plot {options.trace} -o FILE.png)", flush=True)
     # Every rank got the same verdict: end MPI cleanly so that a non-zero exit is not an abort.
-    if violations or (repeated is not None and (repeated.cells_nonzero or repeated.invariant_violations)):
+    if code != EXIT_OK:
         MPI.Finalize()
-        return EXIT_CHECK
-    if races:
-        MPI.Finalize()
-        return EXIT_RACES
-    return EXIT_OK
+    return code
+
+
+def _reloader(comm: Any, inst: Any, io: JobIO) -> Callable[[int], None] | None:
+    """``--reload-inputs``: before every call after the first, fence (no peer may still read or write
+    this rank's windows from the previous call) and load the inputs again."""
+    if not io.reload:
+        return None
+    me = comm.Get_rank()
+
+    def reload(iteration: int) -> None:
+        if iteration == 0:
+            return
+        if inst.schedule is not None:
+            inst.schedule.host_sync()
+        comm.Barrier()
+        io.load(me, inst.local)
+        comm.Barrier()
+
+    return reload
+
+
+def _failure_file(io: JobIO, me: int, text: str) -> None:
+    """With ``--report``: this rank's failure message for the API (best effort: the job is ending)."""
+    path = io.failure_file(me)
+    if path is not None:
+        with contextlib.suppress(OSError):
+            path.write_text(text + "\n")
+
+
+def _json_report(program: Program, backend: str, gathered: list[Any], races: Sequence[Any],
+                 violations: Sequence[Any], code: int) -> dict[str, Any]:
+    """``--report``'s content: what the Python API's ``RunResult`` is made of."""
+    ops: Counter[str] = Counter()
+    for g in gathered:
+        ops.update(g[1])
+    return {
+        "program": program.name, "ranks": len(gathered), "backend": backend, "exit_code": code,
+        "seconds": [g[0] for g in gathered], "ops": dict(ops),
+        "races": [r.describe() for r in races], "invariants": [v.describe() for v in violations],
+        "mismatches": [m.describe() for g in gathered for m in g[4]],
+    }
 
 
 def race_summary(reports: Sequence[Any], total: int | None = None) -> str:

@@ -41,15 +41,24 @@ def in_mpi_job(environ: Mapping[str, str] | None = None) -> bool:
     return any(name in env for name in LAUNCHER_VARS)
 
 
-def job_rank(environ: Mapping[str, str] | None = None) -> int | None:
-    """This process's rank as its process manager announced it (before MPI is initialised), or None
-    outside a job. Lets a command print an input error once instead of once per rank."""
+def _announced(names: Sequence[str], environ: Mapping[str, str] | None) -> int | None:
     env = os.environ if environ is None else environ
-    for name in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"):
+    for name in names:
         value = env.get(name)
         if value is not None and value.strip().isdigit():
             return int(value)
     return None
+
+
+def job_rank(environ: Mapping[str, str] | None = None) -> int | None:
+    """This process's rank as its process manager announced it (before MPI is initialised), or None
+    outside a job. Lets a command print an input error once instead of once per rank."""
+    return _announced(("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"), environ)
+
+
+def job_size(environ: Mapping[str, str] | None = None) -> int | None:
+    """The job's rank count as its process manager announced it (before MPI is initialised), or None."""
+    return _announced(("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE"), environ)
 
 
 def abort_job(comm: Any, code: int) -> NoReturn:
@@ -178,6 +187,7 @@ __all__ = [
     "in_mpi_job",
     "job_env",
     "job_rank",
+    "job_size",
     "kill_group",
     "mpiexec_command",
     "pldemu_argv",
