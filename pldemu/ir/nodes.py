@@ -292,9 +292,11 @@ def _arith(op: BinOpKind, lhs: ExprLike, rhs: ExprLike) -> Expr:
     """Build ``lhs op rhs`` with constant folding and the identities that keep printed IR short."""
     a, b = as_expr(lhs), as_expr(rhs)
     if isinstance(a, Const) and isinstance(b, Const):
-        if op in (BinOpKind.FLOORDIV, BinOpKind.MOD) and b.value == 0:
-            return BinOp(op, a, b)  # leave the error to run time / the verifier
-        value = fold_binop(op, a.value, b.value)
+        node = BinOp(op, a, b)
+        try:
+            value = evaluate(node)
+        except FoldError:
+            return node  # leave the error (a division by zero) to run time / the verifier
         if isinstance(value, bool):
             return Const(value, DType.BOOL)
         return Const(value, _join_scalar(a.type, b.type))
@@ -343,6 +345,65 @@ def static_int(e: ExprLike) -> int | None:
     if isinstance(x, Const) and isinstance(x.value, int) and not isinstance(x.value, bool):
         return x.value
     return None
+
+
+# ----------------------------------------------------------------------------------------------
+# The evaluator of static expressions (literals, lists of them, operators, and NR when bound)
+# ----------------------------------------------------------------------------------------------
+
+
+class NotStatic(ValueError):
+    """``expr`` (a sub-expression of what was evaluated) has no value before run time."""
+
+    def __init__(self, expr: Arg) -> None:
+        self.expr = expr
+        super().__init__(f"not a static expression: {expr!r}")
+
+
+class FoldError(ArithmeticError):
+    """Operator ``expr`` faulted on its static operands (``cause``: e.g. a division by zero)."""
+
+    def __init__(self, expr: BinOp, cause: ArithmeticError) -> None:
+        self.expr, self.cause = expr, cause
+        super().__init__(str(cause))
+
+
+def evaluate(e: Arg, nr: int | None = None, *, integer: bool = False) -> Any:
+    """The value of ``e`` if it is known before run time: the one evaluator of the IR.
+
+    Literals, bracketed lists (a tuple), binary operators (``fold_binop``) and, when ``nr`` is given,
+    the rank-count symbol NR. ``integer``: every value along the way must be an integer (not a
+    bool), as in shape arithmetic. Raises ``NotStatic`` naming the first sub-expression (operands
+    left to right) that has no static value, ``FoldError`` naming the operator that faulted.
+    """
+    value: Any
+    if isinstance(e, Const):
+        value = e.value
+    elif isinstance(e, Var) and nr is not None and e.name == NR_NAME:
+        value = nr
+    elif isinstance(e, ListExpr):
+        return tuple(evaluate(item, nr, integer=integer) for item in e.items)
+    elif isinstance(e, BinOp):
+        a, b = evaluate(e.lhs, nr, integer=integer), evaluate(e.rhs, nr, integer=integer)
+        try:
+            value = fold_binop(e.op, a, b)
+        except ArithmeticError as err:
+            raise FoldError(e, err) from None
+    else:
+        raise NotStatic(e)
+    if integer and (isinstance(value, bool) or not isinstance(value, int)):
+        raise NotStatic(e)
+    return value
+
+
+def eval_nr(e: Expr, nr: int) -> int | None:
+    """Value of an integer expression whose only free symbol is NR at ``nr``; None if it has no
+    integer value (another symbol, a fault, a non-integer)."""
+    try:
+        value: int = evaluate(e, nr, integer=True)
+    except (NotStatic, FoldError):
+        return None
+    return value
 
 
 # ----------------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from pldemu.ir.dtypes import DType
 from pldemu.ir.enums import Layout, MemorySpace, enum_parse, enum_text
@@ -60,6 +61,7 @@ from pldemu.ir.nodes import (
     While,
 )
 from pldemu.ir.ops import Op
+from pldemu.ir.scope import Scope
 from pldemu.ir.signatures import SIGNATURES, AttrSpec, IRTypeError, Param, make_call
 
 
@@ -207,6 +209,8 @@ _FUNC_OPS = {"min": BinOpKind.MIN, "max": BinOpKind.MAX}
 _BUFFER_KINDS = {k.value: k for k in BufferKind}
 _OP_NAMES = [op.text for op in Op]
 
+_T = TypeVar("_T")
+
 
 def _did_you_mean(word: str, candidates: list[str] | set[str]) -> str:
     close = difflib.get_close_matches(word, sorted(candidates), n=1, cutoff=0.6)
@@ -221,20 +225,6 @@ def suggest_op(name: str) -> str | None:
         return same_tail[0]
     close = difflib.get_close_matches(name, same_tail or _OP_NAMES, n=1, cutoff=0.6)
     return close[0] if close else None
-
-
-class _Scope:
-    """Names visible at one point of a function, plus why other names are not (shared per function)."""
-
-    def __init__(self, names: dict[str, Type], hidden: dict[str, str]) -> None:
-        self.names = names
-        self.hidden = hidden
-
-    def child(self) -> _Scope:
-        return _Scope(dict(self.names), self.hidden)
-
-    def bind(self, name: str, t: Type) -> None:
-        self.names[name] = t
 
 
 class _Parser:
@@ -309,6 +299,20 @@ class _Parser:
             return False
         raise self.error(f"expected ',' or '{close}' {context}, got {tok.describe()}", tok)
 
+    def comma_list(self, close: str, context: str, item: Callable[[], _T]) -> list[_T]:
+        """``item()`` repeated, separated by ',' (a trailing one allowed), up to and consuming ``close``.
+
+        The opening bracket is already consumed; ``context`` names the list in the error that a
+        missing separator raises.
+        """
+        items: list[_T] = []
+        while not self.peek().is_op(close):
+            items.append(item())
+            if not self.comma_or_close(close, context):
+                break
+        self.advance()
+        return items
+
     # -- program level --------------------------------------------------------------------------
 
     def program(self) -> Program:
@@ -321,29 +325,7 @@ class _Parser:
         if name_tok.kind != NAME:
             raise self.error(f"expected the program name, got {name_tok.describe()}", name_tok)
         self.advance()
-        options: set[str] = set()
-        nranks: int | None = None
-        entry = "main"
-        while not self.peek().is_op("{"):
-            opt = self.peek()
-            if not opt.is_name("nranks", "entry"):
-                raise self.error(f"expected '{{' or a program option (nranks=INT, entry=NAME), "
-                                 f"got {opt.describe()}", opt)
-            if opt.text in options:
-                raise self.error(f"program option '{opt.text}' given twice", opt)
-            options.add(self.advance().text)
-            self.expect_op("=", f"after '{opt.text}'")
-            value = self.peek()
-            if opt.text == "nranks":
-                if value.kind != INT:
-                    raise self.error(f"nranks must be an integer literal, got {value.describe()}", value)
-                assert isinstance(value.value, int)
-                nranks = value.value
-            else:
-                if value.kind != NAME or "." in value.text:
-                    raise self.error(f"entry must be a function name, got {value.describe()}", value)
-                entry = value.text
-            self.advance()
+        nranks, entry = self.program_options()
         open_tok = self.advance()
         buffers: dict[str, tuple[BufferDecl, Token]] = {}
         functions: dict[str, tuple[Function, Token]] = {}
@@ -383,11 +365,38 @@ class _Parser:
         return Program(name_tok.text, tuple(d for d, _ in buffers.values()),
                        tuple(f for f, _ in functions.values()), entry, nranks)
 
+    def program_options(self) -> tuple[int | None, str]:
+        """``[nranks=INT] [entry=NAME]`` after the program name, up to (not consuming) '{'."""
+        options: set[str] = set()
+        nranks: int | None = None
+        entry = "main"
+        while not self.peek().is_op("{"):
+            opt = self.peek()
+            if not opt.is_name("nranks", "entry"):
+                raise self.error(f"expected '{{' or a program option (nranks=INT, entry=NAME), "
+                                 f"got {opt.describe()}", opt)
+            if opt.text in options:
+                raise self.error(f"program option '{opt.text}' given twice", opt)
+            options.add(self.advance().text)
+            self.expect_op("=", f"after '{opt.text}'")
+            value = self.peek()
+            if opt.text == "nranks":
+                if value.kind != INT:
+                    raise self.error(f"nranks must be an integer literal, got {value.describe()}", value)
+                assert isinstance(value.value, int)
+                nranks = value.value
+            else:
+                if value.kind != NAME or "." in value.text:
+                    raise self.error(f"entry must be a function name, got {value.describe()}", value)
+                entry = value.text
+            self.advance()
+        return nranks, entry
+
     def buffer_decl(self) -> tuple[BufferDecl, Token]:
         kind = _BUFFER_KINDS[self.advance().text]
         name_tok = self.name_token("a buffer name")
         self.expect_op(":", f"after the buffer name '{name_tok.text}'")
-        scope = _Scope({NR.name: NR.type}, {})
+        scope = Scope.of({NR.name: NR.type})
         t = self.tensor_type(kind is not BufferKind.LOCAL, scope)
         return BufferDecl(Var(name_tok.text, t), kind), name_tok
 
@@ -395,9 +404,10 @@ class _Parser:
         self.advance()  # func
         name_tok = self.name_token("a function name")
         self.expect_op("(", f"after the function name '{name_tok.text}'")
-        scope = _Scope(dict(globals_), {})
+        scope = Scope.of(globals_)
         params: list[Var] = []
-        while not self.peek().is_op(")"):
+
+        def param() -> Var:
             ptok = self.name_token("a parameter name")
             if any(p.name == ptok.text for p in params):
                 raise self.error(f"parameter '{ptok.text}' given twice", ptok)
@@ -405,9 +415,9 @@ class _Parser:
             t = self.param_type(scope)
             params.append(Var(ptok.text, t))
             scope.bind(ptok.text, t)
-            if not self.comma_or_close(")", "in the parameter list"):
-                break
-        self.advance()  # )
+            return params[-1]
+
+        self.comma_list(")", "in the parameter list", param)
         body = self.block(scope, f"function '{name_tok.text}'")
         return Function(name_tok.text, tuple(params), body), name_tok
 
@@ -443,15 +453,9 @@ class _Parser:
         self.advance()
         return value
 
-    def dims(self, scope: _Scope, context: str) -> tuple[Expr, ...]:
+    def dims(self, scope: Scope, context: str) -> tuple[Expr, ...]:
         self.expect_op("[", context)
-        items: list[Expr] = []
-        while not self.peek().is_op("]"):
-            items.append(self.expr(scope))
-            if not self.comma_or_close("]", "in the dimension list"):
-                break
-        self.advance()
-        return tuple(items)
+        return tuple(self.comma_list("]", "in the dimension list", lambda: self.expr(scope)))
 
     def int_literal(self, what: str) -> int:
         sign = -1 if self.peek().is_op("-") else 1
@@ -464,7 +468,7 @@ class _Parser:
         assert isinstance(tok.value, int)
         return sign * tok.value
 
-    def tensor_type(self, window: bool, scope: _Scope) -> TensorType:
+    def tensor_type(self, window: bool, scope: Scope) -> TensorType:
         dtype = self.dtype()
         shape = self.dims(scope, "after the dtype (a shape like fp32[4, NR])")
         valid: tuple[Expr, ...] | None = None
@@ -484,16 +488,10 @@ class _Parser:
                 layout = value
             else:
                 self.expect_op("[", "after 'strides'")
-                out: list[int] = []
-                while not self.peek().is_op("]"):
-                    out.append(self.int_literal("a stride"))
-                    if not self.comma_or_close("]", "in the stride list"):
-                        break
-                self.advance()
-                strides = tuple(out)
+                strides = tuple(self.comma_list("]", "in the stride list", lambda: self.int_literal("a stride")))
         return TensorType(dtype, shape, valid, window, layout, strides)
 
-    def param_type(self, scope: _Scope) -> Type:
+    def param_type(self, scope: Scope) -> Type:
         tok = self.peek()
         if tok.is_name("window"):
             self.advance()
@@ -505,12 +503,7 @@ class _Parser:
             self.advance()
             dtype = self.dtype()
             self.expect_op("[", "after the tile dtype (a static shape like tile fp32[16, 16])")
-            shape: list[int] = []
-            while not self.peek().is_op("]"):
-                shape.append(self.int_literal("a tile extent"))
-                if not self.comma_or_close("]", "in the tile shape"):
-                    break
-            self.advance()
+            shape = self.comma_list("]", "in the tile shape", lambda: self.int_literal("a tile extent"))
             valid: tuple[Expr, ...] | None = None
             memory = MemorySpace.Vec
             if self.peek().is_name("valid"):
@@ -533,7 +526,7 @@ class _Parser:
 
     # -- statements -----------------------------------------------------------------------------
 
-    def block(self, scope: _Scope, what: str) -> Seq:
+    def block(self, scope: Scope, what: str) -> Seq:
         open_tok = self.expect_op("{", f"to open the body of the {what}")
         stmts: list[Stmt] = []
         while True:
@@ -547,7 +540,7 @@ class _Parser:
             stmts.append(self.statement(scope))
             self.end_of_statement()
 
-    def statement(self, scope: _Scope) -> Stmt:
+    def statement(self, scope: Scope) -> Stmt:
         tok = self.peek()
         if tok.kind == NAME:
             nxt = self.peek(1)
@@ -572,7 +565,7 @@ class _Parser:
         raise self.error("this expression does nothing on its own; a statement is NAME = EXPR, an op "
                          "call, for, while, if or return", tok)
 
-    def assign_stmt(self, scope: _Scope) -> Assign:
+    def assign_stmt(self, scope: Scope) -> Assign:
         name_tok = self.name_token("a variable name")
         self.advance()  # =
         value_tok = self.peek()
@@ -585,23 +578,13 @@ class _Parser:
         scope.bind(var.name, var.type)
         return Assign(var, value)
 
-    def _hide_block_names(self, outer: _Scope, inner: _Scope, where: str) -> None:
-        for name in inner.names.keys() - outer.names.keys():
-            outer.hidden[name] = f"it is only bound inside {where} (names bound in a loop body are not " \
-                                 "visible after the loop)"
-
-    def for_stmt(self, scope: _Scope) -> For:
+    def for_stmt(self, scope: Scope) -> For:
         for_tok = self.advance()
         var_tok = self.name_token("a loop variable")
         self.expect_keyword("in", "after the loop variable (for NAME in range(start, stop, step))")
         self.expect_keyword("range", "after 'in' (for loops iterate over range(start, stop, step))")
         open_tok = self.expect_op("(", "after 'range'")
-        bounds: list[Expr] = []
-        while not self.peek().is_op(")"):
-            bounds.append(self.expr(scope))
-            if not self.comma_or_close(")", "in range(...)"):
-                break
-        self.advance()
+        bounds = self.comma_list(")", "in range(...)", lambda: self.expr(scope))
         if not 1 <= len(bounds) <= 3:
             raise self.error(f"range takes 1 to 3 arguments (stop | start, stop | start, stop, step), "
                              f"got {len(bounds)}", open_tok)
@@ -613,18 +596,18 @@ class _Parser:
         inner = scope.child()
         inner.bind(var.name, var.type)
         body = self.block(inner, "for loop")
-        self._hide_block_names(scope, inner, f"the for loop at line {for_tok.line}")
+        scope.leave_loop(inner, f"the for loop at line {for_tok.line}")
         return For(var, bounds[0], bounds[1], bounds[2], body)
 
-    def while_stmt(self, scope: _Scope) -> While:
+    def while_stmt(self, scope: Scope) -> While:
         while_tok = self.advance()
         cond = self.expr(scope)
         inner = scope.child()
         body = self.block(inner, "while loop")
-        self._hide_block_names(scope, inner, f"the while loop at line {while_tok.line}")
+        scope.leave_loop(inner, f"the while loop at line {while_tok.line}")
         return While(cond, body)
 
-    def if_stmt(self, scope: _Scope) -> If:
+    def if_stmt(self, scope: Scope) -> If:
         if_tok = self.advance()
         cond = self.expr(scope)
         then = scope.child()
@@ -639,22 +622,10 @@ class _Parser:
             orelse = Seq((self.if_stmt(other),)) if nested else self.block(other, "else")
         else:
             self.i = mark
-        where = f"the if at line {if_tok.line}"
-        for name in (then.names.keys() | other.names.keys()) - scope.names.keys():
-            t, e = then.names.get(name), other.names.get(name)
-            if t is not None and t == e:
-                scope.bind(name, t)
-            elif t is not None and e is not None:
-                scope.hidden[name] = f"the branches of {where} bind it with different types"
-            else:
-                scope.hidden[name] = f"it is bound in only one branch of {where}"
-        for name, t0 in list(scope.names.items()):
-            t, e = then.names[name], other.names[name]
-            if t == e and t != t0:  # both branches re-bound it the same way
-                scope.bind(name, t)
+        scope.join_branches(then, other, f"the if at line {if_tok.line}")
         return If(cond, then_body, orelse)
 
-    def return_stmt(self, scope: _Scope) -> Return:
+    def return_stmt(self, scope: Scope) -> Return:
         self.advance()
         values: list[Expr] = []
         while self.peek().kind != NEWLINE and not self.peek().is_op("}"):
@@ -666,21 +637,21 @@ class _Parser:
 
     # -- expressions ----------------------------------------------------------------------------
 
-    def expr(self, scope: _Scope) -> Expr:
+    def expr(self, scope: Scope) -> Expr:
         lhs = self.and_expr(scope)
         while self.peek().is_name("or"):
             self.advance()
             lhs = BinOp(BinOpKind.OR, lhs, self.and_expr(scope))
         return lhs
 
-    def and_expr(self, scope: _Scope) -> Expr:
+    def and_expr(self, scope: Scope) -> Expr:
         lhs = self.compare(scope)
         while self.peek().is_name("and"):
             self.advance()
             lhs = BinOp(BinOpKind.AND, lhs, self.compare(scope))
         return lhs
 
-    def compare(self, scope: _Scope) -> Expr:
+    def compare(self, scope: Scope) -> Expr:
         lhs = self.additive(scope)
         tok = self.peek()
         if tok.kind == OP and tok.text in _CMP_OPS:
@@ -692,21 +663,21 @@ class _Parser:
                                  nxt)
         return lhs
 
-    def additive(self, scope: _Scope) -> Expr:
+    def additive(self, scope: Scope) -> Expr:
         lhs = self.term(scope)
         while self.peek().kind == OP and self.peek().text in _ADD_OPS:
             kind = _ADD_OPS[self.advance().text]
             lhs = BinOp(kind, lhs, self.term(scope))
         return lhs
 
-    def term(self, scope: _Scope) -> Expr:
+    def term(self, scope: Scope) -> Expr:
         lhs = self.unary(scope)
         while self.peek().kind == OP and self.peek().text in _MUL_OPS:
             kind = _MUL_OPS[self.advance().text]
             lhs = BinOp(kind, lhs, self.unary(scope))
         return lhs
 
-    def unary(self, scope: _Scope) -> Expr:
+    def unary(self, scope: Scope) -> Expr:
         tok = self.peek()
         if tok.is_op("-"):
             nxt = self.peek(1)
@@ -743,7 +714,7 @@ class _Parser:
                                  f"write an integer", dtype_tok)
         return Const(value, dtype)
 
-    def atom(self, scope: _Scope) -> Expr:
+    def atom(self, scope: Scope) -> Expr:
         tok = self.peek()
         if tok.kind in (INT, FLOAT):
             return self.literal()
@@ -785,30 +756,19 @@ class _Parser:
                              tok)
         return Var(tok.text, t)
 
-    def min_max(self, scope: _Scope) -> Expr:
+    def min_max(self, scope: Scope) -> Expr:
         fn = self.advance()
         open_tok = self.advance()  # (
-        operands: list[Expr] = []
-        while not self.peek().is_op(")"):
-            operands.append(self.expr(scope))
-            if not self.comma_or_close(")", f"in {fn.text}(...)"):
-                break
-        self.advance()
+        operands = self.comma_list(")", f"in {fn.text}(...)", lambda: self.expr(scope))
         if len(operands) != 2:
             raise self.error(f"{fn.text} takes exactly two arguments, got {len(operands)}", open_tok)
         return BinOp(_FUNC_OPS[fn.text], operands[0], operands[1])
 
-    def list_expr(self, scope: _Scope) -> ListExpr:
+    def list_expr(self, scope: Scope) -> ListExpr:
         self.advance()  # [
-        items: list[Expr] = []
-        while not self.peek().is_op("]"):
-            items.append(self.expr(scope))
-            if not self.comma_or_close("]", "in the list"):
-                break
-        self.advance()
-        return ListExpr(tuple(items))
+        return ListExpr(tuple(self.comma_list("]", "in the list", lambda: self.expr(scope))))
 
-    def call(self, scope: _Scope) -> Call:
+    def call(self, scope: Scope) -> Call:
         name_tok = self.advance()
         try:
             op = Op(name_tok.text)
@@ -823,7 +783,8 @@ class _Parser:
         arg_toks: list[Token] = []
         attrs: dict[str, AttrValue] = {}
         attr_toks: dict[str, Token] = {}
-        while not self.peek().is_op(")"):
+
+        def argument() -> None:
             tok = self.peek()
             if tok.kind == NAME and self.peek(1).is_op("="):
                 spec = specs.get(tok.text)
@@ -842,9 +803,8 @@ class _Parser:
                     raise self.error(f"positional argument after an attribute in {op.text}(...)", tok)
                 arg_toks.append(tok)
                 args.append(self.list_expr(scope) if tok.is_op("[") else self.expr(scope))
-            if not self.comma_or_close(")", f"in the arguments of {op.text}"):
-                break
-        self.advance()  # )
+
+        self.comma_list(")", f"in the arguments of {op.text}", argument)
         for spec in sig.attrs:
             if spec.default is None and spec.name not in attrs:
                 raise self.error(f"{op.text} needs the attribute {spec.name}=...", name_tok)

@@ -162,13 +162,16 @@ def _tile(a: Arg) -> TileType:
 # ----------------------------------------------------------------------------------------------
 
 
-def _same_as_arg(index: int) -> Deducer:
-    def deduce(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
-        a = args[index]
+@dataclass(frozen=True)
+class SameAsArg:
+    """Deducer: the result is argument ``index`` (its type, and for a tensor the memory it names)."""
+
+    index: int
+
+    def __call__(self, op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+        a = args[self.index]
         assert not isinstance(a, ListExpr)
         return a.type
-
-    return deduce
 
 
 def _none(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
@@ -364,16 +367,16 @@ _REDUCE = AttrSpec("op", ReduceOp, ReduceOp.Sum)
 SIGNATURES: Mapping[Op, Signature] = MappingProxyType(
     {
         # Collectives: kinds only; their semantic contracts are checked by LowerCompositeOps.
-        Op.ALLREDUCE: _sig([("target", T), ("signal", T)], _same_as_arg(0),
+        Op.ALLREDUCE: _sig([("target", T), ("signal", T)], SameAsArg(0),
                            [_REDUCE, AttrSpec("mode", AllreduceMode, AllreduceMode.mesh)]),
-        Op.ALLGATHER: _sig([("local_data", T), ("target", T), ("signal", T)], _same_as_arg(1)),
-        Op.REDUCE_SCATTER: _sig([("target", T), ("signal", T)], _same_as_arg(0), [_REDUCE]),
-        Op.BROADCAST: _sig([("target", T), ("signal", T)], _same_as_arg(0), [AttrSpec("root", int, None)]),
-        Op.BARRIER: _sig([("signal", T)], _same_as_arg(0)),
-        Op.ALL_TO_ALL: _sig([("input", T), ("target", T), ("signal", T)], _same_as_arg(1)),
+        Op.ALLGATHER: _sig([("local_data", T), ("target", T), ("signal", T)], SameAsArg(1)),
+        Op.REDUCE_SCATTER: _sig([("target", T), ("signal", T)], SameAsArg(0), [_REDUCE]),
+        Op.BROADCAST: _sig([("target", T), ("signal", T)], SameAsArg(0), [AttrSpec("root", int, None)]),
+        Op.BARRIER: _sig([("signal", T)], SameAsArg(0)),
+        Op.ALL_TO_ALL: _sig([("input", T), ("target", T), ("signal", T)], SameAsArg(1)),
         Op.ALL_TO_ALL_V: _sig(
             [("input", T), ("target", T), ("signal", T), ("send_counts", T), ("recv_counts", T)],
-            _same_as_arg(1),
+            SameAsArg(1),
         ),
         # Distributed primitives.
         Op.PUT: _sig(
@@ -412,8 +415,8 @@ SIGNATURES: Mapping[Op, Signature] = MappingProxyType(
         Op.TILE_MUL: _sig([("lhs", TL), ("rhs", TL)], _deduce_binary_tile),
         Op.TILE_MAXIMUM: _sig([("lhs", TL), ("rhs", TL)], _deduce_binary_tile),
         Op.TILE_MINIMUM: _sig([("lhs", TL), ("rhs", TL)], _deduce_binary_tile),
-        Op.TILE_ADDS: _sig([("tile", TL), ("scalar", S)], _same_as_arg(0)),
-        Op.TILE_MULS: _sig([("tile", TL), ("scalar", S)], _same_as_arg(0)),
+        Op.TILE_ADDS: _sig([("tile", TL), ("scalar", S)], SameAsArg(0)),
+        Op.TILE_MULS: _sig([("tile", TL), ("scalar", S)], SameAsArg(0)),
         Op.TILE_CAST: _sig([("tile", TL)], _deduce_cast, [AttrSpec("dtype", DType, None)]),
     }
 )
@@ -495,6 +498,7 @@ __all__ = [
     "Kind",
     "Layout",
     "Param",
+    "SameAsArg",
     "Signature",
     "describe",
     "make_call",

@@ -1,6 +1,8 @@
 """Whole-program verifier: buffer declarations, defined-before-use, types of every call and statement.
 
-Run after every pass in the tests. Raises ``VerifyError`` listing every problem found.
+Run after every pass in the tests. Raises ``VerifyError`` listing every problem found. Names are
+scoped with ``pldemu.ir.scope.Scope`` (the parser's rules); expressions are visited with the IR
+walker (``pldemu.ir.walk.walk_expr``), one node check per sub-expression.
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ from pldemu.ir.nodes import (
     Var,
     While,
 )
+from pldemu.ir.scope import Scope
 from pldemu.ir.signatures import IRTypeError, make_call
+from pldemu.ir.walk import walk_expr
 
 
 class VerifyError(ValueError):
@@ -41,14 +45,6 @@ class VerifyError(ValueError):
     def __init__(self, program: str, problems: list[str]) -> None:
         self.problems = problems
         super().__init__(f"program {program} failed verification:\n  " + "\n  ".join(problems))
-
-
-class _Scope:
-    def __init__(self, names: dict[str, Type]) -> None:
-        self.names = names
-
-    def copy(self) -> _Scope:
-        return _Scope(dict(self.names))
 
 
 class _Verifier:
@@ -76,7 +72,7 @@ class _Verifier:
             if b.kind is BufferKind.SIGNAL and t.dtype is not DType.INT32:
                 self.fail(f"signal {name} must be int32, got {t.dtype.value}")
             for d in t.shape + (t.valid_shape or ()):
-                self._expr(d, _Scope({NR.name: NR.type}))
+                self._expr(d, Scope.of({NR.name: NR.type}))
             seen[name] = t
         if p.nranks is not None and p.nranks < 1:
             self.fail(f"nranks must be >= 1, got {p.nranks}")
@@ -90,16 +86,16 @@ class _Verifier:
 
     def function(self, f: Function, globals_: dict[str, Type]) -> None:
         self.where = f"func {f.name}"
-        scope = _Scope(dict(globals_))
+        scope = Scope.of(globals_)
         for prm in f.params:
-            scope.names[prm.name] = prm.type
+            scope.bind(prm.name, prm.type)
         self.seq(f.body, scope)
 
-    def seq(self, s: Seq, scope: _Scope) -> None:
+    def seq(self, s: Seq, scope: Scope) -> None:
         for st in s.stmts:
             self.stmt(st, scope)
 
-    def stmt(self, s: Stmt, scope: _Scope) -> None:
+    def stmt(self, s: Stmt, scope: Scope) -> None:
         if isinstance(s, Assign):
             self._expr(s.value, scope)
             vt = s.value.type
@@ -110,7 +106,7 @@ class _Verifier:
             prev = scope.names.get(s.var.name)
             if prev is not None and prev != s.var.type and not _compatible_rebind(prev, s.var.type):
                 self.fail(f"{s.var.name} re-assigned with a different type")
-            scope.names[s.var.name] = s.var.type
+            scope.bind(s.var.name, s.var.type)
         elif isinstance(s, Eval):
             self._expr(s.call, scope)
         elif isinstance(s, Seq):
@@ -119,26 +115,22 @@ class _Verifier:
             for e in (s.start, s.stop, s.step):
                 self._expr(e, scope)
                 self._int_scalar(e, "for bound")
-            inner = scope.copy()
-            inner.names[s.var.name] = s.var.type
+            inner = scope.child()
+            inner.bind(s.var.name, s.var.type)
             # Names first defined inside the body are not defined after it (the loop may run 0 times).
             self.seq(s.body, inner)
         elif isinstance(s, While):
             self._expr(s.cond, scope)
             self._bool(s.cond, "while condition")
-            inner = scope.copy()
-            self.seq(s.body, inner)
+            self.seq(s.body, scope.child())
         elif isinstance(s, If):
             self._expr(s.cond, scope)
             self._bool(s.cond, "if condition")
-            then = scope.copy()
+            then, other = scope.child(), scope.child()
             self.seq(s.then, then)
-            other = scope.copy()
             if s.orelse is not None:
                 self.seq(s.orelse, other)
-            for name, t in then.names.items():
-                if name not in scope.names and other.names.get(name) == t:
-                    scope.names[name] = t
+            scope.join_branches(then, other, "the if")
         elif isinstance(s, Return):
             for v in s.values:
                 self._expr(v, scope)
@@ -156,13 +148,17 @@ class _Verifier:
         if not (isinstance(t, ScalarType) and t.dtype.is_int):
             self.fail(f"{what} must be an integer scalar")
 
-    def _expr(self, e: Arg, scope: _Scope) -> None:
+    def _expr(self, e: Arg, scope: Scope) -> None:
+        """Check every sub-expression of ``e``, operands before the node that uses them."""
+        for node in walk_expr(e):
+            self._node(node, scope)
+
+    def _node(self, e: Arg, scope: Scope) -> None:
+        """The checks of one expression node (its operands are checked already)."""
         if isinstance(e, ListExpr):
-            for item in e.items:
-                self._expr(item, scope)
             return
         if isinstance(e, Var):
-            t = scope.names.get(e.name)
+            t = scope.get(e.name)
             if t is None:
                 self.fail(f"{e.name} used before it is defined")
             elif t != e.type and not _compatible_rebind(t, e.type):
@@ -173,26 +169,26 @@ class _Verifier:
                 self.fail(f"constant {e.value!r} has the non-float dtype {e.dtype.value}")
             return
         if isinstance(e, BinOp):
-            self._expr(e.lhs, scope)
-            self._expr(e.rhs, scope)
             for side in (e.lhs, e.rhs):
                 if not isinstance(side.type, ScalarType):
                     self.fail(f"operator {e.op.value} applied to a non-scalar")
             return
         if isinstance(e, Call):
-            for a in e.args:
-                self._expr(a, scope)
-            try:
-                again = make_call(e.op, e.args, dict(e.attrs))
-            except IRTypeError as err:
-                self.fail(str(err))
-                return
-            if again.type != e.type:
-                self.fail(f"{e.op.text}: recorded result type differs from the deduced one")
-            if again.attrs != e.attrs:
-                self.fail(f"{e.op.text}: attributes are not canonical")
+            self._call(e)
             return
         self.fail(f"unknown expression {type(e).__name__}")
+
+    def _call(self, e: Call) -> None:
+        """A call's recorded type and attributes are what the signature table deduces again."""
+        try:
+            again = make_call(e.op, e.args, dict(e.attrs))
+        except IRTypeError as err:
+            self.fail(str(err))
+            return
+        if again.type != e.type:
+            self.fail(f"{e.op.text}: recorded result type differs from the deduced one")
+        if again.attrs != e.attrs:
+            self.fail(f"{e.op.text}: attributes are not canonical")
 
 
 def _compatible_rebind(a: Type, b: Type) -> bool:

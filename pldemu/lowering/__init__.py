@@ -1,13 +1,17 @@
 """LowerCompositeOps: rewrite ``pld.tensor.*`` collectives into notify/wait + data-movement recipes.
 
-One module per collective, shared protocol pieces in ``common``, the dispatch table in ``rules``,
-the statement rewriter in ``pass_``, and the recipe variants (deliberate deviations, for the mutant
-catalogue) in ``variant``.
+The pass object ``LowerCompositeOps`` (options as fields, ``apply(program) -> Program``) and its
+statement rewriter live in ``pass_``; one module per collective family writes the recipes; shared
+protocol pieces (context, credit barrier, epilogue, geometry, NR checks) are in ``common``; the
+``op -> rule`` table and the argument roles derived from the signature table in ``rules``; the recipe
+variants (deliberate deviations, for the mutant catalogue) in ``variant``. IR traversal and
+constant / NR evaluation come from the IR package (``pldemu.ir.walk``, ``pldemu.ir.nodes.evaluate``).
 """
 
 from pldemu.lowering.common import LoweringError
 from pldemu.lowering.pass_ import (
     CallReport,
+    LowerCompositeOps,
     LoweringReport,
     composite_calls,
     lower_composite_ops,
@@ -20,6 +24,7 @@ __all__ = [
     "CORRECT",
     "RULES",
     "CallReport",
+    "LowerCompositeOps",
     "LoweringError",
     "LoweringReport",
     "RecipeVariant",

@@ -15,7 +15,7 @@ from pldemu.lowering.common import (
     Lowered,
     LoweringContext,
     check_dims,
-    check_fully_valid,
+    check_separate_input,
     check_signal,
     check_window,
     emit_barrier,
@@ -41,13 +41,10 @@ def lower_all_to_all(call: Call, fb: FunctionBuilder, ctx: LoweringContext) -> L
     size = t.shape[1]
     if not same_extent(it.shape[1], size, ctx.nranks):
         raise ctx.error("input", f"shaped like the target [NR, {show(size)}]", show(it.shape))
-    if ctx.root(src) & ctx.root(target):
-        raise ctx.error("input", "a buffer other than the target", f"{src.name} aliases {target.name}")
-    check_fully_valid(ctx, "target", t)
-    check_fully_valid(ctx, "input", it)
+    check_separate_input(ctx, src, it, target, t)
     signal = check_signal(ctx, call, 2)
 
-    comm = emit_comm(fb, target, signal, ctx.variant)
+    comm = emit_comm(fb, ctx, target, signal)
     stage, shape = stage_tile(fb, ctx, Geometry.of(t.dtype), "input", [Const(1), size])
     n = subst_nr(size, comm.nr)
     with fb.for_range(0, comm.nr, hint="dest") as dest:

@@ -25,13 +25,13 @@ from __future__ import annotations
 from pldemu.ir.builder import FunctionBuilder
 from pldemu.ir.dtypes import DType
 from pldemu.ir.enums import NotifyOp
-from pldemu.ir.nodes import NR, BinOpKind, Call, Const, Expr, binop, emax, emin
+from pldemu.ir.nodes import NR, Call, Const, Expr, emax, emin
 from pldemu.lowering.common import (
     Geometry,
     Lowered,
     LoweringContext,
     check_dims,
-    check_fully_valid,
+    check_separate_input,
     check_signal,
     check_window,
     emit_barrier,
@@ -60,10 +60,7 @@ def lower_all_to_all_v(call: Call, fb: FunctionBuilder, ctx: LoweringContext) ->
         raise ctx.error("input", f"of the target's dtype {t.dtype.value}", it.dtype.value)
     if len(it.shape) != 2 or not all(same_extent(a, b, ctx.nranks) for a, b in zip(it.shape, t.shape, strict=True)):
         raise ctx.error("input", f"shaped like the target {show(t.shape)}", show(it.shape))
-    if ctx.root(src) & ctx.root(target):
-        raise ctx.error("input", "a buffer other than the target", f"{src.name} aliases {target.name}")
-    check_fully_valid(ctx, "target", t)
-    check_fully_valid(ctx, "input", it)
+    check_separate_input(ctx, src, it, target, t)
     signal = check_signal(ctx, call, 2)
     send, st = tensor_arg(ctx, call, 3, "send_counts")
     if st.dtype is not DType.INT32 or st.window:
@@ -78,7 +75,7 @@ def lower_all_to_all_v(call: Call, fb: FunctionBuilder, ctx: LoweringContext) ->
     if ctx.root(recv) & (ctx.root(signal) | ctx.root(target)):
         raise ctx.error("recv_counts", "its own buffer (not the signal or the target)", recv.name)
 
-    comm = emit_comm(fb, target, signal, ctx.variant)
+    comm = emit_comm(fb, ctx, target, signal)
     size = subst_nr(t.shape[1], comm.nr)
     stage, shape = stage_tile(fb, ctx, Geometry.of(t.dtype), "target", [Const(max_recv), t.shape[1]])
     system = fb.pld.system
@@ -87,7 +84,7 @@ def lower_all_to_all_v(call: Call, fb: FunctionBuilder, ctx: LoweringContext) ->
     # Reset my counts with AtomicAdd(-current): no peer publishes before my readiness credit below.
     with fb.for_range(0, comm.nr, hint="src") as s:
         stale = fb.pld.tensor.read(recv, [s, 0])
-        system.notify(recv, me, [s, 0], binop(BinOpKind.SUB, 0, stale), op=NotifyOp.AtomicAdd)
+        system.notify(recv, me, [s, 0], 0 - stale, op=NotifyOp.AtomicAdd)
     emit_notify_all(fb, comm)  # readiness: credit 1 of this call
 
     with fb.for_range(0, comm.nr, hint="dest") as dest:
@@ -98,8 +95,8 @@ def lower_all_to_all_v(call: Call, fb: FunctionBuilder, ctx: LoweringContext) ->
         rows = fb.let("rows", emin(emax(want, 0), max_recv))
         with fb.if_(rows.gt(0)):  # zero-row destinations keep the reset count: nothing to publish
             system.notify(recv, dest, [me, 0], rows, op=NotifyOp.AtomicAdd)
-            fb.pld.tile.put(target, dest, src, stage, [binop(BinOpKind.MUL, me, max_recv), 0],
-                            [binop(BinOpKind.MUL, dest, max_recv), 0], [rows, size])
+            fb.pld.tile.put(target, dest, src, stage, [me * max_recv, 0],
+                            [dest * max_recv, 0], [rows, size])
     emit_barrier(fb, comm, 2)  # completion: credit 2, then wait-all Ge 2
     # Retire both credits. A fast peer may already have posted both of its next-call credits (the
     # cell can reach 4); subtracting 2 keeps them.
@@ -117,7 +114,7 @@ def _max_recv(ctx: LoweringContext, rows: Expr) -> int:
                             show(rows))
         return v // pinned
     k = eval_nr(rows, 1)
-    if k is None or k <= 0 or not same_extent(rows, binop(BinOpKind.MUL, k, NR), None):
+    if k is None or k <= 0 or not same_extent(rows, k * NR, None):
         raise ctx.error("target", "rows of the form k * NR (MAX_RECV = k rows per sender must be static; pin "
                         "nranks to use a constant row count)", show(rows))
     return k

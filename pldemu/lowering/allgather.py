@@ -51,7 +51,7 @@ def lower_allgather(call: Call, fb: FunctionBuilder, ctx: LoweringContext) -> Lo
     check_fully_valid(ctx, "local_data", lt)
     signal = check_signal(ctx, call, 2)
 
-    comm = emit_comm(fb, target, signal, ctx.variant)
+    comm = emit_comm(fb, ctx, target, signal)
     geo = Geometry.of(t.dtype)
     stage, shape = stage_tile(fb, ctx, geo, "local_data", [Const(1), size])
     n = subst_nr(size, comm.nr)

@@ -20,14 +20,12 @@ from collections.abc import Sequence
 
 from pldemu.ir.builder import FunctionBuilder
 from pldemu.ir.nodes import (
-    BinOpKind,
     Call,
     Const,
     Expr,
     ExprLike,
     TensorType,
     Var,
-    binop,
     ceildiv,
     emin,
     static_int,
@@ -60,7 +58,7 @@ def lower_allreduce_mesh(call: Call, fb: FunctionBuilder, ctx: LoweringContext, 
     if valid is not None:
         return _rectangle(fb, ctx, target, signal, tile_op, t, valid, geo)
 
-    comm = emit_comm(fb, target, signal, ctx.variant)
+    comm = emit_comm(fb, ctx, target, signal)
     n_sym = numel(t.shape)
     n: Expr = subst_nr(n_sym, comm.nr)
     if static_int(n) is None:
@@ -79,7 +77,7 @@ def lower_allreduce_mesh(call: Call, fb: FunctionBuilder, ctx: LoweringContext, 
 
     # One ready credit plus one post-reduce credit per chunk, as an expression when N is runtime
     # (only the ready credit when the variant drops the post-reduce barrier).
-    total_sym = binop(BinOpKind.ADD, 1, chunks_sym) if comm.variant.mesh_post_reduce_barrier else Const(1)
+    total_sym = 1 + chunks_sym if comm.variant.mesh_post_reduce_barrier else Const(1)
     total = subst_nr(total_sym, comm.nr)
     emit_epilogue(fb, comm, total if static_int(total) is not None else fb.let("credits", total))
     return Lowered(target, total_sym, None, chunks_sym, None)
@@ -88,7 +86,7 @@ def lower_allreduce_mesh(call: Call, fb: FunctionBuilder, ctx: LoweringContext, 
 def _chunk(fb: FunctionBuilder, comm: Comm, flat: Var, tile_op: Op, n: Expr, c: int, col: Expr) -> None:
     """Reduce the chunk at ``col`` across all ranks, barrier, store it back."""
     tile = fb.pld.tile
-    width: ExprLike = emin(c, binop(BinOpKind.SUB, n, col))
+    width: ExprLike = emin(c, n - col)
     if static_int(width) is None:
         width = fb.let("valid", width)
     # The tail chunk carries valid [1, min(C, N - col)] so the allocation stays static while the
@@ -101,7 +99,7 @@ def _chunk(fb: FunctionBuilder, comm: Comm, flat: Var, tile_op: Op, n: Expr, c: 
 
     emit_peer_loop(fb, comm, "peer", add_peer)
     if comm.variant.mesh_post_reduce_barrier:
-        gen: ExprLike = binop(BinOpKind.ADD, binop(BinOpKind.FLOORDIV, col, c), 2)
+        gen: ExprLike = col // c + 2
         if static_int(gen) is None:
             gen = fb.let("gen", gen)
         # Post-reduce barrier: without it a fast rank could store its result over bytes a slow peer
@@ -154,7 +152,7 @@ def _rectangle(fb: FunctionBuilder, ctx: LoweringContext, target: Var, signal: V
                         "(chunking a partial rectangle is not supported)",
                         f"{box[0]} x {box[1]} {geo.dtype.value} = {box[0] * box[1] * geo.dtype.itemsize} bytes")
 
-    comm = emit_comm(fb, target, signal, ctx.variant)
+    comm = emit_comm(fb, ctx, target, signal)
     rows, cols = subst_nr(rows_sym, comm.nr), subst_nr(cols_sym, comm.nr)
     vrows, vcols = subst_nr(vrows_sym, comm.nr), subst_nr(vcols_sym, comm.nr)
     flat = fb.pld.tensor.view(target, [rows, cols], [vrows, vcols])

@@ -18,14 +18,12 @@ from pldemu.ir.builder import FunctionBuilder
 from pldemu.ir.dtypes import DType
 from pldemu.ir.nodes import (
     NR,
-    BinOpKind,
     Call,
     Const,
     Expr,
     ExprLike,
     TensorType,
     Var,
-    binop,
     ceildiv,
     emax,
     emin,
@@ -60,7 +58,7 @@ def lower_allreduce_ring(call: Call, fb: FunctionBuilder, ctx: LoweringContext, 
         raise ctx.error("target", "a contiguous row-major prefix when a partial valid_shape is used with "
                         "mode=ring (the ring reduces one linear stream)", f"valid {show(valid)} of shape {show(t.shape)}")
 
-    comm = emit_comm(fb, target, signal, ctx.variant)
+    comm = emit_comm(fb, ctx, target, signal)
     nr = comm.nr
     size_sym = numel(valid if valid is not None else t.shape)
     size: Expr = subst_nr(size_sym, nr)
@@ -77,37 +75,31 @@ def lower_allreduce_ring(call: Call, fb: FunctionBuilder, ctx: LoweringContext, 
     # A contiguous prefix keeps the full physical extent and carries the logical one as valid.
     flat = fb.pld.tensor.view(target, [1, size if valid is None else phys],
                               None if valid is None else [1, size])
-    chunks: ExprLike = chunks_sym
+    chunks: Expr = chunks_sym
     if static_int(chunks_sym) is None:
         # Every round walks ceil(L / C) subchunks, L the longest segment: a runtime expression.
         longest = fb.let("seg_max", ring_max_segment(size, nr, geo))
         chunks = fb.let("chunks", ceildiv(longest, c))
-    # One stage shared by every push, narrowed per transfer with tile.set_validshape.
-    stage = fb.pld.tile.create([1, c], t.dtype, hint="stage")
-    # Holds this rank's own value of the receive slot across the two barriers of a subchunk.
-    own = fb.pld.tile.create([1, c], t.dtype, hint="own")
-    right = fb.let("right", binop(BinOpKind.MOD, binop(BinOpKind.ADD, comm.me, 1), nr))
-    ring = _Ring(fb, comm, geo, flat, stage, own, right, size, c, chunks, tile_op)
+    ring = _Ring(fb, comm, geo, flat, size, c, chunks, tile_op)
 
     # Phase 1: reduce-scatter, rounds 0 .. NR-2 on signal rows 0 .. NR-2.
-    with fb.for_range(0, binop(BinOpKind.SUB, nr, 1), hint="step") as s:
+    with fb.for_range(0, nr - 1, hint="step") as s:
         ring.reduce_scatter_round(s)
     # Phase 2: allgather, rounds 0 .. NR-2 on signal rows NR-1 .. 2*NR-3.
-    with fb.for_range(0, binop(BinOpKind.SUB, nr, 1), hint="step") as s:
+    with fb.for_range(0, nr - 1, hint="step") as s:
         ring.allgather_round(s)
 
-    rows = binop(BinOpKind.MUL, 2, binop(BinOpKind.SUB, nr, 1))
+    rows = 2 * (nr - 1)
     if comm.variant.ring_push_done:
-        credits_sym = binop(BinOpKind.MUL, 2, chunks_sym)
-        emit_epilogue(fb, comm, _bind(fb, "credits", binop(BinOpKind.MUL, 2, chunks)), rows)
+        credits_sym = 2 * chunks_sym
+        emit_epilogue(fb, comm, _bind(fb, "credits", 2 * chunks), rows)
     else:  # one (ready) barrier per subchunk: ``chunks`` credits per row
         credits_sym = chunks_sym
         emit_epilogue(fb, comm, chunks, rows)
-    rows_sym = binop(BinOpKind.MUL, 2, binop(BinOpKind.SUB, NR, 1))
-    return Lowered(target, credits_sym, rows_sym, chunks_sym, (1, c))
+    return Lowered(target, credits_sym, 2 * (NR - 1), chunks_sym, (1, c))
 
 
-def _bind(fb: FunctionBuilder, hint: str, e: Expr) -> ExprLike:
+def _bind(fb: FunctionBuilder, hint: str, e: Expr) -> Expr:
     return e if static_int(e) is not None else fb.let(hint, e)
 
 
@@ -128,40 +120,44 @@ def _is_linear_prefix(valid: tuple[Expr, ...], shape: tuple[Expr, ...]) -> bool:
 class _Ring:
     """Emission helpers sharing one call's ring state (builder, comm, views, tiles, geometry)."""
 
-    def __init__(self, fb: FunctionBuilder, comm: Comm, geo: Geometry, flat: Var, stage: Var, own: Var,
-                 right: Var, size: Expr, c: int, chunks: ExprLike, tile_op: Op) -> None:
-        self.fb, self.comm, self.geo = fb, comm, geo
-        self.flat, self.stage, self.own, self.right = flat, stage, own, right
+    def __init__(self, fb: FunctionBuilder, comm: Comm, geo: Geometry, flat: Var, size: Expr, c: int,
+                 chunks: Expr, tile_op: Op) -> None:
+        """Emits the call's shared tiles and ``right`` (its neighbour) before any round."""
+        self.fb, self.comm, self.geo, self.flat = fb, comm, geo, flat
         self.size, self.c, self.chunks, self.tile_op = size, c, chunks, tile_op
+        # One stage shared by every push, narrowed per transfer with tile.set_validshape.
+        self.stage = fb.pld.tile.create([1, c], geo.dtype, hint="stage")
+        # Holds this rank's own value of the receive slot across the two barriers of a subchunk.
+        self.own = fb.pld.tile.create([1, c], geo.dtype, hint="own")
+        self.right = fb.let("right", (comm.me + 1) % comm.nr)
         # FP16 boundaries are multiples of align * NR apart in the scaled domain; bind that once.
         self.unit: ExprLike | None = None
         if geo.dtype is DType.FP16:
-            self.unit = fb.let("seg_unit", binop(BinOpKind.MUL, geo.align, comm.nr))
+            self.unit = fb.let("seg_unit", geo.align * comm.nr)
 
     def segment(self, seg: Var, hint: str) -> tuple[Var, Var]:
         """(start, length) of segment ``seg``: runtime expressions of nr."""
         nr = self.comm.nr
         lo = self.fb.let(f"{hint}_lo", ring_boundary(seg, self.size, nr, self.geo, self.unit))
-        hi = ring_boundary(binop(BinOpKind.ADD, seg, 1), self.size, nr, self.geo, self.unit)
-        return lo, self.fb.let(f"{hint}_len", binop(BinOpKind.SUB, hi, lo))
+        hi = ring_boundary(seg + 1, self.size, nr, self.geo, self.unit)
+        return lo, self.fb.let(f"{hint}_len", hi - lo)
 
     def seg_index(self, s: Var, delta: int, hint: str) -> Var:
         """(me - s + delta) mod NR; adding NR keeps the dividend non-negative (s <= NR - 2, delta >= -1)."""
         nr = self.comm.nr
-        shifted = binop(BinOpKind.SUB, self.comm.me, s)
-        if delta:
-            shifted = binop(BinOpKind.ADD if delta > 0 else BinOpKind.SUB, shifted, abs(delta))
-        return self.fb.let(hint, binop(BinOpKind.MOD, binop(BinOpKind.ADD, shifted, nr), nr))
+        shifted = self.comm.me - s
+        shifted = shifted + delta if delta > 0 else shifted - -delta  # SUB, not ADD of a negative
+        return self.fb.let(hint, (shifted + nr) % nr)
 
     def extent(self, length: Var, col: ExprLike, hint: str) -> Var:
         """Elements of this subchunk inside the segment: 0 past its end."""
-        return self.fb.let(hint, emax(0, emin(self.c, binop(BinOpKind.SUB, length, col))))
+        return self.fb.let(hint, emax(0, emin(self.c, length - col)))
 
     def push(self, lo: Var, col: ExprLike, n: Var) -> None:
         """Put [1, n] elements at lo + col into the right neighbour's same slot (skipped when n == 0)."""
         fb = self.fb
         with fb.if_(n.gt(0)):
-            at = binop(BinOpKind.ADD, lo, col)
+            at = lo + col
             staged = fb.pld.tile.set_validshape(self.stage, [1, n], hint="stage_n")
             fb.pld.tile.put(self.flat, self.right, self.flat, staged, [0, at], [0, at], [1, n])
 
@@ -173,16 +169,16 @@ class _Ring:
             with self.fb.for_range(0, self.chunks, hint="k") as k:
                 body(k)
 
-    def generation(self, k: Expr) -> ExprLike:
+    def generation(self, k: Expr) -> Expr:
         """Ready generation 2k + 1 of subchunk k (push-done is one more); k + 1 without push-done."""
         per_subchunk = 2 if self.comm.variant.ring_push_done else 1
-        return _bind(self.fb, "ready", binop(BinOpKind.ADD, binop(BinOpKind.MUL, per_subchunk, k), 1))
+        return _bind(self.fb, "ready", per_subchunk * k + 1)
 
-    def push_done(self, ready: ExprLike, row: ExprLike) -> None:
+    def push_done(self, ready: Expr, row: ExprLike) -> None:
         """Push-done barrier (ready + 1): every push of the subchunk has landed before anyone reads
         its slot. The ring-no-push-done variant omits it."""
         if self.comm.variant.ring_push_done:
-            emit_barrier(self.fb, self.comm, binop(BinOpKind.ADD, ready, 1), row)
+            emit_barrier(self.fb, self.comm, ready + 1, row)
 
     def reduce_scatter_round(self, s: Var) -> None:
         fb = self.fb
@@ -190,10 +186,10 @@ class _Ring:
         recv_lo, recv_len = self.segment(self.seg_index(s, -1, "recv_seg"), "recv")
 
         def subchunk(k: Expr) -> None:
-            col = _bind(fb, "col", binop(BinOpKind.MUL, k, self.c))
+            col = _bind(fb, "col", k * self.c)
             send_n = self.extent(send_len, col, "send_n")
             recv_n = self.extent(recv_len, col, "recv_n")
-            at = binop(BinOpKind.ADD, recv_lo, col)
+            at = recv_lo + col
             # Read the OWN value of the receive slot before the ready barrier: until every rank has
             # passed it no push can land, so the slot still holds only this rank's value.
             with fb.if_(recv_n.gt(0)):
@@ -213,11 +209,11 @@ class _Ring:
 
     def allgather_round(self, s: Var) -> None:
         fb = self.fb
-        row = fb.let("row", binop(BinOpKind.ADD, s, binop(BinOpKind.SUB, self.comm.nr, 1)))
+        row = fb.let("row", s + (self.comm.nr - 1))
         lo, length = self.segment(self.seg_index(s, 1, "fwd_seg"), "fwd")
 
         def subchunk(k: Expr) -> None:
-            col = _bind(fb, "col", binop(BinOpKind.MUL, k, self.c))
+            col = _bind(fb, "col", k * self.c)
             n = self.extent(length, col, "fwd_n")
             ready = self.generation(k)
             # Ready: every rank finished the previous round, so the forwarded slot holds final data

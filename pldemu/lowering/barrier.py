@@ -21,7 +21,7 @@ from pldemu.lowering.common import (
 def lower_barrier(call: Call, fb: FunctionBuilder, ctx: LoweringContext) -> Lowered:
     """Lower one barrier."""
     signal = check_signal(ctx, call, 0)
-    comm = emit_comm(fb, signal, signal, ctx.variant)
+    comm = emit_comm(fb, ctx, signal, signal)
     emit_barrier(fb, comm, 1)
     emit_epilogue(fb, comm, 1)
     return Lowered(signal, Const(1))

@@ -41,7 +41,7 @@ def lower_broadcast(call: Call, fb: FunctionBuilder, ctx: LoweringContext) -> Lo
     check_fully_valid(ctx, "target", t)
     signal = check_signal(ctx, call, 1)
 
-    comm = emit_comm(fb, target, signal, ctx.variant)
+    comm = emit_comm(fb, ctx, target, signal)
     # The stage is capped at one chunk whatever the target's extent; a runtime dim takes the bound.
     stage, shape = stage_tile(fb, ctx, Geometry.of(t.dtype), "target", t.shape)
     emit_barrier(fb, comm, 1)

@@ -2,7 +2,9 @@
 
 Everything a recipe emits goes through the function's one ``FunctionBuilder`` (so temporary names
 come from one counter per function). Nothing here keeps state between calls: barrier generations
-are passed explicitly by each recipe and restart at 1 in every call.
+are passed explicitly by each recipe and restart at 1 in every call. NR expressions are checked by
+value with the IR's one evaluator (``eval_nr``, re-exported here) and emitted by substitution;
+recipe arithmetic is written with the IR's operators (``2 * (nr - 1)``), which fold constants.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from pldemu.ir.enums import Layout, NotifyOp, ReduceOp
 from pldemu.ir.nodes import (
     NR,
     BinOp,
-    BinOpKind,
     BufferKind,
     Call,
     Const,
@@ -31,7 +32,7 @@ from pldemu.ir.nodes import (
     binop,
     ceildiv,
     emin,
-    fold_binop,
+    eval_nr,
     static_int,
 )
 from pldemu.ir.ops import Op
@@ -83,7 +84,8 @@ class LoweringContext:
     roots: Mapping[str, frozenset[str]] = field(default_factory=lambda: MappingProxyType({}))
     """Variable name -> the declared buffers it may stand for (through rebinds and tensor.view)."""
     variant: RecipeVariant = CORRECT
-    """The recipe variant of this lowering (the specified recipe unless a mutant is being built)."""
+    """The recipe variant of the pass (``LowerCompositeOps.variant``): the specified recipe unless a
+    mutant is being built."""
 
     def root(self, var: Var) -> frozenset[str]:
         """The buffers ``var`` may denote (itself when it is a buffer or an unknown parameter)."""
@@ -118,26 +120,8 @@ Rule = Callable[[Call, FunctionBuilder, LoweringContext], Lowered]
 
 
 # ----------------------------------------------------------------------------------------------
-# NR expressions: validation by evaluation, emission by substitution
+# NR expressions: validation by evaluation (pldemu.ir.nodes.eval_nr), emission by substitution
 # ----------------------------------------------------------------------------------------------
-
-
-def eval_nr(e: Expr, nr: int) -> int | None:
-    """Value of an integer expression whose only free symbol is NR, or None if it has another."""
-    if isinstance(e, Const):
-        v = e.value
-        return v if isinstance(v, int) and not isinstance(v, bool) else None
-    if isinstance(e, Var):
-        return nr if e.name == NR.name else None
-    if isinstance(e, BinOp):
-        a, b = eval_nr(e.lhs, nr), eval_nr(e.rhs, nr)
-        if a is None or b is None:
-            return None
-        if e.op in (BinOpKind.FLOORDIV, BinOpKind.MOD) and b == 0:
-            return None
-        value = fold_binop(e.op, a, b)
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
-    return None
 
 
 def matches_nr(e: Expr, want: Callable[[int], int], pinned: int | None) -> bool:
@@ -174,7 +158,7 @@ def numel(shape: Sequence[Expr]) -> Expr:
     """Product of the dimensions (folded when static)."""
     total: Expr = Const(1)
     for d in shape:
-        total = binop(BinOpKind.MUL, total, d)
+        total = total * d
     return total
 
 
@@ -259,18 +243,18 @@ def ring_boundary(i: ExprLike, size: Expr, nr: Expr, geo: Geometry, unit: ExprLi
     (32 bytes) and caps it at SIZE so every non-empty segment starts aligned; trailing segments may
     then be empty, which the schedule tolerates. ``unit`` may pass a bound ``16 * nr``.
     """
-    scaled = binop(BinOpKind.MUL, i, size)
+    scaled = i * size
     if geo.dtype is DType.FP16:
-        unit = binop(BinOpKind.MUL, geo.align, nr) if unit is None else unit
-        return emin(binop(BinOpKind.MUL, ceildiv(scaled, unit), geo.align), size)
-    return binop(BinOpKind.FLOORDIV, scaled, nr)
+        unit = geo.align * nr if unit is None else unit
+        return emin(ceildiv(scaled, unit) * geo.align, size)
+    return scaled // nr
 
 
 def ring_max_segment(size: Expr, nr: Expr, geo: Geometry) -> Expr:
     """Upper bound on any ring segment's length: the common subchunk-loop bound of every round."""
     if geo.dtype is DType.FP16:
-        unit = binop(BinOpKind.MUL, geo.align, nr)
-        return emin(binop(BinOpKind.MUL, ceildiv(size, unit), geo.align), size)
+        unit = geo.align * nr
+        return emin(ceildiv(size, unit) * geo.align, size)
     return ceildiv(size, nr)
 
 
@@ -298,15 +282,16 @@ class Comm:
         return [rank, 0] if row is None else [row, rank]
 
 
-def emit_comm(fb: FunctionBuilder, window: Var, signal: Var, variant: RecipeVariant) -> Comm:
+def emit_comm(fb: FunctionBuilder, lowering: LoweringContext, window: Var, signal: Var) -> Comm:
     """ctx = get_comm_ctx(window); me = rank(ctx); nr = nranks(ctx).
 
-    Rank and rank count are runtime queries so the lowering never depends on the rank count.
-    ``variant`` is required (no default) so a recipe cannot silently drop the caller's deviation.
+    Rank and rank count are runtime queries so the lowering never depends on the rank count. The
+    returned ``Comm`` carries the pass's recipe variant (``lowering.variant``), so no recipe handles
+    the variant of the shared protocol itself.
     """
     sys = fb.pld.system
     ctx = sys.get_comm_ctx(window)
-    return Comm(ctx, sys.rank(ctx), sys.nranks(ctx), signal, variant)
+    return Comm(ctx, sys.rank(ctx), sys.nranks(ctx), signal, lowering.variant)
 
 
 def emit_peer_loop(fb: FunctionBuilder, comm: Comm, hint: str, body: Callable[[Var], None]) -> None:
@@ -370,7 +355,7 @@ def emit_epilogue(fb: FunctionBuilder, comm: Comm, n: ExprLike, rows: ExprLike |
     static = static_int(value)
     if static is not None and static <= 0:
         return  # a shortfall that leaves nothing to retire: no epilogue at all
-    retire: ExprLike = binop(BinOpKind.SUB, 0, value)
+    retire: ExprLike = 0 - value
     if static is None:
         retire = fb.let("retire", retire)
     notify = fb.pld.system.notify
@@ -436,6 +421,15 @@ def check_fully_valid(ctx: LoweringContext, name: str, t: TensorType) -> None:
                         f"valid {show(t.valid_shape or ())} of shape {show(t.shape)}")
 
 
+def check_separate_input(ctx: LoweringContext, src: Var, it: TensorType, target: Var, t: TensorType) -> None:
+    """An exchange's ``input``: not the target (peers write the target while it is read), and both
+    fully valid."""
+    if ctx.root(src) & ctx.root(target):
+        raise ctx.error("input", "a buffer other than the target", f"{src.name} aliases {target.name}")
+    check_fully_valid(ctx, "target", t)
+    check_fully_valid(ctx, "input", it)
+
+
 def partial_valid(t: TensorType) -> tuple[Expr, ...] | None:
     """The valid shape if it is genuinely partial (a valid_shape equal to the shape is not)."""
     if t.valid_shape is None or tuple(t.valid_shape) == tuple(t.shape):
@@ -493,7 +487,7 @@ def check_layout(ctx: LoweringContext, name: str, t: TensorType) -> None:
 __all__ = [
     "ALIGN_BYTES", "CHUNK_BYTES", "REDUCE_DTYPES", "Comm", "Geometry", "Lowered", "LoweringContext",
     "LoweringError", "Rule", "check_dims", "check_dtype", "check_fully_valid", "check_layout", "check_packed",
-    "check_signal", "check_window", "emit_barrier", "emit_comm", "emit_epilogue", "emit_notify_all",
+    "check_separate_input", "check_signal", "check_window", "emit_barrier", "emit_comm", "emit_epilogue", "emit_notify_all",
     "emit_peer_loop", "emit_wait", "emit_wait_all", "eval_nr", "matches_nr", "numel", "partial_valid", "reduce_op",
     "ring_boundary", "ring_max_segment", "same_extent", "show", "show_nr", "stage_tile", "subst_nr", "tensor_arg",
 ]

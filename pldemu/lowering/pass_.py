@@ -1,20 +1,27 @@
 """LowerCompositeOps: rewrite every ``pld.tensor.*`` collective call into its primitive recipe.
 
+The pass is an object, ``LowerCompositeOps``, whose options are its fields (the recipe ``variant``)
+and whose ``apply(program) -> Program`` runs it (xDSL's ``ModulePass`` shape);
+``lower_composite_ops(program, variant=...)`` is the same as a function.
+
 Function-level: each statement whose expression holds a call listed in ``rules.RULES`` is replaced
 by the rule's statements followed by ``Assign(original LHS, result)``, so later uses keep the same
 name. Nested for/while/if bodies are rewritten in place. A program without collectives comes back
-as the very same object, and since no rule emits a listed op the pass is idempotent.
+as the very same object, and since no rule emits a listed op the pass is idempotent. Every "find
+the calls" question goes through the IR walker (``pldemu.ir.walk``).
 
 ``variant`` (default: the recipes as specified) selects a deliberately broken recipe for the mutant
-catalogue (``pldemu.mutants``); it reaches every rule through ``LoweringContext.variant``.
+catalogue (``pldemu.mutants``); the pass puts it in every rule's ``LoweringContext``, from which
+``emit_comm`` hands it to the shared protocol helpers.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import ClassVar
 
 from pldemu.ir.builder import FunctionBuilder
 from pldemu.ir.enums import AllreduceMode
@@ -40,6 +47,7 @@ from pldemu.ir.nodes import (
 from pldemu.ir.ops import Op
 from pldemu.ir.printer import format_attr, format_expr
 from pldemu.ir.signatures import make_call
+from pldemu.ir.walk import expr_calls, function_calls, program_calls, walk_calls, walk_stmts
 from pldemu.lowering.common import Lowered, LoweringContext, LoweringError, show_nr
 from pldemu.lowering.rules import ARGS, RULES
 from pldemu.lowering.variant import CORRECT, RecipeVariant
@@ -82,101 +90,80 @@ class LoweringReport:
 
 
 # ----------------------------------------------------------------------------------------------
-# Entry points
+# The pass
 # ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LowerCompositeOps:
+    """LowerCompositeOps as a pass object: its options are its fields, ``apply`` runs it.
+
+    In the style of xDSL's ``ModulePass``: ``LowerCompositeOps(variant=...).apply(program)``. The
+    default instance lowers with the recipes as specified.
+    """
+
+    name: ClassVar[str] = "lower-composite-ops"
+
+    variant: RecipeVariant = CORRECT
+    """The recipe variant every rule emits (``RecipeVariant()``: the specified recipes)."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.variant, RecipeVariant):
+            raise TypeError(f"variant must be a RecipeVariant, got {self.variant!r}")
+
+    def apply(self, program: Program) -> Program:
+        """Lower every collective of every function (see the module docstring)."""
+        return self.apply_with_report(program).program
+
+    def apply_with_report(self, program: Program) -> LoweringReport:
+        """``apply`` plus one ``CallReport`` per lowered call, in program order."""
+        pending = {f.name: any(_collective_calls(f)) for f in program.functions}
+        if not any(pending.values()):
+            return LoweringReport(program, ())
+        roots = {f.name: _alias_roots(program, f) for f in program.functions}
+        _check_signal_conventions(program, roots)
+        reports: list[CallReport] = []
+        functions = []
+        for f in program.functions:
+            if not pending[f.name]:
+                functions.append(f)
+                continue
+            lowering = _FunctionLowering(program, f, roots[f.name], self)
+            functions.append(lowering.run())
+            reports.extend(lowering.reports)
+        lowered = Program(program.name, program.buffers, tuple(functions), program.entry, program.nranks)
+        return LoweringReport(lowered, tuple(reports))
 
 
 def lower_composite_ops(program: Program, *, variant: RecipeVariant = CORRECT) -> Program:
-    """Lower every collective of every function (see the module docstring) with ``variant``'s recipes."""
-    return lower_composite_ops_with_report(program, variant=variant).program
+    """``LowerCompositeOps(variant).apply(program)``: the entry point most callers use."""
+    return LowerCompositeOps(variant).apply(program)
 
 
 def lower_composite_ops_with_report(program: Program, *, variant: RecipeVariant = CORRECT) -> LoweringReport:
-    """``lower_composite_ops`` plus one ``CallReport`` per lowered call, in program order."""
-    if not isinstance(variant, RecipeVariant):
-        raise TypeError(f"variant must be a RecipeVariant, got {variant!r}")
-    pending = {f.name: bool(_calls_in_function(f)) for f in program.functions}
-    if not any(pending.values()):
-        return LoweringReport(program, ())
-    roots = {f.name: _alias_roots(program, f) for f in program.functions}
-    _check_signal_conventions(program, roots)
-    reports: list[CallReport] = []
-    functions = []
-    for f in program.functions:
-        if not pending[f.name]:
-            functions.append(f)
-            continue
-        lowering = _FunctionLowering(program, f, roots[f.name], variant)
-        functions.append(lowering.run())
-        reports.extend(lowering.reports)
-    lowered = Program(program.name, program.buffers, tuple(functions), program.entry, program.nranks)
-    return LoweringReport(lowered, tuple(reports))
+    """``LowerCompositeOps(variant).apply_with_report(program)``."""
+    return LowerCompositeOps(variant).apply_with_report(program)
 
 
 # ----------------------------------------------------------------------------------------------
-# Traversal helpers
+# Analyses before rewriting (through the IR walker)
 # ----------------------------------------------------------------------------------------------
 
 
-def _exprs_of(s: Stmt) -> Iterator[Expr]:
-    """The expressions a statement evaluates itself (not those of nested bodies)."""
-    if isinstance(s, Assign):
-        yield s.value
-    elif isinstance(s, Eval):
-        yield s.call
-    elif isinstance(s, For):
-        yield from (s.start, s.stop, s.step)
-    elif isinstance(s, (While, If)):
-        yield s.cond
-    elif isinstance(s, Return):
-        yield from s.values
+def _collectives(calls: Iterable[Call]) -> Iterator[Call]:
+    """The calls of ``calls`` that this pass rewrites (their op has a rule)."""
+    return (c for c in calls if c.op in RULES)
 
 
-def _bodies_of(s: Stmt) -> Iterator[Seq]:
-    if isinstance(s, Seq):
-        yield s
-    elif isinstance(s, (For, While)):
-        yield s.body
-    elif isinstance(s, If):
-        yield s.then
-        if s.orelse is not None:
-            yield s.orelse
-
-
-def _walk(stmts: tuple[Stmt, ...]) -> Iterator[Stmt]:
-    for s in stmts:
-        yield s
-        for body in _bodies_of(s):
-            yield from _walk(body.stmts)
-
-
-def _all_calls(e: Arg) -> Iterator[Call]:
-    """Every call inside an expression, innermost first (evaluation order)."""
-    if isinstance(e, ListExpr):
-        for item in e.items:
-            yield from _all_calls(item)
-    elif isinstance(e, BinOp):
-        yield from _all_calls(e.lhs)
-        yield from _all_calls(e.rhs)
-    elif isinstance(e, Call):
-        for a in e.args:
-            yield from _all_calls(a)
-        yield e
-
-
-def _calls(e: Arg) -> Iterator[Call]:
-    """Collective calls inside an expression, innermost first (evaluation order)."""
-    return (c for c in _all_calls(e) if c.op in RULES)
-
-
-def _calls_in_function(f: Function) -> list[Call]:
-    return [c for s in _walk(f.body.stmts) for e in _exprs_of(s) for c in _calls(e)]
+def _collective_calls(f: Function) -> Iterator[Call]:
+    """Collective calls of ``f``, in evaluation order."""
+    return _collectives(function_calls(f))
 
 
 def composite_calls(program: Program) -> tuple[Call, ...]:
     """Every call of a composite collective (``pld.tensor.*``, which only this pass can run) in
     ``program``, function by function in evaluation order; empty for a lowered program."""
-    return tuple(c for f in program.functions for c in _calls_in_function(f))
+    return tuple(_collectives(program_calls(program)))
 
 
 def _alias_roots(program: Program, f: Function) -> Mapping[str, frozenset[str]]:
@@ -187,7 +174,7 @@ def _alias_roots(program: Program, f: Function) -> Mapping[str, frozenset[str]]:
     roots: dict[str, frozenset[str]] = {b.var.name: frozenset({b.var.name}) for b in program.buffers}
     for p in f.params:
         roots[p.name] = frozenset({p.name})
-    assigns = [s for s in _walk(f.body.stmts) if isinstance(s, Assign)]
+    assigns = [s for s in walk_stmts(f.body.stmts) if isinstance(s, Assign)]
     changed = True
     while changed:
         changed = False
@@ -224,25 +211,23 @@ def _check_signal_conventions(program: Program, roots: Mapping[str, Mapping[str,
     """
     first: dict[tuple[str, bool], str] = {}
     for f in program.functions:
-        for s in _walk(f.body.stmts):
-            for e in _exprs_of(s):
-                for call in _calls(e):
-                    sig = call.args[ARGS[call.op].signal]
-                    if not isinstance(sig, Var):
-                        continue
-                    ring = call.op is Op.ALLREDUCE and dict(call.attrs).get("mode") is AllreduceMode.ring
-                    site = f"func {f.name}: {format_expr(call)}"
-                    for root in roots[f.name].get(sig.name, frozenset({sig.name})):
-                        other = first.get((root, not ring))
-                        if other is not None:
-                            mine, theirs = ("ring", "mesh") if ring else ("mesh", "ring")
-                            raise LoweringError(
-                                call.op, "signal",
-                                f"a buffer used with one signal convention only; {root} is a {mine} signal here "
-                                f"but a {theirs} signal at {other} (mesh [NR, 1] and ring [2 * (NR - 1), NR] "
-                                "cells are addressed differently: give each its own signal)",
-                                where=site)
-                        first.setdefault((root, ring), site)
+        for call in _collective_calls(f):
+            sig = call.args[ARGS[call.op].signal]
+            if not isinstance(sig, Var):
+                continue
+            ring = call.op is Op.ALLREDUCE and dict(call.attrs).get("mode") is AllreduceMode.ring
+            site = f"func {f.name}: {format_expr(call)}"
+            for root in roots[f.name].get(sig.name, frozenset({sig.name})):
+                other = first.get((root, not ring))
+                if other is not None:
+                    mine, theirs = ("ring", "mesh") if ring else ("mesh", "ring")
+                    raise LoweringError(
+                        call.op, "signal",
+                        f"a buffer used with one signal convention only; {root} is a {mine} signal here "
+                        f"but a {theirs} signal at {other} (mesh [NR, 1] and ring [2 * (NR - 1), NR] "
+                        "cells are addressed differently: give each its own signal)",
+                        where=site)
+                first.setdefault((root, ring), site)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -254,10 +239,10 @@ class _FunctionLowering:
     """Rewrites one function into a fresh FunctionBuilder; every temp name comes from its counter."""
 
     def __init__(self, program: Program, fn: Function, roots: Mapping[str, frozenset[str]],
-                 variant: RecipeVariant) -> None:
-        self.program, self.fn, self.roots, self.variant = program, fn, roots, variant
+                 options: LowerCompositeOps) -> None:
+        self.program, self.fn, self.roots, self.options = program, fn, roots, options
         names = {b.var.name for b in program.buffers} | {NR.name}
-        for s in _walk(fn.body.stmts):
+        for s in walk_stmts(fn.body.stmts):
             if isinstance(s, (Assign, For)):
                 names.add(s.var.name)
         self.fb = FunctionBuilder(fn.name, fn.params, used_names=names)
@@ -283,8 +268,7 @@ class _FunctionLowering:
 
     def stmt(self, s: Stmt) -> None:
         fb = self.fb
-        if not any(_calls(e) for e in _exprs_of(s)) and not any(
-                _calls(e) for b in _bodies_of(s) for x in _walk(b.stmts) for e in _exprs_of(x)):
+        if not any(_collectives(walk_calls((s,)))):
             fb.emit(s)  # nothing to lower: keep the statement object itself
             return
         if isinstance(s, Assign):
@@ -301,8 +285,8 @@ class _FunctionLowering:
             start, stop, step = (self.expr(e, s) for e in (s.start, s.stop, s.step))
             fb.emit(For(s.var, start, stop, step, self.block(s.body, f"for {s.var.name}")))
         elif isinstance(s, While):
-            if any(_calls(s.cond)):
-                call = next(_calls(s.cond))
+            call = next(_collectives(expr_calls(s.cond)), None)
+            if call is not None:
                 raise LoweringError(call.op, "call site", "a statement, not part of a while condition "
                                     "(it would have to run once per trip)", where=self.where(s))
             fb.emit(While(s.cond, self.block(s.body, "while")))
@@ -337,14 +321,13 @@ class _FunctionLowering:
 
     def lower(self, call: Call, s: Stmt) -> Expr:
         where = self.where(s)
-        ctx = LoweringContext(self.program, call.op, where, self.roots, self.variant)
+        ctx = LoweringContext(self.program, call.op, where, self.roots, self.options.variant)
         rule = RULES[call.op]
         with self.fb.block() as emitted:
             lowered = rule(call, self.fb, ctx)
         for st in emitted:
             self.fb.emit(st)
-        counts = Counter(c.op.text for st in _walk(tuple(emitted)) for e in _exprs_of(st)
-                         for c in _all_calls(e))
+        counts = Counter(c.op.text for c in walk_calls(emitted))
         self.reports.append(CallReport(self.fn.name, where, call, lowered, tuple(sorted(counts.items()))))
         return lowered.value
 
@@ -355,4 +338,7 @@ class _FunctionLowering:
 
 
 
-__all__ = ["CallReport", "LoweringReport", "composite_calls", "lower_composite_ops", "lower_composite_ops_with_report"]
+__all__ = [
+    "CallReport", "LowerCompositeOps", "LoweringReport", "composite_calls", "lower_composite_ops",
+    "lower_composite_ops_with_report",
+]

@@ -19,7 +19,7 @@ call). This keeps the credit count at 2 whatever the row length.
 from __future__ import annotations
 
 from pldemu.ir.builder import FunctionBuilder
-from pldemu.ir.nodes import BinOpKind, Call, Const, Expr, ExprLike, Var, binop, ceildiv, emin, static_int
+from pldemu.ir.nodes import Call, Const, Expr, ExprLike, Var, ceildiv, emin, static_int
 from pldemu.ir.ops import Op
 from pldemu.lowering.common import (
     REDUCE_DTYPES,
@@ -54,7 +54,7 @@ def lower_reduce_scatter(call: Call, fb: FunctionBuilder, ctx: LoweringContext) 
     check_fully_valid(ctx, "target", t)
     signal = check_signal(ctx, call, 1)
 
-    comm = emit_comm(fb, target, signal, ctx.variant)
+    comm = emit_comm(fb, ctx, target, signal)
     geo = Geometry.of(t.dtype)
     size_sym = t.shape[1]
     size = subst_nr(size_sym, comm.nr)
@@ -82,7 +82,7 @@ def lower_reduce_scatter(call: Call, fb: FunctionBuilder, ctx: LoweringContext) 
 def _reduce_chunk(fb: FunctionBuilder, comm: Comm, target: Var, tile_op: Op, size: Expr, c: int,
                   col: Expr) -> Var:
     tile = fb.pld.tile
-    width: ExprLike = emin(c, binop(BinOpKind.SUB, size, col))
+    width: ExprLike = emin(c, size - col)
     if static_int(width) is None:
         width = fb.let("valid", width)
     acc = tile.load(target, [comm.me, col], [1, c], [1, width], hint="acc")

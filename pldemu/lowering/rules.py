@@ -1,4 +1,8 @@
-"""The one dispatch table of LowerCompositeOps: op -> lowering rule (explicit function references)."""
+"""The one dispatch table of LowerCompositeOps: op -> lowering rule (explicit function references).
+
+Also each collective's argument roles (``ARGS``: result alias, signal), derived from the signature
+table at import.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from pldemu.ir.ops import Op
+from pldemu.ir.signatures import SIGNATURES, SameAsArg
 from pldemu.lowering.all_to_all import lower_all_to_all
 from pldemu.lowering.all_to_all_v import lower_all_to_all_v
 from pldemu.lowering.allgather import lower_allgather
@@ -38,21 +43,17 @@ class CollectiveArgs:
     result: int
     signal: int
 
+    @staticmethod
+    def of(op: Op) -> CollectiveArgs:
+        """Read from the signature table: the argument the result deducer returns, and ``signal``."""
+        sig = SIGNATURES[op]
+        if not isinstance(sig.deduce, SameAsArg):  # pragma: no cover - import-time consistency check
+            raise RuntimeError(f"{op.text}: a collective's result must be one of its arguments")
+        return CollectiveArgs(result=sig.deduce.index, signal=[p.name for p in sig.params].index("signal"))
 
-ARGS: MappingProxyType[Op, CollectiveArgs] = MappingProxyType(
-    {
-        Op.ALLREDUCE: CollectiveArgs(result=0, signal=1),
-        Op.ALLGATHER: CollectiveArgs(result=1, signal=2),
-        Op.REDUCE_SCATTER: CollectiveArgs(result=0, signal=1),
-        Op.BROADCAST: CollectiveArgs(result=0, signal=1),
-        Op.BARRIER: CollectiveArgs(result=0, signal=0),
-        Op.ALL_TO_ALL: CollectiveArgs(result=1, signal=2),
-        Op.ALL_TO_ALL_V: CollectiveArgs(result=1, signal=2),
-    }
-)
-"""Used before lowering to follow buffer aliases and to check signal conventions program-wide."""
 
-if set(ARGS) != set(RULES):  # pragma: no cover - import-time consistency check
-    raise RuntimeError("rules.ARGS and rules.RULES must list the same ops")
+ARGS: MappingProxyType[Op, CollectiveArgs] = MappingProxyType({op: CollectiveArgs.of(op) for op in RULES})
+"""Used before lowering to follow buffer aliases and to check signal conventions program-wide; derived
+from ``SIGNATURES`` so the two cannot disagree."""
 
 __all__ = ["ARGS", "RULES", "CollectiveArgs"]

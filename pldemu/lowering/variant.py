@@ -5,11 +5,11 @@ instead of Ge, Set instead of AtomicAdd, an unbalanced epilogue, a wait before t
 notify) actually show up in our runs. To get known-broken programs that are *lowered*, not patched
 after the fact, the deviation is a value passed down the pass:
 
-    lower_composite_ops(program, variant=RecipeVariant(wait_cmp=WaitCmp.Eq))
+    LowerCompositeOps(variant=RecipeVariant(wait_cmp=WaitCmp.Eq)).apply(program)
 
-``lower_composite_ops`` hands the variant to every rule through ``LoweringContext.variant``; each
-rule hands it to the shared protocol helpers through ``Comm.variant`` (``emit_comm`` requires it, so
-a recipe cannot forget it). Nothing is global. The default value of every field is the correct
+The pass object holds the variant as its one option field; it puts it in every rule's
+``LoweringContext``, and ``emit_comm`` copies it into the ``Comm`` that every shared protocol helper
+takes, so a recipe cannot forget it. Nothing is global. The default value of every field is the correct
 recipe, so ``RecipeVariant()`` lowers byte-identically to the plain pass.
 
 The mutant catalogue built on these fields is ``pldemu.mutants``.
@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from pldemu.ir.enums import NotifyOp, WaitCmp
-from pldemu.ir.nodes import BinOpKind, Expr, ExprLike, as_expr, binop
+from pldemu.ir.nodes import Expr, ExprLike, as_expr
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ class RecipeVariant:
             return None
         value = as_expr(issued)
         if self.epilogue_shortfall:
-            value = binop(BinOpKind.SUB, value, self.epilogue_shortfall)
+            value = value - self.epilogue_shortfall
         return value
 
     # -- description ----------------------------------------------------------------------------

@@ -21,7 +21,6 @@ from pldemu.ir import (
     Assign,
     BinOp,
     Call,
-    Const,
     Eval,
     Expr,
     For,
@@ -36,7 +35,7 @@ from pldemu.ir import (
     While,
     format_expr,
 )
-from pldemu.ir.nodes import BinOpKind, fold_binop
+from pldemu.ir.nodes import BinOpKind, FoldError, NotStatic, evaluate, fold_binop
 from pldemu.ir.printer import format_function
 from pldemu.runtime.errors import ProgramError, locate
 from pldemu.runtime.handlers import HANDLERS, decode_attrs
@@ -283,20 +282,10 @@ class FunctionCompiler:
     def static(self, e: Expr | ListExpr) -> Any:
         """The value of ``e`` if it is known before running (literals, all-literal lists and
         arithmetic on them), else the ``_STATIC`` marker."""
-        if isinstance(e, Const):
-            return e.value
-        if isinstance(e, ListExpr):
-            items = [self.static(i) for i in e.items]
-            return _STATIC if any(i is _STATIC for i in items) else tuple(items)
-        if isinstance(e, BinOp):
-            a, b = self.static(e.lhs), self.static(e.rhs)
-            if a is _STATIC or b is _STATIC:
-                return _STATIC
-            try:
-                return fold_binop(e.op, a, b)
-            except ArithmeticError:
-                return _STATIC  # leave the fault to run time, where it gets a location
-        return _STATIC
+        try:
+            return evaluate(e)
+        except (NotStatic, FoldError):
+            return _STATIC  # a fault is left to run time, where it gets a location
 
     def expr(self, e: Expr | ListExpr, loc: Location) -> Getter:
         value = self.static(e)

@@ -23,21 +23,18 @@ from mpi4py import MPI
 
 from pldemu.ir import (
     NR,
-    BinOp,
     BufferKind,
-    Const,
     Expr,
     ListExpr,
     Op,
     Program,
     TensorType,
-    Var,
     VerifyError,
     format_expr,
     format_program,
     verify,
 )
-from pldemu.ir.nodes import fold_binop
+from pldemu.ir.nodes import FoldError, NotStatic, evaluate
 from pldemu.runtime.compiler import CompiledFunction, FunctionCompiler, Listener, ReturnSignal, function_lines
 from pldemu.runtime.errors import DeadlockError, ProgramError
 from pldemu.runtime.machine import Machine
@@ -456,16 +453,12 @@ def _static_dims(name: str, what: str, dims: tuple[Expr, ...], nranks: int) -> t
 
 
 def _eval_shape_expr(e: Expr | ListExpr, nranks: int) -> Any:
-    if isinstance(e, Const):
-        return e.value
-    if isinstance(e, Var) and e.name == NR.name:
-        return nranks
-    if isinstance(e, BinOp):
-        try:
-            return fold_binop(e.op, _eval_shape_expr(e.lhs, nranks), _eval_shape_expr(e.rhs, nranks))
-        except ArithmeticError as err:
-            raise ProgramError(f"shape expression {format_expr(e)}: {err}") from None
-    raise ProgramError(f"shape expression {format_expr(e)} may only use literals and NR")
+    try:
+        return evaluate(e, nranks)
+    except FoldError as err:
+        raise ProgramError(f"shape expression {format_expr(err.expr)}: {err.cause}") from None
+    except NotStatic as err:
+        raise ProgramError(f"shape expression {format_expr(err.expr)} may only use literals and NR") from None
 
 
 def _packed_strides(shape: tuple[int, ...]) -> tuple[int, ...]:

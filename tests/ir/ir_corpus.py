@@ -10,7 +10,6 @@ from pldemu.ir import (
     NR,
     BinOp,
     BinOpKind,
-    Call,
     CommCtxType,
     Const,
     DType,
@@ -27,19 +26,12 @@ from pldemu.ir import (
 )
 from pldemu.ir.nodes import (
     INDEX,
-    Assign,
-    Eval,
-    Expr,
-    For,
-    If,
-    ListExpr,
-    Return,
     Seq,
     Stmt,
-    While,
     emax,
     emin,
 )
+from pldemu.ir.walk import program_calls, walk_stmts
 
 I32 = DType.INT32
 F32 = DType.FP32
@@ -201,51 +193,13 @@ CORPUS: dict[str, Callable[[], Program]] = {
 
 
 def iter_stmts(seq: Seq) -> Iterator[Stmt]:
-    for s in seq.stmts:
-        yield s
-        if isinstance(s, Seq):
-            yield from iter_stmts(s)
-        elif isinstance(s, (For, While)):
-            yield from iter_stmts(s.body)
-        elif isinstance(s, If):
-            yield from iter_stmts(s.then)
-            if s.orelse is not None:
-                yield from iter_stmts(s.orelse)
-
-
-def iter_exprs(e: Expr | ListExpr) -> Iterator[Expr]:
-    if isinstance(e, ListExpr):
-        for item in e.items:
-            yield from iter_exprs(item)
-        return
-    yield e
-    if isinstance(e, BinOp):
-        yield from iter_exprs(e.lhs)
-        yield from iter_exprs(e.rhs)
-    elif isinstance(e, Call):
-        for a in e.args:
-            yield from iter_exprs(a)
+    """Every statement nested in ``seq``, in pre-order (the IR walker)."""
+    return walk_stmts(seq.stmts)
 
 
 def ops_used(program: Program) -> set[Op]:
     """Every op called anywhere in the program."""
-    found: set[Op] = set()
-    for f in program.functions:
-        for s in iter_stmts(f.body):
-            roots: list[Expr] = []
-            if isinstance(s, Assign):
-                roots = [s.value]
-            elif isinstance(s, Eval):
-                roots = [s.call]
-            elif isinstance(s, For):
-                roots = [s.start, s.stop, s.step]
-            elif isinstance(s, (While, If)):
-                roots = [s.cond]
-            elif isinstance(s, Return):
-                roots = list(s.values)
-            for root in roots:
-                found |= {e.op for e in iter_exprs(root) if isinstance(e, Call)}
-    return found
+    return {c.op for c in program_calls(program)}
 
 
 __all__ = ["CORPUS", "all_programs", "iter_stmts", "ops_used"]

@@ -9,13 +9,14 @@ from itertools import pairwise
 
 import numpy as np
 from ir_helpers import roundtrip as _roundtrip  # tests/ir_helpers.py (tests/ is on sys.path)
-from lowering_sim import REDUCE_NP, Machine, walk_calls
+from lowering_sim import REDUCE_NP, Machine
 
 from pldemu.collectives import CollectiveSpec, collective_program
 from pldemu.ir import AllreduceMode, Call, DType, For, Function, Program, ReduceOp, Seq, Var
 from pldemu.ir.nodes import INDEX, Const
 from pldemu.ir.ops import Op
 from pldemu.ir.printer import format_expr
+from pldemu.ir.walk import program_calls
 from pldemu.lowering import lower_composite_ops
 
 
@@ -32,7 +33,7 @@ def looped(program: Program, calls: int) -> Program:
 
 
 def calls_of(program: Program, op: Op | None = None) -> list[Call]:
-    return [c for f in program.functions for c in walk_calls(f.body.stmts) if op is None or c.op is op]
+    return [c for c in program_calls(program) if op is None or c.op is op]
 
 
 def wait_generations(program: Program) -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import random
-from collections.abc import Callable, Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +32,7 @@ from pldemu.ir.nodes import (
     For,
     If,
     ListExpr,
+    NotStatic,
     Program,
     Return,
     Seq,
@@ -39,6 +40,7 @@ from pldemu.ir.nodes import (
     TensorType,
     Var,
     While,
+    evaluate,
     fold_binop,
 )
 from pldemu.ir.ops import Op
@@ -93,13 +95,10 @@ def eval_shape(dims: tuple[Expr, ...], nranks: int) -> tuple[int, ...]:
 
 
 def _static(e: Expr, nranks: int) -> int:
-    if isinstance(e, Const):
-        return int(e.value)
-    if isinstance(e, Var) and e.name == NR.name:
-        return nranks
-    if isinstance(e, BinOp):
-        return int(fold_binop(e.op, _static(e.lhs, nranks), _static(e.rhs, nranks)))
-    raise SimError(f"not a static NR expression: {e}")
+    try:
+        return int(evaluate(e, nranks))
+    except NotStatic:
+        raise SimError(f"not a static NR expression: {e}") from None
 
 
 @dataclass
@@ -365,42 +364,3 @@ def _py(v: Any) -> Any:
     if isinstance(v, np.generic):
         return v.item()
     return v
-
-
-def walk_calls(stmts: tuple[Stmt, ...]) -> Iterator[Call]:
-    """Every call of a statement list, in program order (nested bodies included)."""
-    for s in stmts:
-        exprs: list[Arg] = []
-        if isinstance(s, Assign):
-            exprs = [s.value]
-        elif isinstance(s, Eval):
-            exprs = [s.call]
-        elif isinstance(s, For):
-            exprs = [s.start, s.stop, s.step]
-        elif isinstance(s, (While, If)):
-            exprs = [s.cond]
-        elif isinstance(s, Return):
-            exprs = list(s.values)
-        for e in exprs:
-            yield from _calls(e)
-        if isinstance(s, Seq):
-            yield from walk_calls(s.stmts)
-        elif isinstance(s, (For, While)):
-            yield from walk_calls(s.body.stmts)
-        elif isinstance(s, If):
-            yield from walk_calls(s.then.stmts)
-            if s.orelse is not None:
-                yield from walk_calls(s.orelse.stmts)
-
-
-def _calls(e: Arg) -> Iterator[Call]:
-    if isinstance(e, ListExpr):
-        for i in e.items:
-            yield from _calls(i)
-    elif isinstance(e, BinOp):
-        yield from _calls(e.lhs)
-        yield from _calls(e.rhs)
-    elif isinstance(e, Call):
-        for x in e.args:
-            yield from _calls(x)
-        yield e

@@ -3,6 +3,7 @@ verifier and text round trip on every lowered program, the dispatch table."""
 
 from __future__ import annotations
 
+import dataclasses
 from types import MappingProxyType
 
 import pytest
@@ -18,12 +19,22 @@ from pldemu.ir import (
     ProgramBuilder,
     Return,
     Var,
+    WaitCmp,
     format_program,
     verify,
 )
 from pldemu.ir.nodes import Const
 from pldemu.ir.ops import Op
-from pldemu.lowering import RULES, LoweringError, lower_composite_ops, lower_composite_ops_with_report
+from pldemu.ir.signatures import SIGNATURES
+from pldemu.lowering import (
+    RULES,
+    LowerCompositeOps,
+    LoweringError,
+    RecipeVariant,
+    lower_composite_ops,
+    lower_composite_ops_with_report,
+)
+from pldemu.lowering.rules import ARGS
 
 ALL_SPECS = [s for size in (17, 4097, 65537) for dt in (DType.FP32, DType.FP16) for s in specs_all(size, dt)]
 
@@ -193,3 +204,31 @@ def test_lower_accepts_const_true_if() -> None:
     roundtrip(out)
 
 
+
+
+def test_argument_roles_come_from_the_signature_table() -> None:
+    """ARGS is derived from SIGNATURES: the result alias and the signal of every collective."""
+    expected = {
+        Op.ALLREDUCE: (0, 1), Op.ALLGATHER: (1, 2), Op.REDUCE_SCATTER: (0, 1), Op.BROADCAST: (0, 1),
+        Op.BARRIER: (0, 0), Op.ALL_TO_ALL: (1, 2), Op.ALL_TO_ALL_V: (1, 2),
+    }
+    assert isinstance(ARGS, MappingProxyType)
+    assert {op: (a.result, a.signal) for op, a in ARGS.items()} == expected
+    for op, roles in ARGS.items():
+        names = [p.name for p in SIGNATURES[op].params]
+        assert names[roles.signal] == "signal"
+
+
+def test_the_pass_object_carries_its_options() -> None:
+    """LowerCompositeOps(variant).apply is the function entry point; options are frozen fields."""
+    program = collective_program(CollectiveSpec("allreduce", size=17)).program
+    variant = RecipeVariant(wait_cmp=WaitCmp.Eq)
+    lowered = LowerCompositeOps(variant).apply(program)
+    assert lowered == lower_composite_ops(program, variant=variant)
+    assert lowered != LowerCompositeOps().apply(program)
+    assert LowerCompositeOps().apply(program) == lower_composite_ops(program)
+    assert LowerCompositeOps.name == "lower-composite-ops"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        LowerCompositeOps().variant = variant  # type: ignore[misc]
+    with pytest.raises(TypeError, match="variant must be a RecipeVariant"):
+        LowerCompositeOps("Eq")  # type: ignore[arg-type]
