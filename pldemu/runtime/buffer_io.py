@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from pldemu.ir import Program, TensorType
-from pldemu.lowering.common import eval_nr
+from pldemu.ir.nodes import eval_nr
 
 RANK_DIR = "rank{rank}"
 """Sub-directory of a per-rank file (``DIR/rank3/x.npy``), also the layout of ``--dump``."""
