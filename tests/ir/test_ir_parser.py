@@ -385,7 +385,9 @@ def test_duplicate_buffer() -> None:
         ("program t {\n  func main(x: fp32, x: fp32) {\n  }\n}\n", 2, 22, "parameter 'x' given twice"),
         ("program t {\n  func main(x) {\n  }\n}\n", 2, 14, "expected ':' after the parameter name 'x'"),
         ("program t {\n  func main(x: blob) {\n  }\n}\n", 2, 16, "unknown parameter type 'blob'"),
-        ("program t {\n  func main() {\n    x = 1\n}\n", 5, 1, "missing '}' to close the program opened at line 1"),
+        # issue 9: the func's brace is the missing one (the '}' that is there lines up with the program)
+        ("program t {\n  func main() {\n    x = 1\n}\n", 2, 15,
+         "missing '}' to close the function 'main' opened at line 2 (the '}' at line 4, column 1, lines up"),
         ("program t {\n  func main() {\n    x = 1\n", 4, 1,
          "missing '}' to close the function 'main' opened at line 2"),
         ("program t {\n}\nprogram u {\n}\n", 3, 1, "unexpected 'program' after the end of the program"),
