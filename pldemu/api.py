@@ -34,13 +34,12 @@ from pldemu.ir import Program, format_program
 from pldemu.runtime.buffer_io import (
     RANK_DIR,
     BufferFileError,
-    BufferSpec,
     Mismatch,
     Tolerance,
-    buffer_specs,
     compare,
 )
 from pldemu.runtime.options import DEFAULT_OPTIONS, RuntimeOptions
+from pldemu.runtime.precheck import StaticBuffer, static_buffers
 
 ArrayLike: TypeAlias = Any
 PerRank: TypeAlias = ArrayLike | Sequence[ArrayLike] | Callable[[int], ArrayLike]
@@ -208,12 +207,12 @@ def _program_file(program: Program | str | os.PathLike[str], work: Path) -> tupl
         raise ValueError(str(err)) from None
 
 
-def _specs(program: Program, lower: bool, ranks: int) -> dict[str, BufferSpec]:
+def _specs(program: Program, lower: bool, ranks: int) -> dict[str, StaticBuffer]:
     if lower:
         from pldemu.lowering import lower_composite_ops
 
         program = lower_composite_ops(program)
-    return buffer_specs(program, ranks)
+    return static_buffers(program, ranks)
 
 
 def _for_rank(value: PerRank, rank: int) -> ArrayLike:
@@ -224,7 +223,7 @@ def _for_rank(value: PerRank, rank: int) -> ArrayLike:
     return value
 
 
-def _write_inputs(inputs: Inputs, specs: Mapping[str, BufferSpec], ranks: int, root: Path) -> None:
+def _write_inputs(inputs: Inputs, specs: Mapping[str, StaticBuffer], ranks: int, root: Path) -> None:
     for rank in range(ranks):
         per_rank = _rank_inputs(inputs, rank)
         folder = root / RANK_DIR.format(rank=rank)
@@ -241,7 +240,7 @@ def _rank_inputs(inputs: Inputs, rank: int) -> Mapping[str, ArrayLike]:
     return inputs[rank]
 
 
-def _input_array(name: str, value: ArrayLike, specs: Mapping[str, BufferSpec], rank: int) -> np.ndarray:
+def _input_array(name: str, value: ArrayLike, specs: Mapping[str, StaticBuffer], rank: int) -> np.ndarray:
     spec = specs.get(name)
     if spec is None:
         raise ValueError(f"inputs: the program has no buffer {name!r} (buffers: {', '.join(sorted(specs))})")

@@ -100,16 +100,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_io_arguments(parser)
 
 
-def load_program(path: str, lower: bool = True) -> Program:
+def load_program(path: str, lower: bool = True, nranks: int | None = None, options: Any = None) -> Program:
     """Read (``.pld`` text or a Python builder file, see ``pldemu.ir.source``), lower unless ``lower`` is
-    False, and verify ``path``; every problem is an InputError."""
+    False, and verify ``path``; with ``nranks``, also check it at that rank count
+    (:func:`pldemu.runtime.precheck.precheck`). Every problem is an InputError."""
     from pldemu.ir import VerifyError, verify
     from pldemu.ir.source import SourceError, load_source
+    from pldemu.runtime.precheck import PrecheckError, precheck
 
     try:
-        program = load_source(path)
+        source = program = load_source(path)
+        verify(source)  # before lowering: it bounds the nesting every later walk recurses on
     except SourceError as err:
         raise InputError(str(err)) from None
+    except VerifyError as err:
+        raise InputError(f"{path}: {err}") from None
     if lower:
         from pldemu.lowering import lower_composite_ops
 
@@ -126,8 +131,13 @@ def load_program(path: str, lower: bool = True) -> Program:
                              f"{composite.op.text}: drop --no-lower (or lower it first: pldemu lower --after-only)")
     try:
         verify(program)
+        if nranks is not None:
+            precheck(program, nranks, options, source=source)
     except VerifyError as err:
         raise InputError(f"{path}: {err}") from None
+    except PrecheckError as err:
+        raise InputError(f"{path}: at {nranks} ranks: {err}" if "\n" not in str(err)
+                         else f"{path}: at {nranks} ranks:\n  " + str(err).replace("\n", "\n  ")) from None
     return program
 
 
@@ -207,7 +217,7 @@ def run(args: argparse.Namespace) -> int:
     n = args.ranks or (job_size() if inside else None) or DEFAULT_RANKS
     try:
         options = _options(args)
-        program = load_program(args.program, lower=not args.no_lower)
+        program = load_program(args.program, lower=not args.no_lower, nranks=n, options=options)
         io = job_io(args, program, n)
     except (InputError, BufferFileError) as err:
         # Inside a job every rank reaches the same verdict before touching MPI; one prints it.

@@ -29,11 +29,11 @@ from pldemu.runtime.buffer_io import (
     BufferFiles,
     Mismatch,
     Tolerance,
-    buffer_specs,
     compare_all,
     mismatch_report,
     scan,
 )
+from pldemu.runtime.precheck import static_buffers
 
 
 def _tolerance(text: str) -> float:
@@ -115,7 +115,7 @@ def job_io(args: argparse.Namespace, program: Program, nranks: int) -> JobIO:
         raise BufferFileError("--reload-inputs needs --inputs DIR and --iters K with K > 1")
     if (args.rtol or args.atol) and args.expect is None:
         raise BufferFileError("--rtol/--atol apply to --expect DIR: give it")
-    specs = buffer_specs(program, nranks)
+    specs = static_buffers(program, nranks)
     inputs = None if args.inputs is None else scan(args.inputs, specs, nranks, what="--inputs")
     expect = None if args.expect is None else scan(args.expect, specs, nranks, what="--expect")
     report = None if args.report is None else Path(args.report).resolve()

@@ -20,8 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pldemu.ir import Program, TensorType
-from pldemu.ir.nodes import eval_nr
+from pldemu.runtime.precheck import StaticBuffer
 
 RANK_DIR = "rank{rank}"
 """Sub-directory of a per-rank file (``DIR/rank3/x.npy``), also the layout of ``--dump``."""
@@ -29,15 +28,6 @@ RANK_DIR = "rank{rank}"
 
 class BufferFileError(ValueError):
     """A directory of buffer files does not fit the program (reported as a usage error, exit 2)."""
-
-
-@dataclass(frozen=True)
-class BufferSpec:
-    """What a buffer file must hold: a declared buffer's name, dtype and shape at one rank count."""
-
-    name: str
-    dtype: np.dtype
-    shape: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -56,23 +46,7 @@ class BufferFiles:
         return {name: np.load(path, allow_pickle=False) for name, path in self.files[rank].items()}
 
 
-def buffer_specs(program: Program, nranks: int) -> dict[str, BufferSpec]:
-    """The program's buffers at ``nranks`` ranks (``NR`` bound), by name, for checking files.
-
-    MPI-free, so a launcher can check a directory before it starts the job; a shape that does not
-    evaluate is left to the job's own verification (it reports it precisely)."""
-    out: dict[str, BufferSpec] = {}
-    for decl in program.buffers:
-        t = decl.var.type
-        if not isinstance(t, TensorType):
-            continue
-        dims = [eval_nr(d, nranks) for d in t.shape]
-        if all(d is not None and d >= 0 for d in dims):
-            out[decl.var.name] = BufferSpec(decl.var.name, np.dtype(t.dtype.np), tuple(d for d in dims if d is not None))
-    return out
-
-
-def scan(root: str | os.PathLike[str], specs: Mapping[str, BufferSpec], nranks: int, *, what: str) -> BufferFiles:
+def scan(root: str | os.PathLike[str], specs: Mapping[str, StaticBuffer], nranks: int, *, what: str) -> BufferFiles:
     """Check the directory ``root`` against ``specs`` for a job of ``nranks`` ranks.
 
     ``what`` names the option in messages (``--inputs``). Raises :class:`BufferFileError` with one line
@@ -120,7 +94,7 @@ def _rank_dirs(base: Path, nranks: int, what: str) -> dict[int, Path]:
     return out
 
 
-def _check_file(path: Path, name: str, specs: Mapping[str, BufferSpec], what: str) -> None:
+def _check_file(path: Path, name: str, specs: Mapping[str, StaticBuffer], what: str) -> None:
     spec = specs.get(name)
     if spec is None:
         known = ", ".join(sorted(specs)) or "none"
@@ -222,10 +196,8 @@ __all__ = [
     "RANK_DIR",
     "BufferFileError",
     "BufferFiles",
-    "BufferSpec",
     "Mismatch",
     "Tolerance",
-    "buffer_specs",
     "compare",
     "compare_all",
     "mismatch_report",

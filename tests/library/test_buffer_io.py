@@ -9,13 +9,14 @@ import pytest
 from library_helpers import ALLREDUCE_PLD, save
 
 from pldemu.ir import parse_program
-from pldemu.runtime.buffer_io import BufferFileError, Tolerance, buffer_specs, compare, mismatch_report, scan
+from pldemu.runtime.buffer_io import BufferFileError, Tolerance, compare, mismatch_report, scan
+from pldemu.runtime.precheck import static_buffers
 
 PROGRAM = parse_program(ALLREDUCE_PLD)
 
 
 def specs(nranks: int = 3):
-    return buffer_specs(PROGRAM, nranks)
+    return static_buffers(PROGRAM, nranks)
 
 
 def test_specs_bind_nr():
