@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib import import_module
 from types import MappingProxyType
+from typing import NoReturn
 
 # subcommand -> (module, one-line help). Each module defines add_arguments(parser) and run(args) -> int.
 SUBCOMMANDS = MappingProxyType(
@@ -23,9 +24,17 @@ SUBCOMMANDS = MappingProxyType(
 )
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with pldemu's usage errors: the one-line error and where to look, not the whole usage
+    (exit 2, as every bad input)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pldemu", description="Run pld.tensor.* collectives for real on MPI.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser = Parser(prog="pldemu", description="Run pld.tensor.* collectives for real on MPI.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
     for name, (module, help_text) in SUBCOMMANDS.items():
         try:
             mod = import_module(module)

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from pldemu.cli.argtypes import nonneg_int, positive_float, positive_int
+from pldemu.cli.outputs import OutputPathError, output_dir, output_file
 from pldemu.cli.run_io import JobIO, add_io_arguments, expectation_summary, io_argv, job_io, write_report
 from pldemu.cli.schedule_args import add_schedule_arguments, schedule_argv, schedule_options
 from pldemu.ir import Program
@@ -149,11 +150,13 @@ def _options(args: argparse.Namespace) -> Any:
             if given:
                 raise InputError(f"{flag} applies to repeated calls: give --iters K with K > 1")
     try:
-        trace = str(Path(args.trace).resolve()) if args.trace else None
+        trace = str(output_file(args.trace, "--trace")) if args.trace else None
+        if args.dump is not None:
+            output_dir(args.dump, "--dump")
         return RuntimeOptions(timeout=args.timeout, windows=args.windows, seed=args.seed,
                               stage_pieces=args.stage_pieces, race_detect=args.races, trace=trace,
                               invariants=args.invariants, **schedule_options(args))
-    except ValueError as err:
+    except ValueError as err:  # OutputPathError and RuntimeOptions' own checks
         raise InputError(str(err)) from None
 
 
@@ -219,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
         options = _options(args)
         program = load_program(args.program, lower=not args.no_lower, nranks=n, options=options)
         io = job_io(args, program, n)
-    except (InputError, BufferFileError) as err:
+    except (InputError, BufferFileError, OutputPathError) as err:
         # Inside a job every rank reaches the same verdict before touching MPI; one prints it.
         return _error(str(err)) if not inside or job_rank() in (0, None) else EXIT_USAGE
     if inside:

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from pldemu.cli.outputs import output_file
 from pldemu.ir import Program
 from pldemu.runtime.buffer_io import (
     EXACT,
@@ -118,20 +119,8 @@ def job_io(args: argparse.Namespace, program: Program, nranks: int) -> JobIO:
     specs = static_buffers(program, nranks)
     inputs = None if args.inputs is None else scan(args.inputs, specs, nranks, what="--inputs")
     expect = None if args.expect is None else scan(args.expect, specs, nranks, what="--expect")
-    report = None if args.report is None else Path(args.report).resolve()
-    if report is not None:
-        _check_writable(report)
+    report = None if args.report is None else output_file(args.report, "--report")
     return JobIO(inputs, expect, Tolerance(args.rtol, args.atol), args.reload_inputs, report)
-
-
-def _check_writable(path: Path) -> None:
-    if path.is_dir():
-        raise BufferFileError(f"--report {path}: is a directory, not a file")
-    parent = path.parent
-    if not parent.is_dir():
-        raise BufferFileError(f"--report {path}: no directory {parent}")
-    if not os.access(parent, os.W_OK):
-        raise BufferFileError(f"--report {path}: directory {parent} is not writable")
 
 
 def expectation_summary(io: JobIO, checked: int, mismatches: Sequence[Mismatch]) -> str:

@@ -305,7 +305,7 @@ def test_error_format_shows_line_and_caret() -> None:
         ("pld.system.wait(data, [0, 0], 1)", 21, "pld.system.wait: argument 'signal' must be an INT32 window"),
         ("pld.system.wait(sig, [0], 1)", 26, "pld.system.wait: argument 'offsets' must be a list of 2 entries"),
         ("pld.system.wait(sig, 0, 1)", 26, "pld.system.wait: argument 'offsets' must be a [list] of scalars"),
-        ("x = pld.tensor.barrier(sig, sig)", 33, "pld.tensor.barrier: argument 'arguments' must be (signal)"),
+        ("x = pld.tensor.barrier(sig, sig)", 33, "pld.tensor.barrier takes (signal), got 2 arguments"),
         ("x = tile.create([1, 0], dtype=fp32)", 21, "tile.create: argument 'shape' must be positive extents"),
         ("x = tile.add(tile.create([1, 8], dtype=fp32), tile.create([1, 8], dtype=fp16))", 51,
          "tile.add: argument 'rhs' must be a tile fp32[1, 8] like lhs"),
