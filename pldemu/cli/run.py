@@ -84,6 +84,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trace", metavar="FILE.json", default=None,
                         help="write a Chrome/Perfetto trace of every rank's ops (see pldemu trace-plot); a rank "
                              "whose run fails writes its own part to FILE.rankR.json")
+    parser.add_argument("--force", action="store_true",
+                        help="start the job even when its estimated memory exceeds what the machine has")
     parser.add_argument("--stage-pieces", action="store_true",
                         help="move every put/get one stage-sized piece at a time (a peer can see a partly "
                              "landed transfer, as on the hardware)")
@@ -215,14 +217,18 @@ def run(args: argparse.Namespace) -> int:
     """Entry point of ``pldemu run``."""
     from pldemu.runtime.buffer_io import BufferFileError
     from pldemu.runtime.launch import in_mpi_job, job_rank, job_size, spawn
+    from pldemu.runtime.precheck import static_buffers
+    from pldemu.runtime.resources import ResourceError, check_fits, job_memory
 
     inside = in_mpi_job()
     n = args.ranks or (job_size() if inside else None) or DEFAULT_RANKS
     try:
         options = _options(args)
         program = load_program(args.program, lower=not args.no_lower, nranks=n, options=options)
+        if not inside:  # inside, the peers' own memory is already in use: the launcher judged it
+            check_fits(job_memory(static_buffers(program, n).values(), n, options.race_detect), args.force)
         io = job_io(args, program, n)
-    except (InputError, BufferFileError, OutputPathError) as err:
+    except (InputError, BufferFileError, OutputPathError, ResourceError) as err:
         # Inside a job every rank reaches the same verdict before touching MPI; one prints it.
         return _error(str(err)) if not inside or job_rank() in (0, None) else EXIT_USAGE
     if inside:
@@ -244,7 +250,7 @@ def run_in_job(program: Program, options: Any, *, source: str = "", ranks: int |
     of the signal cells)."""
     from mpi4py import MPI
 
-    from pldemu.runtime.errors import DeadlockError, ProgramError
+    from pldemu.runtime.errors import AllocationError, DeadlockError, ProgramError
     from pldemu.runtime.harness import CheckError
     from pldemu.runtime.interpreter import OpCounter, ProgramInstance
     from pldemu.runtime.repeat import RepeatResult, run_program_iterations
@@ -257,6 +263,9 @@ def run_in_job(program: Program, options: Any, *, source: str = "", ranks: int |
         if ranks is not None and ranks != size:
             raise ProgramError(f"-n {ranks} but this MPI job has {size} ranks")
         inst = ProgramInstance(program, comm, options)
+    except AllocationError as err:
+        _abort(comm, f"pldemu run: rank {me}: {err}")
+        return EXIT_ERROR
     except ProgramError as err:
         # Raised identically on every rank before any window exists: end cleanly (MPI_Finalize
         # also removes MPI's shared-memory segments, which an abort would leave behind).

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pldemu.ir import DType, Op, Program, TensorType, format_expr
+from pldemu.ir import BufferKind, DType, Op, Program, TensorType, format_expr
 from pldemu.ir.enums import AtomicType
 from pldemu.ir.nodes import Call, Const, FoldError, For, ListExpr, NotStatic, TileType, Var, evaluate
 from pldemu.ir.walk import function_calls, walk_stmts
@@ -45,6 +45,7 @@ class StaticBuffer:
     name: str
     dtype: np.dtype
     shape: tuple[int, ...]
+    signal: bool = False
 
 
 def static_buffers(program: Program, nranks: int) -> dict[str, StaticBuffer]:
@@ -66,7 +67,7 @@ def static_buffers(program: Program, nranks: int) -> dict[str, StaticBuffer]:
                 raise PrecheckError(f"buffer {name}: shape entry {format_expr(d)} is {value} with NR={nranks}; "
                                     "extents must not be negative")
             dims.append(value)
-        out[name] = StaticBuffer(name, np.dtype(t.dtype.np), tuple(dims))
+        out[name] = StaticBuffer(name, np.dtype(t.dtype.np), tuple(dims), decl.kind is BufferKind.SIGNAL)
     return out
 
 
