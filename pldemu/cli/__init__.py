@@ -1,4 +1,10 @@
-"""The ``pldemu`` command line: one module per subcommand, registered in one table."""
+"""The ``pldemu`` command line: one module per subcommand, registered in one table.
+
+``pldemu.cli.common`` is the core every subcommand shares: the exit codes, the usage error, the
+``-n`` job-size check and one definition of every runtime flag (parser, ``RuntimeOptions``,
+forwarding to the spawned job); ``argtypes`` and ``collective_args`` define the argument types and
+the flags that describe one collective call.
+"""
 
 from __future__ import annotations
 
@@ -20,6 +26,7 @@ SUBCOMMANDS = MappingProxyType(
         "stress": ("pldemu.cli.stress", "hunt for races: perturbed schedules until the first failure"),
         "trace-plot": ("pldemu.cli.trace_plot", "draw a trace as per-rank swimlanes (PNG)"),
         "bench": ("pldemu.cli.bench", "benchmark recipes against native MPI (nccl-tests style)"),
+        "casts": ("pldemu.cli.casts", "run NeuronEliminateCasts on a Neuron kernel (.nki): verdicts, bytes, errors"),
     }
 )
 

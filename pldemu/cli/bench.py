@@ -15,14 +15,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from pldemu.cli.argtypes import nonneg_int, positive_float, positive_int
+from pldemu.cli import common
+from pldemu.cli.argtypes import nonneg_int, positive_int
+from pldemu.cli.common import EXIT_ERROR, EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError
 from pldemu.collectives import COLLECTIVE_NAMES
 from pldemu.runtime.launch import abort_job
-
-EXIT_OK = 0
-EXIT_WRONG = 1
-EXIT_USAGE = 2
-EXIT_ERROR = 3
 
 DEFAULT_RANKS = 4
 DEFAULT_SIZES = "4K,1M"
@@ -77,8 +74,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = EPILOG
     parser.add_argument("what", metavar="COLLECTIVE", nargs="?", default="all", choices=_WHATS,
                         help=f"one of {', '.join(COLLECTIVE_NAMES)}; signals; bulk; micro; or all (default)")
-    parser.add_argument("-n", "--ranks", type=positive_int, default=None, metavar="N",
-                        help=f"number of MPI ranks (default {DEFAULT_RANKS}; inside an MPI job: its size)")
+    common.add_ranks_argument(parser, DEFAULT_RANKS)
     parser.add_argument("--sizes", type=_sizes, default=None, metavar="LIST",
                         help=f"comma-separated bytes per rank, K/M/G suffixes (default {DEFAULT_SIZES})")
     parser.add_argument("--dtype", choices=["fp32", "fp16"], default="fp32", help="element type (default fp32)")
@@ -88,20 +84,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"timed iterations per measurement (default {DEFAULT_ITERS})")
     parser.add_argument("--warmup", type=nonneg_int, default=DEFAULT_WARMUP, metavar="W",
                         help=f"untimed warm-up iterations (default {DEFAULT_WARMUP})")
-    parser.add_argument("--windows", choices=["auto", "shared", "rma"], default="auto",
-                        help="window back end (default auto: shared on one node)")
     parser.add_argument("--json", metavar="FILE", default=None, help="write every figure as JSON")
     parser.add_argument("--plot", metavar="FILE.png", default=None,
                         help="plot busbw against size, pldemu and native (needs matplotlib)")
-    parser.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT, metavar="S",
-                        help=f"seconds one wait may block before it is a deadlock (default {DEFAULT_TIMEOUT:g})")
-    parser.add_argument("--job-timeout", type=positive_float, default=DEFAULT_JOB_TIMEOUT, metavar="S",
-                        help=f"seconds the whole mpiexec job may take (default {DEFAULT_JOB_TIMEOUT:g})")
-
-
-def _error(message: str) -> int:
-    print(f"pldemu bench: error: {message}", file=sys.stderr, flush=True)
-    return EXIT_USAGE
+    common.add_runtime_arguments(parser, "bench", defaults={"--timeout": DEFAULT_TIMEOUT})
+    common.add_job_timeout_argument(parser, DEFAULT_JOB_TIMEOUT)
 
 
 def validate(args: argparse.Namespace) -> str | None:
@@ -124,8 +111,7 @@ def child_argv(args: argparse.Namespace, n: int) -> list[str]:
     from pldemu.bench.common import format_size
 
     argv = ["bench", args.what, "-n", str(n), "--dtype", args.dtype, "--iters", str(args.iters),
-            "--warmup", str(args.warmup), "--windows", args.windows, "--timeout", repr(args.timeout),
-            "--job-timeout", repr(args.job_timeout)]
+            "--warmup", str(args.warmup), "--job-timeout", repr(args.job_timeout), *common.runtime_argv(args)]
     if args.sizes is not None:
         argv += ["--sizes", ",".join(format_size(s) for s in args.sizes)]
     if args.mode is not None:
@@ -142,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
 
     problem = validate(args)
     if problem is not None:
-        return _error(problem) if not in_mpi_job() or job_rank() in (0, None) else EXIT_USAGE
+        return common.usage_error("bench", problem) if not in_mpi_job() or job_rank() in (0, None) else EXIT_USAGE
     if in_mpi_job():
         return _run_in_job(args)
     n = args.ranks or DEFAULT_RANKS
@@ -155,13 +141,16 @@ def _run_in_job(args: argparse.Namespace) -> int:
     from pldemu.bench import BenchConfig, run_bench
     from pldemu.bench.common import parse_sizes
     from pldemu.ir import DType
-    from pldemu.runtime.options import RuntimeOptions
 
     comm = MPI.COMM_WORLD
-    nranks, me = comm.Get_size(), comm.Get_rank()
-    if args.ranks is not None and args.ranks != nranks:
+    me = comm.Get_rank()
+    try:
+        common.check_job_size(args.ranks, comm.Get_size())
+        # Poison stays on (the default): it costs nothing per op, only at allocation.
+        options = common.runtime_options(args)
+    except UsageError as err:
         if me == 0:
-            _error(f"-n {args.ranks} but this MPI job has {nranks} ranks")
+            common.usage_error("bench", str(err))
         return EXIT_USAGE
     config = BenchConfig(
         what=args.what,
@@ -171,8 +160,6 @@ def _run_in_job(args: argparse.Namespace) -> int:
         iters=args.iters,
         modes=(args.mode,) if args.mode else ("mesh", "ring"),
     )
-    # Poison stays on (the default): it costs nothing per op, only at allocation.
-    options = RuntimeOptions(timeout=args.timeout, windows=args.windows)
     try:
         report = run_bench(comm, config, options)
         if me == 0:
@@ -188,5 +175,5 @@ def _run_in_job(args: argparse.Namespace) -> int:
     if report.wrong:
         if me == 0:
             print(f"# {report.wrong} wrong elements", flush=True)
-        return EXIT_WRONG
+        return EXIT_FAIL
     return EXIT_OK

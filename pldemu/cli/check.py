@@ -18,23 +18,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pldemu.cli.argtypes import format_dims, nonneg_int, positive_float, positive_int
+from pldemu.cli import common
+from pldemu.cli.argtypes import format_dims, nonneg_int, positive_int
 from pldemu.cli.collective_args import REDUCES, add_collective_arguments, check_applies, collective_argv
-from pldemu.cli.schedule_args import add_schedule_arguments, schedule_argv, schedule_options
+from pldemu.cli.common import EXIT_ERROR, EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError
 from pldemu.collectives import COLLECTIVE_NAMES
 from pldemu.ir import AllreduceMode, DType
 from pldemu.runtime.launch import abort_job
-
-EXIT_OK = 0
-EXIT_WRONG = 1
-EXIT_USAGE = 2
-EXIT_ERROR = 3
+from pldemu.runtime.options import RuntimeOptions
 
 DEFAULT_RANKS = 4
 DEFAULT_SIZE = 1024
 DEFAULT_ITERS = 20
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_JOB_TIMEOUT = 3600.0
+
 
 _COLLECTIVES = COLLECTIVE_NAMES
 
@@ -74,10 +72,6 @@ exit status: 0 pass, 1 wrong results / non-zero cells / races, 2 bad arguments, 
 """
 
 
-class UsageError(ValueError):
-    """A bad command line; reported as ``pldemu check: error: ...`` with exit status 2."""
-
-
 def _root(text: str) -> int | str:
     if text == "all":
         return "all"
@@ -97,75 +91,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_collective_arguments(parser, default_size=DEFAULT_SIZE, root_type=_root,
                              root_help="broadcast root (default 0); 'all' runs from every root in turn")
-    parser.add_argument(
-        "-n",
-        "--ranks",
-        type=positive_int,
-        default=None,
-        metavar="RANKS",
-        help=f"number of MPI ranks (default {DEFAULT_RANKS}; inside an MPI job: its size)",
-    )
-    parser.add_argument(
-        "--iters",
-        type=positive_int,
-        default=DEFAULT_ITERS,
-        metavar="K",
-        help=f"back-to-back calls per case (default {DEFAULT_ITERS})",
-    )
-    parser.add_argument(
-        "--block",
-        type=positive_int,
-        default=None,
-        metavar="B",
-        help="iterations per progress row (default: about 8 rows)",
-    )
-    parser.add_argument(
-        "--windows",
-        choices=["auto", "shared", "rma"],
-        default="auto",
-        help="window back end (default auto: shared on one node)",
-    )
-    parser.add_argument(
-        "--stage-pieces",
-        action="store_true",
-        help="move every put/get through its stage tile piece by piece (a concurrent reader can see a "
-        "partly landed transfer, as on the hardware)",
-    )
-    parser.add_argument(
-        "--no-invariants",
-        action="store_true",
-        help="do not check the protocol invariants as the program runs (no negative cell, never Set and "
-        "AtomicAdd on one cell; pldemu.runtime.invariants); the harness's own checks stay",
-    )
-    parser.add_argument("--seed", type=nonneg_int, default=0, help="data seed (default 0)")
-    parser.add_argument(
-        "--timeout",
-        type=positive_float,
-        default=DEFAULT_TIMEOUT,
-        metavar="S",
-        help=f"seconds any one wait may take before it is a deadlock (default {DEFAULT_TIMEOUT:g})",
-    )
-    parser.add_argument(
-        "--job-timeout",
-        type=positive_float,
-        default=DEFAULT_JOB_TIMEOUT,
-        metavar="S",
-        help=f"seconds the whole mpiexec job may take (default {DEFAULT_JOB_TIMEOUT:g})",
-    )
-    parser.add_argument(
-        "--races",
-        action="store_true",
-        help="detect data races on windows (happens-before, checked at every block end); a race fails "
-        "the check (exit 1)",
-    )
-    parser.add_argument(
-        "--trace",
-        metavar="FILE.json",
-        default=None,
-        help="write a Chrome/Perfetto trace of every rank's ops (with 'all': FILE.CASE.json per case); "
-        "draw it with pldemu trace-plot",
-    )
-    add_schedule_arguments(parser, invariants_flag=False)
+    common.add_ranks_argument(parser, DEFAULT_RANKS)
+    parser.add_argument("--iters", type=positive_int, default=DEFAULT_ITERS, metavar="K",
+                        help=f"back-to-back calls per case (default {DEFAULT_ITERS})")
+    parser.add_argument("--block", type=positive_int, default=None, metavar="B",
+                        help="iterations per progress row (default: about 8 rows)")
+    common.add_job_timeout_argument(parser, DEFAULT_JOB_TIMEOUT)
+    common.add_runtime_arguments(parser, "check", defaults={"--timeout": DEFAULT_TIMEOUT}, helps={
+        "--seed": "data seed, and the seed of every randomised schedule (default %(default)s)",
+        "--races": "detect data races on windows (happens-before, checked at every block end); a race fails "
+                   "the check (exit 1)",
+        "--trace": "write a Chrome/Perfetto trace of every rank's ops (with 'all': FILE.CASE.json per case); "
+                   "draw it with pldemu trace-plot",
+    })
 
 
 # ----------------------------------------------------------------------------------------------
@@ -272,40 +210,12 @@ def validate(args: argparse.Namespace, nranks: int) -> list[Planned]:
 
 def child_argv(args: argparse.Namespace) -> list[str]:
     """The ``pldemu check ...`` arguments each rank of the spawned job gets (same options, explicit)."""
-    argv = [
-        "check",
-        args.collective,
-        "--dtype",
-        args.dtype,
-        "--iters",
-        str(args.iters),
-        "--windows",
-        args.windows,
-        "--seed",
-        str(args.seed),
-        "--timeout",
-        repr(args.timeout),
-        "--job-timeout",
-        repr(args.job_timeout),
-    ]
-    argv += collective_argv(args)
+    argv = ["check", args.collective, "--dtype", args.dtype, "--iters", str(args.iters), "--job-timeout",
+            repr(args.job_timeout), *collective_argv(args)]
     for flag, value in (("--block", args.block), ("-n", args.ranks)):
         if value is not None:
             argv += [flag, str(value)]
-    if args.stage_pieces:
-        argv.append("--stage-pieces")
-    if getattr(args, "no_invariants", False):
-        argv.append("--no-invariants")
-    if getattr(args, "races", False):
-        argv.append("--races")
-    if getattr(args, "trace", None):
-        argv += ["--trace", str(Path(args.trace).resolve())]
-    return argv + schedule_argv(args)
-
-
-def _error(message: str) -> int:
-    print(f"pldemu check: error: {message}", file=sys.stderr, flush=True)
-    return EXIT_USAGE
+    return argv + common.runtime_argv(args)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -317,8 +227,9 @@ def run(args: argparse.Namespace) -> int:
     nranks = args.ranks or DEFAULT_RANKS
     try:
         validate(args, nranks)
+        common.runtime_options(args)
     except UsageError as err:
-        return _error(str(err))
+        return common.usage_error("check", str(err))
     return spawn(nranks, child_argv(args), args.job_timeout)
 
 
@@ -326,31 +237,23 @@ def _run_in_job(args: argparse.Namespace) -> int:
     from mpi4py import MPI
 
     from pldemu.runtime.check import CheckResult, run_check
-    from pldemu.runtime.options import RuntimeOptions
 
     comm = MPI.COMM_WORLD
     nranks, me = comm.Get_size(), comm.Get_rank()
-    if args.ranks is not None and args.ranks != nranks:
-        if me == 0:
-            _error(f"-n {args.ranks} but this MPI job has {nranks} ranks")
-        return EXIT_USAGE
     try:
+        common.check_job_size(args.ranks, nranks)
         cases = validate(args, nranks)
+        options = common.runtime_options(args)
     except UsageError as err:
         if me == 0:
-            _error(str(err))
+            common.usage_error("check", str(err))
         return EXIT_USAGE
-    options = RuntimeOptions(
-        timeout=args.timeout, windows=args.windows, seed=args.seed, stage_pieces=args.stage_pieces,
-        invariants=not getattr(args, "no_invariants", False), **schedule_options(args),
-    )
     results: list[CheckResult] = []
     try:
         for i, p in enumerate(cases):
             if i and me == 0:
                 print(flush=True)
-            results.append(run_check(comm, build(p), args.iters, _instrumented(options, args, p, len(cases)),
-                                     args.block))
+            results.append(run_check(comm, build(p), args.iters, _case_options(options, p, len(cases)), args.block))
     except Exception as err:  # any failure inside the job ends it with exit 3
         print(f"# rank {me}: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
         # A rank that failed alone would leave its peers waiting; end the whole job now.
@@ -358,22 +261,20 @@ def _run_in_job(args: argparse.Namespace) -> int:
     if len(results) > 1 and me == 0:
         print(flush=True)
         print(summary_table(results), flush=True)
-    return EXIT_OK if all(r.ok for r in results) else EXIT_WRONG
+    return EXIT_OK if all(r.ok for r in results) else EXIT_FAIL
 
 
-def _instrumented(options: Any, args: argparse.Namespace, planned: Planned, ncases: int) -> Any:
-    """``options`` with ``--races`` / ``--trace`` applied; with several cases each gets its own trace
-    file (``FILE.LABEL.json``), because every case is its own program instance."""
+def _case_options(options: RuntimeOptions, planned: Planned, ncases: int) -> RuntimeOptions:
+    """``options`` for one case: with several cases each gets its own trace file (``FILE.LABEL.json``),
+    because every case is its own program instance."""
     import dataclasses
 
-    trace = getattr(args, "trace", None)
-    if trace and ncases > 1:
-        kw = planned.kwargs()
-        label = kw["name"] + (f"-{kw['mode'].name}" if kw["name"] == "allreduce" and "mode" in kw else "")
-        path = Path(trace)
-        trace = str(path.with_name(f"{path.name.removesuffix('.json')}.{label}.json"))
-    return dataclasses.replace(options, race_detect=bool(getattr(args, "races", False)),
-                               trace=str(Path(trace).resolve()) if trace else None)
+    if not options.trace or ncases == 1:
+        return options
+    kw = planned.kwargs()
+    label = kw["name"] + (f"-{kw['mode'].name}" if kw["name"] == "allreduce" and "mode" in kw else "")
+    path = Path(options.trace)
+    return dataclasses.replace(options, trace=str(path.with_name(f"{path.name.removesuffix('.json')}.{label}.json")))
 
 
 def summary_table(results: Sequence[Any]) -> str:

@@ -17,23 +17,24 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from pldemu.cli.argtypes import positive_float, positive_int
+from pldemu.cli import common
+from pldemu.cli.argtypes import positive_int
+from pldemu.cli.common import EXIT_ERROR, EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError
 from pldemu.ir import (
     Program,
     ProgramBuilder,
     format_program,
 )
 from pldemu.runtime.launch import abort_job
+from pldemu.runtime.options import RuntimeOptions
 
-EXIT_OK = 0
-EXIT_FAIL = 1
-EXIT_USAGE = 2
-EXIT_ERROR = 3
+DEFAULT_RANKS = 4
 
 
 @dataclass(frozen=True)
@@ -157,53 +158,24 @@ def lowering_summary(report: Any, nranks: int) -> list[str]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``pldemu demo`` options."""
-    parser.add_argument(
-        "-n",
-        "--ranks",
-        type=positive_int,
-        default=None,
-        metavar="RANKS",
-        help="number of MPI ranks (default 4; inside an MPI job: its size)",
-    )
+    common.add_ranks_argument(parser, DEFAULT_RANKS)
     parser.add_argument(
         "--loops", type=positive_int, default=DemoConfig.loops, help="loop iterations (default %(default)s)"
     )
     parser.add_argument(
         "--size", type=positive_int, default=DemoConfig.size, help="allreduce elements (default %(default)s)"
     )
-    parser.add_argument(
-        "--windows", choices=["auto", "shared", "rma"], default="auto", help="window back end (default auto)"
-    )
-    parser.add_argument("--timeout", type=positive_float, default=30.0, help="seconds one wait may take (default 30)")
+    common.add_runtime_arguments(parser, "demo")
 
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``pldemu demo``."""
     from pldemu.runtime.launch import in_mpi_job, spawn
 
-    for flag, value, low in (("-n", args.ranks, 1), ("--loops", args.loops, 1), ("--size", args.size, 1)):
-        if value is not None and value < low:
-            print(f"pldemu demo: error: {flag} must be >= {low}, got {value}", file=sys.stderr)
-            return EXIT_USAGE
-    if not args.timeout > 0:
-        print(f"pldemu demo: error: --timeout must be positive, got {args.timeout}", file=sys.stderr)
-        return EXIT_USAGE
     if in_mpi_job():
         return _run_in_job(args)
-    n = args.ranks or 4
-    argv = [
-        "demo",
-        "-n",
-        str(n),
-        "--loops",
-        str(args.loops),
-        "--size",
-        str(args.size),
-        "--windows",
-        args.windows,
-        "--timeout",
-        repr(args.timeout),
-    ]
+    n = args.ranks or DEFAULT_RANKS
+    argv = ["demo", "-n", str(n), "--loops", str(args.loops), "--size", str(args.size), *common.runtime_argv(args)]
     return spawn(n, argv, max(120.0, 10 * args.timeout))
 
 
@@ -212,24 +184,36 @@ def _run_in_job(args: argparse.Namespace) -> int:
 
     comm = MPI.COMM_WORLD
     try:
-        return _demo(comm, args)
+        common.check_job_size(args.ranks, comm.Get_size())
+        options = common.runtime_options(args)
+    except UsageError as err:
+        if comm.Get_rank() == 0:
+            common.usage_error("demo", str(err))
+        return EXIT_USAGE
+    try:
+        return _demo(comm, args, options)
     except Exception as err:  # any failure inside the job ends the whole job with exit 3
         print(f"# rank {comm.Get_rank()}: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
         abort_job(comm, EXIT_ERROR)
 
 
-def _demo(comm: Any, args: argparse.Namespace) -> int:
-    from mpi4py import MPI
+@dataclass(frozen=True)
+class _Ran:
+    """What one rank's run of the demo program produced: its history buffers and signal cells."""
 
+    backend: str
+    seconds: float
+    window_ops: dict[str, int]
+    ar_hist: np.ndarray
+    a2a_hist: np.ndarray
+    rc_hist: np.ndarray
+    cells: np.ndarray
+
+
+def _demo(comm: Any, args: argparse.Namespace, options: RuntimeOptions) -> int:
     from pldemu.lowering import lower_composite_ops_with_report
-    from pldemu.runtime.interpreter import ProgramInstance
-    from pldemu.runtime.options import RuntimeOptions
 
     nr, me = comm.Get_size(), comm.Get_rank()
-    if args.ranks is not None and args.ranks != nr:
-        if me == 0:
-            print(f"pldemu demo: error: -n {args.ranks} but this MPI job has {nr} ranks", file=sys.stderr)
-        return EXIT_USAGE
     cfg = DemoConfig(nranks=nr, size=args.size, loops=args.loops)
 
     def say(line: str = "") -> None:
@@ -244,33 +228,40 @@ def _demo(comm: Any, args: argparse.Namespace) -> int:
     say()
     t0 = time.perf_counter()
     report = lower_composite_ops_with_report(program)
-    lowered = report.program
     t_lower = time.perf_counter() - t0
     say(f"-- LowerCompositeOps ({t_lower * 1e3:.1f} ms): what each collective became --")
     for line in lowering_summary(report, nr):
         say(line)
     say()
+    ran = _run_program(comm, cfg, report.program, options)
+    checks = _checks(cfg, me, ran)
+    return _verdict(comm, cfg, ran, checks, say)
 
-    options = RuntimeOptions(timeout=args.timeout, windows=args.windows)
-    checks: list[tuple[str, int]] = []
+
+def _run_program(comm: Any, cfg: DemoConfig, lowered: Program, options: RuntimeOptions) -> _Ran:
+    """Run the lowered demo program once on this rank; copy out what the checks read."""
+    from pldemu.runtime.interpreter import ProgramInstance
+
     with ProgramInstance(lowered, comm, options) as inst:
         inst.local("ar_pattern")[...] = ar_pattern(cfg)
         inst.local("a2a_pattern")[...] = a2a_pattern(cfg)
-        backend = str(getattr(inst, "backend", args.windows))
         comm.Barrier()
         t0 = time.perf_counter()
         stats = inst.run()
         elapsed = time.perf_counter() - t0
-        ar_hist = np.array(inst.local("ar_hist"), copy=True)
-        a2a_hist = np.array(inst.local("a2a_hist"), copy=True)
-        rc_hist = np.array(inst.local("rc_hist"), copy=True)
+        ar, a2a, rc = (np.array(inst.local(name), copy=True) for name in ("ar_hist", "a2a_hist", "rc_hist"))
         # Everyone has retired every call before anyone reads its cells: they must all be 0.
         comm.Barrier()
         win = inst.window("sig")
         cells = np.array([win.read_cell(i) for i in range(win.numel)])
+        return _Ran(str(inst.backend), elapsed, dict(stats.window_ops), ar, a2a, rc, cells)
 
+
+def _checks(cfg: DemoConfig, me: int, ran: _Ran) -> list[tuple[str, int]]:
+    """This rank's checks against NumPy: (what, wrong count)."""
+    nr = cfg.nranks
     ar_wrong = sum(
-        int(np.count_nonzero(ar_hist[it] != expected_allreduce(cfg, it))) for it in range(cfg.loops)
+        int(np.count_nonzero(ran.ar_hist[it] != expected_allreduce(cfg, it))) for it in range(cfg.loops)
     )
     a2a_wrong = 0
     rc_wrong = 0
@@ -282,29 +273,35 @@ def _demo(comm: Any, args: argparse.Namespace) -> int:
     for it in range(cfg.loops):
         for s in range(nr):
             nrows = sent_rows(cfg, s, me, it)
-            rc_wrong += int(rc_hist[it * nr + s, 0] != nrows)
+            rc_wrong += int(ran.rc_hist[it * nr + s, 0] != nrows)
             want = pat[me * m : me * m + nrows] + np.float32(s * A2A_RANK_STEP + it * A2A_ITER_STEP)
-            got = a2a_hist[it * rows + s * m : it * rows + s * m + nrows]
+            got = ran.a2a_hist[it * rows + s * m : it * rows + s * m + nrows]
             a2a_wrong += int(np.count_nonzero(got != want))
-    nonzero = int(np.count_nonzero(cells))
-    checks = [
+    return [
         (f"allreduce(sum) results, {cfg.loops} iterations x {cfg.size} elements", ar_wrong),
         (
             f"all_to_all_v payload rows ({zero_edges} empty edges, {clamped_edges} clamped to MAX_RECV={m})",
             a2a_wrong,
         ),
         ("all_to_all_v recv_counts", rc_wrong),
-        (f"signal cells back to 0 ({cells.size} cells per rank)", nonzero),
+        (f"signal cells back to 0 ({ran.cells.size} cells per rank)", int(np.count_nonzero(ran.cells))),
     ]
+
+
+def _verdict(comm: Any, cfg: DemoConfig, ran: _Ran, checks: list[tuple[str, int]],
+             say: Callable[..., None]) -> int:
+    """Reduce the checks and figures over ranks; rank 0 prints them. The exit code."""
+    from mpi4py import MPI
+
     totals = np.zeros(len(checks), dtype=np.int64)
     comm.Allreduce(np.array([n for _, n in checks], dtype=np.int64), totals, MPI.SUM)
-    slowest = comm.allreduce(elapsed, op=MPI.MAX)
+    slowest = comm.allreduce(ran.seconds, op=MPI.MAX)
     keys = ("puts", "gets", "notifies", "waits", "polls")
     ops = np.zeros(len(keys), dtype=np.int64)
-    comm.Allreduce(np.array([stats.window_ops.get(k, 0) for k in keys], dtype=np.int64), ops, MPI.SUM)
+    comm.Allreduce(np.array([ran.window_ops.get(k, 0) for k in keys], dtype=np.int64), ops, MPI.SUM)
     ok = not totals.any()
 
-    say(f"-- ran on {nr} ranks, windows={backend} --")
+    say(f"-- ran on {cfg.nranks} ranks, windows={ran.backend} --")
     say(
         f"  {cfg.loops} iterations in {slowest * 1e3:.1f} ms (slowest rank): "
         f"{slowest / cfg.loops * 1e3:.2f} ms per iteration (allreduce + all_to_all_v)"

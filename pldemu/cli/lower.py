@@ -13,6 +13,7 @@ import sys
 
 from pldemu.cli.argtypes import any_int
 from pldemu.cli.collective_args import REDUCES, add_collective_arguments, check_applies, flag, given
+from pldemu.cli.common import EXIT_OK, UsageError, usage_error
 from pldemu.collectives import COLLECTIVE_NAMES, CollectiveSpec, collective_program
 from pldemu.ir.dtypes import DType
 from pldemu.ir.enums import AllreduceMode
@@ -30,10 +31,6 @@ summary line per lowered call:
 
 exit status: 0 ok, 2 bad arguments, unreadable/invalid program or a contract violation.
 """
-
-
-class UsageError(ValueError):
-    """A bad command line."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -86,8 +83,7 @@ def run(args: argparse.Namespace) -> int:
         report = lower_composite_ops_with_report(program)
         verify(report.program)
     except (ValueError, OSError) as err:
-        print(f"pldemu lower: error: {err}", file=sys.stderr)
-        return 2
+        return usage_error("lower", str(err))
     out = sys.stdout
     if not args.after_only:
         out.write("# before LowerCompositeOps\n")
@@ -100,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
         out.write(f"# {call.summary(program.nranks)}\n")
     if not report.calls:
         out.write("# no collectives: the program is unchanged\n")
-    return 0
+    return EXIT_OK
 
 
 __all__ = ["add_arguments", "run"]

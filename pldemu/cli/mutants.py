@@ -17,6 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
+from pldemu.cli.common import EXIT_OK, usage_error
 from pldemu.collectives import CollectiveSpec
 from pldemu.ir.printer import format_program
 from pldemu.mutants import CONDITIONS, MUTANTS, Mutant
@@ -48,12 +49,11 @@ def run(args: argparse.Namespace) -> int:
     """List the catalogue or describe one mutant; 0 on success, 2 on a bad NAME or option."""
     error = _usage_error(args)
     if error is not None:
-        print(f"pldemu mutants: error: {error}", file=sys.stderr)
-        return 2
+        return usage_error("mutants", error)
     out = sys.stdout
     if args.name is None:
         (_write_tsv if args.tsv else _write_table)(out, list(MUTANTS.values()))
-        return 0
+        return EXIT_OK
     mutant = MUTANTS[args.name]
     _write_details(out, mutant)
     if args.show:
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         if args.full:
             out.write(f"\n# lowered program of {mutant.name}\n")
             out.write(format_program(mutant.lower()))
-    return 0
+    return EXIT_OK
 
 
 def _usage_error(args: argparse.Namespace) -> str | None:

@@ -26,30 +26,36 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import sys
 import time
 import traceback
 import zlib
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
-from pldemu.cli.argtypes import nonneg_int, positive_float, positive_int
+from pldemu.cli import common
+from pldemu.cli.argtypes import format_number, positive_int
+from pldemu.cli.common import EXIT_ERROR, EXIT_FAIL, EXIT_OK, EXIT_RACES, EXIT_USAGE, UsageError
 from pldemu.cli.outputs import OutputPathError, output_dir, output_file
-from pldemu.cli.run_io import JobIO, add_io_arguments, expectation_summary, io_argv, job_io, write_report
-from pldemu.cli.schedule_args import add_schedule_arguments, schedule_argv, schedule_options
+from pldemu.cli.run_io import (
+    NO_IO,
+    JobIO,
+    add_io_arguments,
+    expectation_summary,
+    io_argv,
+    job_io,
+    write_report,
+)
 from pldemu.ir import Program
 from pldemu.runtime.launch import abort_job
+from pldemu.runtime.options import RuntimeOptions
 
-EXIT_OK = 0
-EXIT_CHECK = 1
-"""``--iters`` K > 1: a signal cell was not 0 at rest, or an invariant broke."""
-EXIT_USAGE = 2
-EXIT_ERROR = 3
-EXIT_RACES = 4
 DEFAULT_RANKS = 4
 DEFAULT_JOB_TIMEOUT = 3600.0
 ABORT_GRACE = 0.5
@@ -59,107 +65,98 @@ NONPRIMARY_GRACE = 2.0
 wait-for report gets printed before the abort tears the job down."""
 
 
-class InputError(Exception):
-    """The program file or an option is unusable (reported without a traceback, exit 2)."""
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("program", help="the program to run: .pld text, or a Python file that builds it "
                         "(module-level `program` or `build_program()`)")
-    parser.add_argument("-n", "--ranks", type=positive_int, default=None, metavar="N",
-                        help=f"number of MPI ranks (default {DEFAULT_RANKS}; inside an MPI job: the job's size)")
-    parser.add_argument("--windows", choices=["auto", "shared", "rma"], default="auto",
-                        help="RMA window back end (default auto: shared memory when all ranks share a node)")
-    parser.add_argument("--timeout", type=positive_float, default=30.0, metavar="S",
-                        help="seconds one wait may block before the deadlock report (default 30)")
-    parser.add_argument("--seed", type=nonneg_int, default=0, help="seed recorded for randomised runtime knobs")
+    common.add_ranks_argument(parser, DEFAULT_RANKS)
     parser.add_argument("--no-lower", action="store_true",
                         help="run the program as written (it must already be lowered)")
     parser.add_argument("--dump", metavar="DIR", default=None,
                         help="write every rank's buffers (DIR/rankR/NAME.npy) and the executed program")
-    parser.add_argument("--job-timeout", type=positive_float, default=DEFAULT_JOB_TIMEOUT, metavar="S",
-                        help=f"seconds the whole mpiexec job may take (default {DEFAULT_JOB_TIMEOUT:g})")
-    parser.add_argument("--races", action="store_true",
-                        help=f"detect data races on windows (happens-before); exit {EXIT_RACES} if any")
-    parser.add_argument("--trace", metavar="FILE.json", default=None,
-                        help="write a Chrome/Perfetto trace of every rank's ops (see pldemu trace-plot); a rank "
-                             "whose run fails writes its own part to FILE.rankR.json")
+    common.add_job_timeout_argument(parser, DEFAULT_JOB_TIMEOUT)
     parser.add_argument("--force", action="store_true",
                         help="start the job even when its estimated memory exceeds what the machine has")
-    parser.add_argument("--stage-pieces", action="store_true",
-                        help="move every put/get one stage-sized piece at a time (a peer can see a partly "
-                             "landed transfer, as on the hardware)")
     it = parser.add_argument_group("repeated calls (--iters K > 1)")
     it.add_argument("--iters", type=positive_int, default=1, metavar="K",
                     help="run the entry function K times back to back on the same windows (default 1); with "
-                         f"K > 1 check every block: signal cells 0 at rest, invariants, races (exit {EXIT_CHECK} "
+                         f"K > 1 check every block: signal cells 0 at rest, invariants, races (exit {EXIT_FAIL} "
                          "on non-zero cells or invariant violations)")
     it.add_argument("--block", type=positive_int, default=None, metavar="B",
                     help="calls between all-rank checkpoints (default: about 8 blocks)")
     it.add_argument("--no-cell-check", action="store_true",
                     help="do not require every signal cell to be 0 at each block end (a program that leaves "
                          "cells non-zero on purpose)")
-    add_schedule_arguments(parser)
+    common.add_runtime_arguments(parser, "run", helps={
+        "--seed": "seed of every randomised schedule (default %(default)s)",
+        "--races": f"detect data races on windows (happens-before); exit {EXIT_RACES} if any",
+        "--trace": "write a Chrome/Perfetto trace of every rank's ops (see pldemu trace-plot); a rank whose run "
+                   "fails writes its own part to FILE.rankR.json",
+    })
     add_io_arguments(parser)
 
 
-def load_program(path: str, lower: bool = True, nranks: int | None = None, options: Any = None) -> Program:
+def load_program(path: str, lower: bool = True, nranks: int | None = None,
+                 options: RuntimeOptions | None = None) -> Program:
     """Read (``.pld`` text or a Python builder file, see ``pldemu.ir.source``), lower unless ``lower`` is
     False, and verify ``path``; with ``nranks``, also check it at that rank count
-    (:func:`pldemu.runtime.precheck.precheck`). Every problem is an InputError."""
+    (:func:`pldemu.runtime.precheck.precheck`). Every problem is a UsageError."""
     from pldemu.ir import VerifyError, verify
     from pldemu.ir.source import SourceError, load_source
-    from pldemu.runtime.precheck import PrecheckError, precheck
 
     try:
         source = program = load_source(path)
         verify(source)  # before lowering: it bounds the nesting every later walk recurses on
     except SourceError as err:
-        raise InputError(str(err)) from None
+        raise UsageError(str(err)) from None
     except VerifyError as err:
-        raise InputError(f"{path}: {err}") from None
+        raise UsageError(f"{path}: {err}") from None
     if lower:
         from pldemu.lowering import lower_composite_ops
 
         try:
             program = lower_composite_ops(program)
         except ValueError as err:  # LoweringError and the IR's own type errors
-            raise InputError(f"{path}: cannot lower: {err}") from None
+            raise UsageError(f"{path}: cannot lower: {err}") from None
     else:
         from pldemu.lowering import composite_calls
 
         composite = next(iter(composite_calls(program)), None)
         if composite is not None:
-            raise InputError(f"{path}: --no-lower, but the program still calls the composite collective "
+            raise UsageError(f"{path}: --no-lower, but the program still calls the composite collective "
                              f"{composite.op.text}: drop --no-lower (or lower it first: pldemu lower --after-only)")
     try:
         verify(program)
-        if nranks is not None:
-            precheck(program, nranks, options, source=source)
     except VerifyError as err:
-        raise InputError(f"{path}: {err}") from None
-    except PrecheckError as err:
-        raise InputError(f"{path}: at {nranks} ranks: {err}" if "\n" not in str(err)
-                         else f"{path}: at {nranks} ranks:\n  " + str(err).replace("\n", "\n  ")) from None
+        raise UsageError(f"{path}: {err}") from None
+    if nranks is not None:
+        _precheck(path, program, source, nranks, options)
     return program
 
 
-def _options(args: argparse.Namespace) -> Any:
-    from pldemu.runtime.options import RuntimeOptions
+def _precheck(path: str, program: Program, source: Program, nranks: int, options: RuntimeOptions | None) -> None:
+    from pldemu.runtime.precheck import PrecheckError, precheck
 
+    try:
+        precheck(program, nranks, options, source=source)
+    except PrecheckError as err:
+        lines = str(err).splitlines()
+        head = f"{path}: at {nranks} ranks:"
+        raise UsageError(f"{head} {lines[0]}" if len(lines) == 1 else "\n  ".join([head, *lines])) from None
+
+
+def _options(args: argparse.Namespace) -> Any:
     if args.iters == 1:
         for flag, given in (("--block", args.block is not None), ("--no-cell-check", args.no_cell_check)):
             if given:
-                raise InputError(f"{flag} applies to repeated calls: give --iters K with K > 1")
+                raise UsageError(f"{flag} applies to repeated calls: give --iters K with K > 1")
     try:
-        trace = str(output_file(args.trace, "--trace")) if args.trace else None
+        if args.trace:
+            output_file(args.trace, "--trace")
         if args.dump is not None:
             output_dir(args.dump, "--dump")
-        return RuntimeOptions(timeout=args.timeout, windows=args.windows, seed=args.seed,
-                              stage_pieces=args.stage_pieces, race_detect=args.races, trace=trace,
-                              invariants=args.invariants, **schedule_options(args))
-    except ValueError as err:  # OutputPathError and RuntimeOptions' own checks
-        raise InputError(str(err)) from None
+    except OutputPathError as err:
+        raise UsageError(str(err)) from None
+    return common.runtime_options(args)
 
 
 LOCATION_HINT = ("(locations are FUNC:LINE in the executed program as printed; "
@@ -172,12 +169,11 @@ def _say(text: str) -> None:
     sys.stderr.flush()
 
 
-def _abort(comm: Any, text: str) -> None:
+def _abort(comm: Any, text: str) -> NoReturn:
     """Print ``text`` (if any), give the process manager a moment to forward it, end the whole job.
 
     ``MPI_Abort`` kills every rank at once, including output still sitting in a pipe between this
     rank and mpiexec: without the pause a one-rank failure could end the job without its message.
-    MPICH's Abort may return; the caller returns its exit code then.
     """
     if text:
         _say(text)
@@ -185,32 +181,42 @@ def _abort(comm: Any, text: str) -> None:
     abort_job(comm, EXIT_ERROR)
 
 
-def _error(message: str) -> int:
-    print(f"pldemu run: error: {message}", file=sys.stderr, flush=True)
-    return EXIT_USAGE
-
-
 def child_argv(args: argparse.Namespace, n: int) -> list[str]:
     """The ``pldemu run`` arguments every rank of the spawned job gets (explicit, absolute paths)."""
-    argv = ["run", str(Path(args.program).resolve()), "-n", str(n), "--windows", args.windows,
-            "--timeout", repr(args.timeout), "--seed", str(args.seed), "--job-timeout", repr(args.job_timeout)]
+    argv = ["run", str(Path(args.program).resolve()), "-n", str(n), "--job-timeout", format_number(args.job_timeout)]
     if args.no_lower:
         argv.append("--no-lower")
     if args.dump is not None:
         argv += ["--dump", str(Path(args.dump).resolve())]
-    if args.races:
-        argv.append("--races")
-    if args.trace:
-        argv += ["--trace", str(Path(args.trace).resolve())]
-    if args.stage_pieces:
-        argv.append("--stage-pieces")
     if args.iters != 1:
         argv += ["--iters", str(args.iters)]
     if args.block is not None:
         argv += ["--block", str(args.block)]
     if args.no_cell_check:
         argv.append("--no-cell-check")
-    return argv + schedule_argv(args) + io_argv(args)
+    return argv + common.runtime_argv(args) + io_argv(args)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What ``pldemu run`` asks of the job besides the program and its options: the ``-n`` it was
+    launched for, ``--dump DIR``, whether the program was lowered here (for the report), and the
+    repeated calls (``--iters``, ``--block``, ``--no-cell-check``)."""
+
+    ranks: int | None = None
+    dump: str | None = None
+    lowered: bool = True
+    iters: int = 1
+    block: int | None = None
+    cell_check: bool = True
+    io: JobIO = NO_IO
+    """``--inputs`` / ``--expect`` / ``--report`` (:mod:`pldemu.cli.run_io`)."""
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, io: JobIO | None = None) -> RunPlan:
+        """The plan the parsed command line describes."""
+        return cls(args.ranks, args.dump, not args.no_lower, args.iters, args.block, not args.no_cell_check,
+                   io if io is not None else NO_IO)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -228,119 +234,45 @@ def run(args: argparse.Namespace) -> int:
         if not inside:  # inside, the peers' own memory is already in use: the launcher judged it
             check_fits(job_memory(static_buffers(program, n).values(), n, options.race_detect), args.force)
         io = job_io(args, program, n)
-    except (InputError, BufferFileError, OutputPathError, ResourceError) as err:
+    except (UsageError, BufferFileError, OutputPathError, ResourceError) as err:
         # Inside a job every rank reaches the same verdict before touching MPI; one prints it.
-        return _error(str(err)) if not inside or job_rank() in (0, None) else EXIT_USAGE
+        return common.usage_error("run", str(err)) if not inside or job_rank() in (0, None) else EXIT_USAGE
     if inside:
-        return run_in_job(program, options, source=args.program, ranks=args.ranks, dump=args.dump,
-                          lowered=not args.no_lower, iters=args.iters, block=args.block,
-                          cell_check=not args.no_cell_check, io=io)
+        return run_in_job(program, options, source=args.program, plan=RunPlan.from_args(args, io))
     return spawn(n, child_argv(args, n), args.job_timeout)
 
 
-def run_in_job(program: Program, options: Any, *, source: str = "", ranks: int | None = None,
-               dump: str | None = None, lowered: bool = True,
-               listeners: Sequence[Callable[[Any], None]] = (), iters: int = 1, block: int | None = None,
-               cell_check: bool = True, io: JobIO | None = None) -> int:
-    """Run ``program`` ``iters`` times on every rank of COMM_WORLD and report (rank 0). Returns the exit
-    code; a rank whose run fails prints its error and aborts the whole job (exit 3). ``listeners`` are
-    attached to the instance besides the op counter (traces, extra checks). With ``iters`` > 1 the
-    calls run back to back and every ``block`` of them is checked
-    (:func:`pldemu.runtime.repeat.run_program_iterations`; ``cell_check=False`` skips the at-rest check
-    of the signal cells)."""
+def run_in_job(program: Program, options: RuntimeOptions, *, source: str = "",
+               listeners: Sequence[Callable[[Any], None]] = (), plan: RunPlan | None = None) -> int:
+    """Run ``program`` on every rank of COMM_WORLD as ``plan`` says and report (rank 0). Returns the
+    exit code; a rank whose run fails prints its error and aborts the whole job (exit 3). ``listeners``
+    are attached to the instance besides the op counter (traces, extra checks). With ``plan.iters`` >
+    1 the calls run back to back and every ``plan.block`` of them is checked
+    (:func:`pldemu.runtime.repeat.run_program_iterations`)."""
     from mpi4py import MPI
 
-    from pldemu.runtime.errors import AllocationError, DeadlockError, ProgramError
-    from pldemu.runtime.harness import CheckError
-    from pldemu.runtime.interpreter import OpCounter, ProgramInstance
-    from pldemu.runtime.repeat import RepeatResult, run_program_iterations
-    from pldemu.windows import WindowError
+    from pldemu.runtime.interpreter import OpCounter
 
+    plan = plan if plan is not None else RunPlan()
     comm = MPI.COMM_WORLD
-    me, size = comm.Get_rank(), comm.Get_size()
-    io = io if io is not None else JobIO()
-    try:
-        if ranks is not None and ranks != size:
-            raise ProgramError(f"-n {ranks} but this MPI job has {size} ranks")
-        inst = ProgramInstance(program, comm, options)
-    except AllocationError as err:
-        _abort(comm, f"pldemu run: rank {me}: {err}")
-        return EXIT_ERROR
-    except ProgramError as err:
-        # Raised identically on every rank before any window exists: end cleanly (MPI_Finalize
-        # also removes MPI's shared-memory segments, which an abort would leave behind).
-        if me == 0:
-            _error(str(err))
-        MPI.Finalize()
+    inst = _instance(comm, program, options, plan)
+    if inst is None:
         return EXIT_USAGE
     counter = OpCounter()
-    inst.add_listener(counter)
-    for fn in listeners:
+    for fn in (counter, *listeners):
         inst.add_listener(fn)
-    io.load(me, inst.local)
+    _load_inputs(comm, inst, options, plan.io)
     comm.Barrier()
-    repeated: RepeatResult | None = None
-    try:
-        if iters == 1:
-            seconds = inst.run().seconds
-        else:
-            repeated = run_program_iterations(comm, inst, iters, options, block, cell_check=cell_check,
-                                              before_run=_reloader(comm, inst, io))
-            seconds = repeated.seconds
-    except DeadlockError as err:
-        _failure_file(io, me, str(err))
-        if err.primary:
-            _abort(comm, f"pldemu run: rank {me}: {err}\n{LOCATION_HINT}")
-        else:
-            _say(f"pldemu run: rank {me}: {str(err).splitlines()[0]} (the wait-for report comes from a "
-                 f"lower rank)")
-            time.sleep(NONPRIMARY_GRACE)
-            _abort(comm, "")
-        return EXIT_ERROR
-    except (ProgramError, WindowError, CheckError) as err:
-        # CheckError: a block-end synchronisation timed out (a peer is stuck or gone).
-        _failure_file(io, me, f"{type(err).__name__}: {err}")
-        _abort(comm, f"pldemu run: rank {me}: {type(err).__name__}: {err}\n{LOCATION_HINT}")
-        return EXIT_ERROR
-    except Exception as err:  # not the program's fault: say so, with the traceback, and end the job
-        trace = "".join(traceback.format_exception(err)).rstrip()
-        _abort(comm, f"pldemu run: rank {me}: internal error: {type(err).__name__}: {err}\n{trace}")
-        return EXIT_ERROR
-    violations: list[Any] = []
-    if repeated is None:
-        races = inst.races.check() if inst.races is not None else []  # collective
-        if inst.invariants is not None:  # collective; --iters K > 1 checks at every block end instead
-            violations = inst.invariants.checkpoint(comm, max(60.0, 4.0 * float(options.timeout)))
-    else:
-        races = list(repeated.race_reports)  # checked at every block end
-    summaries = {name: _summary(inst.local(name)) for name in inst.buffer_names()}
-    checked, mismatches = io.expected(me, inst.local)
-    mine = (seconds, {op.text: n for op, n in counter.counts.items()}, summaries, checked, mismatches)
-    if dump is not None:
-        _dump(Path(dump), me, inst, program)
-    gathered = comm.gather(mine, root=0)
+    seconds, repeated = _execute(comm, inst, options, plan)
+    violations, races = _verdicts(comm, inst, options, repeated)
+    checked, mismatches = plan.io.expected(comm.Get_rank(), inst.local)
     wrong = comm.allreduce(len(mismatches))
-    if repeated is not None:
-        violations = list(repeated.violations)
-    failed = bool(wrong or violations or (repeated is not None and (repeated.cells_nonzero
-                                                                     or repeated.invariant_violations)))
-    code = EXIT_CHECK if failed else EXIT_RACES if races else EXIT_OK
-    if me == 0:
-        assert gathered is not None
-        print(_report(program, source, lowered, inst.backend, options, gathered, iters), flush=True)
-        if repeated is not None:
-            print(repeat_summary(repeated), flush=True)
-        elif options.invariants:
-            print(invariant_summary(violations), flush=True)
-        if options.race_detect:
-            print(race_summary(races, repeated.races if repeated is not None else None), flush=True)
-        if io.expect is not None:
-            found = [m for g in gathered for m in g[4]]
-            print(expectation_summary(io, sum(g[3] for g in gathered), found), flush=True)
-        if io.report is not None:
-            write_report(io.report, _json_report(program, inst.backend, gathered, races, violations, code))
+    failed = wrong or violations or (repeated is not None and (repeated.cells_nonzero or repeated.invariant_violations))
+    code = EXIT_FAIL if failed else EXIT_RACES if races else EXIT_OK
+    _gather_report(comm, inst, program, source, options, plan,
+                   _Ran(seconds, counter.counts, repeated, violations, races, checked, mismatches, code))
     inst.close()  # collective; rank 0 writes the trace
-    if me == 0 and options.trace:
+    if comm.Get_rank() == 0 and options.trace:
         print(f"  trace: {options.trace} (draw it: pldemu trace-plot {options.trace} -o FILE.png)", flush=True)
     # Every rank got the same verdict: end MPI cleanly so that a non-zero exit is not an abort.
     if code != EXIT_OK:
@@ -348,21 +280,35 @@ def run_in_job(program: Program, options: Any, *, source: str = "", ranks: int |
     return code
 
 
-def _reloader(comm: Any, inst: Any, io: JobIO) -> Callable[[int], None] | None:
-    """``--reload-inputs``: before every call after the first, fence (no peer may still read or write
-    this rank's windows from the previous call) and load the inputs again."""
-    if not io.reload:
+def _host(comm: Any, inst: Any, options: RuntimeOptions) -> Any:
+    """A run context over ``inst`` for host-side writes (its hooks order them for the checkers)."""
+    from pldemu.runtime.context import RunContext
+    from pldemu.runtime.repeat import RepeatLog
+
+    return RunContext(comm, inst, options, RepeatLog())
+
+
+def _load_inputs(comm: Any, inst: Any, options: RuntimeOptions, io: JobIO) -> None:
+    """``--inputs``: this rank writes its arrays into its buffers, then every rank fences, so no peer
+    reads them before they are there (and the race detector knows it)."""
+    if io.inputs is not None:
+        ctx = _host(comm, inst, options)
+        ctx.write_own(io.inputs.load(comm.Get_rank()), "--inputs")
+        ctx.fence("the barrier after loading --inputs")
+
+
+def _reloader(comm: Any, inst: Any, options: RuntimeOptions, io: JobIO) -> Callable[[int], None] | None:
+    """``--reload-inputs``: before every call after the first, fence (no peer may still use this rank's
+    windows from the previous call), load the inputs again, fence."""
+    if not io.reload or io.inputs is None:
         return None
-    me = comm.Get_rank()
+    ctx, arrays = _host(comm, inst, options), io.inputs.load(comm.Get_rank())
 
     def reload(iteration: int) -> None:
-        if iteration == 0:
-            return
-        if inst.schedule is not None:
-            inst.schedule.host_sync()
-        comm.Barrier()
-        io.load(me, inst.local)
-        comm.Barrier()
+        if iteration > 0:
+            ctx.fence("the barrier before reloading --inputs")
+            ctx.write_own(arrays, "--reload-inputs")
+            ctx.fence("the barrier after reloading --inputs")
 
     return reload
 
@@ -375,16 +321,127 @@ def _failure_file(io: JobIO, me: int, text: str) -> None:
             path.write_text(text + "\n")
 
 
-def _json_report(program: Program, backend: str, gathered: list[Any], races: Sequence[Any],
-                 violations: Sequence[Any], code: int) -> dict[str, Any]:
+def _instance(comm: Any, program: Program, options: RuntimeOptions, plan: RunPlan) -> Any:
+    """The program instance, or None after a usage error (raised identically on every rank before
+    any window exists: ends MPI cleanly, which also removes MPI's shared-memory segments that an
+    abort would leave behind)."""
+    from mpi4py import MPI
+
+    from pldemu.runtime.errors import AllocationError, ProgramError
+    from pldemu.runtime.interpreter import ProgramInstance
+
+    try:
+        common.check_job_size(plan.ranks, comm.Get_size())
+        return ProgramInstance(program, comm, options)
+    except AllocationError as err:
+        _failure_file(plan.io, comm.Get_rank(), str(err))
+        _abort(comm, f"pldemu run: rank {comm.Get_rank()}: {err}")
+    except (UsageError, ProgramError) as err:
+        if comm.Get_rank() == 0:
+            common.usage_error("run", str(err))
+        MPI.Finalize()
+        return None
+
+
+def _execute(comm: Any, inst: Any, options: RuntimeOptions, plan: RunPlan) -> tuple[float, Any]:
+    """Run the calls; (this rank's run() seconds, the ``RepeatResult`` of ``--iters`` K > 1 or None).
+    A failing rank prints what happened and aborts the job."""
+    from pldemu.runtime.context import Hooks
+    from pldemu.runtime.errors import DeadlockError, ProgramError
+    from pldemu.runtime.harness import CheckError
+    from pldemu.runtime.repeat import run_program_iterations
+    from pldemu.windows import WindowError
+
+    me = comm.Get_rank()
+    try:
+        if plan.iters == 1:
+            return inst.run().seconds, None
+        hooks = Hooks(before_run=_reloader(comm, inst, options, plan.io))
+        repeated = run_program_iterations(comm, inst, plan.iters, options, plan.block, hooks=hooks,
+                                          cell_check=plan.cell_check)
+        return repeated.seconds, repeated
+    except DeadlockError as err:
+        _failure_file(plan.io, me, str(err))
+        if err.primary:
+            _abort(comm, f"pldemu run: rank {me}: {err}\n{LOCATION_HINT}")
+        _say(f"pldemu run: rank {me}: {str(err).splitlines()[0]} (the wait-for report comes from a lower rank)")
+        time.sleep(NONPRIMARY_GRACE)
+        _abort(comm, "")
+    except (ProgramError, WindowError, CheckError) as err:
+        # CheckError: a block-end synchronisation timed out (a peer is stuck or gone).
+        _failure_file(plan.io, me, f"{type(err).__name__}: {err}")
+        _abort(comm, f"pldemu run: rank {me}: {type(err).__name__}: {err}\n{LOCATION_HINT}")
+    except Exception as err:  # not the program's fault: say so, with the traceback, and end the job
+        trace = "".join(traceback.format_exception(err)).rstrip()
+        _abort(comm, f"pldemu run: rank {me}: internal error: {type(err).__name__}: {err}\n{trace}")
+
+
+def _verdicts(comm: Any, inst: Any, options: RuntimeOptions, repeated: Any) -> tuple[list[Any], list[Any]]:
+    """(invariant violations, race reports) of a single call (collective checkpoints); with
+    ``--iters`` K > 1 every block end was checked already."""
+    if repeated is not None:
+        return [], list(repeated.race_reports)
+    races = inst.races.check() if inst.races is not None else []  # collective
+    violations = []
+    if inst.invariants is not None:  # collective
+        violations = inst.invariants.checkpoint(comm, max(60.0, 4.0 * float(options.timeout)))
+    return violations, races
+
+
+@dataclass(frozen=True)
+class _Ran:
+    """What this rank's run produced: run() seconds, ops by kind, the ``--iters`` result (or None),
+    and the verdicts of the checkers (the same on every rank)."""
+
+    seconds: float
+    counts: Any
+    repeated: Any
+    violations: list[Any]
+    races: list[Any]
+    checked: int = 0
+    """Buffers compared with ``--expect`` on this rank."""
+    mismatches: list[Any] = dataclasses.field(default_factory=list)
+    """This rank's ``--expect`` mismatches."""
+    code: int = EXIT_OK
+    """The run's exit code (the same on every rank)."""
+
+
+def _gather_report(comm: Any, inst: Any, program: Program, source: str, options: RuntimeOptions, plan: RunPlan,
+                   ran: _Ran) -> None:
+    """Gather every rank's figures and buffer checksums (``--dump``: write them) and print the report."""
+    me = comm.Get_rank()
+    summaries = {name: _summary(inst.local(name)) for name in inst.buffer_names()}
+    mine = (ran.seconds, {op.text: n for op, n in ran.counts.items()}, summaries, ran.checked, ran.mismatches)
+    if plan.dump is not None:
+        _dump(Path(plan.dump), me, inst, program)
+    gathered = comm.gather(mine, root=0)
+    if me != 0:
+        return
+    assert gathered is not None
+    print(_report(program, source, plan.lowered, inst.backend, options, gathered, plan.iters), flush=True)
+    if ran.repeated is not None:
+        print(repeat_summary(ran.repeated), flush=True)
+    elif options.invariants:
+        print(invariant_summary(ran.violations), flush=True)
+    if options.race_detect:
+        print(race_summary(ran.races, ran.repeated.races if ran.repeated is not None else None), flush=True)
+    if plan.io.expect is not None:
+        found = [m for g in gathered for m in g[4]]
+        print(expectation_summary(plan.io, sum(g[3] for g in gathered), found), flush=True)
+    if plan.io.report is not None:
+        write_report(plan.io.report, _json_report(program, inst.backend, gathered, ran))
+
+
+def _json_report(program: Program, backend: str, gathered: list[Any], ran: _Ran) -> dict[str, Any]:
     """``--report``'s content: what the Python API's ``RunResult`` is made of."""
     ops: Counter[str] = Counter()
     for g in gathered:
         ops.update(g[1])
+    violations = ran.violations if ran.repeated is None else list(ran.repeated.violations)
     return {
-        "program": program.name, "ranks": len(gathered), "backend": backend, "exit_code": code,
+        "program": program.name, "ranks": len(gathered), "backend": backend, "exit_code": ran.code,
         "seconds": [g[0] for g in gathered], "ops": dict(ops),
-        "races": [r.describe() for r in races], "invariants": [v.describe() for v in violations],
+        "races": [r.describe() for r in ran.races], "invariants": [v.describe() for v in violations],
         "mismatches": [m.describe() for g in gathered for m in g[4]],
     }
 
@@ -452,7 +509,7 @@ def _dump(root: Path, me: int, inst: Any, program: Program) -> None:
         (root / "program.pld").write_text(format_program(program))
 
 
-def _report(program: Program, source: str, lowered: bool, backend: str, options: Any,
+def _report(program: Program, source: str, lowered: bool, backend: str, options: RuntimeOptions,
             gathered: list[Any], iters: int = 1) -> str:
     n = len(gathered)
     seconds = [g[0] for g in gathered]
@@ -475,5 +532,5 @@ def _report(program: Program, source: str, lowered: bool, backend: str, options:
     return "\n".join(lines)
 
 
-__all__ = ["EXIT_CHECK", "EXIT_ERROR", "EXIT_OK", "EXIT_RACES", "EXIT_USAGE", "InputError", "add_arguments",
-           "child_argv", "load_program", "race_summary", "repeat_summary", "run", "run_in_job"]
+__all__ = ["RunPlan", "add_arguments", "child_argv", "load_program", "race_summary", "repeat_summary", "run",
+           "run_in_job"]

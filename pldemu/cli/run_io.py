@@ -110,6 +110,10 @@ class JobIO:
         return None if self.report is None else self.report.with_suffix(f".rank{rank}.txt")
 
 
+NO_IO = JobIO()
+"""No data flags given."""
+
+
 def job_io(args: argparse.Namespace, program: Program, nranks: int) -> JobIO:
     """Check the data flags against ``program`` at ``nranks`` ranks; :class:`BufferFileError` if unusable."""
     if args.reload_inputs and (args.inputs is None or args.iters == 1):
@@ -135,4 +139,4 @@ def write_report(path: Path, data: Mapping[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-__all__ = ["JobIO", "add_io_arguments", "expectation_summary", "io_argv", "job_io", "write_report"]
+__all__ = ["NO_IO", "JobIO", "add_io_arguments", "expectation_summary", "io_argv", "job_io", "write_report"]

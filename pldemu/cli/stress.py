@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import shlex
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -40,12 +39,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pldemu.cli.argtypes import nonneg_int, positive_float, positive_int
+from pldemu.cli import common
+from pldemu.cli.argtypes import positive_int
 from pldemu.cli.collective_args import FLAGS, add_collective_arguments, collective_argv, flag
-from pldemu.cli.schedule_args import add_schedule_arguments, schedule_argv
+from pldemu.cli.common import EXIT_ERROR, EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError
 from pldemu.collectives import COLLECTIVE_NAMES
+from pldemu.runtime.options import RuntimeOptions
 
-EXIT_OK, EXIT_FOUND, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
+EXIT_FOUND = EXIT_FAIL
+"""A failure was found (``--all-mutants``: a mutant survived, or a control failed)."""
 
 DEFAULT_RANKS = 4
 DEFAULT_ITERS = 1000
@@ -57,6 +59,7 @@ DEFAULT_TIMEOUT = 3.0
 quickly; a legitimate wait at 4 oversubscribed ranks takes milliseconds."""
 DEFAULT_JOB_TIMEOUT = 1800.0
 MUTANT_JOB_TIMEOUT = 300.0
+
 
 EPILOG = """\
 schedules (all seeded by --seed and the rank: the same seed draws the same delays):
@@ -86,10 +89,6 @@ found (--all-mutants: a mutant survived), 2 bad arguments, 3 deadlock/crash/job 
 """
 
 
-class UsageError(ValueError):
-    """A bad command line (exit 2)."""
-
-
 def _target(text: str) -> str:
     """A collective's name, or the path of a user's program (``.pld`` or ``.py``, or an existing file)."""
     if text in COLLECTIVE_NAMES or is_program_path(text):
@@ -116,29 +115,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--mutant", metavar="NAME", default=None, help="run a catalogue mutant (pldemu mutants)")
     what.add_argument("--all-mutants", action="store_true", help="run every catalogue entry; print a table")
     add_collective_arguments(parser, default_size=DEFAULT_SIZE, shapes=False, dtype_default=None)
-    parser.add_argument("-n", "--ranks", type=positive_int, default=None, metavar="RANKS",
-                        help=f"number of MPI ranks (default {DEFAULT_RANKS}; a mutant's own count)")
+    common.add_ranks_argument(parser, DEFAULT_RANKS, what="; a mutant's own count")
     parser.add_argument("--iters", type=positive_int, default=None, metavar="K",
                         help=f"iterations at most (default {DEFAULT_ITERS}; a mutant's recommended budget)")
     parser.add_argument("--block", type=positive_int, default=DEFAULT_BLOCK, metavar="B",
                         help=f"iterations between all-rank checkpoints (cells at rest, invariants, races; "
                         f"default {DEFAULT_BLOCK})")
-    parser.add_argument("--seed", type=nonneg_int, default=0, help="seed of the data and every schedule (default 0)")
     parser.add_argument("--seeds", type=positive_int, default=1, metavar="N",
                         help="with --all-mutants: run each entry with seeds SEED..SEED+N-1 (median reported)")
-    add_schedule_arguments(parser, jitter=DEFAULT_JITTER, invariants_flag=False)
-    parser.add_argument("--no-invariants", action="store_true", help="do not check the protocol invariants")
-    parser.add_argument("--no-races", action="store_true", help="do not run the race detector")
     parser.add_argument("--no-lower", action="store_true",
                         help="PROGRAM only: run the program as written (it must already be lowered)")
     parser.add_argument("--no-cell-check", action="store_true",
                         help="PROGRAM only: do not require every signal cell to be 0 at each block end")
-    parser.add_argument("--windows", choices=["auto", "shared", "rma"], default="auto", help="window back end")
-    parser.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT, metavar="S",
-                        help=f"seconds one wait may block before it is a deadlock (default {DEFAULT_TIMEOUT:g})")
-    parser.add_argument("--job-timeout", type=positive_float, default=None, metavar="S",
-                        help=f"seconds one mpiexec job may take (default {DEFAULT_JOB_TIMEOUT:g}; "
-                        f"{MUTANT_JOB_TIMEOUT:g} per mutant with --all-mutants)")
+    common.add_job_timeout_argument(parser, None, text=f"{DEFAULT_JOB_TIMEOUT:g}; {MUTANT_JOB_TIMEOUT:g} per mutant with "
+                             "--all-mutants")
+    common.add_runtime_arguments(parser, "stress", defaults={"--jitter": DEFAULT_JITTER, "--timeout": DEFAULT_TIMEOUT})
     parser.add_argument("--result-file", default=None, help=argparse.SUPPRESS)
 
 
@@ -176,17 +167,14 @@ def _call_flags_given(args: argparse.Namespace) -> list[str]:
 def resolve_program(args: argparse.Namespace) -> Target:
     """The user's program the positional argument names, parsed, lowered (unless ``--no-lower``) and
     verified; raises UsageError (a parse, lowering or verification error, a flag that does not apply)."""
-    from pldemu.cli.run import InputError, load_program
+    from pldemu.cli.run import load_program
 
     if args.mutant is not None:
         raise UsageError("give either a PROGRAM or --mutant, not both")
     if call_flags := _call_flags_given(args):
         raise UsageError(f"{call_flags[0]} describes a built-in collective's call; it does not "
                          f"apply to a program ({args.collective})")
-    try:
-        program = load_program(args.collective, lower=not args.no_lower)
-    except InputError as err:
-        raise UsageError(str(err)) from None
+    program = load_program(args.collective, lower=not args.no_lower)
     source = str(Path(args.collective).resolve())
     label = f"program {program.name} ({source}{'' if args.no_lower else ', lowered'})"
     return Target(label, program, None, None, args.iters or DEFAULT_ITERS, args.ranks or DEFAULT_RANKS, source)
@@ -219,10 +207,7 @@ def resolve(args: argparse.Namespace) -> Target:
     dtype = args.dtype or "fp32"
     ns = argparse.Namespace(collective=args.collective, mode=args.mode, dtype=dtype, size=args.size or DEFAULT_SIZE,
                             shape=None, valid_shape=None, reduce=args.reduce, root=args.root, max_recv=args.max_recv)
-    try:
-        (planned,) = check_cli.validate(ns, ranks)
-    except check_cli.UsageError as err:
-        raise UsageError(str(err)) from None
+    (planned,) = check_cli.validate(ns, ranks)
     cp = check_cli.build(planned)
     label = args.collective + (f"/{args.mode}" if args.mode else "") + f" size={ns.size} {dtype}"
     return Target(label, cp, None, None, args.iters or DEFAULT_ITERS, ranks)
@@ -267,16 +252,9 @@ def child_argv(args: argparse.Namespace, *, mutant: str | None = None, seed: int
     n = iters if iters is not None else args.iters
     if n is not None:
         argv += ["--iters", str(n)]
-    argv += ["--seed", str(args.seed if seed is None else seed), *schedule_argv(args)]
+    argv += common.runtime_argv(args, seed=args.seed if seed is None else seed)
     if args.block != DEFAULT_BLOCK:
         argv += ["--block", str(args.block)]
-    if args.no_invariants:
-        argv.append("--no-invariants")
-    if args.no_races:
-        argv.append("--no-races")
-    if args.windows != "auto":
-        argv += ["--windows", args.windows]
-    argv += ["--timeout", f"{args.timeout:g}"]
     if args.ranks is not None:
         argv += ["-n", str(args.ranks)]
     if result_file is not None:
@@ -295,11 +273,6 @@ def replay_command(argv: Sequence[str], ranks: int) -> str:
     return shlex.join(["pldemu", *words])
 
 
-def _error(message: str) -> int:
-    print(f"pldemu stress: error: {message}", file=sys.stderr, flush=True)
-    return EXIT_USAGE
-
-
 # ----------------------------------------------------------------------------------------------
 # Running
 # ----------------------------------------------------------------------------------------------
@@ -315,15 +288,15 @@ def run(args: argparse.Namespace) -> int:
         return _run_in_job(with_mutant_schedule(args, nranks=MPI.COMM_WORLD.Get_size()))
     if args.all_mutants:
         if args.collective is not None:
-            return _error("--all-mutants runs the catalogue; give no COLLECTIVE")
+            return common.usage_error("stress", "--all-mutants runs the catalogue; give no COLLECTIVE")
         return run_all_mutants(args)
     if args.seeds != 1:
-        return _error("--seeds applies to --all-mutants")
+        return common.usage_error("stress", "--seeds applies to --all-mutants")
     args = with_mutant_schedule(args)
     try:
         target = resolve(args)
     except UsageError as err:
-        return _error(str(err))
+        return common.usage_error("stress", str(err))
     outcome, rc = _spawn_one(args, target.ranks, child_argv(args), _job_timeout(args, DEFAULT_JOB_TIMEOUT), None)
     replay = replay_command(child_argv(args), target.ranks)
     if outcome is None and rc == EXIT_USAGE:
@@ -363,55 +336,36 @@ def _spawn_one(args: argparse.Namespace, ranks: int, argv: list[str], job_timeou
 def _run_in_job(args: argparse.Namespace) -> int:
     from mpi4py import MPI
 
-    from pldemu.runtime.options import RuntimeOptions
-    from pldemu.runtime.stress import stress
+    from pldemu.runtime.stress import StressJob, stress
 
     comm = MPI.COMM_WORLD
     me, nranks = comm.Get_rank(), comm.Get_size()
-    inst = None
     try:
         if args.all_mutants:
             raise UsageError("--all-mutants runs from the launching process, not inside an MPI job")
         target = resolve(args)
-        if args.ranks is not None and args.ranks != nranks:
-            raise UsageError(f"-n {args.ranks} but this MPI job has {nranks} ranks")
+        common.check_job_size(args.ranks, nranks)
         if args.straggler is not None and args.straggler[0] >= nranks:
             raise UsageError(f"--straggler rank {args.straggler[0]} is not a rank of {nranks}")
-        options = RuntimeOptions(
-            timeout=args.timeout, windows=args.windows, seed=args.seed, jitter_us=args.jitter,
-            straggler=args.straggler, skew_us=args.skew, visibility=args.visibility,
-            invariants=not args.no_invariants, race_detect=not args.no_races,
-        )
-    except (UsageError, ValueError) as err:
+        options = common.runtime_options(args)
+    except UsageError as err:
         if me == 0:
-            _error(str(err))
+            common.usage_error("stress", str(err))
         return EXIT_USAGE
-    if target.source is not None:
-        from pldemu.runtime.errors import ProgramError
-        from pldemu.runtime.interpreter import ProgramInstance
-
-        try:
-            inst = ProgramInstance(target.program, comm, options)
-        except ProgramError as err:
-            # Raised alike on every rank before any window exists (e.g. the program pins another rank
-            # count): a usage error; finalizing keeps mpi4py's runner from turning exit 2 into an abort.
-            if me == 0:
-                _error(str(err))
-            MPI.Finalize()
-            return EXIT_USAGE
+    inst = _user_instance(comm, target, options) if target.source is not None else None
+    if target.source is not None and inst is None:
+        return EXIT_USAGE
     replay = replay_command(child_argv(args), nranks)
     if me == 0:
         print(f"# pldemu stress: {target.label}, {nranks} ranks, up to {target.iters} iterations, seed {args.seed}, "
               f"jitter {args.jitter:g} us, "
               + ("" if args.straggler is None else f"straggler {args.straggler[0]}:{args.straggler[1]:g} us, ")
               + f"visibility {args.visibility}", flush=True)
+    job = StressJob(inst if inst is not None else target.program, target.iters, args.block, target.lower,
+                    target.consume_fence, not args.no_cell_check, args.result_file, replay)
+    outcome = stress(comm, job, options)
     if inst is not None:
-        outcome = stress(comm, inst, target.iters, options, block=args.block, result_path=args.result_file,
-                         replay=replay, cell_check=not args.no_cell_check)
         inst.close()  # collective: stress returned on every rank (a failing rank ends the job instead)
-    else:
-        outcome = stress(comm, target.program, target.iters, options, block=args.block, lower=target.lower,
-                         consume_fence=target.consume_fence, result_path=args.result_file, replay=replay)
     if args.result_file is not None:
         # The launcher reads the verdict from the result file. A zero exit keeps mpi4py's runner from
         # aborting the job (it calls MPI_Abort on a non-zero exit), which would only add noise.
@@ -421,6 +375,24 @@ def _run_in_job(args: argparse.Namespace) -> int:
         if outcome.caught:
             print(f"# replay: {replay}", flush=True)
     return EXIT_FOUND if outcome.caught else EXIT_OK
+
+
+def _user_instance(comm: Any, target: Target, options: RuntimeOptions) -> Any:
+    """The instance of a user's program, or None after a usage error: raised alike on every rank before
+    any window exists (e.g. the program pins another rank count); finalizing keeps mpi4py's runner
+    from turning exit 2 into an abort."""
+    from mpi4py import MPI
+
+    from pldemu.runtime.errors import ProgramError
+    from pldemu.runtime.interpreter import ProgramInstance
+
+    try:
+        return ProgramInstance(target.program, comm, options)
+    except ProgramError as err:
+        if comm.Get_rank() == 0:
+            common.usage_error("stress", str(err))
+        MPI.Finalize()
+        return None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -478,9 +450,9 @@ def run_all_mutants(args: argparse.Namespace) -> int:
     from pldemu.mutants import MUTANTS
 
     if call_flags := _call_flags_given(args):
-        return _error(f"{call_flags[0]} does not apply to --all-mutants")
+        return common.usage_error("stress", f"{call_flags[0]} does not apply to --all-mutants")
     if args.no_lower or args.no_cell_check:
-        return _error("--no-lower and --no-cell-check apply to a PROGRAM, not to --all-mutants")
+        return common.usage_error("stress", "--no-lower and --no-cell-check apply to a PROGRAM, not to --all-mutants")
     seeds = range(args.seed, args.seed + args.seeds)
     job_timeout = _job_timeout(args, MUTANT_JOB_TIMEOUT)
     print(f"# pldemu stress --all-mutants: {len(MUTANTS)} entries x {len(seeds)} seeds, jitter {args.jitter:g} us, "

@@ -18,12 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from pldemu.cli.common import EXIT_OK, usage_error
 
 COLOURS: dict[str, str] = {
     "put": "#1f77b4",
@@ -401,18 +402,16 @@ def run(args: argparse.Namespace) -> int:
     try:
         import matplotlib  # noqa: F401  (an optional dependency: say what to install, before reading)
     except ImportError:
-        print("pldemu trace-plot: error: drawing needs matplotlib, which is not installed: "
-              "pip install 'pldemu[plot]' (or pip install matplotlib)", file=sys.stderr)
-        return 2
+        return usage_error("trace-plot", "drawing needs matplotlib, which is not installed: "
+                           "pip install 'pldemu[plot]' (or pip install matplotlib)")
     try:
         tr = load(args.traces)
         drawn = draw(tr, args.output, args)
     except PlotError as err:
-        print(f"pldemu trace-plot: error: {err}", file=sys.stderr)
-        return 2
+        return usage_error("trace-plot", str(err))
     print(f"pldemu trace-plot: wrote {args.output} ({drawn['ranks']} ranks, {drawn['slices']} slices, "
           f"{drawn['flows']} flows, {drawn['races']} races)")
-    return 0
+    return EXIT_OK
 
 
 __all__ = ["COLOURS", "PlotError", "Trace", "add_arguments", "draw", "load", "run"]

@@ -18,7 +18,10 @@ documented contract (the window is the result "until the caller consumes it"), n
 * broadcast: nothing stops a fast root from writing call i+1's data into its window while a slow peer
   is still reading call i's (pypto #2175, deferred upstream), so the root must not write early.
 
-At the end of every block of ``block`` iterations all ranks meet at an MPI barrier and check that
+The calls run in the block loop every harness shares (:func:`pldemu.runtime.context.run_blocks`,
+on a :class:`pldemu.runtime.context.RunContext` that performs the host-side hooks of the schedule
+and the race detector).  At the end of every block of ``block`` iterations all ranks meet at an MPI
+barrier and check that
 every signal cell on every rank is exactly 0 (the protocol's claim once all ranks have retired a call
 and no next-call credit has arrived), compare the block's last result with the native MPI collective
 on the same inputs (``Allreduce``, ``Allgather``, ``Reduce_scatter_block``, ``Bcast``, ``Alltoall``,
@@ -36,7 +39,6 @@ deadlocked collective ends in :class:`CheckTimeout` on every rank instead of a h
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -46,24 +48,26 @@ import numpy as np
 from mpi4py import MPI
 
 from pldemu.ir import DType, ReduceOp
+from pldemu.runtime.context import (
+    DEFAULT_HOOKS,
+    ROWS_TARGET,
+    BlockFigures,
+    Hooks,
+    RunContext,
+    block_size,
+    default_block,
+    run_blocks,
+)
 from pldemu.runtime.data import CheckCase, clamp_rows, max_exact_ranks, rank_inputs, send_counts
-from pldemu.runtime.harness import CheckError, CheckTimeout, Failure, RowTotals, checkpoint_checkers
-from pldemu.runtime.harness import allreduce_ints as _allreduce_ints
-from pldemu.runtime.harness import allreduce_max as _allreduce_max
-from pldemu.runtime.harness import barrier as _barrier
-from pldemu.runtime.harness import rank0_printer as _rank0_printer
-from pldemu.runtime.harness import record_failure as _first_error
-from pldemu.runtime.harness import report_line as _report
+from pldemu.runtime.harness import CheckError, CheckTimeout, Failure, RowTotals
 from pldemu.runtime.harness import signal_cells as _signal_cells
 from pldemu.runtime.harness import wait_bounded as _wait
+from pldemu.runtime.options import RuntimeOptions
 from pldemu.runtime.oracle import check_rank, reduced_region, signal_nonzero
 from pldemu.windows import allocate_window
 
 CONSUME_FENCE = frozenset({"allgather", "all_to_all", "broadcast"})
 """Collectives that need an MPI barrier after the result is consumed (see the module docstring)."""
-
-ROWS_TARGET = 8
-"""The default block makes about this many progress rows."""
 
 HEADER = f"{'iters':>7}  {'size(B)':>10}  {'dtype':>5}  {'time/iter(us)':>13}  {'#wrong':>7}  {'cells!=0':>8}  {'native':>7}"
 """Column titles of the progress table (nccl-tests style)."""
@@ -104,11 +108,6 @@ class _ProgramLike(Protocol):
     input: Any
     send_counts: Any
     recv_counts: Any
-
-
-def default_block(iters: int) -> int:
-    """Iterations per block so that ``iters`` makes about :data:`ROWS_TARGET` rows."""
-    return max(1, math.ceil(iters / ROWS_TARGET))
 
 
 def _np_dtype(value: Any) -> np.dtype:
@@ -289,23 +288,7 @@ def native_mismatch(
     assert target is not None
     if name == "allreduce":
         assert own.target is not None
-        region = reduced_region(case)
-        if region is None:
-            send = np.ascontiguousarray(own.target)
-        elif isinstance(region, int):
-            send = np.ascontiguousarray(own.target.reshape(-1)[:region])
-        else:
-            send = np.ascontiguousarray(own.target[region])
-        recv = np.empty_like(send)
-        _wait(comm.Iallreduce(send, recv, _MPI_OP[case.reduce]), timeout, what, comm)
-        ref = own.target.copy()
-        if region is None:
-            ref[...] = recv
-        elif isinstance(region, int):
-            ref.reshape(-1)[:region] = recv
-        else:
-            ref[region] = recv
-        return _count_diff(ref, target)
+        return _count_diff(_native_allreduce(comm, case, own.target, timeout), target)
     if name == "reduce_scatter":
         assert own.target is not None
         recv = np.empty(size, dtype=case.dtype)
@@ -330,6 +313,27 @@ def native_mismatch(
     if name == "all_to_all_v":
         return _native_alltoallv(comm, case, iteration, target, recv_counts, timeout)
     raise CheckError(f"no native reference for {name}")
+
+
+def _native_allreduce(comm: MPI.Comm, case: CheckCase, own: np.ndarray, timeout: float) -> np.ndarray:
+    """This rank's target after native MPI's Allreduce of the region the recipe reduces."""
+    region = reduced_region(case)
+    if region is None:
+        send = np.ascontiguousarray(own)
+    elif isinstance(region, int):
+        send = np.ascontiguousarray(own.reshape(-1)[:region])
+    else:
+        send = np.ascontiguousarray(own[region])
+    recv = np.empty_like(send)
+    _wait(comm.Iallreduce(send, recv, _MPI_OP[case.reduce]), timeout, "native allreduce", comm)
+    ref = own.copy()
+    if region is None:
+        ref[...] = recv
+    elif isinstance(region, int):
+        ref.reshape(-1)[:region] = recv
+    else:
+        ref[region] = recv
+    return ref
 
 
 def _native_alltoallv(
@@ -378,41 +382,29 @@ def run_check(
     comm: MPI.Intracomm,
     cp: _ProgramLike,
     iters: int,
-    options: Any,
+    options: RuntimeOptions,
     block: int | None = None,
     *,
-    emit: Callable[[str], None] | None = None,
-    report: Callable[[str], None] | None = _report,
-    header: bool = True,
-    sync_timeout: float | None = None,
+    hooks: Hooks = DEFAULT_HOOKS,
     lower: Callable[[Any], Any] | None = None,
-    before_run: Callable[[int], None] | None = None,
     consume_fence: bool | None = None,
-    stop_on_failure: bool = False,
-    on_instance: Callable[[Any], None] | None = None,
 ) -> CheckResult:
     """Run ``cp``'s collective ``iters`` times back to back on every rank of ``comm`` and check each call.
 
-    ``options`` is the runtime's ``RuntimeOptions`` (its ``seed`` also seeds the data, its ``timeout``
-    bounds every wait).  ``block`` iterations make one progress row (default :func:`default_block`).
-    ``emit`` prints the table (default: rank 0 to stdout; pass ``lambda s: None`` to silence it),
-    ``report`` prints this rank's first wrong element / non-zero cell (None: silent).  The harness's
-    own MPI waits time out after ``sync_timeout`` seconds (default: 4x ``options.timeout``, at least
-    60 s).  ``lower`` replaces LowerCompositeOps and ``before_run(iteration)`` is called before every
-    call (tests use them to break a recipe or delay a rank and check that the harness notices).
+    ``options``: the runtime's knobs (its ``seed`` also seeds the data, its ``timeout`` bounds every
+    wait; the harness's own MPI waits time out after 4x that, at least 60 s). ``block`` iterations
+    make one progress row (default :func:`default_block`). ``hooks``: the progress printer, the
+    first-failure reporter, a per-call hook, the instance hook and the early stop
+    (:class:`pldemu.runtime.context.Hooks`; ``QUIET`` prints nothing). ``lower`` replaces
+    LowerCompositeOps (tests and mutants break a recipe with it and check that the harness notices).
     ``consume_fence`` overrides the fence policy (None: :data:`CONSUME_FENCE`; False: never fence,
-    the back-to-back usage some mutants model). ``stop_on_failure`` ends the run after the first
-    block with any failure (every rank agrees on that at the block end). ``on_instance(inst)`` is
-    called with the program instance once it exists (a caller that must look at the runtime's
-    checkers after a deadlock keeps it). Collective: every rank of ``comm`` must call it with the
-    same arguments.
+    the back-to-back usage some mutants model). Collective: every rank of ``comm`` must call it with
+    the same arguments.
 
-    The runtime's optional checkers are driven from here when the instance has them: the protocol
-    invariant checker (``RuntimeOptions.invariants``) and the race detector (``race_detect``) get a
-    checkpoint at every block end; the race detector also learns of the harness's own accesses
-    (inputs written, results consumed) and of its barriers; deferred visibility
-    (``visibility="deferred"``) lands this rank's own writes before the harness touches its
-    windows and everything at the harness's barriers.
+    The run context (:class:`pldemu.runtime.context.RunContext`) drives the runtime's optional
+    checkers: the invariant checker and the race detector get a checkpoint at every block end; the
+    race detector learns of the harness's own accesses (inputs written, results consumed) and
+    barriers; deferred visibility lands this rank's writes before the harness touches its windows.
 
     Besides the data, every call checks the ordering claim of the credit protocol: each rank
     publishes the number of the call it is entering in an epoch window, and when its call ``i``
@@ -421,140 +413,88 @@ def run_check(
     elements.
     """
     from pldemu.lowering import lower_composite_ops
-    from pldemu.runtime.interpreter import ProgramInstance
 
-    if iters < 1:
-        raise CheckError(f"iters must be >= 1, got {iters}")
-    block = default_block(iters) if block is None else block
-    if block < 1:
-        raise CheckError(f"block must be >= 1, got {block}")
-    nr, me = comm.Get_size(), comm.Get_rank()
-    seed = int(getattr(options, "seed", 0))
-    timeout = float(getattr(options, "timeout", 30.0))
-    sync = sync_timeout if sync_timeout is not None else max(60.0, 4.0 * timeout)
-    case = case_from_spec(cp.spec, nr, seed)
+    block = block_size(iters, block)
+    case = case_from_spec(cp.spec, comm.Get_size(), options.seed)
     limit = max_exact_ranks(case.value_op, case.dtype)
-    if limit is not None and nr > limit:
-        raise CheckError(f"{case.label}: the check data is exact for at most {limit} ranks, not {nr}")
-    emit = emit if emit is not None else _rank0_printer(comm)
-    names = {
-        k: _name(getattr(cp, k))
-        for k in ("target", "signal", "local_data", "input", "send_counts", "recv_counts")
-    }
-    signal = names["signal"]
-    if signal is None:
+    if limit is not None and case.nranks > limit:
+        raise CheckError(f"{case.label}: the check data is exact for at most {limit} ranks, not {case.nranks}")
+    names = {k: _name(getattr(cp, k)) for k in ("target", "signal", "local_data", "input", "send_counts",
+                                                  "recv_counts")}
+    if names["signal"] is None:
         raise CheckError(f"{case.name}: the program has no signal buffer")
-
     lowered = (lower or lower_composite_ops)(cp.program)
     result = CheckResult(case)
     fence = case.name in CONSUME_FENCE if consume_fence is None else consume_fence
-    with ProgramInstance(lowered, comm, options) as inst:
-        _check_buffers(case, inst, names)
-        if on_instance is not None:
-            on_instance(inst)
-        sched = getattr(inst, "schedule", None)
-        races = getattr(inst, "races", None)
-        shapes = rank_inputs(case, me, 0)
-        written = [n for role in ("target", "local_data", "input")
-                   if getattr(shapes, role) is not None and (n := names[role]) is not None]
-        result.backend = str(getattr(inst, "backend", getattr(options, "windows", "")))
-        epoch = allocate_window(comm, "check.epoch", (1,), np.int64, backend=result.backend, fill=-1)
-        if header:
-            emit(_header_line(case, iters, block, result.backend, options))
-            emit("#" + HEADER[1:])
-        it = 0
-        while it < iters:
-            count = min(block, iters - it)
-            wrong = 0
-            run_time = 0.0
-            last_target: np.ndarray | None = None
-            last_counts: np.ndarray | None = None
-            for _ in range(count):
-                if sched is not None:
-                    sched.host_access()
-                _write_inputs(case, inst, names, me, it)
-                if races is not None:
-                    for n in written:
-                        races.host_access(n, True, "inputs")
-                # Complete at this rank's window on return, so it is visible before our first credit.
-                epoch.put(me, (1,), (0,), np.array([it], dtype=np.int64))
-                if before_run is not None:
-                    before_run(it)
-                t0 = time.perf_counter()
-                inst.run()
-                run_time += time.perf_counter() - t0
-                order = _order_violations(epoch, me, nr, it)
-                if order:
-                    wrong += len(order)
-                    peer, at = order[0]
-                    _first_error(
-                        result,
-                        report,
-                        f"# rank {me} iteration {it}: invariant out-of-step: {len(order)} peers out of step "
-                        f"when the call returned, first rank {peer} at call {at} (expected {it} or {it + 1})",
-                        "invariant",
-                        it,
-                    )
-                if sched is not None:
-                    sched.host_access()
-                target = np.array(inst.local(names["target"]), copy=True) if names["target"] else None
-                rc = np.array(inst.local(names["recv_counts"]), copy=True) if names["recv_counts"] else None
-                if races is not None and names["target"] is not None:
-                    races.host_access(names["target"], False, "consume")
-                # The copies above consumed the result: now a fast peer may write the window again.
-                if fence:
-                    if sched is not None:
-                        sched.host_sync()
-                    _barrier(comm, sync, f"the consume fence after {case.name} iteration {it}")
-                    if races is not None:
-                        races.join()
-                for mm in check_rank(case, me, it, target, rc):
-                    if not mm.ok:
-                        wrong += mm.count
-                        _first_error(result, report, f"# rank {me} iteration {it}: {mm.describe()}", "wrong-data", it)
-                last_target, last_counts = target, rc
-                it += 1
-            # Block end: nobody starts the next call before everybody has finished this block, so
-            # no next-call credit can have arrived and every cell must be exactly 0.
-            if sched is not None:
-                sched.host_sync()
-            _barrier(comm, sync, f"the block-end barrier after iteration {it - 1}")
-            cells = signal_nonzero(_signal_cells(inst, signal))
-            if not cells.ok:
-                _first_error(result, report, f"# rank {me} after iteration {it - 1}: invariant "
-                             f"nonzero-at-rest: {cells.describe()}", "invariant", it - 1)
-            native = native_mismatch(comm, case, it - 1, last_target, last_counts, sync)
-            if native:
-                _first_error(
-                    result,
-                    report,
-                    f"# rank {me} iteration {it - 1}: {native} elements differ from native MPI",
-                    "wrong-data",
-                    it - 1,
-                )
-            violations, race_reports = checkpoint_checkers(comm, inst, sync, result, report)
-            totals = _allreduce_ints(comm, [wrong, cells.count, native or 0], sync)
-            slowest = _allreduce_max(comm, run_time, sync)
-            row = BlockRow(
-                iters=it,
-                count=count,
-                size_bytes=case.target_bytes,
-                dtype=_dtype_name(case),
-                time_us=slowest / count * 1e6,
-                wrong=totals[0],
-                cells_nonzero=totals[1],
-                native=None if native is None else totals[2],
-                invariants=len(violations),
-                races=len(race_reports),
-            )
-            result.rows.append(row)
-            emit(row.format())
-            if stop_on_failure and not row.ok and it < iters:
-                result.stopped = True
-                break
-        epoch.free()
-    emit(result.summary())
+    with RunContext.open(comm, lowered, options, result, hooks) as ctx:
+        _check_buffers(case, ctx.inst, names)
+        result.backend = ctx.backend
+        harness = _CollectiveHarness(ctx, case, names, fence)
+        ctx.emit(_header_line(case, iters, block, result.backend, options))
+        ctx.emit("#" + HEADER[1:])
+        run = run_blocks(ctx, iters, block, harness)
+        result.rows, result.stopped = run.rows, run.stopped
+        harness.epoch.free()
+    ctx.emit(result.summary())
     return result
+
+
+class _CollectiveHarness:
+    """The per-call and block-end work of :func:`run_check` (a ``BlockHarness``): inputs, the epoch
+    (ordering) check, the consume fence, the oracle; the cells at rest and native MPI at block ends."""
+
+    def __init__(self, ctx: RunContext, case: CheckCase, names: dict[str, str | None], fence: bool) -> None:
+        self.case, self.names, self.fence = case, names, fence
+        self.epoch = allocate_window(ctx.comm, "check.epoch", (1,), np.int64, backend=ctx.backend, fill=-1)
+        self.results = [n for role in ("target", "recv_counts") if (n := names[role]) is not None]
+        self.wrong = 0
+        self.last: dict[str, np.ndarray] = {}
+
+    def call(self, ctx: RunContext, it: int) -> float:
+        case, me = self.case, ctx.me
+        ctx.write_own(_inputs(case, self.names, me, it))
+        # Complete at this rank's window on return, so it is visible before our first credit.
+        self.epoch.put(me, (1,), (0,), np.array([it], dtype=np.int64))
+        seconds = ctx.run_call(it)
+        order = _order_violations(self.epoch, me, ctx.nranks, it)
+        if order:
+            self.wrong += len(order)
+            peer, at = order[0]
+            ctx.fail(f"# rank {me} iteration {it}: invariant out-of-step: {len(order)} peers out of step when the "
+                     f"call returned, first rank {peer} at call {at} (expected {it} or {it + 1})", "invariant", it)
+        self.last = dict(zip(self.results, ctx.read_own(self.results), strict=True))
+        # The copies above consumed the result: now a fast peer may write the window again.
+        if self.fence:
+            ctx.fence(f"the consume fence after {case.name} iteration {it}")
+        for mm in check_rank(case, me, it, self._result("target"), self._result("recv_counts")):
+            if not mm.ok:
+                self.wrong += mm.count
+                ctx.fail(f"# rank {me} iteration {it}: {mm.describe()}", "wrong-data", it)
+        return seconds
+
+    def _result(self, role: str) -> np.ndarray | None:
+        name = self.names[role]
+        return self.last[name] if name is not None else None
+
+    def block_end(self, ctx: RunContext, last: int) -> list[int]:
+        me = ctx.me
+        cells = signal_nonzero(_signal_cells(ctx.inst, str(self.names["signal"])))
+        if not cells.ok:
+            ctx.fail(f"# rank {me} after iteration {last}: invariant nonzero-at-rest: {cells.describe()}",
+                     "invariant", last)
+        native = native_mismatch(ctx.comm, self.case, last, self._result("target"), self._result("recv_counts"),
+                                 ctx.sync)
+        if native:
+            ctx.fail(f"# rank {me} iteration {last}: {native} elements differ from native MPI", "wrong-data", last)
+        self.native_known = native is not None
+        wrong, self.wrong = self.wrong, 0
+        return [wrong, cells.count, native or 0]
+
+    def row(self, f: BlockFigures) -> BlockRow:
+        return BlockRow(iters=f.iters, count=f.count, size_bytes=self.case.target_bytes,
+                        dtype=_dtype_name(self.case), time_us=f.time_us, wrong=f.totals[0],
+                        cells_nonzero=f.totals[1], native=f.totals[2] if self.native_known else None,
+                        invariants=len(f.violations), races=len(f.races))
 
 
 def _order_violations(epoch: Any, me: int, nranks: int, it: int) -> list[tuple[int, int]]:
@@ -572,8 +512,7 @@ def _dtype_name(case: CheckCase) -> str:
     return "fp16" if case.dtype == np.dtype(np.float16) else "fp32"
 
 
-def _header_line(case: CheckCase, iters: int, block: int, backend: str, options: Any) -> str:
-    from pldemu.runtime.options import RuntimeOptions
+def _header_line(case: CheckCase, iters: int, block: int, backend: str, options: RuntimeOptions) -> str:
     from pldemu.runtime.schedule import NO_PERTURBATION, describe_schedule
 
     geo = f"SIZE={case.size}"
@@ -582,7 +521,7 @@ def _header_line(case: CheckCase, iters: int, block: int, backend: str, options:
     if case.valid_shape is not None:
         geo += " valid " + "x".join(map(str, case.valid_shape))
     fence = " (consume fence)" if case.name in CONSUME_FENCE else ""
-    schedule = describe_schedule(options) if isinstance(options, RuntimeOptions) else NO_PERTURBATION
+    schedule = describe_schedule(options)
     return (
         f"# pldemu check: {case.label}, {case.nranks} ranks, {geo}, {iters} iters in blocks of {block}"
         f"{fence}, windows={backend}, seed={case.seed}"
@@ -615,28 +554,25 @@ def _check_buffers(case: CheckCase, inst: Any, names: dict[str, str | None]) -> 
             )
 
 
-def _write_inputs(
-    case: CheckCase, inst: Any, names: dict[str, str | None], rank: int, iteration: int
-) -> None:
+def _inputs(case: CheckCase, names: dict[str, str | None], rank: int, iteration: int) -> dict[str, np.ndarray]:
+    """This rank's inputs of ``iteration`` by buffer name."""
     ins = rank_inputs(case, rank, iteration)
-    for role, arr in (
-        ("target", ins.target),
-        ("local_data", ins.local_data),
-        ("input", ins.input),
-        ("send_counts", ins.send_counts),
-    ):
+    out: dict[str, np.ndarray] = {}
+    for role in ("target", "local_data", "input", "send_counts"):
+        arr = getattr(ins, role)
         if arr is None:
             continue
         name = names[role]
         if name is None:
             raise CheckError(f"{case.name}: the program has no {role} buffer")
-        buf = inst.local(name)
-        buf[...] = arr.reshape(buf.shape)
+        out[name] = arr
+    return out
 
 
 __all__ = [
     "CONSUME_FENCE",
     "HEADER",
+    "ROWS_TARGET",
     "BlockRow",
     "CheckError",
     "CheckResult",

@@ -1,11 +1,12 @@
-"""Pieces shared by the harnesses that run a program K times back to back on one instance.
+"""Small pieces shared by the harnesses that run a program K times back to back on one instance.
 
 Two harnesses do that: :func:`pldemu.runtime.check.run_check` (a built-in collective, checked against
-an oracle) and :func:`pldemu.runtime.repeat.run_program_iterations` (a user's program, no oracle).
-Both meet at block ends to check what the self-clearing credit protocol promises at rest, and both
-must never hang when a rank is stuck or gone; the bounded MPI waits, the signal-cell reads, the
-first-failure bookkeeping and the checkpoint of the runtime's optional checkers (invariants, races)
-live here so that the two harnesses cannot drift apart.
+an oracle) and :func:`pldemu.runtime.repeat.run_program_iterations` (a user's program, no oracle);
+``stress`` runs one of them. They share one run context and one block loop
+(``pldemu.runtime.context``: the host-side hook sequence lives there). What the loop is built from
+lives here: the failure record (:class:`Failure`, :func:`record_failure`), the row totals, the
+bounded MPI waits (a stuck or gone rank ends in :class:`CheckTimeout`, never a hang), the
+signal-cell reads and the checkpoint of the runtime's optional checkers (invariants, races).
 """
 
 from __future__ import annotations

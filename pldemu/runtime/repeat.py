@@ -4,9 +4,10 @@
 PROGRAM.pld`` run on every rank. It is the generic half of the checking harness
 (:func:`pldemu.runtime.check.run_check`): no inputs are written and there is no oracle (the program is
 the user's, so nothing says what its buffers should hold), but everything the credit protocol itself
-promises is checked. Calls run back to back, with **no MPI synchronisation between them**; at the end
-of every block of ``block`` calls all ranks meet at a barrier (after ``Schedule.host_sync`` when a
-schedule is active, so deferred writes have landed) and
+promises is checked. The calls run in the block loop every harness shares
+(:func:`pldemu.runtime.context.run_blocks`): back to back, with **no MPI synchronisation between
+them**; at the end of every block of ``block`` calls all ranks meet at a barrier (after every
+deferred write has landed) and
 
 * every cell of every SIGNAL buffer on every rank must be 0 (the self-clearing credit protocol's
   claim once all ranks have retired a call and no next-call credit can have arrived); a program that
@@ -14,16 +15,15 @@ schedule is active, so deferred writes have landed) and
 * the invariant checker (``RuntimeOptions.invariants``) and the race detector (``race_detect``) get
   their checkpoint, when the instance has them.
 
-Rank 0 prints one row per block (``emit``); every rank prints its own first failure (``report``).
+Rank 0 prints one row per block (``Hooks.emit``); every rank prints its own first failure
+(``Hooks.report``).
 The result has the shape ``pldemu.runtime.stress`` consumes from ``run_check``: ``kinds`` (the first
 failure of each kind this rank saw), ``ok``, ``iters`` and ``summary()``.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,20 +31,9 @@ import numpy as np
 from mpi4py import MPI
 
 from pldemu.ir import BufferKind, Program
-from pldemu.runtime.check import default_block
-from pldemu.runtime.harness import (
-    CheckError,
-    Failure,
-    RowTotals,
-    allreduce_ints,
-    allreduce_max,
-    barrier,
-    checkpoint_checkers,
-    rank0_printer,
-    record_failure,
-    report_line,
-    signal_cells,
-)
+from pldemu.runtime.context import DEFAULT_HOOKS, BlockFigures, Hooks, RunContext, block_size, run_blocks
+from pldemu.runtime.harness import Failure, RowTotals, record_failure, signal_cells
+from pldemu.runtime.options import RuntimeOptions
 from pldemu.runtime.oracle import compare
 
 MAX_KEPT = 32
@@ -85,7 +74,7 @@ class IterationRow:
 
 
 @dataclass
-class _Log:
+class RepeatLog:
     """What the loop accumulates on this rank (a :class:`~pldemu.runtime.harness.FailureLog`)."""
 
     first_error: str | None = None
@@ -163,105 +152,60 @@ def run_program_iterations(
     comm: MPI.Intracomm,
     inst_or_program: Any,
     iters: int,
-    options: Any,
+    options: RuntimeOptions,
     block: int | None = None,
     *,
-    before_run: Callable[[int], None] | None = None,
-    stop_on_failure: bool = False,
-    emit: Callable[[str], None] | None = None,
-    report: Callable[[str], None] | None = report_line,
-    header: bool = True,
+    hooks: Hooks = DEFAULT_HOOKS,
     cell_check: bool = True,
-    sync_timeout: float | None = None,
-    on_instance: Callable[[Any], None] | None = None,
 ) -> RepeatResult:
     """Run the entry function ``iters`` times back to back on every rank of ``comm`` and check every
-    block of ``block`` calls (default :func:`default_block`).
+    block of ``block`` calls (default :func:`pldemu.runtime.context.default_block`).
 
     ``inst_or_program`` is a LOWERED ``Program`` (instantiated here with ``options``, closed at the
     end) or a ``ProgramInstance`` the caller made and keeps (its listeners stay attached; the caller
-    closes it). ``options`` is the runtime's ``RuntimeOptions``: its ``timeout`` bounds every wait
-    (the harness's own MPI waits time out after ``sync_timeout``, default 4x that, at least 60 s).
-    ``before_run(iteration)`` is called before every call. ``emit`` prints the table (default: rank
-    0 to stdout; ``lambda s: None`` silences it), ``report`` prints this rank's first failure (None:
-    silent), ``header`` the two title lines. ``cell_check=False`` skips the at-rest check of the
-    signal cells. ``stop_on_failure`` ends the run after the first block with any failure (every
-    rank agrees on that at the block end). ``on_instance(inst)`` is called once the instance exists.
+    closes it). ``options``: the runtime's knobs; its ``timeout`` bounds every wait (the harness's own
+    MPI waits time out after 4x that, at least 60 s). ``hooks``: the progress printer, the
+    first-failure reporter, the per-call and instance hooks and the early stop
+    (:class:`pldemu.runtime.context.Hooks`). ``cell_check=False`` skips the at-rest check of the
+    signal cells.
 
     A deadlock raises ``DeadlockError`` and a program error ``ProgramError`` on the rank that hit it
     (as ``run_check`` does): the caller ends the job. Collective: every rank of ``comm`` must call it
     with the same arguments.
     """
-    from pldemu.runtime.interpreter import ProgramInstance
-
-    if iters < 1:
-        raise CheckError(f"iters must be >= 1, got {iters}")
-    block = default_block(iters) if block is None else block
-    if block < 1:
-        raise CheckError(f"block must be >= 1, got {block}")
-    # The caller's instance stays open (nullcontext); one made here is closed on the way out.
-    owned = not isinstance(inst_or_program, ProgramInstance)
-    with ProgramInstance(inst_or_program, comm, options) if owned else nullcontext(inst_or_program) as inst:
-        return _iterate(comm, inst, iters, options, block, before_run, stop_on_failure, emit, report, header,
-                        cell_check, sync_timeout, on_instance)
-
-
-def _iterate(comm: MPI.Intracomm, inst: Any, iters: int, options: Any, block: int,
-             before_run: Callable[[int], None] | None, stop_on_failure: bool, emit: Callable[[str], None] | None,
-             report: Callable[[str], None] | None, header: bool, cell_check: bool, sync_timeout: float | None,
-             on_instance: Callable[[Any], None] | None) -> RepeatResult:
-    me, nr = comm.Get_rank(), comm.Get_size()
-    timeout = float(getattr(options, "timeout", 30.0))
-    sync = sync_timeout if sync_timeout is not None else max(60.0, 4.0 * timeout)
-    emit = emit if emit is not None else rank0_printer(comm)
-    program: Program = inst.program
-    signals = signal_buffers(program) if cell_check else ()
-    if on_instance is not None:
-        on_instance(inst)
-    sched = inst.schedule
-    backend = str(inst.backend)
-    if header:
-        emit(f"# pldemu run: program {program.name}, {nr} ranks, {iters} iters in blocks of {block}, "
-             f"windows={backend}, seed={getattr(options, 'seed', 0)}"
-             + ("" if cell_check else ", signal cells not checked"))
-        emit("#" + HEADER[1:])
-    log = _Log()
-    rows: list[IterationRow] = []
-    seconds = 0.0
-    stopped = False
-    it = 0
-    while it < iters:
-        count = min(block, iters - it)
-        run_time = 0.0
-        for _ in range(count):
-            if before_run is not None:
-                before_run(it)
-            t0 = time.perf_counter()
-            inst.run()
-            run_time += time.perf_counter() - t0
-            it += 1
-        seconds += run_time
-        # Block end: nobody starts the next call before everybody has finished this block, so no
-        # next-call credit can have arrived and every cell must be exactly 0.
-        if sched is not None:
-            sched.host_sync()
-        barrier(comm, sync, f"the block-end barrier after iteration {it - 1}")
-        nonzero = cells_at_rest(inst, signals, me, it - 1, log, report)
-        violations, race_reports = checkpoint_checkers(comm, inst, sync, log, report)
-        _keep(log.violations, violations)
-        _keep(log.races, race_reports)
-        (cells,) = allreduce_ints(comm, [nonzero], sync)
-        slowest = allreduce_max(comm, run_time, sync)
-        row = IterationRow(it, count, slowest / count * 1e6, cells, len(violations), len(race_reports))
-        rows.append(row)
-        emit(row.format())
-        if stop_on_failure and not row.ok and it < iters:
-            stopped = True
-            break
-    result = RepeatResult(program.name, nr, tuple(rows), backend, cell_check, log.kinds, log.first_error,
-                          log.failure, tuple(log.violations), tuple(log.races), seconds, stopped)
-    emit(result.summary())
+    block = block_size(iters, block)
+    log = RepeatLog()
+    with RunContext.open(comm, inst_or_program, options, log, hooks) as ctx:
+        program: Program = ctx.inst.program
+        harness = _ProgramHarness(signal_buffers(program) if cell_check else (), log)
+        ctx.emit(f"# pldemu run: program {program.name}, {ctx.nranks} ranks, {iters} iters in blocks of {block}, "
+                 f"windows={ctx.backend}, seed={options.seed}" + ("" if cell_check else ", signal cells not checked"))
+        ctx.emit("#" + HEADER[1:])
+        run = run_blocks(ctx, iters, block, harness)
+    result = RepeatResult(program.name, ctx.nranks, tuple(run.rows), ctx.backend, cell_check, log.kinds,
+                          log.first_error, log.failure, tuple(log.violations), tuple(log.races), run.seconds,
+                          run.stopped)
+    ctx.emit(result.summary())
     return result
+
+
+class _ProgramHarness:
+    """The block-end work of :func:`run_program_iterations` (a ``BlockHarness``): a user's program has
+    no inputs and no oracle; its signal cells must be 0 at rest."""
+
+    def __init__(self, signals: tuple[str, ...], log: RepeatLog) -> None:
+        self.signals, self.log = signals, log
+
+    def call(self, ctx: RunContext, it: int) -> float:
+        return ctx.run_call(it)
+
+    def block_end(self, ctx: RunContext, last: int) -> list[int]:
+        return [cells_at_rest(ctx.inst, self.signals, ctx.me, last, self.log, ctx.hooks.report)]
+
+    def row(self, f: BlockFigures) -> IterationRow:
+        _keep(self.log.violations, f.violations)
+        _keep(self.log.races, f.races)
+        return IterationRow(f.iters, f.count, f.time_us, f.totals[0], len(f.violations), len(f.races))
 
 
 def _keep(kept: list[Any], new: list[Any]) -> None:
@@ -271,9 +215,9 @@ def _keep(kept: list[Any], new: list[Any]) -> None:
 __all__ = [
     "HEADER",
     "IterationRow",
+    "RepeatLog",
     "RepeatResult",
     "cells_at_rest",
-    "default_block",
     "run_program_iterations",
     "signal_buffers",
 ]

@@ -2,7 +2,8 @@
 the first failure.
 
 :func:`stress` is what every rank of a ``pldemu stress`` job runs. It is the checking harness
-(:func:`pldemu.runtime.check.run_check`) with ``stop_on_failure``: iterations run back to back on one
+(:func:`pldemu.runtime.check.run_check`) with the ``stop_at_failure`` hook (the shared block loop of
+``pldemu.runtime.context``): iterations run back to back on one
 signal buffer in blocks; at every block end the ranks agree whether anything failed, and the run
 stops at the first block that did. The failure kinds are the catalogue's
 (``pldemu.mutants.FAILURE_KINDS``):
@@ -46,10 +47,12 @@ from typing import Any
 from mpi4py import MPI
 
 from pldemu.runtime.check import CheckResult, run_check
+from pldemu.runtime.context import Hooks, silent, stop_at_failure
 from pldemu.runtime.errors import DeadlockError
 from pldemu.runtime.harness import Failure
 from pldemu.runtime.invariants import allgather_objects
 from pldemu.runtime.launch import abort_job
+from pldemu.runtime.options import RuntimeOptions
 from pldemu.runtime.repeat import RepeatResult, run_program_iterations
 
 PRIORITY = ("invariant", "race", "wrong-data")
@@ -164,97 +167,119 @@ def _seen(kinds: dict[str, int]) -> tuple[str, ...]:
     return tuple(f"{k}@{kinds[k]}" for k in KIND_ORDER if k in kinds)
 
 
-def stress(
-    comm: MPI.Intracomm,
-    cp: Any,
-    iters: int,
-    options: Any,
-    *,
-    block: int,
-    lower: Callable[[Any], Any] | None = None,
-    consume_fence: bool | None = None,
-    result_path: str | None = None,
-    replay: str = "",
-    progress: bool = True,
-    cell_check: bool = True,
-) -> StressOutcome:
-    """Run ``cp`` up to ``iters`` times under ``options`` and stop at the first failure.
+@dataclass(frozen=True)
+class StressJob:
+    """What one stress job runs and where its outcome goes.
 
-    ``cp`` is a built-in collective (a ``CollectiveProgram``, run by ``run_check``: every kind,
+    ``program`` is a built-in collective (a ``CollectiveProgram``, run by ``run_check``: every kind,
     wrong data included) or a user's program: a LOWERED ``pldemu.ir.Program`` or a
     ``ProgramInstance`` of one, run by :func:`pldemu.runtime.repeat.run_program_iterations` (no
     oracle, so no wrong-data; ``lower`` and ``consume_fence`` do not apply, ``cell_check=False``
-    skips the at-rest check of its signal cells).
+    skips the at-rest check of its signal cells). ``iters`` calls at most, checked every ``block``.
+    ``result_path``: where the outcome's JSON goes; ``replay``: the command line that replays the run;
+    ``progress``: rank 0 prints a line every :data:`PROGRESS_EVERY` seconds."""
+
+    program: Any
+    iters: int
+    block: int
+    lower: Callable[[Any], Any] | None = None
+    consume_fence: bool | None = None
+    cell_check: bool = True
+    result_path: str | None = None
+    replay: str = ""
+    progress: bool = True
+
+    @property
+    def user(self) -> bool:
+        """True for a user's program (no oracle)."""
+        from pldemu.ir import Program
+        from pldemu.runtime.interpreter import ProgramInstance
+
+        return isinstance(self.program, (Program, ProgramInstance))
+
+
+class _Progress:
+    """The ``before_run`` hook of a stress run: remembers the current iteration (a deadlock report
+    names it) and prints progress on rank 0."""
+
+    def __init__(self, job: StressJob, me: int) -> None:
+        self.job, self.me = job, me
+        self.start = self.last_print = time.monotonic()
+        self.current = 0
+
+    def __call__(self, it: int) -> None:
+        self.current = it
+        now = time.monotonic()
+        if self.job.progress and self.me == 0 and now - self.last_print >= PROGRESS_EVERY:
+            self.last_print = now
+            print(f"# stress: {it}/{self.job.iters} iterations, no failure so far ({now - self.start:.1f} s)",
+                  flush=True)
+
+
+def stress(comm: MPI.Intracomm, job: StressJob, options: RuntimeOptions) -> StressOutcome:
+    """Run ``job`` under ``options`` and stop at the first block with a failure.
 
     Collective. Returns the same outcome on every rank when the run ends normally. A deadlock or a
     crash ends the whole MPI job (``MPI_Abort``) after this rank printed what it knows and wrote its
     result file, so this function does not return then.
     """
-    from pldemu.ir import Program
-    from pldemu.runtime.interpreter import ProgramInstance
-
-    user = isinstance(cp, (Program, ProgramInstance))
-    if user and (lower is not None or consume_fence is not None):
+    if job.user and (job.lower is not None or job.consume_fence is not None):
         raise ValueError("stress: lower and consume_fence apply to a built-in collective, not a user's program")
     me = comm.Get_rank()
-    start = time.monotonic()
-    current = [0]
-    last_print = [start]
+    progress = _Progress(job, me)
     instance: list[Any] = []
-
-    def before_run(it: int) -> None:
-        current[0] = it
-        now = time.monotonic()
-        if progress and me == 0 and now - last_print[0] >= PROGRESS_EVERY:
-            last_print[0] = now
-            print(f"# stress: {it}/{iters} iterations, no failure so far ({now - start:.1f} s)", flush=True)
-
+    hooks = Hooks(emit=silent, before_run=progress, on_instance=instance.append, stop_after=stop_at_failure)
     try:
         result: CheckResult | RepeatResult
-        if user:
-            result = run_program_iterations(
-                comm, cp, iters, options, block, emit=lambda line: None, before_run=before_run,
-                stop_on_failure=True, header=False, cell_check=cell_check, on_instance=instance.append,
-            )
+        if job.user:
+            result = run_program_iterations(comm, job.program, job.iters, options, job.block, hooks=hooks,
+                                            cell_check=job.cell_check)
         else:
-            result = run_check(
-                comm, cp, iters, options, block, emit=lambda line: None, before_run=before_run, lower=lower,
-                consume_fence=consume_fence, stop_on_failure=True, header=False, on_instance=instance.append,
-            )
+            result = run_check(comm, job.program, job.iters, options, job.block, hooks=hooks, lower=job.lower,
+                               consume_fence=job.consume_fence)
     except DeadlockError as err:
-        it = current[0]
-        detail = str(err) if err.primary else f"rank {me} stuck at {err.location}"
-        broken = _broken_before_deadlock(instance[0] if instance else None)
-        if broken:
-            v = broken[0]
-            at = v.iteration if v.iteration >= 0 else it
-            outcome = StressOutcome("invariant", at, it + 1, me, v.describe() + "\nthen " + detail,
-                                    time.monotonic() - start, replay, err.primary, min(at, it),
-                                    _seen({"invariant": at, "deadlock": it}))
-        else:
-            outcome = StressOutcome("deadlock", it, it + 1, me, detail, time.monotonic() - start, replay,
-                                    err.primary, it, _seen({"deadlock": it}))
-        _abort(comm, result_path, outcome, str(err) if err.primary else None, 0.0 if err.primary else NON_PRIMARY_GRACE)
+        outcome = _deadlock_outcome(err, progress, instance[0] if instance else None, job.replay, me)
+        _abort(comm, job.result_path, outcome, str(err) if err.primary else None,
+               0.0 if err.primary else NON_PRIMARY_GRACE)
     except Exception as err:  # a crash of any rank ends the job; say what it was first
-        outcome = StressOutcome("error", current[0], current[0] + 1, me, f"{type(err).__name__}: {err}",
-                                time.monotonic() - start, replay)
-        _abort(comm, result_path, outcome, f"# rank {me}: {type(err).__name__}: {err}", NON_PRIMARY_GRACE)
+        outcome = StressOutcome("error", progress.current, progress.current + 1, me, f"{type(err).__name__}: {err}",
+                                time.monotonic() - progress.start, job.replay)
+        _abort(comm, job.result_path, outcome, f"# rank {me}: {type(err).__name__}: {err}", NON_PRIMARY_GRACE)
     kinds = _merge(allgather_objects(comm, result.kinds, max(60.0, 4 * float(options.timeout))))
-    seconds = time.monotonic() - start
+    outcome = _outcome(result, kinds, time.monotonic() - progress.start, job)
+    if me == 0 and job.result_path is not None:
+        write_outcome(job.result_path, outcome)
+    return outcome
+
+
+def _deadlock_outcome(err: DeadlockError, progress: _Progress, inst: Any, replay: str, me: int) -> StressOutcome:
+    """The outcome this rank reports for a deadlock: the invariant broken before it, when there is one."""
+    it = progress.current
+    seconds = time.monotonic() - progress.start
+    detail = str(err) if err.primary else f"rank {me} stuck at {err.location}"
+    broken = _broken_before_deadlock(inst)
+    if broken:
+        v = broken[0]
+        at = v.iteration if v.iteration >= 0 else it
+        return StressOutcome("invariant", at, it + 1, me, v.describe() + "\nthen " + detail, seconds, replay,
+                             err.primary, min(at, it), _seen({"invariant": at, "deadlock": it}))
+    return StressOutcome("deadlock", it, it + 1, me, detail, seconds, replay, err.primary, it,
+                         _seen({"deadlock": it}))
+
+
+def _outcome(result: CheckResult | RepeatResult, kinds: dict[str, Failure], seconds: float,
+             job: StressJob) -> StressOutcome:
+    """The outcome of a run that ended normally (every rank agrees on ``kinds``)."""
     primary = next((kinds[k] for k in PRIORITY if k in kinds), None)
     if primary is None and result.ok:
-        outcome = StressOutcome(None, None, result.iters, -1, "", seconds, replay)
-    elif primary is None:  # failed without a classified line (cannot happen with the current harnesses)
-        outcome = StressOutcome("error" if user else "wrong-data", None, result.iters, -1, result.summary(), seconds,
-                                replay)
-    else:
-        its = {k: f.iteration for k, f in kinds.items()}
-        known = [i for i in its.values() if i >= 0]
-        outcome = StressOutcome(primary.kind, primary.iteration, result.iters, primary.rank, primary.text, seconds,
-                                replay, True, min(known) if known else None, _seen(its))
-    if me == 0 and result_path is not None:
-        write_outcome(result_path, outcome)
-    return outcome
+        return StressOutcome(None, None, result.iters, -1, "", seconds, job.replay)
+    if primary is None:  # failed without a classified line (cannot happen with the current harnesses)
+        return StressOutcome("error" if job.user else "wrong-data", None, result.iters, -1, result.summary(),
+                             seconds, job.replay)
+    its = {k: f.iteration for k, f in kinds.items()}
+    known = [i for i in its.values() if i >= 0]
+    return StressOutcome(primary.kind, primary.iteration, result.iters, primary.rank, primary.text, seconds,
+                         job.replay, True, min(known) if known else None, _seen(its))
 
 
 def _broken_before_deadlock(inst: Any) -> list[Any]:
@@ -280,4 +305,4 @@ def _abort(comm: MPI.Intracomm, result_path: str | None, outcome: StressOutcome,
     abort_job(comm, 3)
 
 
-__all__ = ["KIND_ORDER", "PRIORITY", "StressOutcome", "read_outcome", "stress", "write_outcome"]
+__all__ = ["KIND_ORDER", "PRIORITY", "StressJob", "StressOutcome", "read_outcome", "stress", "write_outcome"]

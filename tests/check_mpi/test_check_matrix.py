@@ -46,6 +46,7 @@ from mpi4py import MPI
 from pldemu.collectives import CollectiveSpec, collective_program
 from pldemu.ir import AllreduceMode, DType, ReduceOp
 from pldemu.runtime.check import CheckResult, run_check
+from pldemu.runtime.context import QUIET
 from pldemu.runtime.options import RuntimeOptions
 
 pytestmark = pytest.mark.mpi(min_size=1)
@@ -249,7 +250,7 @@ def run_case(comm: MPI.Intracomm, case: Case) -> CheckResult:
         timeout=TIMEOUT, windows=case.backend, seed=len(case.id), stage_pieces=case.stage_pieces
     )
     return run_check(
-        comm, collective_program(spec), case.iters, options, case.block, emit=lambda line: None, report=None
+        comm, collective_program(spec), case.iters, options, case.block, hooks=QUIET
     )
 
 

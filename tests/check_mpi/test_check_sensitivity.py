@@ -17,6 +17,7 @@ from pldemu.ir.nodes import Assign, Const, static_int
 from pldemu.ir.signatures import make_call
 from pldemu.lowering import lower_composite_ops
 from pldemu.runtime.check import CheckResult, run_check
+from pldemu.runtime.context import QUIET, Hooks, silent
 from pldemu.runtime.errors import DeadlockError
 from pldemu.runtime.options import RuntimeOptions
 
@@ -103,8 +104,7 @@ def _run(
         20,
         RuntimeOptions(timeout=timeout),
         5,
-        emit=lambda line: None,
-        report=None,
+        hooks=QUIET,
         lower=lower,
     )
 
@@ -159,10 +159,8 @@ def test_rank_passing_a_barrier_early_is_caught(comm: MPI.Intracomm) -> None:
         20,
         RuntimeOptions(timeout=60.0),
         5,
-        emit=lambda line: None,
-        report=None,
+        hooks=QUIET if me == 0 else Hooks(emit=silent, report=None, before_run=lambda it: time.sleep(0.02)),
         lower=mutate(drop_waits) if me == 0 else lower_composite_ops,
-        before_run=None if me == 0 else lambda it: time.sleep(0.02),
     )
     agree(comm, result.wrong > 0 and not result.ok, result.summary())
     if me == 0:

@@ -13,6 +13,7 @@ from pldemu.collectives import CollectiveSpec, collective_program
 from pldemu.ir import NR, AllreduceMode, Program, ProgramBuilder
 from pldemu.runtime import ProgramInstance, RuntimeOptions
 from pldemu.runtime.check import run_check
+from pldemu.runtime.context import QUIET
 
 pytestmark = pytest.mark.mpi(min_size=1)
 
@@ -132,5 +133,5 @@ def test_correct_collectives_pass_in_deferred_mode(comm: MPI.Intracomm) -> None:
              CollectiveSpec("all_to_all", size=16), CollectiveSpec("all_to_all_v", size=16, max_recv=2)]
     opts = RuntimeOptions(visibility="deferred", jitter_us=20, skew_us=50, seed=7, invariants=True, timeout=30)
     for spec in specs:
-        res = run_check(comm, collective_program(spec), 12, opts, 4, emit=lambda s: None, report=None)
+        res = run_check(comm, collective_program(spec), 12, opts, 4, hooks=QUIET)
         agree(comm, res.ok, f"{spec.name}: {res.first_error}")

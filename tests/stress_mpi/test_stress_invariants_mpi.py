@@ -14,6 +14,8 @@ from pldemu.ir import NR, AllreduceMode, Op, Program, ProgramBuilder
 from pldemu.lowering import RecipeVariant, lower_composite_ops
 from pldemu.runtime import ProgramInstance, RuntimeOptions
 from pldemu.runtime.check import run_check
+from pldemu.runtime.context import QUIET as QUIET_HOOKS
+from pldemu.runtime.context import Hooks, silent
 from pldemu.runtime.invariants import MIXED, NEGATIVE
 
 pytestmark = pytest.mark.mpi(min_size=1)
@@ -21,7 +23,7 @@ pytestmark = pytest.mark.mpi(min_size=1)
 N = MPI.COMM_WORLD.Get_size()
 needs_peers = pytest.mark.skipif(N < 2, reason="one rank has no peer to be out of step with")
 OPTS = RuntimeOptions(invariants=True, timeout=30)
-QUIET = {"emit": lambda s: None, "report": None}
+QUIET = {"hooks": QUIET_HOOKS}
 
 
 def _negative() -> Program:
@@ -120,7 +122,7 @@ def test_a_rank_more_than_one_call_ahead_is_an_invariant_failure(comm: MPI.Intra
             time.sleep(0.03)
 
     res = run_check(comm, collective_program(CollectiveSpec("barrier")), 8, OPTS, 8,
-                    lower=lowering_without(Op.WAIT), before_run=slow, **QUIET)  # type: ignore[arg-type]
+                    lower=lowering_without(Op.WAIT), hooks=Hooks(emit=silent, report=None, before_run=slow))  # type: ignore[arg-type]
     seen = comm.allgather(res.failure)
     ok = not res.ok and any(f is not None and f.kind == "invariant" and "out-of-step" in f.text for f in seen)
     agree(comm, ok, str(seen))
