@@ -16,7 +16,7 @@ import sys
 from typing import TextIO
 
 from pldemu.cli.argtypes import nonneg_int
-from pldemu.cli.run import EXIT_CHECK, EXIT_OK, EXIT_USAGE
+from pldemu.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE
 from pldemu.ir.parser import ParseError
 from pldemu.neuron.eliminate_casts import DOCSTRING_GATES, GATES, NeuronEliminateCasts, PassResult
 from pldemu.neuron.evaluate import OutputComparison, compare
@@ -31,7 +31,7 @@ EPILOG = f"""\
 --gate3 contract (default) is gate 3 as the spec's contract gives it: refuse a producer whose src dtype
 already equals the target. --gate3 docstring is the reading the spec's canonical example needs.
 
-exit status: {EXIT_OK} ok, {EXIT_CHECK} the kernel after the pass does not verify (a producer flagged
+exit status: {EXIT_OK} ok, {EXIT_FAIL} the kernel after the pass does not verify (a producer flagged
 canMutateDstTy has a reader that needs its old dtype) or, with --run, a result after the pass is less
 precise than before, {EXIT_USAGE} bad arguments or an unreadable / invalid kernel (file:line:col: message).
 """
@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     except VerifyError as err:
         # canMutateDstTy promised a re-typable producer, but another reader needs the old dtype
         print(f"pldemu casts: error: after the pass: {err.located(args.file)}", file=sys.stderr)
-        return EXIT_CHECK
+        return EXIT_FAIL
     out.write(f"# before NeuronEliminateCasts (gate 3: {args.gate3})\n{format_function(before)}")
     out.write(f"\n# after NeuronEliminateCasts\n{format_function(result.after)}")
     _print_verdicts(out, result)
@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     worse = [r.tensor for r in rows if not r.never_less_precise]
     if worse:
         out.write(f"# FAIL: less precise after the pass: {', '.join(worse)}\n")
-        return EXIT_CHECK
+        return EXIT_FAIL
     return EXIT_OK
 
 
