@@ -24,12 +24,13 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeAlias
 
 import numpy as np
 
+from pldemu.cli.common import options_argv
 from pldemu.ir import Program, format_program
 from pldemu.runtime.buffer_io import (
     RANK_DIR,
@@ -38,7 +39,7 @@ from pldemu.runtime.buffer_io import (
     Tolerance,
     compare,
 )
-from pldemu.runtime.options import DEFAULT_OPTIONS, RuntimeOptions
+from pldemu.runtime.options import RuntimeOptions
 from pldemu.runtime.precheck import StaticBuffer, static_buffers
 
 ArrayLike: TypeAlias = Any
@@ -158,7 +159,7 @@ def launch(program: Program | str | os.PathLike[str], ranks: int, *, inputs: Inp
         work = Path(tmp)
         source, loaded = _program_file(program, work)
         argv = ["run", str(source), "-n", str(ranks), "--dump", str(work / "out"), "--report",
-                str(work / "report.json"), "--job-timeout", repr(limit), *options_argv(opts)]
+                str(work / "report.json"), "--job-timeout", repr(limit), *options_argv(opts, "run")]
         if not lower:
             argv.append("--no-lower")
         if iters != 1:
@@ -170,27 +171,6 @@ def launch(program: Program | str | os.PathLike[str], ranks: int, *, inputs: Inp
     if check and not result.ok:
         raise JobError(result)
     return result
-
-
-def options_argv(options: RuntimeOptions) -> list[str]:
-    """``RuntimeOptions`` as ``pldemu run`` flags (only the fields that differ from the defaults)."""
-    flags = {"timeout": "--timeout", "windows": "--windows", "seed": "--seed", "trace": "--trace",
-             "jitter_us": "--jitter", "skew_us": "--skew", "visibility": "--visibility"}
-    switches = {"stage_pieces": "--stage-pieces", "race_detect": "--races", "invariants": "--invariants"}
-    argv: list[str] = []
-    for f in fields(RuntimeOptions):
-        value = getattr(options, f.name)
-        if value == getattr(DEFAULT_OPTIONS, f.name) and f.name != "timeout":
-            continue
-        if f.name in switches:
-            argv.append(switches[f.name])
-        elif f.name in flags:
-            argv += [flags[f.name], str(value)]
-        elif f.name == "straggler":
-            argv += ["--straggler", f"{value[0]}:{value[1]!r}"]
-        else:
-            raise ValueError(f"RuntimeOptions.{f.name}={value!r} cannot be set for a launched job")
-    return argv
 
 
 def _program_file(program: Program | str | os.PathLike[str], work: Path) -> tuple[Path, Program]:
@@ -283,4 +263,4 @@ def _collect(ranks: int, code: int, output: str, wall: float, work: Path) -> Run
                      tuple(report.get("mismatches", ())), failures, text)
 
 
-__all__ = ["EXIT_MEANING", "BufferFileError", "Inputs", "JobError", "PerRank", "RunResult", "launch", "options_argv"]
+__all__ = ["EXIT_MEANING", "BufferFileError", "Inputs", "JobError", "PerRank", "RunResult", "launch"]

@@ -32,13 +32,15 @@ def _probe(folder: Path, flag: str, path: Path) -> None:
 
 
 def output_file(path: str | os.PathLike[str], flag: str) -> Path:
-    """``path`` resolved, if a file can be written there (its directory is created when needed)."""
+    """``path`` resolved, if a file can be written there (its directory must exist)."""
     target = Path(path).resolve()
     if target.is_dir():
         raise OutputPathError(f"{flag} {path}: is a directory; give a file name")
     if target.exists() and not os.access(target, os.W_OK):
         raise OutputPathError(f"{flag} {path}: the file exists and is not writable")
     _writable_ancestor(target, flag)
+    if not target.parent.is_dir():  # the writers do not create directories for a file
+        raise OutputPathError(f"{flag} {path}: no directory {target.parent}")
     return target
 
 
