@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib import import_module
 from types import MappingProxyType
+from typing import NoReturn
 
 # subcommand -> (module, one-line help). Each module defines add_arguments(parser) and run(args) -> int.
 SUBCOMMANDS = MappingProxyType(
@@ -30,9 +31,17 @@ SUBCOMMANDS = MappingProxyType(
 )
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with pldemu's usage errors: the one-line error and where to look, not the whole usage
+    (exit 2, as every bad input)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pldemu", description="Run pld.tensor.* collectives for real on MPI.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser = Parser(prog="pldemu", description="Run pld.tensor.* collectives for real on MPI.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
     for name, (module, help_text) in SUBCOMMANDS.items():
         try:
             mod = import_module(module)
@@ -47,10 +56,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The ``pldemu`` command. SIGTERM, SIGHUP and Ctrl-C end it with 128 + the signal number after
+    killing whatever job it started (:func:`pldemu.runtime.launch.interruptible`), without a traceback."""
+    from pldemu.runtime.launch import Interrupted, in_mpi_job, interruptible, record_rank_pid
+
+    if in_mpi_job():
+        record_rank_pid()
     parser = build_parser()
     args = parser.parse_args(argv)
     runner: Callable[[argparse.Namespace], int] = args._run
-    return runner(args)
+    try:
+        with interruptible():
+            return runner(args)
+    except Interrupted as stop:
+        print(f"pldemu: {stop}: the job and its processes were killed", file=sys.stderr, flush=True)
+        return stop.exit_code
 
 
 if __name__ == "__main__":

@@ -202,6 +202,29 @@ def add_runtime_arguments(parser: argparse.ArgumentParser, command: str,
         f.add(where, (defaults or {}).get(f.option))
 
 
+def options_argv(options: RuntimeOptions, command: str = "run") -> list[str]:
+    """``options`` spelled as ``command``'s flags (what :func:`runtime_argv` forwards for parsed
+    flags, for options built in Python, e.g. by :func:`pldemu.launch`). A field that differs from
+    its default and that no flag of ``command`` sets is a ``ValueError``."""
+    argv: list[str] = []
+    covered: set[str] = set()
+    for f in RUNTIME_FLAGS.values():
+        if command not in f.commands:
+            continue
+        covered.add(f.field)
+        value = getattr(options, f.field)
+        if f.type is None and f.choices is None:  # a switch: given when it moves the field off its default
+            on = value is not f.negated
+            argv += [f.option] if on and value != getattr(DEFAULT_OPTIONS, f.field) else []
+        elif f.always or value != getattr(DEFAULT_OPTIONS, f.field):
+            argv += [f.option, f.text(value)]
+    for field in dataclasses.fields(RuntimeOptions):
+        if field.name not in covered and getattr(options, field.name) != getattr(DEFAULT_OPTIONS, field.name):
+            raise ValueError(f"RuntimeOptions.{field.name} has no flag of pldemu {command}: it cannot be set "
+                             "for a launched job")
+    return argv
+
+
 def _given(args: argparse.Namespace) -> list[tuple[RuntimeFlag, Any]]:
     """The runtime flags the command's parser added (their dests are in ``args``), with their values."""
     found = vars(args)
@@ -226,4 +249,4 @@ def runtime_argv(args: argparse.Namespace, **values: Any) -> list[str]:
 
 __all__ = ["EXIT_ERROR", "EXIT_FAIL", "EXIT_JOB_TIMEOUT", "EXIT_OK", "EXIT_RACES", "EXIT_USAGE", "RUNTIME_FLAGS",
            "SCHEDULE_GROUP", "RuntimeFlag", "UsageError", "add_job_timeout_argument", "add_ranks_argument",
-           "add_runtime_arguments", "check_job_size", "runtime_argv", "runtime_options", "usage_error"]
+           "add_runtime_arguments", "check_job_size", "options_argv", "runtime_argv", "runtime_options", "usage_error"]

@@ -25,6 +25,8 @@ bad options), 3 the program failed while running (deadlock, refused access, prog
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import sys
 import time
 import traceback
@@ -40,6 +42,16 @@ import numpy as np
 from pldemu.cli import common
 from pldemu.cli.argtypes import format_number, positive_int
 from pldemu.cli.common import EXIT_ERROR, EXIT_FAIL, EXIT_OK, EXIT_RACES, EXIT_USAGE, UsageError
+from pldemu.cli.outputs import OutputPathError, output_dir, output_file
+from pldemu.cli.run_io import (
+    NO_IO,
+    JobIO,
+    add_io_arguments,
+    expectation_summary,
+    io_argv,
+    job_io,
+    write_report,
+)
 from pldemu.ir import Program
 from pldemu.runtime.launch import abort_job
 from pldemu.runtime.options import RuntimeOptions
@@ -62,6 +74,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dump", metavar="DIR", default=None,
                         help="write every rank's buffers (DIR/rankR/NAME.npy) and the executed program")
     common.add_job_timeout_argument(parser, DEFAULT_JOB_TIMEOUT)
+    parser.add_argument("--force", action="store_true",
+                        help="start the job even when its estimated memory exceeds what the machine has")
     it = parser.add_argument_group("repeated calls (--iters K > 1)")
     it.add_argument("--iters", type=positive_int, default=1, metavar="K",
                     help="run the entry function K times back to back on the same windows (default 1); with "
@@ -78,18 +92,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--trace": "write a Chrome/Perfetto trace of every rank's ops (see pldemu trace-plot); a rank whose run "
                    "fails writes its own part to FILE.rankR.json",
     })
+    add_io_arguments(parser)
 
 
-def load_program(path: str, lower: bool = True) -> Program:
+def load_program(path: str, lower: bool = True, nranks: int | None = None,
+                 options: RuntimeOptions | None = None) -> Program:
     """Read (``.pld`` text or a Python builder file, see ``pldemu.ir.source``), lower unless ``lower`` is
-    False, and verify ``path``; every problem is a UsageError."""
+    False, and verify ``path``; with ``nranks``, also check it at that rank count
+    (:func:`pldemu.runtime.precheck.precheck`). Every problem is a UsageError."""
     from pldemu.ir import VerifyError, verify
     from pldemu.ir.source import SourceError, load_source
 
     try:
-        program = load_source(path)
+        source = program = load_source(path)
+        verify(source)  # before lowering: it bounds the nesting every later walk recurses on
     except SourceError as err:
         raise UsageError(str(err)) from None
+    except VerifyError as err:
+        raise UsageError(f"{path}: {err}") from None
     if lower:
         from pldemu.lowering import lower_composite_ops
 
@@ -108,7 +128,20 @@ def load_program(path: str, lower: bool = True) -> Program:
         verify(program)
     except VerifyError as err:
         raise UsageError(f"{path}: {err}") from None
+    if nranks is not None:
+        _precheck(path, program, source, nranks, options)
     return program
+
+
+def _precheck(path: str, program: Program, source: Program, nranks: int, options: RuntimeOptions | None) -> None:
+    from pldemu.runtime.precheck import PrecheckError, precheck
+
+    try:
+        precheck(program, nranks, options, source=source)
+    except PrecheckError as err:
+        lines = str(err).splitlines()
+        head = f"{path}: at {nranks} ranks:"
+        raise UsageError(f"{head} {lines[0]}" if len(lines) == 1 else "\n  ".join([head, *lines])) from None
 
 
 def _options(args: argparse.Namespace) -> Any:
@@ -116,6 +149,13 @@ def _options(args: argparse.Namespace) -> Any:
         for flag, given in (("--block", args.block is not None), ("--no-cell-check", args.no_cell_check)):
             if given:
                 raise UsageError(f"{flag} applies to repeated calls: give --iters K with K > 1")
+    try:
+        if args.trace:
+            output_file(args.trace, "--trace")
+        if args.dump is not None:
+            output_dir(args.dump, "--dump")
+    except OutputPathError as err:
+        raise UsageError(str(err)) from None
     return common.runtime_options(args)
 
 
@@ -154,7 +194,7 @@ def child_argv(args: argparse.Namespace, n: int) -> list[str]:
         argv += ["--block", str(args.block)]
     if args.no_cell_check:
         argv.append("--no-cell-check")
-    return argv + common.runtime_argv(args)
+    return argv + common.runtime_argv(args) + io_argv(args)
 
 
 @dataclass(frozen=True)
@@ -169,27 +209,36 @@ class RunPlan:
     iters: int = 1
     block: int | None = None
     cell_check: bool = True
+    io: JobIO = NO_IO
+    """``--inputs`` / ``--expect`` / ``--report`` (:mod:`pldemu.cli.run_io`)."""
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace) -> RunPlan:
+    def from_args(cls, args: argparse.Namespace, io: JobIO | None = None) -> RunPlan:
         """The plan the parsed command line describes."""
-        return cls(args.ranks, args.dump, not args.no_lower, args.iters, args.block, not args.no_cell_check)
+        return cls(args.ranks, args.dump, not args.no_lower, args.iters, args.block, not args.no_cell_check,
+                   io if io is not None else NO_IO)
 
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``pldemu run``."""
-    from pldemu.runtime.launch import in_mpi_job, job_rank, spawn
+    from pldemu.runtime.buffer_io import BufferFileError
+    from pldemu.runtime.launch import in_mpi_job, job_rank, job_size, spawn
+    from pldemu.runtime.precheck import static_buffers
+    from pldemu.runtime.resources import ResourceError, check_fits, job_memory
 
     inside = in_mpi_job()
+    n = args.ranks or (job_size() if inside else None) or DEFAULT_RANKS
     try:
         options = _options(args)
-        program = load_program(args.program, lower=not args.no_lower)
-    except UsageError as err:
+        program = load_program(args.program, lower=not args.no_lower, nranks=n, options=options)
+        if not inside:  # inside, the peers' own memory is already in use: the launcher judged it
+            check_fits(job_memory(static_buffers(program, n).values(), n, options.race_detect), args.force)
+        io = job_io(args, program, n)
+    except (UsageError, BufferFileError, OutputPathError, ResourceError) as err:
         # Inside a job every rank reaches the same verdict before touching MPI; one prints it.
         return common.usage_error("run", str(err)) if not inside or job_rank() in (0, None) else EXIT_USAGE
     if inside:
-        return run_in_job(program, options, source=args.program, plan=RunPlan.from_args(args))
-    n = args.ranks if args.ranks is not None else DEFAULT_RANKS
+        return run_in_job(program, options, source=args.program, plan=RunPlan.from_args(args, io))
     return spawn(n, child_argv(args, n), args.job_timeout)
 
 
@@ -212,22 +261,64 @@ def run_in_job(program: Program, options: RuntimeOptions, *, source: str = "",
     counter = OpCounter()
     for fn in (counter, *listeners):
         inst.add_listener(fn)
+    _load_inputs(comm, inst, options, plan.io)
     comm.Barrier()
     seconds, repeated = _execute(comm, inst, options, plan)
     violations, races = _verdicts(comm, inst, options, repeated)
+    checked, mismatches = plan.io.expected(comm.Get_rank(), inst.local)
+    wrong = comm.allreduce(len(mismatches))
+    failed = wrong or violations or (repeated is not None and (repeated.cells_nonzero or repeated.invariant_violations))
+    code = EXIT_FAIL if failed else EXIT_RACES if races else EXIT_OK
     _gather_report(comm, inst, program, source, options, plan,
-                   _Ran(seconds, counter.counts, repeated, violations, races))
+                   _Ran(seconds, counter.counts, repeated, violations, races, checked, mismatches, code))
     inst.close()  # collective; rank 0 writes the trace
     if comm.Get_rank() == 0 and options.trace:
         print(f"  trace: {options.trace} (draw it: pldemu trace-plot {options.trace} -o FILE.png)", flush=True)
     # Every rank got the same verdict: end MPI cleanly so that a non-zero exit is not an abort.
-    if violations or (repeated is not None and (repeated.cells_nonzero or repeated.invariant_violations)):
+    if code != EXIT_OK:
         MPI.Finalize()
-        return EXIT_FAIL
-    if races:
-        MPI.Finalize()
-        return EXIT_RACES
-    return EXIT_OK
+    return code
+
+
+def _host(comm: Any, inst: Any, options: RuntimeOptions) -> Any:
+    """A run context over ``inst`` for host-side writes (its hooks order them for the checkers)."""
+    from pldemu.runtime.context import RunContext
+    from pldemu.runtime.repeat import RepeatLog
+
+    return RunContext(comm, inst, options, RepeatLog())
+
+
+def _load_inputs(comm: Any, inst: Any, options: RuntimeOptions, io: JobIO) -> None:
+    """``--inputs``: this rank writes its arrays into its buffers, then every rank fences, so no peer
+    reads them before they are there (and the race detector knows it)."""
+    if io.inputs is not None:
+        ctx = _host(comm, inst, options)
+        ctx.write_own(io.inputs.load(comm.Get_rank()), "--inputs")
+        ctx.fence("the barrier after loading --inputs")
+
+
+def _reloader(comm: Any, inst: Any, options: RuntimeOptions, io: JobIO) -> Callable[[int], None] | None:
+    """``--reload-inputs``: before every call after the first, fence (no peer may still use this rank's
+    windows from the previous call), load the inputs again, fence."""
+    if not io.reload or io.inputs is None:
+        return None
+    ctx, arrays = _host(comm, inst, options), io.inputs.load(comm.Get_rank())
+
+    def reload(iteration: int) -> None:
+        if iteration > 0:
+            ctx.fence("the barrier before reloading --inputs")
+            ctx.write_own(arrays, "--reload-inputs")
+            ctx.fence("the barrier after reloading --inputs")
+
+    return reload
+
+
+def _failure_file(io: JobIO, me: int, text: str) -> None:
+    """With ``--report``: this rank's failure message for the API (best effort: the job is ending)."""
+    path = io.failure_file(me)
+    if path is not None:
+        with contextlib.suppress(OSError):
+            path.write_text(text + "\n")
 
 
 def _instance(comm: Any, program: Program, options: RuntimeOptions, plan: RunPlan) -> Any:
@@ -236,12 +327,15 @@ def _instance(comm: Any, program: Program, options: RuntimeOptions, plan: RunPla
     abort would leave behind)."""
     from mpi4py import MPI
 
-    from pldemu.runtime.errors import ProgramError
+    from pldemu.runtime.errors import AllocationError, ProgramError
     from pldemu.runtime.interpreter import ProgramInstance
 
     try:
         common.check_job_size(plan.ranks, comm.Get_size())
         return ProgramInstance(program, comm, options)
+    except AllocationError as err:
+        _failure_file(plan.io, comm.Get_rank(), str(err))
+        _abort(comm, f"pldemu run: rank {comm.Get_rank()}: {err}")
     except (UsageError, ProgramError) as err:
         if comm.Get_rank() == 0:
             common.usage_error("run", str(err))
@@ -252,6 +346,7 @@ def _instance(comm: Any, program: Program, options: RuntimeOptions, plan: RunPla
 def _execute(comm: Any, inst: Any, options: RuntimeOptions, plan: RunPlan) -> tuple[float, Any]:
     """Run the calls; (this rank's run() seconds, the ``RepeatResult`` of ``--iters`` K > 1 or None).
     A failing rank prints what happened and aborts the job."""
+    from pldemu.runtime.context import Hooks
     from pldemu.runtime.errors import DeadlockError, ProgramError
     from pldemu.runtime.harness import CheckError
     from pldemu.runtime.repeat import run_program_iterations
@@ -261,9 +356,12 @@ def _execute(comm: Any, inst: Any, options: RuntimeOptions, plan: RunPlan) -> tu
     try:
         if plan.iters == 1:
             return inst.run().seconds, None
-        repeated = run_program_iterations(comm, inst, plan.iters, options, plan.block, cell_check=plan.cell_check)
+        hooks = Hooks(before_run=_reloader(comm, inst, options, plan.io))
+        repeated = run_program_iterations(comm, inst, plan.iters, options, plan.block, hooks=hooks,
+                                          cell_check=plan.cell_check)
         return repeated.seconds, repeated
     except DeadlockError as err:
+        _failure_file(plan.io, me, str(err))
         if err.primary:
             _abort(comm, f"pldemu run: rank {me}: {err}\n{LOCATION_HINT}")
         _say(f"pldemu run: rank {me}: {str(err).splitlines()[0]} (the wait-for report comes from a lower rank)")
@@ -271,6 +369,7 @@ def _execute(comm: Any, inst: Any, options: RuntimeOptions, plan: RunPlan) -> tu
         _abort(comm, "")
     except (ProgramError, WindowError, CheckError) as err:
         # CheckError: a block-end synchronisation timed out (a peer is stuck or gone).
+        _failure_file(plan.io, me, f"{type(err).__name__}: {err}")
         _abort(comm, f"pldemu run: rank {me}: {type(err).__name__}: {err}\n{LOCATION_HINT}")
     except Exception as err:  # not the program's fault: say so, with the traceback, and end the job
         trace = "".join(traceback.format_exception(err)).rstrip()
@@ -299,6 +398,12 @@ class _Ran:
     repeated: Any
     violations: list[Any]
     races: list[Any]
+    checked: int = 0
+    """Buffers compared with ``--expect`` on this rank."""
+    mismatches: list[Any] = dataclasses.field(default_factory=list)
+    """This rank's ``--expect`` mismatches."""
+    code: int = EXIT_OK
+    """The run's exit code (the same on every rank)."""
 
 
 def _gather_report(comm: Any, inst: Any, program: Program, source: str, options: RuntimeOptions, plan: RunPlan,
@@ -306,7 +411,7 @@ def _gather_report(comm: Any, inst: Any, program: Program, source: str, options:
     """Gather every rank's figures and buffer checksums (``--dump``: write them) and print the report."""
     me = comm.Get_rank()
     summaries = {name: _summary(inst.local(name)) for name in inst.buffer_names()}
-    mine = (ran.seconds, {op.text: n for op, n in ran.counts.items()}, summaries)
+    mine = (ran.seconds, {op.text: n for op, n in ran.counts.items()}, summaries, ran.checked, ran.mismatches)
     if plan.dump is not None:
         _dump(Path(plan.dump), me, inst, program)
     gathered = comm.gather(mine, root=0)
@@ -320,6 +425,25 @@ def _gather_report(comm: Any, inst: Any, program: Program, source: str, options:
         print(invariant_summary(ran.violations), flush=True)
     if options.race_detect:
         print(race_summary(ran.races, ran.repeated.races if ran.repeated is not None else None), flush=True)
+    if plan.io.expect is not None:
+        found = [m for g in gathered for m in g[4]]
+        print(expectation_summary(plan.io, sum(g[3] for g in gathered), found), flush=True)
+    if plan.io.report is not None:
+        write_report(plan.io.report, _json_report(program, inst.backend, gathered, ran))
+
+
+def _json_report(program: Program, backend: str, gathered: list[Any], ran: _Ran) -> dict[str, Any]:
+    """``--report``'s content: what the Python API's ``RunResult`` is made of."""
+    ops: Counter[str] = Counter()
+    for g in gathered:
+        ops.update(g[1])
+    violations = ran.violations if ran.repeated is None else list(ran.repeated.violations)
+    return {
+        "program": program.name, "ranks": len(gathered), "backend": backend, "exit_code": ran.code,
+        "seconds": [g[0] for g in gathered], "ops": dict(ops),
+        "races": [r.describe() for r in ran.races], "invariants": [v.describe() for v in violations],
+        "mismatches": [m.describe() for g in gathered for m in g[4]],
+    }
 
 
 def race_summary(reports: Sequence[Any], total: int | None = None) -> str:

@@ -400,6 +400,11 @@ def draw(tr: Trace, out: str, args: argparse.Namespace) -> dict[str, int]:
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``pldemu trace-plot``."""
     try:
+        import matplotlib  # noqa: F401  (an optional dependency: say what to install, before reading)
+    except ImportError:
+        return usage_error("trace-plot", "drawing needs matplotlib, which is not installed: "
+                           "pip install 'pldemu[plot]' (or pip install matplotlib)")
+    try:
         tr = load(args.traces)
         drawn = draw(tr, args.output, args)
     except PlotError as err:

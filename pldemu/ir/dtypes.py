@@ -33,6 +33,11 @@ class DType(enum.Enum):
     def is_int(self) -> bool:
         return self in (DType.INT8, DType.UINT8, DType.INT32, DType.INT64, DType.INDEX)
 
+    def int_range(self) -> tuple[int, int]:
+        """The smallest and largest value of an integer dtype (a literal outside is refused)."""
+        info = np.iinfo(self.np)
+        return int(info.min), int(info.max)
+
     @property
     def np(self) -> np.dtype:
         """The numpy dtype used to hold values of this type (BF16 is held as float32)."""

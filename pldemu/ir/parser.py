@@ -18,6 +18,7 @@ verifier. Every problem is a :class:`ParseError` carrying ``file:line:col`` and 
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import enum
 import math
@@ -63,6 +64,7 @@ from pldemu.ir.nodes import (
 from pldemu.ir.ops import Op
 from pldemu.ir.scope import Scope
 from pldemu.ir.signatures import SIGNATURES, AttrSpec, IRTypeError, Param, make_call
+from pldemu.ir.walk import MAX_NESTING, expr_depth
 
 
 class ParseError(ValueError):
@@ -227,12 +229,32 @@ def suggest_op(name: str) -> str | None:
     return close[0] if close else None
 
 
+class _Nesting:
+    def __init__(self, parser: _Parser, tok: Token) -> None:
+        self.parser, self.tok = parser, tok
+
+    def __enter__(self) -> None:
+        self.parser.depth += 1
+        if self.parser.depth > MAX_NESTING:
+            raise self.parser.error(f"nested more than {MAX_NESTING} levels deep (parentheses, calls, blocks); "
+                                    "split it with intermediate assignments or functions", self.tok)
+
+    def __exit__(self, *exc: object) -> None:
+        self.parser.depth -= 1
+
+
 class _Parser:
     def __init__(self, text: str, filename: str) -> None:
         self.filename = filename
         self.lines = text.split("\n")
         self.toks = tokenize(text, self._error_at)
         self.i = 0
+        self.depth = 0
+        self.expr_nesting = 0
+        """Open parentheses, calls and blocks around the current token (bounded by MAX_NESTING)."""
+        self.misclosed: list[tuple[str, Token, Token]] = []
+        """Blocks closed by a '}' left of their opener's indentation: (what, opener, closer), the
+        likely culprit when the program's own brace turns out to be missing."""
 
     # -- token helpers ---------------------------------------------------------------------------
 
@@ -336,7 +358,7 @@ class _Parser:
                 self.advance()
                 break
             if tok.kind == EOF:
-                raise self.error(f"missing '}}' to close the program opened at line {open_tok.line}", tok)
+                raise self.missing_program_brace(open_tok, tok)
             if tok.kind == NAME and tok.text in _BUFFER_KINDS:
                 if functions:
                     raise self.error("declare buffers before the first function", tok)
@@ -526,19 +548,38 @@ class _Parser:
 
     # -- statements -----------------------------------------------------------------------------
 
+    def nested(self, tok: Token) -> contextlib.AbstractContextManager[None]:
+        """One more level of nesting at ``tok``: deeper than MAX_NESTING is an error, not a crash."""
+        return _Nesting(self, tok)
+
+    def indent_of(self, tok: Token) -> int:
+        line = self.lines[tok.line - 1] if 0 < tok.line <= len(self.lines) else ""
+        return len(line) - len(line.lstrip()) + 1
+
     def block(self, scope: Scope, what: str) -> Seq:
         open_tok = self.expect_op("{", f"to open the body of the {what}")
         stmts: list[Stmt] = []
-        while True:
-            self.skip_newlines()
-            tok = self.peek()
-            if tok.is_op("}"):
-                self.advance()
-                return Seq(tuple(stmts))
-            if tok.kind == EOF:
-                raise self.error(f"missing '}}' to close the {what} opened at line {open_tok.line}", tok)
-            stmts.append(self.statement(scope))
-            self.end_of_statement()
+        with self.nested(open_tok):
+            while True:
+                self.skip_newlines()
+                tok = self.peek()
+                if tok.is_op("}"):
+                    if tok.col < self.indent_of(open_tok):
+                        self.misclosed.append((what, open_tok, tok))
+                    self.advance()
+                    return Seq(tuple(stmts))
+                if tok.kind == EOF:
+                    raise self.error(f"missing '}}' to close the {what} opened at line {open_tok.line}", tok)
+                stmts.append(self.statement(scope))
+                self.end_of_statement()
+
+    def missing_program_brace(self, open_tok: Token, tok: Token) -> ParseError:
+        """EOF inside the program: blame the block whose '}' was taken from an outer one, if any."""
+        if self.misclosed:
+            what, opener, closer = self.misclosed[-1]
+            return self.error(f"missing '}}' to close the {what} opened at line {opener.line} (the '}}' at "
+                              f"line {closer.line}, column {closer.col}, lines up with an outer block)", opener)
+        return self.error(f"missing '}}' to close the program opened at line {open_tok.line}", tok)
 
     def statement(self, scope: Scope) -> Stmt:
         tok = self.peek()
@@ -638,10 +679,20 @@ class _Parser:
     # -- expressions ----------------------------------------------------------------------------
 
     def expr(self, scope: Scope) -> Expr:
-        lhs = self.and_expr(scope)
-        while self.peek().is_name("or"):
-            self.advance()
-            lhs = BinOp(BinOpKind.OR, lhs, self.and_expr(scope))
+        start = self.peek()
+        self.expr_nesting += 1
+        try:
+            with self.nested(start):
+                lhs = self.and_expr(scope)
+                while self.peek().is_name("or"):
+                    self.advance()
+                    lhs = BinOp(BinOpKind.OR, lhs, self.and_expr(scope))
+        finally:
+            self.expr_nesting -= 1
+        if self.expr_nesting == 0 and expr_depth(lhs) > MAX_NESTING:
+            # A long chain (1 + 1 + ...) nests without recursing here, but every later walk recurses.
+            raise self.error(f"expression nested {expr_depth(lhs)} levels deep (at most {MAX_NESTING}); "
+                             "split it with intermediate assignments", start)
         return lhs
 
     def and_expr(self, scope: Scope) -> Expr:
@@ -712,6 +763,10 @@ class _Parser:
             if isinstance(value, float) and dtype.is_int:
                 raise self.error(f"a float literal cannot have the integer type {dtype.value}; "
                                  f"write an integer", dtype_tok)
+        if dtype.is_int and isinstance(value, int):
+            lo, hi = dtype.int_range()
+            if not lo <= value <= hi:
+                raise self.error(f"the literal {value} does not fit {dtype.value} ({lo} .. {hi})", tok)
         return Const(value, dtype)
 
     def atom(self, scope: Scope) -> Expr:

@@ -45,10 +45,16 @@ from pldemu.ir.ops import Op
 class IRTypeError(ValueError):
     """A call whose arguments do not fit its op. The message names op, argument and expectation."""
 
-    def __init__(self, op: Op, arg: str, expected: str, got: str = "") -> None:
+    def __init__(self, op: Op, arg: str, expected: str, got: str = "", *, message: str = "") -> None:
         self.op, self.arg, self.expected = op, arg, expected
         tail = f", got {got}" if got else ""
-        super().__init__(f"{op.text}: argument '{arg}' must be {expected}{tail}")
+        super().__init__(message or f"{op.text}: argument '{arg}' must be {expected}{tail}")
+
+    @classmethod
+    def arity(cls, op: Op, names: str, given: int) -> IRTypeError:
+        """A call with too few or too many arguments."""
+        plural = "argument" if given == 1 else "arguments"
+        return cls(op, "arguments", f"({names})", message=f"{op.text} takes ({names}), got {given} {plural}")
 
 
 class Kind(enum.Enum):
@@ -469,7 +475,7 @@ def make_call(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue] | None
     required = [p for p in sig.params if not p.optional]
     if len(args) < len(required) or len(args) > len(sig.params):
         names = ", ".join(p.name + ("?" if p.optional else "") for p in sig.params)
-        raise IRTypeError(op, "arguments", f"({names})", f"{len(args)} arguments")
+        raise IRTypeError.arity(op, names, len(args))
     optional = [p for p in sig.params if p.optional]
     n_opt = len(args) - len(required)
     if optional and 0 < n_opt < len(optional) and op in (Op.PUT, Op.GET):

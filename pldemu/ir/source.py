@@ -36,8 +36,13 @@ class SourceError(ValueError):
 def load_source(path: str | os.PathLike[str]) -> Program:
     """The program in ``path`` (``.pld`` text, or a Python file; see the module docstring)."""
     file = Path(path)
-    if not file.is_file():
+    if not file.exists():
         raise SourceError(f"{path}: no such file")
+    if file.is_dir():
+        raise SourceError(f"{path}: is a directory, not a program file")
+    if not file.is_file():
+        # Every rank reads the program again: a pipe or terminal can be read only once.
+        raise SourceError(f"{path}: not a regular file (a pipe or device); write the program to a file")
     if file.suffix in PYTHON_SUFFIXES:
         return _from_python(file)
     try:

@@ -36,7 +36,7 @@ from pldemu.ir.nodes import (
 )
 from pldemu.ir.scope import Scope
 from pldemu.ir.signatures import IRTypeError, make_call
-from pldemu.ir.walk import walk_expr
+from pldemu.ir.walk import MAX_NESTING, program_depth, walk_expr
 
 
 class VerifyError(ValueError):
@@ -167,6 +167,10 @@ class _Verifier:
         if isinstance(e, Const):
             if isinstance(e.value, float) and not e.dtype.is_float:
                 self.fail(f"constant {e.value!r} has the non-float dtype {e.dtype.value}")
+            elif e.dtype.is_int and isinstance(e.value, int):
+                lo, hi = e.dtype.int_range()
+                if not lo <= e.value <= hi:
+                    self.fail(f"constant {e.value} does not fit {e.dtype.value} ({lo} .. {hi})")
             return
         if isinstance(e, BinOp):
             for side in (e.lhs, e.rhs):
@@ -200,6 +204,10 @@ def _compatible_rebind(a: Type, b: Type) -> bool:
 
 def verify(program: Program) -> Program:
     """Check the program; return it unchanged or raise VerifyError with every problem."""
+    depth, where = program_depth(program)
+    if depth > MAX_NESTING:  # checked first: every other check recurses on the nesting
+        raise VerifyError(program.name, [f"function {where}: nested {depth} levels deep (blocks and expressions; "
+                                         f"at most {MAX_NESTING}); split it with intermediate assignments"])
     v = _Verifier(program)
     v.run()
     if v.problems:

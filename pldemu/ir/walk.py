@@ -64,6 +64,44 @@ def walk_expr(e: ir.Arg) -> Iterator[ir.Arg]:
     yield e
 
 
+MAX_NESTING = 100
+"""Deepest nesting of expressions (operators, parentheses, calls) and blocks a program may have:
+walks over the IR recurse on it, so past this a program is refused (parser, verifier) with a clear
+error instead of crashing deep inside Python's recursion limit."""
+
+
+def expr_depth(e: ir.Arg) -> int:
+    """Levels of nesting of ``e`` (a leaf is 1); iterative, so any depth can be measured."""
+    deepest = 0
+    stack: list[tuple[ir.Arg, int]] = [(e, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        children: tuple[ir.Arg, ...] = ()
+        if isinstance(node, ir.ListExpr):
+            children = node.items
+        elif isinstance(node, ir.BinOp):
+            children = (node.lhs, node.rhs)
+        elif isinstance(node, ir.Call):
+            children = tuple(node.args)
+        stack.extend((c, depth + 1) for c in children)
+    return deepest
+
+
+def program_depth(program: ir.Program) -> tuple[int, str]:
+    """The deepest nesting of ``program`` (blocks plus expressions) and the function it is in."""
+    deepest, where = 0, ""
+    for f in program.functions:
+        stack: list[tuple[ir.Stmt, int]] = [(s, 1) for s in f.body.stmts]
+        while stack:
+            s, depth = stack.pop()
+            exprs = max((expr_depth(e) for e in stmt_exprs(s)), default=0)
+            if depth + exprs > deepest:
+                deepest, where = depth + exprs, f.name
+            stack.extend((inner, depth + 1) for body in stmt_bodies(s) for inner in body.stmts)
+    return deepest, where
+
+
 def expr_calls(e: ir.Arg) -> Iterator[ir.Call]:
     """Every call inside ``e``, innermost first (evaluation order)."""
     return (x for x in walk_expr(e) if isinstance(x, ir.Call))
@@ -93,6 +131,16 @@ def program_calls(program: ir.Program) -> Iterator[ir.Call]:
 
 
 __all__ = [
-    "expr_calls", "function_calls", "program_calls", "stmt_bodies", "stmt_calls", "stmt_exprs",
-    "walk_calls", "walk_expr", "walk_stmts",
+    "MAX_NESTING",
+    "expr_calls",
+    "expr_depth",
+    "function_calls",
+    "program_calls",
+    "program_depth",
+    "stmt_bodies",
+    "stmt_calls",
+    "stmt_exprs",
+    "walk_calls",
+    "walk_expr",
+    "walk_stmts",
 ]

@@ -23,6 +23,12 @@ class ProgramError(Exception):
         super().__init__(f"{location}: {message}" if location else message)
 
 
+class AllocationError(Exception):
+    """The machine could not give this rank its buffers (out of memory, an address-space limit, MPI
+    refusing the window). Unlike a ``ProgramError`` it need not happen on every rank alike, so the
+    windows cannot be freed collectively: the caller reports it and ends the job."""
+
+
 class DeadlockError(Exception):
     """A wait passed its deadline. The message holds the wait-for report of every rank.
 
@@ -71,4 +77,5 @@ def locate(err: BaseException, location: str) -> BaseException:
     return out
 
 
-__all__ = ["DeadlockError", "ProgramError", "WindowAccessError", "locate"]
+__all__ = [
+    "AllocationError","DeadlockError", "ProgramError", "WindowAccessError", "locate"]

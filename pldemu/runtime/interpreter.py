@@ -36,7 +36,7 @@ from pldemu.ir import (
 )
 from pldemu.ir.nodes import FoldError, NotStatic, evaluate
 from pldemu.runtime.compiler import CompiledFunction, FunctionCompiler, Listener, ReturnSignal, function_lines
-from pldemu.runtime.errors import DeadlockError, ProgramError
+from pldemu.runtime.errors import AllocationError, DeadlockError, ProgramError
 from pldemu.runtime.machine import Machine
 from pldemu.runtime.monitor import Monitor
 from pldemu.runtime.options import DEFAULT_OPTIONS, RuntimeOptions
@@ -182,6 +182,9 @@ class ProgramInstance:
         self._status_window: Window | None = None
         try:
             self._window_set = WindowSet(intra, backend=options.windows)
+            # Every rank has mapped MPICH's per-node segment of MPI_Init once the window set exists
+            # (a collective): drop its name now, so a failure below cannot leave it in /dev/shm.
+            unlink_named_segments()
             for b in buffers:
                 self._allocate(b)
             if self._invariants is not None:
@@ -192,6 +195,9 @@ class ProgramInstance:
             # not available), so freeing what exists is a collective every rank reaches.
             self._free()
             raise ProgramError(f"cannot allocate the buffers of program {program.name}: {err}") from err
+        except (MemoryError, MPI.Exception) as err:
+            unlink_named_segments()  # the windows allocated so far; their memory goes with the process
+            raise AllocationError(_allocation_failure(program.name, buffers, err)) from err
         self._machine.status = StatusBoard(self._status_window)
         self._globals: list[Any] = [self.nranks, *(buffer_tensor(b) for b in buffers)]
         self._window_stats = [b.window.stats for b in buffers if b.window is not None]
@@ -459,6 +465,13 @@ def _eval_shape_expr(e: Expr | ListExpr, nranks: int) -> Any:
         raise ProgramError(f"shape expression {format_expr(err.expr)}: {err.cause}") from None
     except NotStatic as err:
         raise ProgramError(f"shape expression {format_expr(err.expr)} may only use literals and NR") from None
+
+
+def _allocation_failure(program: str, buffers: list[Buffer], err: BaseException) -> str:
+    total = sum(b.numel * b.dtype.np.itemsize for b in buffers)
+    first = (str(err).splitlines() or [type(err).__name__])[0].removesuffix(", error stack:")
+    return (f"cannot allocate the buffers of program {program} ({total / 2**20:.0f} MiB per rank): out of "
+            f"memory or address space ({first})")
 
 
 def _packed_strides(shape: tuple[int, ...]) -> tuple[int, ...]:

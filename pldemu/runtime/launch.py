@@ -16,8 +16,10 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
@@ -41,15 +43,24 @@ def in_mpi_job(environ: Mapping[str, str] | None = None) -> bool:
     return any(name in env for name in LAUNCHER_VARS)
 
 
-def job_rank(environ: Mapping[str, str] | None = None) -> int | None:
-    """This process's rank as its process manager announced it (before MPI is initialised), or None
-    outside a job. Lets a command print an input error once instead of once per rank."""
+def _announced(names: Sequence[str], environ: Mapping[str, str] | None) -> int | None:
     env = os.environ if environ is None else environ
-    for name in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"):
+    for name in names:
         value = env.get(name)
         if value is not None and value.strip().isdigit():
             return int(value)
     return None
+
+
+def job_rank(environ: Mapping[str, str] | None = None) -> int | None:
+    """This process's rank as its process manager announced it (before MPI is initialised), or None
+    outside a job. Lets a command print an input error once instead of once per rank."""
+    return _announced(("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"), environ)
+
+
+def job_size(environ: Mapping[str, str] | None = None) -> int | None:
+    """The job's rank count as its process manager announced it (before MPI is initialised), or None."""
+    return _announced(("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE"), environ)
 
 
 def abort_job(comm: Any, code: int) -> NoReturn:
@@ -135,52 +146,157 @@ def kill_group(proc: subprocess.Popen[Any], grace: float = 5.0) -> None:
         return
 
 
+class Interrupted(BaseException):
+    """This launcher got SIGTERM, SIGHUP or SIGINT while a job ran: the job's process group has been
+    killed on the way out. A ``BaseException``, so that no ``except Exception`` swallows it; commands
+    end with :attr:`exit_code` (128 + the signal number, as a shell reports a signal death)."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        self.exit_code = 128 + signum
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")
+
+
+FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+"""What ends a launcher (``timeout``, a CI cancel, a closed terminal, Ctrl-C): each raises
+:class:`Interrupted` in the main thread while a job may run, so the job never outlives us."""
+
+
+@contextlib.contextmanager
+def interruptible() -> Iterator[None]:
+    """Turn :data:`FORWARDED_SIGNALS` into :class:`Interrupted` for the duration (main thread only;
+    a signal this process ignores stays ignored; nothing is installed inside an MPI job, whose
+    process manager tears ranks down itself)."""
+    if threading.current_thread() is not threading.main_thread() or in_mpi_job():
+        yield
+        return
+
+    def raise_interrupted(signum: int, _frame: object) -> None:
+        raise Interrupted(signum)
+
+    previous = {sig: signal.getsignal(sig) for sig in FORWARDED_SIGNALS}
+    for sig, handler in previous.items():
+        if handler is not signal.SIG_IGN:
+            signal.signal(sig, raise_interrupted)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+PID_DIR_VAR = "PLDEMU_JOB_PIDS"
+"""Directory in which every rank of a spawned job writes ``rankR.pid`` (see :func:`record_rank_pid`):
+a launcher whose job died of a signal can name the processes mpiexec's report speaks of."""
+
+
+def record_rank_pid(environ: Mapping[str, str] | None = None) -> None:
+    """In a rank of a job this launcher spawned: write this process's pid for the launcher."""
+    env = os.environ if environ is None else environ
+    folder, rank = env.get(PID_DIR_VAR), job_rank(env)
+    if folder and rank is not None:
+        with contextlib.suppress(OSError):
+            Path(folder, f"rank{rank}.pid").write_text(str(os.getpid()))
+
+
 def run_job(n: int, argv: Sequence[str], timeout: float | None, *, env: Mapping[str, str] | None = None,
             cwd: str | os.PathLike[str] | None = None, stdout: IO[Any] | None = None,
             stderr: IO[Any] | None = None) -> int:
-    """Run ``mpiexec -n N argv...`` in a new session and return its exit code.
+    """Run ``mpiexec -n N argv...`` in a new session and return its exit code, mapped to the
+    documented codes by :func:`job_exit_code` (with a message when the job died abnormally).
 
     Output goes to ``stdout``/``stderr`` (default: ours, streamed as it comes). After ``timeout``
-    seconds (``None``: no limit) or on Ctrl-C the job's whole process group is killed (SIGTERM, then
-    SIGKILL); a timed-out job returns ``TIMED_OUT`` (124).
+    seconds (``None``: no limit) the job's whole process group is killed (SIGTERM, then SIGKILL) and
+    ``TIMED_OUT`` (124) returned; on SIGTERM / SIGHUP / Ctrl-C it is killed and :class:`Interrupted`
+    raised. However the job ends, no process of its group survives this call.
     """
     cmd = mpiexec_command(n, argv)
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, env=job_env(env),
-                            cwd=cwd, start_new_session=True)
-    start = time.monotonic()
+    err = sys.stderr if stderr is None else stderr
+    with tempfile.TemporaryDirectory(prefix="pldemu-pids-") as pids, interruptible():
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
+                                env=job_env({**(env or {}), PID_DIR_VAR: pids}), cwd=cwd, start_new_session=True)
+        start = time.monotonic()
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_group(proc)
+            print(f"pldemu: the {n}-rank job ran longer than {timeout:g}s and was killed "
+                  f"({time.monotonic() - start:.0f}s)", file=err, flush=True)
+            return TIMED_OUT
+        except BaseException as exc:
+            kill_group(proc, grace=1.0)  # the job is in another session: it did not get our signal
+            if isinstance(exc, KeyboardInterrupt):
+                raise Interrupted(signal.SIGINT) from None
+            raise
+        kill_group(proc, grace=1.0)  # mpiexec is gone: a rank or proxy it left behind must not run on
+        return job_exit_code(rc, _rank_pids(Path(pids)), err)
+
+
+DOCUMENTED_EXITS = (0, 1, 2, 3, 4, TIMED_OUT)
+"""The exit codes pldemu's commands return from a job (README's table)."""
+
+
+def job_exit_code(rc: int, pids: Mapping[int, int], err: IO[Any]) -> int:
+    """A job's exit code as one of :data:`DOCUMENTED_EXITS`: a code of ours passes through; mpiexec
+    killed by a signal, or reporting a process that died of one (its exit code is then the signal
+    number, or 255 when a proxy vanished), becomes ``JOB_FAILED`` with a message saying which."""
+    if rc in DOCUMENTED_EXITS:
+        return rc
+    ranks = ", ".join(f"rank {r} pid {p}" for r, p in sorted(pids.items())) or "no rank had started"
+    if rc < 0:
+        what = f"mpiexec itself was killed by {_signal_name(-rc)}"
+    elif rc == 255:
+        what = "mpiexec lost a process of the job (a proxy or rank vanished)"
+    elif 0 < rc < 65:
+        what = f"a process of the job died of {_signal_name(rc)}; mpiexec's report above gives its PID"
+    else:
+        what = f"mpiexec exited {rc}"
+    print(f"pldemu: the job failed: {what} ({ranks}); the rest of the job was killed", file=err, flush=True)
+    return JOB_FAILED
+
+
+def _signal_name(signum: int) -> str:
     try:
-        return proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        kill_group(proc)
-        print(f"pldemu: the {n}-rank job ran longer than {timeout:g}s and was killed "
-              f"({time.monotonic() - start:.0f}s)", file=sys.stderr if stderr is None else stderr, flush=True)
-        return TIMED_OUT
-    except BaseException:
-        kill_group(proc, grace=1.0)  # Ctrl-C: the job is in another session and did not get it
-        raise
+        return f"signal {signum} ({signal.Signals(signum).name})"
+    except ValueError:
+        return f"signal {signum}"
+
+
+def _rank_pids(folder: Path) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for f in folder.glob("rank*.pid"):
+        with contextlib.suppress(ValueError, OSError):
+            out[int(f.stem[len("rank"):])] = int(f.read_text())
+    return out
 
 
 def spawn(n: int, argv: Sequence[str], timeout: float | None, *, env: Mapping[str, str] | None = None,
           cwd: str | os.PathLike[str] | None = None) -> int:
     """Run ``pldemu ARGV`` on ``n`` ranks (``mpiexec -n N python -m mpi4py -m pldemu ARGV``), streaming
-    its output; return an exit code for the command: the job's, ``TIMED_OUT`` after ``timeout``
-    seconds, ``JOB_FAILED`` if mpiexec died of a signal."""
-    rc = run_job(n, pldemu_argv(argv), timeout, env=env, cwd=cwd)
-    return rc if 0 <= rc <= 255 else JOB_FAILED
+    its output; return an exit code for the command (see :func:`run_job`)."""
+    return run_job(n, pldemu_argv(argv), timeout, env=env, cwd=cwd)
 
 
 __all__ = [
+    "DOCUMENTED_EXITS",
+    "FORWARDED_SIGNALS",
     "JOB_FAILED",
     "LAUNCHER_VARS",
+    "PID_DIR_VAR",
     "TIMED_OUT",
+    "Interrupted",
     "abort_job",
     "find_mpiexec",
     "in_mpi_job",
+    "interruptible",
     "job_env",
+    "job_exit_code",
     "job_rank",
+    "job_size",
     "kill_group",
     "mpiexec_command",
     "pldemu_argv",
+    "record_rank_pid",
     "run_job",
     "spawn",
 ]

@@ -74,7 +74,7 @@ class IterationRow:
 
 
 @dataclass
-class _Log:
+class RepeatLog:
     """What the loop accumulates on this rank (a :class:`~pldemu.runtime.harness.FailureLog`)."""
 
     first_error: str | None = None
@@ -174,7 +174,7 @@ def run_program_iterations(
     with the same arguments.
     """
     block = block_size(iters, block)
-    log = _Log()
+    log = RepeatLog()
     with RunContext.open(comm, inst_or_program, options, log, hooks) as ctx:
         program: Program = ctx.inst.program
         harness = _ProgramHarness(signal_buffers(program) if cell_check else (), log)
@@ -193,7 +193,7 @@ class _ProgramHarness:
     """The block-end work of :func:`run_program_iterations` (a ``BlockHarness``): a user's program has
     no inputs and no oracle; its signal cells must be 0 at rest."""
 
-    def __init__(self, signals: tuple[str, ...], log: _Log) -> None:
+    def __init__(self, signals: tuple[str, ...], log: RepeatLog) -> None:
         self.signals, self.log = signals, log
 
     def call(self, ctx: RunContext, it: int) -> float:
@@ -215,6 +215,7 @@ def _keep(kept: list[Any], new: list[Any]) -> None:
 __all__ = [
     "HEADER",
     "IterationRow",
+    "RepeatLog",
     "RepeatResult",
     "cells_at_rest",
     "run_program_iterations",

@@ -66,7 +66,7 @@ def test_make_call_rejects_a_wrong_kind_naming_op_and_argument(op: Op) -> None:
         (Op.WAIT, [WINDOW, ListExpr((Const(0), Const(0))), Const(1)], {},
          "pld.system.wait: argument 'signal' must be an INT32 window, got window fp32[2-d]"),
         (Op.RANK, [WINDOW], {}, "pld.system.rank: argument 'ctx' must be a comm context, got window fp32[2-d]"),
-        (Op.BARRIER, [], {}, "pld.tensor.barrier: argument 'arguments' must be (signal), got 0 arguments"),
+        (Op.BARRIER, [], {}, "pld.tensor.barrier takes (signal), got 0 arguments"),
         (Op.ALLREDUCE, [WINDOW, WINDOW], {"op": "Avg"},
          "pld.tensor.allreduce: argument 'op' must be one of Sum, Max, Min, Prod, got 'Avg'"),
         (Op.ALLREDUCE, [WINDOW, WINDOW], {"opp": "Sum"},

@@ -1,0 +1,142 @@
+"""The pldemu pytest plugin (registered through the ``pytest11`` entry point as ``pldemu``).
+
+    @pytest.mark.pldemu(ranks=[2, 3, 5], timeout=60)
+    def test_my_allreduce(pldemu_run, pldemu_ranks):
+        result = pldemu_run(build_program(), inputs={"x": lambda r: np.full((2, 64), r, np.float32)},
+                            expect={"x": np.full((2, 64), sum(range(pldemu_ranks)), np.float32)})
+
+The marker parametrises the test over rank counts (ids ``2ranks``, ``3ranks``, ...); the
+``pldemu_run`` fixture runs a program with :func:`pldemu.launch` at the test's rank count and timeout,
+each call an isolated ``mpiexec`` job, and fails the test (not the session) with the job's exit code,
+every rank's output, the race / invariant / deadlock reports and, with ``expect=``, the ``#wrong`` rows.
+Command-line options apply to every marked test: ``--pldemu-ranks 2,4`` (replaces the marker's list),
+``--pldemu-timeout S``, ``--pldemu-seed N``, and the schedule flags ``--pldemu-jitter US``,
+``--pldemu-straggler R:US``, ``--pldemu-skew US``, ``--pldemu-visibility deferred``,
+``--pldemu-races``, ``--pldemu-invariants``, which override the test's own ``RuntimeOptions``.
+
+Marked tests are skipped inside an MPI job (pytest-mpi's ``--with-mpi``, or a rank of ``mpiexec``):
+they start their own jobs, and MPI is never initialised in the test process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pytest
+
+from pldemu.api import DEFAULT_TIMEOUT, Inputs, PerRank, RunResult, launch
+from pldemu.cli.argtypes import microseconds, nonneg_int, positive_float, positive_int, straggler
+from pldemu.runtime.launch import in_mpi_job
+from pldemu.runtime.options import VISIBILITY_MODES, RuntimeOptions
+
+MARKER = "pldemu"
+DEFAULT_RANKS = (2,)
+"""Rank counts of a marked test whose marker names none."""
+
+
+def _rank_list(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(positive_int(part.strip()) for part in text.split(","))
+    except argparse.ArgumentTypeError as err:
+        raise argparse.ArgumentTypeError(f"expected rank counts like 2,3,5: {err}") from None
+
+
+# option name -> (RuntimeOptions field or None, add_option keyword arguments)
+_OPTIONS: Mapping[str, tuple[str | None, dict[str, Any]]] = {
+    "ranks": (None, {"type": _rank_list, "metavar": "N,N", "help": "rank counts of every pldemu test"}),
+    "timeout": (None, {"type": positive_float, "metavar": "S", "help": "seconds one pldemu job may take"}),
+    "seed": ("seed", {"type": nonneg_int, "metavar": "N", "help": "seed of the schedules"}),
+    "jitter": ("jitter_us", {"type": microseconds, "metavar": "US", "help": "random delay before every primitive"}),
+    "straggler": ("straggler", {"type": straggler, "metavar": "R:US", "help": "rank R is slower by US per primitive"}),
+    "skew": ("skew_us", {"type": microseconds, "metavar": "US", "help": "random delay before every call"}),
+    "visibility": ("visibility", {"choices": VISIBILITY_MODES, "help": "when puts become visible"}),
+    "races": ("race_detect", {"action": "store_true", "default": None, "help": "detect data races"}),
+    "invariants": ("invariants", {"action": "store_true", "default": None, "help": "check protocol invariants"}),
+}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("pldemu", "pldemu: run programs on MPI ranks")
+    for name, (_, kwargs) in _OPTIONS.items():
+        group.addoption(f"--pldemu-{name}", dest=f"pldemu_{name}", **kwargs)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"{MARKER}(ranks=[2, 3], timeout=60): run the test once per rank count; "
+                                       "its pldemu_run fixture launches isolated mpiexec jobs")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    marker = metafunc.definition.get_closest_marker(MARKER)
+    if marker is None or "pldemu_ranks" not in metafunc.fixturenames:
+        return
+    ranks = metafunc.config.getoption("pldemu_ranks") or tuple(marker.kwargs.get("ranks", DEFAULT_RANKS))
+    metafunc.parametrize("pldemu_ranks", ranks, ids=[f"{n}ranks" for n in ranks])
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not in_mpi_job() and not config.getoption("--with-mpi", default=False):
+        return
+    skip = pytest.mark.skip(reason="pldemu tests launch their own mpiexec; they do not run inside an MPI job")
+    for item in items:
+        if item.get_closest_marker(MARKER) is not None:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def pldemu_ranks() -> int:
+    """The rank count of this test (parametrised by the ``pldemu`` marker; 2 without it)."""
+    return DEFAULT_RANKS[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class Runner:
+    """The ``pldemu_run`` fixture: ``pldemu_run(program, inputs=..., options=..., expect=...)``."""
+
+    ranks: int
+    timeout: float
+    overrides: Mapping[str, Any]
+
+    def __call__(self, program: Any, *, inputs: Inputs | None = None, options: RuntimeOptions | None = None,
+                 expect: Mapping[str, PerRank] | None = None, rtol: float = 0.0, atol: float = 0.0,
+                 iters: int = 1, ranks: int | None = None, check: bool = True) -> RunResult:
+        """Run ``program`` (see :func:`pldemu.launch`); with ``check`` a failed job or a mismatch with
+        ``expect`` fails the test with the full report. Returns the result."""
+        opts = options if options is not None else RuntimeOptions(timeout=max(1.0, min(30.0, self.timeout / 3)))
+        if self.overrides:
+            opts = dataclasses.replace(opts, **self.overrides)
+        result = launch(program, ranks or self.ranks, inputs=inputs, options=opts, timeout=self.timeout,
+                        iters=iters, check=False)
+        if check and not result.ok:
+            pytest.fail(result.describe_failure(), pytrace=False)
+        if check and expect is not None:
+            diff = _differences(result, expect, rtol, atol)
+            if diff:
+                pytest.fail(f"{diff}\n{result.describe_failure()}", pytrace=False)
+        return result
+
+
+def _differences(result: RunResult, expect: Mapping[str, PerRank], rtol: float, atol: float) -> str:
+    """The ``#wrong`` rows of ``result.expect`` (empty when every buffer matches)."""
+    try:
+        result.expect(expect, rtol=rtol, atol=atol)
+    except AssertionError as err:
+        return str(err)
+    return ""
+
+
+@pytest.fixture
+def pldemu_run(request: pytest.FixtureRequest, pldemu_ranks: int) -> Callable[..., RunResult]:
+    """Run a program on this test's rank count (see :class:`Runner`)."""
+    marker = request.node.get_closest_marker(MARKER)
+    timeout = request.config.getoption("pldemu_timeout") or (
+        marker.kwargs.get("timeout", DEFAULT_TIMEOUT) if marker is not None else DEFAULT_TIMEOUT)
+    overrides = {field: value for name, (field, _) in _OPTIONS.items()
+                 if field is not None and (value := request.config.getoption(f"pldemu_{name}")) is not None}
+    return Runner(pldemu_ranks, float(timeout), overrides)
+
+
+__all__ = ["MARKER", "Runner", "pldemu_ranks", "pldemu_run"]

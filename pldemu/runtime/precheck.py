@@ -1,0 +1,181 @@
+"""What can be known about a run before it starts: the program checked at the job's rank count.
+
+A launcher calls :func:`precheck` after reading and lowering the program and before starting
+``mpiexec``, and every rank calls it again before any MPI traffic, so a mistake a static look can see
+is one line and exit 2 instead of a job that starts, fails on every rank and aborts. Checked at
+``nranks`` ranks (``NR`` bound):
+
+* every buffer shape evaluates to non-negative integers (``fp32[1, -4]``, ``NR - 2`` at one rank,
+  ``16 // (NR - NR)``);
+* the lowering pinned to the rank count accepts it (a static broadcast root out of range);
+* a literal peer of ``notify`` / ``put`` / ``get`` / ``remote_load`` is a rank of the job;
+* a ``tile.load`` / ``tile.store`` / ``remote_load`` on a declared buffer with literal offsets and a
+  static shape stays inside the buffer;
+* a ``for`` with a literal step does not step by 0;
+* an atomic put does not add into an fp16 / bf16 window (MPI has no sum for them);
+* the straggler rank of ``RuntimeOptions`` is a rank of the job.
+
+Only what is certain is refused: an expression that depends on run-time values is left to the run,
+whose own checks report it precisely. MPI-free.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from pldemu.ir import BufferKind, DType, Op, Program, TensorType, format_expr
+from pldemu.ir.enums import AtomicType
+from pldemu.ir.nodes import Call, Const, FoldError, For, ListExpr, NotStatic, TileType, Var, evaluate
+from pldemu.ir.walk import function_calls, walk_stmts
+from pldemu.runtime.options import RuntimeOptions
+
+
+class PrecheckError(ValueError):
+    """The program cannot run at this rank count; the message has one line per problem."""
+
+
+@dataclass(frozen=True)
+class StaticBuffer:
+    """A declared buffer at a given rank count: its name, numpy dtype and shape."""
+
+    name: str
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    signal: bool = False
+
+
+def static_buffers(program: Program, nranks: int) -> dict[str, StaticBuffer]:
+    """Every declared buffer at ``nranks`` ranks; :class:`PrecheckError` if a shape does not evaluate
+    to non-negative integers (the message names the buffer, the entry and the rank count)."""
+    out: dict[str, StaticBuffer] = {}
+    for decl in program.buffers:
+        t = decl.var.type
+        if not isinstance(t, TensorType):
+            continue
+        name = decl.var.name
+        dims = []
+        for d in t.shape:
+            try:
+                value = int(evaluate(d, nranks, integer=True))
+            except (NotStatic, FoldError) as err:
+                raise PrecheckError(f"buffer {name}: shape entry {format_expr(d)} at NR={nranks}: {err}") from None
+            if value < 0:
+                raise PrecheckError(f"buffer {name}: shape entry {format_expr(d)} is {value} with NR={nranks}; "
+                                    "extents must not be negative")
+            dims.append(value)
+        out[name] = StaticBuffer(name, np.dtype(t.dtype.np), tuple(dims), decl.kind is BufferKind.SIGNAL)
+    return out
+
+
+def precheck(program: Program, nranks: int, options: RuntimeOptions | None = None, *,
+             source: Program | None = None) -> None:
+    """Raise :class:`PrecheckError` listing every certain problem of ``program`` (lowered) at
+    ``nranks`` ranks; ``source`` is the program before lowering, which the lowering pinned to the
+    rank count must accept. See the module docstring."""
+    buffers = static_buffers(program, nranks)
+    problems = list(_option_problems(options, nranks))
+    problems += _pinned_lowering_problems(source if source is not None else program, nranks)
+    if problems:  # a refused collective would be reported again, less clearly, in its lowered form
+        raise PrecheckError("\n".join(problems))
+    for f in program.functions:
+        for s in walk_stmts(f.body.stmts):
+            if isinstance(s, For) and isinstance(s.step, Const) and s.step.value == 0:
+                problems.append(f"{f.name}: for {s.var.name} in range({format_expr(s.start)}, "
+                                f"{format_expr(s.stop)}, 0): the step must not be 0")
+        problems += [f"{f.name}: {format_expr(c)}: {why}" for c in function_calls(f)
+                     for why in _call_problems(c, nranks, buffers)]
+    if problems:
+        raise PrecheckError("\n".join(dict.fromkeys(problems)))
+
+
+def _option_problems(options: RuntimeOptions | None, nranks: int) -> Iterator[str]:
+    if options is not None and options.straggler is not None and options.straggler[0] >= nranks:
+        yield (f"--straggler {options.straggler[0]}:...: the job has {nranks} ranks (0..{nranks - 1}), "
+               f"no rank {options.straggler[0]}")
+
+
+def _pinned_lowering_problems(program: Program, nranks: int) -> list[str]:
+    """Collectives whose static arguments the lowering refuses at this rank count (e.g. a root)."""
+    if program.nranks is not None:
+        return [] if program.nranks == nranks else [
+            f"program {program.name} is pinned to nranks={program.nranks}, but the job has {nranks} ranks"]
+    from pldemu.lowering import lower_composite_ops
+
+    try:
+        lower_composite_ops(dataclasses.replace(program, nranks=nranks))
+    except ValueError as err:
+        return [f"at {nranks} ranks: {err}"]
+    return []
+
+
+_NO_ATOMIC_ADD = (DType.FP16, DType.BF16)
+"""Window dtypes an atomic put cannot add into (no MPI reduction type for them)."""
+
+_PEER_ARG = {Op.NOTIFY: 1, Op.PUT: 1, Op.GET: 1, Op.REMOTE_LOAD: 1}
+"""Ops with a destination / source rank, and its argument index."""
+
+
+def _call_problems(c: Call, nranks: int, buffers: Mapping[str, StaticBuffer]) -> Iterator[str]:
+    peer_at = _PEER_ARG.get(c.op)
+    if peer_at is not None:
+        peer = _literal(c.args[peer_at])
+        if peer is not None and not 0 <= peer < nranks:
+            yield f"peer {peer} is not a rank of a {nranks}-rank job (0..{nranks - 1})"
+    if c.op is Op.PUT and c.attr("atomic") == AtomicType.Add:
+        t = getattr(c.args[0], "type", None)
+        if isinstance(t, TensorType) and t.dtype in _NO_ATOMIC_ADD:
+            yield (f"atomic=Add on a {t.dtype.value} window: the windows' accumulate (MPI_Accumulate) has no "
+                   f"{t.dtype.value} sum; use an fp32 or integer window")
+    region = _static_region(c)
+    if region is not None:
+        name, offsets, shape = region
+        buf = buffers.get(name)
+        if buf is not None and len(offsets) == len(buf.shape):
+            for dim, (o, n, size) in enumerate(zip(offsets, shape, buf.shape, strict=True)):
+                if o < 0 or o + n > size:
+                    yield (f"region offsets {list(offsets)} shape {list(shape)} leaves buffer {name} "
+                           f"{list(buf.shape)}: dim {dim} covers [{o}, {o + n}) outside [0, {size})")
+                    break
+
+
+def _static_region(c: Call) -> tuple[str, tuple[int, ...], tuple[int, ...]] | None:
+    """(buffer name, literal offsets, static extent) of a load / store / remote_load on a declared
+    buffer, when all of it is known before the run."""
+    if c.op is Op.TILE_STORE:
+        tile, offsets, tensor = c.args[0], c.args[1], c.args[2]
+        t = getattr(tile, "type", None)
+        if not isinstance(t, TileType):
+            return None
+        # A store writes the tile's valid region.
+        shape = t.shape if t.valid_shape is None else _literals(ListExpr(t.valid_shape))
+    elif c.op in (Op.TILE_LOAD, Op.REMOTE_LOAD):
+        first = 1 if c.op is Op.TILE_LOAD else 2
+        tensor, offsets = c.args[0], c.args[first]
+        # A load reads its valid shape when it has one, else its shape.
+        shape = _literals(c.args[first + 2] if len(c.args) > first + 2 else c.args[first + 1])
+    else:
+        return None
+    lits = _literals(offsets)
+    if not isinstance(tensor, Var) or lits is None or shape is None or not all(isinstance(n, int) for n in shape):
+        return None
+    return tensor.name, lits, tuple(int(n) for n in shape)
+
+
+def _literal(e: object) -> int | None:
+    if isinstance(e, Const) and isinstance(e.value, int) and not isinstance(e.value, bool):
+        return e.value
+    return None
+
+
+def _literals(e: object) -> tuple[int, ...] | None:
+    if not isinstance(e, ListExpr):
+        return None
+    values = [_literal(item) for item in e.items]
+    return None if any(v is None for v in values) else tuple(v for v in values if v is not None)
+
+
+__all__ = ["PrecheckError", "StaticBuffer", "precheck", "static_buffers"]

@@ -1,0 +1,122 @@
+"""The launcher never leaves a job behind: SIGTERM / SIGHUP / SIGINT to ``pldemu``, a rank killed,
+``mpiexec`` killed; every way the job ends maps to a documented exit code with a message."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pldemu.runtime.launch import DOCUMENTED_EXITS, JOB_FAILED, job_exit_code
+
+pytestmark = pytest.mark.launcher
+
+SPIN = """\
+program spin {
+  signal sig: int32[NR, 1]
+  func main() {
+    k = 0:int32
+    while k >= 0:int32 {
+      k = (k + 1:int32) % 1000:int32
+    }
+  }
+}
+"""
+STARTUP = 60.0
+"""Seconds the ranks of a 2-rank job may take to start on a loaded 2-core machine."""
+
+
+def start(tmp_path: Path) -> subprocess.Popen[str]:
+    prog = tmp_path / "spin.pld"
+    prog.write_text(SPIN)
+    env = {**os.environ, "TMPDIR": str(tmp_path)}  # the launcher's pid directory lands here
+    return subprocess.Popen([sys.executable, "-m", "pldemu", "run", str(prog), "-n", "2"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+
+
+def rank_pids(tmp_path: Path, n: int = 2) -> dict[int, int]:
+    """Wait until every rank has announced its pid (it is running the program then)."""
+    deadline = time.monotonic() + STARTUP
+    while time.monotonic() < deadline:
+        files = list(tmp_path.glob("pldemu-pids-*/rank*.pid"))
+        pids = {int(f.stem[4:]): int(f.read_text() or 0) for f in files}
+        if len(pids) == n and all(pids.values()):
+            return pids
+        time.sleep(0.1)
+    raise AssertionError("the ranks did not start")
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().split()[2] != "Z"
+
+
+def assert_gone(pids: dict[int, int], tmp_path: Path) -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(alive(p) for p in pids.values()):
+        time.sleep(0.1)
+    assert not [p for p in pids.values() if alive(p)], "a rank outlived the launcher"
+    assert not list(tmp_path.glob("pldemu-pids-*")), "the launcher left its pid directory"
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGINT, 130)],
+                         ids=["SIGTERM", "SIGHUP", "SIGINT"])
+def test_signal_to_the_launcher_kills_the_job(tmp_path: Path, sig: signal.Signals, code: int):
+    proc = start(tmp_path)
+    pids = rank_pids(tmp_path)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == code, err
+    assert f"pldemu: interrupted by {sig.name}: the job and its processes were killed" in err
+    assert "Traceback" not in err
+    assert_gone(pids, tmp_path)
+
+
+def test_signal_before_the_job_starts_leaves_nothing(tmp_path: Path):
+    proc = start(tmp_path)
+    time.sleep(0.3)  # still importing or starting mpiexec
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode in (143, -signal.SIGTERM), err
+    assert "Traceback" not in err
+    time.sleep(1)
+    assert not list(tmp_path.glob("pldemu-pids-*/rank*.pid")) or not any(
+        alive(int(f.read_text() or 0)) for f in tmp_path.glob("pldemu-pids-*/rank*.pid"))
+
+
+def test_a_rank_killed_by_sigkill_is_job_failed_with_its_pid(tmp_path: Path):
+    proc = start(tmp_path)
+    pids = rank_pids(tmp_path)
+    os.kill(pids[1], signal.SIGKILL)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == JOB_FAILED, err
+    assert "pldemu: the job failed: a process of the job died of signal 9 (SIGKILL)" in err
+    assert f"rank 1 pid {pids[1]}" in err
+    assert_gone(pids, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("rc", "text"),
+    [(-9, "mpiexec itself was killed by signal 9 (SIGKILL)"), (255, "lost a process of the job"),
+     (11, "died of signal 11 (SIGSEGV)"), (77, "mpiexec exited 77")],
+)
+def test_every_abnormal_end_maps_to_job_failed(rc: int, text: str, tmp_path: Path):
+    log = tmp_path / "err.txt"
+    with log.open("w") as err:
+        assert job_exit_code(rc, {0: 100}, err) == JOB_FAILED
+    assert text in log.read_text() and "rank 0 pid 100" in log.read_text()
+
+
+def test_documented_codes_pass_through(tmp_path: Path):
+    with (tmp_path / "err.txt").open("w") as err:
+        assert [job_exit_code(rc, {}, err) for rc in DOCUMENTED_EXITS] == list(DOCUMENTED_EXITS)
+    assert (tmp_path / "err.txt").read_text() == ""

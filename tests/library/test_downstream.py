@@ -1,0 +1,88 @@
+"""A downstream project (``project/``) uses only ``pldemu``'s public API and its pytest plugin.
+
+Its suite runs here in a separate pytest process, as it would in the user's repository: the correct
+program passes at 2, 3 and 5 ranks; a wrong result fails with the ``#wrong`` diff, a racy program
+with the race report, a deadlock within its timeout with the wait-for graph, a crashing rank fails its
+test and not the session; nothing is left in ``/dev/shm`` or the process table.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.launcher
+
+PROJECT = Path(__file__).resolve().parent / "project"
+
+
+def run_project(tmp_path: Path, *args: str) -> dict[str, tuple[str, str, float]]:
+    """Run the project's suite; ``{test id: (outcome, failure text, seconds)}`` from its JUnit XML."""
+    xml = tmp_path / "junit.xml"
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", f"--junitxml={xml}", *args], cwd=PROJECT,
+                         capture_output=True, text=True, timeout=600, check=False)
+    assert xml.is_file(), out.stdout + out.stderr
+    cases: dict[str, tuple[str, str, float]] = {}
+    for case in ET.parse(xml).getroot().iter("testcase"):
+        failure = case.find("failure")
+        skipped = case.find("skipped")
+        outcome = "failed" if failure is not None else "skipped" if skipped is not None else "passed"
+        text = (failure.get("message", "") + "\n" + (failure.text or "")) if failure is not None else ""
+        cases[case.get("name", "")] = (outcome, text, float(case.get("time", "0")))
+    return cases
+
+
+def shm_segments() -> set[str]:
+    shm = Path("/dev/shm")
+    return {p.name for p in shm.glob("mpich_shm_*")} if shm.is_dir() else set()
+
+
+def job_processes() -> list[str]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if "pldemu-launch-" in cmd:
+                found.append(f"{proc.name}: {cmd}")
+    return found
+
+
+def test_downstream_project(tmp_path: Path):
+    before = shm_segments()
+    cases = run_project(tmp_path)
+    for n in (2, 3, 5):
+        assert cases[f"test_allreduce_matches_numpy[{n}ranks]"][0] == "passed", cases
+    outcome, text, _ = cases["test_wrong_result[3ranks]"]
+    assert outcome == "failed" and "#wrong 1/128, first at [1, 3]: got 1.0, expected 7.5" in text, text
+    outcome, text, _ = cases["test_racy[2ranks]"]
+    assert outcome == "failed" and "exited 4: races found" in text and "races:\n" in text, text
+    outcome, text, seconds = cases["test_deadlock[2ranks]"]
+    assert outcome == "failed" and "wait-for graph" in text and "exited 3" in text, text
+    assert seconds < 20, f"the deadlock took {seconds:.1f}s, its timeout is 20 s"
+    outcome, text, _ = cases["test_crashing_rank[2ranks]"]
+    assert outcome == "failed" and "rank 1 failed:\nWindowAccessError" in text, text
+    assert cases["test_session_survives"][0] == "passed"
+    assert shm_segments() <= before, f"left in /dev/shm: {sorted(shm_segments() - before)}"
+    assert job_processes() == []
+
+
+def test_command_line_options_apply_to_marked_tests(tmp_path: Path):
+    cases = run_project(tmp_path, "-k", "matches_numpy", "--pldemu-ranks", "4", "--pldemu-jitter", "30",
+                        "--pldemu-visibility", "deferred", "--pldemu-seed", "3", "--pldemu-timeout", "120")
+    assert {k: v[0] for k, v in cases.items()} == {"test_allreduce_matches_numpy[4ranks]": "passed"}
+
+
+def test_marked_tests_are_skipped_inside_an_mpi_job(tmp_path: Path):
+    env = {**os.environ, "PMI_RANK": "0", "PMI_SIZE": "1"}
+    xml = tmp_path / "junit.xml"
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", f"--junitxml={xml}", "-k", "wrong_result"],
+                         cwd=PROJECT, capture_output=True, text=True, timeout=120, check=False, env=env)
+    assert out.returncode == 0 and "1 skipped" in out.stdout, out.stdout + out.stderr

@@ -1,0 +1,91 @@
+"""The memory estimate refuses a job that cannot fit; a failed allocation is one message, exit 3,
+and leaves nothing in /dev/shm (issue 9 item 2)."""
+
+from __future__ import annotations
+
+import resource
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pldemu.runtime.precheck import StaticBuffer
+from pldemu.runtime.resources import GIB, MIB, RANK_OVERHEAD, ResourceError, check_fits, job_memory
+
+
+def buffers(elements: int) -> list[StaticBuffer]:
+    return [StaticBuffer("x", np.dtype(np.float32), (1, elements)), StaticBuffer("s", np.dtype(np.int32), (4, 1), True)]
+
+
+def test_estimate_counts_buffers_ranks_and_race_shadow():
+    plain = job_memory(buffers(1024), 4, races=False)
+    assert plain.buffers == 4096 + 16 and plain.shadow == 0
+    assert plain.total == 4 * (RANK_OVERHEAD + 2 * plain.buffers)
+    raced = job_memory(buffers(1024), 4, races=True)
+    assert raced.shadow == 4 * 4 * (2 + 8 * 5) * 8 and raced.total > plain.total
+
+
+def test_refused_with_the_estimate_unless_forced():
+    est = job_memory(buffers(4_000_000_000), 2, races=False)
+    with pytest.raises(ResourceError) as err:
+        check_fits(est, available=24 * GIB)
+    text = str(err.value)
+    assert "about 59.8 GiB (2 ranks x (14.9 GiB of buffers x 2 + 120 MiB per process))" in text
+    assert "24.0 GiB available" in text and "--force" in text
+    check_fits(est, force=True, available=24 * GIB)
+    check_fits(job_memory(buffers(1024), 8, races=True), available=24 * GIB)
+    with pytest.raises(ResourceError, match="1000 ranks"):
+        check_fits(job_memory(buffers(16), 1000, races=False), available=24 * GIB)
+    check_fits(job_memory(buffers(16), 8, races=False), available=2 * GIB)
+    with pytest.raises(ResourceError):
+        check_fits(job_memory(buffers(16), 8, races=False), available=512 * MIB)
+
+
+def run(tmp_path: Path, text: str, *argv: str, address_space: int | None = None) -> subprocess.CompletedProcess[str]:
+    path = tmp_path / "p.pld"
+    path.write_text(text)
+
+    def limit() -> None:
+        if address_space is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+
+    return subprocess.run([sys.executable, "-m", "pldemu", "run", str(path), *argv], capture_output=True, text=True,
+                          timeout=300, check=False, preexec_fn=limit)
+
+
+def big(elements: int) -> str:
+    return f"program big {{\n  window data: fp32[1, {elements}]\n  func main() {{\n    k = 1\n  }}\n}}\n"
+
+
+@pytest.mark.launcher
+def test_cli_refuses_a_job_larger_than_the_machine(tmp_path: Path):
+    out = run(tmp_path, big(4_000_000_000), "-n", "2")
+    assert out.returncode == 2 and out.stdout == ""
+    assert "the job needs about 59.8 GiB" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+PRIVATE_SHM = ("unshare", "--mount", "sh", "-c", 'mount -t tmpfs tmpfs /dev/shm && "$@"; rc=$?; '
+               'ls /dev/shm >&2; exit $rc', "sh")
+"""Run a command with a /dev/shm of its own (root): what it leaves there is its own, whatever else
+the machine is running; the listing ends stderr."""
+
+
+@pytest.mark.launcher
+@pytest.mark.skipif(not hasattr(__import__("os"), "geteuid") or __import__("os").geteuid() != 0
+                    or shutil.which("unshare") is None, reason="a private /dev/shm needs root and unshare")
+def test_failed_allocation_is_one_message_per_rank_exit_3_nothing_left(tmp_path: Path):
+    path = tmp_path / "p.pld"
+    path.write_text(big(450_000_000))
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (3 * GIB, 3 * GIB))
+
+    out = subprocess.run([*PRIVATE_SHM, sys.executable, "-m", "pldemu", "run", str(path), "-n", "2"],
+                         capture_output=True, text=True, timeout=300, check=False, preexec_fn=limit)
+    assert out.returncode == 3, out.stdout + out.stderr
+    assert out.stderr.count("cannot allocate the buffers of program big (1717 MiB per rank): out of memory") >= 1
+    assert "Traceback" not in out.stderr and "error stack" not in out.stderr
+    assert "mpich_shm" not in out.stderr, out.stderr
