@@ -20,15 +20,7 @@ import numpy as np
 
 import pldemu
 
-PROGRAM = """\
-program ar {
-  window x: fp32[2, 64]
-  signal sig: int32[NR, 1]
-  func main() {
-    x = pld.tensor.allreduce(x, sig, op=Sum, mode=mesh)
-  }
-}
-"""
+EXAMPLE = Path(__file__).resolve().parents[1] / "pldemu" / "examples" / "sum_inputs.pld"
 
 
 def main() -> int:
@@ -38,7 +30,7 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "ar.pld"
-        path.write_text(PROGRAM)
+        path.write_text(EXAMPLE.read_text())
         cli, api = [], []
         for _ in range(args.repeats):
             t0 = time.perf_counter()

@@ -7,27 +7,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import pldemu
 
-PROGRAM = """\
-program ar {
-  window x: fp32[2, 64]
-  signal sig: int32[NR, 1]
-  func main() {
-    x = pld.tensor.allreduce(x, sig, op=Sum, mode=mesh)
-  }
-}
-"""
-
-
-def pldemu(*argv: str, **kw: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pldemu", *argv], capture_output=True, text=True, timeout=120,
-                          check=False, **kw)  # type: ignore[call-overload]
+EXAMPLE = Path(__file__).resolve().parents[2] / "pldemu" / "examples" / "sum_inputs.pld"
 
 
 @pytest.fixture
 def prog(tmp_path: Path) -> Path:
     path = tmp_path / "ar.pld"
-    path.write_text(PROGRAM)
+    path.write_text(EXAMPLE.read_text())
     return path
 
 
@@ -47,7 +35,7 @@ def test_usage_errors_are_one_line():
 )
 def test_program_that_is_not_a_file(tmp_path: Path, target: str, message: str):
     path = str(tmp_path) if target == "dir" else target if target.startswith("/") else str(tmp_path / target)
-    out = pldemu("run", path, "-n", "2", stdin=subprocess.DEVNULL)
+    out = pldemu("run", path, "-n", "2")
     assert out.returncode == 2 and message in out.stderr, out.stderr
 
 

@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 
-ALLREDUCE_PLD = """\
-program ar {
-  window x: fp32[2, 64]
-  local y: int32[1, NR]
-  signal sig: int32[NR, 1]
-  func main() {
-    x = pld.tensor.allreduce(x, sig, op=Sum, mode=mesh)
-  }
-}
-"""
+EXAMPLE = Path(__file__).resolve().parents[2] / "pldemu" / "examples" / "sum_inputs.pld"
+ALLREDUCE_PLD = EXAMPLE.read_text()
 """A mesh sum-allreduce of window x; y is a rank-local buffer whose shape depends on NR."""
 
 SHAPE = (2, 64)
@@ -42,9 +32,3 @@ def save(folder: Path, name: str, arr: np.ndarray, rank: int | None = None) -> N
     target = folder if rank is None else folder / f"rank{rank}"
     target.mkdir(parents=True, exist_ok=True)
     np.save(target / f"{name}.npy", arr)
-
-
-def pldemu(*argv: str, timeout: float = 300.0) -> subprocess.CompletedProcess[str]:
-    """``pldemu ARGV`` in a subprocess (it spawns its own mpiexec)."""
-    return subprocess.run([sys.executable, "-m", "pldemu", *argv], capture_output=True, text=True,
-                          timeout=timeout, check=False)

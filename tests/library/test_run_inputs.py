@@ -7,7 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from library_helpers import pldemu, rank_data, save, summed, write_program
+from helpers import pldemu
+from library_helpers import rank_data, save, summed, write_program
 
 pytestmark = pytest.mark.launcher
 
