@@ -40,6 +40,7 @@ from pldemu.ir.nodes import (
 from pldemu.ir.ops import Op
 from pldemu.ir.printer import format_attr, format_expr
 from pldemu.ir.signatures import make_call
+from pldemu.lowering.backend import STANDALONE, Backend
 from pldemu.lowering.common import Lowered, LoweringContext, LoweringError, show_nr
 from pldemu.lowering.rules import ARGS, RULES
 from pldemu.lowering.variant import CORRECT, RecipeVariant
@@ -65,13 +66,15 @@ class CallReport:
         attrs = " ".join(f"{k}={format_attr(v)}" for k, v in self.call.attrs)
         kinds = ", ".join(f"{name} x{count}" for name, count in self.emitted)
         lw = self.lowered
+        head = f"{self.call.op.text}" + (f" [{attrs}]" if attrs else "")
+        at = self.where.split(": ", 1)[0]
+        if lw.note is not None:  # a tile composite: what it became instead of barrier facts
+            return f"{head} at {at}: {lw.note}; {kinds}"
         barriers = f"barriers/cell {show_nr(lw.credits, nranks)}"
         if lw.rows is not None:
             barriers += f" on each of {show_nr(lw.rows, nranks)} rows"
         chunks = f"chunks {show_nr(lw.chunks, nranks)}" if lw.chunks is not None else "chunks -"
         stage = f"stage {list(lw.stage)}" if lw.stage is not None else "stage -"
-        head = f"{self.call.op.text}" + (f" [{attrs}]" if attrs else "")
-        at = self.where.split(": ", 1)[0]
         return f"{head} at {at}: {kinds}; {barriers}; {chunks}; {stage}"
 
 
@@ -86,12 +89,15 @@ class LoweringReport:
 # ----------------------------------------------------------------------------------------------
 
 
-def lower_composite_ops(program: Program, *, variant: RecipeVariant = CORRECT) -> Program:
-    """Lower every collective of every function (see the module docstring) with ``variant``'s recipes."""
-    return lower_composite_ops_with_report(program, variant=variant).program
+def lower_composite_ops(program: Program, *, variant: RecipeVariant = CORRECT,
+                        backend: Backend = STANDALONE) -> Program:
+    """Lower every composite of every function (see the module docstring) with ``variant``'s recipes;
+    ``backend`` plans the tile.select scratch (standalone by default)."""
+    return lower_composite_ops_with_report(program, variant=variant, backend=backend).program
 
 
-def lower_composite_ops_with_report(program: Program, *, variant: RecipeVariant = CORRECT) -> LoweringReport:
+def lower_composite_ops_with_report(program: Program, *, variant: RecipeVariant = CORRECT,
+                                    backend: Backend = STANDALONE) -> LoweringReport:
     """``lower_composite_ops`` plus one ``CallReport`` per lowered call, in program order."""
     if not isinstance(variant, RecipeVariant):
         raise TypeError(f"variant must be a RecipeVariant, got {variant!r}")
@@ -106,7 +112,7 @@ def lower_composite_ops_with_report(program: Program, *, variant: RecipeVariant 
         if not pending[f.name]:
             functions.append(f)
             continue
-        lowering = _FunctionLowering(program, f, roots[f.name], variant)
+        lowering = _FunctionLowering(program, f, roots[f.name], variant, backend)
         functions.append(lowering.run())
         reports.extend(lowering.reports)
     lowered = Program(program.name, program.buffers, tuple(functions), program.entry, program.nranks)
@@ -227,6 +233,8 @@ def _check_signal_conventions(program: Program, roots: Mapping[str, Mapping[str,
         for s in _walk(f.body.stmts):
             for e in _exprs_of(s):
                 for call in _calls(e):
+                    if not call.op.is_collective:
+                        continue
                     sig = call.args[ARGS[call.op].signal]
                     if not isinstance(sig, Var):
                         continue
@@ -254,8 +262,9 @@ class _FunctionLowering:
     """Rewrites one function into a fresh FunctionBuilder; every temp name comes from its counter."""
 
     def __init__(self, program: Program, fn: Function, roots: Mapping[str, frozenset[str]],
-                 variant: RecipeVariant) -> None:
+                 variant: RecipeVariant, backend: Backend = STANDALONE) -> None:
         self.program, self.fn, self.roots, self.variant = program, fn, roots, variant
+        self.backend = backend
         names = {b.var.name for b in program.buffers} | {NR.name}
         for s in _walk(fn.body.stmts):
             if isinstance(s, (Assign, For)):
@@ -337,7 +346,8 @@ class _FunctionLowering:
 
     def lower(self, call: Call, s: Stmt) -> Expr:
         where = self.where(s)
-        ctx = LoweringContext(self.program, call.op, where, self.roots, self.variant)
+        target = s.var.name if isinstance(s, Assign) else ""
+        ctx = LoweringContext(self.program, call.op, where, self.roots, self.variant, target, self.backend)
         rule = RULES[call.op]
         with self.fb.block() as emitted:
             lowered = rule(call, self.fb, ctx)
