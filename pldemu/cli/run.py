@@ -38,7 +38,8 @@ import numpy as np
 
 from pldemu.cli.argtypes import nonneg_int, positive_float, positive_int
 from pldemu.cli.schedule_args import add_schedule_arguments, schedule_argv, schedule_options
-from pldemu.ir import Program
+from pldemu.ir import DType, Program
+from pldemu.npdtypes import is_float_dtype
 from pldemu.runtime.launch import abort_job
 
 EXIT_OK = 0
@@ -348,7 +349,7 @@ def _summary(a: np.ndarray) -> str:
     crc = zlib.crc32(np.ascontiguousarray(a).tobytes())
     if a.size == 0:
         return f"empty crc32={crc:08x}"
-    if a.dtype.kind == "f":
+    if is_float_dtype(a.dtype):
         nan = int(np.isnan(a).sum())
         finite = a[~np.isnan(a)]
         if finite.size == 0:
@@ -366,7 +367,11 @@ def _dump(root: Path, me: int, inst: Any, program: Program) -> None:
     folder = root / f"rank{me}"
     folder.mkdir(parents=True, exist_ok=True)
     for name in inst.buffer_names():
-        np.save(folder / f"{name}.npy", np.array(inst.local(name), copy=True))
+        a = np.array(inst.local(name), copy=True)
+        if a.dtype == DType.BF16.np:  # .npy has no bfloat16: store the bit patterns, named so
+            np.save(folder / f"{name}.bf16.npy", a.view(np.uint16))
+        else:
+            np.save(folder / f"{name}.npy", a)
     if me == 0:
         (root / "program.pld").write_text(format_program(program))
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import enum
 
-import ml_dtypes
 import numpy as np
+
+from pldemu.npdtypes import BFLOAT16
 
 
 class DType(enum.Enum):
@@ -79,6 +80,6 @@ _NUMPY: dict[DType, np.dtype] = {
     DType.INT64: np.dtype("int64"),
     DType.INDEX: np.dtype("int64"),
     DType.FP16: np.dtype("float16"),
-    DType.BF16: np.dtype(ml_dtypes.bfloat16),
+    DType.BF16: BFLOAT16,
     DType.FP32: np.dtype("float32"),
 }

@@ -19,12 +19,14 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from pldemu import windows
 from pldemu.ir import AtomicType, BufferKind, Call, DType, Op, PadValue, Var, format_expr
 from pldemu.ir import NotifyOp as IRNotifyOp
 from pldemu.ir import WaitCmp as IRWaitCmp
+from pldemu.npdtypes import is_float_dtype
 from pldemu.runtime.errors import ProgramError
 from pldemu.runtime.machine import Machine
 from pldemu.runtime.sites import CallSite
@@ -302,8 +304,8 @@ def _set_validshape(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
 def _pad_value(pad: PadValue, dtype: np.dtype[Any]) -> Any:
     if pad is PadValue.zero:
         return 0
-    if dtype.kind == "f":
-        info: Any = np.finfo(dtype)
+    if is_float_dtype(dtype):
+        info: Any = ml_dtypes.finfo(dtype)
     elif dtype.kind in "iu":
         info = np.iinfo(dtype)
     else:

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from pldemu.ir import CastMode, CmpType, Op
+from pldemu.npdtypes import is_float_dtype
 from pldemu.runtime.machine import Machine
 from pldemu.runtime.sites import CallSite
 from pldemu.runtime.values import Tile, prefix
@@ -45,10 +46,6 @@ _COMPARE: Mapping[CmpType, Callable[[Any, Any], np.ndarray]] = MappingProxyType(
 # ---------------------------------------------------------------------------------------------
 # Casts
 # ---------------------------------------------------------------------------------------------
-
-
-def _is_float(dt: np.dtype[Any]) -> bool:
-    return dt.kind == "f" or dt.name == "bfloat16"
 
 
 def _round_to_int(x: np.ndarray, mode: CastMode) -> np.ndarray:
@@ -81,7 +78,7 @@ def _bits_odd(v: np.ndarray) -> np.ndarray:
 
 def _to_float(x: np.ndarray, dst: np.dtype[Any], mode: CastMode) -> np.ndarray:
     """Round ``x`` (held exactly in float64) to the float type ``dst`` by ``mode``."""
-    if mode in (CastMode.None_, CastMode.RINT) and _is_float(x.dtype):
+    if mode in (CastMode.None_, CastMode.RINT) and is_float_dtype(x.dtype):
         return x.astype(dst)  # float -> float nearest-even is numpy's / ml_dtypes' own (single) rounding
     x64 = x.astype(np.float64)
     y = x64.astype(dst)
@@ -110,11 +107,11 @@ def _to_float(x: np.ndarray, dst: np.dtype[Any], mode: CastMode) -> np.ndarray:
 
 def cast_array(x: np.ndarray, dst: np.dtype[Any], mode: CastMode) -> np.ndarray:
     """``x`` converted to ``dst`` with round mode ``mode`` (see the module docstring)."""
-    if _is_float(dst):
-        if _is_float(x.dtype) and x.dtype.itemsize < dst.itemsize:
+    if is_float_dtype(dst):
+        if is_float_dtype(x.dtype) and x.dtype.itemsize < dst.itemsize:
             return x.astype(dst)  # widening is exact
         return _to_float(x, dst, mode)
-    if _is_float(x.dtype):
+    if is_float_dtype(x.dtype):
         return _float_to_int(x, dst, mode)
     return x.astype(dst)
 
@@ -190,7 +187,7 @@ def _full(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
     shape = args[0]
     dtype = site.attrs["dtype"]
     value = args[1]
-    data = np.full(shape, dtype.type(value) if _is_float(dtype) else value, dtype)
+    data = np.full(shape, dtype.type(value) if is_float_dtype(dtype) else value, dtype)
     return Tile(data, tuple(args[2]) if len(args) > 2 else shape)
 
 

@@ -46,6 +46,8 @@ from typing import Any, ClassVar, Literal, SupportsIndex
 import numpy as np
 from mpi4py import MPI
 
+from pldemu.npdtypes import is_float_dtype
+
 BackendName = Literal["shared", "rma"]
 """Name of a concrete back end."""
 
@@ -211,7 +213,7 @@ def poison_value(dtype: np.dtype[Any]) -> Any:
 
     Signal windows are not poisoned: the notify protocol needs them zeroed.
     """
-    if dtype.kind == "f":
+    if is_float_dtype(dtype):
         return np.nan
     if dtype.kind == "c":
         return complex(np.nan, np.nan)
