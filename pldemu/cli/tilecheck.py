@@ -46,7 +46,8 @@ def run_tile_checks(comm: Any, args: argparse.Namespace, options: Any) -> bool:
         else:
             size = args.size if args.size is not None else 1024
             stats = tc.run_trig_check(comm, name, size, args.iters, backend, options)
-            rows = [tc.TRIG_HEADER, tc.trig_row(name, backend, stats)]
+            rows = [f"# {name}: {comm.Get_size()} ranks x {args.iters} tiles of [{tc.SIN_ROWS}, {size}] FP32, "
+                    "|x| <= 2*pi*1024 vs NumPy float64", tc.TRIG_HEADER, tc.trig_row(name, backend, stats)]
             passed = stats.ok
         ok = ok and passed
         if me == 0:
