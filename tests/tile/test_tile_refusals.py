@@ -30,34 +30,34 @@ def test_sin_cos_are_fp32_only(fn: str, dtype: str) -> None:
 def test_parser_refuses_sin_on_fp16_with_the_same_message() -> None:
     text = ("program p {\n  local x: fp16[1, 32]\n  func main() {\n    t = tile.load(x, [0, 0], [1, 32])\n"
             "    s = tile.sin(t)\n  }\n}\n")
-    with pytest.raises(ParseError, match="tile.sin is FP32-only, but got input with dtype FP16"):
+    with pytest.raises(ParseError, match=r"tile.sin is FP32-only, but got input with dtype FP16"):
         parse_program(text)
 
 
 def test_same_dtype_cast_is_refused() -> None:
     _, _, tile, t = _fb()
-    with pytest.raises(ValueError, match="tile.cast from fp32 to fp32: a same-dtype cast is not a valid operation"):
+    with pytest.raises(ValueError, match=r"tile.cast from fp32 to fp32: a same-dtype cast is not a valid operation"):
         tile.cast(t, "fp32")
 
 
 def test_cast_mode_must_be_a_round_mode() -> None:
     _, _, tile, t = _fb()
-    with pytest.raises(ValueError, match="mode.*one of None, RINT, ROUND, FLOOR, CEIL, TRUNC, ODD"):
+    with pytest.raises(ValueError, match=r"mode.*one of None, RINT, ROUND, FLOOR, CEIL, TRUNC, ODD"):
         tile.cast(t, "int32", mode="NEAREST")
 
 
 def test_cmp_type_is_required_and_named() -> None:
     _, fb, tile, t = _fb()
-    with pytest.raises(ValueError, match="cmp_type.*required"):
+    with pytest.raises(ValueError, match=r"cmp_type.*required"):
         fb.op(__import__("pldemu.ir", fromlist=["Op"]).Op.TILE_CMPS, [t, Const(0.0, DType.FP32)], {})
-    with pytest.raises(ValueError, match="one of EQ, NE, LT, LE, GT, GE"):
+    with pytest.raises(ValueError, match=r"one of EQ, NE, LT, LE, GT, GE"):
         tile.cmps(t, 0.0, "GEQ")
 
 
 def test_select_refusals() -> None:
     pb, fb, tile, t = _fb()
     m = tile.cmps(t, 0.0, "GT")
-    with pytest.raises(ValueError, match="requires at least one of on_true/on_false to be a TileType, but both "
+    with pytest.raises(ValueError, match=r"requires at least one of on_true/on_false to be a TileType, but both "
                        "are scalars -- there is no shape to select into"):
         tile.select(m, 1.0, 0.0)
     other = pb.local("o", "fp32", [8, 128])
@@ -69,10 +69,10 @@ def test_select_refusals() -> None:
     with pytest.raises(ValueError, match=r"same valid extents, but got \[16, 128\] and \[11, 100\]"):
         tile.select(m, t, tail)
     half = tile.cast(t, "fp16", hint="h")
-    with pytest.raises(ValueError, match="same dtype, but got fp32 and fp16; cast one branch first"):
+    with pytest.raises(ValueError, match=r"same dtype, but got fp32 and fp16; cast one branch first"):
         tile.select(m, t, half)
     ctx_scalar = fb.let("thr", Const(0.5, DType.FP32))
-    with pytest.raises(ValueError, match="requires the scalar on_false branch to be a compile-time constant"):
+    with pytest.raises(ValueError, match=r"requires the scalar on_false branch to be a compile-time constant"):
         tile.select(m, t, ctx_scalar)
 
 
@@ -94,7 +94,7 @@ def test_select_branch_must_be_tile_or_scalar() -> None:
     pb, _, tile, t = _fb()
     m = tile.cmps(t, 0.0, "GT")
     win = pb.window("w", "fp32", [16, 128])
-    with pytest.raises(ValueError, match="tile.select: argument 'on_true' must be a tile or scalar"):
+    with pytest.raises(ValueError, match=r"tile.select: argument 'on_true' must be a tile or scalar"):
         tile.select(m, win, 0.0)
 
 
@@ -105,7 +105,7 @@ def test_eight_bit_select_is_refused_on_a2a3_only(dtype: str) -> None:
     r = tile.select(m, t, Const(1, DType(dtype)))
     fb.pld.tile.store(r, [0, 0], pb.build().buffers[0].var)
     program = pb.build()
-    with pytest.raises(ValueError, match=f"tile.select cannot select {dtype} values on backend 'a2a3': neither "
+    with pytest.raises(ValueError, match=rf"tile.select cannot select {dtype} values on backend 'a2a3': neither "
                        "pto.tsel nor pto.tsels has a form for that element type there. Cast the operands to a "
                        "wider type before selecting"):
         lower_composite_ops(program, backend=BACKENDS["a2a3"])
@@ -114,15 +114,15 @@ def test_eight_bit_select_is_refused_on_a2a3_only(dtype: str) -> None:
 
 
 def test_sels_refuses_bf16_and_an_unpaired_scalar() -> None:
-    pb, _, tile, t = _fb("bf16")
+    _, _, tile, t = _fb("bf16")
     m = tile.cmps(t, Const(0.0, DType.BF16), "GT")
     tmp = tile.create([1, 32], "uint8", hint="tmp")
-    with pytest.raises(ValueError, match="tile.sels: argument 'src' must be a tile of .*TSELS has no bf16 form"):
+    with pytest.raises(ValueError, match=r"tile.sels: argument 'src' must be a tile of .*TSELS has no bf16 form"):
         tile.sels(m, t, tmp, Const(0.0, DType.BF16))
     _, _, tile2, u = _fb("uint16")
     m2 = tile2.cmps(u, Const(0, DType.UINT16), "GT")
     tmp2 = tile2.create([1, 32], "uint8", hint="tmp")
-    with pytest.raises(ValueError, match="argument 'scalar' must be a int16 scalar"):
+    with pytest.raises(ValueError, match=r"argument 'scalar' must be a int16 scalar"):
         tile2.sels(m2, u, tmp2, Const(0, DType.UINT16))
 
 
@@ -130,5 +130,5 @@ def test_non_integral_literal_on_an_integer_select_is_refused_at_lowering() -> N
     pb, fb, tile, t = _fb("int32")
     m = tile.cmps(t, Const(0, DType.INT32), "GT")
     fb.pld.tile.store(tile.select(m, 2.5, t), [0, 0], pb.build().buffers[0].var)
-    with pytest.raises(ValueError, match="a literal a int32 tile can hold, got 2.5"):
+    with pytest.raises(ValueError, match=r"a literal a int32 tile can hold, got 2.5"):
         lower_composite_ops(pb.build())
