@@ -110,3 +110,24 @@ def test_mask_is_packed_lsb_first_zero_padded_and_sized() -> None:
     assert list(got["out"][0, :3]) == [0b00001001, 0b00000001, 0b00001000]
     assert list(got["out"][1, :3]) == [0b10000010, 0b00000000, 0b00000001]
     assert (got["out"][:, 3:] == 0xEE).all()  # only the valid carrier bytes are stored
+
+
+def test_bf16_windows_are_poisoned_nan_and_move_bit_exact_through_allgather() -> None:
+    from mpi4py import MPI
+
+    from pldemu.ir import NR
+    from pldemu.lowering import lower_composite_ops
+    from pldemu.runtime import ProgramInstance, RuntimeOptions
+
+    pb = ProgramBuilder("bf16_allgather")
+    loc = pb.local("loc", "bf16", [1, 40])
+    target = pb.window("target", "bf16", [NR, 40])
+    sig = pb.signal("sig", [NR, 1])
+    pb.function().pld.tensor.allgather(loc, target, sig)
+    with ProgramInstance(lower_composite_ops(pb.build()), MPI.COMM_SELF, RuntimeOptions()) as inst:
+        assert inst.local("target").dtype == np.dtype(BF16)
+        assert np.isnan(inst.local("target").astype(np.float32)).all()  # poison is NaN, not 0xA5A5
+        data = (np.arange(40, dtype=np.float32) / 3).astype(BF16)[None]
+        inst.local("loc")[...] = data
+        inst.run()
+        assert np.array_equal(inst.local("target").view(np.uint16), data.view(np.uint16))

@@ -68,3 +68,11 @@ def test_example_runs_under_races_invariants_jitter_and_sums_relu_sin(tmp_path: 
         for name in ("mesh_out", "ring_out"):
             got = np.load(tmp_path / "out" / f"rank{r}" / f"{name}.npy")
             assert np.array_equal(got, want), name
+
+
+def test_check_all_includes_the_tile_checks() -> None:
+    res = _pldemu("check", "all", "-n", "2", "--iters", "2", "--size", "64", "--windows", "rma")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "# summary" in res.stdout and "# select on backend none:" in res.stdout
+    assert sum(line.split()[:1] in (["sin"], ["cos"]) and line.endswith("PASS")
+               for line in res.stdout.splitlines()) == 2
