@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from pldemu.ir import CastMode, CmpType, Op
+from pldemu.ir import CastMode, CmpType, Op, TileType
 from pldemu.npdtypes import is_float_dtype
 from pldemu.runtime.machine import Machine
 from pldemu.runtime.sites import CallSite
@@ -101,7 +101,9 @@ def _to_float(x: np.ndarray, dst: np.dtype[Any], mode: CastMode) -> np.ndarray:
         tie_pick = np.where(np.abs(hi64) > np.abs(lo64), hi, lo) if mode is CastMode.ROUND else (
             np.where(_bits_odd(lo), hi, lo))
         out = np.where(below < above, lo, np.where(above < below, hi, tie_pick))
-    out = np.where(exact | np.isnan(x64) | np.isinf(x64), y, out)
+    # Exact, NaN and Inf keep the cast; so does a nearest-mode overflow (the bracket's hi is Inf there).
+    overflow = np.isinf(y64) & ~np.isinf(x64) & (mode in (CastMode.None_, CastMode.RINT, CastMode.ROUND))
+    out = np.where(exact | np.isnan(x64) | np.isinf(x64) | overflow, y, out)
     return np.asarray(out, dtype=dst)
 
 
@@ -129,8 +131,8 @@ def _cast(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
 def _mask(m: Machine, site: CallSite, lhs: Tile, pred: np.ndarray) -> Tile:
     """Pack ``pred`` (the valid region's predicate) LSB-first into a zeroed mask of the result type."""
     t = site.call.type
-    shape = tuple(getattr(t, "shape", ()))
-    out = np.zeros(shape, np.uint8)
+    assert isinstance(t, TileType)
+    out = np.zeros(t.shape, np.uint8)
     packed = np.packbits(pred, axis=-1, bitorder="little")
     valid = (*lhs.valid[:-1], packed.shape[-1])
     out[prefix(valid)] = packed

@@ -131,3 +131,17 @@ def test_bf16_windows_are_poisoned_nan_and_move_bit_exact_through_allgather() ->
         inst.local("loc")[...] = data
         inst.run()
         assert np.array_equal(inst.local("target").view(np.uint16), data.view(np.uint16))
+
+
+def test_int32_to_fp16_rounds_to_nearest_and_overflows_to_inf() -> None:
+    x = np.array([[2049, 2051, -2051, 65504, 65519, 65520, 1 << 30, -(1 << 30)] + [0] * 8], np.int32)
+    got = _cast(x, "int32", "fp16", "RINT")
+    assert list(got[0, :8]) == [2048, 2052, -2052, 65504, 65504, np.inf, np.inf, -np.inf]
+    assert _cast(x, "int32", "fp16", "FLOOR")[0, 6] == 65504 and _cast(x, "int32", "fp16", "CEIL")[0, 5] == np.inf
+
+
+def test_run_summary_and_dump_treat_bf16_as_a_float(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from pldemu.cli.run import _summary
+
+    a = np.array([1.5, np.nan, -2.0], np.float32).astype(BF16)
+    assert _summary(a).startswith("sum=-0.5 min=-2 max=1.5 nan=1 crc32=")
