@@ -1,8 +1,10 @@
-"""LowerCompositeOps: rewrite ``pld.tensor.*`` collectives into notify/wait + data-movement recipes.
+"""LowerCompositeOps: rewrite ``pld.tensor.*`` collectives into notify/wait + data-movement recipes,
+and the tile composites (``tile.sin`` / ``tile.cos`` / ``tile.select``) into primitive tile ops.
 
-One module per collective, shared protocol pieces in ``common``, the dispatch table in ``rules``,
-the statement rewriter in ``pass_``, and the recipe variants (deliberate deviations, for the mutant
-catalogue) in ``variant``.
+One module per collective or composite family (``math`` for sin/cos, ``select`` for select, with the
+scratch-planning targets in ``backend``), shared protocol pieces in ``common``, the dispatch table in
+``rules``, the statement rewriter in ``pass_``, and the recipe variants (deliberate deviations, for the
+mutant catalogue) in ``variant``.
 """
 
 from pldemu.lowering.common import LoweringError

@@ -1,9 +1,13 @@
-"""LowerCompositeOps: rewrite every ``pld.tensor.*`` collective call into its primitive recipe.
+"""LowerCompositeOps: rewrite every ``pld.tensor.*`` collective and tile composite call into its recipe.
 
 Function-level: each statement whose expression holds a call listed in ``rules.RULES`` is replaced
 by the rule's statements followed by ``Assign(original LHS, result)``, so later uses keep the same
 name. Nested for/while/if bodies are rewritten in place. A program without collectives comes back
 as the very same object, and since no rule emits a listed op the pass is idempotent.
+
+``backend`` (default standalone) is the target whose scratch plans the tile.select rule follows
+(``lowering.backend``); a rule's temporaries are named from the call's target through the function
+builder's one temporary counter.
 
 ``variant`` (default: the recipes as specified) selects a deliberately broken recipe for the mutant
 catalogue (``pldemu.mutants``); it reaches every rule through ``LoweringContext.variant``.

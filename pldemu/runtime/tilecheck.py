@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from pldemu.ir import CmpType, DType, Program, ProgramBuilder
+from pldemu.ir import CmpType, Const, DType, Program, ProgramBuilder
 from pldemu.lowering import lower_composite_ops, lower_composite_ops_with_report
 from pldemu.lowering.backend import Backend
 from pldemu.runtime.interpreter import ProgramInstance
@@ -178,8 +178,6 @@ FALSE_SCALAR, TRUE_SCALAR, THRESHOLD = -3, 7, 0
 
 
 def _lit(value: float, dtype: DType) -> Any:
-    from pldemu.ir import Const
-
     return Const(float(value) if dtype.is_float else int(value), dtype)
 
 
