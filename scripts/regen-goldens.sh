@@ -5,3 +5,5 @@ set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 PLDEMU_REGEN_GOLDEN=1 "${PYTHON:-.venv/bin/python}" -m pytest -q tests/lowering -k golden
 git --no-pager diff --stat -- tests/lowering/golden
+PLDEMU_REGEN_GOLDEN=1 "${PYTHON:-.venv/bin/python}" -m pytest -q tests/tile -k golden
+git --no-pager diff --stat -- tests/tile/golden

@@ -20,8 +20,11 @@ from typing import Any
 
 from pldemu.cli import common
 from pldemu.cli.argtypes import format_dims, nonneg_int, positive_int
+from pldemu.cli.backend_args import add_backend_argument
 from pldemu.cli.collective_args import REDUCES, add_collective_arguments, check_applies, collective_argv
 from pldemu.cli.common import EXIT_ERROR, EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError
+from pldemu.cli.tilecheck import EPILOG as TILE_EPILOG
+from pldemu.cli.tilecheck import TILE_CHECKS, run_tile_checks
 from pldemu.collectives import COLLECTIVE_NAMES
 from pldemu.ir import AllreduceMode, DType
 from pldemu.runtime.launch import abort_job
@@ -81,14 +84,15 @@ def _root(text: str) -> int | str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``pldemu check`` options."""
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EPILOG
+    parser.epilog = EPILOG + "\n" + TILE_EPILOG
     parser.add_argument(
         "collective",
         metavar="COLLECTIVE",
-        choices=[*_COLLECTIVES, "all"],
-        help=f"one of {', '.join(_COLLECTIVES)}, or 'all' (every collective and both "
-        "allreduce modes, then a summary table)",
+        choices=[*_COLLECTIVES, *TILE_CHECKS, "all"],
+        help=f"one of {', '.join(_COLLECTIVES)}, the tile checks {', '.join(TILE_CHECKS)}, or 'all' (every "
+        "collective and both allreduce modes, then a summary table, then the tile checks)",
     )
+    add_backend_argument(parser)
     add_collective_arguments(parser, default_size=DEFAULT_SIZE, root_type=_root,
                              root_help="broadcast root (default 0); 'all' runs from every root in turn")
     common.add_ranks_argument(parser, DEFAULT_RANKS)
@@ -125,6 +129,8 @@ class Planned:
 def plan(args: argparse.Namespace, nranks: int) -> list[Planned]:
     """The cases the command line asks for on ``nranks`` ranks; raises UsageError on bad combinations."""
     name: str = args.collective
+    if name in TILE_CHECKS:
+        return []  # the tile checks plan nothing collective (cli/tilecheck.py)
     names = list(_COLLECTIVES) if name == "all" else [name]
     single = name != "all"
 
@@ -211,7 +217,7 @@ def validate(args: argparse.Namespace, nranks: int) -> list[Planned]:
 def child_argv(args: argparse.Namespace) -> list[str]:
     """The ``pldemu check ...`` arguments each rank of the spawned job gets (same options, explicit)."""
     argv = ["check", args.collective, "--dtype", args.dtype, "--iters", str(args.iters), "--job-timeout",
-            repr(args.job_timeout), *collective_argv(args)]
+            repr(args.job_timeout), "--backend", args.backend, *collective_argv(args)]
     for flag, value in (("--block", args.block), ("-n", args.ranks)):
         if value is not None:
             argv += [flag, str(value)]
@@ -261,7 +267,12 @@ def _run_in_job(args: argparse.Namespace) -> int:
     if len(results) > 1 and me == 0:
         print(flush=True)
         print(summary_table(results), flush=True)
-    return EXIT_OK if all(r.ok for r in results) else EXIT_FAIL
+    try:
+        tiles_ok = run_tile_checks(comm, args, options)
+    except Exception as err:
+        print(f"# rank {me}: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
+        abort_job(comm, EXIT_ERROR)
+    return EXIT_OK if all(r.ok for r in results) and tiles_ok else EXIT_FAIL
 
 
 def _case_options(options: RuntimeOptions, planned: Planned, ncases: int) -> RuntimeOptions:

@@ -12,6 +12,7 @@ import argparse
 import sys
 
 from pldemu.cli.argtypes import any_int
+from pldemu.cli.backend_args import add_backend_argument, backend_of
 from pldemu.cli.collective_args import REDUCES, add_collective_arguments, check_applies, flag, given
 from pldemu.cli.common import EXIT_OK, UsageError, usage_error
 from pldemu.collectives import COLLECTIVE_NAMES, CollectiveSpec, collective_program
@@ -28,6 +29,8 @@ summary line per lowered call:
   OP [attrs] in func > stmt N: SOURCE: primitive sites by kind; barriers per cell (credits the
   epilogue retires; ring: on each row); chunks (subchunks per round for ring); stage tile shape.
   Expressions are in NR; --ranks pins NR and adds the value.
+  A tile composite (tile.sin, tile.cos, tile.select) names what it became instead, e.g.
+  "TSELS, scratch fp32[1, 128]" (the scratch --backend planned) or "FP32 Cody-Waite + Horner".
 
 exit status: 0 ok, 2 bad arguments, unreadable/invalid program or a contract violation.
 """
@@ -42,6 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_collective_arguments(parser, default_size=1024, dtypes=[d.value for d in DType])
     parser.add_argument("--ranks", type=any_int, default=None, metavar="N", help="pin NR in the program")
     parser.add_argument("--after-only", action="store_true", help="print only the lowered program")
+    add_backend_argument(parser)
 
 
 def _spec(args: argparse.Namespace) -> CollectiveSpec:
@@ -80,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     """Print before/after and the summary; 0 on success, 2 on any error (message on stderr)."""
     try:
         program = verify(_program(args))
-        report = lower_composite_ops_with_report(program)
+        report = lower_composite_ops_with_report(program, backend=backend_of(args))
         verify(report.program)
     except (ValueError, OSError) as err:
         return usage_error("lower", str(err))

@@ -52,7 +52,8 @@ from pldemu.cli.run_io import (
     job_io,
     write_report,
 )
-from pldemu.ir import Program
+from pldemu.ir import DType, Program
+from pldemu.npdtypes import is_float_dtype
 from pldemu.runtime.launch import abort_job
 from pldemu.runtime.options import RuntimeOptions
 
@@ -486,7 +487,7 @@ def _summary(a: np.ndarray) -> str:
     crc = zlib.crc32(np.ascontiguousarray(a).tobytes())
     if a.size == 0:
         return f"empty crc32={crc:08x}"
-    if a.dtype.kind == "f":
+    if is_float_dtype(a.dtype):
         nan = int(np.isnan(a).sum())
         finite = a[~np.isnan(a)]
         if finite.size == 0:
@@ -504,7 +505,11 @@ def _dump(root: Path, me: int, inst: Any, program: Program) -> None:
     folder = root / f"rank{me}"
     folder.mkdir(parents=True, exist_ok=True)
     for name in inst.buffer_names():
-        np.save(folder / f"{name}.npy", np.array(inst.local(name), copy=True))
+        a = np.array(inst.local(name), copy=True)
+        if a.dtype == DType.BF16.np:  # .npy has no bfloat16: store the bit patterns, named so
+            np.save(folder / f"{name}.bf16.npy", a.view(np.uint16))
+        else:
+            np.save(folder / f"{name}.npy", a)
     if me == 0:
         (root / "program.pld").write_text(format_program(program))
 

@@ -12,6 +12,8 @@ from pldemu.ir.dtypes import DType
 from pldemu.ir.enums import (
     AllreduceMode,
     AtomicType,
+    CastMode,
+    CmpType,
     Layout,
     MemorySpace,
     NotifyOp,
@@ -67,6 +69,8 @@ __all__ = [
     "BufferDecl",
     "BufferKind",
     "Call",
+    "CastMode",
+    "CmpType",
     "CommCtxType",
     "Const",
     "DType",

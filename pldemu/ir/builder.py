@@ -76,6 +76,7 @@ class FunctionBuilder:
         self._blocks: list[list[Stmt]] = [[]]
         self._names: set[str] = set(used_names) | {p.name for p in params}
         self._counters: dict[str, int] = {}
+        self._temp_counter = 0
         self.pld = Pld(self)
 
     # -- names and statements -----------------------------------------------------------------
@@ -83,6 +84,14 @@ class FunctionBuilder:
     def reserve(self, names: Iterable[str]) -> None:
         """Mark names as taken (buffers, existing variables) so fresh names never collide."""
         self._names.update(names)
+
+    def temp(self, base: str, role: str) -> str:
+        """A fresh temporary named from ``base`` (a composite's target) and its ``role`` in the recipe.
+
+        One counter per function, shared by every composite lowered into it (BuildName's temp_counter_).
+        """
+        self._temp_counter += 1
+        return self.fresh(f"{base}_{role}_{self._temp_counter - 1}")
 
     def fresh(self, hint: str) -> str:
         """A new unique name derived from ``hint`` (``hint``, then ``hint_1``, ``hint_2``, ...)."""
@@ -327,8 +336,12 @@ class TileNS(_Namespace):
                hint: str = "stage") -> Var:
         return self._var(Op.TILE_CREATE, [as_list(shape)], {"dtype": _dtype(dtype), "mem": mem}, hint)
 
-    def full(self, shape: Sequence[int], value: ExprLike, dtype: DType | str, hint: str = "fill") -> Var:
-        return self._var(Op.TILE_FULL, [as_list(shape), as_expr(value)], {"dtype": _dtype(dtype)}, hint)
+    def full(self, shape: Sequence[int], value: ExprLike, dtype: DType | str, hint: str = "fill",
+             valid_shape: ListLike | None = None) -> Var:
+        args: list[Arg | ListLike] = [as_list(shape), as_expr(value)]
+        if valid_shape is not None:
+            args.append(as_list(valid_shape))
+        return self._var(Op.TILE_FULL, args, {"dtype": _dtype(dtype)}, hint)
 
     def load(self, tensor: Var, offsets: ListLike, shape: Sequence[int], valid_shape: ListLike | None = None,
              hint: str = "ltile") -> Var:
@@ -370,8 +383,29 @@ class TileNS(_Namespace):
     def muls(self, tile: Var, scalar: ExprLike, hint: str = "acc") -> Var:
         return self._var(Op.TILE_MULS, [tile, as_expr(scalar)], {}, hint)
 
-    def cast(self, tile: Var, dtype: DType | str, hint: str = "cast") -> Var:
-        return self._var(Op.TILE_CAST, [tile], {"dtype": _dtype(dtype)}, hint)
+    def cast(self, tile: Var, dtype: DType | str, hint: str = "cast", mode: str | AttrValue = "None") -> Var:
+        return self._var(Op.TILE_CAST, [tile], {"dtype": _dtype(dtype), "mode": mode}, hint)
+
+    def sin(self, tile: Var, hint: str = "sin") -> Var:
+        return self._var(Op.TILE_SIN, [tile], {}, hint)
+
+    def cos(self, tile: Var, hint: str = "cos") -> Var:
+        return self._var(Op.TILE_COS, [tile], {}, hint)
+
+    def cmp(self, lhs: Var, rhs: Var, cmp_type: str | AttrValue, hint: str = "mask") -> Var:
+        return self._var(Op.TILE_CMP, [lhs, rhs], {"cmp_type": cmp_type}, hint)
+
+    def cmps(self, lhs: Var, rhs: ExprLike, cmp_type: str | AttrValue, hint: str = "mask") -> Var:
+        return self._var(Op.TILE_CMPS, [lhs, as_expr(rhs)], {"cmp_type": cmp_type}, hint)
+
+    def select(self, cond: Var, on_true: ExprLike, on_false: ExprLike, hint: str = "sel") -> Var:
+        return self._var(Op.TILE_SELECT, [cond, as_expr(on_true), as_expr(on_false)], {}, hint)
+
+    def sel(self, mask: Var, lhs: Var, rhs: Var, tmp: Var, hint: str = "sel") -> Var:
+        return self._var(Op.TILE_SEL, [mask, lhs, rhs, tmp], {}, hint)
+
+    def sels(self, mask: Var, src: Var, tmp: Var, scalar: ExprLike, hint: str = "sel") -> Var:
+        return self._var(Op.TILE_SELS, [mask, src, tmp, as_expr(scalar)], {}, hint)
 
     def _var(self, op: Op, args: Sequence[Arg | ListLike], attrs: dict[str, AttrValue], hint: str) -> Var:
         out = self._fb.op(op, args, attrs, hint=hint)

@@ -6,6 +6,8 @@ import enum
 
 import numpy as np
 
+from pldemu.npdtypes import BFLOAT16
+
 
 class DType(enum.Enum):
     """Element type of a scalar, tensor or tile. The value is the text-form name."""
@@ -13,7 +15,10 @@ class DType(enum.Enum):
     BOOL = "bool"
     INT8 = "int8"
     UINT8 = "uint8"
+    INT16 = "int16"
+    UINT16 = "uint16"
     INT32 = "int32"
+    UINT32 = "uint32"
     INT64 = "int64"
     INDEX = "index"
     FP16 = "fp16"
@@ -31,7 +36,8 @@ class DType(enum.Enum):
 
     @property
     def is_int(self) -> bool:
-        return self in (DType.INT8, DType.UINT8, DType.INT32, DType.INT64, DType.INDEX)
+        return self in (DType.INT8, DType.UINT8, DType.INT16, DType.UINT16, DType.INT32, DType.UINT32, DType.INT64,
+                        DType.INDEX)
 
     def int_range(self) -> tuple[int, int]:
         """The smallest and largest value of an integer dtype (a literal outside is refused)."""
@@ -40,8 +46,8 @@ class DType(enum.Enum):
 
     @property
     def np(self) -> np.dtype:
-        """The numpy dtype used to hold values of this type (BF16 is held as float32)."""
-        return np.dtype(_NUMPY[self])
+        """The numpy dtype used to hold values of this type (BF16 is ``ml_dtypes.bfloat16``)."""
+        return _NUMPY[self]
 
     @classmethod
     def parse(cls, text: str) -> DType:
@@ -56,7 +62,10 @@ _ITEMSIZE: dict[DType, int] = {
     DType.BOOL: 1,
     DType.INT8: 1,
     DType.UINT8: 1,
+    DType.INT16: 2,
+    DType.UINT16: 2,
     DType.INT32: 4,
+    DType.UINT32: 4,
     DType.INT64: 8,
     DType.INDEX: 8,
     DType.FP16: 2,
@@ -64,15 +73,18 @@ _ITEMSIZE: dict[DType, int] = {
     DType.FP32: 4,
 }
 
-# BF16 has no numpy type; it is stored widened. Its byte geometry still uses itemsize 2.
-_NUMPY: dict[DType, str] = {
-    DType.BOOL: "bool",
-    DType.INT8: "int8",
-    DType.UINT8: "uint8",
-    DType.INT32: "int32",
-    DType.INT64: "int64",
-    DType.INDEX: "int64",
-    DType.FP16: "float16",
-    DType.BF16: "float32",
-    DType.FP32: "float32",
+# BF16 is a real 2-byte type: ml_dtypes' bfloat16 numpy extension (round-to-nearest-even casts).
+_NUMPY: dict[DType, np.dtype] = {
+    DType.BOOL: np.dtype("bool"),
+    DType.INT8: np.dtype("int8"),
+    DType.UINT8: np.dtype("uint8"),
+    DType.INT16: np.dtype("int16"),
+    DType.UINT16: np.dtype("uint16"),
+    DType.INT32: np.dtype("int32"),
+    DType.UINT32: np.dtype("uint32"),
+    DType.INT64: np.dtype("int64"),
+    DType.INDEX: np.dtype("int64"),
+    DType.FP16: np.dtype("float16"),
+    DType.BF16: BFLOAT16,
+    DType.FP32: np.dtype("float32"),
 }

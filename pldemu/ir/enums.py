@@ -52,6 +52,29 @@ class PadValue(enum.IntEnum):
     min = 2
 
 
+class CastMode(enum.IntEnum):
+    """tile.cast round mode (the tile-op registry's numbering; PTO-ISA RoundMode CAST_*)."""
+
+    None_ = 0  # no rounding: int -> float; float -> int truncates like the C++ cast
+    RINT = 1  # nearest, ties to even
+    ROUND = 2  # nearest, ties away from zero
+    FLOOR = 3
+    CEIL = 4
+    TRUNC = 5
+    ODD = 6  # round to odd (inexact results take the neighbour with an odd last bit)
+
+
+class CmpType(enum.IntEnum):
+    """tile.cmp / tile.cmps comparison (PTO-ISA CmpMode numbering; not EQ/NE/LT/GT/GE/LE)."""
+
+    EQ = 0
+    NE = 1
+    LT = 2
+    LE = 3
+    GT = 4
+    GE = 5
+
+
 ATTR_ENUMS: tuple[type[enum.IntEnum], ...] = (
     NotifyOp,
     WaitCmp,
@@ -61,6 +84,8 @@ ATTR_ENUMS: tuple[type[enum.IntEnum], ...] = (
     Layout,
     AllreduceMode,
     PadValue,
+    CastMode,
+    CmpType,
 )
 
 

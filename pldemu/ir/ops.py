@@ -43,10 +43,29 @@ class Op(enum.Enum):
     TILE_ADDS = "tile.adds"
     TILE_MULS = "tile.muls"
     TILE_CAST = "tile.cast"
+    TILE_CMP = "tile.cmp"
+    TILE_CMPS = "tile.cmps"
+    TILE_SEL = "tile.sel"
+    TILE_SELS = "tile.sels"
+
+    # Tile composites (lowered by LowerCompositeOps: lowering/math.py, lowering/select.py).
+    TILE_SIN = "tile.sin"
+    TILE_COS = "tile.cos"
+    TILE_SELECT = "tile.select"
 
     @property
     def text(self) -> str:
         return self.value
+
+    @property
+    def is_tile_composite(self) -> bool:
+        """True for the tile composites that LowerCompositeOps rewrites (sin, cos, select)."""
+        return self in TILE_COMPOSITES
+
+    @property
+    def is_composite(self) -> bool:
+        """True for every op only LowerCompositeOps can run (collectives and tile composites)."""
+        return self in COLLECTIVES or self in TILE_COMPOSITES
 
     @property
     def is_collective(self) -> bool:
@@ -72,3 +91,5 @@ COLLECTIVES: frozenset[Op] = frozenset(
         Op.ALL_TO_ALL_V,
     }
 )
+
+TILE_COMPOSITES: frozenset[Op] = frozenset({Op.TILE_SIN, Op.TILE_COS, Op.TILE_SELECT})

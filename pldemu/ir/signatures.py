@@ -68,6 +68,7 @@ class Kind(enum.Enum):
     LIST = "list"
     STATIC_LIST = "list of integer literals"
     CTX = "comm context"
+    TILE_OR_SCALAR = "tile or scalar"
 
 
 @dataclass(frozen=True)
@@ -133,6 +134,7 @@ def _check_kind(op: Op, p: Param, a: Arg) -> None:
         Kind.TENSOR_OR_TILE: isinstance(t, (TensorType, TileType)),
         Kind.SCALAR: isinstance(t, ScalarType),
         Kind.CTX: isinstance(t, CommCtxType),
+        Kind.TILE_OR_SCALAR: isinstance(t, (TileType, ScalarType)),
     }[p.kind]
     if not ok:
         raise IRTypeError(op, p.name, f"a {p.kind.value}", describe(t))
@@ -287,13 +289,6 @@ def _deduce_binary_tile(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrVal
     return a
 
 
-def _deduce_cast(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
-    t = _tile(args[0])
-    dtype = attrs["dtype"]
-    assert isinstance(dtype, DType)
-    return TileType(dtype, t.shape, t.valid_shape, t.memory)
-
-
 def _deduce_view(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
     t = _tensor(args[0])
     if t.strides is not None:
@@ -330,13 +325,6 @@ def _deduce_write(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -
     return NONE
 
 
-def _deduce_full(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
-    dtype = attrs["dtype"]
-    assert isinstance(dtype, DType)
-    shape = _static_shape(args[0])
-    return TileType(dtype, shape, None, MemorySpace.Vec)
-
-
 def _deduce_signal_op(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
     sig = _tensor(args[0])
     if sig.dtype != DType.INT32:
@@ -367,6 +355,10 @@ def _sig(params: Sequence[tuple[str, Kind] | tuple[str, Kind, bool]], deduce: De
     ps = tuple(Param(p[0], p[1], bool(p[2]) if len(p) > 2 else False) for p in params)
     return Signature(ps, tuple(attrs), deduce)
 
+
+# The tile-math/select entries live in their own module, which needs the classes above: imported
+# here, once they exist, and merged into the one table below.
+from pldemu.ir.tile_signatures import TILE_SIGNATURES  # noqa: E402
 
 _REDUCE = AttrSpec("op", ReduceOp, ReduceOp.Sum)
 
@@ -410,7 +402,6 @@ SIGNATURES: Mapping[Op, Signature] = MappingProxyType(
         Op.TENSOR_WRITE: _sig([("tensor", T), ("indices", L), ("value", S)], _deduce_write),
         Op.TILE_CREATE: _sig([("shape", SL)], _deduce_create,
                              [AttrSpec("dtype", DType, None), AttrSpec("mem", MemorySpace, MemorySpace.Vec)]),
-        Op.TILE_FULL: _sig([("shape", SL), ("value", S)], _deduce_full, [AttrSpec("dtype", DType, None)]),
         Op.TILE_LOAD: _sig([("tensor", T), ("offsets", L), ("shape", SL), ("valid_shape", L, True)],
                            _deduce_load_like),
         Op.TILE_STORE: _sig([("tile", TL), ("offsets", L), ("tensor", T)], _deduce_store),
@@ -423,7 +414,7 @@ SIGNATURES: Mapping[Op, Signature] = MappingProxyType(
         Op.TILE_MINIMUM: _sig([("lhs", TL), ("rhs", TL)], _deduce_binary_tile),
         Op.TILE_ADDS: _sig([("tile", TL), ("scalar", S)], SameAsArg(0)),
         Op.TILE_MULS: _sig([("tile", TL), ("scalar", S)], SameAsArg(0)),
-        Op.TILE_CAST: _sig([("tile", TL)], _deduce_cast, [AttrSpec("dtype", DType, None)]),
+        **TILE_SIGNATURES,
     }
 )
 

@@ -1,11 +1,14 @@
-"""LowerCompositeOps: rewrite ``pld.tensor.*`` collectives into notify/wait + data-movement recipes.
+"""LowerCompositeOps: rewrite ``pld.tensor.*`` collectives into notify/wait + data-movement recipes,
+and the tile composites (``tile.sin`` / ``tile.cos`` / ``tile.select``) into primitive tile ops.
 
-The pass object ``LowerCompositeOps`` (options as fields, ``apply(program) -> Program``) and its
-statement rewriter live in ``pass_``; one module per collective family writes the recipes; shared
-protocol pieces (context, credit barrier, epilogue, geometry, NR checks) are in ``common``; the
-``op -> rule`` table and the argument roles derived from the signature table in ``rules``; the recipe
-variants (deliberate deviations, for the mutant catalogue) in ``variant``. IR traversal and
-constant / NR evaluation come from the IR package (``pldemu.ir.walk``, ``pldemu.ir.nodes.evaluate``).
+The pass object ``LowerCompositeOps`` (options as fields: the recipe variant and the tile.select
+backend; ``apply(program) -> Program``) and its statement rewriter live in ``pass_``; one module per
+collective or composite family writes the recipes (``math`` for sin/cos, ``select`` for select, with
+the scratch-planning targets in ``backend``); shared protocol pieces (context, credit barrier,
+epilogue, geometry, NR checks) are in ``common``; the ``op -> rule`` table and the argument roles
+derived from the signature table in ``rules``; the recipe variants (deliberate deviations, for the
+mutant catalogue) in ``variant``. IR traversal and constant / NR evaluation come from the IR package
+(``pldemu.ir.walk``, ``pldemu.ir.nodes.evaluate``).
 """
 
 from pldemu.lowering.common import LoweringError

@@ -38,6 +38,7 @@ from pldemu.ir.nodes import (
 from pldemu.ir.ops import Op
 from pldemu.ir.printer import format_expr
 from pldemu.ir.signatures import REDUCE_TILE_OP, describe
+from pldemu.lowering.backend import STANDALONE, Backend
 from pldemu.lowering.variant import CORRECT, RecipeVariant
 
 CHUNK_BYTES = 16 * 1024
@@ -86,6 +87,10 @@ class LoweringContext:
     variant: RecipeVariant = CORRECT
     """The recipe variant of the pass (``LowerCompositeOps.variant``): the specified recipe unless a
     mutant is being built."""
+    target: str = ""
+    """Name of the variable the call is assigned to ("" when evaluated for effect): temporaries' base."""
+    backend: Backend = STANDALONE
+    """The target whose scratch plans and dtype gates the tile.select rule follows (``LowerCompositeOps.backend``)."""
 
     def root(self, var: Var) -> frozenset[str]:
         """The buffers ``var`` may denote (itself when it is a buffer or an unknown parameter)."""
@@ -113,6 +118,8 @@ class Lowered:
     """Chunk (subchunk) count of the data phase, in terms of NR; None when the recipe is not chunked."""
     stage: tuple[int, ...] | None = None
     """Physical shape of the VEC stage tile, if the recipe allocates one."""
+    note: str | None = None
+    """What a tile composite became (e.g. "TSELS, scratch fp32[1, 128]"); replaces the barrier facts."""
 
 
 Rule = Callable[[Call, FunctionBuilder, LoweringContext], Lowered]

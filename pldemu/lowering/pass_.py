@@ -1,4 +1,4 @@
-"""LowerCompositeOps: rewrite every ``pld.tensor.*`` collective call into its primitive recipe.
+"""LowerCompositeOps: rewrite every ``pld.tensor.*`` collective and tile composite call into its recipe.
 
 The pass is an object, ``LowerCompositeOps``, whose options are its fields (the recipe ``variant``)
 and whose ``apply(program) -> Program`` runs it (xDSL's ``ModulePass`` shape);
@@ -9,6 +9,10 @@ by the rule's statements followed by ``Assign(original LHS, result)``, so later 
 name. Nested for/while/if bodies are rewritten in place. A program without collectives comes back
 as the very same object, and since no rule emits a listed op the pass is idempotent. Every "find
 the calls" question goes through the IR walker (``pldemu.ir.walk``).
+
+``backend`` (default standalone) is the target whose scratch plans the tile.select rule follows
+(``lowering.backend``); a rule's temporaries are named from the call's target through the function
+builder's one temporary counter.
 
 ``variant`` (default: the recipes as specified) selects a deliberately broken recipe for the mutant
 catalogue (``pldemu.mutants``); the pass puts it in every rule's ``LoweringContext``, from which
@@ -48,6 +52,7 @@ from pldemu.ir.ops import Op
 from pldemu.ir.printer import format_attr, format_expr
 from pldemu.ir.signatures import make_call
 from pldemu.ir.walk import expr_calls, function_calls, program_calls, walk_calls, walk_stmts
+from pldemu.lowering.backend import STANDALONE, Backend
 from pldemu.lowering.common import Lowered, LoweringContext, LoweringError, show_nr
 from pldemu.lowering.rules import ARGS, RULES
 from pldemu.lowering.variant import CORRECT, RecipeVariant
@@ -73,13 +78,15 @@ class CallReport:
         attrs = " ".join(f"{k}={format_attr(v)}" for k, v in self.call.attrs)
         kinds = ", ".join(f"{name} x{count}" for name, count in self.emitted)
         lw = self.lowered
+        head = f"{self.call.op.text}" + (f" [{attrs}]" if attrs else "")
+        at = self.where.split(": ", 1)[0]
+        if lw.note is not None:  # a tile composite: what it became instead of barrier facts
+            return f"{head} at {at}: {lw.note}; {kinds}"
         barriers = f"barriers/cell {show_nr(lw.credits, nranks)}"
         if lw.rows is not None:
             barriers += f" on each of {show_nr(lw.rows, nranks)} rows"
         chunks = f"chunks {show_nr(lw.chunks, nranks)}" if lw.chunks is not None else "chunks -"
         stage = f"stage {list(lw.stage)}" if lw.stage is not None else "stage -"
-        head = f"{self.call.op.text}" + (f" [{attrs}]" if attrs else "")
-        at = self.where.split(": ", 1)[0]
         return f"{head} at {at}: {kinds}; {barriers}; {chunks}; {stage}"
 
 
@@ -106,10 +113,14 @@ class LowerCompositeOps:
 
     variant: RecipeVariant = CORRECT
     """The recipe variant every rule emits (``RecipeVariant()``: the specified recipes)."""
+    backend: Backend = STANDALONE
+    """The target whose scratch plans and dtype gates the tile.select rule follows."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.variant, RecipeVariant):
             raise TypeError(f"variant must be a RecipeVariant, got {self.variant!r}")
+        if not isinstance(self.backend, Backend):
+            raise TypeError(f"backend must be a Backend, got {self.backend!r}")
 
     def apply(self, program: Program) -> Program:
         """Lower every collective of every function (see the module docstring)."""
@@ -135,14 +146,16 @@ class LowerCompositeOps:
         return LoweringReport(lowered, tuple(reports))
 
 
-def lower_composite_ops(program: Program, *, variant: RecipeVariant = CORRECT) -> Program:
-    """``LowerCompositeOps(variant).apply(program)``: the entry point most callers use."""
-    return LowerCompositeOps(variant).apply(program)
+def lower_composite_ops(program: Program, *, variant: RecipeVariant = CORRECT,
+                        backend: Backend = STANDALONE) -> Program:
+    """``LowerCompositeOps(variant, backend).apply(program)``: the entry point most callers use."""
+    return LowerCompositeOps(variant, backend).apply(program)
 
 
-def lower_composite_ops_with_report(program: Program, *, variant: RecipeVariant = CORRECT) -> LoweringReport:
-    """``LowerCompositeOps(variant).apply_with_report(program)``."""
-    return LowerCompositeOps(variant).apply_with_report(program)
+def lower_composite_ops_with_report(program: Program, *, variant: RecipeVariant = CORRECT,
+                                    backend: Backend = STANDALONE) -> LoweringReport:
+    """``LowerCompositeOps(variant, backend).apply_with_report(program)``."""
+    return LowerCompositeOps(variant, backend).apply_with_report(program)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -212,6 +225,8 @@ def _check_signal_conventions(program: Program, roots: Mapping[str, Mapping[str,
     first: dict[tuple[str, bool], str] = {}
     for f in program.functions:
         for call in _collective_calls(f):
+            if not call.op.is_collective:
+                continue
             sig = call.args[ARGS[call.op].signal]
             if not isinstance(sig, Var):
                 continue
@@ -321,7 +336,9 @@ class _FunctionLowering:
 
     def lower(self, call: Call, s: Stmt) -> Expr:
         where = self.where(s)
-        ctx = LoweringContext(self.program, call.op, where, self.roots, self.options.variant)
+        target = s.var.name if isinstance(s, Assign) else ""
+        ctx = LoweringContext(self.program, call.op, where, self.roots, self.options.variant, target,
+                              self.options.backend)
         rule = RULES[call.op]
         with self.fb.block() as emitted:
             lowered = rule(call, self.fb, ctx)

@@ -18,7 +18,9 @@ from pldemu.lowering.allreduce import lower_allreduce
 from pldemu.lowering.barrier import lower_barrier
 from pldemu.lowering.broadcast import lower_broadcast
 from pldemu.lowering.common import Rule
+from pldemu.lowering.math import lower_tile_cos, lower_tile_sin
 from pldemu.lowering.reduce_scatter import lower_reduce_scatter
+from pldemu.lowering.select import lower_tile_select
 
 RULES: MappingProxyType[Op, Rule] = MappingProxyType(
     {
@@ -29,6 +31,9 @@ RULES: MappingProxyType[Op, Rule] = MappingProxyType(
         Op.BARRIER: lower_barrier,
         Op.ALL_TO_ALL: lower_all_to_all,
         Op.ALL_TO_ALL_V: lower_all_to_all_v,
+        Op.TILE_SIN: lower_tile_sin,
+        Op.TILE_COS: lower_tile_cos,
+        Op.TILE_SELECT: lower_tile_select,
     }
 )
 """A call whose op is listed is rewritten; anything else passes through unchanged. No rule emits a
@@ -52,7 +57,8 @@ class CollectiveArgs:
         return CollectiveArgs(result=sig.deduce.index, signal=[p.name for p in sig.params].index("signal"))
 
 
-ARGS: MappingProxyType[Op, CollectiveArgs] = MappingProxyType({op: CollectiveArgs.of(op) for op in RULES})
+ARGS: MappingProxyType[Op, CollectiveArgs] = MappingProxyType(
+    {op: CollectiveArgs.of(op) for op in RULES if op.is_collective})
 """Used before lowering to follow buffer aliases and to check signal conventions program-wide; derived
 from ``SIGNATURES`` so the two cannot disagree."""
 

@@ -318,8 +318,9 @@ class FunctionCompiler:
 
     def _call(self, call: Call, loc: Location) -> Getter:
         op = call.op
-        if op.is_collective:
-            raise ProgramError(f"{op.text} is a composite collective: lower the program first "
+        if op.is_composite:
+            what = "collective" if op.is_collective else "tile op"
+            raise ProgramError(f"{op.text} is a composite {what}: lower the program first "
                                f"(pldemu.lowering.lower_composite_ops) before running it", str(loc))
         handler = self.m.overrides.get(op) or HANDLERS[op]
         site = self._site(call, loc)

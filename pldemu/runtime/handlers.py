@@ -21,13 +21,16 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from pldemu import windows
 from pldemu.ir import AtomicType, BufferKind, Call, DType, NotifyOp, Op, PadValue, WaitCmp
+from pldemu.npdtypes import is_float_dtype
 from pldemu.runtime.errors import ProgramError
 from pldemu.runtime.machine import Machine
 from pldemu.runtime.sites import CallSite
+from pldemu.runtime.tile_handlers import TILE_HANDLERS
 from pldemu.runtime.transfer import describe, plan_get, plan_put, remote_load_extent, window_of
 from pldemu.runtime.values import (
     Shape,
@@ -180,11 +183,6 @@ def _create(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
     return Tile(m.poison.array(shape, site.attrs["dtype"]), shape)
 
 
-def _full(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
-    shape: Shape = args[0]
-    return Tile(np.full(shape, args[1], site.attrs["dtype"]), shape)
-
-
 def _load(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
     t: TensorRef = args[0]
     shape: Shape = args[2]
@@ -213,8 +211,8 @@ def _set_validshape(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
 def _pad_value(pad: PadValue, dtype: np.dtype[Any]) -> Any:
     if pad is PadValue.zero:
         return 0
-    if dtype.kind == "f":
-        info: Any = np.finfo(dtype)
+    if is_float_dtype(dtype):
+        info: Any = ml_dtypes.finfo(dtype)
     elif dtype.kind in "iu":
         info = np.iinfo(dtype)
     else:
@@ -253,11 +251,6 @@ def _scalar(ufunc: np.ufunc) -> Handler:
     return handler
 
 
-def _cast(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
-    tile: Tile = args[0]
-    return Tile(tile.data.astype(site.attrs["dtype"]), tile.valid)
-
-
 HANDLERS: Mapping[Op, Handler] = MappingProxyType(
     {
         Op.PUT: _put,
@@ -272,7 +265,6 @@ HANDLERS: Mapping[Op, Handler] = MappingProxyType(
         Op.TENSOR_READ: _read,
         Op.TENSOR_WRITE: _write,
         Op.TILE_CREATE: _create,
-        Op.TILE_FULL: _full,
         Op.TILE_LOAD: _load,
         Op.TILE_STORE: _store,
         Op.TILE_SET_VALIDSHAPE: _set_validshape,
@@ -284,13 +276,13 @@ HANDLERS: Mapping[Op, Handler] = MappingProxyType(
         Op.TILE_MINIMUM: _binary(np.minimum),
         Op.TILE_ADDS: _scalar(np.add),
         Op.TILE_MULS: _scalar(np.multiply),
-        Op.TILE_CAST: _cast,
+        **TILE_HANDLERS,
     }
 )
 """The one dispatch table: every non-collective op; collectives must be lowered before running."""
 
-_missing = sorted(op.text for op in Op if not op.is_collective and op not in HANDLERS)
-_collective = sorted(op.text for op in HANDLERS if op.is_collective)
+_missing = sorted(op.text for op in Op if not op.is_composite and op not in HANDLERS)
+_collective = sorted(op.text for op in HANDLERS if op.is_composite)
 if _missing or _collective:  # pragma: no cover - import-time completeness check
     raise RuntimeError(f"runtime handler table: missing {_missing}, collectives that must not run {_collective}")
 

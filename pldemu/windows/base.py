@@ -53,6 +53,7 @@ from mpi4py import MPI
 
 from pldemu.ir.enums import NotifyOp, WaitCmp
 from pldemu.mpi import DEFAULT_POLICY, Backoff, PollPolicy
+from pldemu.npdtypes import is_float_dtype
 
 BackendName = Literal["shared", "rma"]
 """Name of a concrete back end."""
@@ -174,7 +175,7 @@ def poison_value(dtype: np.dtype[Any]) -> Any:
 
     Signal windows are not poisoned: the notify protocol needs them zeroed.
     """
-    if dtype.kind == "f":
+    if is_float_dtype(dtype):
         return np.nan
     if dtype.kind == "c":
         return complex(np.nan, np.nan)

@@ -181,14 +181,40 @@ def control_flow() -> Program:
     return Program(kernel.name, kernel.buffers, (*kernel.functions, hb.build()), "kernel", None)
 
 
+def tile_math() -> Program:
+    """The tile composites and the primitives they lower to: every cast mode, every cmp type, each
+    select route, tile.sel / tile.sels with their scratch, a narrowed tile.full."""
+    pb = ProgramBuilder("tile_math")
+    src = pb.local("src", "fp32", [16, 128])
+    fb = pb.function("main")
+    pld = fb.pld
+    x = pld.tile.load(src, [0, 0], [16, 128], valid_shape=[11, 100], hint="x")
+    s = pld.tile.sin(x, hint="s")
+    c = pld.tile.cos(x, hint="c")
+    for mode in ("None", "RINT", "ROUND", "FLOOR", "CEIL", "TRUNC", "ODD"):
+        pld.tile.cast(s, "int32", mode=mode, hint="k")
+    pld.tile.cast(c, "bf16", mode="RINT", hint="b")
+    masks = [pld.tile.cmps(s, 0.0, cmp, hint="m") for cmp in ("EQ", "NE", "LT", "LE", "GT")]
+    ge = pld.tile.cmp(s, c, "GE", hint="ge")
+    pld.tile.select(ge, s, c, hint="tt")
+    pld.tile.select(masks[0], s, -3.0, hint="ts")
+    pld.tile.select(masks[1], 7.0, s, hint="st")
+    tmp = pld.tile.create([1, 32], "uint8", hint="tmp")
+    pld.tile.sel(ge, s, c, tmp, hint="sel")
+    pld.tile.sels(ge, s, tmp, 0.0, hint="sels")
+    pld.tile.full([16, 128], 0.0, "fp32", hint="narrow", valid_shape=[11, 100])
+    return pb.build()
+
+
 def all_programs() -> list[Program]:
-    return [collectives(), primitives(), control_flow()]
+    return [collectives(), primitives(), control_flow(), tile_math()]
 
 
 CORPUS: dict[str, Callable[[], Program]] = {
     "collectives": collectives,
     "primitives": primitives,
     "control_flow": control_flow,
+    "tile_math": tile_math,
 }
 
 

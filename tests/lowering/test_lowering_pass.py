@@ -24,7 +24,7 @@ from pldemu.ir import (
     verify,
 )
 from pldemu.ir.nodes import Const
-from pldemu.ir.ops import Op
+from pldemu.ir.ops import TILE_COMPOSITES, Op
 from pldemu.ir.signatures import SIGNATURES
 from pldemu.lowering import (
     RULES,
@@ -41,7 +41,7 @@ ALL_SPECS = [s for size in (17, 4097, 65537) for dt in (DType.FP32, DType.FP16) 
 
 def test_dispatch_table_is_immutable_and_complete() -> None:
     assert isinstance(RULES, MappingProxyType)
-    assert set(RULES) == set(COLLECTIVES)
+    assert set(RULES) == set(COLLECTIVES) | TILE_COMPOSITES
     assert all(callable(rule) and rule.__name__ == f"lower_{op.name.lower()}" for op, rule in RULES.items())
     with pytest.raises(TypeError):
         RULES[Op.TILE_ADD] = RULES[Op.BARRIER]  # type: ignore[index]

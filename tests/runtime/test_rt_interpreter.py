@@ -28,7 +28,7 @@ from pldemu.runtime.values import Tile
 
 def test_handler_table_covers_every_primitive_and_no_collective() -> None:
     assert isinstance(HANDLERS, MappingProxyType)
-    assert set(HANDLERS) == {op for op in Op if not op.is_collective}
+    assert set(HANDLERS) == {op for op in Op if not op.is_composite}
 
 
 # -- tiles ---------------------------------------------------------------------------------------

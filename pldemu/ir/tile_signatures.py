@@ -1,0 +1,263 @@
+"""Signatures of the tile-math and select ops (sin, cos, cast, cmp/cmps, select, sel/sels).
+
+Merged into the one table ``pldemu.ir.signatures.SIGNATURES``; this module only holds their deducers
+and the facts they share with the lowering (the packed predicate mask, the TSELS dtype contract).
+Imported by ``signatures`` after its base classes exist, so it may use them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from pldemu.ir.dtypes import DType
+from pldemu.ir.enums import CastMode, CmpType, MemorySpace
+from pldemu.ir.nodes import (
+    Arg,
+    AttrValue,
+    Const,
+    Expr,
+    ListExpr,
+    ScalarType,
+    TileType,
+    Type,
+    ceildiv,
+    static_int,
+)
+from pldemu.ir.ops import Op
+from pldemu.ir.printer import format_dims
+from pldemu.ir.signatures import AttrSpec, Deducer, IRTypeError, Kind, Param, Signature, describe
+
+MASK_COL_ALIGN = 32
+"""Packed predicate mask rows are padded to 32 bytes (kA2A3PredicateColAlignment)."""
+
+SELS_MASK_DTYPES = frozenset({DType.INT8, DType.UINT8, DType.INT16, DType.UINT16, DType.INT32, DType.UINT32})
+SELS_SRC_DTYPES = frozenset(SELS_MASK_DTYPES | {DType.FP16, DType.FP32})
+"""Element types tile.sels (TSELS) has a form for on any target: no BF16."""
+
+_SELS_SCALAR = {DType.UINT8: DType.INT8, DType.UINT16: DType.INT16, DType.UINT32: DType.INT32}
+
+
+class TileTypeError(IRTypeError):
+    """A tile-op refusal whose message is a sentence of its own (the reference's deducer messages)."""
+
+    def __init__(self, op: Op, arg: str, message: str) -> None:
+        ValueError.__init__(self, f"{op.text} {message}")
+        self.op, self.arg, self.expected = op, arg, message
+
+
+def sels_scalar_dtype(src: DType) -> DType:
+    """The scalar dtype TSELS pairs with a source dtype (unsigned sources take the signed scalar)."""
+    return _SELS_SCALAR.get(src, src)
+
+
+def _tile(a: Arg) -> TileType:
+    assert not isinstance(a, ListExpr) and isinstance(a.type, TileType)
+    return a.type
+
+
+def _canonical_valid(shape: tuple[int, ...], valid: Sequence[Expr]) -> tuple[Expr, ...] | None:
+    items = tuple(valid)
+    return None if tuple(static_int(v) for v in items) == shape else items
+
+
+def valid_of(t: TileType) -> tuple[Expr, ...]:
+    """The valid extents of a tile type, fully valid written out as literals."""
+    return t.valid_shape if t.valid_shape is not None else tuple(Const(d) for d in t.shape)
+
+
+def mask_type(t: TileType) -> TileType:
+    """The packed predicate mask for results shaped like ``t``: UINT8 [.., roundup(ceil(N/8), 32)],
+    valid last dim ceil(valid_N/8), bit b of byte w = element 8w+b (LSB-first)."""
+    carrier_bytes = -(-t.shape[-1] // 8)
+    shape = (*t.shape[:-1], -(-carrier_bytes // MASK_COL_ALIGN) * MASK_COL_ALIGN)
+    valid = valid_of(t)
+    mvalid = (*valid[:-1], ceildiv(valid[-1], 8))
+    return TileType(DType.UINT8, shape, _canonical_valid(shape, mvalid), t.memory)
+
+
+def _same_valid(a: TileType, b: TileType) -> bool:
+    return valid_of(a) == valid_of(b)
+
+
+def _dims(t: TileType) -> str:
+    return str(list(t.shape))
+
+
+def _valid_text(t: TileType) -> str:
+    return format_dims(valid_of(t))
+
+
+# ----------------------------------------------------------------------------------------------
+# Deducers
+# ----------------------------------------------------------------------------------------------
+
+
+def deduce_fp32_only(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+    """DeduceTileFP32OnlyType: the unary result of an FP32 tile; any other dtype is refused."""
+    t = _tile(args[0])
+    if t.dtype is not DType.FP32:
+        raise TileTypeError(op, "tile", f"is FP32-only, but got input with dtype {t.dtype.value.upper()}. "
+                            f"Cast the input to FP32 explicitly via tile.cast(tile, dtype=fp32) before "
+                            f"applying {op.text}.")
+    return t
+
+
+def deduce_cast(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+    t = _tile(args[0])
+    dtype = attrs["dtype"]
+    assert isinstance(dtype, DType)
+    if dtype is t.dtype:
+        raise TileTypeError(op, "dtype", f"from {dtype.value} to {dtype.value}: a same-dtype cast is not a "
+                            "valid operation")
+    return TileType(dtype, t.shape, t.valid_shape, t.memory)
+
+
+def deduce_cmp(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+    """tile.cmp / tile.cmps: the packed predicate mask of the lhs geometry."""
+    lhs = _tile(args[0])
+    rhs = args[1]
+    assert not isinstance(rhs, ListExpr)
+    if isinstance(rhs.type, TileType) and (rhs.type.shape != lhs.shape or rhs.type.dtype != lhs.dtype):
+        raise IRTypeError(op, "rhs", f"a tile {lhs.dtype.value}{_dims(lhs)} like lhs", describe(rhs.type))
+    if lhs.dtype is DType.BOOL:
+        raise IRTypeError(op, "lhs", "a numeric tile", describe(lhs))
+    return mask_type(lhs)
+
+
+def _branch(a: Arg) -> TileType | None:
+    assert not isinstance(a, ListExpr)
+    return a.type if isinstance(a.type, TileType) else None
+
+
+def deduce_select(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+    """DeduceTileSelectType (see the module docstring of lowering/select.py for the routes)."""
+    cond, on_true, on_false = args
+    t, f = _branch(on_true), _branch(on_false)
+    if t is None and f is None:
+        raise TileTypeError(op, "on_true", "requires at least one of on_true/on_false to be a TileType, but "
+                            "both are scalars -- there is no shape to select into")
+    if t is not None and f is not None:
+        _check_tile_branches(op, t, f)
+    for name, a in (("on_true", on_true), ("on_false", on_false)):
+        assert not isinstance(a, ListExpr)
+        if _branch(a) is None and not isinstance(a, Const):
+            raise TileTypeError(op, name, f"requires the scalar {name} branch to be a compile-time constant, but "
+                                f"got {describe(a.type)}; tile.full (the only scalar broadcast) takes a literal")
+    result = t if t is not None else f
+    assert result is not None
+    model = mask_type(result)
+    c = _tile(cond)
+    if c.dtype is not DType.UINT8 or c.shape != model.shape or valid_of(c) != valid_of(model):
+        raise TileTypeError(op, "cond", f"requires cond to be the packed predicate mask for this result: "
+                            f"{_dims(model)} UINT8 with valid_shape {_valid_text(model)}, as produced by "
+                            f"tile.cmp/tile.cmps; but got {c.dtype.value.upper()}{_dims(c)} valid "
+                            f"{_valid_text(c)}. For a 0/1 value tile, compare it first: "
+                            "tile.cmps(value, 0, cmp_type=NE)")
+    return result
+
+
+def _check_tile_branches(op: Op, t: TileType, f: TileType) -> None:
+    if t.shape != f.shape:
+        raise TileTypeError(op, "on_false", f"requires on_true and on_false to have the same shape, but got "
+                            f"{_dims(t)} and {_dims(f)}; broadcast the narrower operand explicitly (tile.full "
+                            "or a full-shape tile.load) first")
+    if not _same_valid(t, f):
+        raise TileTypeError(op, "on_false", f"requires on_true and on_false to have the same valid extents, "
+                            f"but got {_valid_text(t)} and {_valid_text(f)}; narrow both explicitly "
+                            "(tile.set_validshape) first")
+    if t.dtype is not f.dtype:
+        raise TileTypeError(op, "on_false", f"requires on_true and on_false to have the same dtype, but got "
+                            f"{t.dtype.value} and {f.dtype.value}; cast one branch first (tile.cast)")
+
+
+def deduce_sel(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+    """tile.sel(mask, lhs, rhs, tmp) = TSEL: lhs and rhs alike; the result is lhs (its valid extents)."""
+    lhs, rhs = _tile(args[1]), _tile(args[2])
+    if lhs.shape != rhs.shape or lhs.dtype != rhs.dtype:
+        raise IRTypeError(op, "rhs", f"a tile {lhs.dtype.value}{_dims(lhs)} like lhs", describe(rhs))
+    _check_mask_covers(op, _tile(args[0]), lhs)
+    return lhs
+
+
+def _check_mask_covers(op: Op, mask: TileType, src: TileType) -> None:
+    if mask.dtype not in SELS_MASK_DTYPES:
+        raise IRTypeError(op, "mask", "an integer mask tile", describe(mask))
+    m_valid, s_valid = valid_of(mask), valid_of(src)
+    rows_m, rows_s = static_int(m_valid[0]), static_int(s_valid[0])
+    if rows_m is not None and rows_s is not None and len(src.shape) > 1 and rows_s > rows_m:
+        raise IRTypeError(op, "mask", f"at least {rows_s} valid rows (the source's)", str(rows_m))
+    cols_m, cols_s = static_int(m_valid[-1]), static_int(s_valid[-1])
+    if cols_m is not None and cols_s is not None and -(-cols_s // 8) > cols_m * mask.dtype.itemsize:
+        raise IRTypeError(op, "mask", f"{-(-cols_s // 8)} valid bytes per row (one bit per source column)",
+                          str(cols_m * mask.dtype.itemsize))
+
+
+def deduce_sels(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+    """tile.sels(mask, src, tmp, scalar) = TSELS: dst = mask ? src : scalar (rank 2, no BF16)."""
+    mask, src, tmp = _tile(args[0]), _tile(args[1]), _tile(args[2])
+    scalar = args[3]
+    assert not isinstance(scalar, ListExpr) and isinstance(scalar.type, ScalarType)
+    for name, t in (("mask", mask), ("src", src), ("tmp", tmp)):
+        if len(t.shape) != 2:
+            raise IRTypeError(op, name, "a rank-2 tile", describe(t))
+    if src.dtype not in SELS_SRC_DTYPES:
+        legal = ", ".join(sorted(d.value for d in SELS_SRC_DTYPES))
+        raise IRTypeError(op, "src", f"a tile of {legal} (TSELS has no {src.dtype.value} form)", describe(src))
+    want = sels_scalar_dtype(src.dtype)
+    if scalar.type.dtype is not want:
+        raise IRTypeError(op, "scalar", f"a {want.value} scalar (paired with a {src.dtype.value} source)",
+                          describe(scalar.type))
+    _check_mask_covers(op, mask, src)
+    return src
+
+
+def deduce_full(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+    """tile.full(shape, value[, valid_shape]): valid_shape narrows the view only (select's re-typing)."""
+    dtype = attrs["dtype"]
+    assert isinstance(dtype, DType)
+    assert isinstance(args[0], ListExpr)
+    shape = tuple(static_int(i) or 0 for i in args[0].items)
+    if any(s <= 0 for s in shape):
+        raise IRTypeError(op, "shape", "positive extents", str(list(shape)))
+    valid = None
+    if len(args) > 2:
+        assert isinstance(args[2], ListExpr)
+        if len(args[2].items) != len(shape):
+            raise IRTypeError(op, "valid_shape", f"a list of {len(shape)} entries")
+        valid = _canonical_valid(shape, args[2].items)
+    return TileType(dtype, shape, valid, MemorySpace.Vec)
+
+
+def _sig(params: Sequence[tuple[str, Kind] | tuple[str, Kind, bool]], deduce: Deducer,
+         attrs: Sequence[AttrSpec] = ()) -> Signature:
+    ps = tuple(Param(p[0], p[1], bool(p[2]) if len(p) > 2 else False) for p in params)
+    return Signature(ps, tuple(attrs), deduce)
+
+
+TL, S, L, SL, TS = Kind.TILE, Kind.SCALAR, Kind.LIST, Kind.STATIC_LIST, Kind.TILE_OR_SCALAR
+_CMP = AttrSpec("cmp_type", CmpType, None)
+
+TILE_SIGNATURES: Mapping[Op, Signature] = {
+    Op.TILE_SIN: _sig([("tile", TL)], deduce_fp32_only),
+    Op.TILE_COS: _sig([("tile", TL)], deduce_fp32_only),
+    Op.TILE_CAST: _sig([("tile", TL)], deduce_cast,
+                      [AttrSpec("dtype", DType, None), AttrSpec("mode", CastMode, CastMode.None_)]),
+    Op.TILE_CMP: _sig([("lhs", TL), ("rhs", TL)], deduce_cmp, [_CMP]),
+    Op.TILE_CMPS: _sig([("lhs", TL), ("rhs", S)], deduce_cmp, [_CMP]),
+    Op.TILE_SELECT: _sig([("cond", TL), ("on_true", TS), ("on_false", TS)], deduce_select),
+    Op.TILE_SEL: _sig([("mask", TL), ("lhs", TL), ("rhs", TL), ("tmp", TL)], deduce_sel),
+    Op.TILE_SELS: _sig([("mask", TL), ("src", TL), ("tmp", TL), ("scalar", S)], deduce_sels),
+    Op.TILE_FULL: _sig([("shape", SL), ("value", S), ("valid_shape", L, True)], deduce_full,
+                      [AttrSpec("dtype", DType, None)]),
+}
+"""Entries of the one signature table (merged there; tile.cast and tile.full replace older forms)."""
+
+__all__ = [
+    "MASK_COL_ALIGN",
+    "SELS_SRC_DTYPES",
+    "TILE_SIGNATURES",
+    "TileTypeError",
+    "mask_type",
+    "sels_scalar_dtype",
+    "valid_of",
+]

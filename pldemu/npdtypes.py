@@ -1,0 +1,22 @@
+"""NumPy-level facts about the element types pldemu stores, shared by the IR, windows and runtime.
+
+BF16 is ``ml_dtypes.bfloat16``: a real 2-byte numpy extension type (kind 'V', not 'f'), so "is this a
+float array" must be asked here rather than through ``dtype.kind``. No MPI, no IR imports.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+BFLOAT16: np.dtype[Any] = np.dtype(ml_dtypes.bfloat16)
+
+
+def is_float_dtype(dtype: np.dtype[Any]) -> bool:
+    """True for numpy's float types and ``ml_dtypes.bfloat16``."""
+    return dtype.kind == "f" or dtype == BFLOAT16
+
+
+__all__ = ["BFLOAT16", "is_float_dtype"]
