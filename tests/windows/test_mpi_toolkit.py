@@ -6,8 +6,8 @@ import time
 
 import numpy as np
 import pytest
+from helpers import agree
 from mpi4py import MPI
-from windows_helpers import agree
 
 from pldemu.mpi import Backoff, BoundedComm, PollPolicy, complete
 

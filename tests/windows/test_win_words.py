@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import agree
 from mpi4py import MPI
-from windows_helpers import agree
 
 from pldemu.windows import WindowAccessError, allocate_window, mpi_window
 
