@@ -24,7 +24,8 @@ mutant aborts its job, so one job each), with the mutant's recommended iteration
 
 Exit codes: 0 no failure (``--all-mutants``: every mutant caught with an expected kind and every
 control passed); 1 a failure was found (``--all-mutants``: a mutant survived or was caught only by an
-unexpected kind, or a control failed); 2 bad arguments; 3 a deadlock, crash or job timeout.
+unexpected kind, or a control failed); 2 bad arguments; 3 a deadlock or crash; 124 the job outlived
+``--job-timeout`` while still progressing (reported with the iterations it completed, not as a deadlock).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from typing import Any
 from pldemu.cli import common
 from pldemu.cli.argtypes import positive_int
 from pldemu.cli.collective_args import FLAGS, add_collective_arguments, collective_argv, flag
-from pldemu.cli.common import EXIT_ERROR, EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError
+from pldemu.cli.common import EXIT_ERROR, EXIT_FAIL, EXIT_JOB_TIMEOUT, EXIT_OK, EXIT_USAGE, UsageError
 from pldemu.collectives import COLLECTIVE_NAMES
 from pldemu.runtime.options import RuntimeOptions
 
@@ -307,6 +308,8 @@ def run(args: argparse.Namespace) -> int:
     print(outcome.describe(), flush=True)
     if outcome.caught:
         print(f"# replay: {replay}", flush=True)
+    if outcome.kind == "timeout":
+        return EXIT_JOB_TIMEOUT
     if outcome.kind in ("deadlock", "error"):
         return EXIT_ERROR
     return EXIT_FOUND if outcome.caught else EXIT_OK
@@ -320,7 +323,7 @@ def _spawn_one(args: argparse.Namespace, ranks: int, argv: list[str], job_timeou
                log: Any) -> tuple[Any, int]:
     """Run one stress job; return its outcome (None if it left none) and exit code."""
     from pldemu.runtime.launch import TIMED_OUT, pldemu_argv, run_job
-    from pldemu.runtime.stress import StressOutcome, read_outcome
+    from pldemu.runtime.outcome import StressOutcome, read_outcome, read_progress
 
     with tempfile.TemporaryDirectory(prefix="pldemu-stress-") as tmp:
         path = str(Path(tmp) / "outcome.json")
@@ -328,8 +331,12 @@ def _spawn_one(args: argparse.Namespace, ranks: int, argv: list[str], job_timeou
         rc = run_job(ranks, pldemu_argv([*argv, "--result-file", path]), job_timeout, stdout=log, stderr=log)
         outcome = read_outcome(path)
         if outcome is None and rc == TIMED_OUT:
-            outcome = StressOutcome("deadlock", None, 0, -1, f"the job outlived its {job_timeout:g} s timeout",
-                                    time.monotonic() - start)
+            # No rank reported a deadlock (each wait has its own deadline): the run was slow, not stuck.
+            done = read_progress(path)
+            outcome = StressOutcome("timeout", None, done, -1,
+                                    f"the job outlived --job-timeout {job_timeout:g} s after {done} completed "
+                                    "iterations, with no failure and no wait past its deadline; give it more time "
+                                    "or fewer --iters", time.monotonic() - start)
     return outcome, rc
 
 

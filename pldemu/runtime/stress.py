@@ -35,13 +35,10 @@ the lowest stuck rank writes first and the others wait a moment, so its report w
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from mpi4py import MPI
@@ -53,100 +50,22 @@ from pldemu.runtime.errors import DeadlockError
 from pldemu.runtime.harness import Failure
 from pldemu.runtime.launch import abort_job
 from pldemu.runtime.options import RuntimeOptions
+from pldemu.runtime.outcome import (
+    KIND_ORDER,
+    PRIORITY,
+    StressOutcome,
+    read_outcome,
+    write_outcome,
+    write_progress,
+)
 from pldemu.runtime.repeat import RepeatResult, run_program_iterations
 
-PRIORITY = ("invariant", "race", "wrong-data")
-"""The kind reported when a block showed several (root cause first; see the module docstring)."""
-
-KIND_ORDER = (*PRIORITY, "deadlock", "error")
-"""Every kind an outcome can have."""
-
 PROGRESS_EVERY = 2.0
-"""Seconds between progress lines."""
+"""Seconds between progress lines (and progress-file updates)."""
 
 NON_PRIMARY_GRACE = 1.0
 """Seconds a deadlocked rank that is not the one printing the report waits before aborting the job,
 so that the reporting rank's result file is the one written."""
-
-
-@dataclass(frozen=True)
-class StressOutcome:
-    """What a stress run found (the JSON result of a job)."""
-
-    kind: str | None
-    """None: no failure in ``iterations`` iterations; else one of :data:`KIND_ORDER`."""
-    iteration: int | None
-    """0-based iteration of the first failure (None: no failure, or not known)."""
-    iterations: int
-    """Iterations run (for a deadlock: the one that hung, plus one)."""
-    rank: int
-    """The rank whose report this is (-1: every rank)."""
-    detail: str
-    seconds: float
-    replay: str = ""
-    primary: bool = True
-    """False for a deadlocked rank that did not print the wait-for report."""
-    first_iteration: int | None = None
-    """The first iteration in which anything failed (None: as ``iteration``)."""
-    seen: tuple[str, ...] = ()
-    """Every kind seen, as ``kind@iteration``, in :data:`KIND_ORDER`."""
-
-    @property
-    def caught(self) -> bool:
-        return self.kind is not None
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self))
-
-    @classmethod
-    def from_json(cls, text: str) -> StressOutcome:
-        data: dict[str, Any] = json.loads(text)
-        data["seen"] = tuple(data.get("seen", ()))
-        return cls(**data)
-
-    @property
-    def caught_at(self) -> int | None:
-        """The first iteration anything failed in (0-based), or None."""
-        if self.first_iteration is not None and self.first_iteration >= 0:
-            return self.first_iteration
-        return self.iteration if self.iteration is not None and self.iteration >= 0 else None
-
-    def describe(self) -> str:
-        """The lines printed for this outcome (kind, iteration, detail), without the replay line."""
-        if self.kind is None:
-            return f"# no failure in {self.iterations} iterations ({self.seconds:.1f} s)"
-        at = f"iteration {self.iteration}" if self.iteration is not None and self.iteration >= 0 else "unknown iteration"
-        who = f" (rank {self.rank})" if self.rank >= 0 else ""
-        head = f"# FAILED: {self.kind} at {at}{who}, after {self.seconds:.1f} s"
-        if len(self.seen) > 1:
-            head += f" (kinds seen: {', '.join(self.seen)})"
-        return head + "\n" + "\n".join("#   " + line.lstrip("# ") for line in self.detail.splitlines() if line)
-
-
-def write_outcome(path: str | os.PathLike[str], outcome: StressOutcome) -> None:
-    """Write ``outcome`` atomically (a reader never sees half a file)."""
-    p = Path(path)
-    tmp = p.with_name(p.name + f".tmp{os.getpid()}")
-    tmp.write_text(outcome.to_json())
-    os.replace(tmp, p)
-
-
-def read_outcome(path: str | os.PathLike[str]) -> StressOutcome | None:
-    """The job's outcome: ``path`` (normal end), else the reporting rank's ``path.rank<R>`` file
-    (deadlock or crash: the primary reporter first, then the lowest rank); None if there is none."""
-    p = Path(path)
-    if p.is_file():
-        return StressOutcome.from_json(p.read_text())
-    found = []
-    for f in sorted(p.parent.glob(p.name + ".rank*")):
-        try:
-            found.append(StressOutcome.from_json(f.read_text()))
-        except (ValueError, TypeError):
-            continue
-    if not found:
-        return None
-    found.sort(key=lambda o: (not o.primary, o.rank))
-    return found[0]
 
 
 def _merge(per_rank: list[dict[str, Failure]]) -> dict[str, Failure]:
@@ -210,10 +129,13 @@ class _Progress:
     def __call__(self, it: int) -> None:
         self.current = it
         now = time.monotonic()
-        if self.job.progress and self.me == 0 and now - self.last_print >= PROGRESS_EVERY:
+        if self.me == 0 and now - self.last_print >= PROGRESS_EVERY:
             self.last_print = now
-            print(f"# stress: {it}/{self.job.iters} iterations, no failure so far ({now - self.start:.1f} s)",
-                  flush=True)
+            if self.job.result_path is not None:  # a job killed by its timeout is reported from this
+                write_progress(self.job.result_path, it)
+            if self.job.progress:
+                print(f"# stress: {it}/{self.job.iters} iterations, no failure so far ({now - self.start:.1f} s)",
+                      flush=True)
 
 
 def stress(comm: MPI.Intracomm, job: StressJob, options: RuntimeOptions) -> StressOutcome:
