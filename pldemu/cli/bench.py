@@ -18,6 +18,7 @@ from pathlib import Path
 from pldemu.cli import common
 from pldemu.cli.argtypes import nonneg_int, positive_int
 from pldemu.cli.common import EXIT_ERROR, EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError
+from pldemu.cli.outputs import OutputPathError, output_file
 from pldemu.collectives import COLLECTIVE_NAMES
 from pldemu.runtime.launch import abort_job
 
@@ -101,8 +102,11 @@ def validate(args: argparse.Namespace) -> str | None:
         except ImportError:
             return "--plot needs matplotlib (pip install matplotlib, or the [plot] extra)"
     for flag, path in (("--json", args.json), ("--plot", args.plot)):
-        if path is not None and not Path(path).resolve().parent.is_dir():
-            return f"{flag} {path}: the directory does not exist"
+        if path is not None:
+            try:
+                output_file(path, flag)
+            except OutputPathError as err:
+                return str(err)
     return None
 
 

@@ -23,6 +23,7 @@ from pldemu.cli.argtypes import format_dims, nonneg_int, positive_int
 from pldemu.cli.backend_args import add_backend_argument
 from pldemu.cli.collective_args import REDUCES, add_collective_arguments, check_applies, collective_argv
 from pldemu.cli.common import EXIT_ERROR, EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError
+from pldemu.cli.prelaunch import add_force_argument, check_before_launch
 from pldemu.cli.tilecheck import EPILOG as TILE_EPILOG
 from pldemu.cli.tilecheck import TILE_CHECKS, run_tile_checks
 from pldemu.collectives import COLLECTIVE_NAMES
@@ -93,6 +94,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "collective and both allreduce modes, then a summary table, then the tile checks)",
     )
     add_backend_argument(parser)
+    add_force_argument(parser)
     add_collective_arguments(parser, default_size=DEFAULT_SIZE, root_type=_root,
                              root_help="broadcast root (default 0); 'all' runs from every root in turn")
     common.add_ranks_argument(parser, DEFAULT_RANKS)
@@ -226,14 +228,18 @@ def child_argv(args: argparse.Namespace) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``pldemu check``."""
+    from pldemu.lowering import lower_composite_ops
     from pldemu.runtime.launch import in_mpi_job, spawn
+    from pldemu.runtime.resources import check_copies
 
     if in_mpi_job():
         return _run_in_job(args)
     nranks = args.ranks or DEFAULT_RANKS
     try:
-        validate(args, nranks)
-        common.runtime_options(args)
+        cases = validate(args, nranks)
+        options = common.runtime_options(args)
+        programs = [(lower_composite_ops(src), src) for src in (build(p).program for p in cases)]
+        check_before_launch(programs, nranks, options, force=args.force, copies=check_copies(nranks))
     except UsageError as err:
         return common.usage_error("check", str(err))
     return spawn(nranks, child_argv(args), args.job_timeout)
@@ -243,6 +249,7 @@ def _run_in_job(args: argparse.Namespace) -> int:
     from mpi4py import MPI
 
     from pldemu.runtime.check import CheckResult, run_check
+    from pldemu.runtime.errors import DeadlockError
 
     comm = MPI.COMM_WORLD
     nranks, me = comm.Get_size(), comm.Get_rank()
@@ -260,10 +267,11 @@ def _run_in_job(args: argparse.Namespace) -> int:
             if i and me == 0:
                 print(flush=True)
             results.append(run_check(comm, build(p), args.iters, _case_options(options, p, len(cases)), args.block))
+    except DeadlockError as err:
+        common.abort_on_deadlock(comm, f"# rank {me}: DeadlockError: ", err)
     except Exception as err:  # any failure inside the job ends it with exit 3
-        print(f"# rank {me}: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
         # A rank that failed alone would leave its peers waiting; end the whole job now.
-        abort_job(comm, EXIT_ERROR)
+        common.abort_with(comm, f"# rank {me}: {type(err).__name__}: {err}")
     if len(results) > 1 and me == 0:
         print(flush=True)
         print(summary_table(results), flush=True)

@@ -15,10 +15,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NoReturn
 
 from pldemu.cli.argtypes import (
     format_number,
@@ -55,6 +56,41 @@ def usage_error(command: str, message: str) -> int:
     sys.stderr.write(f"pldemu {command}: error: {message}\n")
     sys.stderr.flush()
     return EXIT_USAGE
+
+
+ABORT_GRACE = 0.5
+"""Seconds between a failing rank's message and its MPI_Abort (see :func:`abort_with`)."""
+NONPRIMARY_GRACE = 2.0
+"""Seconds a rank that timed out after a lower rank did waits before aborting, so the lower rank's
+wait-for report gets printed before the abort tears the job down."""
+
+
+def say(text: str) -> None:
+    """One write per message, so that ranks' messages do not interleave mid-line."""
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
+
+
+def abort_with(comm: Any, text: str) -> NoReturn:
+    """Print ``text`` (if any), give the process manager a moment to forward it, end the whole job
+    (exit 3). ``MPI_Abort`` kills every rank at once, including output still in a pipe between this
+    rank and mpiexec: without the pause a one-rank failure could end the job without its message."""
+    from pldemu.runtime.launch import abort_job
+
+    if text:
+        say(text)
+    time.sleep(ABORT_GRACE)
+    abort_job(comm, EXIT_ERROR)
+
+
+def abort_on_deadlock(comm: Any, prefix: str, err: Any, hint: str = "") -> NoReturn:
+    """End the job after a ``DeadlockError``: the rank that saw the deadlock first prints the whole
+    wait-for report, every other rank one line, so the graph is printed once."""
+    if err.primary:
+        abort_with(comm, f"{prefix}{err}" + (f"\n{hint}" if hint else ""))
+    say(f"{prefix}{str(err).splitlines()[0]} (the wait-for report comes from a lower rank)")
+    time.sleep(NONPRIMARY_GRACE)
+    abort_with(comm, "")
 
 
 def check_job_size(requested: int | None, size: int) -> None:
@@ -247,6 +283,26 @@ def runtime_argv(args: argparse.Namespace, **values: Any) -> list[str]:
     return [w for f, v in _given(args) for w in f.argv(values.get(f.dest, v))]
 
 
-__all__ = ["EXIT_ERROR", "EXIT_FAIL", "EXIT_JOB_TIMEOUT", "EXIT_OK", "EXIT_RACES", "EXIT_USAGE", "RUNTIME_FLAGS",
-           "SCHEDULE_GROUP", "RuntimeFlag", "UsageError", "add_job_timeout_argument", "add_ranks_argument",
-           "add_runtime_arguments", "check_job_size", "options_argv", "runtime_argv", "runtime_options", "usage_error"]
+__all__ = [
+    "EXIT_ERROR",
+    "EXIT_FAIL",
+    "EXIT_JOB_TIMEOUT",
+    "EXIT_OK",
+    "EXIT_RACES",
+    "EXIT_USAGE",
+    "RUNTIME_FLAGS",
+    "SCHEDULE_GROUP",
+    "RuntimeFlag",
+    "UsageError",
+    "abort_on_deadlock",
+    "abort_with",
+    "add_job_timeout_argument",
+    "add_ranks_argument",
+    "add_runtime_arguments",
+    "check_job_size",
+    "options_argv",
+    "runtime_argv",
+    "runtime_options",
+    "say",
+    "usage_error",
+]

@@ -27,22 +27,21 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import sys
-import time
 import traceback
 import zlib
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
 
 from pldemu.cli import common
 from pldemu.cli.argtypes import format_number, positive_int
-from pldemu.cli.common import EXIT_ERROR, EXIT_FAIL, EXIT_OK, EXIT_RACES, EXIT_USAGE, UsageError
-from pldemu.cli.outputs import OutputPathError, output_dir, output_file
+from pldemu.cli.common import EXIT_FAIL, EXIT_OK, EXIT_RACES, EXIT_USAGE, UsageError
+from pldemu.cli.outputs import OutputPathError, output_dir
+from pldemu.cli.prelaunch import add_force_argument, check_before_launch
 from pldemu.cli.run_io import (
     NO_IO,
     JobIO,
@@ -54,18 +53,10 @@ from pldemu.cli.run_io import (
 )
 from pldemu.ir import DType, Program
 from pldemu.npdtypes import is_float_dtype
-from pldemu.runtime.launch import abort_job
 from pldemu.runtime.options import RuntimeOptions
 
 DEFAULT_RANKS = 4
 DEFAULT_JOB_TIMEOUT = 3600.0
-ABORT_GRACE = 0.5
-"""Seconds between a failing rank's message and its MPI_Abort (see ``_abort``)."""
-NONPRIMARY_GRACE = 2.0
-"""Seconds a rank that timed out after a lower rank did waits before aborting, so the lower rank's
-wait-for report gets printed before the abort tears the job down."""
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("program", help="the program to run: .pld text, or a Python file that builds it "
                         "(module-level `program` or `build_program()`)")
@@ -75,8 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dump", metavar="DIR", default=None,
                         help="write every rank's buffers (DIR/rankR/NAME.npy) and the executed program")
     common.add_job_timeout_argument(parser, DEFAULT_JOB_TIMEOUT)
-    parser.add_argument("--force", action="store_true",
-                        help="start the job even when its estimated memory exceeds what the machine has")
+    add_force_argument(parser)
     it = parser.add_argument_group("repeated calls (--iters K > 1)")
     it.add_argument("--iters", type=positive_int, default=1, metavar="K",
                     help="run the entry function K times back to back on the same windows (default 1); with "
@@ -96,11 +86,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_io_arguments(parser)
 
 
-def load_program(path: str, lower: bool = True, nranks: int | None = None,
-                 options: RuntimeOptions | None = None) -> Program:
+def load_program(path: str, lower: bool = True, nranks: int | None = None, options: RuntimeOptions | None = None,
+                 force: bool = False) -> Program:
     """Read (``.pld`` text or a Python builder file, see ``pldemu.ir.source``), lower unless ``lower`` is
-    False, and verify ``path``; with ``nranks``, also check it at that rank count
-    (:func:`pldemu.runtime.precheck.precheck`). Every problem is a UsageError."""
+    False, and verify ``path``; with ``nranks``, also check it before a job of that many ranks
+    (:func:`pldemu.cli.prelaunch.check_before_launch`, the memory estimate unless ``force``). Every
+    problem is a UsageError."""
     from pldemu.ir import VerifyError, verify
     from pldemu.ir.source import SourceError, load_source
 
@@ -130,19 +121,11 @@ def load_program(path: str, lower: bool = True, nranks: int | None = None,
     except VerifyError as err:
         raise UsageError(f"{path}: {err}") from None
     if nranks is not None:
-        _precheck(path, program, source, nranks, options)
+        try:
+            check_before_launch([(program, source)], nranks, options or RuntimeOptions(), force=force)
+        except UsageError as err:
+            raise UsageError(f"{path}: {err}") from None
     return program
-
-
-def _precheck(path: str, program: Program, source: Program, nranks: int, options: RuntimeOptions | None) -> None:
-    from pldemu.runtime.precheck import PrecheckError, precheck
-
-    try:
-        precheck(program, nranks, options, source=source)
-    except PrecheckError as err:
-        lines = str(err).splitlines()
-        head = f"{path}: at {nranks} ranks:"
-        raise UsageError(f"{head} {lines[0]}" if len(lines) == 1 else "\n  ".join([head, *lines])) from None
 
 
 def _options(args: argparse.Namespace) -> Any:
@@ -151,8 +134,6 @@ def _options(args: argparse.Namespace) -> Any:
             if given:
                 raise UsageError(f"{flag} applies to repeated calls: give --iters K with K > 1")
     try:
-        if args.trace:
-            output_file(args.trace, "--trace")
         if args.dump is not None:
             output_dir(args.dump, "--dump")
     except OutputPathError as err:
@@ -162,24 +143,6 @@ def _options(args: argparse.Namespace) -> Any:
 
 LOCATION_HINT = ("(locations are FUNC:LINE in the executed program as printed; "
                  "--dump DIR writes it to DIR/program.pld)")
-
-
-def _say(text: str) -> None:
-    """One write per message, so that ranks' messages do not interleave mid-line."""
-    sys.stderr.write(text + "\n")
-    sys.stderr.flush()
-
-
-def _abort(comm: Any, text: str) -> NoReturn:
-    """Print ``text`` (if any), give the process manager a moment to forward it, end the whole job.
-
-    ``MPI_Abort`` kills every rank at once, including output still sitting in a pipe between this
-    rank and mpiexec: without the pause a one-rank failure could end the job without its message.
-    """
-    if text:
-        _say(text)
-    time.sleep(ABORT_GRACE)
-    abort_job(comm, EXIT_ERROR)
 
 
 def child_argv(args: argparse.Namespace, n: int) -> list[str]:
@@ -224,18 +187,16 @@ def run(args: argparse.Namespace) -> int:
     """Entry point of ``pldemu run``."""
     from pldemu.runtime.buffer_io import BufferFileError
     from pldemu.runtime.launch import in_mpi_job, job_rank, job_size, spawn
-    from pldemu.runtime.precheck import static_buffers
-    from pldemu.runtime.resources import ResourceError, check_fits, job_memory
 
     inside = in_mpi_job()
     n = args.ranks or (job_size() if inside else None) or DEFAULT_RANKS
     try:
         options = _options(args)
-        program = load_program(args.program, lower=not args.no_lower, nranks=n, options=options)
-        if not inside:  # inside, the peers' own memory is already in use: the launcher judged it
-            check_fits(job_memory(static_buffers(program, n).values(), n, options.race_detect), args.force)
+        # Inside, the peers' own memory is already in use: the launcher judged it.
+        program = load_program(args.program, lower=not args.no_lower, nranks=n, options=options,
+                               force=args.force or inside)
         io = job_io(args, program, n)
-    except (UsageError, BufferFileError, OutputPathError, ResourceError) as err:
+    except (UsageError, BufferFileError, OutputPathError) as err:
         # Inside a job every rank reaches the same verdict before touching MPI; one prints it.
         return common.usage_error("run", str(err)) if not inside or job_rank() in (0, None) else EXIT_USAGE
     if inside:
@@ -336,7 +297,7 @@ def _instance(comm: Any, program: Program, options: RuntimeOptions, plan: RunPla
         return ProgramInstance(program, comm, options)
     except AllocationError as err:
         _failure_file(plan.io, comm.Get_rank(), str(err))
-        _abort(comm, f"pldemu run: rank {comm.Get_rank()}: {err}")
+        common.abort_with(comm, f"pldemu run: rank {comm.Get_rank()}: {err}")
     except (UsageError, ProgramError) as err:
         if comm.Get_rank() == 0:
             common.usage_error("run", str(err))
@@ -363,18 +324,14 @@ def _execute(comm: Any, inst: Any, options: RuntimeOptions, plan: RunPlan) -> tu
         return repeated.seconds, repeated
     except DeadlockError as err:
         _failure_file(plan.io, me, str(err))
-        if err.primary:
-            _abort(comm, f"pldemu run: rank {me}: {err}\n{LOCATION_HINT}")
-        _say(f"pldemu run: rank {me}: {str(err).splitlines()[0]} (the wait-for report comes from a lower rank)")
-        time.sleep(NONPRIMARY_GRACE)
-        _abort(comm, "")
+        common.abort_on_deadlock(comm, f"pldemu run: rank {me}: ", err, LOCATION_HINT)
     except (ProgramError, WindowError, CheckError) as err:
         # CheckError: a block-end synchronisation timed out (a peer is stuck or gone).
         _failure_file(plan.io, me, f"{type(err).__name__}: {err}")
-        _abort(comm, f"pldemu run: rank {me}: {type(err).__name__}: {err}\n{LOCATION_HINT}")
+        common.abort_with(comm, f"pldemu run: rank {me}: {type(err).__name__}: {err}\n{LOCATION_HINT}")
     except Exception as err:  # not the program's fault: say so, with the traceback, and end the job
         trace = "".join(traceback.format_exception(err)).rstrip()
-        _abort(comm, f"pldemu run: rank {me}: internal error: {type(err).__name__}: {err}\n{trace}")
+        common.abort_with(comm, f"pldemu run: rank {me}: internal error: {type(err).__name__}: {err}\n{trace}")
 
 
 def _verdicts(comm: Any, inst: Any, options: RuntimeOptions, repeated: Any) -> tuple[list[Any], list[Any]]:

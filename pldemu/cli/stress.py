@@ -44,6 +44,7 @@ from pldemu.cli import common
 from pldemu.cli.argtypes import positive_int
 from pldemu.cli.collective_args import FLAGS, add_collective_arguments, collective_argv, flag
 from pldemu.cli.common import EXIT_ERROR, EXIT_FAIL, EXIT_JOB_TIMEOUT, EXIT_OK, EXIT_USAGE, UsageError
+from pldemu.cli.prelaunch import add_force_argument, check_before_launch
 from pldemu.collectives import COLLECTIVE_NAMES
 from pldemu.runtime.options import RuntimeOptions
 
@@ -117,6 +118,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--all-mutants", action="store_true", help="run every catalogue entry; print a table")
     add_collective_arguments(parser, default_size=DEFAULT_SIZE, shapes=False, dtype_default=None)
     common.add_ranks_argument(parser, DEFAULT_RANKS, what="; a mutant's own count")
+    add_force_argument(parser)
     parser.add_argument("--iters", type=positive_int, default=None, metavar="K",
                         help=f"iterations at most (default {DEFAULT_ITERS}; a mutant's recommended budget)")
     parser.add_argument("--block", type=positive_int, default=DEFAULT_BLOCK, metavar="B",
@@ -175,17 +177,21 @@ def resolve_program(args: argparse.Namespace) -> Target:
     if call_flags := _call_flags_given(args):
         raise UsageError(f"{call_flags[0]} describes a built-in collective's call; it does not "
                          f"apply to a program ({args.collective})")
-    program = load_program(args.collective, lower=not args.no_lower)
+    ranks = args.ranks or DEFAULT_RANKS
+    program = load_program(args.collective, lower=not args.no_lower, nranks=ranks,
+                           options=common.runtime_options(args), force=args.force)
     source = str(Path(args.collective).resolve())
     label = f"program {program.name} ({source}{'' if args.no_lower else ', lowered'})"
-    return Target(label, program, None, None, args.iters or DEFAULT_ITERS, args.ranks or DEFAULT_RANKS, source)
+    return Target(label, program, None, None, args.iters or DEFAULT_ITERS, ranks, source)
 
 
 def resolve(args: argparse.Namespace) -> Target:
     """The collective or mutant the arguments name; raises UsageError."""
     from pldemu.cli import check as check_cli
     from pldemu.collectives import collective_program
+    from pldemu.lowering import lower_composite_ops
     from pldemu.mutants import MUTANTS
+    from pldemu.runtime.resources import check_copies
 
     if is_program_path(args.collective):
         return resolve_program(args)
@@ -210,6 +216,8 @@ def resolve(args: argparse.Namespace) -> Target:
                             shape=None, valid_shape=None, reduce=args.reduce, root=args.root, max_recv=args.max_recv)
     (planned,) = check_cli.validate(ns, ranks)
     cp = check_cli.build(planned)
+    check_before_launch([(lower_composite_ops(cp.program), cp.program)], ranks, common.runtime_options(args),
+                        force=args.force, copies=check_copies(ranks))
     label = args.collective + (f"/{args.mode}" if args.mode else "") + f" size={ns.size} {dtype}"
     return Target(label, cp, None, None, args.iters or DEFAULT_ITERS, ranks)
 

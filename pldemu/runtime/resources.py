@@ -6,9 +6,12 @@ estimates the job first (:func:`job_memory`) and refuses it with the estimate (e
 not fit in the memory available now (:func:`check_fits`), unless the user forces it.
 
 The estimate per rank: the interpreter's own footprint (:data:`RANK_OVERHEAD`: Python, NumPy,
-mpi4py and MPICH, measured as a rank's resident size), plus every buffer twice (the window segment
-and the transfers, tiles and oracle copies a run makes of it), plus the race detector's shadow of
-every signal cell when it is on. It is a floor, not a bound: a program's own tiles add to it.
+mpi4py and MPICH, measured as a rank's resident size), plus every buffer ``copies`` times, plus the
+race detector's shadow of every signal cell when it is on. ``pldemu run`` keeps each buffer about
+twice (the window segment, and the tiles and transfers a run makes of it: :data:`RUN_COPIES`);
+``pldemu check`` also holds every rank's inputs and the oracle's results (:func:`check_copies`,
+measured: a 64 MiB allreduce at 4 ranks peaks at 1.1 GiB per rank). It is a floor, not a bound: a
+program's own tiles add to it.
 """
 
 from __future__ import annotations
@@ -25,6 +28,16 @@ GIB = 1 << 30
 
 RANK_OVERHEAD = 120 * MIB
 """Resident memory of one rank before its buffers (measured: 77-150 MiB on this kind of machine)."""
+
+RUN_COPIES = 2
+"""Copies of each buffer a ``pldemu run`` rank holds (its window segment and the tiles of a run)."""
+
+
+def check_copies(nranks: int) -> int:
+    """Copies of the target a ``pldemu check`` rank holds: its windows and tiles, every rank's inputs
+    and the oracle's float64 results (measured 16 at 4 ranks)."""
+    return 4 + 3 * nranks
+
 
 FIT_FRACTION = 0.9
 """Share of the available memory a job may be estimated to use before it is refused."""
@@ -43,29 +56,31 @@ class MemoryEstimate:
     """One rank's declared buffers."""
     shadow: int
     """One rank's race-detector shadow of its signal cells."""
+    copies: int = RUN_COPIES
+    """How many times a rank holds its buffers."""
 
     @property
     def per_rank(self) -> int:
-        return RANK_OVERHEAD + 2 * self.buffers + self.shadow
+        return RANK_OVERHEAD + self.copies * self.buffers + self.shadow
 
     @property
     def total(self) -> int:
         return self.nranks * self.per_rank
 
     def describe(self) -> str:
-        return (f"about {_size(self.total)} ({self.nranks} ranks x ({_size(self.buffers)} of buffers x 2"
+        return (f"about {_size(self.total)} ({self.nranks} ranks x ({_size(self.buffers)} of buffers x {self.copies}"
                 + (f" + {_size(self.shadow)} race shadow" if self.shadow else "")
                 + f" + {_size(RANK_OVERHEAD)} per process))")
 
 
-def job_memory(buffers: Iterable[StaticBuffer], nranks: int, races: bool) -> MemoryEstimate:
-    """The estimate for ``buffers`` (one rank's, at ``nranks`` ranks); with ``races`` the detector
-    keeps ``nranks`` histories of 8 releases per signal cell."""
+def job_memory(buffers: Iterable[StaticBuffer], nranks: int, races: bool, copies: int = RUN_COPIES) -> MemoryEstimate:
+    """The estimate for ``buffers`` (one rank's, at ``nranks`` ranks, each held ``copies`` times); with
+    ``races`` the detector keeps ``nranks`` histories of 8 releases per signal cell."""
     buffers = list(buffers)
     data = sum(math.prod(b.shape) * b.dtype.itemsize for b in buffers)
     signal_cells = sum(math.prod(b.shape) for b in buffers if b.signal)
     shadow = signal_cells * nranks * (2 + 8 * (1 + nranks)) * 8 if races else 0
-    return MemoryEstimate(nranks, data, shadow)
+    return MemoryEstimate(nranks, data, shadow, copies)
 
 
 def available_memory() -> int | None:
@@ -94,7 +109,9 @@ def check_fits(estimate: MemoryEstimate, force: bool = False, available: int | N
 
 
 def _size(n: float) -> str:
-    return f"{n / GIB:.1f} GiB" if n >= GIB else f"{n / MIB:.0f} MiB"
+    if n >= GIB:
+        return f"{n / GIB:.1f} GiB"
+    return f"{n / MIB:.0f} MiB" if n >= MIB else f"{n / 1024:.0f} KiB"
 
 
-__all__ = ["RANK_OVERHEAD", "MemoryEstimate", "ResourceError", "available_memory", "check_fits", "job_memory"]
+__all__ = ["RANK_OVERHEAD", "RUN_COPIES", "MemoryEstimate", "ResourceError", "available_memory", "check_copies", "check_fits", "job_memory"]

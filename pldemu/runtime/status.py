@@ -176,7 +176,10 @@ def format_report(
                 f"      waits for {_cell(st, t)} {rel} {st.expected}, observed "
                 f"{'?' if seen == UNKNOWN else seen} (blocked {waited:.1f}s)")
         src = source_rank(t.shape, t.index, nranks) if t is not None else None
-        if src is not None and 0 <= src < nranks:
+        if satisfied(st, seen):
+            # The credit is there: no rank owes this one anything, so it is no wait-for edge.
+            text += " -> satisfied: this rank is stalled or descheduled, not missing a credit"
+        elif src is not None and 0 <= src < nranks:
             edges[st.rank] = src
             text += f" -> waits for rank {src}"
         lines.append(text)
@@ -184,6 +187,17 @@ def format_report(
     lines.extend(_summary(statuses, edges, targets))
     primary = not any(s.state is RankState.TIMED_OUT and s.rank < me for s in statuses)
     return "\n".join(lines), primary
+
+
+def satisfied(st: RankStatus, seen: int) -> bool:
+    """Whether the value last seen in a blocked rank's cell already meets its wait."""
+    if seen == UNKNOWN:
+        return False
+    return seen == st.expected if st.cmp == CMP_EQ else seen >= st.expected
+
+
+def _ranks(ranks: Sequence[int]) -> str:
+    return f"rank {ranks[0]} is" if len(ranks) == 1 else f"ranks {', '.join(map(str, ranks))} are"
 
 
 def _cell(st: RankStatus, t: WaitTarget | None) -> str:
@@ -230,14 +244,14 @@ def _summary(statuses: Sequence[RankStatus], edges: dict[int, int], targets: dic
                            f"{'==' if st.cmp == CMP_EQ else '>='} {st.expected}, but rank {target} is "
                            f"{peer.state.name} (run {peer.run}): it {_STATE_NOTES.get(peer.state, '')}")
             if others:
-                out.append(f"  ranks {', '.join(map(str, sorted(others)))} are blocked behind that in turn")
+                out.append(f"  {_ranks(sorted(others))} blocked behind that in turn")
         else:
             chain = " -> ".join(f"rank {r}" for r in (*key, key[0]))
             what = "waits for itself" if len(key) == 1 else "each waits for a credit the next has not posted"
             out.append(f"  cycle: {chain} ({what})")
             tail = sorted(set(ranks) - set(key))
             if tail:
-                out.append(f"  ranks {', '.join(map(str, tail))} are blocked behind the cycle")
+                out.append(f"  {_ranks(tail)} blocked behind the cycle")
     for st in statuses:
         if not st.blocked:
             continue
@@ -246,7 +260,10 @@ def _summary(statuses: Sequence[RankStatus], edges: dict[int, int], targets: dic
         if st.cmp == CMP_EQ and seen != UNKNOWN and seen > st.expected:
             out.append(f"  rank {st.rank}: Eq wait for {st.expected} but {_cell(st, t)} is already {seen}: "
                        f"it can never match (credit counters need Ge)")
-        if st.rank not in edges:
+        if satisfied(st, seen):
+            out.append(f"  rank {st.rank}: its wait on {_cell(st, t)} is satisfied (observed {seen}): it is stalled "
+                       "or descheduled (stopped, or starved of CPU), not part of a credit cycle")
+        elif st.rank not in edges:
             out.append(f"  rank {st.rank} waits on {_cell(st, t)}: the cell address names no source rank")
     if all(s.blocked for s in statuses):
         out.append("  every rank is blocked")

@@ -66,8 +66,22 @@ def test_report_names_the_missing_credit_and_an_eq_wait_that_overshot() -> None:
     assert "rank 1: DONE      run 1" in text
     assert ("missing credit: rank 0 waits for rank 1 on sig[1, 0] >= 1, but rank 1 is DONE (run 1): "
             "it finished its run") in text
-    assert "ranks 2 are blocked behind that in turn" in text
+    assert "rank 2 is blocked behind that in turn" in text
     assert "rank 2: Eq wait for 1 but sig[0, 0] is already 3: it can never match" in text
+
+
+def test_a_satisfied_wait_is_a_stalled_rank_not_a_wait_for_edge() -> None:
+    # Issue 9: rank 2 was stopped (kill -STOP) after its credit arrived; rank 3 waits for rank 2.
+    n = 4
+    stalled, t2 = _blocked(2, 3, n, observed=3)
+    waiting, t3 = _blocked(3, 2, n, RankState.TIMED_OUT)
+    statuses = [_idle(0, RankState.DONE), _idle(1, RankState.DONE), stalled, waiting]
+    text, _ = format_report(3, statuses, str, {2: t2, 3: t3}, 3.0)
+    assert "waits for sig[3, 0] >= 1, observed 3" in text
+    assert "satisfied: this rank is stalled or descheduled, not missing a credit" in text
+    assert "cycle: " not in text
+    assert "rank 2: its wait on sig[3, 0] is satisfied (observed 3): it is stalled or descheduled" in text
+    assert "-> waits for rank 2" in text  # rank 3's own edge stays
 
 
 def test_stage_pieces_tile_the_region_in_order() -> None:
