@@ -67,3 +67,37 @@ def test_trace_plot_without_matplotlib_says_what_to_install(tmp_path: Path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
     assert out.returncode == 2 and "pip install 'pldemu[plot]'" in out.stderr, out.stderr
     assert "Traceback" not in out.stderr
+
+
+OOB = """\
+program oob {
+  window x: fp32[2, 8]
+  func main() {
+    t = tile.full([1, 8], 1.0, dtype=fp32)
+    tile.store(t, [5, 0], x)
+  }
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["check", "allreduce", "--size", "268435456", "-n", "4"], "the job needs about 64.5 GiB"),
+        (["check", "allreduce", "-n", "4", "--straggler", "9:100"], "no rank 9"),
+        (["check", "allreduce", "-n", "4", "--trace", "{dir}"], "is a directory; give a file name"),
+        (["stress", "allreduce", "--size", "268435456", "-n", "4"], "the job needs about 64.5 GiB"),
+        (["stress", "allreduce", "-n", "4", "--straggler", "9:100"], "no rank 9"),
+        (["stress", "{oob}", "-n", "2"], "dim 0 covers [5, 6) outside [0, 2)"),
+        (["run", "{ok}", "-n", "1000"], "the job needs about 117.2 GiB (1000 ranks"),
+        (["bench", "signals", "--json", "{dir}"], "is a directory; give a file name"),
+    ],
+    ids=["check-memory", "check-straggler", "check-trace", "stress-memory", "stress-straggler", "stress-oob",
+         "run-1000-ranks", "bench-json"],
+)
+def test_every_launcher_refuses_before_the_job(tmp_path: Path, argv: list[str], message: str):
+    oob = tmp_path / "oob.pld"
+    oob.write_text(OOB)
+    out = pldemu(*(a.format(dir=tmp_path, oob=oob, ok=EXAMPLE) for a in argv))
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert message in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
