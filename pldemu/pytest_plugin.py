@@ -102,13 +102,13 @@ class Runner:
 
     def __call__(self, program: Any, *, inputs: Inputs | None = None, options: RuntimeOptions | None = None,
                  expect: Mapping[str, PerRank] | None = None, rtol: float = 0.0, atol: float = 0.0,
-                 iters: int = 1, ranks: int | None = None, check: bool = True) -> RunResult:
+                 iters: int = 1, check: bool = True) -> RunResult:
         """Run ``program`` (see :func:`pldemu.launch`); with ``check`` a failed job or a mismatch with
         ``expect`` fails the test with the full report. Returns the result."""
         opts = options if options is not None else RuntimeOptions(timeout=max(1.0, min(30.0, self.timeout / 3)))
         if self.overrides:
             opts = dataclasses.replace(opts, **self.overrides)
-        result = launch(program, ranks or self.ranks, inputs=inputs, options=opts, timeout=self.timeout,
+        result = launch(program, self.ranks, inputs=inputs, options=opts, timeout=self.timeout,
                         iters=iters, check=False)
         if check and not result.ok:
             pytest.fail(result.describe_failure(), pytrace=False)

@@ -180,24 +180,7 @@ class ProgramInstance:
         # -- allocate: collective ---------------------------------------------------------------
         self._window_set: WindowSet | None = None
         self._status_window: Window | None = None
-        try:
-            self._window_set = WindowSet(intra, backend=options.windows)
-            # Every rank has mapped MPICH's per-node segment of MPI_Init once the window set exists
-            # (a collective): drop its name now, so a failure below cannot leave it in /dev/shm.
-            unlink_named_segments()
-            for b in buffers:
-                self._allocate(b)
-            if self._invariants is not None:
-                self._invariants.attach(self._window_set)  # collective: its writer-kind windows
-            self._status_window = allocate_window(intra, STATUS_WINDOW, NFIELDS, np.int64, backend="auto", fill=0)
-        except ValueError as err:
-            # The windows layer raises ValueError on every rank alike (checked arguments, back end
-            # not available), so freeing what exists is a collective every rank reaches.
-            self._free()
-            raise ProgramError(f"cannot allocate the buffers of program {program.name}: {err}") from err
-        except (MemoryError, MPI.Exception) as err:
-            unlink_named_segments()  # the windows allocated so far; their memory goes with the process
-            raise AllocationError(_allocation_failure(program.name, buffers, err)) from err
+        self._status_window = self._allocate_windows(intra, buffers)
         self._machine.status = StatusBoard(self._status_window)
         self._globals: list[Any] = [self.nranks, *(buffer_tensor(b) for b in buffers)]
         self._window_stats = [b.window.stats for b in buffers if b.window is not None]
@@ -210,6 +193,28 @@ class ProgramInstance:
         # Every rank has mapped MPICH's named shared-memory segments by now (each allocation ends in a
         # barrier): unlink their names so that even an aborted or killed job leaves nothing in /dev/shm.
         unlink_named_segments()
+
+    def _allocate_windows(self, intra: MPI.Intracomm, buffers: list[Buffer]) -> Window:
+        """Allocate every buffer, the invariant checker's windows and the status window (collective);
+        return the status window."""
+        try:
+            self._window_set = WindowSet(intra, backend=self.options.windows)
+            # Every rank has mapped MPICH's per-node segment of MPI_Init once the window set exists
+            # (a collective): drop its name now, so a failure below cannot leave it in /dev/shm.
+            unlink_named_segments()
+            for b in buffers:
+                self._allocate(b)
+            if self._invariants is not None:
+                self._invariants.attach(self._window_set)  # collective: its writer-kind windows
+            return allocate_window(intra, STATUS_WINDOW, NFIELDS, np.int64, backend="auto", fill=0)
+        except ValueError as err:
+            # The windows layer raises ValueError on every rank alike (checked arguments, back end
+            # not available), so freeing what exists is a collective every rank reaches.
+            self._free()
+            raise ProgramError(f"cannot allocate the buffers of program {self.program.name}: {err}") from err
+        except (MemoryError, MPI.Exception) as err:
+            unlink_named_segments()  # the windows allocated so far; their memory goes with the process
+            raise AllocationError(_allocation_failure(self.program.name, buffers, err)) from err
 
     # -- public API ------------------------------------------------------------------------------------
 

@@ -252,6 +252,19 @@ def _summary(statuses: Sequence[RankStatus], edges: dict[int, int], targets: dic
             tail = sorted(set(ranks) - set(key))
             if tail:
                 out.append(f"  {_ranks(tail)} blocked behind the cycle")
+    out += _wait_notes(statuses, edges, targets)
+    if all(s.blocked for s in statuses):
+        out.append("  every rank is blocked")
+    if not out:
+        out.append("  no cycle and no missing credit found")
+    return out
+
+
+def _wait_notes(statuses: Sequence[RankStatus], edges: dict[int, int], targets: dict[int, WaitTarget]
+                ) -> list[str]:
+    """What each blocked rank's own wait says: an Eq wait that can never match, a satisfied wait (a
+    stalled rank), a cell whose address names no rank."""
+    out: list[str] = []
     for st in statuses:
         if not st.blocked:
             continue
@@ -265,10 +278,6 @@ def _summary(statuses: Sequence[RankStatus], edges: dict[int, int], targets: dic
                        "or descheduled (stopped, or starved of CPU), not part of a credit cycle")
         elif st.rank not in edges:
             out.append(f"  rank {st.rank} waits on {_cell(st, t)}: the cell address names no source rank")
-    if all(s.blocked for s in statuses):
-        out.append("  every rank is blocked")
-    if not out:
-        out.append("  no cycle and no missing credit found")
     return out
 
 
