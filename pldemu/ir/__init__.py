@@ -12,6 +12,7 @@ from pldemu.ir.enums import (
     NotifyOp,
     PadValue,
     ReduceOp,
+    TileLayout,
     WaitCmp,
 )
 from pldemu.ir.nodes import (
@@ -37,6 +38,7 @@ from pldemu.ir.nodes import (
     Stmt,
     TensorType,
     TileType,
+    TupleType,
     Type,
     Var,
     While,
@@ -87,7 +89,9 @@ __all__ = [
     "Seq",
     "Stmt",
     "TensorType",
+    "TileLayout",
     "TileType",
+    "TupleType",
     "Type",
     "Var",
     "VerifyError",
