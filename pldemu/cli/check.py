@@ -21,6 +21,8 @@ from typing import Any
 from pldemu.cli.argtypes import format_dims, nonneg_int, positive_float, positive_int
 from pldemu.cli.backend_args import add_backend_argument
 from pldemu.cli.collective_args import REDUCES, add_collective_arguments, check_applies, collective_argv
+from pldemu.cli.mxcheck import EPILOG as MX_EPILOG
+from pldemu.cli.mxcheck import MX_CHECKS, MX_DTYPES, add_mx_arguments, mx_argv, mx_usage_error, run_mx_checks
 from pldemu.cli.schedule_args import add_schedule_arguments, schedule_argv, schedule_options
 from pldemu.cli.tilecheck import EPILOG as TILE_EPILOG
 from pldemu.cli.tilecheck import TILE_CHECKS, run_tile_checks
@@ -90,16 +92,17 @@ def _root(text: str) -> int | str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``pldemu check`` options."""
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EPILOG + "\n" + TILE_EPILOG
+    parser.epilog = EPILOG + "\n" + TILE_EPILOG + "\n" + MX_EPILOG
     parser.add_argument(
         "collective",
         metavar="COLLECTIVE",
-        choices=[*_COLLECTIVES, *TILE_CHECKS, "all"],
-        help=f"one of {', '.join(_COLLECTIVES)}, the tile checks {', '.join(TILE_CHECKS)}, or 'all' (every "
+        choices=[*_COLLECTIVES, *TILE_CHECKS, *MX_CHECKS, "all"],
+        help=f"one of {', '.join(_COLLECTIVES)}, the tile checks {', '.join((*TILE_CHECKS, *MX_CHECKS))}, or 'all' (every "
         "collective and both allreduce modes, then a summary table, then the tile checks)",
     )
     add_backend_argument(parser)
-    add_collective_arguments(parser, default_size=DEFAULT_SIZE, root_type=_root,
+    add_mx_arguments(parser)
+    add_collective_arguments(parser, default_size=DEFAULT_SIZE, root_type=_root, dtypes=MX_DTYPES,
                              root_help="broadcast root (default 0); 'all' runs from every root in turn")
     parser.add_argument(
         "-n",
@@ -191,7 +194,10 @@ class Planned:
 def plan(args: argparse.Namespace, nranks: int) -> list[Planned]:
     """The cases the command line asks for on ``nranks`` ranks; raises UsageError on bad combinations."""
     name: str = args.collective
-    if name in TILE_CHECKS:
+    refusal = mx_usage_error(args)
+    if refusal is not None:
+        raise UsageError(refusal)
+    if name in TILE_CHECKS or name in MX_CHECKS:
         return []  # the tile checks plan nothing collective (cli/tilecheck.py)
     names = list(_COLLECTIVES) if name == "all" else [name]
     single = name != "all"
@@ -296,7 +302,7 @@ def child_argv(args: argparse.Namespace) -> list[str]:
         "--backend",
         args.backend,
     ]
-    argv += collective_argv(args)
+    argv += collective_argv(args) + mx_argv(args)
     for flag, value in (("--block", args.block), ("-n", args.ranks)):
         if value is not None:
             argv += [flag, str(value)]
@@ -367,7 +373,7 @@ def _run_in_job(args: argparse.Namespace) -> int:
         print(flush=True)
         print(summary_table(results), flush=True)
     try:
-        tiles_ok = run_tile_checks(comm, args, options)
+        tiles_ok = run_tile_checks(comm, args, options) and run_mx_checks(comm, args, options)
     except Exception as err:
         print(f"# rank {me}: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
         abort_job(comm, EXIT_ERROR)
