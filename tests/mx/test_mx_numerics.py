@@ -84,3 +84,17 @@ def test_pypto_uniform_goldens(seed: int, axis: int) -> None:
     x = np.random.default_rng(seed).uniform(-2, 2, (128, 64)).astype(np.float32)
     q, s = quantise(x, axis, "fp32")
     assert np.array_equal(q, reference(x, axis)[0]) and np.array_equal(s, scale_bytes(x, axis))
+
+
+def test_the_check_counts_a_flipped_byte_and_reports_sqnr() -> None:
+    from pldemu.runtime.mxcheck import compare, mx_row
+
+    x = np.random.default_rng(19).uniform(-2, 2, (128, 64)).astype(np.float32)
+    q, s = quantise(x, 1, "fp32")
+    good = compare("u", x.astype(np.float64), 1, q.view(np.int8), s)
+    assert good.ok and 20 < good.sqnr_db < 40 and good.max_rel <= 0.125
+    q[3, 5] ^= 1
+    s.reshape(-1)[7] ^= 1
+    bad = compare("u", x.astype(np.float64), 1, q.view(np.int8), s)
+    assert (bad.wrong_data, bad.wrong_scale, bad.ok) == (1, 1, False)
+    assert mx_row(bad, 1, "fp32").endswith("MISMATCH")
