@@ -22,7 +22,15 @@ from pldemu.cli.argtypes import format_dims, nonneg_int, positive_float, positiv
 from pldemu.cli.backend_args import add_backend_argument
 from pldemu.cli.collective_args import REDUCES, add_collective_arguments, check_applies, collective_argv
 from pldemu.cli.mxcheck import EPILOG as MX_EPILOG
-from pldemu.cli.mxcheck import MX_CHECKS, MX_DTYPES, add_mx_arguments, mx_argv, mx_usage_error, run_mx_checks
+from pldemu.cli.mxcheck import (
+    MX_CHECKS,
+    MX_DTYPES,
+    DtypeGate,
+    add_mx_arguments,
+    mx_argv,
+    mx_usage_error,
+    run_mx_checks,
+)
 from pldemu.cli.schedule_args import add_schedule_arguments, schedule_argv, schedule_options
 from pldemu.cli.tilecheck import EPILOG as TILE_EPILOG
 from pldemu.cli.tilecheck import TILE_CHECKS, run_tile_checks
@@ -97,12 +105,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "collective",
         metavar="COLLECTIVE",
         choices=[*_COLLECTIVES, *TILE_CHECKS, *MX_CHECKS, "all"],
+        action=DtypeGate,
         help=f"one of {', '.join(_COLLECTIVES)}, the tile checks {', '.join((*TILE_CHECKS, *MX_CHECKS))}, or 'all' (every "
         "collective and both allreduce modes, then a summary table, then the tile checks)",
     )
     add_backend_argument(parser)
     add_mx_arguments(parser)
-    add_collective_arguments(parser, default_size=DEFAULT_SIZE, root_type=_root, dtypes=MX_DTYPES,
+    add_collective_arguments(parser, default_size=DEFAULT_SIZE, root_type=_root, dtypes=MX_DTYPES, dtype_action=DtypeGate,
                              root_help="broadcast root (default 0); 'all' runs from every root in turn")
     parser.add_argument(
         "-n",

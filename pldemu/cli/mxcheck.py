@@ -23,6 +23,19 @@ tquant_mx check (--group-axis 0|1, --shape MxK, --dtype fp32|fp16|bf16):
 """
 
 
+class DtypeGate(argparse.Action):
+    """Stores the collective / ``--dtype`` and refuses bf16 for anything but tquant_mx, whichever comes last
+    on the command line (an argparse error: exit 2 before any MPI)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, values)
+        collective, dtype = getattr(namespace, "collective", None), getattr(namespace, "dtype", None)
+        if dtype == "bf16" and collective is not None and collective not in MX_CHECKS:
+            parser.error(f"argument --dtype: invalid choice: 'bf16' for {collective} (bf16 is for the tquant_mx "
+                         "check only; choose from fp16, fp32)")
+
+
 def add_mx_arguments(parser: argparse.ArgumentParser) -> None:
     """The one definition of ``--group-axis``."""
     parser.add_argument("--group-axis", type=int, choices=(0, 1), default=None, dest="group_axis",
@@ -70,7 +83,7 @@ def run_mx_checks(comm: Any, args: argparse.Namespace, options: Any) -> bool:
 
     if not mx_names(args.collective):
         return True
-    dtype = args.dtype if args.collective in MX_CHECKS else "fp32"
+    dtype = args.dtype
     ok = True
     for axis in _axes(args):
         shape = _shape(args)
@@ -87,4 +100,4 @@ def run_mx_checks(comm: Any, args: argparse.Namespace, options: Any) -> bool:
     return ok
 
 
-__all__ = ["EPILOG", "MX_CHECKS", "add_mx_arguments", "mx_argv", "mx_usage_error", "run_mx_checks"]
+__all__ = ["EPILOG", "MX_CHECKS", "DtypeGate", "add_mx_arguments", "mx_argv", "mx_usage_error", "run_mx_checks"]

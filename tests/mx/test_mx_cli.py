@@ -39,8 +39,9 @@ def test_check_tquant_mx_refuses_bad_shapes_before_mpi() -> None:
                           (["--shape", "16x64", "--group-axis", "0"], "requires N divisible by 32")):
         res = _pldemu("check", "tquant_mx", *args, "-n", "2")
         assert res.returncode == 2 and message in res.stderr and "Traceback" not in res.stderr, res.stderr
-    res = _pldemu("check", "allgather", "--dtype", "bf16", "-n", "2")
-    assert res.returncode == 2 and "bf16 is for the tquant_mx check only" in res.stderr
+    for argv in (["allgather", "--dtype", "bf16"], ["--dtype", "bf16", "allgather"]):
+        res = _pldemu("check", *argv, "-n", "2")
+        assert res.returncode == 2 and "bf16 is for the tquant_mx check only" in res.stderr
 
 
 def _dequantise_zz(q_row: np.ndarray, s_row: np.ndarray) -> np.ndarray:
