@@ -158,3 +158,26 @@ def test_golden_lowering(axis: int) -> None:
     assert format_program(parsed) == text  # round trip
     assert lower_composite_ops(parsed) is parsed  # idempotent: nothing left to lower
     assert lower_composite_ops(lowered) is lowered
+
+
+def test_tile_layout_parameters_round_trip_and_tquant_for_effect() -> None:
+    from pldemu.ir import Eval, TileLayout, TileType, parse_program
+
+    zz = Var("s", TileType(DType.UINT8, (16, 2), None, layout=TileLayout.ZZ))
+    fb = FunctionBuilder("helper", (zz,))
+    fb.let("v", fb.call(Op.TILE_TRANSPOSE_VIEW, [zz]))
+    pb = ProgramBuilder("p")
+    x = pb.local("x", "fp32", [16, 64])
+    main = pb.function()
+    t = main.pld.tile.load(x, [0, 0], [16, 64], hint="t")
+    main.emit(Eval(main.call(Op.TILE_TQUANT_MX, [t], {"group_axis": 1})))  # evaluated for its effect only
+    base = pb.build()
+    program = Program("p", base.buffers, (*base.functions, fb.build()))
+    text = format_program(program)
+    assert "tile uint8[16, 2] layout ZZ" in text
+    assert parse_program(text) == program
+    v = parse_program(text).function("helper").body.stmts[0]
+    assert isinstance(v, Assign) and v.value.type.layout is TileLayout.NN  # type: ignore[union-attr]
+    lowered = lower_composite_ops(program).function().body.stmts
+    assert [s.value.op for s in lowered if isinstance(s, Assign) and isinstance(s.value, Call)
+            and s.value.op is Op.TILE_TQUANT_MX_RAW] == [Op.TILE_TQUANT_MX_RAW]
