@@ -279,7 +279,7 @@ def deduce_transpose(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]
     t = _tile(args[0])
     _rank2(op, t)
     axes = tuple(static_int(a) if not isinstance(a, ListExpr) else None for a in args[1:])
-    if sorted(axes, key=lambda a: -1 if a is None else a) != [0, 1]:
+    if set(axes) != {0, 1}:
         raise TileTypeError(op, "axis1", f"requires the literal axes 0 and 1 of a rank-2 tile, but got {axes}")
     if t.layout is not TileLayout.ND:
         raise TileTypeError(op, "tile", f"requires an ND tile, but got {t.layout.name}")
