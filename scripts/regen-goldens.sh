@@ -7,3 +7,5 @@ PLDEMU_REGEN_GOLDEN=1 "${PYTHON:-.venv/bin/python}" -m pytest -q tests/lowering 
 git --no-pager diff --stat -- tests/lowering/golden
 PLDEMU_REGEN_GOLDEN=1 "${PYTHON:-.venv/bin/python}" -m pytest -q tests/tile -k golden
 git --no-pager diff --stat -- tests/tile/golden
+PLDEMU_REGEN_GOLDEN=1 "${PYTHON:-.venv/bin/python}" -m pytest -q tests/mx -k golden
+git --no-pager diff --stat -- tests/mx/golden

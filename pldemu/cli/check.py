@@ -12,7 +12,6 @@ disagreement; 2 bad arguments; 3 a timeout, deadlock or crash inside the job.
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,13 +21,22 @@ from pldemu.cli import common
 from pldemu.cli.argtypes import format_dims, nonneg_int, positive_int
 from pldemu.cli.backend_args import add_backend_argument
 from pldemu.cli.collective_args import REDUCES, add_collective_arguments, check_applies, collective_argv
-from pldemu.cli.common import EXIT_ERROR, EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError
+from pldemu.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError
+from pldemu.cli.mxcheck import EPILOG as MX_EPILOG
+from pldemu.cli.mxcheck import (
+    MX_CHECKS,
+    MX_DTYPES,
+    DtypeGate,
+    add_mx_arguments,
+    mx_argv,
+    mx_usage_error,
+    run_mx_checks,
+)
 from pldemu.cli.prelaunch import add_force_argument, check_before_launch
 from pldemu.cli.tilecheck import EPILOG as TILE_EPILOG
 from pldemu.cli.tilecheck import TILE_CHECKS, run_tile_checks
 from pldemu.collectives import COLLECTIVE_NAMES
 from pldemu.ir import AllreduceMode, DType
-from pldemu.runtime.launch import abort_job
 from pldemu.runtime.options import RuntimeOptions
 
 DEFAULT_RANKS = 4
@@ -85,17 +93,19 @@ def _root(text: str) -> int | str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``pldemu check`` options."""
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EPILOG + "\n" + TILE_EPILOG
+    parser.epilog = EPILOG + "\n" + TILE_EPILOG + "\n" + MX_EPILOG
     parser.add_argument(
         "collective",
         metavar="COLLECTIVE",
-        choices=[*_COLLECTIVES, *TILE_CHECKS, "all"],
-        help=f"one of {', '.join(_COLLECTIVES)}, the tile checks {', '.join(TILE_CHECKS)}, or 'all' (every "
+        choices=[*_COLLECTIVES, *TILE_CHECKS, *MX_CHECKS, "all"],
+        action=DtypeGate,
+        help=f"one of {', '.join(_COLLECTIVES)}, the tile checks {', '.join((*TILE_CHECKS, *MX_CHECKS))}, or 'all' (every "
         "collective and both allreduce modes, then a summary table, then the tile checks)",
     )
     add_backend_argument(parser)
     add_force_argument(parser)
-    add_collective_arguments(parser, default_size=DEFAULT_SIZE, root_type=_root,
+    add_mx_arguments(parser)
+    add_collective_arguments(parser, default_size=DEFAULT_SIZE, root_type=_root, dtypes=MX_DTYPES, dtype_action=DtypeGate,
                              root_help="broadcast root (default 0); 'all' runs from every root in turn")
     common.add_ranks_argument(parser, DEFAULT_RANKS)
     parser.add_argument("--iters", type=positive_int, default=DEFAULT_ITERS, metavar="K",
@@ -131,7 +141,10 @@ class Planned:
 def plan(args: argparse.Namespace, nranks: int) -> list[Planned]:
     """The cases the command line asks for on ``nranks`` ranks; raises UsageError on bad combinations."""
     name: str = args.collective
-    if name in TILE_CHECKS:
+    refusal = mx_usage_error(args)
+    if refusal is not None:
+        raise UsageError(refusal)
+    if name in TILE_CHECKS or name in MX_CHECKS:
         return []  # the tile checks plan nothing collective (cli/tilecheck.py)
     names = list(_COLLECTIVES) if name == "all" else [name]
     single = name != "all"
@@ -219,7 +232,7 @@ def validate(args: argparse.Namespace, nranks: int) -> list[Planned]:
 def child_argv(args: argparse.Namespace) -> list[str]:
     """The ``pldemu check ...`` arguments each rank of the spawned job gets (same options, explicit)."""
     argv = ["check", args.collective, "--dtype", args.dtype, "--iters", str(args.iters), "--job-timeout",
-            repr(args.job_timeout), "--backend", args.backend, *collective_argv(args)]
+            repr(args.job_timeout), "--backend", args.backend, *collective_argv(args), *mx_argv(args)]
     for flag, value in (("--block", args.block), ("-n", args.ranks)):
         if value is not None:
             argv += [flag, str(value)]
@@ -276,10 +289,9 @@ def _run_in_job(args: argparse.Namespace) -> int:
         print(flush=True)
         print(summary_table(results), flush=True)
     try:
-        tiles_ok = run_tile_checks(comm, args, options)
+        tiles_ok = run_tile_checks(comm, args, options) and run_mx_checks(comm, args, options)
     except Exception as err:
-        print(f"# rank {me}: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
-        abort_job(comm, EXIT_ERROR)
+        common.abort_with(comm, f"# rank {me}: {type(err).__name__}: {err}")
     return EXIT_OK if all(r.ok for r in results) and tiles_ok else EXIT_FAIL
 
 

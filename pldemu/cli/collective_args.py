@@ -46,15 +46,19 @@ def add_collective_arguments(
     root_type: Callable[[str], object] | None = None,
     root_help: str = "broadcast root (default 0)",
     dtype_default: str | None = "fp32",
+    dtype_action: type[argparse.Action] | None = None,
 ) -> None:
     """Add the call flags; every one defaults to None ("the collective's default") except ``--dtype``
     (``dtype_default``: None lets a command tell an explicit ``--dtype fp32`` from no flag).
 
+    ``dtype_action`` (check: bf16 only for tquant_mx) is the argparse action storing ``--dtype``.
     ``shapes=False`` leaves out ``--shape``/``--valid-shape``; ``root_type`` replaces the parser of
     ``--root`` (``check`` also takes ``all``)."""
     parser.add_argument("--mode", choices=[m.name for m in AllreduceMode], default=None,
                         help="allreduce algorithm (default mesh)")
-    parser.add_argument("--dtype", choices=list(dtypes), default=dtype_default, help="element type (default fp32)")
+    extra = {"action": dtype_action} if dtype_action is not None else {}
+    parser.add_argument("--dtype", choices=list(dtypes), default=dtype_default, help="element type (default fp32)",
+                        **extra)  # type: ignore[arg-type]
     geometry = parser.add_mutually_exclusive_group() if shapes else parser
     geometry.add_argument("--size", type=positive_int, default=None,
                           help=f"elements per row, SIZE (default {default_size})")

@@ -19,6 +19,7 @@ from pldemu.ir.enums import (
     NotifyOp,
     PadValue,
     ReduceOp,
+    TileLayout,
     WaitCmp,
 )
 from pldemu.ir.nodes import (
@@ -44,6 +45,7 @@ from pldemu.ir.nodes import (
     Stmt,
     TensorType,
     TileType,
+    TupleType,
     Type,
     Var,
     While,
@@ -97,7 +99,9 @@ __all__ = [
     "Seq",
     "Stmt",
     "TensorType",
+    "TileLayout",
     "TileType",
+    "TupleType",
     "Type",
     "Var",
     "VerifyError",

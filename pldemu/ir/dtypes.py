@@ -6,7 +6,7 @@ import enum
 
 import numpy as np
 
-from pldemu.npdtypes import BFLOAT16
+from pldemu.npdtypes import BFLOAT16, FLOAT8_E4M3FN, FLOAT8_E8M0
 
 
 class DType(enum.Enum):
@@ -24,6 +24,8 @@ class DType(enum.Enum):
     FP16 = "fp16"
     BF16 = "bf16"
     FP32 = "fp32"
+    FP8E4M3FN = "fp8e4m3fn"
+    FP8E8M0 = "fp8e8m0"
 
     @property
     def itemsize(self) -> int:
@@ -33,6 +35,11 @@ class DType(enum.Enum):
     @property
     def is_float(self) -> bool:
         return self in (DType.FP16, DType.BF16, DType.FP32)
+
+    @property
+    def is_fp8(self) -> bool:
+        """The MX element types (data and shared scale); they only come from tile.reinterpret_view."""
+        return self in (DType.FP8E4M3FN, DType.FP8E8M0)
 
     @property
     def is_int(self) -> bool:
@@ -71,6 +78,8 @@ _ITEMSIZE: dict[DType, int] = {
     DType.FP16: 2,
     DType.BF16: 2,
     DType.FP32: 4,
+    DType.FP8E4M3FN: 1,
+    DType.FP8E8M0: 1,
 }
 
 # BF16 is a real 2-byte type: ml_dtypes' bfloat16 numpy extension (round-to-nearest-even casts).
@@ -87,4 +96,6 @@ _NUMPY: dict[DType, np.dtype] = {
     DType.FP16: np.dtype("float16"),
     DType.BF16: BFLOAT16,
     DType.FP32: np.dtype("float32"),
+    DType.FP8E4M3FN: FLOAT8_E4M3FN,
+    DType.FP8E8M0: FLOAT8_E8M0,
 }

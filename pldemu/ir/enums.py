@@ -39,6 +39,27 @@ class Layout(enum.IntEnum):
     DN = 1
 
 
+class TileLayout(enum.IntEnum):
+    """How a tile's bytes are arranged (block layout / in-box layout). ND: row-major; DN: column-major;
+    ZZ: 16x2-byte boxes, boxes row-major, bytes row-major in a box (MX scale, fractal 32); NN: its
+    transpose dual (boxes and bytes column-major). ``transposed`` is what tile.transpose_view gives."""
+
+    ND = 0
+    DN = 1
+    ZZ = 2
+    NN = 3
+    NZ = 4
+    ZN = 5
+
+    @property
+    def transposed(self) -> TileLayout:
+        return _TRANSPOSED[self]
+
+
+_TRANSPOSED = {TileLayout.ND: TileLayout.DN, TileLayout.DN: TileLayout.ND, TileLayout.ZZ: TileLayout.NN,
+               TileLayout.NN: TileLayout.ZZ, TileLayout.NZ: TileLayout.ZN, TileLayout.ZN: TileLayout.NZ}
+
+
 class AllreduceMode(enum.IntEnum):
     mesh = 0
     ring = 1

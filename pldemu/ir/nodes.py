@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pldemu.ir.dtypes import DType
-from pldemu.ir.enums import Layout, MemorySpace
+from pldemu.ir.enums import Layout, MemorySpace, TileLayout
 from pldemu.ir.ops import Op
 
 # ----------------------------------------------------------------------------------------------
@@ -47,6 +47,15 @@ class TileType:
     shape: tuple[int, ...]
     valid_shape: tuple[Expr, ...] | None = None
     memory: MemorySpace = MemorySpace.Vec
+    layout: TileLayout = TileLayout.ND
+    """Byte arrangement; a non-ND tile's data holds its bytes in memory order (see tile.tmov_x2zz)."""
+
+
+@dataclass(frozen=True)
+class TupleType:
+    """The type of a multi-result op (tile.tquant_mx, tile.tquant_mx_raw) and of tuple.make."""
+
+    elements: tuple[Type, ...]
 
 
 @dataclass(frozen=True)
@@ -59,7 +68,7 @@ class NoneType:
     """Type of calls evaluated for effect only."""
 
 
-Type = ScalarType | TensorType | TileType | CommCtxType | NoneType
+Type = ScalarType | TensorType | TileType | TupleType | CommCtxType | NoneType
 
 INDEX = ScalarType(DType.INDEX)
 INT32 = ScalarType(DType.INT32)

@@ -47,11 +47,21 @@ class Op(enum.Enum):
     TILE_CMPS = "tile.cmps"
     TILE_SEL = "tile.sel"
     TILE_SELS = "tile.sels"
+    # MX quantisation primitives and zero-copy views (what tile.tquant_mx lowers to: lowering/mx.py).
+    TILE_TQUANT_MX_RAW = "tile.tquant_mx_raw"
+    TILE_TMOV_X2ZZ = "tile.tmov_x2zz"
+    TILE_REINTERPRET_VIEW = "tile.reinterpret_view"
+    TILE_TRANSPOSE_VIEW = "tile.transpose_view"
+    TILE_TRANSPOSE = "tile.transpose"
+    # Tuples of multi-result ops: MakeTuple and its projection (TupleGetItem).
+    TUPLE_MAKE = "tuple.make"
+    TUPLE_GET_ITEM = "tuple.get_item"
 
     # Tile composites (lowered by LowerCompositeOps: lowering/math.py, lowering/select.py).
     TILE_SIN = "tile.sin"
     TILE_COS = "tile.cos"
     TILE_SELECT = "tile.select"
+    TILE_TQUANT_MX = "tile.tquant_mx"
 
     @property
     def text(self) -> str:
@@ -59,7 +69,7 @@ class Op(enum.Enum):
 
     @property
     def is_tile_composite(self) -> bool:
-        """True for the tile composites that LowerCompositeOps rewrites (sin, cos, select)."""
+        """True for the tile composites that LowerCompositeOps rewrites (sin, cos, select, tquant_mx)."""
         return self in TILE_COMPOSITES
 
     @property
@@ -92,4 +102,4 @@ COLLECTIVES: frozenset[Op] = frozenset(
     }
 )
 
-TILE_COMPOSITES: frozenset[Op] = frozenset({Op.TILE_SIN, Op.TILE_COS, Op.TILE_SELECT})
+TILE_COMPOSITES: frozenset[Op] = frozenset({Op.TILE_SIN, Op.TILE_COS, Op.TILE_SELECT, Op.TILE_TQUANT_MX})

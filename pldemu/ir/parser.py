@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from pldemu.ir.dtypes import DType
-from pldemu.ir.enums import Layout, MemorySpace, enum_parse, enum_text
+from pldemu.ir.enums import Layout, MemorySpace, TileLayout, enum_parse, enum_text
 from pldemu.ir.nodes import (
     INDEX,
     NONE,
@@ -536,7 +536,13 @@ class _Parser:
                 mem = self.enum_word(MemorySpace, "mem")
                 assert isinstance(mem, MemorySpace)
                 memory = mem
-            return TileType(dtype, tuple(shape), valid, memory)
+            layout = TileLayout.ND
+            if self.peek().is_name("layout"):
+                self.advance()
+                word = self.enum_word(TileLayout, "layout")
+                assert isinstance(word, TileLayout)
+                layout = word
+            return TileType(dtype, tuple(shape), valid, memory, layout)
         if tok.kind != NAME:
             raise self.error(f"expected a parameter type, got {tok.describe()}", tok)
         if tok.text.lower() not in {d.value for d in DType}:

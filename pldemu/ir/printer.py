@@ -30,7 +30,7 @@ import enum
 import math
 
 from pldemu.ir.dtypes import DType
-from pldemu.ir.enums import Layout, MemorySpace, enum_text
+from pldemu.ir.enums import Layout, MemorySpace, TileLayout, enum_text
 from pldemu.ir.nodes import (
     Arg,
     Assign,
@@ -182,6 +182,8 @@ def _param_type(p: Var) -> str:
             text += f" valid {format_dims(t.valid_shape)}"
         if t.memory is not MemorySpace.Vec:
             text += f" mem {enum_text(t.memory)}"
+        if t.layout is not TileLayout.ND:
+            text += f" layout {enum_text(t.layout)}"
         return text
     if isinstance(t, CommCtxType):
         return "ctx"

@@ -36,6 +36,7 @@ from pldemu.ir.nodes import (
     ScalarType,
     TensorType,
     TileType,
+    TupleType,
     Type,
     static_int,
 )
@@ -69,6 +70,8 @@ class Kind(enum.Enum):
     STATIC_LIST = "list of integer literals"
     CTX = "comm context"
     TILE_OR_SCALAR = "tile or scalar"
+    TUPLE = "tuple"
+    VALUE = "value"
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,8 @@ class Param:
     name: str
     kind: Kind
     optional: bool = False  # optional params are trailing and come together or not at all
+    writes: bool = False
+    """ArgEffect::Write: the op writes this (workspace) argument, so the call is never dead code."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +116,8 @@ def describe(t: Type) -> str:
         return f"scalar {t.dtype.value}"
     if isinstance(t, CommCtxType):
         return "comm context"
+    if isinstance(t, TupleType):
+        return "tuple(" + ", ".join(describe(e) for e in t.elements) + ")"
     return "nothing"
 
 
@@ -135,6 +142,8 @@ def _check_kind(op: Op, p: Param, a: Arg) -> None:
         Kind.SCALAR: isinstance(t, ScalarType),
         Kind.CTX: isinstance(t, CommCtxType),
         Kind.TILE_OR_SCALAR: isinstance(t, (TileType, ScalarType)),
+        Kind.TUPLE: isinstance(t, TupleType),
+        Kind.VALUE: isinstance(t, (TileType, TensorType, ScalarType, TupleType)),
     }[p.kind]
     if not ok:
         raise IRTypeError(op, p.name, f"a {p.kind.value}", describe(t))
@@ -358,6 +367,7 @@ def _sig(params: Sequence[tuple[str, Kind] | tuple[str, Kind, bool]], deduce: De
 
 # The tile-math/select entries live in their own module, which needs the classes above: imported
 # here, once they exist, and merged into the one table below.
+from pldemu.ir.mx_signatures import MX_SIGNATURES  # noqa: E402
 from pldemu.ir.tile_signatures import TILE_SIGNATURES  # noqa: E402
 
 _REDUCE = AttrSpec("op", ReduceOp, ReduceOp.Sum)
@@ -415,6 +425,7 @@ SIGNATURES: Mapping[Op, Signature] = MappingProxyType(
         Op.TILE_ADDS: _sig([("tile", TL), ("scalar", S)], SameAsArg(0)),
         Op.TILE_MULS: _sig([("tile", TL), ("scalar", S)], SameAsArg(0)),
         **TILE_SIGNATURES,
+        **MX_SIGNATURES,
     }
 )
 
@@ -427,6 +438,16 @@ REDUCE_TILE_OP: Mapping[ReduceOp, Op] = MappingProxyType(
      ReduceOp.Prod: Op.TILE_MUL}
 )
 """The tile op that implements each ReduceOp (tile.add, tile.maximum, tile.minimum, tile.mul)."""
+
+
+def writes_args(op: Op) -> tuple[int, ...]:
+    """Positions of the arguments ``op`` writes (its ArgEffect::Write workspaces)."""
+    return tuple(i for i, p in enumerate(SIGNATURES[op].params) if p.writes)
+
+
+def has_write_effects(call: Call) -> bool:
+    """True when ``call`` writes an argument: such a call stays even if its result is unused."""
+    return bool(writes_args(call.op))
 
 
 def _coerce_attr(op: Op, spec: AttrSpec, value: AttrValue) -> AttrValue:
@@ -498,5 +519,7 @@ __all__ = [
     "SameAsArg",
     "Signature",
     "describe",
+    "has_write_effects",
     "make_call",
+    "writes_args",
 ]

@@ -51,7 +51,7 @@ from pldemu.ir.nodes import (
 from pldemu.ir.ops import Op
 from pldemu.ir.printer import format_attr, format_expr
 from pldemu.ir.signatures import make_call
-from pldemu.ir.walk import expr_calls, function_calls, program_calls, walk_calls, walk_stmts
+from pldemu.ir.walk import expr_calls, function_calls, program_calls, stmt_exprs, walk_calls, walk_stmts
 from pldemu.lowering.backend import STANDALONE, Backend
 from pldemu.lowering.common import Lowered, LoweringContext, LoweringError, show_nr
 from pldemu.lowering.rules import ARGS, RULES
@@ -263,6 +263,11 @@ class _FunctionLowering:
         self.fb = FunctionBuilder(fn.name, fn.params, used_names=names)
         self.path: list[str] = []
         self.reports: list[CallReport] = []
+        # The spec's composite_tuples_: the MakeTuples rules returned (by id) and the variables bound to
+        # them or to SSA aliases of them, so TupleGetItem projections fold to the rule's destinations.
+        # A user's own ``v = tuple.make(a, b)`` is never folded.
+        self.made: set[int] = set()
+        self.tuples: dict[str, tuple[Arg, ...]] = {}
 
     def run(self) -> Function:
         self.seq(self.fn.body.stmts)
@@ -281,13 +286,24 @@ class _FunctionLowering:
         self.path.pop()
         return Seq(tuple(out))
 
+    def pending(self, e: Expr) -> bool:
+        """True when ``e`` holds a composite call, a projection of a rule's tuple, or aliases one."""
+        if isinstance(e, Var):
+            return e.name in self.tuples
+        return any(c.op in RULES or (c.op is Op.TUPLE_GET_ITEM and isinstance(c.args[0], Var)
+                                     and c.args[0].name in self.tuples) for c in expr_calls(e))
+
     def stmt(self, s: Stmt) -> None:
         fb = self.fb
-        if not any(_collectives(walk_calls((s,)))):
+        if not any(self.pending(e) for x in walk_stmts((s,)) for e in stmt_exprs(x)):
+            if isinstance(s, Assign):
+                self.tuples.pop(s.var.name, None)
             fb.emit(s)  # nothing to lower: keep the statement object itself
             return
         if isinstance(s, Assign):
-            fb.emit(Assign(s.var, self.expr(s.value, s)))
+            value = self.expr(s.value, s)
+            self.track(s.var, value)
+            fb.emit(Assign(s.var, value))
         elif isinstance(s, Eval):
             value = self.expr(s.call, s)
             # A collective evaluated for effect leaves only its recipe behind.
@@ -323,10 +339,37 @@ class _FunctionLowering:
         if not isinstance(e, Call):
             return e
         args = tuple(self.arg(a, s) for a in e.args)
+        folded = self.fold(e, args)
+        if folded is not None:
+            return folded
         call = e if all(a is b for a, b in zip(args, e.args, strict=True)) else make_call(e.op, args, dict(e.attrs))
         if call.op not in RULES:
             return call
         return self.lower(call, s)
+
+    def fold(self, e: Call, args: tuple[Arg, ...]) -> Expr | None:
+        """A projection of a rule's MakeTuple (directly or through a tracked variable): the element."""
+        if e.op is not Op.TUPLE_GET_ITEM:
+            return None
+        src = args[0]
+        elements = (self.tuples.get(src.name) if isinstance(src, Var) else
+                    src.args if isinstance(src, Call) and id(src) in self.made else None)
+        if elements is None:
+            return None
+        index = e.attr("index")
+        assert isinstance(index, int)
+        item = elements[index]
+        assert not isinstance(item, ListExpr)
+        return item
+
+    def track(self, var: Var, value: Expr) -> None:
+        """Record ``var`` as a rule's tuple (or an alias of one); any other binding forgets it."""
+        if isinstance(value, Call) and id(value) in self.made:
+            self.tuples[var.name] = value.args
+        elif isinstance(value, Var) and value.name in self.tuples:
+            self.tuples[var.name] = self.tuples[value.name]
+        else:
+            self.tuples.pop(var.name, None)
 
     def arg(self, a: Arg, s: Stmt) -> Arg:
         if isinstance(a, ListExpr):
@@ -344,6 +387,8 @@ class _FunctionLowering:
             lowered = rule(call, self.fb, ctx)
         for st in emitted:
             self.fb.emit(st)
+        if isinstance(lowered.value, Call) and lowered.value.op is Op.TUPLE_MAKE:
+            self.made.add(id(lowered.value))
         counts = Counter(c.op.text for c in walk_calls(emitted))
         self.reports.append(CallReport(self.fn.name, where, call, lowered, tuple(sorted(counts.items()))))
         return lowered.value

@@ -19,6 +19,7 @@ from pldemu.lowering.barrier import lower_barrier
 from pldemu.lowering.broadcast import lower_broadcast
 from pldemu.lowering.common import Rule
 from pldemu.lowering.math import lower_tile_cos, lower_tile_sin
+from pldemu.lowering.mx import lower_tile_tquant_mx
 from pldemu.lowering.reduce_scatter import lower_reduce_scatter
 from pldemu.lowering.select import lower_tile_select
 
@@ -34,6 +35,7 @@ RULES: MappingProxyType[Op, Rule] = MappingProxyType(
         Op.TILE_SIN: lower_tile_sin,
         Op.TILE_COS: lower_tile_cos,
         Op.TILE_SELECT: lower_tile_select,
+        Op.TILE_TQUANT_MX: lower_tile_tquant_mx,
     }
 )
 """A call whose op is listed is rewritten; anything else passes through unchanged. No rule emits a

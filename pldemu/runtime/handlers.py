@@ -29,6 +29,7 @@ from pldemu.ir import AtomicType, BufferKind, Call, DType, NotifyOp, Op, PadValu
 from pldemu.npdtypes import is_float_dtype
 from pldemu.runtime.errors import ProgramError
 from pldemu.runtime.machine import Machine
+from pldemu.runtime.mx_handlers import MX_HANDLERS
 from pldemu.runtime.sites import CallSite
 from pldemu.runtime.tile_handlers import TILE_HANDLERS
 from pldemu.runtime.transfer import describe, plan_get, plan_put, remote_load_extent, window_of
@@ -277,6 +278,7 @@ HANDLERS: Mapping[Op, Handler] = MappingProxyType(
         Op.TILE_ADDS: _scalar(np.add),
         Op.TILE_MULS: _scalar(np.multiply),
         **TILE_HANDLERS,
+        **MX_HANDLERS,
     }
 )
 """The one dispatch table: every non-collective op; collectives must be lowered before running."""

@@ -206,8 +206,27 @@ def tile_math() -> Program:
     return pb.build()
 
 
+def mx() -> Program:
+    """tile.tquant_mx on both axes with its projections, and (function ``lowered``) what it lowers to:
+    tquant_mx_raw, tmov_x2zz, the views, tile.transpose, tuple.make / tuple.get_item."""
+    from pldemu.ir import Function, Op
+    from pldemu.lowering import lower_composite_ops
+
+    pb = ProgramBuilder("mx")
+    src = pb.local("src", "bf16", [32, 64])
+    fb = pb.function("main")
+    x = fb.pld.tile.load(src, [0, 0], [32, 64], hint="x")
+    for axis in (0, 1):
+        r = fb.let(f"r{axis}", fb.call(Op.TILE_TQUANT_MX, [x], {"group_axis": axis}))
+        fb.let(f"q{axis}", fb.call(Op.TUPLE_GET_ITEM, [r], {"index": 0}))
+        fb.let(f"s{axis}", fb.call(Op.TUPLE_GET_ITEM, [r], {"index": 1}))
+    program = pb.build()
+    low = lower_composite_ops(program).function()
+    return Program("mx", program.buffers, (program.function(), Function("lowered", low.params, low.body)))
+
+
 def all_programs() -> list[Program]:
-    return [collectives(), primitives(), control_flow(), tile_math()]
+    return [collectives(), primitives(), control_flow(), tile_math(), mx()]
 
 
 CORPUS: dict[str, Callable[[], Program]] = {
@@ -215,6 +234,7 @@ CORPUS: dict[str, Callable[[], Program]] = {
     "primitives": primitives,
     "control_flow": control_flow,
     "tile_math": tile_math,
+    "mx": mx,
 }
 
 

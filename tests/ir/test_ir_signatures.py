@@ -37,6 +37,8 @@ WRONG: dict[Kind, Arg] = {
     Kind.LIST: Const(1),
     Kind.STATIC_LIST: Const(1),
     Kind.CTX: Const(1),
+    Kind.TUPLE: Const(1),
+    Kind.VALUE: CTX,
 }
 
 
