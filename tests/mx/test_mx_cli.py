@@ -3,13 +3,12 @@ time): rows, exit codes, and every rank's gathered blocks dequantised and checke
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import ml_dtypes
 import numpy as np
 import pytest
+from helpers import pldemu
 from mx_reference import reference, scale_bytes
 
 pytestmark = pytest.mark.launcher
@@ -18,14 +17,9 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "pldemu" / "examples" / "mx_allgather.pld"
 
 
-def _pldemu(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pldemu", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=600, check=False)
-
-
 @pytest.mark.parametrize(("axis", "dtype"), [(1, "fp16"), (0, "bf16")])
 def test_check_tquant_mx_is_bit_exact_on_every_rank(axis: int, dtype: str) -> None:
-    res = _pldemu("check", "tquant_mx", "--group-axis", str(axis), "--dtype", dtype, "-n", "2")
+    res = pldemu("check", "tquant_mx", "--group-axis", str(axis), "--dtype", dtype, "-n", "2")
     assert res.returncode == 0, res.stdout + res.stderr
     rows = [line for line in res.stdout.splitlines() if not line.startswith("#")]
     assert len(rows) == (7 if axis == 1 else 6) and all(r.endswith(" ok") for r in rows)
@@ -37,10 +31,10 @@ def test_check_tquant_mx_refuses_bad_shapes_before_mpi() -> None:
     for args, message in ((["--shape", "16x32"], "requires K divisible by 64"),
                           (["--shape", "8x64", "--group-axis", "1"], "requires M divisible by 16"),
                           (["--shape", "16x64", "--group-axis", "0"], "requires N divisible by 32")):
-        res = _pldemu("check", "tquant_mx", *args, "-n", "2")
+        res = pldemu("check", "tquant_mx", *args, "-n", "2")
         assert res.returncode == 2 and message in res.stderr and "Traceback" not in res.stderr, res.stderr
     for argv in (["allgather", "--dtype", "bf16"], ["--dtype", "bf16", "allgather"]):
-        res = _pldemu("check", *argv, "-n", "2")
+        res = pldemu("check", *argv, "-n", "2")
         assert res.returncode == 2 and "bf16 is for the tquant_mx check only" in res.stderr
 
 
@@ -52,8 +46,8 @@ def _dequantise_zz(q_row: np.ndarray, s_row: np.ndarray) -> np.ndarray:
 
 def test_example_allgathers_and_every_rank_dequantises_every_block(tmp_path: Path) -> None:
     n = 3
-    res = _pldemu("run", str(EXAMPLE), "-n", str(n), "--races", "--invariants", "--dump", "out", "--timeout", "60",
-                  cwd=tmp_path)
+    res = pldemu("run", str(EXAMPLE), "-n", str(n), "--races", "--invariants", "--dump", str(tmp_path / "out"),
+                  "--timeout", "60")
     assert res.returncode == 0, res.stdout + res.stderr
     assert "races: none" in res.stdout and "invariants: none broken" in res.stdout
     sources = [np.load(tmp_path / "out" / f"rank{r}" / "x.npy") for r in range(n)]

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import pldemu
 from test_tile_trig import mirror  # the independent NumPy mirror of the recipe
 
 from pldemu.runtime.tilecheck import TrigStats
@@ -18,30 +17,25 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "pldemu" / "examples" / "sin_select_allreduce.pld"
 
 
-def _pldemu(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pldemu", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=600, check=False)
-
-
 def test_lower_backend_names_what_select_became() -> None:
-    res = _pldemu("lower", "--after-only", "--backend", "a2a3", str(EXAMPLE))
+    res = pldemu("lower", "--after-only", "--backend", "a2a3", str(EXAMPLE))
     assert res.returncode == 0, res.stderr
     assert "tile.select at func main > stmt 6: TSELS, scratch fp32[1, 64]" in res.stdout
     assert "tile.sin at func main > stmt 5: FP32 Cody-Waite + Horner" in res.stdout
-    bad = _pldemu("lower", "--backend", "a9", str(EXAMPLE))
+    bad = pldemu("lower", "--backend", "a9", str(EXAMPLE))
     assert bad.returncode == 2 and "invalid choice: 'a9'" in bad.stderr
 
 
 def test_check_sin_and_cos_pass_with_rows() -> None:
     for fn in ("sin", "cos"):
-        res = _pldemu("check", fn, "-n", "2", "--iters", "2", "--size", "256", "--jitter", "10")
+        res = pldemu("check", fn, "-n", "2", "--iters", "2", "--size", "256", "--jitter", "10")
         assert res.returncode == 0, res.stdout + res.stderr
         row = next(line for line in res.stdout.splitlines() if line.split()[:1] == [fn])
         assert row.endswith("PASS") and " 0 " in row and "ok" in row
 
 
 def test_check_select_is_bit_exact_on_a5() -> None:
-    res = _pldemu("check", "select", "-n", "2", "--backend", "a5")
+    res = pldemu("check", "select", "-n", "2", "--backend", "a5")
     assert res.returncode == 0, res.stdout + res.stderr
     assert "cases bit-exact, 2 ranks" in res.stdout and "FAIL" not in res.stdout
     assert "TSELS, scratch uint8[1, 32]" in res.stdout
@@ -54,8 +48,8 @@ def test_a_trig_error_over_tolerance_fails_the_row() -> None:
 
 
 def test_example_runs_under_races_invariants_jitter_and_sums_relu_sin(tmp_path: Path) -> None:
-    res = _pldemu("run", str(EXAMPLE), "-n", "2", "--races", "--invariants", "--jitter", "20", "--dump", "out",
-                  "--timeout", "60", cwd=tmp_path)
+    res = pldemu("run", str(EXAMPLE), "-n", "2", "--races", "--invariants", "--jitter", "20", "--dump", str(tmp_path / "out"),
+                  "--timeout", "60")
     assert res.returncode == 0, res.stdout + res.stderr
     assert "races: none" in res.stdout and "invariants: none broken" in res.stdout
     idx = np.arange(4 * 64, dtype=np.float64).reshape(4, 64)
@@ -71,7 +65,7 @@ def test_example_runs_under_races_invariants_jitter_and_sums_relu_sin(tmp_path: 
 
 
 def test_check_all_includes_the_tile_checks() -> None:
-    res = _pldemu("check", "all", "-n", "2", "--iters", "2", "--size", "64", "--windows", "rma")
+    res = pldemu("check", "all", "-n", "2", "--iters", "2", "--size", "64", "--windows", "rma")
     assert res.returncode == 0, res.stdout + res.stderr
     assert "# summary" in res.stdout and "# select on backend none:" in res.stdout
     assert sum(line.split()[:1] in (["sin"], ["cos"]) and line.endswith("PASS")
