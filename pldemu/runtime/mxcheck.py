@@ -24,7 +24,6 @@ import numpy as np
 
 from pldemu.ir import DType, Op, Program, ProgramBuilder
 from pldemu.lowering import lower_composite_ops
-from pldemu.runtime.interpreter import ProgramInstance
 from pldemu.runtime.options import RuntimeOptions
 
 GROUP = 32
@@ -245,6 +244,8 @@ def compare(case: str, x: np.ndarray, axis: int, q: np.ndarray, s: np.ndarray) -
 def run_mx_check(comm: Any, axis: int, dtype: str, shape: tuple[int, int], options: RuntimeOptions
                  ) -> list[MxResult]:
     """Every case on every rank through the lowered program; results summed over ranks."""
+    from pldemu.runtime.interpreter import ProgramInstance  # MPI: the launcher imports this module too
+
     programs: dict[tuple[int, int], Program] = {}
     out: list[MxResult] = []
     for name, source in cases(axis, dtype, shape, comm.Get_rank()):
