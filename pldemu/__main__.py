@@ -2,6 +2,11 @@
 
 import sys
 
-from pldemu.cli import main
+from pldemu.runtime.launch import prepare_rank
+
+# First thing in a rank: its pid for the launcher, and a SIGTERM that leaves nothing in /dev/shm.
+prepare_rank()
+
+from pldemu.cli import main  # noqa: E402  (after prepare_rank: the import is the slow part)
 
 sys.exit(main())

@@ -35,7 +35,9 @@ def test_output_and_exit_code(tmp_path: Path) -> None:
     code = (
         "import os, sys, time\n"
         "rank = int(os.environ.get('PMI_RANK') or os.environ.get('OMPI_COMM_WORLD_RANK') or 0)\n"
-        "print('hello from', os.environ['PYTHONUNBUFFERED'])\n"
+        # One write per line: with unbuffered output, print(a, b) writes its pieces separately and two
+        # ranks' pieces can interleave ("hello fromhello from 1").
+        "sys.stdout.write('hello from ' + os.environ['PYTHONUNBUFFERED'] + '\\n')\n"
         f"marker = {str(done)!r}\n"
         "if rank != 0:\n"
         "    open(marker, 'w').close()\n"

@@ -58,10 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``pldemu`` command. SIGTERM, SIGHUP and Ctrl-C end it with 128 + the signal number after
     killing whatever job it started (:func:`pldemu.runtime.launch.interruptible`), without a traceback."""
-    from pldemu.runtime.launch import Interrupted, in_mpi_job, interruptible, record_rank_pid
+    from pldemu.runtime.launch import Interrupted, interruptible
 
-    if in_mpi_job():
-        record_rank_pid()
     parser = build_parser()
     args = parser.parse_args(argv)
     runner: Callable[[argparse.Namespace], int] = args._run

@@ -69,9 +69,12 @@ def abort_job(comm: Any, code: int) -> NoReturn:
     ``MPI_Abort`` kills every rank, but MPICH's may return to the caller before the kill lands; this
     rank must not run on (its peers may already be gone), so it exits right after, its output flushed.
     """
+    from pldemu.runtime.shm import unlink_named_segments
+
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
+    unlink_named_segments()  # MPI_Abort skips MPI_Finalize, which would have removed them
     try:
         comm.Abort(code)
     finally:
@@ -190,13 +193,24 @@ PID_DIR_VAR = "PLDEMU_JOB_PIDS"
 a launcher whose job died of a signal can name the processes mpiexec's report speaks of."""
 
 
-def record_rank_pid(environ: Mapping[str, str] | None = None) -> None:
-    """In a rank of a job this launcher spawned: write this process's pid for the launcher."""
+def prepare_rank(environ: Mapping[str, str] | None = None) -> None:
+    """First thing in a rank of a job this launcher spawned: write this process's pid for the
+    launcher, and make SIGTERM (how mpiexec and the launcher end a job) drop MPI's named /dev/shm
+    segments before the process dies, since MPI_Finalize will not run then."""
     env = os.environ if environ is None else environ
     folder, rank = env.get(PID_DIR_VAR), job_rank(env)
     if folder and rank is not None:
         with contextlib.suppress(OSError):
             Path(folder, f"rank{rank}.pid").write_text(str(os.getpid()))
+    if rank is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminated)
+
+
+def _terminated(signum: int, _frame: object) -> None:
+    from pldemu.runtime.shm import unlink_named_segments
+
+    unlink_named_segments()
+    os._exit(128 + signum)
 
 
 def run_job(n: int, argv: Sequence[str], timeout: float | None, *, env: Mapping[str, str] | None = None,
@@ -228,7 +242,8 @@ def run_job(n: int, argv: Sequence[str], timeout: float | None, *, env: Mapping[
             if isinstance(exc, KeyboardInterrupt):
                 raise Interrupted(signal.SIGINT) from None
             raise
-        kill_group(proc, grace=1.0)  # mpiexec is gone: a rank or proxy it left behind must not run on
+        finally:
+            kill_group(proc, grace=1.0)  # mpiexec is gone: a rank or proxy it left behind must not run on
         return job_exit_code(rc, _rank_pids(Path(pids)), err)
 
 
@@ -296,7 +311,7 @@ __all__ = [
     "kill_group",
     "mpiexec_command",
     "pldemu_argv",
-    "record_rank_pid",
+    "prepare_rank",
     "run_job",
     "spawn",
 ]

@@ -33,23 +33,25 @@ def mapped_segments() -> list[str]:
     return sorted(found)
 
 
+def unlink_segment(path: str) -> bool:
+    """Unlink one of MPI's named segments (by its /dev/shm path); False if it was already gone or is
+    not ours to remove. Only ``mpich_*`` names under /dev/shm are touched."""
+    if not path.startswith(_SHM_DIR) or not os.path.basename(path).startswith(_PREFIXES):
+        return False
+    try:
+        os.unlink(path)
+    except OSError:  # gone already (a rank won the race), or not ours (permissions)
+        return False
+    return True
+
+
 def unlink_named_segments() -> list[str]:
     """Unlink MPI's named segments mapped by this process; returns the names it removed.
 
     Call only when every rank on the node has mapped them (after any collective following
     ``MPI_Init``). Ranks race to unlink the same name: losing the race is fine.
     """
-    removed = []
-    for path in mapped_segments():
-        if os.path.basename(path).startswith(_PREFIXES):
-            try:
-                os.unlink(path)
-                removed.append(path)
-            except FileNotFoundError:
-                pass
-            except OSError:
-                pass  # not ours to remove (permissions): leave it to MPI_Finalize
-    return removed
+    return [path for path in mapped_segments() if unlink_segment(path)]
 
 
-__all__ = ["mapped_segments", "unlink_named_segments"]
+__all__ = ["mapped_segments", "unlink_named_segments", "unlink_segment"]

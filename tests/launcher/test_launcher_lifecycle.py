@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -31,12 +32,21 @@ STARTUP = 60.0
 """Seconds the ranks of a 2-rank job may take to start on a loaded 2-core machine."""
 
 
+PRIVATE_SHM = os.geteuid() == 0 and shutil.which("unshare") is not None
+"""As root, each job gets a /dev/shm of its own (a directory bind-mounted in a private mount
+namespace; ``exec`` keeps the launcher's pid), so what it leaves there can be listed afterwards."""
+
+
 def start(tmp_path: Path) -> subprocess.Popen[str]:
     prog = tmp_path / "spin.pld"
     prog.write_text(SPIN)
     env = {**os.environ, "TMPDIR": str(tmp_path)}  # the launcher's pid directory lands here
-    return subprocess.Popen([sys.executable, "-m", "pldemu", "run", str(prog), "-n", "2"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    cmd = [sys.executable, "-m", "pldemu", "run", str(prog), "-n", "2"]
+    if PRIVATE_SHM:
+        (tmp_path / "shm").mkdir()
+        cmd = ["unshare", "--mount", "sh", "-c", 'mount --bind "$0" /dev/shm && exec "$@"', str(tmp_path / "shm"),
+               *cmd]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
 def rank_pids(tmp_path: Path, n: int = 2) -> dict[int, int]:
@@ -66,6 +76,8 @@ def assert_gone(pids: dict[int, int], tmp_path: Path) -> None:
         time.sleep(0.1)
     assert not [p for p in pids.values() if alive(p)], "a rank outlived the launcher"
     assert not list(tmp_path.glob("pldemu-pids-*")), "the launcher left its pid directory"
+    if PRIVATE_SHM:
+        assert not list((tmp_path / "shm").glob("mpich_*")), "the job left a segment in /dev/shm"
 
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGINT, 130)],
@@ -91,6 +103,19 @@ def test_signal_before_the_job_starts_leaves_nothing(tmp_path: Path):
     time.sleep(1)
     assert not list(tmp_path.glob("pldemu-pids-*/rank*.pid")) or not any(
         alive(int(f.read_text() or 0)) for f in tmp_path.glob("pldemu-pids-*/rank*.pid"))
+    if PRIVATE_SHM:
+        assert not list((tmp_path / "shm").glob("mpich_*")), "the job left a segment in /dev/shm"
+
+
+def test_signal_while_the_ranks_start_leaves_no_segment(tmp_path: Path):
+    # The ranks announce themselves right after MPI_Init, before they unlink MPICH's segment names
+    # themselves: killed now, only the launcher can remove them.
+    proc = start(tmp_path)
+    pids = rank_pids(tmp_path)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 143, err
+    assert_gone(pids, tmp_path)
 
 
 def test_a_rank_killed_by_sigkill_is_job_failed_with_its_pid(tmp_path: Path):
