@@ -23,15 +23,18 @@ usage() {
 RANKS=1
 JOB=pldemu-job-$$
 NET=$JOB-net
-KEYS=""
+TMP=""
 NODES=()
 
 cleanup() {
     local code=$?
     trap - EXIT INT TERM HUP
     if [ ${#NODES[@]} -gt 0 ]; then "$ENGINE" rm -f -t 0 "${NODES[@]}" >/dev/null 2>&1 || true; fi
-    "$ENGINE" network rm -f "$NET" >/dev/null 2>&1 || true
-    if [ -n "$KEYS" ]; then rm -rf "$KEYS"; fi
+    "$ENGINE" network rm "$NET" >/dev/null 2>&1 || true
+    if [ ${#NODES[@]} -gt 0 ] && "$ENGINE" container inspect "${NODES[0]}" >/dev/null 2>&1; then
+        echo "$(basename "$0"): warning: container ${NODES[0]} survived cleanup" >&2
+    fi
+    if [ -n "$TMP" ]; then rm -rf "$TMP"; fi
     exit "$code"
 }
 
@@ -51,21 +54,27 @@ parse_args() {
     if [ "${CMD[0]}" = pldemu ]; then CMD=(python -m mpi4py -m pldemu "${CMD[@]:1}"); fi
 }
 
+# The engine's own chatter (podman's cleanup processes inherit its stderr) goes to a log, shown on failure.
+quietly() {
+    "$@" >>"$TMP/engine.log" 2>&1 || { tail -5 "$TMP/engine.log" >&2; die "failed: $*"; }
+}
+
 # A key pair for this job only, made inside the image (the host needs no ssh), mounted read-only.
 make_keys() {
-    KEYS=$(mktemp -d)
-    "$ENGINE" run --rm -v "$KEYS:/k" "$PLDEMU_IMAGE" \
+    TMP=$(mktemp -d)
+    mkdir "$TMP/ssh"
+    quietly "$ENGINE" run --rm -v "$TMP/ssh:/k" "$PLDEMU_IMAGE" \
         sh -c 'ssh-keygen -q -t ed25519 -N "" -C pldemu-job -f /k/id_ed25519 && cp /k/id_ed25519.pub /k/authorized_keys'
 }
 
 start_nodes() {
     local i name
-    "$ENGINE" network create "$NET" >/dev/null
+    quietly "$ENGINE" network create "$NET"
     for ((i = 0; i < NNODES; i++)); do
         name=$JOB-node$i
         NODES+=("$name")
-        "$ENGINE" run -d --name "$name" --hostname "$name" --network "$NET" --shm-size 256m \
-            -v "$KEYS:/run/pldemu-ssh:ro" "$PLDEMU_IMAGE" pldemu-node >/dev/null
+        quietly "$ENGINE" run -d --name "$name" --hostname "$name" --network "$NET" --shm-size 256m \
+            -v "$TMP/ssh:/run/pldemu-ssh:ro" "$PLDEMU_IMAGE" pldemu-node
     done
     # Every node's sshd answers node 0 before the job starts (10 s at most).
     for name in "${NODES[@]}"; do
@@ -127,7 +136,9 @@ main() {
     before=$(net_bytes)
     echo "# job: ${CMD[*]}"
     t0=$(date +%s.%N)
-    mpi_run "${CMD[@]}" || code=$?
+    # In the background so a signal to this script runs its trap at once, not when the job ends.
+    mpi_run "${CMD[@]}" &
+    wait $! || code=$?
     after=$(net_bytes)
     echo "# job exit code $code after $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f s", b - a }')"
     report_net "$before" "$after"
