@@ -58,11 +58,12 @@ pick_base() {
     debootstrap_base
 }
 
-# Only what the image needs, so a local .venv or caches never enter the build context.
+# Only what the image needs, so a local .venv or caches never enter the build context (every COPY in
+# the Dockerfile reads from these; tests/docker checks it).
+CONTEXT=(pyproject.toml README.md pldemu docker)
 make_context() {
     mkdir -p "$WORK/context"
-    tar -C "$REPO" --exclude=__pycache__ --exclude='*.pyc' -c pyproject.toml README.md pldemu docker \
-        | tar -C "$WORK/context" -x
+    tar -C "$REPO" --exclude=__pycache__ --exclude='*.pyc' -c "${CONTEXT[@]}" | tar -C "$WORK/context" -x
 }
 
 # How this machine reaches PyPI: proxy variables go in as build arguments, the CA bundle pip trusts as a

@@ -17,7 +17,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 usage() {
-    die "usage: $0 [-r RANKS_PER_NODE] NODES -- pldemu SUBCOMMAND [ARGS...]   (NODES >= 1)"
+    die "usage: $(basename "$0") [-r RANKS_PER_NODE] NODES -- pldemu SUBCOMMAND [ARGS...]   (NODES >= 1)"
 }
 
 RANKS=1
@@ -39,7 +39,7 @@ cleanup() {
 }
 
 parse_args() {
-    while getopts "r:" opt; do
+    while getopts ":r:" opt; do
         case $opt in
             r) RANKS=$OPTARG ;;
             *) usage ;;
