@@ -29,7 +29,9 @@ NODES=()
 cleanup() {
     local code=$?
     trap - EXIT INT TERM HUP
-    if [ ${#NODES[@]} -gt 0 ]; then "$ENGINE" rm -f -t 0 "${NODES[@]}" >/dev/null 2>&1 || true; fi
+    local now=()  # podman's rm -f would wait 10 s for a polite stop; docker's kills at once
+    if [ "$ENGINE" = podman ]; then now=(-t 0); fi
+    if [ ${#NODES[@]} -gt 0 ]; then "$ENGINE" rm -f "${now[@]}" "${NODES[@]}" >/dev/null 2>&1 || true; fi
     "$ENGINE" network rm "$NET" >/dev/null 2>&1 || true
     if [ ${#NODES[@]} -gt 0 ] && "$ENGINE" container inspect "${NODES[0]}" >/dev/null 2>&1; then
         echo "$(basename "$0"): warning: container ${NODES[0]} survived cleanup" >&2
