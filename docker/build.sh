@@ -45,7 +45,8 @@ debootstrap_base() {
     debootstrap --variant=minbase "$SUITE" "$root" $mirror >"$WORK/debootstrap.log" 2>&1 \
         || { tail -20 "$WORK/debootstrap.log" >&2; die "debootstrap failed (log above)"; }
     rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
-    tar -C "$root" -c . | "$ENGINE" import - "$LOCAL_BASE" >/dev/null
+    tar -C "$root" -c . | "$ENGINE" import - "$LOCAL_BASE" >"$WORK/import.log" 2>&1 \
+        || { tail -5 "$WORK/import.log" >&2; die "$ENGINE import failed (log above)"; }
     echo "== base: imported $LOCAL_BASE in $(since "$t0")"
 }
 
