@@ -106,3 +106,10 @@ def test_two_containers_run_one_job() -> None:
     assert ": PASS" in res.stdout
     moved = [int(b) for b in re.findall(r"eth0 during the job: (\d+) bytes in", res.stdout)]
     assert len(moved) == 2 and min(moved) > 20 * 4096, res.stdout
+    engine = _engine()
+    assert engine is not None
+    network = re.search(r"on network (\S+),", res.stdout)
+    assert network, res.stdout
+    for kind, name in [("network", network.group(1)), *(("container", h) for h in hosts)]:
+        left = subprocess.run([engine, kind, "inspect", name], capture_output=True, check=False)
+        assert left.returncode != 0, f"{kind} {name} left behind"
