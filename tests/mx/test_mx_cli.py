@@ -98,3 +98,22 @@ def test_example_check_fails_on_every_rank_when_a_block_is_corrupted(tmp_path: P
     assert f"expected buffers: {n} of {n} differ (rtol=0.125 atol=0):" in res.stdout
     for me in range(n):  # rank 1's corruption is seen in its block (row 1) by every rank
         assert f"rank {me} deq_all (vs x_all): {row}" in res.stdout, res.stdout
+
+
+@pytest.mark.parametrize(("old", "new", "message"), [
+    ("tile.load(x, [0, 0], [16, 64])", "tile.load(x, [0, 0], [8, 64])",
+     "tile.tquant_mx with group_axis=1 requires M divisible by 16 (the ZZ box rows), but got M = 8"),
+    (", scale_layout=ZZ)", ")", "tile.dequant_mx with group_axis=1 reads the scale in its public layout ZZ, but got "
+                                "a ND scale tile with scale_layout=ND (an ND tile of the stored bytes: pass "
+                                "scale_layout=ZZ)"),
+    ("scale_layout=ZZ)", "scale_layout=NN)", "but got a ND scale tile with scale_layout=NN"),
+], ids=["tquant-shape", "dequant-no-layout", "dequant-wrong-layout"])
+def test_bad_mx_programs_exit_2_before_the_job(tmp_path: Path, old: str, new: str, message: str) -> None:
+    text = EXAMPLE.read_text()
+    assert old in text
+    bad = tmp_path / "bad.pld"
+    bad.write_text(text.replace(old, new).replace("local x: fp32[16, 64]", "local x: fp32[8, 64]")
+                   if "8, 64" in new else text.replace(old, new))
+    res = pldemu("run", str(bad), "-n", "2", *CHECK)
+    assert res.returncode == 2 and message in res.stderr and "Traceback" not in res.stderr, res.stderr
+    assert res.stderr.startswith(f"pldemu run: error: {bad}:") and res.stdout == ""
