@@ -17,7 +17,8 @@ A pldemu extension, outside the spec (the pass never emits nor lowers it; it is 
     tile.dequant_mx(quant, scale, group_axis[, scale_layout]) -> fp32 [quant shape] ND
         the decode of tile.tquant_mx's public pair: quant * 2^(e8m0 - 127), e8m0 0xFF -> NaN; the scale is
         read in its public byte layout (axis 1 ZZ [M, K/32], axis 0 NN [K/32, N]); an ND scale tile (its
-        bytes loaded back from a buffer) names that layout with scale_layout=ZZ / NN
+        bytes loaded back from a buffer) names that layout with scale_layout=ZZ / NN (the default, ND,
+        means "the scale tile's own layout")
 """
 
 from __future__ import annotations
