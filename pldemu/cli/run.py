@@ -383,7 +383,7 @@ def _gather_report(comm: Any, inst: Any, program: Program, source: str, options:
         print(invariant_summary(ran.violations), flush=True)
     if options.race_detect:
         print(race_summary(ran.races, ran.repeated.races if ran.repeated is not None else None), flush=True)
-    if plan.io.expect is not None:
+    if plan.io.checks:
         found = [m for g in gathered for m in g[4]]
         print(expectation_summary(plan.io, sum(g[3] for g in gathered), found), flush=True)
     if plan.io.report is not None:

@@ -11,6 +11,14 @@ here once (:func:`mx_geometry`, :func:`x2zz_tmp_bytes`).
         exp: axis 1 [1, R*C/32] ("legacy flat"), axis 0 [R/32, C]; max/scaling are written (workspaces)
     tile.tmov_x2zz(exp, tmp, group_axis, dst_rows, dst_cols)  -> uint8 ZZ: axis 1 [align16(R), C],
                                                                  axis 0 [C_src, R_src]
+
+A pldemu extension, outside the spec (the pass never emits nor lowers it; it is not a composite):
+
+    tile.dequant_mx(quant, scale, group_axis[, scale_layout]) -> fp32 [quant shape] ND
+        the decode of tile.tquant_mx's public pair: quant * 2^(e8m0 - 127), e8m0 0xFF -> NaN; the scale is
+        read in its public byte layout (axis 1 ZZ [M, K/32], axis 0 NN [K/32, N]); an ND scale tile (its
+        bytes loaded back from a buffer) names that layout with scale_layout=ZZ / NN (the default, ND,
+        means "the scale tile's own layout")
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pldemu.ir.dtypes import DType
-from pldemu.ir.enums import TileLayout
+from pldemu.ir.enums import TileLayout, enum_text
 from pldemu.ir.nodes import Arg, AttrValue, Const, ListExpr, TileType, TupleType, Type, static_int
 from pldemu.ir.ops import Op
 from pldemu.ir.signatures import AttrSpec, Deducer, Kind, Param, Signature
@@ -261,6 +269,44 @@ def deduce_reinterpret_view(op: Op, args: Sequence[Arg], attrs: Mapping[str, Att
     return TileType(dtype, shape, valid, t.memory, t.layout)
 
 
+def _dequant_quant(op: Op, q: TileType, axis: int) -> None:
+    """The quant operand: what tile.tquant_mx returns (FP8E4M3FN, fully valid, axis 1 [M, K] with M % 16
+    and K % 64 == 0, axis 0 [K, N] with K % 64 and N % 32 == 0)."""
+    if len(q.shape) != 2 or q.dtype is not DType.FP8E4M3FN or q.layout is not TileLayout.ND:
+        raise TileTypeError(op, "quant", f"requires a rank-2 FP8E4M3FN ND quant tile, but got "
+                            f"{q.dtype.value.upper()}{list(q.shape)} {q.layout.name}")
+    if q.valid_shape is not None:
+        raise TileTypeError(op, "quant", "requires a fully valid quant tile")
+    rows, cols = q.shape
+    group, other = (cols, rows) if axis == 1 else (rows, cols)
+    need = ZZ_ROWS if axis == 1 else MX_GROUP
+    if group % 64 or other % need:
+        dims = "[M, K] with M divisible by 16" if axis == 1 else "[K, N] with N divisible by 32"
+        raise TileTypeError(op, "quant", f"with group_axis={axis} requires quant {dims} and K divisible by 64 "
+                            f"(tile.tquant_mx's quant), but got {list(q.shape)}")
+
+
+def deduce_dequant_mx(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+    """pldemu extension (see the module docstring): (quant, scale) -> FP32 [quant shape]."""
+    axis = _axis(op, attrs)
+    q, s = _tile(args[0]), _tile(args[1])
+    _dequant_quant(op, q, axis)
+    rows, cols = q.shape
+    want = (rows, cols // MX_GROUP) if axis == 1 else (rows // MX_GROUP, cols)
+    if s.dtype is not DType.FP8E8M0 or s.shape != want or s.valid_shape is not None:
+        raise TileTypeError(op, "scale", f"requires a fully valid FP8E8M0{list(want)} scale for quant {list(q.shape)} "
+                            f"on group_axis={axis}, but got {s.dtype.value.upper()}{list(s.shape)}")
+    public = TileLayout.ZZ if axis == 1 else TileLayout.NN
+    named = attrs["scale_layout"]
+    assert isinstance(named, TileLayout)
+    layout = s.layout if named is TileLayout.ND else named
+    if layout is not public or s.layout not in (public, TileLayout.ND):
+        raise TileTypeError(op, "scale", f"with group_axis={axis} reads the scale in its public layout "
+                            f"{public.name}, but got a {s.layout.name} scale tile with scale_layout="
+                            f"{enum_text(named)} (an ND tile of the stored bytes: pass scale_layout={public.name})")
+    return TileType(DType.FP32, q.shape, None, q.memory)
+
+
 def _rank2(op: Op, t: TileType) -> None:
     if len(t.shape) != 2:
         raise TileTypeError(op, "tile", f"requires a rank-2 tile, but got rank {len(t.shape)}")
@@ -324,6 +370,8 @@ MX_SIGNATURES: Mapping[Op, Signature] = {
                                    [AttrSpec("dtype", DType, None)]),
     Op.TILE_TRANSPOSE_VIEW: _sig([("tile", TL)], deduce_transpose_view),
     Op.TILE_TRANSPOSE: _sig([("tile", TL), ("axis1", S), ("axis2", S)], deduce_transpose),
+    Op.TILE_DEQUANT_MX: _sig([("quant", TL), ("scale", TL)], deduce_dequant_mx,
+                             [AttrSpec("group_axis", int, None), AttrSpec("scale_layout", TileLayout, TileLayout.ND)]),
     Op.TUPLE_MAKE: _sig([("first", V), ("second", V), ("third", V, True), ("fourth", V, True)],
                         deduce_make_tuple),
     Op.TUPLE_GET_ITEM: _sig([("tuple", TU)], deduce_get_item, [AttrSpec("index", int, None)]),

@@ -53,6 +53,9 @@ class Op(enum.Enum):
     TILE_REINTERPRET_VIEW = "tile.reinterpret_view"
     TILE_TRANSPOSE_VIEW = "tile.transpose_view"
     TILE_TRANSPOSE = "tile.transpose"
+    # pldemu extension, not in the spec's pass (never emitted, never lowered): the MXFP8 decode a consumer
+    # of the public (quant, scale) pair performs, quant * 2^(e8m0 - 127) in FP32, so a program can check it.
+    TILE_DEQUANT_MX = "tile.dequant_mx"
     # Tuples of multi-result ops: MakeTuple and its projection (TupleGetItem).
     TUPLE_MAKE = "tuple.make"
     TUPLE_GET_ITEM = "tuple.get_item"

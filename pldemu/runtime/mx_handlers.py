@@ -27,6 +27,9 @@ writes the on-chip byte image: ``tmov_x2zz`` puts exponent (m, g) at byte
 ``((m//16)*(C/2) + g//2)*32 + (m%16)*2 + g%2`` (ND->ZZ; rows m >= R up to align16(R) are zero) and the
 DN->ZZ form applies the same map to the transposed [N, M^] exponents; ``transpose_view`` keeps the bytes
 and swaps the shape, ``reinterpret_view`` keeps the bytes and changes the dtype.
+
+``tile.dequant_mx`` (a pldemu extension, outside the spec's pass) decodes the public pair back to FP32 by
+reading the scale through the same ZZ map (:func:`zz_values`, the inverse of :func:`zz_bytes`).
 """
 
 from __future__ import annotations
@@ -127,6 +130,28 @@ def zz_bytes(e: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(boxes).reshape(padded.shape)
 
 
+def zz_values(zz: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    """The inverse of :func:`zz_bytes`: the [rows, cols] exponents (rows % 16 == 0) of a ZZ byte image."""
+    boxes = np.ascontiguousarray(zz).reshape(rows // ZZ_ROWS, cols // ZZ_COLS, ZZ_ROWS, ZZ_COLS)
+    return boxes.transpose(0, 2, 1, 3).reshape(rows, cols)
+
+
+def _dequant_mx(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
+    """pldemu extension: quant * 2^(e8m0 - 127), e8m0 0xFF NaN, rounded once to FP32 (the product is
+    exact in float64). Axis 1 reads the [M, K/32] ZZ image; axis 0 the NN [K/32, N] one, whose bytes are
+    the ZZ image of the transposed [N, K/32] exponents."""
+    quant, scale = args[0].data, np.ascontiguousarray(args[1].data).view(np.uint8)  # the E8M0 bits
+    rows, cols = quant.shape
+    if site.attrs["group_axis"] == 1:
+        e = np.repeat(zz_values(scale, rows, cols // MX_GROUP), MX_GROUP, axis=1)
+    else:
+        e = np.repeat(zz_values(scale, cols, rows // MX_GROUP).T, MX_GROUP, axis=0)
+    value = np.ldexp(quant.astype(np.float64), e.astype(np.int64) - 127)
+    with np.errstate(over="ignore"):
+        out = np.where(e == 0xFF, np.nan, value).astype(np.float32)
+    return Tile(out, out.shape)
+
+
 def _tmov_x2zz(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
     src: Tile = args[0]
     t = site.call.type
@@ -173,9 +198,10 @@ MX_HANDLERS: Mapping[Op, MxHandler] = MappingProxyType({
     Op.TILE_REINTERPRET_VIEW: _reinterpret_view,
     Op.TILE_TRANSPOSE_VIEW: _transpose_view,
     Op.TILE_TRANSPOSE: _transpose,
+    Op.TILE_DEQUANT_MX: _dequant_mx,
     Op.TUPLE_MAKE: _make_tuple,
     Op.TUPLE_GET_ITEM: _get_item,
 })
 """Entries of the one handler table (merged there)."""
 
-__all__ = ["MX_HANDLERS", "mx_quantise", "zz_bytes"]
+__all__ = ["MX_HANDLERS", "mx_quantise", "zz_bytes", "zz_values"]

@@ -22,7 +22,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from pldemu.ir import DType, Op, Program, ProgramBuilder
+from pldemu.ir import DType, FunctionBuilder, Op, Program, ProgramBuilder, Var
 from pldemu.lowering import lower_composite_ops
 from pldemu.runtime.options import RuntimeOptions
 
@@ -37,22 +37,26 @@ def public_shapes(axis: int, shape: tuple[int, int]) -> tuple[tuple[int, int], t
     return ((a, b), (a, b // GROUP)) if axis == 1 else ((b, a), (b // GROUP, a))
 
 
+def quantising(pb: ProgramBuilder, axis: int, dtype: str, shape: tuple[int, int]) -> tuple[FunctionBuilder, Var, Var]:
+    """Declare ``x`` and start the entry function of ``pb``: ``t = tile.load(x)``, ``mx =
+    tile.tquant_mx(t)`` and its projections; returns (the function, quant, scale)."""
+    x = pb.local("x", dtype, list(shape))
+    fb = pb.function()
+    t = fb.pld.tile.load(x, [0, 0], list(shape), hint="t")
+    mx = fb.let("mx", fb.call(Op.TILE_TQUANT_MX, [t], {"group_axis": axis}))
+    return (fb, fb.let("quant", fb.call(Op.TUPLE_GET_ITEM, [mx], {"index": 0})),
+            fb.let("scale", fb.call(Op.TUPLE_GET_ITEM, [mx], {"index": 1})))
+
+
 def tquant_program(axis: int, dtype: str, shape: tuple[int, int]) -> Program:
     """x -> tile.tquant_mx -> (quant as int8 -> q, scale as uint8 -> s), lowered."""
     qshape, sshape = public_shapes(axis, shape)
     pb = ProgramBuilder(f"tquant_mx_axis{axis}")
-    x = pb.local("x", dtype, list(shape))
-    q_out = pb.local("q", "int8", list(qshape))
-    s_out = pb.local("s", "uint8", list(sshape))
-    fb = pb.function()
-    t = fb.pld.tile.load(x, [0, 0], list(shape), hint="t")
-    mx = fb.let("mx", fb.call(Op.TILE_TQUANT_MX, [t], {"group_axis": axis}))
-    quant = fb.let("quant", fb.call(Op.TUPLE_GET_ITEM, [mx], {"index": 0}))
-    scale = fb.let("scale", fb.call(Op.TUPLE_GET_ITEM, [mx], {"index": 1}))
+    fb, quant, scale = quantising(pb, axis, dtype, shape)
     q_bytes = fb.let("q_bytes", fb.call(Op.TILE_REINTERPRET_VIEW, [quant], {"dtype": DType.INT8}))
     s_bytes = fb.let("s_bytes", fb.call(Op.TILE_REINTERPRET_VIEW, [scale], {"dtype": DType.UINT8}))
-    fb.pld.tile.store(q_bytes, [0, 0], q_out)
-    fb.pld.tile.store(s_bytes, [0, 0], s_out)
+    fb.pld.tile.store(q_bytes, [0, 0], pb.local("q", "int8", list(qshape)))
+    fb.pld.tile.store(s_bytes, [0, 0], pb.local("s", "uint8", list(sshape)))
     return lower_composite_ops(pb.build())
 
 
@@ -275,5 +279,5 @@ def mx_row(r: MxResult, axis: int, dtype: str) -> str:
             f"{r.max_rel:>11.4g} {r.sqnr_db:>9.2f}  {'ok' if r.ok else 'MISMATCH'}")
 
 
-__all__ = ["MX_HEADER", "MxResult", "compare", "dequantise", "mx_row", "oracle_mx", "run_mx_check",
+__all__ = ["MX_HEADER", "MxResult", "compare", "dequantise", "mx_row", "oracle_mx", "quantising", "run_mx_check",
            "tquant_program", "zz_offset"]

@@ -208,7 +208,8 @@ def tile_math() -> Program:
 
 def mx() -> Program:
     """tile.tquant_mx on both axes with its projections, and (function ``lowered``) what it lowers to:
-    tquant_mx_raw, tmov_x2zz, the views, tile.transpose, tuple.make / tuple.get_item."""
+    tquant_mx_raw, tmov_x2zz, the views, tile.transpose, tuple.make / tuple.get_item; and the pldemu
+    extension tile.dequant_mx of each pair (left alone by the pass)."""
     from pldemu.ir import Function, Op
     from pldemu.lowering import lower_composite_ops
 
@@ -218,8 +219,9 @@ def mx() -> Program:
     x = fb.pld.tile.load(src, [0, 0], [32, 64], hint="x")
     for axis in (0, 1):
         r = fb.let(f"r{axis}", fb.call(Op.TILE_TQUANT_MX, [x], {"group_axis": axis}))
-        fb.let(f"q{axis}", fb.call(Op.TUPLE_GET_ITEM, [r], {"index": 0}))
-        fb.let(f"s{axis}", fb.call(Op.TUPLE_GET_ITEM, [r], {"index": 1}))
+        q = fb.let(f"q{axis}", fb.call(Op.TUPLE_GET_ITEM, [r], {"index": 0}))
+        s = fb.let(f"s{axis}", fb.call(Op.TUPLE_GET_ITEM, [r], {"index": 1}))
+        fb.let(f"d{axis}", fb.call(Op.TILE_DEQUANT_MX, [q, s], {"group_axis": axis}))
     program = pb.build()
     low = lower_composite_ops(program).function()
     return Program("mx", program.buffers, (program.function(), Function("lowered", low.params, low.body)))

@@ -100,3 +100,19 @@ def test_bad_files_exit_2_before_the_job(tmp_path: Path, setup, message: str, fl
 def test_bad_flags_exit_2(tmp_path: Path, argv: list[str], message: str):
     out = pldemu("run", str(write_program(tmp_path)), "-n", "2", *argv)
     assert out.returncode == 2 and message in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize(
+    ("pair", "message"),
+    [
+        ("x=nope", "--expect-buffer x=nope: the program has no buffer 'nope' (buffers: "),
+        ("x=sig", "--expect-buffer x=sig: x is float32[2, 64] but sig is int32[2, 1] (the same dtype and shape"),
+        ("x=x", "--expect-buffer x=x: a buffer compared with itself always matches"),
+        ("x", "argument --expect-buffer: expected ACTUAL=EXPECTED (two buffer names), got 'x'"),
+    ],
+    ids=["unknown-name", "dtype-shape", "itself", "malformed"],
+)
+def test_expect_buffer_bad_pairs_exit_2_before_the_job(tmp_path: Path, pair: str, message: str):
+    out = pldemu("run", str(write_program(tmp_path)), "-n", "2", "--expect-buffer", pair)
+    assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert out.stdout == ""  # no job ran: no report

@@ -66,3 +66,16 @@ def scale_bytes(x_src: np.ndarray, axis: int) -> np.ndarray:
         return zz_image(e.reshape(x.shape[0], -1))
     k, n = x.shape
     return zz_image(e.reshape(k // 32, n).T).reshape(k // 32, n)
+
+
+def dequantised(x_src: np.ndarray, axis: int) -> np.ndarray:
+    """What tile.dequant_mx must give for tile.tquant_mx(x_src): data * 2^(e8m0 - 127) in the quant layout
+    ([M, K] or [K, N]), NaN where e8m0 is 0xFF, rounded once to FP32."""
+    data, e, x = reference(x_src, axis)
+    if axis == 1:
+        per = np.repeat(e.reshape(x.shape[0], -1), 32, axis=1)
+    else:
+        per = np.repeat(e.reshape(x.shape[0] // 32, x.shape[1]), 32, axis=0)
+    value = np.ldexp(data.view(ml_dtypes.float8_e4m3fn).astype(np.float64), per.astype(np.int64) - 127)
+    with np.errstate(over="ignore"):
+        return np.where(per == 255, np.nan, value).astype(np.float32)

@@ -181,3 +181,70 @@ def test_tile_layout_parameters_round_trip_and_tquant_for_effect() -> None:
     lowered = lower_composite_ops(program).function().body.stmts
     assert [s.value.op for s in lowered if isinstance(s, Assign) and isinstance(s.value, Call)
             and s.value.op is Op.TILE_TQUANT_MX_RAW] == [Op.TILE_TQUANT_MX_RAW]
+
+
+def _zz(shape: tuple[int, ...]) -> Var:
+    from pldemu.ir import TileLayout, TileType
+
+    return Var("zz", TileType(DType.UINT8, shape, None, layout=TileLayout.ZZ))
+
+
+def _every_other_refusal() -> list[tuple[str, Callable[[FunctionBuilder], object], str]]:
+    """The constraints test_tquant_mx_refusals and test_raw_and_x2zz_refusals leave out, one each."""
+    from pldemu.ir import ListExpr, TileType
+
+    f32 = "fp32"
+    return [
+        ("tile.tquant_mx", lambda fb: make_call(Op.TILE_TQUANT_MX, [Var("z", TileType(DType.FP32, (0, 64)))],
+                                                {"group_axis": 1}), "requires static positive dims, but got [0, 64]"),
+        ("tile.tquant_mx_raw", lambda fb: make_call(Op.TILE_TQUANT_MX_RAW, [
+            _create(fb, f32, [16, 48]), *[_create(fb, f32, [1, 64], [1, 24])] * 2], {"group_axis": 1}),
+         "requires the group axis extent divisible by 32, but got [16, 48]"),
+        ("tile.tquant_mx_raw", lambda fb: make_call(Op.TILE_TQUANT_MX_RAW, [
+            _create(fb, f32, [16, 64]), _create(fb, f32, [1, 64], [1, 16]), _create(fb, f32, [1, 64], [1, 32])],
+            {"group_axis": 1}), "requires max scratch valid element count 32 (one per group), but got 16"),
+        ("tile.tquant_mx_raw", lambda fb: make_call(Op.TILE_TQUANT_MX_RAW, [
+            _create(fb, f32, [16, 64]), *[_create(fb, f32, [1, 64], [1, 32])] * 2],
+            {"group_axis": 1, "dtype": DType.BF16}), "requires dtype FP8E4M3FN (MXFP8-only), but got BF16"),
+        ("tile.tmov_x2zz", lambda fb: make_call(Op.TILE_TMOV_X2ZZ, [_create(fb, "uint8", [1, 32]),
+                                                                    _create(fb, "uint8", [1, 96])], {"group_axis": 1}),
+         "with group_axis=1 requires positive dst_rows and dst_cols, but got 0, 0"),
+        ("tile.tmov_x2zz", lambda fb: make_call(Op.TILE_TMOV_X2ZZ, [
+            _create(fb, "uint8", [1, 64], [1, 30]), _create(fb, "uint8", [1, 96])],
+            {"group_axis": 1, "dst_rows": 16, "dst_cols": 2}), "requires src valid [1, 32] or [16, 2], but got [1, 30]"),
+        ("tile.tmov_x2zz", lambda fb: make_call(Op.TILE_TMOV_X2ZZ, [
+            _create(fb, "uint8", [1, 34]), _create(fb, "uint8", [1, 96])],
+            {"group_axis": 1, "dst_rows": 17, "dst_cols": 2}),
+         "requires at least 64 physical src elements (align16(dst_rows) * dst_cols), but got 34"),
+        ("tile.tmov_x2zz", lambda fb: make_call(Op.TILE_TMOV_X2ZZ, [_create(fb, "uint8", [1, 32]), _zz((1, 96))],
+                                                {"group_axis": 1, "dst_rows": 16, "dst_cols": 2}),
+         "requires a rank-2 UINT8 ND (row_major) tmp tile, but got UINT8[1, 96] ZZ"),
+        ("tile.tmov_x2zz", lambda fb: make_call(Op.TILE_TMOV_X2ZZ, [_create(fb, "uint8", [2, 24]),
+                                                                    _create(fb, "uint8", [1, 32])], {"group_axis": 0}),
+         "with group_axis=0 requires src cols divisible by 16 and physical cols == valid cols, but got 24 physical"),
+        ("tile.tmov_x2zz", lambda fb: make_call(Op.TILE_TMOV_X2ZZ, [
+            _create(fb, "uint8", [2, 32], [2, 16]), _create(fb, "uint8", [1, 32])], {"group_axis": 0}),
+         "physical cols == valid cols, but got 32 physical, 16 valid"),
+        ("tile.tmov_x2zz", lambda fb: make_call(Op.TILE_TMOV_X2ZZ, [_create(fb, "uint8", [1, 32]),
+                                                                    _create(fb, "uint8", [1, 96])], {"group_axis": 3}),
+         "group_axis must be 0 or 1, but got 3"),
+        ("tile.reinterpret_view", lambda fb: make_call(Op.TILE_REINTERPRET_VIEW, [
+            _create(fb, "uint8", [1, 64], [1, 32]), ListExpr((Const(2), Const(32)))], {"dtype": DType.UINT8}),
+         "requires a fully valid tile to change the shape"),
+        ("tile.transpose_view", lambda fb: make_call(Op.TILE_TRANSPOSE_VIEW, [_create(fb, "uint8", [2, 2, 16])]),
+         "requires a rank-2 tile, but got rank 3"),
+        ("tile.transpose", lambda fb: make_call(Op.TILE_TRANSPOSE, [_zz((16, 2)), Const(0), Const(1)]),
+         "requires an ND tile, but got ZZ"),
+        ("tuple.get_item", lambda fb: make_call(Op.TUPLE_GET_ITEM, [Var("m", make_call(
+            Op.TILE_TQUANT_MX, [_create(fb, f32, [16, 64])], {"group_axis": 1}).type)], {"index": 2}),
+         "index 2 is out of range for a 2-tuple"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_every_other_refusal())))
+def test_every_other_constraint_is_refused_with_its_message(case: int) -> None:
+    op, build, message = _every_other_refusal()[case]
+    with pytest.raises(IRTypeError) as info:
+        build(FunctionBuilder())
+    text = str(info.value)
+    assert text.startswith(op + " ") and message in text and "\n" not in text, text

@@ -155,3 +155,15 @@ def test_lowered_shapes_follow_the_formulas(axis: int, dtype: str, shape: tuple[
                                      TileType(DType.FP8E8M0, scale[0], None, layout=scale[1])))
     assert (Op.TILE_TRANSPOSE in {c.op for c in calls}) == (axis == 0)
     assert (Op.TILE_TRANSPOSE_VIEW in {c.op for c in calls}) == (axis == 0)
+    # The workspaces the raw op gets: valid [1, groups] (axis 1) / [rows/32, cols] (axis 0) in the src dtype.
+    valid = (1, groups) if axis == 1 else (rows // 32, cols)
+    for ws in raw.args[1:3]:
+        t = ws.type  # type: ignore[union-attr]
+        assert isinstance(t, TileType) and t.dtype is src_dt
+        got = t.shape if t.valid_shape is None else tuple(int(v.value) for v in t.valid_shape)  # type: ignore[attr-defined]
+        assert got == valid
+    x2zz = next(c for c in calls if c.op is Op.TILE_TMOV_X2ZZ)
+    zz_shape = (_roundup(rows, 16), cols // 32) if axis == 1 else (cols, rows // 32)
+    assert x2zz.type == TileType(DType.UINT8, zz_shape, None, layout=TileLayout.ZZ)
+    if axis == 1:
+        assert (x2zz.attr("dst_rows"), x2zz.attr("dst_cols")) == (rows, cols // 32)
