@@ -167,7 +167,7 @@ class SharedWindow(Window):
         # Release barrier: the copy is visible before anything we do next
         # (in particular before a notify's atomic).
         self._sync()
-        if self._futex is not None:
+        if self._futex is not None and self._may_sleep(peer):
             self.wake_cells(peer, _flat_cells(plan))  # a put into a signal window changes cells too
 
     def _load(self, peer: int, plan: RegionPlan) -> np.ndarray:
@@ -198,8 +198,7 @@ class SharedWindow(Window):
         add, base = atomics.add, self._addrs[peer]
         for i, v in zip(flat, buf.reshape(-1).tolist(), strict=True):
             add(base + 4 * i, v & 0xFFFF_FFFF, _SEQ_CST)
-        if self._futex is not None:
-            self.wake_cells(peer, flat)
+        self.wake_cells(peer, flat)
 
     def _load_into(self, peer: int, plan: RegionPlan, out: np.ndarray) -> None:
         self._sync()  # acquire, as in _load
@@ -242,11 +241,16 @@ class SharedWindow(Window):
             self._can_sleep = False  # this rank's later waits use timed sleeps; its notifies still wake
         return ok
 
+    def _may_sleep(self, peer: int) -> bool:
+        """Whether a waiter of ``peer`` may be asleep (its waiter count, an atomic load)."""
+        atomics = self._atomics
+        return atomics is not None and bool(atomics.load(self._waiters[peer], _SEQ_CST))
+
     def wake_cells(self, peer: int, cells: Iterable[int]) -> None:
         """Wake whoever sleeps on ``peer``'s ``cells`` (call after changing them, in the order of
         the module docstring); a no-op unless ``peer`` may have a sleeping waiter."""
-        futex, atomics = self._futex, self._atomics
-        if futex is None or atomics is None or not atomics.load(self._waiters[peer], _SEQ_CST):
+        futex = self._futex
+        if futex is None or not self._may_sleep(peer):
             return
         base = self._addrs[peer]
         for c in cells:
