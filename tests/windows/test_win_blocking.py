@@ -22,8 +22,9 @@ LONG = 1.0
 CPU_LIMIT = 0.2
 """CPU seconds a rank may burn while it waits LONG seconds in the kernel."""
 
-HOOKLESS = PollPolicy(hook_interval=3600.0)
-"""Kernel sleeps capped only by the deadline: a lost wake-up would sleep until it (WaitTimeout)."""
+HOOKLESS = PollPolicy(hook_interval=3600.0, block_after=0.0)
+"""Kernel sleeps from the first sleep on, capped only by the deadline: a lost wake-up would sleep
+until it (WaitTimeout)."""
 
 
 def _blocking(backend: str) -> bool:
@@ -40,12 +41,23 @@ def test_backoff_sleeps_through_the_blocker_until_it_fails() -> None:
         return len(timeouts) < 3  # the third kernel sleep fails: timed sleeps from then on
 
     t0 = time.monotonic()
-    b = Backoff(PollPolicy(spin_polls=0, yield_polls=0, hook_interval=0.01), t0 + 0.05, block=block)
+    b = Backoff(PollPolicy(spin_polls=0, yield_polls=0, hook_interval=0.01, block_after=0.0), t0 + 0.05,
+                block=block)
     pauses = 0
     while b.pause():
         pauses += 1
     assert len(timeouts) == 3 and all(0 < t <= 0.01 + 1e-3 for t in timeouts)
-    assert pauses > 3 and b.waited >= 0.05
+    assert pauses > 3 and time.monotonic() - t0 >= 0.05
+
+
+def test_the_blocker_waits_for_block_after() -> None:
+    """Timed sleeps first: the kernel sleeps start once the wait has lasted ``block_after``."""
+    first: list[float] = []
+    b = Backoff(PollPolicy(spin_polls=0, yield_polls=0, block_after=0.02), time.monotonic() + 0.04,
+                block=lambda t: first.append(time.monotonic() - b.start) is None)
+    while b.pause():
+        pass
+    assert first and first[0] >= 0.02
 
 
 def test_a_policy_without_block_never_calls_the_blocker() -> None:
