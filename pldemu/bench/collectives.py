@@ -21,6 +21,15 @@ Inputs are the check harness's exact-in-any-order data (``pldemu.runtime.data``)
 either implementation is compared with ``==`` against the oracle (``pldemu.runtime.oracle``):
 #wrong counts wrong elements over ranks and timed iterations. Result windows that are not also inputs
 are poisoned (NaN) before every call, so a stale result cannot pass.
+
+**Bounds that do not use pldemu's figures.** Every recipe is timed together with (alternating in
+the same iterations, an oversubscribed machine drifts) the raw MPI-3 signal round of ``signals.py``
+(``Fetch_and_op`` credits and polls, no pldemu code), a memcpy of the natural buffer, and the futex
+ping-pong hop (``signals.FutexPingPong``, the machine floor). From the lowering report (barrier
+phases) and one untimed counted run (bytes the busiest rank's data ops write):
+
+* bound = barrier phases x raw MPI signal round + bytes moved / memcpy bandwidth;
+* floor = barrier phases x one futex hop + bytes moved / memcpy bandwidth.
 """
 
 from __future__ import annotations
@@ -38,14 +47,13 @@ from pldemu.bench.common import (
     BenchError,
     Contender,
     Timing,
-    barrier_instance,
     bounded,
     bus_factor,
     gbps,
     ratio,
-    repeated,
     time_alternating,
 )
+from pldemu.bench.signals import FLOOR_HOPS, FutexPingPong, RawSignals
 from pldemu.collectives import CollectiveSpec, collective_program
 from pldemu.ir import AllreduceMode, DType, Op, ReduceOp
 from pldemu.runtime.data import CheckCase, rank_inputs, values
@@ -58,8 +66,8 @@ BENCH_MAX_RECV = 4
 BENCH_SEED = 0
 """Seed of the input data."""
 
-BOUND_BARRIERS = 20
-"""``pld.tensor.barrier`` calls per timed sample of the barrier cost behind the allreduce bound."""
+BOUND_ROUNDS = 20
+"""Raw MPI signal rounds per timed sample of the round cost behind the bounds."""
 
 
 @dataclass(frozen=True)
@@ -143,25 +151,34 @@ class CollectiveRow:
     pldemu: Timing
     native: Timing
     barriers: int = 0
-    """Barrier phases of the lowered recipe (allreduce bound)."""
+    """Barrier phases of the lowered recipe."""
     bytes_moved: int = 0
-    """Bytes the recipe's data ops write on the busiest rank (allreduce bound)."""
-    barrier_s: float = math.nan
-    """``pld.tensor.barrier``'s cost measured alongside (allreduce only)."""
+    """Bytes the recipe's data ops write on the busiest rank."""
+    round_s: float = math.nan
+    """The raw MPI signal round (``signals.RawSignals.barrier_rounds``), measured alongside."""
     memcpy_gbps: float = math.nan
-    """memcpy bandwidth at the collective's size, measured alongside (allreduce only)."""
+    """memcpy bandwidth at the collective's size, measured alongside."""
+    hop_s: float = math.nan
+    """One hop of the futex ping-pong (the machine floor), measured alongside; NaN without one."""
 
     @property
     def bound_s(self) -> float | None:
-        """The recipe's own bound (allreduce only): its barriers x the barrier cost + its bytes
-        moved / the memcpy bandwidth, both measured in the same alternation as the recipe."""
-        if self.case.name != "allreduce" or not self.barriers:
+        """Barrier phases x the raw MPI signal round + bytes moved / the memcpy bandwidth (None for a
+        recipe without barrier phases)."""
+        if not self.barriers:
             return None
-        return self.barriers * self.barrier_s + self.copy_s
+        return self.barriers * self.round_s + self.copy_s
+
+    @property
+    def floor_s(self) -> float:
+        """Barrier phases x one futex hop + bytes moved / the memcpy bandwidth (NaN without a hop)."""
+        return self.barriers * self.hop_s + self.copy_s
 
     @property
     def copy_s(self) -> float:
         """``bytes_moved`` at the memcpy bandwidth, seconds."""
+        if not self.bytes_moved:
+            return 0.0
         return self.bytes_moved / (self.memcpy_gbps * 1e9) if self.memcpy_gbps > 0 else math.nan
 
     def figures(self, timing: Timing) -> tuple[float, float, float]:
@@ -195,8 +212,10 @@ class CollectiveRow:
         bound = self.bound_s
         if bound is not None:
             out["bound_us"] = bound * 1e6
+            out["floor_us"] = self.floor_s * 1e6
             out["barriers"] = self.barriers
-            out["barrier_us"] = self.barrier_s * 1e6
+            out["raw_round_us"] = self.round_s * 1e6
+            out["futex_hop_us"] = self.hop_s * 1e6
             out["bytes_moved"] = self.bytes_moved
             out["memcpy_gbps"] = self.memcpy_gbps
             out["copy_us"] = self.copy_s * 1e6
@@ -204,7 +223,7 @@ class CollectiveRow:
 
 
 # ----------------------------------------------------------------------------------------------
-# Byte accounting of a recipe (for the allreduce bound)
+# Byte accounting of a recipe (for the bounds)
 # ----------------------------------------------------------------------------------------------
 
 _TILE_MATH = frozenset({Op.TILE_ADD, Op.TILE_SUB, Op.TILE_MUL, Op.TILE_MAXIMUM, Op.TILE_MINIMUM,
@@ -274,36 +293,44 @@ def bench_collective(
     with ProgramInstance(lower_composite_ops(cp.program), comm, options) as inst:
         pl = _pldemu_contender(case, inst, cp, own, exp)
         nat = _native_contender(case, comm, own, exp)
-        if case.name != "allreduce":
-            pl_t, nat_t = time_alternating(comm, [pl, nat], warmup, iters)
-            row = CollectiveRow(case, pl_t, nat_t)
-        else:
-            # The recipe's bound needs the barrier cost and the memcpy bandwidth *of the same
-            # minutes* (an oversubscribed machine drifts): they alternate with the allreduce.
-            with barrier_instance(comm, options) as binst:
-                src = np.ones(case.count, dtype=case.dtype.np)
-                dst = np.empty_like(src)
-                pl_t, nat_t, bar_t, mem_t = time_alternating(
-                    comm,
-                    [pl, nat, Contender("barrier", repeated(binst.run, BOUND_BARRIERS), per_call=BOUND_BARRIERS),
-                     Contender("memcpy", lambda: np.copyto(dst, src))],
-                    warmup,
-                    iters,
-                )
-            row = CollectiveRow(case, pl_t, nat_t)
-            row.barriers = recipe_barriers(cp.program, nr)
-            row.barrier_s = bar_t.median
-            row.memcpy_gbps = gbps(case.actual_bytes, mem_t.median)
-            counter = ByteCounter()
-            inst.add_listener(counter)
-            if pl.prepare is not None:
-                pl.prepare()
-            bc = bounded(comm)
-            bc.barrier()
-            inst.run()
-            bc.barrier()
-            row.bytes_moved = int(bc.allreduce([counter.total], MPI.MAX, "max over ranks")[0])
+        row = _timed_with_bounds(comm, case, inst.backend, pl, nat, warmup, iters)
+        row.barriers = recipe_barriers(cp.program, nr)
+        counter = ByteCounter()
+        inst.add_listener(counter)
+        if pl.prepare is not None:
+            pl.prepare()
+        bc = bounded(comm)
+        bc.barrier()
+        inst.run()
+        bc.barrier()
+        row.bytes_moved = int(bc.allreduce([counter.total], MPI.MAX, "max over ranks")[0])
         bounded(comm).barrier()
+    return row
+
+
+def _timed_with_bounds(comm: MPI.Intracomm, case: CollectiveCase, backend: str, pl: Contender, nat: Contender,
+                       warmup: int, iters: int) -> CollectiveRow:
+    """Time the recipe and the native collective alternating with what the bounds need (the raw MPI
+    signal round, a memcpy of the natural buffer, the futex hop where there is one: see the module
+    docstring); collective."""
+    raw = RawSignals(comm, backend)
+    floor = FutexPingPong.create(comm, backend)
+    try:
+        src = np.ones(max(case.count, 1), dtype=case.dtype.np)
+        dst = np.empty_like(src)
+        extra = [Contender("raw round", lambda: raw.barrier_rounds(BOUND_ROUNDS), per_call=BOUND_ROUNDS),
+                 Contender("memcpy", lambda: np.copyto(dst, src))]
+        if floor is not None:
+            extra.append(Contender("futex hop", floor.hops, per_call=FLOOR_HOPS))
+        times = time_alternating(comm, [pl, nat, *extra], warmup, iters)
+    finally:
+        if floor is not None:
+            floor.free()
+        raw.free()
+    row = CollectiveRow(case, times[0], times[1], round_s=times[2].median,
+                        memcpy_gbps=gbps(src.nbytes, times[3].median))
+    if floor is not None:
+        row.hop_s = times[4].median
     return row
 
 

@@ -19,6 +19,12 @@ hop (with 2 ranks: a ping-pong); the figure is the time of ``ROUNDS`` laps divid
 * pldemu: ``pld.tensor.barrier`` lowered and ``run()`` back to back (it also retires its credits,
   the self-clearing epilogue, so one signal buffer serves every call);
 * windows: that recipe (credit, wait, retire) on ``pldemu.windows`` directly, without interpreter.
+
+**Machine floor.** :class:`FutexPingPong`: ranks 0 and 1 hand a turn word (in rank 0's shared
+segment) back and forth, each side sleeping in the kernel (``FUTEX_WAIT``) until the other's
+``FUTEX_WAKE`` -- no spinning, no MPI, no pldemu: one hop is a wake plus a context switch, the least
+a barrier phase whose waiter has gone to sleep can cost on this machine (the other ranks sit in a
+bounded barrier meanwhile). None where there is no shared memory, futex or second rank.
 """
 
 from __future__ import annotations
@@ -44,6 +50,8 @@ from pldemu.ir import parse_program
 from pldemu.ir.enums import NotifyOp, WaitCmp
 from pldemu.mpi import DEFAULT_POLICY, Backoff
 from pldemu.windows import Window, allocate_window, mpi_window
+from pldemu.windows.base import segment_array
+from pldemu.windows.futex import Futex, load_futex
 
 HOP_ROUNDS = 50
 """Laps of the token per timed sample."""
@@ -183,6 +191,70 @@ class RawSignals:
         self.win.Free()
 
 
+FLOOR_HOPS = 200
+"""One-way hops of the futex ping-pong per timed sample."""
+
+
+class FutexPingPong:
+    """The machine floor of one barrier phase (see the module docstring); collective to build and
+    free. :meth:`hops` runs ``FLOOR_HOPS`` one-way hops (ranks other than 0 and 1 return at once)."""
+
+    def __init__(self, comm: MPI.Intracomm, futex: Futex) -> None:
+        self.rank = comm.Get_rank()
+        self.win, local = mpi_window(comm, "shared", 1, np.int32)
+        local[:] = 0
+        self.win.Lock_all(MPI.MODE_NOCHECK)
+        self.win.Sync()
+        comm.Barrier()
+        buf, _ = self.win.Shared_query(0)
+        self._word = segment_array(buf, np.dtype(np.int32), 1)
+        self._addr = int(self._word.ctypes.data)
+        self._futex = futex
+        self._turn = 0  # hops done so far: the turn word's value
+
+    @staticmethod
+    def create(comm: MPI.Intracomm, backend: str) -> FutexPingPong | None:
+        """The ping-pong on ``comm``, or None (no shared windows, no futex, one rank); collective."""
+        futex = load_futex()
+        ok = backend == "shared" and comm.Get_size() >= 2 and futex is not None
+        if not comm.allreduce(ok, MPI.LAND):
+            return None
+        assert futex is not None
+        return FutexPingPong(comm, futex)
+
+    def hops(self) -> None:
+        """``FLOOR_HOPS`` one-way hops: rank 0 moves the turn from even to odd, rank 1 back."""
+        if self.rank > 1:
+            return
+        word, addr, futex = self._word, self._addr, self._futex
+        mine = self.rank
+        for _ in range(FLOOR_HOPS // 2):
+            turn = self._turn
+            if mine == 1:
+                turn += 1
+                self._await(turn)
+            word[0] = turn + 1
+            futex.wake(addr, 1)
+            if mine == 0:
+                self._await(turn + 2)
+            self._turn += 2
+
+    def _await(self, value: int) -> None:
+        word, deadline = self._word, time.monotonic() + WAIT_TIMEOUT
+        while True:
+            seen = int(word[0])
+            if seen == value:
+                return
+            if time.monotonic() > deadline:
+                raise BenchError(f"futex ping-pong: rank {self.rank} never saw turn {value}")
+            self._futex.wait(self._addr, seen, 0.05)
+
+    def free(self) -> None:
+        """Unlock and free the window (collective)."""
+        self.win.Unlock_all()
+        self.win.Free()
+
+
 def _windows_hop(sig: Window, laps_done: list[int], laps: int) -> None:
     me, n = sig.rank, sig.size
     right = (me + 1) % n
@@ -251,4 +323,5 @@ def _three_way(comm: MPI.Intracomm, backend: str, what: tuple[str, str, int],
     return SignalRow(name, t_raw, t_pl, t_win)
 
 
-__all__ = ["BARRIER_ROUNDS", "HOP_ROUNDS", "RawSignals", "SignalRow", "bench_signals", "hop_program"]
+__all__ = ["BARRIER_ROUNDS", "FLOOR_HOPS", "HOP_ROUNDS", "FutexPingPong", "RawSignals", "SignalRow", "bench_signals",
+           "hop_program"]

@@ -209,6 +209,9 @@ _FLAGS = (
     RuntimeFlag("--timeout", "timeout", "seconds one wait may block before it is a deadlock and the wait-for "
                 "report is printed (default %(default)g)", positive_float, "S", always=True, text=format_number,
                 commands=EVERY_RUNNER),
+    RuntimeFlag("--no-blocking-waits", "blocking_waits", "waits back off with timed sleeps between polls "
+                "instead of sleeping in the kernel on the cell until the notify (the fallback where futexes "
+                "are unavailable)", negated=True, commands=EVERY_RUNNER),
     RuntimeFlag("--stage-pieces", "stage_pieces", "move every put/get one stage-sized piece at a time (a peer can "
                 "see a partly landed transfer, as on the hardware)", commands=frozenset({"run", "check"})),
     RuntimeFlag("--trace", "trace", "write a Chrome/Perfetto trace of every rank's ops (draw it with pldemu "

@@ -220,7 +220,8 @@ class InvariantChecker(MonitorBase):
             assert board is not None
             board.wait_started(site.id, sig.buffer.index, cell, expected, site.attrs["cmp_code"])
             try:
-                seen = w.wait(cell, expected, site.attrs["cmp"], time.monotonic() + m.timeout, hook=board.hook)
+                seen = w.wait(cell, expected, site.attrs["cmp"], time.monotonic() + m.timeout, hook=board.hook,
+                              policy=m.wait_policy)
             except windows.WaitTimeout as err:
                 raise m.deadlock(site, sig.buffer, err) from None
             board.wait_ended()

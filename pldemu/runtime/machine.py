@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pldemu.ir import Op, WaitCmp
+from pldemu.mpi import DEFAULT_POLICY, TIMED_POLICY
 from pldemu.runtime.errors import DeadlockError
 from pldemu.runtime.options import RuntimeOptions
 from pldemu.runtime.sites import CallSite
@@ -31,6 +32,8 @@ class Machine:
         self.ctx = CommCtx(rank, nranks)
         self.options = options
         self.timeout = options.timeout
+        self.wait_policy = DEFAULT_POLICY if options.blocking_waits else TIMED_POLICY
+        """The back-off of every ``pld.system.wait`` of this instance."""
         self.stage_pieces = options.stage_pieces
         self.poison = Poison(options.poison)
         self.buffers = list(buffers)

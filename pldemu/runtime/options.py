@@ -43,6 +43,11 @@ class RuntimeOptions:
     module docstring). ``invariants``: check the credit protocol's invariants as the program runs
     (``pldemu.runtime.invariants``: no cell ever negative, never Set and AtomicAdd on one cell).
     All off (the defaults) cost nothing: no handler is wrapped.
+
+    ``blocking_waits``: a ``pld.system.wait`` still unsatisfied after its spins sleeps in the kernel
+    on the cell until the notify that changes it (shared windows on Linux; ``pldemu.windows.shared``);
+    False forces the timed back-off between polls (``pldemu.mpi.TIMED_POLICY``), which is also what
+    runs wherever kernel sleeps are unavailable.
     """
 
     timeout: float = 30.0
@@ -57,6 +62,7 @@ class RuntimeOptions:
     skew_us: float = 0.0
     visibility: str = "eager"
     invariants: bool = False
+    blocking_waits: bool = True
 
     def __post_init__(self) -> None:
         t = self.timeout
@@ -86,7 +92,7 @@ class RuntimeOptions:
             raise ValueError(
                 f"RuntimeOptions.visibility must be one of {', '.join(VISIBILITY_MODES)}, got {self.visibility!r}"
             )
-        for name in ("poison", "stage_pieces", "race_detect", "invariants"):
+        for name in ("poison", "stage_pieces", "race_detect", "invariants", "blocking_waits"):
             value = getattr(self, name)
             if not isinstance(value, bool):
                 raise ValueError(f"RuntimeOptions.{name} must be True or False, got {value!r}")

@@ -26,7 +26,8 @@ a put now, move it later: deferred visibility) and the word-atomic
 :meth:`Window.store_words` / :meth:`Window.load_words` for shadow state many
 ranks read while its owner writes (the race detector's clocks).  Signal
 operations take the IR's ``NotifyOp`` / ``WaitCmp``; ``wait`` backs off with
-``pldemu.mpi.Backoff``.
+``pldemu.mpi.Backoff``, sleeping in the kernel on the cell where the back end can
+(``Window._sleeper``: shared windows on Linux; the policy's ``block`` turns it off).
 
 Ordering contract: a data put returns only once it is complete at the target
 (it is flushed, or followed by a memory barrier on the shared back end), and
@@ -67,6 +68,11 @@ SIGNAL_DTYPE = np.dtype(np.int32)
 _INT32_MIN = int(np.iinfo(SIGNAL_DTYPE).min)
 _INT32_MAX = int(np.iinfo(SIGNAL_DTYPE).max)
 # Bounds as plain ints: building np.iinfo per notify cost more than the atomic's bookkeeping.
+
+CellSleeper = Callable[[int, float], bool]
+"""``sleeper(observed, timeout)``: sleep in the kernel while a cell still holds ``observed``, at
+most ``timeout`` seconds (woken by the notify that changes it); False when the kernel sleep failed
+and the wait must fall back to timed sleeps.  See ``Window._sleeper``."""
 
 WaitHook = Callable[[int], None]
 """Called now and then while ``wait`` polls, with the last observed value."""
@@ -714,7 +720,9 @@ class Window(FreedOnExit, ABC):
         On expiry :class:`WaitTimeout` is raised with the last observed value.
         Every poll is an atomic read that also makes MPI calls, so remote
         writes keep landing across hosts.  Between polls the wait backs off
-        as ``policy`` says (:class:`pldemu.mpi.Backoff`); ``hook(last_value)``
+        as ``policy`` says (:class:`pldemu.mpi.Backoff`): on shared windows
+        its sleeps are kernel sleeps on the cell, ended by the notify that
+        changes it (``policy.block``); ``hook(last_value)``
         is called about every ``policy.hook_interval`` seconds.  On return,
         data that peers put before their notify is visible in :attr:`local`.
         """
@@ -732,7 +740,9 @@ class Window(FreedOnExit, ABC):
                 end = math.inf if deadline is None else deadline
                 if timeout is not None:
                     end = min(end, time.monotonic() + timeout)
-                backoff = Backoff(policy or DEFAULT_POLICY, end, None if hook is None else lambda: hook(value))
+                sleeper = self._sleeper(cell)
+                backoff = Backoff(policy or DEFAULT_POLICY, end, None if hook is None else lambda: hook(value),
+                                  None if sleeper is None else lambda timeout: sleeper(value, timeout))
                 while True:
                     if not backoff.pause():
                         raise WaitTimeout(window=self._name, rank=self._rank, cell=cell, expected=expected,
@@ -747,6 +757,13 @@ class Window(FreedOnExit, ABC):
             return value
         finally:
             st.polls += polls
+
+    def _sleeper(self, cell: int) -> CellSleeper | None:
+        """How a wait on this rank's ``cell`` sleeps in the kernel until the cell changes, or None:
+        the wait then backs off with timed sleeps between polls.  None here: an RMA window's waits
+        must keep driving MPI progress (every poll is an MPI call), and a notify through MPI
+        accumulates wakes nobody.  The shared back end overrides it (futexes, ``shared.py``)."""
+        return None
 
     def _check_wait(self, cell: int, cmp: WaitCmp) -> int:
         cell = self._check_cell("wait", self._rank, cell)

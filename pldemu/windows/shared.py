@@ -17,19 +17,39 @@ would not be atomic -- MPI only guarantees atomicity among its own
 accumulates -- so the choice is per window and covers all its atomics; polls
 are plain loads after ``MPI_Win_sync``, as before.  Other dtypes, and any
 machine without libatomic, keep ``MPI_Accumulate`` (see ``base.py``).
+
+Blocking waits.  A wait on such a window that is still unsatisfied after the
+back-off's spins and yields sleeps in the kernel on its cell (``futex.py``:
+``FUTEX_WAIT`` on the mapped cell with the value last polled, timed to the
+wait's deadline and next hook call) instead of timed sleeps, so an
+oversubscribed rank leaves its core to the ranks it waits for and wakes when
+the credit lands.  Each segment carries one waiter count after its cells.
+The protocol, which loses no wake-up: the waiter increments its count (a
+sequentially consistent atomic), then the kernel compares the cell with the
+value seen and sleeps; every writer of a cell (notify, fetch_notify, an
+atomic_add put, a plain put into the window) first changes it, then reads
+the target's count with an atomic load, and calls ``FUTEX_WAKE`` on the cell
+only when someone may be sleeping.  Either the writer sees the count, or the
+kernel's compare sees the new value.  Without libatomic or futexes
+(``futex.load_futex`` is None) the window has no count and waits keep the
+timed back-off.  Seam for a back end composing this one (hybrid windows):
+:meth:`SharedWindow.sleeper` and :meth:`SharedWindow.wake_cells`.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 from mpi4py import MPI
 
-from .base import SIGNAL_DTYPE, BackendName, NotifyOp, RegionPlan, Window, segment_array
+from .base import SIGNAL_DTYPE, BackendName, CellSleeper, NotifyOp, RegionPlan, Window, segment_array
+from .futex import Futex, load_futex
 
 _SEQ_CST = 5
 """``__ATOMIC_SEQ_CST``: the atomic is also a full barrier, so earlier stores (a put's copy) are
@@ -38,9 +58,21 @@ visible before it, like the ``MPI_Win_sync`` + accumulate it replaces."""
 AtomicFn = Callable[[int, int, int], int]
 """``fn(address, uint32 operand, memorder) -> uint32 previous value``."""
 
+LoadFn = Callable[[int, int], int]
+"""``fn(address, memorder) -> uint32 value``."""
 
-def _load_atomics() -> tuple[AtomicFn, AtomicFn] | None:
-    """libatomic's 4-byte fetch-add and exchange, or None (then MPI accumulates are used)."""
+
+@dataclass(frozen=True, slots=True)
+class CpuAtomics:
+    """libatomic's 4-byte fetch-add, exchange and load."""
+
+    add: AtomicFn
+    xchg: AtomicFn
+    load: LoadFn
+
+
+def _load_atomics() -> CpuAtomics | None:
+    """libatomic's 4-byte atomics, or None (then MPI accumulates are used)."""
     for name in ("libatomic.so.1", ctypes.util.find_library("atomic")):
         if not name:
             continue
@@ -48,18 +80,31 @@ def _load_atomics() -> tuple[AtomicFn, AtomicFn] | None:
             lib = ctypes.CDLL(name)
             add = getattr(lib, "__atomic_fetch_add_4")
             xchg = getattr(lib, "__atomic_exchange_4")
+            load = getattr(lib, "__atomic_load_4")
         except (OSError, AttributeError):
             continue
         for fn in (add, xchg):
             fn.argtypes = (ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int)
             fn.restype = ctypes.c_uint32
-        return add, xchg
+        load.argtypes = (ctypes.c_void_p, ctypes.c_int)
+        load.restype = ctypes.c_uint32
+        return CpuAtomics(add, xchg, load)
     return None
 
 
-CPU_ATOMICS: tuple[AtomicFn, AtomicFn] | None = _load_atomics()
+CPU_ATOMICS: CpuAtomics | None = _load_atomics()
 """The CPU atomics INT32 windows use, None when libatomic is missing.  Read when a window is
 allocated (tests set it to None to exercise the MPI path)."""
+
+FUTEX: Futex | None = load_futex()
+"""The kernel sleeps of blocking waits, None where futexes are unavailable.  Read when a window
+is allocated."""
+
+_WAITERS_BYTES = 4
+"""The waiter count after a signal segment's cells (int32)."""
+
+_MINUS_ONE = 0xFFFF_FFFF
+"""-1 as the uint32 operand of a fetch-add."""
 
 _IPROBE_EVERY = 16
 """A poll calls ``Iprobe`` every this many polls (not the first one of a
@@ -88,7 +133,10 @@ class SharedWindow(Window):
             info.Free()
 
     def _create_win(self, nbytes: int) -> tuple[MPI.Win, np.ndarray]:
-        win = self.allocate_mpi(self._comm, nbytes, self._dtype.itemsize)
+        int32 = self._dtype == SIGNAL_DTYPE
+        atomics = CPU_ATOMICS if int32 else None
+        futex = FUTEX if atomics is not None else None
+        win = self.allocate_mpi(self._comm, nbytes + (_WAITERS_BYTES if futex else 0), self._dtype.itemsize)
         try:
             win.Set_name(self._name[:120])
             peers = []
@@ -101,7 +149,13 @@ class SharedWindow(Window):
         self._peers = peers
         # Segment base addresses for the CPU atomics (the mapping lives as long as the window).
         self._addrs = [int(p.ctypes.data) for p in peers]
-        self._atomics = CPU_ATOMICS if self._dtype == SIGNAL_DTYPE else None
+        self._atomics = atomics
+        self._futex = futex
+        self._can_sleep = futex is not None
+        self._waiters = [a + nbytes for a in self._addrs]  # each segment's waiter count, after its cells
+        if futex is not None:
+            # Zeroed before the allocation's closing barrier (Window.__init__): no peer reads it earlier.
+            ctypes.c_int32.from_address(self._waiters[self._rank]).value = 0
         return win, peers[self._rank]
 
     def _release(self) -> None:
@@ -113,6 +167,8 @@ class SharedWindow(Window):
         # Release barrier: the copy is visible before anything we do next
         # (in particular before a notify's atomic).
         self._sync()
+        if self._futex is not None and self._may_sleep(peer):
+            self.wake_cells(peer, _flat_cells(plan))  # a put into a signal window changes cells too
 
     def _load(self, peer: int, plan: RegionPlan) -> np.ndarray:
         self._sync()  # acquire: see what other ranks stored before
@@ -122,8 +178,12 @@ class SharedWindow(Window):
         atomics = self._atomics
         if atomics is None:
             return super()._cell_atomic(win, peer, cell, value, op, fetch)
-        fn = atomics[0] if op is NotifyOp.AtomicAdd else atomics[1]
-        old = fn(self._addrs[peer] + 4 * cell, value & 0xFFFF_FFFF, _SEQ_CST)
+        fn = atomics.add if op is NotifyOp.AtomicAdd else atomics.xchg
+        addr = self._addrs[peer] + 4 * cell
+        old = fn(addr, value & 0xFFFF_FFFF, _SEQ_CST)
+        futex = self._futex
+        if futex is not None and atomics.load(self._waiters[peer], _SEQ_CST):
+            futex.wake(addr)  # the cell changed first, then the count was read: see the module docstring
         return old - 0x1_0000_0000 if old & 0x8000_0000 else old
 
     def _accumulate(self, win: MPI.Win, peer: int, plan: RegionPlan, buf: np.ndarray, op: MPI.Op) -> None:
@@ -134,12 +194,11 @@ class SharedWindow(Window):
         # An atomic_add put into an INT32 window: one CPU fetch-add per element (see the module
         # docstring: this window's atomics must never be MPI accumulates).
         win.Sync()
-        grid = np.indices(plan.shape).reshape(len(plan.shape), -1)
-        offs = np.asarray(plan.offsets, dtype=np.intp).reshape(-1, 1)
-        flat = np.ravel_multi_index(tuple(grid + offs), plan.view_shape)
-        add, base = atomics[0], self._addrs[peer]
-        for i, v in zip(flat.tolist(), buf.reshape(-1).tolist(), strict=True):
+        flat = _flat_cells(plan)
+        add, base = atomics.add, self._addrs[peer]
+        for i, v in zip(flat, buf.reshape(-1).tolist(), strict=True):
             add(base + 4 * i, v & 0xFFFF_FFFF, _SEQ_CST)
+        self.wake_cells(peer, flat)
 
     def _load_into(self, peer: int, plan: RegionPlan, out: np.ndarray) -> None:
         self._sync()  # acquire, as in _load
@@ -159,7 +218,52 @@ class SharedWindow(Window):
             self._comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG)
         return value
 
+    def _sleeper(self, cell: int) -> CellSleeper | None:
+        return self.sleeper(cell)
+
+    def sleeper(self, cell: int) -> CellSleeper | None:
+        """The kernel sleep of a wait on this rank's ``cell`` (see the module docstring), None when
+        this window cannot block (not INT32, no libatomic, no futexes, or a futex call failed)."""
+        if not self._can_sleep:
+            return None
+        return functools.partial(self._sleep_on, self._addrs[self._rank] + 4 * cell)
+
+    def _sleep_on(self, addr: int, observed: int, timeout: float) -> bool:
+        futex, atomics = self._futex, self._atomics
+        assert futex is not None and atomics is not None  # sleeper() checked
+        count = self._waiters[self._rank]
+        atomics.add(count, 1, _SEQ_CST)  # published before the kernel compares the cell
+        try:
+            ok = futex.wait(addr, observed, timeout)
+        finally:
+            atomics.add(count, _MINUS_ONE, _SEQ_CST)
+        if not ok:
+            self._can_sleep = False  # this rank's later waits use timed sleeps; its notifies still wake
+        return ok
+
+    def _may_sleep(self, peer: int) -> bool:
+        """Whether a waiter of ``peer`` may be asleep (its waiter count, an atomic load)."""
+        atomics = self._atomics
+        return atomics is not None and bool(atomics.load(self._waiters[peer], _SEQ_CST))
+
+    def wake_cells(self, peer: int, cells: Iterable[int]) -> None:
+        """Wake whoever sleeps on ``peer``'s ``cells`` (call after changing them, in the order of
+        the module docstring); a no-op unless ``peer`` may have a sleeping waiter."""
+        futex = self._futex
+        if futex is None or not self._may_sleep(peer):
+            return
+        base = self._addrs[peer]
+        for c in cells:
+            futex.wake(base + 4 * c)
+
     def _sync(self) -> None:
         win = self._win
         assert win is not None  # callers checked liveness
         win.Sync()
+
+
+def _flat_cells(plan: RegionPlan) -> list[int]:
+    """The flat element indices of a region, in C order."""
+    grid = np.indices(plan.shape).reshape(len(plan.shape), -1)
+    offs = np.asarray(plan.offsets, dtype=np.intp).reshape(-1, 1)
+    return list(np.ravel_multi_index(tuple(grid + offs), plan.view_shape).tolist())

@@ -128,3 +128,15 @@ def test_run_rejects_bad_input_with_exit_2_and_no_traceback(tmp_path: Path, caps
     with pytest.raises(SystemExit) as exit_:  # argparse refuses the value itself
         main(["run", str(unlowerable), "-n", "2", "--timeout", "0"])
     assert exit_.value.code == 2 and "--timeout: expected a positive number, got '0'" in capsys.readouterr().err
+
+
+def test_blocking_waits_option_picks_the_wait_back_off() -> None:
+    """``RuntimeOptions.blocking_waits`` is the one switch of the kernel sleeps of ``pld.system.wait``."""
+    from pldemu.mpi import DEFAULT_POLICY, TIMED_POLICY
+    from pldemu.runtime.machine import Machine
+    from pldemu.runtime.options import RuntimeOptions
+
+    assert Machine(0, 1, RuntimeOptions(), []).wait_policy is DEFAULT_POLICY
+    assert Machine(0, 1, RuntimeOptions(blocking_waits=False), []).wait_policy is TIMED_POLICY
+    with pytest.raises(ValueError, match="blocking_waits"):
+        RuntimeOptions(blocking_waits=1)  # type: ignore[arg-type]
