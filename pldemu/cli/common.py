@@ -200,6 +200,9 @@ _FLAGS = (
     RuntimeFlag("--no-invariants", "invariants", "do not check the protocol invariants as the program runs (no "
                 "negative cell, never Set and AtomicAdd on one cell; pldemu.runtime.invariants); the harness's "
                 "own checks stay", negated=True, commands=frozenset({"check", "stress"})),
+    RuntimeFlag("--no-cell-check", "cell_check", "do not require every signal cell to be 0 at rest (at each block "
+                "end, and after a single run checked with --invariants): a program that leaves cells non-zero on "
+                "purpose", negated=True, commands=frozenset({"run", "stress"})),
     RuntimeFlag("--races", "race_detect", "detect data races on windows (happens-before; see docs/races.md)",
                 commands=frozenset({"run", "check"})),
     RuntimeFlag("--no-races", "race_detect", "do not run the race detector", negated=True,

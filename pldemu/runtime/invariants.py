@@ -245,6 +245,18 @@ class InvariantChecker(MonitorBase):
 
         return {Op.NOTIFY: notify, Op.WAIT: wait, Op.TENSOR_READ: tensor_read, Op.TENSOR_WRITE: tensor_write}
 
+    def at_rest(self, cells: Mapping[str, np.ndarray], where: str) -> None:
+        """Record a :data:`NONZERO` violation for each signal buffer of this rank whose cells (``name ->``
+        values read at rest, every call retired) are not all 0: its first non-zero cell, and how many."""
+        for name, values in cells.items():
+            bad = np.flatnonzero(values)
+            if bad.size:
+                first = int(bad[0])
+                self.record(Violation(NONZERO, self.rank, name, _unravel(first, values.shape), self.rank,
+                                      int(values.flat[first]), where, self.run,
+                                      f"{bad.size} cell(s) != 0 in {name} of rank {self.rank}; a program that "
+                                      "leaves signal cells non-zero on purpose: --no-cell-check"))
+
     # -- checkpoint ----------------------------------------------------------------------------------
 
     def checkpoint(self, comm: MPI.Intracomm, timeout: float = 60.0) -> list[Violation]:

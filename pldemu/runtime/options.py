@@ -42,7 +42,9 @@ class RuntimeOptions:
     becomes visible only at the rank's next notify, or at a seeded random later point; see the
     module docstring). ``invariants``: check the credit protocol's invariants as the program runs
     (``pldemu.runtime.invariants``: no cell ever negative, never Set and AtomicAdd on one cell).
-    All off (the defaults) cost nothing: no handler is wrapped.
+    All off (the defaults) cost nothing: no handler is wrapped. ``cell_check``: every SIGNAL cell on
+    every rank must be 0 at rest (at each block end of repeated calls, and after a single run checked
+    with ``invariants``); False for a program that leaves cells non-zero on purpose.
     """
 
     timeout: float = 30.0
@@ -57,6 +59,7 @@ class RuntimeOptions:
     skew_us: float = 0.0
     visibility: str = "eager"
     invariants: bool = False
+    cell_check: bool = True
 
     def __post_init__(self) -> None:
         t = self.timeout
@@ -86,7 +89,7 @@ class RuntimeOptions:
             raise ValueError(
                 f"RuntimeOptions.visibility must be one of {', '.join(VISIBILITY_MODES)}, got {self.visibility!r}"
             )
-        for name in ("poison", "stage_pieces", "race_detect", "invariants"):
+        for name in ("poison", "stage_pieces", "race_detect", "invariants", "cell_check"):
             value = getattr(self, name)
             if not isinstance(value, bool):
                 raise ValueError(f"RuntimeOptions.{name} must be True or False, got {value!r}")

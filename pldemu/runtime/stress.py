@@ -83,7 +83,10 @@ def _merge(per_rank: list[dict[str, Failure]]) -> dict[str, Failure]:
 
 
 def _seen(kinds: dict[str, int]) -> tuple[str, ...]:
-    return tuple(f"{k}@{kinds[k]}" for k in KIND_ORDER if k in kinds)
+    """Every kind seen as ``kind@iteration``, earliest first (ties in :data:`KIND_ORDER`)."""
+    order = sorted((k for k in KIND_ORDER if k in kinds),
+                   key=lambda k: (kinds[k] if kinds[k] >= 0 else 1 << 30, KIND_ORDER.index(k)))
+    return tuple(f"{k}@{kinds[k]}" for k in order)
 
 
 @dataclass(frozen=True)
@@ -218,7 +221,9 @@ def _broken_before_deadlock(inst: Any) -> list[Any]:
 
 def _abort(comm: MPI.Intracomm, result_path: str | None, outcome: StressOutcome, text: str | None,
            grace: float) -> None:
-    if text:
+    # A launcher that reads the result file prints the outcome, wait-for graph included: printing it
+    # here too would show it twice.
+    if text and result_path is None:
         print(text, file=sys.stderr, flush=True)
     if result_path is not None:
         write_outcome(f"{result_path}.rank{outcome.rank}", outcome)

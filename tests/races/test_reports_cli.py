@@ -1,0 +1,79 @@
+"""What the reports of ``pldemu run`` / ``pldemu stress`` say (issue 13): the root cause kept, wait-for
+edges for hand-written layouts, the at-rest check of a single run, locations in the user's file, and
+headlines that say what is true. End to end: the commands launch their own mpiexec job."""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+
+import pytest
+from helpers import pldemu as run_pldemu
+from helpers import report as _report
+from report_programs import NO_SIGNALS, RING_COLUMNS, one_short_epilogue
+
+from pldemu.runtime.outcome import StressOutcome
+
+pldemu = partial(run_pldemu, timeout=300.0)
+
+
+def _write(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_the_stress_headline_gives_the_first_failure_of_any_kind() -> None:
+    out = StressOutcome("invariant", 9, 10, 0, "# rank 0 after iteration 9: nonzero", 0.1, first_iteration=1,
+                        seen=("race@1", "invariant@9"))
+    head = out.describe().splitlines()[0]
+    assert head.startswith("# FAILED: invariant at iteration 9 (rank 0), first failure at iteration 1 (race),")
+    assert head.endswith("(kinds seen: race@1, invariant@9)"), head
+    same = StressOutcome("deadlock", 0, 1, 0, "x", 2.0, first_iteration=0, seen=("deadlock@0",))
+    assert same.describe().splitlines()[0] == "# FAILED: deadlock at iteration 0 (rank 0), after 2.0 s"
+
+
+def test_an_outcome_keeps_the_indentation_of_a_wait_for_graph() -> None:
+    out = StressOutcome("deadlock", 0, 1, 0, "deadlock: x\nsummary:\n  cycle: rank 0 -> rank 0", 2.0)
+    assert out.describe().splitlines()[-1] == "#     cycle: rank 0 -> rank 0"
+
+
+@pytest.mark.launcher
+def test_a_single_checked_run_fails_an_epilogue_one_credit_short(tmp_path: Path) -> None:
+    program = _write(tmp_path, "one_short.pld", one_short_epilogue())
+    res = pldemu("run", program, "-n", "3", "--invariants")
+    assert res.returncode == 1, _report(res)
+    assert "invariants: 3 violation(s)" in res.stdout, _report(res)
+    for r in range(3):
+        assert f"invariant nonzero-at-rest: signal cell credits[{(r + 2) % 3}, 0] of rank {r} is 3, not 0" in res.stdout
+    assert "--no-cell-check" in res.stdout, _report(res)
+    opted_out = pldemu("run", program, "-n", "3", "--invariants", "--no-cell-check")
+    assert opted_out.returncode == 0, _report(opted_out)
+    assert "invariants: none broken" in opted_out.stdout and "not checked" in opted_out.stdout, _report(opted_out)
+    # Without --invariants a single run has no checker to fail it (and --no-cell-check means nothing).
+    assert pldemu("run", program, "-n", "3", "--no-cell-check").returncode == 2
+
+
+@pytest.mark.launcher
+def test_a_correct_single_run_passes_the_at_rest_check() -> None:
+    from report_programs import EXAMPLES
+
+    res = pldemu("run", str(EXAMPLES / "custom_barrier.pld"), "-n", "3", "--invariants")
+    assert res.returncode == 0, _report(res)
+    assert "invariants: none broken" in res.stdout and "every signal cell 0 at rest" in res.stdout, _report(res)
+
+
+@pytest.mark.launcher
+def test_a_program_without_signals_is_not_told_a_notify_ordered_its_accesses(tmp_path: Path) -> None:
+    res = pldemu("run", _write(tmp_path, "nosig.pld", NO_SIGNALS), "-n", "2", "--races")
+    assert res.returncode == 0, _report(res)
+    assert "races: none" in res.stdout and "notify -> wait ordered any" in res.stdout, _report(res)
+    assert "was ordered by a notify -> wait" not in res.stdout, _report(res)
+
+
+@pytest.mark.launcher
+def test_a_stress_deadlock_prints_its_graph_once(tmp_path: Path) -> None:
+    res = pldemu("stress", _write(tmp_path, "ring.pld", RING_COLUMNS), "--timeout", "2", "-n", "3")
+    assert res.returncode == 3, _report(res)
+    assert (res.stdout + res.stderr).count("wait-for graph") == 1, _report(res)
+    assert "#         waits for sig[2, 0] >= 1" in res.stdout, _report(res)
