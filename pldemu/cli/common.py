@@ -88,7 +88,7 @@ def abort_on_deadlock(comm: Any, prefix: str, err: Any, hint: str = "") -> NoRet
     wait-for report, every other rank one line, so the graph is printed once."""
     if err.primary:
         abort_with(comm, f"{prefix}{err}" + (f"\n{hint}" if hint else ""))
-    say(f"{prefix}{str(err).splitlines()[0]} (the wait-for report comes from a lower rank)")
+    say(f"{prefix}{err.message} (the wait-for report comes from a lower rank)")
     time.sleep(NONPRIMARY_GRACE)
     abort_with(comm, "")
 

@@ -8,13 +8,30 @@ from mpi_launch import REPO_ROOT
 EXAMPLES = REPO_ROOT / "pldemu" / "examples"
 
 
-def one_short_epilogue() -> str:
-    """The hand-written credit barrier of ``custom_barrier.pld`` whose retire loop stops one peer
-    early: every call leaves one credit in every rank's cells, yet nothing hangs or goes negative."""
+def _barrier_with_retire(old: str, new: str) -> str:
+    """``custom_barrier.pld`` (three credit barriers in a row) with ``old`` replaced by ``new`` once,
+    in its retire phase."""
     text = (EXAMPLES / "custom_barrier.pld").read_text()
-    retire = text.index("# 3. retire")
-    loop = text.index("while k < nr {", retire)
-    return text[:loop] + "while k < nr - 1:int32 {" + text[loop + len("while k < nr {"):]
+    at = text.index(old, text.index("# 3. retire"))
+    return text[:at] + new + text[at + len(old):]
+
+
+def one_short_epilogue() -> str:
+    """The barrier whose retire loop stops one peer early: every call leaves one credit in every
+    rank's cells, yet nothing hangs or goes negative."""
+    return _barrier_with_retire("while k < nr {", "while k < nr - 1:int32 {")
+
+
+def retired_twice() -> str:
+    """The barrier that retires every consumed credit twice: the cells go negative in the first barrier,
+    and the second one hangs (a peer's credit only brings the cell back to 0)."""
+    return _barrier_with_retire("-1:int32, op=AtomicAdd", "-2:int32, op=AtomicAdd")
+
+
+def set_reset() -> str:
+    """The barrier that resets a consumed credit with ``Set 0`` instead of retiring it: a fast peer's
+    credit for the next barrier, arrived before the reset, is wiped and its waiter hangs."""
+    return _barrier_with_retire("-1:int32, op=AtomicAdd", "0:int32, op=Set")
 
 
 NO_SIGNALS = """\

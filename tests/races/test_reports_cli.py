@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from helpers import pldemu as run_pldemu
 from helpers import report as _report
-from report_programs import NO_SIGNALS, RING_COLUMNS, one_short_epilogue
+from report_programs import NO_SIGNALS, RING_COLUMNS, one_short_epilogue, retired_twice, set_reset
 
 from pldemu.runtime.outcome import StressOutcome
 
@@ -77,3 +77,46 @@ def test_a_stress_deadlock_prints_its_graph_once(tmp_path: Path) -> None:
     assert res.returncode == 3, _report(res)
     assert (res.stdout + res.stderr).count("wait-for graph") == 1, _report(res)
     assert "#         waits for sig[2, 0] >= 1" in res.stdout, _report(res)
+
+
+@pytest.mark.launcher
+def test_run_invariants_reports_the_credit_retired_twice_before_the_hang(tmp_path: Path) -> None:
+    res = pldemu("run", _write(tmp_path, "twice.pld", retired_twice()), "-n", "3", "--invariants", "--timeout", "2")
+    assert res.returncode == 3, _report(res)
+    head = next(line for line in res.stderr.splitlines()
+                if line.startswith("pldemu run: rank ") and "comes from a lower rank" not in line)
+    assert "invariant negative-cell: signal cell credits[" in head and "went negative (-1)" in head, _report(res)
+    assert "\nthen deadlock: rank " in res.stderr and "wait-for graph" in res.stderr, _report(res)
+
+
+@pytest.mark.launcher
+def test_run_invariants_reports_a_set_reset_that_wiped_a_fast_peer(tmp_path: Path) -> None:
+    # The straggler resets its cells late, after its fast peers posted their next credits.
+    res = pldemu("run", _write(tmp_path, "reset.pld", set_reset()), "-n", "3", "--invariants", "--timeout", "2",
+                 "--straggler", "1:3000")
+    assert res.returncode in (1, 3), _report(res)
+    out = res.stdout + res.stderr
+    assert "invariant set-and-add: signal cell credits[" in out, _report(res)
+    if res.returncode == 3:  # it hung: the mixing comes first, then the deadlock
+        assert out.index("invariant set-and-add") < out.index("then deadlock: rank "), _report(res)
+
+
+@pytest.mark.launcher
+def test_stress_classifies_the_hang_by_its_root_cause(tmp_path: Path) -> None:
+    res = pldemu("stress", _write(tmp_path, "twice.pld", retired_twice()), "-n", "3", "--timeout", "2")
+    assert res.returncode == 1, _report(res)  # a failure found, classified by its root cause
+    assert "# FAILED: invariant at iteration 0" in res.stdout and "deadlock@0" in res.stdout, _report(res)
+    assert "#   then deadlock: rank " in res.stdout, _report(res)
+
+
+@pytest.mark.launcher
+def test_a_ring_on_an_nr_by_2_layout_deadlocks_with_a_cycle(tmp_path: Path) -> None:
+    ring = _write(tmp_path, "ring.pld", RING_COLUMNS)
+    res = pldemu("run", ring, "-n", "3", "--timeout", "2")
+    assert res.returncode == 3, _report(res)
+    assert "cycle: rank 0 -> rank 2 -> rank 1 -> rank 0" in res.stderr, _report(res)
+    assert "names no source rank" not in res.stderr, _report(res)
+    checked = pldemu("run", ring, "-n", "3", "--timeout", "2", "--invariants")
+    assert checked.returncode == 3, _report(checked)
+    assert "cycle: rank 0 -> rank 2 -> rank 1 -> rank 0" in checked.stderr, _report(checked)
+    assert "rank 0 waits on sig[2, 0]: no rank has posted to sig[2, 0]" in checked.stderr, _report(checked)
