@@ -140,8 +140,8 @@ def _options(args: argparse.Namespace) -> Any:
     return common.runtime_options(args)
 
 
-LOCATION_HINT = ("(locations are FUNC:LINE in the executed program as printed; "
-                 "--dump DIR writes it to DIR/program.pld)")
+LOCATION_HINT = ("(locations are FUNC:LINE in the executed program as printed, --dump DIR writes it to "
+                 "DIR/program.pld; [FILE:LINE] is the line of your file it came from)")
 
 
 def child_argv(args: argparse.Namespace, n: int) -> list[str]:

@@ -30,6 +30,7 @@ from pldemu.ir import (
     Program,
     Return,
     Seq,
+    SourcePos,
     Stmt,
     Var,
     While,
@@ -133,8 +134,8 @@ class FunctionCompiler:
             slot = self.slots[name] = len(self.slots)
         return slot
 
-    def _loc(self, text: str) -> Location:
-        return Location(self.func, self.line, text)
+    def _loc(self, text: str, origin: SourcePos | None = None) -> Location:
+        return Location(self.func, self.line, text, origin)
 
     # -- statements --------------------------------------------------------------------------------
 
@@ -170,7 +171,7 @@ class FunctionCompiler:
 
     def _assign(self, s: Assign) -> Exec:
         self.line += 1
-        loc = self._loc(f"{s.var.name} = {format_expr(s.value)}")
+        loc = self._loc(f"{s.var.name} = {format_expr(s.value)}", s.origin)
         value = self.expr(s.value, loc)
         slot = self._slot(s.var.name)
         where = str(loc)
@@ -185,7 +186,7 @@ class FunctionCompiler:
 
     def _eval(self, s: Eval) -> Exec:
         self.line += 1
-        loc = self._loc(format_expr(s.call))
+        loc = self._loc(format_expr(s.call), s.origin)
         call = self.expr(s.call, loc)
         where = str(loc)
 

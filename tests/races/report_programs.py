@@ -65,3 +65,34 @@ program ring_columns {
 """
 """A ring on a hand-written ``[NR, 2]`` layout that waits before it notifies: every rank waits for a
 "ready" credit its left neighbour never posts, a cycle through every rank."""
+
+LONE_BARRIER = """\
+program lone_barrier {
+  signal sig: int32[NR, 1]
+  func main() {
+    ctx = pld.system.get_comm_ctx(sig)
+    me = pld.system.rank(ctx)
+    if me == 0:int32 {
+      pld.tensor.barrier(sig)
+    }
+  }
+}
+"""
+"""Only rank 0 enters the barrier (line 7): it hangs inside the lowered recipe."""
+
+RING_BUILDER = """\
+from pldemu.ir import NR, ProgramBuilder
+
+pb = ProgramBuilder("ring_stuck")
+sig = pb.signal("sig", [NR, 2])
+fb = pb.function("main")
+pld = fb.pld
+ctx = pld.system.get_comm_ctx(sig, hint="ctx")
+me = pld.system.rank(ctx, hint="me")
+nr = pld.system.nranks(ctx, hint="nr")
+left = fb.let("left", (me + nr - 1) % nr)
+pld.system.wait(sig, [left, 0], 1)
+pld.system.notify(sig, (me + 1) % nr, [me, 0], 1)
+program = pb.build()
+"""
+"""``RING_COLUMNS`` written with the Python builder: its wait is line 11 of the file."""

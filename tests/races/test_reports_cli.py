@@ -86,6 +86,7 @@ def test_run_invariants_reports_the_credit_retired_twice_before_the_hang(tmp_pat
     head = next(line for line in res.stderr.splitlines()
                 if line.startswith("pldemu run: rank ") and "comes from a lower rank" not in line)
     assert "invariant negative-cell: signal cell credits[" in head and "went negative (-1)" in head, _report(res)
+    assert "op=AtomicAdd) [twice.pld:43] (call 1)" in head, _report(res)
     assert "\nthen deadlock: rank " in res.stderr and "wait-for graph" in res.stderr, _report(res)
 
 
@@ -120,3 +121,19 @@ def test_a_ring_on_an_nr_by_2_layout_deadlocks_with_a_cycle(tmp_path: Path) -> N
     assert checked.returncode == 3, _report(checked)
     assert "cycle: rank 0 -> rank 2 -> rank 1 -> rank 0" in checked.stderr, _report(checked)
     assert "rank 0 waits on sig[2, 0]: no rank has posted to sig[2, 0]" in checked.stderr, _report(checked)
+
+
+@pytest.mark.launcher
+def test_reports_point_at_the_line_of_the_users_file(tmp_path: Path) -> None:
+    from report_programs import EXAMPLES, LONE_BARRIER, RING_BUILDER
+
+    race = pldemu("run", str(EXAMPLES / "early_reader.pld"), "-n", "2", "--races")
+    assert race.returncode == 4, _report(race)
+    assert "rank 0 write at main:12 pld.tile.put(data, 1, fill, stage, atomic=None) [early_reader.pld:19]" in race.stdout
+    lowered = pldemu("run", _write(tmp_path, "lone.pld", LONE_BARRIER), "-n", "2", "--timeout", "2")
+    assert lowered.returncode == 3, _report(lowered)
+    assert "[lone.pld:7, lowered from pld.tensor.barrier]" in lowered.stderr, _report(lowered)
+    built = pldemu("run", _write(tmp_path, "ring_stuck.py", RING_BUILDER), "-n", "2", "--timeout", "2")
+    assert built.returncode == 3, _report(built)
+    assert "pld.system.wait(sig, [left, 0], 1, cmp=Ge) [ring_stuck.py:11]" in built.stderr, _report(built)
+    assert "[FILE:LINE] is the line of your file" in built.stderr, _report(built)
