@@ -135,6 +135,8 @@ class FunctionCompiler:
         return slot
 
     def _loc(self, text: str, origin: SourcePos | None = None) -> Location:
+        """The statement's location. Its call sites report it whole, the user's line included; a
+        program error is prefixed with its printed part only (``Location.printed``)."""
         return Location(self.func, self.line, text, origin)
 
     # -- statements --------------------------------------------------------------------------------
@@ -174,7 +176,7 @@ class FunctionCompiler:
         loc = self._loc(f"{s.var.name} = {format_expr(s.value)}", s.origin)
         value = self.expr(s.value, loc)
         slot = self._slot(s.var.name)
-        where = str(loc)
+        where = loc.printed
 
         def run_assign(f: Frame) -> None:
             try:
@@ -188,7 +190,7 @@ class FunctionCompiler:
         self.line += 1
         loc = self._loc(format_expr(s.call), s.origin)
         call = self.expr(s.call, loc)
-        where = str(loc)
+        where = loc.printed
 
         def run_eval(f: Frame) -> None:
             try:
@@ -206,7 +208,7 @@ class FunctionCompiler:
         slot = self._slot(s.var.name)
         body = self.seq(s.body)
         self.line += 1  # closing brace
-        where = str(loc)
+        where = loc.printed
 
         def run_for(f: Frame) -> None:
             try:
@@ -225,7 +227,7 @@ class FunctionCompiler:
         cond = self.expr(s.cond, loc)
         body = self.seq(s.body)
         self.line += 1
-        where = str(loc)
+        where = loc.printed
 
         def run_while(f: Frame) -> None:
             while True:
@@ -249,7 +251,7 @@ class FunctionCompiler:
             self.line += 1  # "} else {"
             orelse = self.seq(s.orelse)
         self.line += 1
-        where = str(loc)
+        where = loc.printed
 
         def run_if(f: Frame) -> None:
             try:
@@ -267,7 +269,7 @@ class FunctionCompiler:
         self.line += 1
         loc = self._loc(("return " + ", ".join(format_expr(v) for v in s.values)).rstrip())
         values = self._tuple([self.expr(v, loc) for v in s.values])
-        where = str(loc)
+        where = loc.printed
 
         def run_return(f: Frame) -> None:
             try:
@@ -295,7 +297,7 @@ class FunctionCompiler:
         if isinstance(e, Var):
             slot = self.slots.get(e.name)
             if slot is None:
-                raise ProgramError(f"{e.name} is used before it is defined", str(loc))
+                raise ProgramError(f"{e.name} is used before it is defined", loc.printed)
             return operator.itemgetter(slot)
         if isinstance(e, ListExpr):
             return self._tuple([self.expr(i, loc) for i in e.items])
@@ -304,7 +306,7 @@ class FunctionCompiler:
             return _binop(e.op, lhs, rhs, self.static(e.lhs), self.static(e.rhs))
         if isinstance(e, Call):
             return self._call(e, loc)
-        raise ProgramError(f"unknown expression {type(e).__name__}", str(loc))
+        raise ProgramError(f"unknown expression {type(e).__name__}", loc.printed)
 
     def _site(self, call: Call, loc: Location) -> CallSite:
         if self._reuse is not None:
@@ -322,7 +324,7 @@ class FunctionCompiler:
         if op.is_composite:
             what = "collective" if op.is_collective else "tile op"
             raise ProgramError(f"{op.text} is a composite {what}: lower the program first "
-                               f"(pldemu.lowering.lower_composite_ops) before running it", str(loc))
+                               f"(pldemu.lowering.lower_composite_ops) before running it", loc.printed)
         handler = self.m.overrides.get(op) or HANDLERS[op]
         site = self._site(call, loc)
         args = self._tuple([self.expr(a, loc) for a in call.args])

@@ -27,9 +27,13 @@ class Location:
     text: str
     origin: SourcePos | None = None
 
+    @property
+    def printed(self) -> str:
+        """``FUNC:LINE TEXT`` alone (a program error's prefix, followed by its message)."""
+        return f"{self.func}:{self.line} {self.text}"
+
     def __str__(self) -> str:
-        where = f"{self.func}:{self.line} {self.text}"
-        return f"{where} [{self.origin}]" if self.origin is not None else where
+        return f"{self.printed} [{self.origin}]" if self.origin is not None else self.printed
 
 
 @dataclass(frozen=True, eq=False, slots=True)

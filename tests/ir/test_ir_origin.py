@@ -6,22 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from shared_programs import LONE_BARRIER
+
 from pldemu.ir import Assign, Eval, SourcePos, walk_stmts
 from pldemu.ir.parser import parse_program
 from pldemu.ir.source import load_source
 from pldemu.lowering import lower_composite_ops
-
-TEXT = """\
-program lone_barrier {
-  signal sig: int32[NR, 1]
-  func main() {
-    ctx = pld.system.get_comm_ctx(sig)
-    me = pld.system.rank(ctx)
-
-    pld.tensor.barrier(sig)
-  }
-}
-"""
 
 BUILDER = """\
 from pldemu.ir import NR, ProgramBuilder
@@ -41,7 +31,7 @@ def _origins(program: object) -> list[SourcePos | None]:
 
 
 def test_a_pld_statement_knows_its_line_and_a_lowered_recipe_its_composite() -> None:
-    program = parse_program(TEXT, "lone.pld")
+    program = parse_program(LONE_BARRIER, "lone.pld")
     assert _origins(program) == [SourcePos("lone.pld", 4), SourcePos("lone.pld", 5), SourcePos("lone.pld", 7)]
     lowered = _origins(lower_composite_ops(program))
     assert lowered[:2] == [SourcePos("lone.pld", 4), SourcePos("lone.pld", 5)]
@@ -58,5 +48,5 @@ def test_a_builder_statement_knows_the_line_of_the_python_file(tmp_path: Path) -
 
 
 def test_the_origin_is_not_part_of_the_statement() -> None:
-    a, b = parse_program(TEXT, "a.pld"), parse_program("\n" + TEXT, "b.pld")
+    a, b = parse_program(LONE_BARRIER, "a.pld"), parse_program("\n" + LONE_BARRIER, "b.pld")
     assert a == b and hash(a.function().body) == hash(b.function().body)

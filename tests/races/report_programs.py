@@ -66,20 +66,6 @@ program ring_columns {
 """A ring on a hand-written ``[NR, 2]`` layout that waits before it notifies: every rank waits for a
 "ready" credit its left neighbour never posts, a cycle through every rank."""
 
-LONE_BARRIER = """\
-program lone_barrier {
-  signal sig: int32[NR, 1]
-  func main() {
-    ctx = pld.system.get_comm_ctx(sig)
-    me = pld.system.rank(ctx)
-    if me == 0:int32 {
-      pld.tensor.barrier(sig)
-    }
-  }
-}
-"""
-"""Only rank 0 enters the barrier (line 7): it hangs inside the lowered recipe."""
-
 RING_BUILDER = """\
 from pldemu.ir import NR, ProgramBuilder
 

@@ -125,7 +125,8 @@ def test_a_ring_on_an_nr_by_2_layout_deadlocks_with_a_cycle(tmp_path: Path) -> N
 
 @pytest.mark.launcher
 def test_reports_point_at_the_line_of_the_users_file(tmp_path: Path) -> None:
-    from report_programs import EXAMPLES, LONE_BARRIER, RING_BUILDER
+    from report_programs import EXAMPLES, RING_BUILDER
+    from shared_programs import LONE_BARRIER
 
     race = pldemu("run", str(EXAMPLES / "early_reader.pld"), "-n", "2", "--races")
     assert race.returncode == 4, _report(race)
@@ -137,3 +138,13 @@ def test_reports_point_at_the_line_of_the_users_file(tmp_path: Path) -> None:
     assert built.returncode == 3, _report(built)
     assert "pld.system.wait(sig, [left, 0], 1, cmp=Ge) [ring_stuck.py:11]" in built.stderr, _report(built)
     assert "[FILE:LINE] is the line of your file" in built.stderr, _report(built)
+
+
+def test_the_api_forwards_no_cell_check_from_the_one_flag_definition() -> None:
+    from pldemu.cli.common import RUNTIME_FLAGS, options_argv
+    from pldemu.runtime.options import RuntimeOptions
+
+    assert RUNTIME_FLAGS["--no-cell-check"].field == "cell_check"
+    assert "--no-cell-check" in options_argv(RuntimeOptions(cell_check=False, invariants=True), "run")
+    assert "--no-cell-check" not in options_argv(RuntimeOptions(invariants=True), "run")
+    assert "--no-cell-check" in options_argv(RuntimeOptions(cell_check=False), "stress")
