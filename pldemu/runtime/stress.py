@@ -21,8 +21,9 @@ except ``wrong-data`` (a user's program has no oracle) and ``out-of-step`` (ther
 **Which kind is reported.** The run stops at the end of the first block with a failure; several
 kinds may have shown in it. The outcome names the *root cause* first (:data:`PRIORITY`): a broken
 protocol invariant, then a race, then wrong data (a symptom, and the kind most at the mercy of
-timing), and a deadlock only when no invariant was broken before it (the deadlocked rank looks:
-its own violations, and every rank's Set/AtomicAdd shadows, read one-sidedly). The invariants and
+timing), and a deadlock only when no invariant or race was known when its wait gave up
+(``DeadlockError.causes``: every rank's first violation, read one-sidedly from the status board, and
+what earlier checkpoints found; else every rank's Set/AtomicAdd shadows). The invariants and
 the race detector judge the order the protocol allows, not the order this run happened to take, so
 a replay (same seed, same flags) reports the same kind far more often than a timing symptom would.
 Every kind seen is listed too, with ``first_iteration``: the first iteration anything failed in.
