@@ -60,6 +60,8 @@ def first_difference(a: object, b: object, path: str = "program") -> str | None:
         return f"{path}: {type(a).__name__} {a!r} != {type(b).__name__} {b!r}"
     if dataclasses.is_dataclass(a) and not isinstance(a, type):
         for f in dataclasses.fields(a):
+            if not f.compare:  # not part of the node's identity (a statement's source origin)
+                continue
             found = first_difference(getattr(a, f.name), getattr(b, f.name), f"{path}.{f.name}")
             if found is not None:
                 return found

@@ -24,3 +24,19 @@ def self_sync_program() -> Program:
     pld.tile.get(out, me, data, stage, [0, 0], [1, 0], [1, 8])
     pld.system.notify(sig, me, [0, 0], -1)
     return pb.build()
+
+
+LONE_BARRIER = """\
+program lone_barrier {
+  signal sig: int32[NR, 1]
+  func main() {
+    ctx = pld.system.get_comm_ctx(sig)
+    me = pld.system.rank(ctx)
+    if me == 0:int32 {
+      pld.tensor.barrier(sig)
+    }
+  }
+}
+"""
+"""Only rank 0 enters the barrier (line 7): it hangs inside the lowered recipe (the report tests of
+``tests/races`` and the source-origin tests of ``tests/ir``)."""

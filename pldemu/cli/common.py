@@ -88,7 +88,7 @@ def abort_on_deadlock(comm: Any, prefix: str, err: Any, hint: str = "") -> NoRet
     wait-for report, every other rank one line, so the graph is printed once."""
     if err.primary:
         abort_with(comm, f"{prefix}{err}" + (f"\n{hint}" if hint else ""))
-    say(f"{prefix}{str(err).splitlines()[0]} (the wait-for report comes from a lower rank)")
+    say(f"{prefix}{err.message} (the wait-for report comes from a lower rank)")
     time.sleep(NONPRIMARY_GRACE)
     abort_with(comm, "")
 
@@ -200,6 +200,9 @@ _FLAGS = (
     RuntimeFlag("--no-invariants", "invariants", "do not check the protocol invariants as the program runs (no "
                 "negative cell, never Set and AtomicAdd on one cell; pldemu.runtime.invariants); the harness's "
                 "own checks stay", negated=True, commands=frozenset({"check", "stress"})),
+    RuntimeFlag("--no-cell-check", "cell_check", "do not require every signal cell to be 0 at rest (at each block "
+                "end, and after a single run checked with --invariants): a program that leaves cells non-zero on "
+                "purpose", negated=True, commands=frozenset({"run", "stress"})),
     RuntimeFlag("--races", "race_detect", "detect data races on windows (happens-before; see docs/races.md)",
                 commands=frozenset({"run", "check"})),
     RuntimeFlag("--no-races", "race_detect", "do not run the race detector", negated=True,

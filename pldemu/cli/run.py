@@ -74,9 +74,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          "on non-zero cells or invariant violations)")
     it.add_argument("--block", type=positive_int, default=None, metavar="B",
                     help="calls between all-rank checkpoints (default: about 8 blocks)")
-    it.add_argument("--no-cell-check", action="store_true",
-                    help="do not require every signal cell to be 0 at each block end (a program that leaves "
-                         "cells non-zero on purpose)")
     common.add_runtime_arguments(parser, "run", helps={
         "--seed": "seed of every randomised schedule (default %(default)s)",
         "--races": f"detect data races on windows (happens-before); exit {EXIT_RACES} if any",
@@ -130,9 +127,11 @@ def load_program(path: str, lower: bool = True, nranks: int | None = None, optio
 
 def _options(args: argparse.Namespace) -> Any:
     if args.iters == 1:
-        for flag, given in (("--block", args.block is not None), ("--no-cell-check", args.no_cell_check)):
-            if given:
-                raise UsageError(f"{flag} applies to repeated calls: give --iters K with K > 1")
+        if args.block is not None:
+            raise UsageError("--block applies to repeated calls: give --iters K with K > 1")
+        if args.no_cell_check and not args.invariants:
+            raise UsageError("--no-cell-check applies to repeated calls (give --iters K with K > 1) or to the "
+                             "at-rest check of a single run with --invariants")
     try:
         if args.dump is not None:
             output_dir(args.dump, "--dump")
@@ -141,8 +140,8 @@ def _options(args: argparse.Namespace) -> Any:
     return common.runtime_options(args)
 
 
-LOCATION_HINT = ("(locations are FUNC:LINE in the executed program as printed; "
-                 "--dump DIR writes it to DIR/program.pld)")
+LOCATION_HINT = ("(locations are FUNC:LINE in the executed program as printed, --dump DIR writes it to "
+                 "DIR/program.pld; [FILE:LINE] is the line of your file it came from)")
 
 
 def child_argv(args: argparse.Namespace, n: int) -> list[str]:
@@ -156,8 +155,6 @@ def child_argv(args: argparse.Namespace, n: int) -> list[str]:
         argv += ["--iters", str(args.iters)]
     if args.block is not None:
         argv += ["--block", str(args.block)]
-    if args.no_cell_check:
-        argv.append("--no-cell-check")
     return argv + common.runtime_argv(args) + io_argv(args)
 
 
@@ -165,22 +162,20 @@ def child_argv(args: argparse.Namespace, n: int) -> list[str]:
 class RunPlan:
     """What ``pldemu run`` asks of the job besides the program and its options: the ``-n`` it was
     launched for, ``--dump DIR``, whether the program was lowered here (for the report), and the
-    repeated calls (``--iters``, ``--block``, ``--no-cell-check``)."""
+    repeated calls (``--iters``, ``--block``; ``--no-cell-check`` is ``RuntimeOptions.cell_check``)."""
 
     ranks: int | None = None
     dump: str | None = None
     lowered: bool = True
     iters: int = 1
     block: int | None = None
-    cell_check: bool = True
     io: JobIO = NO_IO
     """``--inputs`` / ``--expect`` / ``--report`` (:mod:`pldemu.cli.run_io`)."""
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, io: JobIO | None = None) -> RunPlan:
         """The plan the parsed command line describes."""
-        return cls(args.ranks, args.dump, not args.no_lower, args.iters, args.block, not args.no_cell_check,
-                   io if io is not None else NO_IO)
+        return cls(args.ranks, args.dump, not args.no_lower, args.iters, args.block, io if io is not None else NO_IO)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -320,7 +315,7 @@ def _execute(comm: Any, inst: Any, options: RuntimeOptions, plan: RunPlan) -> tu
             return inst.run().seconds, None
         hooks = Hooks(before_run=_reloader(comm, inst, options, plan.io))
         repeated = run_program_iterations(comm, inst, plan.iters, options, plan.block, hooks=hooks,
-                                          cell_check=plan.cell_check)
+                                          cell_check=options.cell_check)
         return repeated.seconds, repeated
     except DeadlockError as err:
         _failure_file(plan.io, me, str(err))
@@ -339,9 +334,17 @@ def _verdicts(comm: Any, inst: Any, options: RuntimeOptions, repeated: Any) -> t
     ``--iters`` K > 1 every block end was checked already."""
     if repeated is not None:
         return [], list(repeated.race_reports)
+    from pldemu.runtime.harness import signal_cells
+    from pldemu.runtime.repeat import signal_buffers
+
     races = inst.races.check() if inst.races is not None else []  # collective
     violations = []
     if inst.invariants is not None:  # collective
+        if options.cell_check:
+            # Every rank has retired its call once all have met here: no credit may be left.
+            _host(comm, inst, options).block_barrier("the barrier before the at-rest check")
+            names = signal_buffers(inst.program)
+            inst.invariants.at_rest({name: signal_cells(inst, name) for name in names}, "the end of the run")
         violations = inst.invariants.checkpoint(comm, max(60.0, 4.0 * float(options.timeout)))
     return violations, races
 
@@ -380,9 +383,12 @@ def _gather_report(comm: Any, inst: Any, program: Program, source: str, options:
     if ran.repeated is not None:
         print(repeat_summary(ran.repeated), flush=True)
     elif options.invariants:
-        print(invariant_summary(ran.violations), flush=True)
+        print(invariant_summary(ran.violations, options.cell_check), flush=True)
     if options.race_detect:
-        print(race_summary(ran.races, ran.repeated.races if ran.repeated is not None else None), flush=True)
+        from pldemu.runtime.repeat import signal_buffers
+
+        print(race_summary(ran.races, ran.repeated.races if ran.repeated is not None else None,
+                           bool(signal_buffers(program))), flush=True)
     if plan.io.checks:
         found = [m for g in gathered for m in g[4]]
         print(expectation_summary(plan.io, sum(g[3] for g in gathered), found), flush=True)
@@ -404,9 +410,13 @@ def _json_report(program: Program, backend: str, gathered: list[Any], ran: _Ran)
     }
 
 
-def race_summary(reports: Sequence[Any], total: int | None = None) -> str:
+def race_summary(reports: Sequence[Any], total: int | None = None, signals: bool = True) -> str:
     """The race detector's verdict as printed under the report (every report kept, one per line;
-    ``total``: how many there were, when only the first ones were kept)."""
+    ``total``: how many there were, when only the first ones were kept; ``signals``: whether the
+    program has a signal buffer, i.e. whether a notify -> wait can have ordered anything)."""
+    if not reports and not signals:
+        return ("  races: none (no two conflicting window accesses by different ranks were unordered; the program "
+                "has no signals, so no notify -> wait ordered any)")
     if not reports:
         return "  races: none (every pair of conflicting window accesses was ordered by a notify -> wait)"
     total = len(reports) if total is None else total
@@ -415,10 +425,11 @@ def race_summary(reports: Sequence[Any], total: int | None = None) -> str:
     return "\n".join(lines)
 
 
-def invariant_summary(violations: Sequence[Any]) -> str:
+def invariant_summary(violations: Sequence[Any], cell_check: bool = True) -> str:
     """The invariant checker's verdict on one run (``--invariants`` without ``--iters``)."""
     if not violations:
-        return "  invariants: none broken (no negative cell, no cell written by both Set and AtomicAdd)"
+        rest = ", every signal cell 0 at rest" if cell_check else "; signal cells at rest not checked: --no-cell-check"
+        return f"  invariants: none broken (no negative cell, no cell written by both Set and AtomicAdd{rest})"
     return "\n".join([f"  invariants: {len(violations)} violation(s)", *(f"    {v.describe()}" for v in violations)])
 
 

@@ -128,11 +128,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --all-mutants: run each entry with seeds SEED..SEED+N-1 (median reported)")
     parser.add_argument("--no-lower", action="store_true",
                         help="PROGRAM only: run the program as written (it must already be lowered)")
-    parser.add_argument("--no-cell-check", action="store_true",
-                        help="PROGRAM only: do not require every signal cell to be 0 at each block end")
     common.add_job_timeout_argument(parser, None, text=f"{DEFAULT_JOB_TIMEOUT:g}; {MUTANT_JOB_TIMEOUT:g} per mutant with "
                              "--all-mutants")
-    common.add_runtime_arguments(parser, "stress", defaults={"--jitter": DEFAULT_JITTER, "--timeout": DEFAULT_TIMEOUT})
+    common.add_runtime_arguments(parser, "stress", defaults={"--jitter": DEFAULT_JITTER, "--timeout": DEFAULT_TIMEOUT},
+                                 helps={"--no-cell-check": "PROGRAM only: do not require every signal cell to be 0 "
+                                        "at each block end"})
     parser.add_argument("--result-file", default=None, help=argparse.SUPPRESS)
 
 
@@ -252,8 +252,6 @@ def child_argv(args: argparse.Namespace, *, mutant: str | None = None, seed: int
         argv.append(str(Path(args.collective).resolve()))
         if args.no_lower:
             argv.append("--no-lower")
-        if args.no_cell_check:
-            argv.append("--no-cell-check")
     else:
         argv += [args.collective, *collective_argv(args)]
         if args.dtype is not None and args.dtype != "fp32":
@@ -377,7 +375,7 @@ def _run_in_job(args: argparse.Namespace) -> int:
               + ("" if args.straggler is None else f"straggler {args.straggler[0]}:{args.straggler[1]:g} us, ")
               + f"visibility {args.visibility}", flush=True)
     job = StressJob(inst if inst is not None else target.program, target.iters, args.block, target.lower,
-                    target.consume_fence, not args.no_cell_check, args.result_file, replay)
+                    target.consume_fence, options.cell_check, args.result_file, replay)
     outcome = stress(comm, job, options)
     if inst is not None:
         inst.close()  # collective: stress returned on every rank (a failing rank ends the job instead)

@@ -18,6 +18,10 @@ The lowering pass emits its recipes through the same ``FunctionBuilder``.
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import sys
+import types
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
@@ -43,6 +47,7 @@ from pldemu.ir.nodes import (
     Program,
     Return,
     Seq,
+    SourcePos,
     Stmt,
     TensorType,
     Var,
@@ -63,6 +68,26 @@ def as_list(items: ListLike) -> ListExpr:
     return ListExpr(tuple(as_expr(i) for i in items))
 
 
+_IR_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_PACKAGE_DIR = os.path.dirname(_IR_DIR.rstrip(os.sep)) + os.sep
+_EXAMPLES_DIR = _PACKAGE_DIR + "examples" + os.sep
+
+
+def _caller_origin() -> SourcePos | None:
+    """The line of the user's code that is building a statement: the first frame outside
+    ``pldemu/ir``, when it is outside the ``pldemu`` package too, or one of its examples (pldemu's own
+    builders, the lowering and the built-in collectives, are nobody's source)."""
+    frame: types.FrameType | None = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename.startswith(_IR_DIR):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    file = frame.f_code.co_filename
+    if file.startswith(_PACKAGE_DIR) and not file.startswith(_EXAMPLES_DIR):
+        return None
+    return SourcePos(file, frame.f_lineno)
+
+
 def _dtype(d: DType | str) -> DType:
     return d if isinstance(d, DType) else DType.parse(d)
 
@@ -78,6 +103,8 @@ class FunctionBuilder:
         self._counters: dict[str, int] = {}
         self._temp_counter = 0
         self.pld = Pld(self)
+        self.origin: SourcePos | None = None
+        """The origin given to every statement emitted without one (None: the builder's caller's line)."""
 
     # -- names and statements -----------------------------------------------------------------
 
@@ -108,6 +135,13 @@ class FunctionBuilder:
                 return name
 
     def emit(self, stmt: Stmt) -> None:
+        """Append ``stmt`` to the current block. An assignment or call statement without an origin gets
+        :attr:`origin` (set by the lowering while it expands a composite), else the line of the user's
+        Python file that built it (the first caller outside ``pldemu``), so reports can point there."""
+        if isinstance(stmt, (AssignStmt, Eval)) and stmt.origin is None:
+            origin = self.origin if self.origin is not None else _caller_origin()
+            if origin is not None:
+                stmt = dataclasses.replace(stmt, origin=origin)
         self._blocks[-1].append(stmt)
 
     def let(self, hint: str, value: ExprLike) -> Var:

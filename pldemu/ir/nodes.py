@@ -421,9 +421,26 @@ def eval_nr(e: Expr, nr: int) -> int | None:
 
 
 @dataclass(frozen=True)
+class SourcePos:
+    """Where a statement came from in the user's file: a ``.pld`` line, or the line of a Python builder
+    file that emitted it; ``via``: the composite op (``pld.tensor.allreduce``) whose lowering produced
+    the statement, when lowering moved it there."""
+
+    file: str
+    line: int
+    via: str = ""
+
+    def __str__(self) -> str:
+        name = self.file.rsplit("/", 1)[-1]
+        return f"{name}:{self.line}" + (f", lowered from {self.via}" if self.via else "")
+
+
+@dataclass(frozen=True)
 class Assign:
     var: Var
     value: Expr
+    origin: SourcePos | None = field(default=None, compare=False, repr=False)
+    """The user's line this statement comes from (not part of the statement's identity)."""
 
 
 @dataclass(frozen=True)
@@ -431,6 +448,8 @@ class Eval:
     """Evaluate a call for its effect (notify, wait, put, store, ...)."""
 
     call: Call
+    origin: SourcePos | None = field(default=None, compare=False, repr=False)
+    """The user's line this statement comes from (not part of the statement's identity)."""
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,7 @@ from pldemu.ir.nodes import (
     Return,
     ScalarType,
     Seq,
+    SourcePos,
     Stmt,
     TensorType,
     TileType,
@@ -608,7 +609,7 @@ class _Parser:
                                  f"{tok.text} = {tok.text} {nxt.text} ...", nxt)
         value = self.expr(scope)
         if isinstance(value, Call):
-            return Eval(value)
+            return Eval(value, SourcePos(self.filename, tok.line))
         raise self.error("this expression does nothing on its own; a statement is NAME = EXPR, an op "
                          "call, for, while, if or return", tok)
 
@@ -623,7 +624,7 @@ class _Parser:
                              f"assigning it to '{name_tok.text}'", value_tok)
         var = Var(name_tok.text, value.type)
         scope.bind(var.name, var.type)
-        return Assign(var, value)
+        return Assign(var, value, SourcePos(self.filename, name_tok.line))
 
     def for_stmt(self, scope: Scope) -> For:
         for_tok = self.advance()

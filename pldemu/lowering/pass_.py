@@ -44,6 +44,7 @@ from pldemu.ir.nodes import (
     Program,
     Return,
     Seq,
+    SourcePos,
     Stmt,
     Var,
     While,
@@ -303,13 +304,13 @@ class _FunctionLowering:
         if isinstance(s, Assign):
             value = self.expr(s.value, s)
             self.track(s.var, value)
-            fb.emit(Assign(s.var, value))
+            fb.emit(Assign(s.var, value, s.origin))
         elif isinstance(s, Eval):
             value = self.expr(s.call, s)
             # A collective evaluated for effect leaves only its recipe behind.
             if s.call.op not in RULES:
                 assert isinstance(value, Call)
-                fb.emit(Eval(value))
+                fb.emit(Eval(value, s.origin))
         elif isinstance(s, Seq):
             fb.emit(self.block(s, "seq"))
         elif isinstance(s, For):
@@ -383,8 +384,14 @@ class _FunctionLowering:
         ctx = LoweringContext(self.program, call.op, where, self.roots, self.options.variant, target,
                               self.options.backend)
         rule = RULES[call.op]
-        with self.fb.block() as emitted:
-            lowered = rule(call, self.fb, ctx)
+        origin = getattr(s, "origin", None)
+        # Every statement of the recipe points at the user's line of the composite it came from.
+        self.fb.origin = None if origin is None else SourcePos(origin.file, origin.line, call.op.text)
+        try:
+            with self.fb.block() as emitted:
+                lowered = rule(call, self.fb, ctx)
+        finally:
+            self.fb.origin = None
         for st in emitted:
             self.fb.emit(st)
         if isinstance(lowered.value, Call) and lowered.value.op is Op.TUPLE_MAKE:

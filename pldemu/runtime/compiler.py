@@ -30,6 +30,7 @@ from pldemu.ir import (
     Program,
     Return,
     Seq,
+    SourcePos,
     Stmt,
     Var,
     While,
@@ -133,8 +134,10 @@ class FunctionCompiler:
             slot = self.slots[name] = len(self.slots)
         return slot
 
-    def _loc(self, text: str) -> Location:
-        return Location(self.func, self.line, text)
+    def _loc(self, text: str, origin: SourcePos | None = None) -> Location:
+        """The statement's location. Its call sites report it whole, the user's line included; a
+        program error is prefixed with its printed part only (``Location.printed``)."""
+        return Location(self.func, self.line, text, origin)
 
     # -- statements --------------------------------------------------------------------------------
 
@@ -170,10 +173,10 @@ class FunctionCompiler:
 
     def _assign(self, s: Assign) -> Exec:
         self.line += 1
-        loc = self._loc(f"{s.var.name} = {format_expr(s.value)}")
+        loc = self._loc(f"{s.var.name} = {format_expr(s.value)}", s.origin)
         value = self.expr(s.value, loc)
         slot = self._slot(s.var.name)
-        where = str(loc)
+        where = loc.printed
 
         def run_assign(f: Frame) -> None:
             try:
@@ -185,9 +188,9 @@ class FunctionCompiler:
 
     def _eval(self, s: Eval) -> Exec:
         self.line += 1
-        loc = self._loc(format_expr(s.call))
+        loc = self._loc(format_expr(s.call), s.origin)
         call = self.expr(s.call, loc)
-        where = str(loc)
+        where = loc.printed
 
         def run_eval(f: Frame) -> None:
             try:
@@ -205,7 +208,7 @@ class FunctionCompiler:
         slot = self._slot(s.var.name)
         body = self.seq(s.body)
         self.line += 1  # closing brace
-        where = str(loc)
+        where = loc.printed
 
         def run_for(f: Frame) -> None:
             try:
@@ -224,7 +227,7 @@ class FunctionCompiler:
         cond = self.expr(s.cond, loc)
         body = self.seq(s.body)
         self.line += 1
-        where = str(loc)
+        where = loc.printed
 
         def run_while(f: Frame) -> None:
             while True:
@@ -248,7 +251,7 @@ class FunctionCompiler:
             self.line += 1  # "} else {"
             orelse = self.seq(s.orelse)
         self.line += 1
-        where = str(loc)
+        where = loc.printed
 
         def run_if(f: Frame) -> None:
             try:
@@ -266,7 +269,7 @@ class FunctionCompiler:
         self.line += 1
         loc = self._loc(("return " + ", ".join(format_expr(v) for v in s.values)).rstrip())
         values = self._tuple([self.expr(v, loc) for v in s.values])
-        where = str(loc)
+        where = loc.printed
 
         def run_return(f: Frame) -> None:
             try:
@@ -294,7 +297,7 @@ class FunctionCompiler:
         if isinstance(e, Var):
             slot = self.slots.get(e.name)
             if slot is None:
-                raise ProgramError(f"{e.name} is used before it is defined", str(loc))
+                raise ProgramError(f"{e.name} is used before it is defined", loc.printed)
             return operator.itemgetter(slot)
         if isinstance(e, ListExpr):
             return self._tuple([self.expr(i, loc) for i in e.items])
@@ -303,7 +306,7 @@ class FunctionCompiler:
             return _binop(e.op, lhs, rhs, self.static(e.lhs), self.static(e.rhs))
         if isinstance(e, Call):
             return self._call(e, loc)
-        raise ProgramError(f"unknown expression {type(e).__name__}", str(loc))
+        raise ProgramError(f"unknown expression {type(e).__name__}", loc.printed)
 
     def _site(self, call: Call, loc: Location) -> CallSite:
         if self._reuse is not None:
@@ -321,7 +324,7 @@ class FunctionCompiler:
         if op.is_composite:
             what = "collective" if op.is_collective else "tile op"
             raise ProgramError(f"{op.text} is a composite {what}: lower the program first "
-                               f"(pldemu.lowering.lower_composite_ops) before running it", str(loc))
+                               f"(pldemu.lowering.lower_composite_ops) before running it", loc.printed)
         handler = self.m.overrides.get(op) or HANDLERS[op]
         site = self._site(call, loc)
         args = self._tuple([self.expr(a, loc) for a in call.args])

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 import numpy as np
 from mpi4py import MPI
 
+from pldemu.runtime.errors import ROOT_CAUSE_ORDER, Cause, DeadlockError
 from pldemu.runtime.harness import (
     CheckError,
     FailureLog,
@@ -265,6 +266,20 @@ class BlockRun(Generic[RowT]):
 def run_blocks(ctx: RunContext, iters: int, block: int, harness: BlockHarness[RowT]) -> BlockRun[RowT]:
     """Run ``iters`` calls in blocks of ``block`` and check every block end (see the module docstring).
     Collective: every rank of ``ctx.comm`` runs it with the same arguments."""
+    try:
+        return _run_blocks(ctx, iters, block, harness)
+    except DeadlockError as err:
+        # What earlier checkpoints found (a race, an invariant) is the likely cause of the hang.
+        raise err.with_causes(logged_causes(ctx.log)) from None
+
+
+def logged_causes(log: FailureLog) -> tuple[Cause, ...]:
+    """The first failure of each root-cause kind in ``log``, as deadlock causes."""
+    found = (log.kinds.get(kind) for kind in ROOT_CAUSE_ORDER)
+    return tuple(Cause(f.kind, f.iteration, f.text.removeprefix("# ")) for f in found if f is not None)
+
+
+def _run_blocks(ctx: RunContext, iters: int, block: int, harness: BlockHarness[RowT]) -> BlockRun[RowT]:
     out: BlockRun[RowT] = BlockRun()
     it = 0
     while it < iters:

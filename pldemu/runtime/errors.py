@@ -7,6 +7,8 @@ program location in front of the windows layer's message.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pldemu.windows import WindowAccessError, WindowError
 
 
@@ -29,19 +31,51 @@ class AllocationError(Exception):
     windows cannot be freed collectively: the caller reports it and ends the job."""
 
 
+ROOT_CAUSE_ORDER = ("invariant", "race", "wrong-data")
+"""Which known failure a deadlock report names first (``pldemu.runtime.outcome.PRIORITY``'s order)."""
+
+
+@dataclass(frozen=True)
+class Cause:
+    """A failure already known when a wait gave up: its kind (``invariant``, ``race``), the 0-based
+    iteration it happened in (-1: not known) and its report line."""
+
+    kind: str
+    iteration: int
+    text: str
+
+
 class DeadlockError(Exception):
     """A wait passed its deadline. The message holds the wait-for report of every rank.
 
     ``primary`` is False when a lower rank had already timed out when this one looked: that rank
-    prints the report, this one only needs to say where it was stuck.
+    prints the report, this one only needs to say where it was stuck. ``causes``: the invariant
+    violations and races known when the wait gave up (the likely root cause, named first).
     """
 
-    def __init__(self, message: str, *, rank: int, location: str, report: str, primary: bool) -> None:
+    def __init__(self, message: str, *, rank: int, location: str, report: str, primary: bool,
+                 causes: tuple[Cause, ...] = ()) -> None:
         self.rank = rank
         self.location = location
         self.report = report
         self.primary = primary
-        super().__init__(f"{message}\n{report}")
+        self.message = message
+        self.causes = causes
+        head = f"{causes[0].text}\nthen {message}" if causes else message
+        known = [f"root causes known when the wait gave up ({len(causes)}):", *(f"  {c.text}" for c in causes)]
+        super().__init__("\n".join([head, *(known if len(causes) > 1 else []), report]))
+
+    def with_causes(self, more: tuple[Cause, ...]) -> DeadlockError:
+        """The same deadlock with ``more`` causes (known to the harness, e.g. races found at an earlier
+        checkpoint) added; root causes first: invariants, then races, then wrong data."""
+        mine = {c.kind for c in self.causes}
+        # The status board already holds every rank's first violation: the harness's own line of the
+        # same kind would say it twice.
+        extra = tuple(c for c in more if c.kind not in mine)
+        causes = tuple(sorted((*self.causes, *extra), key=lambda c: ROOT_CAUSE_ORDER.index(c.kind)
+                              if c.kind in ROOT_CAUSE_ORDER else len(ROOT_CAUSE_ORDER)))
+        return DeadlockError(self.message, rank=self.rank, location=self.location, report=self.report,
+                             primary=self.primary, causes=causes)
 
 
 LOCATED = "pld_location"
@@ -78,4 +112,4 @@ def locate(err: BaseException, location: str) -> BaseException:
 
 
 __all__ = [
-    "AllocationError","DeadlockError", "ProgramError", "WindowAccessError", "locate"]
+    "AllocationError", "Cause", "DeadlockError", "ProgramError", "WindowAccessError", "locate"]

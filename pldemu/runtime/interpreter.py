@@ -182,6 +182,8 @@ class ProgramInstance:
         self._status_window: Window | None = None
         self._status_window = self._allocate_windows(intra, buffers)
         self._machine.status = StatusBoard(self._status_window)
+        if self._invariants is not None:
+            self._invariants.board = self._machine.status  # a deadlock report reads violations from it
         self._globals: list[Any] = [self.nranks, *(buffer_tensor(b) for b in buffers)]
         self._window_stats = [b.window.stats for b in buffers if b.window is not None]
         if options.race_detect or options.trace is not None:

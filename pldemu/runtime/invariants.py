@@ -19,6 +19,12 @@ directly catches bugs sooner and says what went wrong. Checked here, as the prog
   timing. :meth:`InvariantChecker.scan` reads every rank's shadow one-sidedly, so even a
   deadlocked job can tell that the deadlock came from mixing.
 
+Who has posted to a cell is kept the same way, for the deadlock report: a second shadow per signal
+buffer (``NAME.posters``) holds, per cell, a bit per rank that has ever notified it (set by that
+rank's first notify of the cell; ranks from :data:`POSTER_BITS` - 1 on share the last bit), so a
+blocked rank's wait-for edge can name the rank it waits for whatever the buffer's layout, and a cell
+nobody ever notified can be called so (:meth:`InvariantChecker.posters`).
+
 Checked by the harness (``pldemu.runtime.check.run_check``), which owns the points where they hold:
 
 * **cells at rest are zero**: once all ranks have retired a call and no next-call credit has
@@ -34,7 +40,7 @@ from __future__ import annotations
 
 import operator
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,10 +50,12 @@ from mpi4py import MPI
 from pldemu import windows
 from pldemu.ir import BufferKind, NotifyOp, Op
 from pldemu.mpi import BoundedComm
+from pldemu.runtime.errors import Cause
 from pldemu.runtime.handlers import Handler
 from pldemu.runtime.machine import Machine
 from pldemu.runtime.monitor import MonitorBase
 from pldemu.runtime.sites import CallSite
+from pldemu.runtime.status import RankStatus, StatusBoard
 from pldemu.runtime.values import Buffer, TensorRef, flat_cell
 
 NEGATIVE = "negative-cell"
@@ -60,6 +68,9 @@ INVARIANT_KINDS = (NEGATIVE, MIXED, NONZERO, OUT_OF_STEP)
 MAX_KEPT = 64
 """Violations a rank keeps between checkpoints (the rest are only counted): a broken recipe can
 violate an invariant on every call, and the first few say everything."""
+
+POSTER_BITS = 31
+"""Ranks the posters shadow tells apart (bits of a non-negative INT32); higher ranks share the last."""
 
 _SET, _ADD = 1, 2
 _SET_ONE, _ADD_ONE = 1, 1 << 16
@@ -128,6 +139,11 @@ class InvariantChecker(MonitorBase):
         # (buffer index, target, flat cell, kind) this rank has already counted in the shadow.
         self._counted: set[tuple[int, int, int, int]] = set()
         self._writers: dict[int, windows.Window] = {}
+        self._posters: dict[int, windows.Window] = {}
+        self.board: StatusBoard | None = None
+        """Where violations are published (bound once the instance has its status window)."""
+        self._posted: set[tuple[int, int, int]] = set()
+        """(buffer index, target, flat cell) this rank has already marked in the posters shadow."""
 
     # -- monitor: only the call number ------------------------------------------------------------
 
@@ -136,8 +152,13 @@ class InvariantChecker(MonitorBase):
 
     # -- recording ----------------------------------------------------------------------------------
 
-    def record(self, v: Violation) -> None:
-        """Keep ``v`` for the next checkpoint (or count it when enough are kept)."""
+    def record(self, v: Violation, site: int = -1, flat: int = -1) -> None:
+        """Keep ``v`` for the next checkpoint (or count it when enough are kept) and publish it on the
+        status board (``site``: its call site id, ``flat``: its flat cell), where a rank that reports a
+        deadlock reads it one-sidedly as the deadlock's likely root cause."""
+        if self.board is not None:
+            buffer = next((b.index for b in self._buffers if b.name == v.buffer), -1)
+            self.board.broken((INVARIANT_KINDS.index(v.invariant), buffer, flat, v.target, v.value, site, v.call))
         self.total += 1
         if len(self.violations) < MAX_KEPT:
             self.violations.append(v)
@@ -147,13 +168,38 @@ class InvariantChecker(MonitorBase):
     def _value(self, buf: Buffer, target: int, cell: int, value: int, site: CallSite, detail: str = "") -> None:
         if value < 0:
             self.record(Violation(NEGATIVE, self.rank, buf.name, _unravel(cell, buf.shape), target, value,
-                                  site.where, self.run, detail))
+                                  site.where, self.run, detail), site.id, cell)
 
     def attach(self, ws: windows.WindowSet) -> None:
         """Collectively allocate the writer-kind shadow of every signal buffer (after the buffers)."""
         for b in self._buffers:
             if b.kind is BufferKind.SIGNAL:
                 self._writers[b.index] = ws.allocate(f"{b.name}.writers", b.shape, np.int32, signal=True)
+                self._posters[b.index] = ws.allocate(f"{b.name}.posters", b.shape, np.int32, signal=True)
+
+    def _posted_to(self, buf: Buffer, target: int, cell: int) -> None:
+        key = (buf.index, target, cell)
+        if key in self._posted:
+            return
+        self._posted.add(key)
+        w = self._posters.get(buf.index)
+        if w is not None:
+            w.fetch_notify(target, cell, 1 << min(self.rank, POSTER_BITS - 1), NotifyOp.AtomicAdd)
+
+    def posters(self, buffer: int, owner: int, cell: int) -> tuple[int, ...] | None:
+        """The ranks that have ever notified flat cell ``cell`` of ``owner``'s signal buffer number
+        ``buffer`` (one-sided; no collective, usable in a deadlock); None when not known (no shadow, a
+        read that failed, or a rank beyond :data:`POSTER_BITS` among them)."""
+        w = self._posters.get(buffer)
+        if w is None:
+            return None
+        try:
+            mask = int(w.get(owner, self._buffers[buffer].numel, cell, 1)[0])
+        except windows.WindowError:
+            return None
+        if mask < 0 or mask >> (POSTER_BITS - 1):
+            return None
+        return tuple(r for r in range(POSTER_BITS - 1) if mask >> r & 1)
 
     def _op(self, buf: Buffer, target: int, cell: int, kind: int, site: CallSite) -> None:
         key = (buf.index, target, cell, kind)
@@ -169,7 +215,25 @@ class InvariantChecker(MonitorBase):
         if other:
             mine, theirs = ("Set", "AtomicAdd") if kind == _SET else ("AtomicAdd", "Set")
             self.record(Violation(MIXED, self.rank, buf.name, _unravel(cell, buf.shape), target, 0, site.where,
-                                  self.run, f"{mine} here, after {other} rank(s) wrote it by {theirs}"))
+                                  self.run, f"{mine} here, after {other} rank(s) wrote it by {theirs}"), site.id, cell)
+
+    def known_causes(self, statuses: Sequence[RankStatus], where: Callable[[int], str]) -> tuple[Cause, ...]:
+        """The first invariant violation every rank has published on the status board (``statuses``, read
+        one-sidedly by a rank reporting a deadlock), as causes of that deadlock; ``where(site)`` names a
+        call site."""
+        out = []
+        for st in statuses:
+            if st.broken <= 0 or len(st.first_broken) != 7:
+                continue
+            kind, buffer, flat, target, value, site, call = st.first_broken
+            if not (0 <= kind < len(INVARIANT_KINDS) and 0 <= buffer < len(self._buffers)):
+                continue
+            buf = self._buffers[buffer]
+            v = Violation(INVARIANT_KINDS[kind], st.rank, buf.name, _unravel(max(flat, 0), buf.shape), target, value,
+                          where(site) if site >= 0 else "(at rest)", call)
+            more = f" (and {st.broken - 1} more on rank {st.rank})" if st.broken > 1 else ""
+            out.append(Cause("invariant", v.iteration, v.describe() + more))
+        return tuple(out)
 
     def scan(self) -> list[Violation]:
         """Every cell of every rank written by both Set and AtomicAdd so far, read one-sidedly from the
@@ -206,6 +270,7 @@ class InvariantChecker(MonitorBase):
             old = w.fetch_notify(peer, cell, value, op)
             new = _wrap_int32(old + value) if op is add_op else value
             self._op(sig.buffer, peer, cell, _ADD if op is add_op else _SET, site)
+            self._posted_to(sig.buffer, peer, cell)
             self._value(sig.buffer, peer, cell, new, site, f"{old} {'+' if op is add_op else 'set to'} {value}")
             return None
 
@@ -245,6 +310,18 @@ class InvariantChecker(MonitorBase):
                 self._value(t.buffer, m.rank, cell, operator.index(args[2]), site, "stored by tensor.write")
 
         return {Op.NOTIFY: notify, Op.WAIT: wait, Op.TENSOR_READ: tensor_read, Op.TENSOR_WRITE: tensor_write}
+
+    def at_rest(self, cells: Mapping[str, np.ndarray], where: str) -> None:
+        """Record a :data:`NONZERO` violation for each signal buffer of this rank whose cells (``name ->``
+        values read at rest, every call retired) are not all 0: its first non-zero cell, and how many."""
+        for name, values in cells.items():
+            bad = np.flatnonzero(values)
+            if bad.size:
+                first = int(bad[0])
+                self.record(Violation(NONZERO, self.rank, name, _unravel(first, values.shape), self.rank,
+                                      int(values.flat[first]), where, self.run,
+                                      f"{bad.size} cell(s) != 0 in {name} of rank {self.rank}; a program that "
+                                      "leaves signal cells non-zero on purpose: --no-cell-check"), -1, first)
 
     # -- checkpoint ----------------------------------------------------------------------------------
 

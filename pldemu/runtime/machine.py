@@ -8,10 +8,10 @@ from typing import Any
 
 from pldemu.ir import Op, WaitCmp
 from pldemu.mpi import DEFAULT_POLICY, TIMED_POLICY
-from pldemu.runtime.errors import DeadlockError
+from pldemu.runtime.errors import Cause, DeadlockError
 from pldemu.runtime.options import RuntimeOptions
 from pldemu.runtime.sites import CallSite
-from pldemu.runtime.status import RankState, StatusBoard, WaitTarget, format_report
+from pldemu.runtime.status import RankState, RankStatus, StatusBoard, WaitTarget, format_report
 from pldemu.runtime.values import Buffer, CommCtx, Poison
 from pldemu.windows import WaitTimeout, WindowError
 
@@ -39,6 +39,12 @@ class Machine:
         self.buffers = list(buffers)
         self.sites: list[CallSite] = []
         self.status: StatusBoard | None = None
+        self.posters: Callable[[int, int, int], tuple[int, ...] | None] | None = None
+        """``posters(buffer index, owner, flat cell)``: the ranks that have ever notified that cell, for
+        the deadlock report's wait-for edges (the invariant checker's, when it runs; None: not known)."""
+        self.known_causes: Callable[[list[RankStatus], Callable[[int], str]], tuple[Cause, ...]] | None = None
+        """``known_causes(statuses, where)``: the invariant violations every rank has published on the
+        status board, named by the deadlock report as its likely root cause (the invariant checker's)."""
         self.overrides: dict[Op, Callable[..., Any]] = {}
         """Handlers that replace ``HANDLERS`` entries for this instance (adversarial schedules,
         deferred visibility, invariant checks: ``pldemu.runtime.schedule``); consulted when a call
@@ -71,14 +77,17 @@ class Machine:
                     live = int(buf.window.get(st.rank, buf.numel, st.cell, 1)[0])
                 except WindowError:  # best effort: the record's observed value stands in
                     live = None
-            targets[st.rank] = WaitTarget(buf.name, _unravel(st.cell, buf.shape), buf.shape, live)
+            posters = self.posters(st.buffer, st.rank, st.cell) if self.posters is not None else None
+            targets[st.rank] = WaitTarget(buf.name, _unravel(st.cell, buf.shape), buf.shape, live, posters)
         report, primary = format_report(self.rank, statuses, self.site_text, targets, self.timeout)
         t = targets.get(self.rank)
         cell = t.cell_text() if t is not None else f"cell {err.cell}"
         rel = "==" if err.cmp is WaitCmp.Eq else ">="
         head = (f"deadlock: rank {self.rank} waited {err.waited:.1f}s for {cell} {rel} {err.expected} "
                 f"(observed {err.observed}) at {site.where}")
-        return DeadlockError(head, rank=self.rank, location=site.where, report=report, primary=primary)
+        causes = self.known_causes(statuses, self.site_text) if self.known_causes is not None else ()
+        return DeadlockError(head, rank=self.rank, location=site.where, report=report, primary=primary,
+                             causes=causes)
 
 
 def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -44,6 +44,10 @@ class RuntimeOptions:
     (``pldemu.runtime.invariants``: no cell ever negative, never Set and AtomicAdd on one cell).
     All off (the defaults) cost nothing: no handler is wrapped.
 
+    ``cell_check``: every SIGNAL cell on every rank must be 0 at rest (at each block end of repeated
+    calls, and after a single run checked with ``invariants``); False for a program that leaves cells
+    non-zero on purpose.
+
     ``blocking_waits``: a ``pld.system.wait`` still unsatisfied after its spins sleeps in the kernel
     on the cell until the notify that changes it (shared windows on Linux; ``pldemu.windows.shared``);
     False forces the timed back-off between polls (``pldemu.mpi.TIMED_POLICY``), which is also what
@@ -63,6 +67,7 @@ class RuntimeOptions:
     visibility: str = "eager"
     invariants: bool = False
     blocking_waits: bool = True
+    cell_check: bool = True
 
     def __post_init__(self) -> None:
         t = self.timeout
@@ -92,7 +97,7 @@ class RuntimeOptions:
             raise ValueError(
                 f"RuntimeOptions.visibility must be one of {', '.join(VISIBILITY_MODES)}, got {self.visibility!r}"
             )
-        for name in ("poison", "stage_pieces", "race_detect", "invariants", "blocking_waits"):
+        for name in ("poison", "stage_pieces", "race_detect", "invariants", "blocking_waits", "cell_check"):
             value = getattr(self, name)
             if not isinstance(value, bool):
                 raise ValueError(f"RuntimeOptions.{name} must be True or False, got {value!r}")

@@ -72,10 +72,18 @@ class StressOutcome:
             return f"# TIMEOUT after {self.seconds:.1f} s: {self.detail}"
         at = f"iteration {self.iteration}" if self.iteration is not None and self.iteration >= 0 else "unknown iteration"
         who = f" (rank {self.rank})" if self.rank >= 0 else ""
-        head = f"# FAILED: {self.kind} at {at}{who}, after {self.seconds:.1f} s"
+        head = f"# FAILED: {self.kind} at {at}{who}"
+        first = self.caught_at
+        if first is not None and first != self.iteration:
+            # Something failed before the root cause named first: say when the run first went wrong.
+            earliest = [s.split("@")[0] for s in self.seen if s.endswith(f"@{first}")]
+            head += f", first failure at iteration {first}" + (f" ({', '.join(earliest)})" if earliest else "")
+        head += f", after {self.seconds:.1f} s"
         if len(self.seen) > 1:
             head += f" (kinds seen: {', '.join(self.seen)})"
-        return head + "\n" + "\n".join("#   " + line.lstrip("# ") for line in self.detail.splitlines() if line)
+        # Only a leading "# " goes: the wait-for graph keeps its indentation.
+        body = (line[2:] if line.startswith("# ") else line for line in self.detail.splitlines() if line.strip())
+        return head + "\n" + "\n".join("#   " + line for line in body)
 
 
 def write_outcome(path: str | os.PathLike[str], outcome: StressOutcome) -> None:

@@ -269,6 +269,8 @@ def prepare(m: Machine) -> tuple[Schedule, InvariantChecker | None]:
     table: dict[Op, Handler] = dict(HANDLERS)
     if checker is not None:
         table.update(checker.handlers(table))
+        m.posters = checker.posters  # the deadlock report's wait-for edges, for any signal layout
+        m.known_causes = checker.known_causes  # and its root cause
     if sched.writes is not None:
         table.update(deferred_handlers(sched.writes, table))
     if sched.delays:

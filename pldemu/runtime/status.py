@@ -18,8 +18,12 @@ import numpy as np
 from pldemu.ir import WaitCmp
 from pldemu.windows import Window
 
-FIELDS = ("state", "run", "site", "buffer", "cell", "expected", "cmp", "observed", "since_ms")
-STATE, RUN, SITE, BUFFER, CELL, EXPECTED, CMP, OBSERVED, SINCE_MS = range(len(FIELDS))
+FIELDS = ("state", "run", "site", "buffer", "cell", "expected", "cmp", "observed", "since_ms",
+          "broken", "broken_kind", "broken_buffer", "broken_cell", "broken_target", "broken_value", "broken_site",
+          "broken_call")
+STATE, RUN, SITE, BUFFER, CELL, EXPECTED, CMP, OBSERVED, SINCE_MS = range(9)
+BROKEN = SINCE_MS + 1
+"""Invariant violations this rank has seen so far; the fields after it describe the first one."""
 NFIELDS = len(FIELDS)
 UNKNOWN = -(2**63)
 """Field value meaning 'not known' (observed before the first poll)."""
@@ -54,6 +58,10 @@ class RankStatus:
     cmp: int
     observed: int
     since_ms: int
+    broken: int = 0
+    """Invariant violations the rank has seen (published by its checker)."""
+    first_broken: tuple[int, ...] = ()
+    """The first one: (invariant kind, buffer, flat cell, target, value, site, call)."""
 
     @classmethod
     def decode(cls, rank: int, rec: np.ndarray) -> RankStatus:
@@ -62,7 +70,9 @@ class RankStatus:
             state = RankState(values[STATE])
         except ValueError:
             state = RankState.IDLE
-        return cls(rank, state, *values[1:])
+        run, site, buffer, cell, expected, cmp, observed, since_ms = values[RUN:BROKEN]
+        return cls(rank, state, run, site, buffer, cell, expected, cmp, observed, since_ms, values[BROKEN],
+                   tuple(values[BROKEN + 1:]))
 
     @property
     def blocked(self) -> bool:
@@ -91,12 +101,19 @@ class StatusBoard:
 
     def wait_started(self, site: int, buffer: int, cell: int, expected: int, cmp: int) -> None:
         # One slice store for the wait fields, then the state (run stays as it is).
-        self._rec[SITE:] = (site, buffer, cell, expected, cmp, UNKNOWN, int(time.time() * 1000))
+        self._rec[SITE:BROKEN] = (site, buffer, cell, expected, cmp, UNKNOWN, int(time.time() * 1000))
         self._rec[STATE] = RankState.WAITING
 
     def observe(self, value: int) -> None:
         """Wait hook: record the last value seen (called a few times a second while blocked)."""
         self._rec[OBSERVED] = value
+
+    def broken(self, first: tuple[int, ...]) -> None:
+        """Publish an invariant violation this rank saw (``first``: as :attr:`RankStatus.first_broken`;
+        only the first one is kept, the rest are counted)."""
+        if self._rec[BROKEN] == 0:
+            self._rec[BROKEN + 1:] = first
+        self._rec[BROKEN] += 1
 
     def wait_ended(self) -> None:
         # The wait fields stay: a RUNNING rank's record still says where it last blocked (waits
@@ -114,15 +131,29 @@ class StatusBoard:
 
 
 def source_rank(shape: Sequence[int], index: Sequence[int], nranks: int) -> int | None:
-    """The rank whose credit a signal cell counts, when the protocol's cell addressing says so:
-    mesh signals ``[NR, 1]`` count rank ``row``'s credits at ``[row, 0]``; ring signals
-    ``[2*(NR-1), NR]`` count rank ``col``'s at ``[round, col]``; a flat ``[NR]`` signal at ``[r]``."""
+    """The rank whose credit a signal cell counts, when the cell addressing says so: mesh signals
+    ``[NR, 1]`` count rank ``row``'s credits at ``[row, 0]``; ring signals ``[2*(NR-1), NR]`` count
+    rank ``col``'s at ``[round, col]``; a flat ``[NR]`` signal at ``[r]``; and any other layout
+    whose first dimension is NR (``[NR, 2]`` ready / done columns, ...) by its row."""
     shape, index = tuple(shape), tuple(index)
-    if shape == (nranks, 1) or shape == (nranks,):
-        return index[0]
-    if len(shape) == 2 and shape == (2 * (nranks - 1), nranks):
+    if len(shape) == 2 and shape == (2 * (nranks - 1), nranks) and shape[1] != 1:
         return index[1]
+    if shape and shape[0] == nranks and index:
+        return index[0]
     return None
+
+
+def awaited_rank(target: WaitTarget, owner: int, nranks: int) -> int | None:
+    """The rank blocked rank ``owner`` waits for on ``target``: the one rank other than itself that has
+    ever posted to the cell (the invariant checker's posters shadow), else the rank the layout names
+    (:func:`source_rank`) when it is among the posters or none are known; None when neither says."""
+    layout = source_rank(target.shape, target.index, nranks)
+    if not target.posters:
+        return layout
+    others = [r for r in target.posters if r != owner] or list(target.posters)
+    if len(others) == 1:
+        return others[0]
+    return layout if layout in others else None
 
 
 @dataclass(frozen=True)
@@ -133,6 +164,8 @@ class WaitTarget:
     index: tuple[int, ...]
     shape: tuple[int, ...]
     live: int | None
+    posters: tuple[int, ...] | None = None
+    """Every rank that has ever notified the cell (``()``: none has); None when not known."""
 
     def cell_text(self) -> str:
         return f"{self.name}[{', '.join(map(str, self.index))}]"
@@ -175,7 +208,7 @@ def format_report(
         text = (f"{head} at {where(st.site)}\n"
                 f"      waits for {_cell(st, t)} {rel} {st.expected}, observed "
                 f"{'?' if seen == UNKNOWN else seen} (blocked {waited:.1f}s)")
-        src = source_rank(t.shape, t.index, nranks) if t is not None else None
+        src = awaited_rank(t, st.rank, nranks) if t is not None else None
         if satisfied(st, seen):
             # The credit is there: no rank owes this one anything, so it is no wait-for edge.
             text += " -> satisfied: this rank is stalled or descheduled, not missing a credit"
@@ -276,8 +309,18 @@ def _wait_notes(statuses: Sequence[RankStatus], edges: dict[int, int], targets: 
         if satisfied(st, seen):
             out.append(f"  rank {st.rank}: its wait on {_cell(st, t)} is satisfied (observed {seen}): it is stalled "
                        "or descheduled (stopped, or starved of CPU), not part of a credit cycle")
-        elif st.rank not in edges:
-            out.append(f"  rank {st.rank} waits on {_cell(st, t)}: the cell address names no source rank")
+            continue
+        posters = t.posters if t is not None else None
+        if posters == ():
+            out.append(f"  rank {st.rank} waits on {_cell(st, t)}: no rank has posted to {_cell(st, t)}")
+        elif st.rank in edges:
+            continue
+        elif posters:
+            out.append(f"  rank {st.rank} waits on {_cell(st, t)}: ranks {', '.join(map(str, posters))} posted to it "
+                       "before; which of them owes this credit the layout does not say")
+        else:
+            out.append(f"  rank {st.rank} waits on {_cell(st, t)}: the cell address names no source rank, and who "
+                       "posts to it is not known (--invariants records it)")
     return out
 
 
@@ -288,6 +331,7 @@ __all__ = [
     "RankStatus",
     "StatusBoard",
     "WaitTarget",
+    "awaited_rank",
     "format_report",
     "source_rank",
 ]

@@ -21,8 +21,9 @@ except ``wrong-data`` (a user's program has no oracle) and ``out-of-step`` (ther
 **Which kind is reported.** The run stops at the end of the first block with a failure; several
 kinds may have shown in it. The outcome names the *root cause* first (:data:`PRIORITY`): a broken
 protocol invariant, then a race, then wrong data (a symptom, and the kind most at the mercy of
-timing), and a deadlock only when no invariant was broken before it (the deadlocked rank looks:
-its own violations, and every rank's Set/AtomicAdd shadows, read one-sidedly). The invariants and
+timing), and a deadlock only when no invariant or race was known when its wait gave up
+(``DeadlockError.causes``: every rank's first violation, read one-sidedly from the status board, and
+what earlier checkpoints found; else every rank's Set/AtomicAdd shadows). The invariants and
 the race detector judge the order the protocol allows, not the order this run happened to take, so
 a replay (same seed, same flags) reports the same kind far more often than a timing symptom would.
 Every kind seen is listed too, with ``first_iteration``: the first iteration anything failed in.
@@ -46,7 +47,7 @@ from mpi4py import MPI
 from pldemu.mpi import BoundedComm
 from pldemu.runtime.check import CheckResult, run_check
 from pldemu.runtime.context import Hooks, silent, stop_at_failure
-from pldemu.runtime.errors import DeadlockError
+from pldemu.runtime.errors import Cause, DeadlockError
 from pldemu.runtime.harness import Failure
 from pldemu.runtime.launch import abort_job
 from pldemu.runtime.options import RuntimeOptions
@@ -83,7 +84,10 @@ def _merge(per_rank: list[dict[str, Failure]]) -> dict[str, Failure]:
 
 
 def _seen(kinds: dict[str, int]) -> tuple[str, ...]:
-    return tuple(f"{k}@{kinds[k]}" for k in KIND_ORDER if k in kinds)
+    """Every kind seen as ``kind@iteration``, earliest first (ties in :data:`KIND_ORDER`)."""
+    order = sorted((k for k in KIND_ORDER if k in kinds),
+                   key=lambda k: (kinds[k] if kinds[k] >= 0 else 1 << 30, KIND_ORDER.index(k)))
+    return tuple(f"{k}@{kinds[k]}" for k in order)
 
 
 @dataclass(frozen=True)
@@ -175,18 +179,22 @@ def stress(comm: MPI.Intracomm, job: StressJob, options: RuntimeOptions) -> Stre
 
 
 def _deadlock_outcome(err: DeadlockError, progress: _Progress, inst: Any, replay: str, me: int) -> StressOutcome:
-    """The outcome this rank reports for a deadlock: the invariant broken before it, when there is one."""
+    """The outcome this rank reports for a deadlock: its root cause (an invariant broken or a race
+    found before it, ``err.causes``) when one is known, else the deadlock."""
     it = progress.current
     seconds = time.monotonic() - progress.start
     detail = str(err) if err.primary else f"rank {me} stuck at {err.location}"
-    broken = _broken_before_deadlock(inst)
-    if broken:
-        v = broken[0]
-        at = v.iteration if v.iteration >= 0 else it
-        return StressOutcome("invariant", at, it + 1, me, v.describe() + "\nthen " + detail, seconds, replay,
-                             err.primary, min(at, it), _seen({"invariant": at, "deadlock": it}))
-    return StressOutcome("deadlock", it, it + 1, me, detail, seconds, replay, err.primary, it,
-                         _seen({"deadlock": it}))
+    causes = err.causes or _mixing_causes(inst)
+    kinds = {"deadlock": it}
+    for c in causes:
+        kinds.setdefault(c.kind, c.iteration if c.iteration >= 0 else it)
+    if causes:
+        first = causes[0]
+        at = kinds[first.kind]
+        text = detail if err.primary and err.causes else first.text + "\nthen " + detail
+        return StressOutcome(first.kind, at, it + 1, me, text, seconds, replay, err.primary, min(kinds.values()),
+                             _seen(kinds))
+    return StressOutcome("deadlock", it, it + 1, me, detail, seconds, replay, err.primary, it, _seen(kinds))
 
 
 def _outcome(result: CheckResult | RepeatResult, kinds: dict[str, Failure], seconds: float,
@@ -204,21 +212,23 @@ def _outcome(result: CheckResult | RepeatResult, kinds: dict[str, Failure], seco
                          job.replay, True, min(known) if known else None, _seen(its))
 
 
-def _broken_before_deadlock(inst: Any) -> list[Any]:
-    """Invariant violations this rank saw, then Set/AtomicAdd mixing on any rank (one-sided reads):
-    the root cause of a deadlock, when there is one."""
+def _mixing_causes(inst: Any) -> tuple[Cause, ...]:
+    """Set/AtomicAdd mixing on any rank, read one-sidedly from the shadows (a deadlock's root cause when
+    the board did not name one)."""
     checker = getattr(inst, "invariants", None)
     if checker is None:
-        return []
+        return ()
     try:
-        return [*checker.violations, *checker.scan()]
+        return tuple(Cause("invariant", v.iteration, v.describe()) for v in checker.scan())
     except Exception:  # best effort on a failing job: a peer may already be gone
-        return list(checker.violations)
+        return ()
 
 
 def _abort(comm: MPI.Intracomm, result_path: str | None, outcome: StressOutcome, text: str | None,
            grace: float) -> None:
-    if text:
+    # A launcher that reads the result file prints the outcome, wait-for graph included: printing it
+    # here too would show it twice.
+    if text and result_path is None:
         print(text, file=sys.stderr, flush=True)
     if result_path is not None:
         write_outcome(f"{result_path}.rank{outcome.rank}", outcome)
