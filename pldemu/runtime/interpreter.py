@@ -35,7 +35,7 @@ from pldemu.ir import (
     verify,
 )
 from pldemu.ir.nodes import FoldError, NotStatic, evaluate
-from pldemu.runtime.compiler import CompiledFunction, FunctionCompiler, Listener, ReturnSignal, function_lines
+from pldemu.runtime.compiler import CompiledFunction, FunctionCompiler, Listener, function_lines
 from pldemu.runtime.errors import AllocationError, DeadlockError, ProgramError
 from pldemu.runtime.machine import Machine
 from pldemu.runtime.monitor import Monitor
@@ -299,14 +299,11 @@ class ProgramInstance:
         board.run_started(self._runs)
         for mon in self._monitors:
             mon.run_started(self._runs)
-        returned: tuple[Any, ...] = ()
         start = time.perf_counter()
         try:
             # FP16 overflow to inf, NaN poison in casts etc. are program behaviour, not warnings.
             with np.errstate(all="ignore"):
-                fn.body(frame)
-        except ReturnSignal as ret:
-            returned = ret.values
+                returned = fn.run(frame)
         except DeadlockError as err:
             self._run_ended(err)
             raise  # the board already says TIMED_OUT
