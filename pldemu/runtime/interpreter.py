@@ -233,6 +233,14 @@ class ProgramInstance:
         """Every call site of the program (ids as published on the status board)."""
         return tuple(self._machine.sites)
 
+    def python_source(self, entry: str | None = None) -> str:
+        """The Python source generated for function ``entry`` (default: the entry function), as run
+        without listeners or monitors (``pldemu.runtime.compiler``); for inspection only."""
+        name = entry or self.program.entry
+        if name not in self._lines:
+            raise ProgramError(f"program {self.program.name} has no function {name!r}")
+        return self._function(name, traced=False).source
+
     def buffer_names(self) -> tuple[str, ...]:
         """The program's buffers, in declaration order."""
         return tuple(self._buffers)

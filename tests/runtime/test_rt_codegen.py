@@ -3,6 +3,8 @@ that program text never becomes code, deep nesting (outlined blocks), evaluation
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from helpers import instance
 from rt_helpers import printed_line
@@ -24,11 +26,13 @@ from pldemu.ir import (
     make_call,
 )
 from pldemu.ir.nodes import INDEX, BinOp, BinOpKind, ExprLike
-from pldemu.runtime import OpCounter, ProgramError
+from pldemu.runtime import OpCounter, ProgramError, ProgramInstance
 
 
-def _source(inst: object, traced: bool = False) -> str:
-    return inst._prepared.functions[("main", traced)].source  # type: ignore[attr-defined]
+def _source(inst: ProgramInstance, traced: bool = False) -> str:
+    if not traced:
+        return inst.python_source()
+    return inst._prepared.functions[("main", True)].source
 
 
 def _nested_program(depth: int, fault: bool) -> Program:
@@ -66,6 +70,7 @@ def test_plain_function_is_one_python_function_with_locals_and_loops() -> None:
         src = _source(inst)
     assert src.count("def ") == 1 and "f[" not in src.split("\n", 2)[2]
     assert "for v2_i in _range(0, 4, 1):" in src and "if (v2_i > 1):" in src
+    assert re.search(r"\b_h\d+\(_m, _s\d+, ", src) and not re.search(r"\b_c\d+\(", src)  # no monitor code
 
 
 @pytest.mark.parametrize("depth", [3, 14, 30])
@@ -122,7 +127,7 @@ def test_an_operand_that_faults_stops_the_calls_to_its_right() -> None:
         with pytest.raises(ProgramError, match=r"^main:\d+ q = \(10:int32 // n_val\) \+ tensor.read\(n, \[0\]\): ZeroDivision"):
             inst.run()
         assert counter.counts[Op.TENSOR_READ] == 1
-        assert "_c" in _source(inst, traced=True)  # the traced variant calls its sites through listeners
+        assert re.search(r"\b_c\d+\(", _source(inst, traced=True))  # sites called through the listeners
 
 
 def test_a_fault_in_a_range_bound_is_located_at_the_for() -> None:
