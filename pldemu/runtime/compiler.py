@@ -143,8 +143,8 @@ def _ident(name: str) -> str:
 
 
 def _literal(value: Any) -> str | None:
-    """``value`` as Python source if it is a plain int or bool (or a tuple of them), else None."""
-    if type(value) is bool or type(value) is int:
+    """``value`` as Python source if it is a plain int (64-bit) or bool, or a tuple of them, else None."""
+    if type(value) is bool or (type(value) is int and -(2**63) <= value < 2**63):  # huge ints: bound
         return repr(value) if value >= 0 else f"({value!r})"
     if type(value) is tuple:
         items = [_literal(v) for v in value]
