@@ -1,21 +1,36 @@
-"""Preparing a function for execution: IR statements become nested closures over a slot frame.
+"""Preparing a function for execution: each IR function becomes one generated Python function.
 
-Done once per function (and once more for the traced variant when a listener is attached), so running
-never re-walks type metadata: variables are resolved to frame slots, handlers to functions, attributes
-are decoded, constant expressions and all-literal lists (static shapes, offsets) are evaluated ahead.
-The frame is a list: slot 0 is ``NR``, then one slot per buffer, then the function's variables.
+Done once per function (and once more for the traced variant when listeners or monitors are
+attached), so running never re-walks the IR: variables become Python locals, loops Python loops, ``if``
+an ``if``, ``return`` a ``return``; every call site calls its handler directly
+(``_h3(_m, _s3, (args))``), attributes are decoded and constant expressions and all-literal lists
+(static shapes, offsets) evaluated ahead. Running a statement costs what the same Python statement
+costs: no closure per statement or expression, no frame list.
 
-Every statement knows its location (``FUNC:LINE TEXT``, LINE in the printed program) and re-raises
-errors with it. Statements execute inside a zero-cost ``try`` (Python 3.11), so locations cost nothing
-until something fails. ``Return`` unwinds with a private BaseException that only ``run`` catches.
+Safety: the source is made of the generator's own text only. Variable names are ``v<slot>_<name>``
+with the IR name reduced to ASCII word characters; handlers, call sites, the machine and every
+constant that is not a plain int or bool are bound in the generated function's globals (whose
+builtins are empty) and never spelled in the source. ``CompiledFunction.source`` is the text.
+
+Locations: every generated line belongs to one IR statement, whose location (``FUNC:LINE TEXT``, LINE
+in the printed program) a line table holds. Nothing is spent per statement; when the body raises,
+``CompiledFunction.run`` reads the line of the innermost generated frame from the traceback and
+re-raises through ``locate`` (what the statement's own ``try`` used to do), so locations cost nothing
+until something fails.
+
+Python refuses more than 20 nested loops and 100 indentation levels, the IR allows 100 levels of
+nesting: a block nested deeper than ``_MAX_DEPTH`` is outlined into a generated function of its own,
+and a function with such blocks keeps its variables in the frame list (``f[slot]``) so that the
+outlined parts share them.
 """
 
 from __future__ import annotations
 
-import operator
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from types import CodeType, FunctionType, TracebackType
+from typing import Any
 
 from pldemu.ir import (
     Assign,
@@ -38,6 +53,7 @@ from pldemu.ir import (
 )
 from pldemu.ir.nodes import BinOpKind, FoldError, NotStatic, evaluate, fold_binop
 from pldemu.ir.printer import format_function
+from pldemu.ir.walk import expr_calls, stmt_bodies
 from pldemu.runtime.errors import ProgramError, locate
 from pldemu.runtime.handlers import HANDLERS, decode_attrs
 from pldemu.runtime.machine import Machine
@@ -45,27 +61,50 @@ from pldemu.runtime.monitor import Monitor
 from pldemu.runtime.sites import CallSite, Location, OpEvent
 
 Frame = list[Any]
-Getter = Callable[[Frame], Any]
-Exec = Callable[[Frame], None]
 Listener = Callable[[OpEvent], None]
 
-
-class ReturnSignal(BaseException):
-    """Unwinds a function on ``return`` (a BaseException so no statement's error handler sees it)."""
-
-    def __init__(self, values: tuple[Any, ...]) -> None:
-        super().__init__()
-        self.values = values
+_MAX_DEPTH = 12
+"""Blocks nested inside one generated Python function before the next one is outlined (Python's
+limits: 20 nested loops, 100 indentation levels)."""
 
 
 @dataclass(frozen=True)
 class CompiledFunction:
-    """A function ready to run: call ``body(frame)`` with a frame of ``nslots`` slots."""
+    """A function ready to run: ``run(frame)`` with a frame of ``nslots`` values (slot 0 ``NR``, then
+    the buffers; the rest ``None``) returns the function's return values (``()`` without a return)."""
 
     name: str
-    body: Exec
+    body: Callable[[Frame], tuple[Any, ...] | None]
     nslots: int
     slot_names: tuple[str, ...]
+    source: str
+    """The generated Python source (for inspection; it is compiled once, here)."""
+    lines: Mapping[int, str]
+    """Generated line -> location of the IR statement it belongs to."""
+    codes: frozenset[CodeType]
+
+    def run(self, frame: Frame) -> tuple[Any, ...]:
+        """Execute the body; an error leaves located at the statement that raised it."""
+        try:
+            out = self.body(frame)
+        except Exception as err:
+            where = self.where(err.__traceback__)
+            if where is None:
+                raise
+            new = locate(err, where)
+            if new is err:
+                raise
+            raise new from err
+        return () if out is None else out
+
+    def where(self, tb: TracebackType | None) -> str | None:
+        """The location of the statement the innermost generated frame of ``tb`` was executing."""
+        line = None
+        while tb is not None:
+            if tb.tb_frame.f_code in self.codes:
+                line = tb.tb_lineno
+            tb = tb.tb_next
+        return None if line is None else self.lines.get(line)
 
 
 def function_lines(program: Program) -> dict[str, int]:
@@ -79,15 +118,57 @@ def function_lines(program: Program) -> dict[str, int]:
     return out
 
 
-def _raise_located(err: Exception, where: str) -> NoReturn:
-    new = locate(err, where)
-    if new is err:
-        raise err
-    raise new from err
-
-
 _STATIC = object()
 """Marker: not a compile-time constant."""
+
+_NORET = object()
+"""What an outlined block returns when it ran to its end (a ``return`` returns a tuple)."""
+
+_WORD = re.compile(r"[^A-Za-z0-9_]")
+
+_INFIX: Mapping[BinOpKind, str] = {
+    BinOpKind.ADD: "+", BinOpKind.SUB: "-", BinOpKind.MUL: "*", BinOpKind.FLOORDIV: "//",
+    BinOpKind.MOD: "%", BinOpKind.EQ: "==", BinOpKind.NE: "!=", BinOpKind.LT: "<", BinOpKind.LE: "<=",
+    BinOpKind.GT: ">", BinOpKind.GE: ">=",
+}
+"""Python operators with exactly ``fold_binop``'s semantics; MIN/MAX call the builtins, AND/OR (both
+operands evaluated, then ``bool``) go through ``fold_binop``."""
+
+_BUILTINS: Mapping[str, Any] = {"_range": range, "_min": min, "_max": max, "_fold": fold_binop,
+                                "_NORET": _NORET}
+
+
+def _ident(name: str) -> str:
+    """A Python identifier's tail from an IR name: ASCII word characters only, at most 24."""
+    return _WORD.sub("_", name)[:24]
+
+
+def _literal(value: Any) -> str | None:
+    """``value`` as Python source if it is a plain int (64-bit) or bool, or a tuple of them, else None."""
+    if type(value) is bool or (type(value) is int and -(2**63) <= value < 2**63):  # huge ints: bound
+        return repr(value) if value >= 0 else f"({value!r})"
+    if type(value) is tuple:
+        items = [_literal(v) for v in value]
+        return _tuple(items) if all(i is not None for i in items) else None  # type: ignore[arg-type]
+    return None
+
+
+def _block_depth(s: Stmt) -> int:
+    """Blocks nested in ``s`` (``s`` itself counts if it has a body; a bare ``Seq`` does not)."""
+    inner = max((_block_depth(t) for body in stmt_bodies(s) for t in body.stmts), default=0)
+    return inner + (0 if isinstance(s, Seq) else bool(stmt_bodies(s)))
+
+
+class _Source:
+    """Generated lines with the location each belongs to."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.where: list[str | None] = []
+
+    def emit(self, indent: int, text: str, where: str | None) -> None:
+        self.lines.append("    " * indent + text)
+        self.where.append(where)
 
 
 class FunctionCompiler:
@@ -114,19 +195,39 @@ class FunctionCompiler:
         self.monitors = tuple(monitors)
         self.func = ""
         self.line = 0
+        self._src = _Source()
+        self._outlined: list[_Source] = []
+        self._bound: dict[str, Any] = {"_m": machine, **_BUILTINS}
+        self._temps = 0
+        self._in_frame = False
 
     # -- entry -----------------------------------------------------------------------------------
 
     def compile(self, fn: Function, header_line: int) -> CompiledFunction:
         self.func = fn.name
         self.line = header_line
+        self._in_frame = _block_depth(fn.body) > _MAX_DEPTH
         for p in fn.params:
             self._slot(p.name)
-        body = self.seq(fn.body)
+        self._block(fn.body, 1, 0)
         names = [""] * len(self.slots)
         for name, slot in self.slots.items():
             names[slot] = name
-        return CompiledFunction(fn.name, body, len(self.slots), tuple(names))
+        entry = "f_" + _ident(fn.name)
+        head = _Source()
+        head.emit(0, f"def {entry}(f):", None)
+        if not self._in_frame:
+            head.emit(1, _tuple([self._var(n) for n in names]) + " = f", None)
+        source, lines = _assemble([head, self._src, *self._outlined])
+        try:
+            code = compile(source, f"<pldemu {_ident(fn.name)}>", "exec")
+        except (SyntaxError, RecursionError, MemoryError) as err:
+            raise ProgramError(f"function {fn.name} is too large or deep to run ({type(err).__name__})") from None
+        namespace: dict[str, Any] = {"__builtins__": {}, **self._bound}
+        exec(code, namespace)  # our own source: identifiers and literals only (module docstring)
+        codes = frozenset(v.__code__ for v in namespace.values() if isinstance(v, FunctionType)
+                          and v.__code__.co_filename == code.co_filename)
+        return CompiledFunction(fn.name, namespace[entry], len(self.slots), tuple(names), source, lines, codes)
 
     def _slot(self, name: str) -> int:
         slot = self.slots.get(name)
@@ -134,151 +235,104 @@ class FunctionCompiler:
             slot = self.slots[name] = len(self.slots)
         return slot
 
+    def _var(self, name: str) -> str:
+        slot = self.slots[name]
+        return f"f[{slot}]" if self._in_frame else f"v{slot}_{_ident(name)}"
+
     def _loc(self, text: str, origin: SourcePos | None = None) -> Location:
         """The statement's location. Its call sites report it whole, the user's line included; a
         program error is prefixed with its printed part only (``Location.printed``)."""
         return Location(self.func, self.line, text, origin)
 
+    def _bind(self, prefix: str, value: Any) -> str:
+        name = f"{prefix}{len(self._bound)}"
+        self._bound[name] = value
+        return name
+
     # -- statements --------------------------------------------------------------------------------
 
-    def seq(self, s: Seq) -> Exec:
-        stmts = tuple(self.stmt(st) for st in s.stmts)
-        if not stmts:
-            return _noop
-        if len(stmts) == 1:
-            return stmts[0]
+    def _block(self, s: Seq, indent: int, depth: int) -> None:
+        """Emit ``s`` at ``indent``; ``depth`` blocks deep in the current Python function."""
+        if depth >= _MAX_DEPTH and any(stmt_bodies(t) for t in s.stmts):
+            self._outline(s, indent)
+            return
+        mark = len(self._src.lines)
+        for st in s.stmts:
+            self._STMTS[type(st)](self, st, indent, depth)
+        if len(self._src.lines) == mark:
+            self._src.emit(indent, "pass", None)
 
-        def run_seq(f: Frame) -> None:
-            for st in stmts:
-                st(f)
+    def _outline(self, s: Seq, indent: int) -> None:
+        """Emit ``s`` as a generated function of its own, called here (see the module docstring)."""
+        outer, self._src = self._src, _Source()
+        name = f"_b{len(self._outlined)}"
+        self._outlined.append(self._src)
+        self._src.emit(0, f"def {name}(f):", None)
+        self._block(s, 1, 0)
+        self._src.emit(1, "return _NORET", None)
+        self._src = outer
+        self._src.emit(indent, f"_r = {name}(f)", None)
+        self._src.emit(indent, "if _r is not _NORET:", None)
+        self._src.emit(indent + 1, "return _r", None)
 
-        return run_seq
+    def _seq(self, s: Seq, indent: int, depth: int) -> None:
+        for st in s.stmts:
+            self._STMTS[type(st)](self, st, indent, depth)
 
-    def stmt(self, s: Stmt) -> Exec:
-        if isinstance(s, Assign):
-            return self._assign(s)
-        if isinstance(s, Eval):
-            return self._eval(s)
-        if isinstance(s, Seq):
-            return self.seq(s)
-        if isinstance(s, For):
-            return self._for(s)
-        if isinstance(s, While):
-            return self._while(s)
-        if isinstance(s, If):
-            return self._if(s)
-        if isinstance(s, Return):
-            return self._return(s)
-        raise ProgramError(f"{self.func}: unknown statement {type(s).__name__}")
-
-    def _assign(self, s: Assign) -> Exec:
+    def _assign(self, s: Assign, indent: int, depth: int) -> None:
         self.line += 1
         loc = self._loc(f"{s.var.name} = {format_expr(s.value)}", s.origin)
-        value = self.expr(s.value, loc)
-        slot = self._slot(s.var.name)
-        where = loc.printed
+        value = self._top(s.value, loc, indent)
+        self._slot(s.var.name)
+        self._src.emit(indent, f"{self._var(s.var.name)} = {value}", loc.printed)
 
-        def run_assign(f: Frame) -> None:
-            try:
-                f[slot] = value(f)
-            except Exception as err:
-                _raise_located(err, where)
-
-        return run_assign
-
-    def _eval(self, s: Eval) -> Exec:
+    def _eval(self, s: Eval, indent: int, depth: int) -> None:
         self.line += 1
         loc = self._loc(format_expr(s.call), s.origin)
-        call = self.expr(s.call, loc)
-        where = loc.printed
+        self._src.emit(indent, self._top(s.call, loc, indent), loc.printed)
 
-        def run_eval(f: Frame) -> None:
-            try:
-                call(f)
-            except Exception as err:
-                _raise_located(err, where)
-
-        return run_eval
-
-    def _for(self, s: For) -> Exec:
+    def _for(self, s: For, indent: int, depth: int) -> None:
         self.line += 1
         loc = self._loc(f"for {s.var.name} in range({format_expr(s.start)}, {format_expr(s.stop)}, "
                         f"{format_expr(s.step)})")
-        start, stop, step = (self.expr(e, loc) for e in (s.start, s.stop, s.step))
-        slot = self._slot(s.var.name)
-        body = self.seq(s.body)
+        start, stop, step = self._operands((s.start, s.stop, s.step), loc, indent)
+        self._slot(s.var.name)
+        self._src.emit(indent, f"for {self._var(s.var.name)} in _range({start}, {stop}, {step}):", loc.printed)
+        self._block(s.body, indent + 1, depth + 1)
         self.line += 1  # closing brace
-        where = loc.printed
 
-        def run_for(f: Frame) -> None:
-            try:
-                trips = range(start(f), stop(f), step(f))
-            except Exception as err:
-                _raise_located(err, where)
-            for i in trips:
-                f[slot] = i
-                body(f)
-
-        return run_for
-
-    def _while(self, s: While) -> Exec:
+    def _while(self, s: While, indent: int, depth: int) -> None:
         self.line += 1
         loc = self._loc(f"while {format_expr(s.cond)}")
-        cond = self.expr(s.cond, loc)
-        body = self.seq(s.body)
+        self._src.emit(indent, "while True:", loc.printed)
+        cond = self._top(s.cond, loc, indent + 1)
+        self._src.emit(indent + 1, f"if not {cond}:", loc.printed)
+        self._src.emit(indent + 2, "break", loc.printed)
+        self._block(s.body, indent + 1, depth + 1)
         self.line += 1
-        where = loc.printed
 
-        def run_while(f: Frame) -> None:
-            while True:
-                try:
-                    go = cond(f)
-                except Exception as err:
-                    _raise_located(err, where)
-                if not go:
-                    return
-                body(f)
-
-        return run_while
-
-    def _if(self, s: If) -> Exec:
+    def _if(self, s: If, indent: int, depth: int) -> None:
         self.line += 1
         loc = self._loc(f"if {format_expr(s.cond)}")
-        cond = self.expr(s.cond, loc)
-        then = self.seq(s.then)
-        orelse: Exec = _noop
+        cond = self._top(s.cond, loc, indent)
+        self._src.emit(indent, f"if {cond}:", loc.printed)
+        self._block(s.then, indent + 1, depth + 1)
         if s.orelse is not None:
             self.line += 1  # "} else {"
-            orelse = self.seq(s.orelse)
+            self._src.emit(indent, "else:", loc.printed)
+            self._block(s.orelse, indent + 1, depth + 1)
         self.line += 1
-        where = loc.printed
 
-        def run_if(f: Frame) -> None:
-            try:
-                go = cond(f)
-            except Exception as err:
-                _raise_located(err, where)
-            if go:
-                then(f)
-            else:
-                orelse(f)
-
-        return run_if
-
-    def _return(self, s: Return) -> Exec:
+    def _return(self, s: Return, indent: int, depth: int) -> None:
         self.line += 1
         loc = self._loc(("return " + ", ".join(format_expr(v) for v in s.values)).rstrip())
-        values = self._tuple([self.expr(v, loc) for v in s.values])
-        where = loc.printed
+        values = self._operands(s.values, loc, indent)
+        self._src.emit(indent, "return " + _tuple(values), loc.printed)
 
-        def run_return(f: Frame) -> None:
-            try:
-                out = values(f)
-            except Exception as err:
-                _raise_located(err, where)
-            raise ReturnSignal(out)
-
-        return run_return
+    _STMTS: Mapping[type, Callable[..., None]] = {
+        Assign: _assign, Eval: _eval, Seq: _seq, For: _for, While: _while, If: _if, Return: _return,
+    }
+    """The statement dispatch: one emitter per statement kind."""
 
     # -- expressions -------------------------------------------------------------------------------
 
@@ -290,23 +344,53 @@ class FunctionCompiler:
         except (NotStatic, FoldError):
             return _STATIC  # a fault is left to run time, where it gets a location
 
-    def expr(self, e: Expr | ListExpr, loc: Location) -> Getter:
+    def _top(self, e: Expr | ListExpr, loc: Location, indent: int) -> str:
+        """Source of a statement's own expression: a call stays in the statement's line, calls
+        nested in it are evaluated into temporaries on the lines before."""
+        text, _ = self._expr(e, loc, indent, top=True)
+        return text
+
+    def _expr(self, e: Expr | ListExpr, loc: Location, indent: int, top: bool = False) -> tuple[str, bool]:
+        """Source of ``e`` and whether evaluating it is free of effects and faults (names,
+        literals), in which case it may be evaluated later than where it stands."""
         value = self.static(e)
         if value is not _STATIC:
-            return _const(value)
+            literal = _literal(value)
+            return (literal, True) if literal is not None else (self._bind("_k", value), True)
         if isinstance(e, Var):
-            slot = self.slots.get(e.name)
-            if slot is None:
+            if e.name not in self.slots:
                 raise ProgramError(f"{e.name} is used before it is defined", loc.printed)
-            return operator.itemgetter(slot)
+            return self._var(e.name), True
         if isinstance(e, ListExpr):
-            return self._tuple([self.expr(i, loc) for i in e.items])
+            return _tuple(self._operands(e.items, loc, indent)), False
         if isinstance(e, BinOp):
-            lhs, rhs = self.expr(e.lhs, loc), self.expr(e.rhs, loc)
-            return _binop(e.op, lhs, rhs, self.static(e.lhs), self.static(e.rhs))
+            lhs, rhs = self._operands((e.lhs, e.rhs), loc, indent)
+            infix = _INFIX.get(e.op)
+            if infix is not None:
+                return f"({lhs} {infix} {rhs})", False
+            if e.op.is_function:
+                return f"_{e.op.value}({lhs}, {rhs})", False
+            return f"_fold({self._bind('_op', e.op)}, {lhs}, {rhs})", False
         if isinstance(e, Call):
-            return self._call(e, loc)
+            text = self._call(e, loc, indent)
+            return (text, False) if top else (self._temp(text, loc, indent), True)
         raise ProgramError(f"unknown expression {type(e).__name__}", loc.printed)
+
+    def _operands(self, exprs: Sequence[Expr | ListExpr], loc: Location, indent: int) -> list[str]:
+        """Sources of ``exprs``, evaluated left to right: an operand standing before one that contains a
+        call is evaluated into a temporary first, unless it is effect- and fault-free."""
+        last_call = max((i for i, e in enumerate(exprs) if next(expr_calls(e), None) is not None), default=-1)
+        out = []
+        for i, e in enumerate(exprs):
+            text, pure = self._expr(e, loc, indent)
+            out.append(text if pure or i >= last_call else self._temp(text, loc, indent))
+        return out
+
+    def _temp(self, text: str, loc: Location, indent: int) -> str:
+        self._temps += 1
+        name = f"_t{self._temps}"
+        self._src.emit(indent, f"{name} = {text}", loc.printed)
+        return name
 
     def _site(self, call: Call, loc: Location) -> CallSite:
         if self._reuse is not None:
@@ -319,66 +403,58 @@ class FunctionCompiler:
         self.new_sites.append(site)
         return site
 
-    def _call(self, call: Call, loc: Location) -> Getter:
+    def _call(self, call: Call, loc: Location, indent: int) -> str:
         op = call.op
         if op.is_composite:
             what = "collective" if op.is_collective else "tile op"
             raise ProgramError(f"{op.text} is a composite {what}: lower the program first "
                                f"(pldemu.lowering.lower_composite_ops) before running it", loc.printed)
         handler = self.m.overrides.get(op) or HANDLERS[op]
-        site = self._site(call, loc)
-        args = self._tuple([self.expr(a, loc) for a in call.args])
-        m = self.m
-        listeners = self.listeners
+        site = self._site(call, loc)  # before the arguments: site ids in the order they always had
+        args = _tuple(self._operands(call.args, loc, indent))
         # Only the monitors that asked for this op are compiled in; without any, nothing changes.
         monitors = tuple(mon for mon in self.monitors if mon.wants(op))
-        if monitors:
-            return _monitored(m, site, args, handler, listeners or (), monitors)
-        if listeners is None:
-            return lambda f: handler(m, site, args(f))
-        rank = m.rank
+        if monitors or self.listeners is not None:
+            run = _observed(self.m, site, handler, self.listeners or (), monitors)
+            return f"{self._bind('_c', run)}({args})"
+        return f"{self._bind('_h', handler)}(_m, {self._bind('_s', site)}, {args})"
 
-        def run_traced(f: Frame) -> Any:
-            values = args(f)
+
+def _tuple(items: Sequence[str]) -> str:
+    return f"({items[0]},)" if len(items) == 1 else "(" + ", ".join(items) + ")"
+
+
+def _assemble(parts: Sequence[_Source]) -> tuple[str, dict[int, str]]:
+    """One source text from ``parts`` and its line table (1-based line -> location)."""
+    lines: list[str] = []
+    table: dict[int, str] = {}
+    for part in parts:
+        for text, where in zip(part.lines, part.where, strict=True):
+            lines.append(text)
+            if where is not None:
+                table[len(lines)] = where
+    return "\n".join(lines) + "\n", table
+
+
+def _observed(m: Machine, site: CallSite, handler: Any, listeners: Sequence[Listener],
+              monitors: tuple[Monitor, ...]) -> Callable[[tuple[Any, ...]], Any]:
+    """A call site's handler behind its listeners and bracketed by its monitors (see
+    ``pldemu.runtime.monitor``); listeners come first."""
+    rank, op = m.rank, site.op
+    if not monitors:
+
+        def run_traced(values: tuple[Any, ...]) -> Any:
             event = OpEvent(rank, op, values, site)
             for fn in listeners:
                 fn(event)
             return handler(m, site, values)
 
         return run_traced
-
-    @staticmethod
-    def _tuple(getters: list[Getter]) -> Getter:
-        """A getter building the tuple of ``getters``' values, specialised by length (no generator)."""
-        n = len(getters)
-        if n == 0:
-            return _const(())
-        if n == 1:
-            (a,) = getters
-            return lambda f: (a(f),)
-        if n == 2:
-            a, b = getters
-            return lambda f: (a(f), b(f))
-        if n == 3:
-            a, b, c = getters
-            return lambda f: (a(f), b(f), c(f))
-        if n == 4:
-            a, b, c, d = getters
-            return lambda f: (a(f), b(f), c(f), d(f))
-        items = tuple(getters)
-        return lambda f: tuple([g(f) for g in items])
-
-
-def _monitored(m: Machine, site: CallSite, args: Getter, handler: Any, listeners: Sequence[Listener],
-               monitors: tuple[Monitor, ...]) -> Getter:
-    """A call site bracketed by monitors (see ``pldemu.runtime.monitor``); listeners still come first."""
-    rank, op = m.rank, site.op
     befores = tuple(mon.before for mon in monitors)
     afters = tuple(mon.after for mon in reversed(monitors))
     fails = tuple(mon.failed for mon in reversed(monitors))
 
-    def run_monitored(f: Frame) -> Any:
-        values = args(f)
+    def run_monitored(values: tuple[Any, ...]) -> Any:
         event = OpEvent(rank, op, values, site)
         for fn in listeners:
             fn(event)
@@ -397,43 +473,4 @@ def _monitored(m: Machine, site: CallSite, args: Getter, handler: Any, listeners
     return run_monitored
 
 
-_OPERATORS: dict[BinOpKind, Callable[[Any, Any], Any]] = {
-    BinOpKind.ADD: operator.add,
-    BinOpKind.SUB: operator.sub,
-    BinOpKind.MUL: operator.mul,
-    BinOpKind.FLOORDIV: operator.floordiv,
-    BinOpKind.MOD: operator.mod,
-    BinOpKind.MIN: min,
-    BinOpKind.MAX: max,
-    BinOpKind.EQ: operator.eq,
-    BinOpKind.NE: operator.ne,
-    BinOpKind.LT: operator.lt,
-    BinOpKind.LE: operator.le,
-    BinOpKind.GT: operator.gt,
-    BinOpKind.GE: operator.ge,
-}
-"""C-level functions with exactly ``fold_binop``'s semantics; AND/OR keep going through it."""
-
-
-def _binop(kind: BinOpKind, lhs: Getter, rhs: Getter, lconst: Any, rconst: Any) -> Getter:
-    """A getter for ``lhs kind rhs``: the operator is resolved here, not per evaluation (``fold_binop``
-    looked it up in an Enum-keyed dict every time), and a constant side is not a call."""
-    fn = _OPERATORS.get(kind)
-    if fn is None:
-        return lambda f: fold_binop(kind, lhs(f), rhs(f))
-    if rconst is not _STATIC:
-        return lambda f: fn(lhs(f), rconst)
-    if lconst is not _STATIC:
-        return lambda f: fn(lconst, rhs(f))
-    return lambda f: fn(lhs(f), rhs(f))
-
-
-def _noop(f: Frame) -> None:
-    return None
-
-
-def _const(value: Any) -> Getter:
-    return lambda f: value
-
-
-__all__ = ["CompiledFunction", "FunctionCompiler", "Listener", "ReturnSignal", "function_lines"]
+__all__ = ["CompiledFunction", "FunctionCompiler", "Listener", "function_lines"]

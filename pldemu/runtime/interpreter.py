@@ -35,7 +35,7 @@ from pldemu.ir import (
     verify,
 )
 from pldemu.ir.nodes import FoldError, NotStatic, evaluate
-from pldemu.runtime.compiler import CompiledFunction, FunctionCompiler, Listener, ReturnSignal, function_lines
+from pldemu.runtime.compiler import CompiledFunction, FunctionCompiler, Listener, function_lines
 from pldemu.runtime.errors import AllocationError, DeadlockError, ProgramError
 from pldemu.runtime.machine import Machine
 from pldemu.runtime.monitor import Monitor
@@ -235,6 +235,14 @@ class ProgramInstance:
         """Every call site of the program (ids as published on the status board)."""
         return tuple(self._machine.sites)
 
+    def python_source(self, entry: str | None = None) -> str:
+        """The Python source generated for function ``entry`` (default: the entry function), as run
+        without listeners or monitors (``pldemu.runtime.compiler``); for inspection only."""
+        name = entry or self.program.entry
+        if name not in self._lines:
+            raise ProgramError(f"program {self.program.name} has no function {name!r}")
+        return self._function(name, traced=False).source
+
     def buffer_names(self) -> tuple[str, ...]:
         """The program's buffers, in declaration order."""
         return tuple(self._buffers)
@@ -301,14 +309,11 @@ class ProgramInstance:
         board.run_started(self._runs)
         for mon in self._monitors:
             mon.run_started(self._runs)
-        returned: tuple[Any, ...] = ()
         start = time.perf_counter()
         try:
             # FP16 overflow to inf, NaN poison in casts etc. are program behaviour, not warnings.
             with np.errstate(all="ignore"):
-                fn.body(frame)
-        except ReturnSignal as ret:
-            returned = ret.values
+                returned = fn.run(frame)
         except DeadlockError as err:
             self._run_ended(err)
             raise  # the board already says TIMED_OUT
