@@ -23,13 +23,15 @@ from typing import Any, NoReturn
 
 from pldemu.cli.argtypes import (
     format_number,
+    host_list,
+    host_shape,
     microseconds,
     nonneg_int,
     positive_float,
     positive_int,
     straggler,
 )
-from pldemu.runtime.launch import TIMED_OUT
+from pldemu.runtime.launch import LOCAL, TIMED_OUT, Placement
 from pldemu.runtime.options import DEFAULT_OPTIONS, VISIBILITY_MODES, WINDOW_BACKENDS, RuntimeOptions
 
 EXIT_OK = 0
@@ -100,9 +102,43 @@ def check_job_size(requested: int | None, size: int) -> None:
 
 
 def add_ranks_argument(parser: argparse.ArgumentParser, default: int, *, what: str = "") -> None:
-    """``-n/--ranks N``: the job's size (None when not given; inside an MPI job: the job's size)."""
+    """``-n/--ranks N``: the job's size (None when not given; inside an MPI job: the job's size), and
+    where the ranks run (``--sim-hosts``, ``--hosts``, ``--hostfile``; see :func:`settle_placement`)."""
     parser.add_argument("-n", "--ranks", type=positive_int, default=None, metavar="N",
-                        help=f"number of MPI ranks (default {default}{what}; inside an MPI job: its size)")
+                        help=f"number of MPI ranks (default {default}{what}, or what the hosts below "
+                             "imply; inside an MPI job: its size)")
+    group = parser.add_argument_group("hosts (default: every rank on this machine; see docs/multihost.md)")
+    where = group.add_mutually_exclusive_group()
+    where.add_argument("--sim-hosts", type=host_shape, default=None, metavar="HxR",
+                       help="H simulated hosts of R ranks each: network namespaces on a private bridge, "
+                            "TCP between them (root; scripts/hosts.sh); -n defaults to H*R")
+    where.add_argument("--hosts", type=host_list, default=None, metavar="HOST:N,...",
+                       help="run on these hosts with N ranks each (mpiexec -hosts); -n defaults to the sum")
+    where.add_argument("--hostfile", default=None, metavar="FILE", help="mpiexec's host file (mpiexec -f FILE)")
+
+
+def settle_placement(args: argparse.Namespace) -> argparse.Namespace:
+    """``args`` with ``placement`` (a :class:`~pldemu.runtime.launch.Placement`) and ``ranks`` filled
+    in from the host flags of :func:`add_ranks_argument`; a ``-n`` the hosts contradict, or a hostfile
+    that cannot be read, is a UsageError. Commands without those flags get ``LOCAL``."""
+    if "sim_hosts" not in vars(args):
+        return args
+    hostfile = args.hostfile
+    if hostfile is not None:
+        if not Path(hostfile).is_file():
+            raise UsageError(f"--hostfile {hostfile}: no such file")
+        hostfile = str(Path(hostfile).resolve())
+    where = Placement(sim_hosts=args.sim_hosts, hosts=args.hosts or (), hostfile=hostfile)
+    implied = where.ranks
+    if implied is not None and args.ranks is not None and args.ranks != implied:
+        raise UsageError(f"-n {args.ranks} but {where.describe()} run {implied} ranks")
+    return argparse.Namespace(**{**vars(args), "placement": where, "ranks": args.ranks or implied})
+
+
+def placement(args: argparse.Namespace) -> Placement:
+    """Where the job of the parsed command line runs (:func:`settle_placement`)."""
+    where: Placement = getattr(args, "placement", LOCAL)
+    return where
 
 
 def add_job_timeout_argument(parser: argparse.ArgumentParser, default: float | None, *, text: str = "") -> None:
@@ -301,8 +337,10 @@ __all__ = [
     "add_runtime_arguments",
     "check_job_size",
     "options_argv",
+    "placement",
     "runtime_argv",
     "runtime_options",
     "say",
+    "settle_placement",
     "usage_error",
 ]
