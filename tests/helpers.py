@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # both import mpi4py, which initialises MPI: conftest.py impo
 
     from pldemu.runtime import ProgramInstance
 
-BACKENDS: tuple[str, ...] = ("shared", "rma")
+BACKENDS: tuple[str, ...] = ("shared", "rma", "hybrid")
 """The window back ends every ``backend``-parametrised test runs on."""
 
 StmtMap = Callable[[Stmt], Stmt | None]

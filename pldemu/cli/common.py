@@ -241,7 +241,7 @@ _FLAGS = (
     RuntimeFlag("--no-races", "race_detect", "do not run the race detector", negated=True,
                 commands=frozenset({"stress"})),
     RuntimeFlag("--windows", "windows", "RMA window back end (default auto: shared memory when all ranks share a "
-                "node)", choices=WINDOW_BACKENDS, commands=EVERY_RUNNER),
+                "node; across nodes hybrid when a node has several ranks, else rma)", choices=WINDOW_BACKENDS, commands=EVERY_RUNNER),
     RuntimeFlag("--timeout", "timeout", "seconds one wait may block before it is a deadlock and the wait-for "
                 "report is printed (default %(default)g)", positive_float, "S", always=True, text=format_number,
                 commands=EVERY_RUNNER),
