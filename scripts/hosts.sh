@@ -24,7 +24,7 @@ prog=${0##*/}
 die() { echo "$prog: error: $*" >&2; exit 2; }
 
 mpiexec_bin=mpiexec
-report=
+report=${PLDEMU_HOSTS_REPORT:-}
 while [ $# -gt 0 ]; do
     case $1 in
         --mpiexec) mpiexec_bin=${2:?}; shift 2 ;;

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -77,11 +76,12 @@ def abort_with(comm: Any, text: str) -> NoReturn:
     """Print ``text`` (if any), give the process manager a moment to forward it, end the whole job
     (exit 3). ``MPI_Abort`` kills every rank at once, including output still in a pipe between this
     rank and mpiexec: without the pause a one-rank failure could end the job without its message."""
+    from pldemu.mpi import progress_sleep
     from pldemu.runtime.launch import abort_job
 
     if text:
         say(text)
-    time.sleep(ABORT_GRACE)
+    progress_sleep(comm, ABORT_GRACE)  # peers on other hosts may still be reading our windows
     abort_job(comm, EXIT_ERROR)
 
 
@@ -90,8 +90,10 @@ def abort_on_deadlock(comm: Any, prefix: str, err: Any, hint: str = "") -> NoRet
     wait-for report, every other rank one line, so the graph is printed once."""
     if err.primary:
         abort_with(comm, f"{prefix}{err}" + (f"\n{hint}" if hint else ""))
+    from pldemu.mpi import progress_sleep
+
     say(f"{prefix}{str(err).splitlines()[0]} (the wait-for report comes from a lower rank)")
-    time.sleep(NONPRIMARY_GRACE)
+    progress_sleep(comm, NONPRIMARY_GRACE)  # the lower rank reads our windows for its report
     abort_with(comm, "")
 
 

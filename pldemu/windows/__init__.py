@@ -60,7 +60,7 @@ from .base import (
     region_layout,
     segment_array,
 )
-from .hybrid import HybridWindow
+from .hybrid import HostLayout, HybridWindow, host_layout
 from .rma import RmaWindow
 from .shared import SharedWindow
 
@@ -70,6 +70,7 @@ __all__ = [
     "BackendName",
     "BackendRequest",
     "FreedOnExit",
+    "HostLayout",
     "HybridWindow",
     "NotifyOp",
     "PollPolicy",
@@ -87,6 +88,7 @@ __all__ = [
     "WindowStats",
     "allocate_window",
     "choose_backend",
+    "host_layout",
     "mpi_window",
     "poison_value",
     "region_layout",

@@ -28,6 +28,7 @@ satisfied wait ends with ``MPI_Win_sync``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import ClassVar, cast
 
 import numpy as np
@@ -43,6 +44,50 @@ def host_ranks(comm: MPI.Intracomm, host: MPI.Intracomm) -> list[int]:
     rank of another host."""
     found = MPI.Group.Translate_ranks(comm.Get_group(), list(range(comm.Get_size())), host.Get_group())
     return [-1 if r == MPI.UNDEFINED else int(r) for r in found]
+
+
+@dataclass(frozen=True)
+class HostLayout:
+    """Where the ranks of a communicator live: ``names[r]`` is rank r's processor name (its host's
+    hostname) and ``groups`` the ``MPI.COMM_TYPE_SHARED`` groups (ranks that share memory), each
+    sorted, in order of their lowest rank."""
+
+    names: tuple[str, ...]
+    groups: tuple[tuple[int, ...], ...]
+
+    @property
+    def spans_hosts(self) -> bool:
+        """True when the ranks are on more than one shared-memory node."""
+        return len(self.groups) > 1
+
+    @property
+    def consistent(self) -> bool:
+        """True when the shared-memory groups are exactly the groups of equal processor names (each
+        host is one node, and no two hosts share a name)."""
+        by_name: dict[str, list[int]] = {}
+        for rank, name in enumerate(self.names):
+            by_name.setdefault(name, []).append(rank)
+        return sorted(tuple(g) for g in by_name.values()) == sorted(self.groups)
+
+    def describe(self) -> str:
+        """``2 hosts: pldemu-h1 [0, 1], pldemu-h2 [2, 3]`` (shared-memory groups, named)."""
+        parts = [f"{self.names[g[0]]} {list(g)}" for g in self.groups]
+        note = "" if self.consistent else " (processor names and shared-memory groups differ)"
+        return f"{len(self.groups)} hosts: {', '.join(parts)}{note}"
+
+
+def host_layout(comm: MPI.Intracomm) -> HostLayout:
+    """Every rank's processor name and shared-memory group (collective over ``comm``)."""
+    host = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        leader = host.bcast(comm.Get_rank(), root=0)
+    finally:
+        host.Free()
+    found = comm.allgather((MPI.Get_processor_name(), leader))
+    groups: dict[int, list[int]] = {}
+    for rank, (_, lead) in enumerate(found):
+        groups.setdefault(lead, []).append(rank)
+    return HostLayout(tuple(name for name, _ in found), tuple(tuple(g) for _, g in sorted(groups.items())))
 
 
 class HybridWindow(RmaWindow):
