@@ -30,7 +30,7 @@ from pldemu.cli.argtypes import (
     positive_int,
     straggler,
 )
-from pldemu.runtime.launch import LOCAL, TIMED_OUT, Placement
+from pldemu.runtime.launch import HOSTS_SCRIPT, LOCAL, TIMED_OUT, Placement
 from pldemu.runtime.options import DEFAULT_OPTIONS, VISIBILITY_MODES, WINDOW_BACKENDS, RuntimeOptions
 
 EXIT_OK = 0
@@ -130,6 +130,8 @@ def settle_placement(args: argparse.Namespace) -> argparse.Namespace:
         if not Path(hostfile).is_file():
             raise UsageError(f"--hostfile {hostfile}: no such file")
         hostfile = str(Path(hostfile).resolve())
+    if args.sim_hosts is not None and not HOSTS_SCRIPT.is_file():
+        raise UsageError(f"--sim-hosts needs {HOSTS_SCRIPT} (the scripts/ folder of a pldemu checkout)")
     where = Placement(sim_hosts=args.sim_hosts, hosts=args.hosts or (), hostfile=hostfile)
     implied = where.ranks
     if implied is not None and args.ranks is not None and args.ranks != implied:
