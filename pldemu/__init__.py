@@ -14,7 +14,7 @@ from typing import Any
 __version__ = "0.1.0"
 
 _LAZY = {"JobError": "pldemu.api", "RunResult": "pldemu.api", "launch": "pldemu.api",
-         "RuntimeOptions": "pldemu.runtime.options"}
+         "Placement": "pldemu.runtime.launch", "RuntimeOptions": "pldemu.runtime.options"}
 
 
 def __getattr__(name: str) -> Any:
@@ -24,4 +24,4 @@ def __getattr__(name: str) -> Any:
     return getattr(import_module(module), name)
 
 
-__all__ = ["JobError", "RunResult", "RuntimeOptions", "__version__", "launch"]
+__all__ = ["JobError", "Placement", "RunResult", "RuntimeOptions", "__version__", "launch"]

@@ -39,6 +39,7 @@ from pldemu.runtime.buffer_io import (
     Tolerance,
     compare,
 )
+from pldemu.runtime.launch import LOCAL, Placement
 from pldemu.runtime.options import RuntimeOptions
 from pldemu.runtime.precheck import StaticBuffer, static_buffers
 
@@ -140,7 +141,7 @@ class RunResult:
 
 def launch(program: Program | str | os.PathLike[str], ranks: int, *, inputs: Inputs | None = None,
            options: RuntimeOptions | None = None, timeout: float | None = None, check: bool = True,
-           iters: int = 1, lower: bool = True) -> RunResult:
+           iters: int = 1, lower: bool = True, placement: Placement | None = None) -> RunResult:
     """Run ``program`` on ``ranks`` MPI ranks in an isolated ``mpiexec`` job and collect the result.
 
     ``program``: a :class:`~pldemu.ir.Program` or the path of a ``.pld`` / Python builder file (lowered
@@ -150,9 +151,14 @@ def launch(program: Program | str | os.PathLike[str], ranks: int, *, inputs: Inp
     ``timeout``, so a deadlock is reported before the job is killed. ``timeout``: seconds the whole job
     may take (default :data:`DEFAULT_TIMEOUT`). ``iters``: calls of the entry function back to back
     (``pldemu run --iters``). ``check``: raise :class:`JobError` unless the job exits 0.
+    ``placement``: where the ranks run (:class:`pldemu.runtime.launch.Placement`, e.g.
+    ``Placement(sim_hosts=(2, 2))``; default this machine); it must hold ``ranks`` ranks.
     """
     if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
         raise ValueError(f"ranks must be a positive integer, got {ranks!r}")
+    where = placement or LOCAL
+    if where.ranks is not None and where.ranks != ranks:
+        raise ValueError(f"{where.describe()} run {where.ranks} ranks, not {ranks}")
     limit = DEFAULT_TIMEOUT if timeout is None else float(timeout)
     opts = options if options is not None else RuntimeOptions(timeout=max(1.0, min(30.0, limit / 3)))
     with tempfile.TemporaryDirectory(prefix="pldemu-launch-") as tmp:
@@ -167,7 +173,7 @@ def launch(program: Program | str | os.PathLike[str], ranks: int, *, inputs: Inp
         if inputs is not None:
             _write_inputs(inputs, _specs(loaded, lower, ranks), ranks, work / "inputs")
             argv += ["--inputs", str(work / "inputs")]
-        result = _run(ranks, argv, limit, work)
+        result = _run(ranks, argv, limit, work, where)
     if check and not result.ok:
         raise JobError(result)
     return result
@@ -234,14 +240,14 @@ def _input_array(name: str, value: ArrayLike, specs: Mapping[str, StaticBuffer],
     return arr
 
 
-def _run(ranks: int, argv: list[str], limit: float, work: Path) -> RunResult:
+def _run(ranks: int, argv: list[str], limit: float, work: Path, where: Placement) -> RunResult:
     from pldemu.runtime.launch import pldemu_argv, run_job
 
     log = work / "output.txt"
     start = time.monotonic()
     with log.open("w") as out:
         # The job's own --job-timeout is not relied on: mpiexec is killed from here as a whole.
-        code = run_job(ranks, pldemu_argv(argv), limit + 5.0, stdout=out, stderr=out)
+        code = run_job(ranks, pldemu_argv(argv), limit + 5.0, stdout=out, stderr=out, placement=where)
     code = code if 0 <= code <= 255 else 3
     wall = time.monotonic() - start
     return _collect(ranks, code, log.read_text(errors="replace"), wall, work)

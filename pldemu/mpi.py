@@ -138,6 +138,16 @@ class Backoff:
         return True
 
 
+def progress_sleep(comm: MPI.Comm, seconds: float) -> None:
+    """Sleep ``seconds`` while driving MPI progress (an ``Iprobe`` about every millisecond). A rank
+    that pauses while its peers read its windows (a deadlock report being built) must not simply
+    sleep: over TCP, one-sided operations aimed at a rank complete only while it calls into MPI."""
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG)
+        time.sleep(min(left, 0.001))
+
+
 def complete(req: MPI.Request, deadline: float, timeout_error: Callable[[], Exception],
              policy: PollPolicy = HOST_POLICY) -> None:
     """Poll ``req`` until it completes; raise ``timeout_error()`` once ``time.monotonic()`` passes
@@ -269,4 +279,5 @@ __all__ = [
     "BoundedComm",
     "PollPolicy",
     "complete",
+    "progress_sleep",
 ]

@@ -12,7 +12,8 @@ every rank's output, the race / invariant / deadlock reports and, with ``expect=
 Command-line options apply to every marked test: ``--pldemu-ranks 2,4`` (replaces the marker's list),
 ``--pldemu-timeout S``, ``--pldemu-seed N``, and the schedule flags ``--pldemu-jitter US``,
 ``--pldemu-straggler R:US``, ``--pldemu-skew US``, ``--pldemu-visibility deferred``,
-``--pldemu-races``, ``--pldemu-invariants``, which override the test's own ``RuntimeOptions``.
+``--pldemu-races``, ``--pldemu-invariants``, which override the test's own ``RuntimeOptions``; and
+``--pldemu-sim-hosts HxR`` (every job on H simulated hosts of R ranks, root only).
 
 Marked tests are skipped inside an MPI job (pytest-mpi's ``--with-mpi``, or a rank of ``mpiexec``):
 they start their own jobs, and MPI is never initialised in the test process.
@@ -28,8 +29,8 @@ from typing import Any
 import pytest
 
 from pldemu.api import DEFAULT_TIMEOUT, Inputs, PerRank, RunResult, launch
-from pldemu.cli.argtypes import microseconds, nonneg_int, positive_float, positive_int, straggler
-from pldemu.runtime.launch import in_mpi_job
+from pldemu.cli.argtypes import host_shape, microseconds, nonneg_int, positive_float, positive_int, straggler
+from pldemu.runtime.launch import Placement, in_mpi_job
 from pldemu.runtime.options import VISIBILITY_MODES, RuntimeOptions
 
 MARKER = "pldemu"
@@ -48,6 +49,8 @@ def _rank_list(text: str) -> tuple[int, ...]:
 _OPTIONS: Mapping[str, tuple[str | None, dict[str, Any]]] = {
     "ranks": (None, {"type": _rank_list, "metavar": "N,N", "help": "rank counts of every pldemu test"}),
     "timeout": (None, {"type": positive_float, "metavar": "S", "help": "seconds one pldemu job may take"}),
+    "sim-hosts": (None, {"type": host_shape, "metavar": "HxR", "help": "run every pldemu test on H simulated hosts "
+                         "of R ranks (root; replaces the rank counts by H*R; see docs/multihost.md)"}),
     "seed": ("seed", {"type": nonneg_int, "metavar": "N", "help": "seed of the schedules"}),
     "jitter": ("jitter_us", {"type": microseconds, "metavar": "US", "help": "random delay before every primitive"}),
     "straggler": ("straggler", {"type": straggler, "metavar": "R:US", "help": "rank R is slower by US per primitive"}),
@@ -61,7 +64,7 @@ _OPTIONS: Mapping[str, tuple[str | None, dict[str, Any]]] = {
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("pldemu", "pldemu: run programs on MPI ranks")
     for name, (_, kwargs) in _OPTIONS.items():
-        group.addoption(f"--pldemu-{name}", dest=f"pldemu_{name}", **kwargs)
+        group.addoption(f"--pldemu-{name}", dest=f"pldemu_{name.replace('-', '_')}", **kwargs)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -73,7 +76,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marker = metafunc.definition.get_closest_marker(MARKER)
     if marker is None or "pldemu_ranks" not in metafunc.fixturenames:
         return
-    ranks = metafunc.config.getoption("pldemu_ranks") or tuple(marker.kwargs.get("ranks", DEFAULT_RANKS))
+    hosts = metafunc.config.getoption("pldemu_sim_hosts")
+    ranks = ((hosts[0] * hosts[1],) if hosts else None) or metafunc.config.getoption("pldemu_ranks") or tuple(
+        marker.kwargs.get("ranks", DEFAULT_RANKS))
     metafunc.parametrize("pldemu_ranks", ranks, ids=[f"{n}ranks" for n in ranks])
 
 
@@ -99,6 +104,7 @@ class Runner:
     ranks: int
     timeout: float
     overrides: Mapping[str, Any]
+    placement: Placement | None = None
 
     def __call__(self, program: Any, *, inputs: Inputs | None = None, options: RuntimeOptions | None = None,
                  expect: Mapping[str, PerRank] | None = None, rtol: float = 0.0, atol: float = 0.0,
@@ -109,7 +115,7 @@ class Runner:
         if self.overrides:
             opts = dataclasses.replace(opts, **self.overrides)
         result = launch(program, self.ranks, inputs=inputs, options=opts, timeout=self.timeout,
-                        iters=iters, check=False)
+                        iters=iters, check=False, placement=self.placement)
         if check and not result.ok:
             pytest.fail(result.describe_failure(), pytrace=False)
         if check and expect is not None:
@@ -136,7 +142,8 @@ def pldemu_run(request: pytest.FixtureRequest, pldemu_ranks: int) -> Callable[..
         marker.kwargs.get("timeout", DEFAULT_TIMEOUT) if marker is not None else DEFAULT_TIMEOUT)
     overrides = {field: value for name, (field, _) in _OPTIONS.items()
                  if field is not None and (value := request.config.getoption(f"pldemu_{name}")) is not None}
-    return Runner(pldemu_ranks, float(timeout), overrides)
+    hosts = request.config.getoption("pldemu_sim_hosts")
+    return Runner(pldemu_ranks, float(timeout), overrides, Placement(sim_hosts=hosts) if hosts else None)
 
 
 __all__ = ["MARKER", "Runner", "pldemu_ranks", "pldemu_run"]

@@ -3,7 +3,8 @@
 * :func:`agree`: the collective assert of multi-rank tests.
 * :func:`instance`: a program instance on a communicator (COMM_SELF by default), closed afterwards.
 * :func:`pldemu` / :func:`report`: the ``pldemu`` command as a user runs it (outside any MPI job).
-* :data:`BACKENDS`: the window back ends the ``backend`` fixture of ``tests/conftest.py`` runs.
+* :data:`BACKENDS`: the window back ends the ``backend`` fixture of ``tests/conftest.py`` runs
+  (:data:`MATRIX_BACKENDS`: the two the check matrix alternates).
 * :func:`lowered_then` / :func:`call_of`: a broken recipe for the harness tests (LowerCompositeOps, then
   every statement of main mapped or dropped).
 
@@ -29,7 +30,10 @@ if TYPE_CHECKING:  # both import mpi4py, which initialises MPI: conftest.py impo
 
     from pldemu.runtime import ProgramInstance
 
-BACKENDS: tuple[str, ...] = ("shared", "rma")
+BACKENDS: tuple[str, ...] = ("shared", "rma", "hybrid")
+MATRIX_BACKENDS: tuple[str, ...] = ("shared", "rma")
+"""The back ends the check matrix alternates (hybrid on one node is shared data with MPI signals; the
+check of every collective on real hybrid windows runs in ``tests/multihost``)."""
 """The window back ends every ``backend``-parametrised test runs on."""
 
 StmtMap = Callable[[Stmt], Stmt | None]

@@ -10,6 +10,11 @@ every rank at the same time (the memcpy an optimal single-copy transfer would be
 * remote_load: ``pld.tile.remote_load(win, right, ...)`` -- the neighbour's window into a fresh
   tile, returned by the function (a fresh tile is a fresh array: that allocation is part of the op).
 
+Across hosts (the job's ranks on several shared-memory nodes, e.g. ``--sim-hosts 2x2``) two more rows
+time one whole-window ``Window.put`` (the windows layer, no interpreter) to a rank of this rank's own
+host (``put intra``: shared memory under the hybrid back end) and to the rank at the same position on
+the next host (``put inter``: MPI RMA over the network), in the same iterations as the memcpy.
+
 #wrong: after each timed call the moved data is compared with the sender's (recomputable) values.
 """
 
@@ -24,6 +29,7 @@ from mpi4py import MPI
 from pldemu.bench.common import BenchError, Contender, Timing, gbps, time_alternating
 from pldemu.ir import DType, parse_program
 from pldemu.runtime.data import values
+from pldemu.windows import HostLayout, Window
 
 BULK_OPS = ("put", "get", "remote_load")
 """The transfers measured, in order."""
@@ -170,11 +176,58 @@ def bench_bulk(
         for op in BULK_OPS:
             t_pl, t_mem = time_alternating(comm, [contenders[op], memcpy], warmup, iters)
             rows.append(BulkRow(op, elems * dt.itemsize, t_pl, t_mem))
+        peers = host_peers(inst.hosts, me)
+        if peers is not None:
+            rows += _host_rows(comm, inst.window("win"), peers, mine, memcpy, warmup, iters)
     return rows
+
+
+def host_peers(layout: HostLayout, me: int) -> tuple[int, int] | None:
+    """(a rank on ``me``'s host, the rank at ``me``'s position on the next host), or None when the
+    job does not span hosts or ``me``'s host has no other rank."""
+    if not layout.spans_hosts:
+        return None
+    index = next(i for i, g in enumerate(layout.groups) if me in g)
+    group, nxt = layout.groups[index], layout.groups[(index + 1) % len(layout.groups)]
+    if len(group) < 2:
+        return None
+    pos = group.index(me)
+    return group[(pos + 1) % len(group)], nxt[pos % len(nxt)]
+
+
+def _host_rows(comm: MPI.Intracomm, win: Window, peers: tuple[int, int], mine: np.ndarray, memcpy: Contender,
+               warmup: int, iters: int) -> list[BulkRow]:
+    """``put intra`` / ``put inter`` (see the module docstring); every rank must have ``peers``
+    (a layout of equal hosts with several ranks each), which ``bench_bulk`` callers share."""
+    me, n = comm.Get_rank(), comm.Get_size()
+    # Who writes into me: the peers' peers that name me (the mapping is a permutation on equal hosts).
+    senders = comm.allgather(peers)
+    rows = []
+    for label, k in (("put intra", 0), ("put inter", 1)):
+        src = next(r for r in range(n) if senders[r][k] == me)
+        want = values(mine.dtype, None, 0, src, 0, mine.size).reshape(mine.shape)
+        t_win, t_mem = time_alternating(comm, [_put_to(win, peers[k], mine, want, label), memcpy], warmup, iters)
+        rows.append(BulkRow(label, mine.nbytes, t_win, t_mem))
+    return rows
+
+
+def _put_to(win: Window, peer: int, data: np.ndarray, want: np.ndarray, label: str) -> Contender:
+    """One whole-window put of ``data`` into ``peer``; checked against what should land here."""
+
+    def put() -> None:
+        win.put(peer, data.shape, (0, 0), data)
+
+    def prepare() -> None:
+        win.local.fill(np.nan)
+
+    def check() -> int:
+        return _wrong(want, win.local)
+
+    return Contender(f"windows {label}", put, prepare, check)
 
 
 def _wrong(want: np.ndarray, seen: np.ndarray) -> int:
     return int(np.count_nonzero(want != np.asarray(seen).reshape(want.shape)))
 
 
-__all__ = ["BULK_OPS", "BulkRow", "bench_bulk", "bulk_program"]
+__all__ = ["BULK_OPS", "BulkRow", "bench_bulk", "bulk_program", "host_peers"]

@@ -58,10 +58,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``pldemu`` command. SIGTERM, SIGHUP and Ctrl-C end it with 128 + the signal number after
     killing whatever job it started (:func:`pldemu.runtime.launch.interruptible`), without a traceback."""
+    from pldemu.cli.common import UsageError, settle_placement, usage_error
     from pldemu.runtime.launch import Interrupted, interruptible
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    try:
+        args = settle_placement(args)
+    except UsageError as err:
+        return usage_error(args.command, str(err))
     runner: Callable[[argparse.Namespace], int] = args._run
     try:
         with interruptible():

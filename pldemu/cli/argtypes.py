@@ -83,6 +83,29 @@ def dims(text: str) -> tuple[int, ...]:
     return values
 
 
+def host_shape(text: str) -> tuple[int, int]:
+    """``HxR``: H simulated hosts of R ranks each (both >= 1, H <= 32)."""
+    values = dims(text)
+    if len(values) != 2 or values[0] > 32:
+        raise argparse.ArgumentTypeError(f"expected HxR (hosts x ranks per host, at most 32 hosts), got {text!r}")
+    return values[0], values[1]
+
+
+def host_list(text: str) -> tuple[tuple[str, int], ...]:
+    """``a:2,b:2``: host names with their rank counts (``a`` alone means one rank)."""
+    out = []
+    for item in text.split(","):
+        name, _, count = item.partition(":")
+        try:
+            n = int(count) if count else 1
+        except ValueError:
+            n = 0
+        if not name or n < 1:
+            raise argparse.ArgumentTypeError(f"expected HOST:N,HOST:N (N >= 1), got {text!r}")
+        out.append((name, n))
+    return tuple(out)
+
+
 def format_number(value: float) -> str:
     """``value`` as short as it reads back exactly (``50.0`` -> ``50``, ``0.1`` -> ``0.1``): for command
     lines a user will read and re-run."""
@@ -95,5 +118,5 @@ def format_dims(values: tuple[int, ...]) -> str:
     return "x".join(map(str, values))
 
 
-__all__ = ["any_int", "dims", "format_dims", "format_number", "microseconds", "nonneg_int", "positive_float", "positive_int",
+__all__ = ["any_int", "dims", "format_dims", "format_number", "host_list", "host_shape", "microseconds", "nonneg_int", "positive_float", "positive_int",
            "straggler"]

@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     if in_mpi_job():
         return _run_in_job(args)
     n = args.ranks or DEFAULT_RANKS
-    return spawn(n, child_argv(args, n), args.job_timeout)
+    return spawn(n, child_argv(args, n), args.job_timeout, placement=common.placement(args))
 
 
 def _run_in_job(args: argparse.Namespace) -> int:

@@ -255,7 +255,7 @@ def run(args: argparse.Namespace) -> int:
         check_before_launch(programs, nranks, options, force=args.force, copies=check_copies(nranks))
     except UsageError as err:
         return common.usage_error("check", str(err))
-    return spawn(nranks, child_argv(args), args.job_timeout)
+    return spawn(nranks, child_argv(args), args.job_timeout, placement=common.placement(args))
 
 
 def _run_in_job(args: argparse.Namespace) -> int:

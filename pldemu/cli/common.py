@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -23,13 +22,15 @@ from typing import Any, NoReturn
 
 from pldemu.cli.argtypes import (
     format_number,
+    host_list,
+    host_shape,
     microseconds,
     nonneg_int,
     positive_float,
     positive_int,
     straggler,
 )
-from pldemu.runtime.launch import TIMED_OUT
+from pldemu.runtime.launch import HOSTS_SCRIPT, LOCAL, TIMED_OUT, Placement
 from pldemu.runtime.options import DEFAULT_OPTIONS, VISIBILITY_MODES, WINDOW_BACKENDS, RuntimeOptions
 
 EXIT_OK = 0
@@ -75,11 +76,12 @@ def abort_with(comm: Any, text: str) -> NoReturn:
     """Print ``text`` (if any), give the process manager a moment to forward it, end the whole job
     (exit 3). ``MPI_Abort`` kills every rank at once, including output still in a pipe between this
     rank and mpiexec: without the pause a one-rank failure could end the job without its message."""
+    from pldemu.mpi import progress_sleep
     from pldemu.runtime.launch import abort_job
 
     if text:
         say(text)
-    time.sleep(ABORT_GRACE)
+    progress_sleep(comm, ABORT_GRACE)  # peers on other hosts may still be reading our windows
     abort_job(comm, EXIT_ERROR)
 
 
@@ -88,8 +90,10 @@ def abort_on_deadlock(comm: Any, prefix: str, err: Any, hint: str = "") -> NoRet
     wait-for report, every other rank one line, so the graph is printed once."""
     if err.primary:
         abort_with(comm, f"{prefix}{err}" + (f"\n{hint}" if hint else ""))
+    from pldemu.mpi import progress_sleep
+
     say(f"{prefix}{err.message} (the wait-for report comes from a lower rank)")
-    time.sleep(NONPRIMARY_GRACE)
+    progress_sleep(comm, NONPRIMARY_GRACE)  # the lower rank reads our windows for its report
     abort_with(comm, "")
 
 
@@ -100,9 +104,45 @@ def check_job_size(requested: int | None, size: int) -> None:
 
 
 def add_ranks_argument(parser: argparse.ArgumentParser, default: int, *, what: str = "") -> None:
-    """``-n/--ranks N``: the job's size (None when not given; inside an MPI job: the job's size)."""
+    """``-n/--ranks N``: the job's size (None when not given; inside an MPI job: the job's size), and
+    where the ranks run (``--sim-hosts``, ``--hosts``, ``--hostfile``; see :func:`settle_placement`)."""
     parser.add_argument("-n", "--ranks", type=positive_int, default=None, metavar="N",
-                        help=f"number of MPI ranks (default {default}{what}; inside an MPI job: its size)")
+                        help=f"number of MPI ranks (default {default}{what}, or what the hosts below "
+                             "imply; inside an MPI job: its size)")
+    group = parser.add_argument_group("hosts (default: every rank on this machine; see docs/multihost.md)")
+    where = group.add_mutually_exclusive_group()
+    where.add_argument("--sim-hosts", type=host_shape, default=None, metavar="HxR",
+                       help="H simulated hosts of R ranks each: network namespaces on a private bridge, "
+                            "TCP between them (root; scripts/hosts.sh); -n defaults to H*R")
+    where.add_argument("--hosts", type=host_list, default=None, metavar="HOST:N,...",
+                       help="run on these hosts with N ranks each (mpiexec -hosts); -n defaults to the sum")
+    where.add_argument("--hostfile", default=None, metavar="FILE", help="mpiexec's host file (mpiexec -f FILE)")
+
+
+def settle_placement(args: argparse.Namespace) -> argparse.Namespace:
+    """``args`` with ``placement`` (a :class:`~pldemu.runtime.launch.Placement`) and ``ranks`` filled
+    in from the host flags of :func:`add_ranks_argument`; a ``-n`` the hosts contradict, or a hostfile
+    that cannot be read, is a UsageError. Commands without those flags get ``LOCAL``."""
+    if "sim_hosts" not in vars(args):
+        return args
+    hostfile = args.hostfile
+    if hostfile is not None:
+        if not Path(hostfile).is_file():
+            raise UsageError(f"--hostfile {hostfile}: no such file")
+        hostfile = str(Path(hostfile).resolve())
+    if args.sim_hosts is not None and not HOSTS_SCRIPT.is_file():
+        raise UsageError(f"--sim-hosts needs {HOSTS_SCRIPT} (the scripts/ folder of a pldemu checkout)")
+    where = Placement(sim_hosts=args.sim_hosts, hosts=args.hosts or (), hostfile=hostfile)
+    implied = where.ranks
+    if implied is not None and args.ranks is not None and args.ranks != implied:
+        raise UsageError(f"-n {args.ranks} but {where.describe()} run {implied} ranks")
+    return argparse.Namespace(**{**vars(args), "placement": where, "ranks": args.ranks or implied})
+
+
+def placement(args: argparse.Namespace) -> Placement:
+    """Where the job of the parsed command line runs (:func:`settle_placement`)."""
+    where: Placement = getattr(args, "placement", LOCAL)
+    return where
 
 
 def add_job_timeout_argument(parser: argparse.ArgumentParser, default: float | None, *, text: str = "") -> None:
@@ -208,7 +248,7 @@ _FLAGS = (
     RuntimeFlag("--no-races", "race_detect", "do not run the race detector", negated=True,
                 commands=frozenset({"stress"})),
     RuntimeFlag("--windows", "windows", "RMA window back end (default auto: shared memory when all ranks share a "
-                "node)", choices=WINDOW_BACKENDS, commands=EVERY_RUNNER),
+                "node; across nodes hybrid when a node has several ranks, else rma)", choices=WINDOW_BACKENDS, commands=EVERY_RUNNER),
     RuntimeFlag("--timeout", "timeout", "seconds one wait may block before it is a deadlock and the wait-for "
                 "report is printed (default %(default)g)", positive_float, "S", always=True, text=format_number,
                 commands=EVERY_RUNNER),
@@ -307,8 +347,10 @@ __all__ = [
     "add_runtime_arguments",
     "check_job_size",
     "options_argv",
+    "placement",
     "runtime_argv",
     "runtime_options",
     "say",
+    "settle_placement",
     "usage_error",
 ]

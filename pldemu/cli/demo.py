@@ -176,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
         return _run_in_job(args)
     n = args.ranks or DEFAULT_RANKS
     argv = ["demo", "-n", str(n), "--loops", str(args.loops), "--size", str(args.size), *common.runtime_argv(args)]
-    return spawn(n, argv, max(120.0, 10 * args.timeout))
+    return spawn(n, argv, max(120.0, 10 * args.timeout), placement=common.placement(args))
 
 
 def _run_in_job(args: argparse.Namespace) -> int:

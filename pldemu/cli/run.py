@@ -196,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
         return common.usage_error("run", str(err)) if not inside or job_rank() in (0, None) else EXIT_USAGE
     if inside:
         return run_in_job(program, options, source=args.program, plan=RunPlan.from_args(args, io))
-    return spawn(n, child_argv(args, n), args.job_timeout)
+    return spawn(n, child_argv(args, n), args.job_timeout, placement=common.placement(args))
 
 
 def run_in_job(program: Program, options: RuntimeOptions, *, source: str = "",

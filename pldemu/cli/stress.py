@@ -334,7 +334,8 @@ def _spawn_one(args: argparse.Namespace, ranks: int, argv: list[str], job_timeou
     with tempfile.TemporaryDirectory(prefix="pldemu-stress-") as tmp:
         path = str(Path(tmp) / "outcome.json")
         start = time.monotonic()
-        rc = run_job(ranks, pldemu_argv([*argv, "--result-file", path]), job_timeout, stdout=log, stderr=log)
+        rc = run_job(ranks, pldemu_argv([*argv, "--result-file", path]), job_timeout, stdout=log, stderr=log,
+                     placement=common.placement(args))
         outcome = read_outcome(path)
         if outcome is None and rc == TIMED_OUT:
             # No rank reported a deadlock (each wait has its own deadline): the run was slow, not stuck.

@@ -129,7 +129,10 @@ class RunContext:
         with owner as inst:
             if hooks.on_instance is not None:
                 hooks.on_instance(inst)
-            yield cls(comm, inst, options, log, hooks)
+            ctx = cls(comm, inst, options, log, hooks)
+            if inst.hosts.spans_hosts:
+                ctx.emit(f"# {inst.hosts.describe()}")
+            yield ctx
 
     @property
     def backend(self) -> str:

@@ -45,7 +45,7 @@ from pldemu.runtime.shm import unlink_named_segments
 from pldemu.runtime.sites import CallSite, OpEvent
 from pldemu.runtime.status import NFIELDS, RankState, StatusBoard
 from pldemu.runtime.values import Buffer, buffer_tensor
-from pldemu.windows import Window, WindowSet, WindowStats, allocate_window
+from pldemu.windows import Window, WindowSet, WindowStats, allocate_window, host_layout
 
 if TYPE_CHECKING:  # imported at run time only when instrumentation is asked for
     from pldemu.runtime.instrument import Instruments
@@ -184,6 +184,9 @@ class ProgramInstance:
         self._machine.status = StatusBoard(self._status_window)
         if self._invariants is not None:
             self._invariants.board = self._machine.status  # a deadlock report reads violations from it
+        self.hosts = host_layout(intra)
+        if self.hosts.spans_hosts:
+            self._machine.hosts = self.hosts.names
         self._globals: list[Any] = [self.nranks, *(buffer_tensor(b) for b in buffers)]
         self._window_stats = [b.window.stats for b in buffers if b.window is not None]
         if options.race_detect or options.trace is not None:

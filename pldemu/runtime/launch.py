@@ -20,6 +20,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
@@ -104,17 +105,72 @@ def _is_open_mpi(mpiexec: str) -> bool:
     return any(tag in text for tag in ("Open MPI", "OpenRTE", "PRRTE", "prterun"))
 
 
-def mpiexec_command(n: int, argv: Sequence[str]) -> list[str]:
+HOSTS_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "hosts.sh"
+"""The simulated-hosts launcher of a pldemu checkout (network namespaces on a private bridge)."""
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a job's ranks run: this machine (the default), ``sim_hosts`` = (H, R), H simulated hosts
+    of R ranks each (:data:`HOSTS_SCRIPT`, root only), or real hosts for mpiexec: ``hosts`` as
+    ``(name, ranks)`` pairs (``-hosts a:2,b:2``) or a ``hostfile`` (``-f FILE``)."""
+
+    sim_hosts: tuple[int, int] | None = None
+    hosts: tuple[tuple[str, int], ...] = ()
+    hostfile: str | None = None
+
+    def __post_init__(self) -> None:
+        given = [name for name, on in (("sim_hosts", self.sim_hosts), ("hosts", self.hosts),
+                                       ("hostfile", self.hostfile)) if on]
+        if len(given) > 1:
+            raise ValueError(f"give one of sim_hosts, hosts, hostfile, not {' and '.join(given)}")
+        if self.sim_hosts is not None and min(self.sim_hosts) < 1:
+            raise ValueError(f"sim_hosts needs at least one host of one rank, got {self.sim_hosts}")
+        if any(count < 1 for _, count in self.hosts):
+            raise ValueError("every host of hosts needs at least one rank")
+
+    @property
+    def ranks(self) -> int | None:
+        """The rank count the placement implies (None: the hostfile or this machine leaves it open)."""
+        if self.sim_hosts is not None:
+            return self.sim_hosts[0] * self.sim_hosts[1]
+        return sum(count for _, count in self.hosts) or None
+
+    def describe(self) -> str:
+        """``2x2 simulated hosts``, ``hosts a:2,b:2``, ``hostfile F`` or ``this machine``."""
+        if self.sim_hosts is not None:
+            return f"{self.sim_hosts[0]}x{self.sim_hosts[1]} simulated hosts"
+        if self.hosts:
+            return "hosts " + ",".join(f"{h}:{c}" for h, c in self.hosts)
+        return f"hostfile {self.hostfile}" if self.hostfile else "this machine"
+
+
+LOCAL = Placement()
+"""Every rank on this machine."""
+
+
+def mpiexec_command(n: int, argv: Sequence[str], placement: Placement = LOCAL) -> list[str]:
     """``mpiexec -n N argv...`` with what the MPI needs to run N ranks on this machine: MPICH
-    oversubscribes silently; Open MPI needs ``--oversubscribe`` (and ``--allow-run-as-root`` as root)."""
+    oversubscribes silently; Open MPI needs ``--oversubscribe`` (and ``--allow-run-as-root`` as root).
+    ``placement`` puts the ranks on other hosts (simulated ones through :data:`HOSTS_SCRIPT`, which
+    runs mpiexec itself)."""
     if n < 1:
         raise ValueError(f"need at least one rank, got {n}")
     mpiexec = find_mpiexec()
+    if placement.sim_hosts is not None:
+        hosts, per_host = placement.sim_hosts
+        if hosts * per_host != n:
+            raise ValueError(f"{hosts}x{per_host} simulated hosts run {hosts * per_host} ranks, not {n}")
+        return [str(HOSTS_SCRIPT), "--mpiexec", mpiexec, f"{hosts}x{per_host}", "--", *argv]
     cmd = [mpiexec]
     if _is_open_mpi(mpiexec):
         cmd.append("--oversubscribe")
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             cmd.append("--allow-run-as-root")
+    if placement.hosts:
+        cmd += ["-hosts", ",".join(f"{h}:{c}" for h, c in placement.hosts)]
+    elif placement.hostfile:
+        cmd += ["-f", placement.hostfile]
     return [*cmd, "-n", str(n), *argv]
 
 
@@ -215,16 +271,16 @@ def _terminated(signum: int, _frame: object) -> None:
 
 def run_job(n: int, argv: Sequence[str], timeout: float | None, *, env: Mapping[str, str] | None = None,
             cwd: str | os.PathLike[str] | None = None, stdout: IO[Any] | None = None,
-            stderr: IO[Any] | None = None) -> int:
-    """Run ``mpiexec -n N argv...`` in a new session and return its exit code, mapped to the
-    documented codes by :func:`job_exit_code` (with a message when the job died abnormally).
+            stderr: IO[Any] | None = None, placement: Placement = LOCAL) -> int:
+    """Run ``mpiexec -n N argv...`` (on ``placement``'s hosts) in a new session and return its exit
+    code, mapped to the documented codes by :func:`job_exit_code` (with a message when the job died abnormally).
 
     Output goes to ``stdout``/``stderr`` (default: ours, streamed as it comes). After ``timeout``
     seconds (``None``: no limit) the job's whole process group is killed (SIGTERM, then SIGKILL) and
     ``TIMED_OUT`` (124) returned; on SIGTERM / SIGHUP / Ctrl-C it is killed and :class:`Interrupted`
     raised. However the job ends, no process of its group survives this call.
     """
-    cmd = mpiexec_command(n, argv)
+    cmd = mpiexec_command(n, argv, placement)
     err = sys.stderr if stderr is None else stderr
     with tempfile.TemporaryDirectory(prefix="pldemu-pids-") as pids, interruptible():
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
@@ -286,20 +342,23 @@ def _rank_pids(folder: Path) -> dict[int, int]:
 
 
 def spawn(n: int, argv: Sequence[str], timeout: float | None, *, env: Mapping[str, str] | None = None,
-          cwd: str | os.PathLike[str] | None = None) -> int:
+          cwd: str | os.PathLike[str] | None = None, placement: Placement = LOCAL) -> int:
     """Run ``pldemu ARGV`` on ``n`` ranks (``mpiexec -n N python -m mpi4py -m pldemu ARGV``), streaming
     its output; return an exit code for the command (see :func:`run_job`)."""
-    return run_job(n, pldemu_argv(argv), timeout, env=env, cwd=cwd)
+    return run_job(n, pldemu_argv(argv), timeout, env=env, cwd=cwd, placement=placement)
 
 
 __all__ = [
     "DOCUMENTED_EXITS",
     "FORWARDED_SIGNALS",
+    "HOSTS_SCRIPT",
     "JOB_FAILED",
     "LAUNCHER_VARS",
+    "LOCAL",
     "PID_DIR_VAR",
     "TIMED_OUT",
     "Interrupted",
+    "Placement",
     "abort_job",
     "find_mpiexec",
     "in_mpi_job",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -45,6 +44,8 @@ class Machine:
         self.known_causes: Callable[[list[RankStatus], Callable[[int], str]], tuple[Cause, ...]] | None = None
         """``known_causes(statuses, where)``: the invariant violations every rank has published on the
         status board, named by the deadlock report as its likely root cause (the invariant checker's)."""
+        self.hosts: tuple[str, ...] = ()
+        """Every rank's host when the job spans several (named in the wait-for report), else empty."""
         self.overrides: dict[Op, Callable[..., Any]] = {}
         """Handlers that replace ``HANDLERS`` entries for this instance (adversarial schedules,
         deferred visibility, invariant checks: ``pldemu.runtime.schedule``); consulted when a call
@@ -64,7 +65,7 @@ class Machine:
         board.set_state(RankState.TIMED_OUT)
         # Ranks stuck together time out together: give the others a moment to say so, so that only
         # the lowest of them prints the full report.
-        time.sleep(REPORT_SETTLE)
+        board.idle(REPORT_SETTLE)
         statuses = board.snapshot()
         targets: dict[int, WaitTarget] = {}
         for st in statuses:
@@ -79,7 +80,7 @@ class Machine:
                     live = None
             posters = self.posters(st.buffer, st.rank, st.cell) if self.posters is not None else None
             targets[st.rank] = WaitTarget(buf.name, _unravel(st.cell, buf.shape), buf.shape, live, posters)
-        report, primary = format_report(self.rank, statuses, self.site_text, targets, self.timeout)
+        report, primary = format_report(self.rank, statuses, self.site_text, targets, self.timeout, self.hosts)
         t = targets.get(self.rank)
         cell = t.cell_text() if t is not None else f"cell {err.cell}"
         rel = "==" if err.cmp is WaitCmp.Eq else ">="

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-WINDOW_BACKENDS = ("auto", "shared", "rma")
+WINDOW_BACKENDS = ("auto", "shared", "rma", "hybrid")
 """Accepted values of ``RuntimeOptions.windows`` (see ``pldemu.windows.choose_backend``)."""
 
 VISIBILITY_MODES = ("eager", "deferred")

@@ -92,6 +92,12 @@ class StatusBoard:
         self.hook = self.observe
         """The wait hook (bound once, not per wait)."""
 
+    def idle(self, seconds: float) -> None:
+        """Pause ``seconds`` while peers may read this board (MPI progress driven meanwhile)."""
+        from pldemu.mpi import progress_sleep
+
+        progress_sleep(self._window.comm, seconds)
+
     def run_started(self, run: int) -> None:
         self._rec[RUN] = run
         self._rec[STATE] = RankState.RUNNING
@@ -186,17 +192,20 @@ def format_report(
     where: Callable[[int], str],
     targets: dict[int, WaitTarget],
     timeout: float,
+    hosts: Sequence[str] = (),
 ) -> tuple[str, bool]:
     """The wait-for report and whether this rank is the one that should print it (no lower rank had
     timed out too). ``where(site_id)`` names a call site; ``targets[r]`` describes blocked rank r's
-    cell (name, index, buffer shape, live value)."""
+    cell (name, index, buffer shape, live value); ``hosts[r]``, when the job spans hosts, rank r's
+    host (named on its line)."""
     nranks = len(statuses)
     now_ms = time.time() * 1000
     edges: dict[int, int] = {}
     lines = [f"wait-for graph ({nranks} ranks; a wait gives up after {timeout:g}s; * = this rank):"]
     for st in statuses:
         tag = "*" if st.rank == me else " "
-        head = f"{tag}rank {st.rank}: {st.state.name:9} run {st.run}"
+        at = f" @{hosts[st.rank]}" if st.rank < len(hosts) else ""
+        head = f"{tag}rank {st.rank}{at}: {st.state.name:9} run {st.run}"
         if not st.blocked:
             last = f"; last wait at {where(st.site)}" if st.site >= 0 else ""
             lines.append(head + last)

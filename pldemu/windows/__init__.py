@@ -1,13 +1,18 @@
 """RMA windows standing in for accelerator (HCCL) memory.
 
 Each rank of a communicator hosts collectively allocated windows: data
-windows of any numpy dtype/shape and INT32 signal windows.  Two back ends sit
+windows of any numpy dtype/shape and INT32 signal windows.  Three back ends sit
 behind one :class:`Window` interface:
 
 * ``shared`` -- ``MPI_Win_allocate_shared``; peers' memory is a numpy view.
   Chosen automatically when every rank of the communicator is on one node.
 * ``rma`` -- ``MPI_Win_allocate`` with passive-target ``Put``/``Get``/
-  ``Accumulate``/``Flush``; works across nodes.
+  ``Accumulate``/``Flush``; works across nodes.  Chosen automatically when
+  the ranks span several nodes and no node has more than one of them.
+* ``hybrid`` -- both, per peer: shared memory for the data of peers on this
+  node, MPI RMA for peers on other nodes, MPI for every signal and atomic.
+  Chosen automatically when the ranks span several nodes and some node has
+  more than one of them.
 
 Signal operations speak the IR's vocabulary: ``NotifyOp`` (``AtomicAdd``,
 ``Set``) and ``WaitCmp`` (``Eq``, ``Ge``) are ``pldemu.ir``'s enums, re-exported
@@ -55,6 +60,7 @@ from .base import (
     region_layout,
     segment_array,
 )
+from .hybrid import HostLayout, HybridWindow, host_layout
 from .rma import RmaWindow
 from .shared import SharedWindow
 
@@ -64,6 +70,8 @@ __all__ = [
     "BackendName",
     "BackendRequest",
     "FreedOnExit",
+    "HostLayout",
+    "HybridWindow",
     "NotifyOp",
     "PollPolicy",
     "RegionPlan",
@@ -80,25 +88,28 @@ __all__ = [
     "WindowStats",
     "allocate_window",
     "choose_backend",
+    "host_layout",
     "mpi_window",
     "poison_value",
     "region_layout",
 ]
 
-_BACKENDS: dict[str, type[Window]] = {"shared": SharedWindow, "rma": RmaWindow}
+_BACKENDS: dict[str, type[Window]] = {"shared": SharedWindow, "rma": RmaWindow, "hybrid": HybridWindow}
 
 
 def choose_backend(comm: MPI.Intracomm, requested: str = "auto") -> BackendName:
-    """Resolve ``requested`` (``auto``/``shared``/``rma``) for ``comm``.
+    """Resolve ``requested`` (``auto``/``shared``/``rma``/``hybrid``) for ``comm``.
 
     Collective over ``comm``.  ``auto`` gives ``shared`` when all ranks share
-    a node, else ``rma``; asking for ``shared`` when they do not raises
-    ``ValueError`` (on every rank: they all see the same split sizes).
+    a node; across nodes, ``hybrid`` when some node has more than one rank,
+    else ``rma``.  Asking for ``shared`` when the ranks span nodes raises
+    ``ValueError`` (on every rank: they all see the same split sizes);
+    ``rma`` and ``hybrid`` work anywhere.
     """
-    if requested not in ("auto", "shared", "rma"):
-        raise ValueError(f"backend must be 'auto', 'shared' or 'rma', got {requested!r}")
-    if requested == "rma":
-        return "rma"
+    if requested not in ("auto", "shared", "rma", "hybrid"):
+        raise ValueError(f"backend must be 'auto', 'shared', 'rma' or 'hybrid', got {requested!r}")
+    if requested in ("rma", "hybrid"):
+        return "rma" if requested == "rma" else "hybrid"
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
     try:
         node_size = int(node.Get_size())
@@ -113,16 +124,18 @@ def choose_backend(comm: MPI.Intracomm, requested: str = "auto") -> BackendName:
             f"backend 'shared' needs all {comm.Get_size()} ranks on one node; "
             f"rank {comm.Get_rank()}'s node has {node_size} of them"
         )
-    return "rma"
+    # Every rank got here (no node holds the whole communicator): the reduction is collective.
+    return "hybrid" if comm.allreduce(node_size, op=MPI.MAX) > 1 else "rma"
 
 
 def mpi_window(comm: MPI.Intracomm, backend: str, numel: int, dtype: Any) -> tuple[MPI.Win, np.ndarray]:
     """Collectively allocate a bare MPI window of ``numel`` elements of ``dtype`` per rank, the way
     back end ``backend`` allocates its own, and return it with this rank's segment as a zero-copy
     1-D numpy view.  For code that measures raw MPI against these windows (``pldemu bench``); the
-    caller locks, uses and frees the window itself.  ``backend`` is ``shared`` or ``rma``."""
+    caller locks, uses and frees the window itself.  ``backend`` is ``shared``, ``rma`` or ``hybrid``
+    (whose raw counterpart is the ``rma`` allocation: native MPI across nodes)."""
     if backend not in _BACKENDS:
-        raise ValueError(f"backend must be 'shared' or 'rma', got {backend!r}")
+        raise ValueError(f"backend must be 'shared' or 'rma' (or 'hybrid', which allocates as 'rma'), got {backend!r}")
     dt = np.dtype(dtype)
     win = _BACKENDS[backend].allocate_mpi(comm, max(numel, 1) * dt.itemsize, dt.itemsize)
     return win, segment_array(win.tomemory(), dt, numel)
@@ -142,7 +155,7 @@ def allocate_window(
 
     All ranks of ``comm`` must call this with the same arguments (checked:
     a mismatch raises ``ValueError`` on every rank).  ``backend`` is
-    ``auto``, ``shared`` or ``rma`` (see :func:`choose_backend`).
+    ``auto``, ``shared``, ``rma`` or ``hybrid`` (see :func:`choose_backend`).
 
     ``fill`` is the initial value of every element.  ``None`` means: ``0``
     for signal windows (``signal=True``, dtype must be INT32 -- the notify

@@ -56,11 +56,11 @@ from pldemu.ir.enums import NotifyOp, WaitCmp
 from pldemu.mpi import DEFAULT_POLICY, Backoff, PollPolicy
 from pldemu.npdtypes import is_float_dtype
 
-BackendName = Literal["shared", "rma"]
+BackendName = Literal["shared", "rma", "hybrid"]
 """Name of a concrete back end."""
 
-BackendRequest = Literal["auto", "shared", "rma"]
-"""What a caller may ask for; ``auto`` picks ``shared`` when it can."""
+BackendRequest = Literal["auto", "shared", "rma", "hybrid"]
+"""What a caller may ask for; ``auto`` picks ``shared`` when it can (see ``choose_backend``)."""
 
 SIGNAL_DTYPE = np.dtype(np.int32)
 """Signal cells are INT32, like HCCL's notify words."""
@@ -309,7 +309,7 @@ class Window(FreedOnExit, ABC):
     """
 
     backend: ClassVar[BackendName]
-    """``"shared"`` or ``"rma"``."""
+    """``"shared"``, ``"rma"`` or ``"hybrid"``."""
 
     def __init__(
         self,

@@ -40,7 +40,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from helpers import BACKENDS, agree
+from helpers import MATRIX_BACKENDS as BACKENDS
+from helpers import agree
 from mpi4py import MPI
 
 from pldemu.collectives import CollectiveSpec, collective_program
