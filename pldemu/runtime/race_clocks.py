@@ -46,7 +46,7 @@ into its cell issued before it passed.
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -80,27 +80,61 @@ class Resolved:
     """Per rank, acquires that took every candidate release (see the module docstring)."""
 
 
+class _Dirty:
+    """Set when an acquire read a release clock the current pass has not computed yet."""
+
+    __slots__ = ("flag",)
+
+    def __init__(self) -> None:
+        self.flag = False
+
+
 class _Chain:
     """One writer's releases into one cell in this epoch, in program order."""
 
-    __slots__ = ("clocks", "done", "fixed", "ops", "times")
+    __slots__ = ("base", "clocks", "cum", "dirty", "done", "fixed", "has_add", "has_set", "nonneg", "ops",
+                 "own", "times", "w")
 
-    def __init__(self) -> None:
+    def __init__(self, w: int, dirty: _Dirty) -> None:
+        self.w = w
+        self.dirty = dirty
         self.ops: list[tuple[int, bool]] = []  # (value, is_set)
+        self.cum = [0]  # cum[p]: the sum of the first p values
+        self.own: list[int] = []  # the writer's own clock entry at each release (program order fixes it)
         self.times: list[float] = []
-        self.clocks: list[VClock] = []
+        self.clocks: list[VClock | None] = []
+        self.has_set = self.has_add = False
+        self.nonneg = True
+        self.base: VClock = ()  # the writer's clock at the start of the current part
         self.fixed = 0  # entries final (from an earlier part of the epoch)
         self.done = -1  # last entry computed in the current pass
 
+    def append(self, value: int, is_set: bool, own: int, t: float) -> None:
+        self.ops.append((value, is_set))
+        self.cum.append(self.cum[-1] + value)
+        self.own.append(own)
+        self.times.append(t)
+        self.clocks.append(None)
+        self.has_set |= is_set
+        self.has_add |= not is_set
+        self.nonneg &= is_set or value >= 0
+
     def at(self, i: int) -> VClock:
-        """Release i's clock as far as the current pass knows: a stale entry (from the previous pass)
-        is lifted to the last one computed, which it follows in program order."""
-        c = self.clocks[i]
+        """Release i's clock as far as the current pass knows. An entry the pass has not computed yet
+        is a lower bound of the final one: its value from the previous pass (if any) lifted to the last
+        one computed, which it follows in program order."""
         last = self.done
-        if i > last >= 0 and last >= self.fixed - 1:
-            d = self.clocks[last]
-            return tuple(a if a >= b else b for a, b in zip(c, d, strict=True))
-        return c
+        c = self.clocks[i]
+        if i <= last or i < self.fixed:
+            assert c is not None
+            return c
+        self.dirty.flag = True
+        w = self.w
+        d = self.clocks[last] if last >= 0 else self.base
+        assert d is not None
+        if c is None:
+            return (*d[:w], self.own[i], *d[w + 1 :])
+        return tuple(a if a >= b else b for a, b in zip(c, d, strict=True))
 
     def count(self, x: int, bound: int, strict: bool) -> int:
         """How many leading releases have entry x ``< bound`` (strict) or ``<= bound``."""
@@ -150,18 +184,47 @@ class _Solver:
         """(the clock to join, None for nothing new; exact?). ``expected`` None: a read whose value
         is unknown, which takes every candidate."""
         c = vc[r]
-        free: list[_Free] = []
         forced_total = init
         sets = adds = False
+        free: list[_Chain] = []
+        los: dict[int, int] = {}
         for w, ch in chains.items():
-            m = ch.count(r, c, strict=True)  # candidates: do not happen after the wait
-            lo = min(ch.count(w, vc[w], strict=False), m)  # forced: happen before it
-            for _, is_set in ch.ops[:m]:
-                sets |= is_set
-                adds |= not is_set
-            if m > lo:
-                free.append(_Free(w, ch, lo, m, 0))
-            forced_total += sum(v for v, _ in ch.ops[:lo])
+            # Forced: the releases that happen before the wait (the writer's own entry, fixed by
+            # program order, tells which). My own releases before the wait are all of them.
+            lo = bisect_left(ch.own, c) if w == r else bisect_right(ch.own, vc[w])
+            los[w] = lo
+            sets |= ch.has_set
+            adds |= ch.has_add
+            forced_total += ch.cum[lo]
+            if w != r and lo < len(ch.own) and ch.at(lo)[r] < c:
+                free.append(ch)  # its next release does not happen after the wait: a candidate
+        if not free:
+            return None, True
+        if expected is not None and not sets and not eq and len(free) == 1 and free[0].nonneg:
+            told, got = self._one_counter(free[0], los[free[0].w], expected - forced_total, c, r)
+            if told:
+                return got, True
+        return self._general(chains, free, los, r, vc, eq, expected, init, (sets, adds), forced_total)
+
+    @staticmethod
+    def _one_counter(ch: _Chain, lo: int, need: int, c: int, r: int) -> tuple[bool, VClock | None]:
+        """One free writer, non-negative credits, Ge: (told, the release that brings its contribution
+        to ``need``); not told when the model cannot say (the general path decides)."""
+        if need <= 0:
+            return True, None
+        p = bisect_left(ch.cum, ch.cum[lo] + need, lo + 1)
+        if p > len(ch.ops):
+            return False, None
+        clock = ch.at(p - 1)
+        return (True, clock) if clock[r] < c else (False, None)
+
+    def _general(self, chains: Mapping[int, _Chain], candidates: list[_Chain], los: Mapping[int, int], r: int,
+                 vc: Sequence[int], eq: bool, expected: int | None, init: int, kinds: tuple[bool, bool],
+                 forced_total: int) -> tuple[VClock | None, bool]:
+        c = vc[r]
+        sets, adds = kinds
+        free = [_Free(ch.w, ch, los[ch.w], ch.count(r, c, strict=True), 0) for ch in candidates]
+        free = [f for f in free if f.m > f.lo]
         if not free:
             return None, True
         if expected is None:
@@ -171,10 +234,9 @@ class _Solver:
                 return self._coarse(free), False
             return self._set_only(chains, free, vc, eq, expected, init)
         need = expected - forced_total
-        incs = [v for f in free for v, _ in f.chain.ops[f.lo:f.m]]
         if not eq and need <= 0:
             return None, True
-        if not eq and min(incs) >= 0:
+        if not eq and all(f.chain.nonneg for f in free):
             return self._counter(free, need)
         if self._dependent(free):
             return self._coarse(free), False
@@ -295,6 +357,7 @@ class _Replay:
         self.nr = nr = len(logs)
         self.solver = _Solver(nr)
         self.chains: dict[CellKey, dict[int, _Chain]] = {}
+        self.dirty = _Dirty()
         self.where: dict[tuple[int, int], tuple[_Chain, int]] = {}
         self.segments: list[list[VClock]] = [[tuple(_fresh(nr, r))] * (len(logs[r]) + 1) for r in range(nr)]
         self.exact = [0] * nr
@@ -324,22 +387,29 @@ class _Replay:
         order = sorted((self.logs[r][i][1], r, i) for r in range(self.nr) for i in range(pos[r], ends[r]))
         events = [(r, i, self.logs[r][i]) for _, r, i in order]
         touched: list[_Chain] = []
+        ticks = [v[r] for r, v in enumerate(start)]
         for r, i, ev in events:
             if ev[0] == REL:
-                ch = self.chains.setdefault((ev[2], ev[3], ev[4]), {}).setdefault(r, _Chain())
+                ch = self.chains.setdefault((ev[2], ev[3], ev[4]), {}).get(r)
+                if ch is None:
+                    ch = self.chains[(ev[2], ev[3], ev[4])][r] = _Chain(r, self.dirty)
                 if len(ch.clocks) == ch.fixed:
                     touched.append(ch)
+                    ch.base = tuple(start[r])
                 self.where[(r, i)] = (ch, len(ch.clocks))
-                ch.ops.append((ev[5], ev[6]))
-                ch.times.append(ev[1])
-                ch.clocks.append(())
-        self._pass(events, start, touched, None)  # program order only: the bottom
+                ch.append(ev[5], ev[6], ticks[r], ev[1])
+                ticks[r] += 1
+        exact = [0] * self.nr
+        coarse = [0] * self.nr
         vcs: list[list[int]] = start
         for _ in range(MAX_PASSES):
             exact = [0] * self.nr
             coarse = [0] * self.nr
+            self.dirty.flag = False
             changed, vcs = self._pass(events, start, touched, (exact, coarse))
-            if not changed:
+            # A pass that read only clocks it had computed itself is a fixed point; so is one that
+            # changed no release's clock.
+            if not self.dirty.flag or not changed:
                 break
         else:
             exact = [0] * self.nr
@@ -353,41 +423,42 @@ class _Replay:
             self.coarse[r] += coarse[r]
         for ch in touched:
             ch.fixed = len(ch.clocks)
+            ch.done = ch.fixed - 1
         return vcs
 
     def _pass(self, events: list[tuple[int, int, SyncEvent]], start: list[list[int]], touched: list[_Chain],
-              counts: tuple[list[int], list[int]] | None, by_time: bool = False) -> tuple[bool, list[list[int]]]:
-        vcs = [list(v) for v in start]
+              counts: tuple[list[int], list[int]], by_time: bool = False) -> tuple[bool, list[list[int]]]:
+        vcs = [tuple(v) for v in start]
         for ch in touched:
             ch.done = ch.fixed - 1
         changed = False
         segs = self.segments
+        where = self.where
         acquire: Callable[..., tuple[VClock | None, bool]] = self._by_time if by_time else self._exact
         for r, i, ev in events:
             vc = vcs[r]
             if ev[0] == REL:
-                ch, k = self.where[(r, i)]
-                clock = tuple(vc)
-                if ch.clocks[k] != clock:
+                ch, k = where[(r, i)]
+                if ch.clocks[k] != vc:
                     changed = True
-                    ch.clocks[k] = clock
+                    ch.clocks[k] = vc
                 ch.done = k
-                vc[r] += 1
-            elif ev[0] == ACQ and counts is not None:
+                vcs[r] = vc = (*vc[:r], vc[r] + 1, *vc[r + 1 :])
+            else:
                 got, exact = acquire(r, vc, ev)
                 counts[0 if exact else 1][r] += 1
                 if got is not None and any(g > v for g, v in zip(got, vc, strict=True)):
-                    vcs[r] = vc = [g if g > v else v for g, v in zip(got, vc, strict=True)]
-            segs[r][i + 1] = tuple(vc)
-        return changed, vcs
+                    vcs[r] = vc = tuple(g if g > v else v for g, v in zip(got, vc, strict=True))
+            segs[r][i + 1] = vc
+        return changed, [list(v) for v in vcs]
 
-    def _exact(self, r: int, vc: list[int], ev: SyncEvent) -> tuple[VClock | None, bool]:
+    def _exact(self, r: int, vc: VClock, ev: SyncEvent) -> tuple[VClock | None, bool]:
         _, _, buf, cell, eq, expected = ev
         init = self.init[r].get(buf)
         start = int(init[cell]) if init is not None else 0
         return self.solver.acquire(self.chains.get((r, buf, cell), {}), r, vc, eq, expected, start)
 
-    def _by_time(self, r: int, vc: list[int], ev: SyncEvent) -> tuple[VClock | None, bool]:
+    def _by_time(self, r: int, vc: VClock, ev: SyncEvent) -> tuple[VClock | None, bool]:
         """The fallback: every release into the cell issued before the wait passed."""
         got: VClock | None = None
         for ch in self.chains.get((r, ev[2], ev[3]), {}).values():
