@@ -157,8 +157,6 @@ class _Free:
     chain: _Chain
     lo: int
     m: int
-    base: int
-    """The writer's contribution with exactly its forced releases landed."""
 
 
 def _sums(chain: _Chain, lo: int, m: int) -> list[int]:
@@ -223,7 +221,7 @@ class _Solver:
                  forced_total: int) -> tuple[VClock | None, bool]:
         c = vc[r]
         sets, adds = kinds
-        free = [_Free(ch.w, ch, los[ch.w], ch.count(r, c, strict=True), 0) for ch in candidates]
+        free = [_Free(ch.w, ch, los[ch.w], ch.count(r, c, strict=True)) for ch in candidates]
         free = [f for f in free if f.m > f.lo]
         if not free:
             return None, True
@@ -232,7 +230,7 @@ class _Solver:
         if sets:
             if adds:
                 return self._coarse(free), False
-            return self._set_only(chains, free, vc, eq, expected, init)
+            return self._set_only(chains, free, los, eq, expected, init)
         need = expected - forced_total
         if not eq and need <= 0:
             return None, True
@@ -314,11 +312,11 @@ class _Solver:
 
     # -- cells only ever Set --------------------------------------------------------------------------------
 
-    def _set_only(self, chains: Mapping[int, _Chain], free: list[_Free], vc: Sequence[int], eq: bool,
+    def _set_only(self, chains: Mapping[int, _Chain], free: list[_Free], los: Mapping[int, int], eq: bool,
                   expected: int, init: int) -> tuple[VClock | None, bool]:
         # The value seen is that of the Set that landed last: a forced one that nothing forced
         # follows, or a candidate that no forced release follows (or the epoch's start value).
-        forced = [(w, ch.count(w, vc[w], strict=False) - 1, ch) for w, ch in chains.items()]
+        forced = [(w, los[w] - 1, ch) for w, ch in chains.items()]
         forced = [(w, i, ch) for w, i, ch in forced if i >= 0]
         lasts = [(w, ch.at(i)) for w, i, ch in forced]
 

@@ -283,7 +283,7 @@ _Wire = tuple[int, int, int, tuple[int, ...], list[Interval], str, int, float, i
 
 
 class RaceDetector(MonitorBase):
-    """This rank's vector clock, shadow clocks and access log; a monitor of the instance's program.
+    """This rank's sync log, program-order clock and access log; a monitor of the instance's program.
 
     Built collectively by ``ProgramInstance`` when ``RuntimeOptions.race_detect`` is set (available as
     ``inst.races``). Harnesses call :meth:`host_access` for their own window accesses, :meth:`join`

@@ -83,3 +83,9 @@ def test_a_join_orders_everything_before_it() -> None:
     assert after(logs, 0, 1)[1] >= 1
     with pytest.raises(RuntimeError, match="joined a different number"):
         replay([[(JOIN, 1)], [], [], []], [{}] * NR)
+
+
+def test_my_own_reset_after_the_wait_is_not_part_of_what_it_saw() -> None:
+    logs = [[acq(5, 1, eq=True), rel(6, 0, 0, is_set=True)], [rel(1, 0, 1, is_set=True)], [], []]
+    res = replay(logs, [{0: np.zeros(2)} for _ in range(NR)])
+    assert res.segments[0][1][1] == 1 and res.exact[0] == 1 and res.coarse[0] == 0
