@@ -149,6 +149,18 @@ class _Chain:
         return lo
 
 
+@dataclass(frozen=True)
+class _Wait:
+    """A satisfied wait as the solver sees it: the waiter, its clock before the acquire, the
+    condition, and its cell's value at the epoch start."""
+
+    r: int
+    vc: VClock
+    eq: bool
+    expected: int | None
+    init: int
+
+
 @dataclass
 class _Free:
     """A writer's releases that may or may not have landed when a wait passed: indices lo..m-1."""
@@ -177,12 +189,12 @@ class _Solver:
     def __init__(self, nranks: int) -> None:
         self.nranks = nranks
 
-    def acquire(self, chains: Mapping[int, _Chain], r: int, vc: Sequence[int], eq: bool, expected: int | None,
-                init: int) -> tuple[VClock | None, bool]:
+    def acquire(self, chains: Mapping[int, _Chain], wait: _Wait) -> tuple[VClock | None, bool]:
         """(the clock to join, None for nothing new; exact?). ``expected`` None: a read whose value
         is unknown, which takes every candidate."""
+        r, vc, eq, expected = wait.r, wait.vc, wait.eq, wait.expected
         c = vc[r]
-        forced_total = init
+        forced_total = wait.init
         sets = adds = False
         free: list[_Chain] = []
         los: dict[int, int] = {}
@@ -202,7 +214,7 @@ class _Solver:
             told, got = self._one_counter(free[0], los[free[0].w], expected - forced_total, c, r)
             if told:
                 return got, True
-        return self._general(chains, free, los, r, vc, eq, expected, init, (sets, adds), forced_total)
+        return self._general(chains, free, los, wait, (sets, adds), forced_total)
 
     @staticmethod
     def _one_counter(ch: _Chain, lo: int, need: int, c: int, r: int) -> tuple[bool, VClock | None]:
@@ -216,9 +228,9 @@ class _Solver:
         clock = ch.at(p - 1)
         return (True, clock) if clock[r] < c else (False, None)
 
-    def _general(self, chains: Mapping[int, _Chain], candidates: list[_Chain], los: Mapping[int, int], r: int,
-                 vc: Sequence[int], eq: bool, expected: int | None, init: int, kinds: tuple[bool, bool],
-                 forced_total: int) -> tuple[VClock | None, bool]:
+    def _general(self, chains: Mapping[int, _Chain], candidates: list[_Chain], los: Mapping[int, int],
+                 wait: _Wait, kinds: tuple[bool, bool], forced_total: int) -> tuple[VClock | None, bool]:
+        r, vc, eq, expected = wait.r, wait.vc, wait.eq, wait.expected
         c = vc[r]
         sets, adds = kinds
         free = [_Free(ch.w, ch, los[ch.w], ch.count(r, c, strict=True)) for ch in candidates]
@@ -230,7 +242,7 @@ class _Solver:
         if sets:
             if adds:
                 return self._coarse(free), False
-            return self._set_only(chains, free, los, eq, expected, init)
+            return self._set_only(chains, free, los, eq, expected, wait.init)
         need = expected - forced_total
         if not eq and need <= 0:
             return None, True
@@ -454,7 +466,7 @@ class _Replay:
         _, _, buf, cell, eq, expected = ev
         init = self.init[r].get(buf)
         start = int(init[cell]) if init is not None else 0
-        return self.solver.acquire(self.chains.get((r, buf, cell), {}), r, vc, eq, expected, start)
+        return self.solver.acquire(self.chains.get((r, buf, cell), {}), _Wait(r, vc, eq, expected, start))
 
     def _by_time(self, r: int, vc: VClock, ev: SyncEvent) -> tuple[VClock | None, bool]:
         """The fallback: every release into the cell issued before the wait passed."""
