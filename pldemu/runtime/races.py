@@ -522,14 +522,8 @@ class RaceDetector(MonitorBase):
         every rank's windows; return all of them (the same list on every rank); join the clocks and
         drop the records. ``comm`` is accepted for symmetry with harness code (the detector uses
         its own duplicate of the instance's communicator)."""
-        logs = self._bounded.allgather((self._sync, self._init), "the sync-log exchange")
-        # Every rank is in this checkpoint now and none can leave it before my join: my cells are
-        # at rest, the next epoch's starting point.
-        self._init = self._snapshot()
-        resolved = replay([log for log, _ in logs], [init for _, init in logs])
-        self.exact_acquires += resolved.exact[self.rank]
-        self.coarse_acquires += resolved.coarse[self.rank]
-        outgoing = self._outgoing(resolved.segments[self.rank])
+        segments = self._resolve()
+        outgoing = self._outgoing(segments)
         self._log.clear()
         self._sync = []
         incoming = self._bounded.alltoall(outgoing, "the record exchange")
@@ -542,6 +536,28 @@ class RaceDetector(MonitorBase):
         if self.on_reports is not None and reports:
             self.on_reports(reports)
         return reports
+
+    def _resolve(self) -> Sequence[tuple[int, ...]]:
+        """The clocks of my segments this epoch: rank 0 replays every rank's sync log (one replay,
+        not one per rank: the others wait, backing off, instead of repeating it on shared cores)."""
+        logs = self._bounded.gather((self._sync, self._init), "the sync-log gather")
+        parts: list[Any] = [None] * self.nranks
+        if logs is not None:
+            try:
+                res = replay([log for log, _ in logs], [init for _, init in logs])
+                parts = [(res.segments[r], res.exact[r], res.coarse[r]) for r in range(self.nranks)]
+            except RuntimeError as err:
+                parts = [str(err)] * self.nranks
+        mine = self._bounded.alltoall(parts, "the clock scatter")[0]
+        # Every rank is in this checkpoint now and none can leave it before my join: my cells are
+        # at rest, the next epoch's starting point.
+        self._init = self._snapshot()
+        if isinstance(mine, str):
+            raise RuntimeError(mine)
+        segments, exact, coarse = mine
+        self.exact_acquires += exact
+        self.coarse_acquires += coarse
+        return segments
 
     def _outgoing(self, segments: Sequence[tuple[int, ...]]) -> list[list[_Wire]]:
         """My records as wires, per target, with their resolved clocks; records of one site that the
