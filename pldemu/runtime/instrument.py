@@ -40,22 +40,20 @@ class Instruments:
             self.tracer.close()
 
     def free(self) -> None:
-        """Collective: free the detector's shadow window."""
+        """Collective: free the detector's communicator."""
         if self.races is not None:
             self.races.free()
 
 
-def instrument(machine: Machine, comm: MPI.Intracomm, options: RuntimeOptions, program: str,
-               backend: str = "rma") -> Instruments:
-    """Collectively build what ``options`` asks for, on ``machine``'s buffers and call sites;
-    ``backend`` is the instance's resolved window back end (the shadow clocks use the same)."""
+def instrument(machine: Machine, comm: MPI.Intracomm, options: RuntimeOptions, program: str) -> Instruments:
+    """Collectively build what ``options`` asks for, on ``machine``'s buffers and call sites."""
     tracer = None
     if options.trace is not None:
         tracer = Tracer(comm, options.trace, machine.buffers, machine.sites, program)
     races = None
     if options.race_detect:
         clock = tracer.clock.now if tracer is not None else None
-        races = RaceDetector(comm, machine.buffers, machine.sites, clock=clock, backend=backend)
+        races = RaceDetector(comm, machine.buffers, machine.sites, clock=clock)
         if tracer is not None:
             races.on_reports = tracer.add_races
     return Instruments(tracer, races)

@@ -192,7 +192,7 @@ class ProgramInstance:
         if options.race_detect or options.trace is not None:
             from pldemu.runtime.instrument import instrument
 
-            self._instruments = instrument(self._machine, intra, options, program.name, self.backend)
+            self._instruments = instrument(self._machine, intra, options, program.name)
             for mon in self._instruments.monitors:
                 self.add_monitor(mon)
         # Every rank has mapped MPICH's named shared-memory segments by now (each allocation ends in a

@@ -4,22 +4,20 @@ Why: a sequentially consistent emulator hides most reuse bugs, because the bytes
 arrive in time. A race detector does not wait for wrong data: it flags two accesses to the same
 window elements that nothing orders, whichever won this time.
 
-**Clocks.** Every rank keeps a vector clock ``VC`` (one entry per rank). Signals are the only
-synchronisation the programs have, so they carry the clocks:
+**Clocks.** Every rank has a vector clock (one entry per rank). Signals are the only
+synchronisation the programs have, so they carry the clocks; what each one orders is resolved at the
+checkpoint, from every rank's log of its sync events (``pldemu.runtime.race_clocks``, which
+describes the rule exactly):
 
-* ``notify`` is a *release*. Before its atomic is issued, the notifier records its VC in the
-  *shadow* of the target cell (hosted by the target rank in one MPI window; see ``ShadowClocks``):
-  an entry in the cell's history for this notifier, with how much it has added to the cell in total.
-  The entry is complete at the target before the notify's atomic can be observed. Then the notifier
-  increments its own entry. ``tensor.write`` of a signal cell (a local atomic Set) is a release into
-  this rank's own cell.
-* a satisfied ``wait`` is an *acquire* of what the wait needed: the cell to reach ``expected``. For
-  a counter with one remote writer (every cell of the credit protocol) the waiter knows what it
-  added itself, hence how much the writer must have added, and acquires exactly the writer's release
-  that got there (``ShadowClocks.acquire_exact``), not a later one that may already be in the
-  counter: a fast peer's next-call credit does not order what the peer did after this call's credit.
-  Anything else falls back to the coarse clock.
-* ``tensor.read`` of a signal cell is an acquire too, of the value it read. Decision: programs
+* ``notify`` is a *release* (logged before its atomic is issued); ``tensor.write`` of a signal cell
+  (a local atomic Set) is a release into this rank's own cell.
+* a satisfied ``wait`` is an *acquire* of exactly what every allowed order needs for the cell to
+  reach (Ge) or equal (Eq) ``expected``: for one writer, the release that brought its contribution to
+  the needed amount, however many releases ago; for several writers on one counter, a writer's
+  release only if the others cannot reach the threshold without it. A fast peer's next-call credit,
+  already in the counter, does not order what the peer did after this call's credit, and a slow
+  peer's credit not yet issued counts as one that could have come first.
+* ``tensor.read`` of a signal cell is an acquire too, of the value it read (Eq). Decision: programs
   branch on such reads (or use them to retire what peers published, as all_to_all_v does with
   recv_counts), and a program that reads a count a peer published with release semantics is
   entitled to the data published before it; treating the read as relaxed would report races the
@@ -28,10 +26,14 @@ synchronisation the programs have, so they carry the clocks:
 * ``join`` (all ranks, e.g. an MPI barrier of the harness, and every ``check``) sets every VC to the
   element-wise maximum: whatever happened before the join happens before whatever follows it.
 
-What the fallback costs: the coarse clock (every source's latest release) holds every release into
-the cell, including ones whose atomic has not landed yet, so a coarse acquire may order more than
-the wait saw (a false negative, never a false report). The exact acquire is what makes reuse races show in every call rather than
-only in the calls whose interleaving happens to expose them.
+Memory: the sync log and the records of one epoch (from one checkpoint to the next); the checkpoint
+drops both, since everything before it happens before everything after. No per-cell history has a
+fixed size, so no acquire falls back to a coarse clock because a producer ran ahead.
+
+**Same origin.** A rank's put into a peer's window and its own later get / remote_load of the same
+elements, with no release by that rank between them (its own clock entry unchanged), are a race:
+puts from one rank to one target land in order and a notify flushes them, but nothing completes a
+put before a later read (under ``--visibility deferred`` the read returns the old value).
 
 **Records.** Every access to a data window is recorded by the accessing rank: (target rank, buffer,
 read / write / atomic write, flat element intervals ``[start, stop)`` of the packed buffer, VC, call
@@ -46,12 +48,14 @@ rank's inputs into its window, consuming its result).
 
 **Checkpoint.** :meth:`RaceDetector.check` is collective and meant for the points where a harness
 synchronises all ranks anyway (between iteration blocks, at the end). Its exchanges are bounded
-(``pldemu.mpi.BoundedComm``: a rank that never arrives raises RaceCheckTimeout). The ranks exchange their
-records so that each target rank checks the accesses to its own windows, gather the reports
+(``pldemu.mpi.BoundedComm``: a rank that never arrives raises RaceCheckTimeout). The ranks gather
+every rank's sync log and each replays it (the same deterministic result everywhere) to give its
+records their clocks; then they exchange their records so that each target rank checks the accesses to its own windows, gather the reports
 everywhere, join their clocks and drop the records (everything recorded so far happens before
 everything after the join, so nothing later can race with it). Two records conflict when they are on
 the same target and buffer, from different ranks, overlap, at least one writes (two atomic puts do
-not conflict) and neither VC is <= the other. Per pair of ranks the concurrent records of the other
+not conflict) and neither VC is <= the other; or from the same rank on another rank's window, a write
+then a read with that rank's own entry unchanged (same origin, above). Per pair of ranks the concurrent records of the other
 rank form a contiguous range of its (time-ordered) records, found by bisection, so checking costs
 about the number of records plus the number of concurrent pairs.
 """
@@ -68,10 +72,10 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from pldemu import windows
-from pldemu.ir import BufferKind, NotifyOp, Op
+from pldemu.ir import BufferKind, NotifyOp, Op, WaitCmp
 from pldemu.mpi import BoundedComm
 from pldemu.runtime.monitor import MonitorBase
+from pldemu.runtime.race_clocks import ACQ, JOIN, REL, SyncEvent, replay
 from pldemu.runtime.sites import CallSite, OpEvent
 from pldemu.runtime.transfer import Region, plan_get, plan_put, remote_load_extent
 from pldemu.runtime.values import Buffer, Shape, TensorRef, flat_cell
@@ -157,10 +161,18 @@ class RaceReport:
         """``target[0, 16:32]``-style text of the first overlapping interval (flat if not a box row)."""
         return _flat_text(self.buffer, self.shape, self.start, self.stop)
 
+    @property
+    def same_origin(self) -> bool:
+        """One rank's put and its own later read of the same remote elements, nothing between them."""
+        return self.first.rank == self.second.rank
+
     def describe(self) -> str:
         more = f" ({self.count} times)" if self.count > 1 else ""
+        why = (f"no notify by rank {self.first.rank} and no barrier between them, so nothing completes the "
+               f"put before the read (it may overtake the put; under --visibility deferred it reads the old "
+               f"value)" if self.same_origin else "neither happens before the other")
         return (f"race on {self.region_text()} of rank {self.target} ({self.overlap} elements){more}: "
-                f"{self.first.describe()} || {self.second.describe()}: neither happens before the other")
+                f"{self.first.describe()} || {self.second.describe()}: {why}")
 
 
 def _flat_text(name: str, shape: Shape, start: int, stop: int) -> str:
@@ -257,145 +269,6 @@ def _data_window(t: Any) -> Buffer | None:
     return None
 
 
-# ---------------------------------------------------------------------------------------------
-# Shadow clocks
-# ---------------------------------------------------------------------------------------------
-
-
-HISTORY = 8
-"""Releases remembered per (cell, source rank) for the exact acquire (see ``ShadowClocks``)."""
-
-
-class ShadowClocks:
-    """The synchronisation shadow of every signal cell, hosted by the cell's owner in one window.
-    Collective to build.
-
-    Per cell and per source rank: a header ``[count, irregular]`` and a ring of that source's last
-    ``HISTORY`` releases into the cell, each ``[cumsum, vc...]``, where ``cumsum`` is everything the
-    source has added to the cell so far (the source knows it without reading the cell) and
-    ``irregular`` says it once Set the cell or added a negative value. Only the source writes its
-    part, so a release needs no read-modify-write: it stores its entry, then (ordered after it) the
-    header, and both are complete before the notify's atomic can be observed. A rank's releases into
-    its own cells are not stored: it knows them.
-
-    * :meth:`acquire` (coarse): the element-wise maximum of every source's latest entry, which is
-      every release into the cell so far (a source's clocks only grow).
-    * :meth:`acquire_exact`: for a counter with one remote writer (every cell of the credit protocol:
-      a mesh cell counts one rank's credits, a ring cell one column's, and the owner retires its own),
-      the awaited value minus what the owner added itself says how much the writer must have added;
-      the first history entry whose ``cumsum`` reaches it is the release to acquire, not a later one
-      that may already be in the counter (a fast peer's next-call credit). Anything else (several
-      remote writers, an irregular one, an entry overwritten by a writer ``HISTORY`` releases ahead)
-      is None: the caller falls back to the coarse clock, which orders at least as much.
-
-    The shadow is an INT64 window of ``pldemu.windows`` (``race.shadow``, on the instance's back end),
-    written with ``Window.store_words`` and read with ``Window.load_words``: word-atomic accesses
-    (``shared``: aligned stores and loads between memory barriers, no MPI accumulate, which costs
-    milliseconds on an oversubscribed node; ``rma``: ``MPI_Accumulate(MPI_REPLACE)`` and
-    ``MPI_Get_accumulate(MPI_NO_OP)``, flushed). A reader detects an entry overwritten while it read it by
-    re-reading the header afterwards: entry ``k`` is intact iff that count is below ``k + HISTORY``,
-    because a source only starts overwriting entry ``k`` after publishing count ``k + HISTORY``.
-    """
-
-    def __init__(self, comm: MPI.Intracomm, buffers: Sequence[Buffer], backend: str = "rma") -> None:
-        self.nranks = nr = comm.Get_size()
-        self.rank = comm.Get_rank()
-        self._entry = 1 + nr
-        self._src = 2 + HISTORY * self._entry
-        self._block = nr * self._src
-        self._base: dict[int, int] = {}
-        total = 0
-        for b in buffers:
-            if b.kind is BufferKind.SIGNAL:
-                self._base[b.index] = total
-                total += b.numel * self._block
-        self._win: windows.Window | None = windows.allocate_window(
-            comm, "race.shadow", max(total, 1), np.int64, backend=backend, fill=0)
-
-    def hosts(self, buffer: int) -> bool:
-        """True if ``buffer`` (an index) is a signal buffer with shadow clocks."""
-        return buffer in self._base
-
-    def release(self, peer: int, buffer: int, cell: int, vc: Sequence[int], seq: int, cumsum: int,
-                regular: bool) -> None:
-        """Record this rank's release number ``seq`` into ``peer``'s cell (``peer`` is not this rank):
-        its clock ``vc`` and ``cumsum``, everything this rank has added to the cell so far; ``regular``
-        False once this rank ever Set the cell or added a negative value. Complete on return."""
-        win = self._live()
-        src = self._base[buffer] + cell * self._block + self.rank * self._src
-        slot = src + 2 + (seq % HISTORY) * self._entry
-        # The entry is complete at the target before the header that announces it is written.
-        win.store_words(peer, slot, np.array([cumsum, *vc], dtype=np.int64))
-        win.store_words(peer, src, np.array([seq + 1, 0 if regular else 1], dtype=np.int64))
-
-    def acquire(self, buffer: int, cell: int) -> list[int]:
-        """The coarse clock of this rank's cell: every release into it so far."""
-        nr, h, e, size = self.nranks, HISTORY, self._entry, self._src
-        at = self._base[buffer] + cell * self._block
-        out = [0] * nr
-        for _ in range(1000):
-            block = self._read(at, self._block)
-            torn = False
-            for s in range(nr):
-                count = int(block[s * size])
-                if s == self.rank or count == 0:
-                    continue
-                if int(self._read(at + s * size, 1)[0]) >= count - 1 + h:
-                    torn = True  # the source ran HISTORY releases ahead while we read: read again
-                    break
-                k = (count - 1) % h
-                entry = block[s * size + 2 + k * e : s * size + 2 + (k + 1) * e]
-                out = [max(a, int(b)) for a, b in zip(out, entry[1:], strict=True)]
-            if not torn:
-                return out
-        raise RuntimeError("race detector: a shadow clock kept changing under its reader")
-
-    def acquire_exact(self, buffer: int, cell: int, needed: int) -> list[int] | None:
-        """The clock of the release that brought the remote writer's contribution to this rank's cell
-        up to ``needed``; ``[]`` when nothing remote is needed; None when that cannot be told (the
-        caller falls back to :meth:`acquire`)."""
-        if needed <= 0:
-            return []
-        nr, me, h, e, size = self.nranks, self.rank, HISTORY, self._entry, self._src
-        at = self._base[buffer] + cell * self._block
-        block = self._read(at, self._block)
-        writers = [s for s in range(nr) if s != me and block[s * size] > 0]
-        if len(writers) != 1:
-            return None
-        src = writers[0] * size
-        count, irregular = int(block[src]), int(block[src + 1])
-        if irregular:
-            return None
-        after = int(self._read(at + src, 1)[0])  # re-read: which entries were not overwritten meanwhile
-        lo = max(0, after - h + 1)
-        prev: int | None = None
-        for k in range(lo, count):
-            entry = block[src + 2 + (k % h) * e : src + 2 + (k % h + 1) * e]
-            cumsum = int(entry[0])
-            if prev is not None and cumsum < prev:
-                return None  # not a monotone counter after all
-            if cumsum >= needed:
-                if k > lo or k == 0:  # entry k - 1 (if any) is in the window and did not reach it
-                    return [int(v) for v in entry[1:]]
-                return None  # the oldest entry left already reaches it: an overwritten one might have
-            prev = cumsum
-        return None
-
-    def _read(self, at: int, count: int) -> np.ndarray:
-        return self._live().load_words(self.rank, at, count)
-
-    def _live(self) -> windows.Window:
-        win = self._win
-        assert win is not None, "shadow clocks used after free"
-        return win
-
-    def free(self) -> None:
-        """Collective; idempotent."""
-        win, self._win = self._win, None
-        if win is not None:
-            win.free()
-
-
 def _checkpoint_timeout(what: str) -> RaceCheckTimeout:
     return RaceCheckTimeout(f"race check: {what} did not complete (a rank did not reach the checkpoint)")
 
@@ -410,7 +283,7 @@ _Wire = tuple[int, int, int, tuple[int, ...], list[Interval], str, int, float, i
 
 
 class RaceDetector(MonitorBase):
-    """This rank's vector clock, shadow clocks and access log; a monitor of the instance's program.
+    """This rank's sync log, program-order clock and access log; a monitor of the instance's program.
 
     Built collectively by ``ProgramInstance`` when ``RuntimeOptions.race_detect`` is set (available as
     ``inst.races``). Harnesses call :meth:`host_access` for their own window accesses, :meth:`join`
@@ -418,10 +291,7 @@ class RaceDetector(MonitorBase):
     """
 
     def __init__(self, comm: MPI.Intracomm, buffers: Sequence[Buffer], sites: list[CallSite],
-                 clock: Clock | None = None, timeout: float = DEFAULT_TIMEOUT, backend: str = "rma") -> None:
-        # Our exchanges never match the program's or the harness's messages.
-        self._comm: MPI.Intracomm = comm.Dup()
-        self._bounded = BoundedComm(self._comm, timeout, _checkpoint_timeout)
+                 clock: Clock | None = None, timeout: float = DEFAULT_TIMEOUT) -> None:
         self._freed = False
         self.rank = comm.Get_rank()
         self.nranks = comm.Get_size()
@@ -430,20 +300,24 @@ class RaceDetector(MonitorBase):
         self._by_name = {b.name: b for b in buffers}
         self._sites = sites
         self._clock: Clock = clock if clock is not None else _wtime_us
-        self._shadow = ShadowClocks(self._comm, buffers, backend)
+        self._signals = [b for b in buffers if b.kind is BufferKind.SIGNAL and b.window is not None]
+        self._signal_index = {b.index for b in self._signals}
+        # Before the Dup below returns on any rank, no rank has notified yet.
+        self._init = self._snapshot()
+        # Our exchanges never match the program's or the harness's messages.
+        self._comm: MPI.Intracomm = comm.Dup()
+        self._bounded = BoundedComm(self._comm, timeout, _checkpoint_timeout)
         # My own entry starts at 1: an access must never look ordered before another rank's merely
         # because neither rank has released anything yet (0 <= 0).
         self._vc = [0] * self.nranks
         self._vc[self.rank] = 1
-        self._snap: tuple[int, ...] = tuple(self._vc)
-        self._epoch = 0
         self._run = 0
+        self._sync: list[SyncEvent] = []
         self._log: dict[tuple[int, int, int, int, int, int | str], list[Any]] = {}
-        self._sent: dict[tuple[int, int, int], list[int]] = {}
         self.exact_acquires = 0
-        """Acquires that found the release that satisfied them in the cell's history."""
+        """Acquires resolved exactly (``race_clocks``), counted at each checkpoint."""
         self.coarse_acquires = 0
-        """Acquires that took every release into the cell (the history could not tell)."""
+        """Acquires that took every candidate release into the cell (``race_clocks`` says when)."""
         self.on_reports: Callable[[list[RaceReport]], None] | None = None
         """Called on every rank with each checkpoint's reports (the tracer draws them)."""
         self.total_reports = 0
@@ -463,67 +337,34 @@ class RaceDetector(MonitorBase):
 
     @property
     def vc(self) -> tuple[int, ...]:
-        """This rank's vector clock now."""
-        return self._snap
+        """This rank's clock as far as program order and joins tell (its own entry counts its
+        releases); what its waits acquired is resolved at the checkpoint (``race_clocks``)."""
+        return tuple(self._vc)
 
-    def _changed(self) -> None:
-        self._snap = tuple(self._vc)
-        self._epoch += 1
+    def _snapshot(self) -> dict[int, np.ndarray]:
+        """The values of this rank's signal cells (the epoch's starting point for the replay)."""
+        return {b.index: b.window.load_words(self.rank, 0, b.numel).astype(np.int64)
+                for b in self._signals if b.window is not None}
 
     def _release(self, peer: int, buffer: int, cell: int, value: int, is_set: bool) -> None:
-        # What this rank has added to that cell so far: [releases, cumulative sum, regular counter].
-        st = self._sent.get((peer, buffer, cell))
-        if st is None:
-            st = self._sent[(peer, buffer, cell)] = [0, 0, 1]
-        if is_set:
-            st[1], st[2] = value, 0
-        else:
-            st[1] += value
-            if value < 0 and peer != self.rank:
-                st[2] = 0  # a remote writer that subtracts: not a plain counter
-        seq = st[0]
-        st[0] += 1
-        # My own notifies to my own cells need no shadow: I know them (see _needed), and my clock
-        # already covers everything I did.
-        if peer != self.rank:
-            self._shadow.release(peer, buffer, cell, self._vc, seq, st[1], bool(st[2]))
+        self._sync.append((REL, self._clock(), peer, buffer, cell, value, is_set))
         self._vc[self.rank] += 1
-        self._changed()
 
-    def _needed(self, buffer: int, cell: int, value: int) -> int | None:
-        """How much the remote writers must have added to my cell for it to hold ``value``: ``value``
-        minus what I added myself (None if I ever Set it: no arithmetic then)."""
-        own = self._sent.get((self.rank, buffer, cell))
-        needed = value if own is None else value - own[1] if own[2] else None
-        # The cell is an INT32 that wraps; beyond that range the arithmetic no longer tells.
-        return needed if needed is not None and -(2**31) <= needed < 2**31 else None
+    def _acquire(self, buffer: int, cell: int, eq: bool, value: int | None) -> None:
+        """A satisfied wait for my cell to reach (Ge) or equal (Eq) ``value``: what it acquires is
+        resolved at the checkpoint."""
+        self._sync.append((ACQ, self._clock(), buffer, cell, eq, value))
 
-    def _acquire(self, buffer: int, cell: int, value: int | None = None) -> None:
-        """Acquire what made my cell reach ``value`` (exactly when the history tells, else every
-        release into the cell so far)."""
-        shadow: list[int] | None = None
-        if value is not None:
-            needed = self._needed(buffer, cell, value)
-            if needed is not None:
-                shadow = self._shadow.acquire_exact(buffer, cell, needed)
-                self.exact_acquires += shadow is not None
-        if shadow is None:
-            shadow = self._shadow.acquire(buffer, cell)
-            self.coarse_acquires += 1
-        if not shadow:
-            return
-        vc = self._vc
-        if any(s > v for s, v in zip(shadow, vc, strict=True)):
-            self._vc = [max(s, v) for s, v in zip(shadow, vc, strict=True)]
-            self._changed()
+    def _join_clocks(self) -> None:
+        out = self._bounded.allreduce(np.array(self._vc, dtype=np.int64), MPI.MAX, "the clock join")
+        self._vc = [int(v) for v in out]
+        self._vc[self.rank] += 1
 
     def join(self, comm: MPI.Intracomm | None = None) -> None:
         """Collective: every rank's VC becomes the element-wise maximum (model an all-rank barrier of
         the caller: everything before it happens before everything after it)."""
-        out = self._bounded.allreduce(np.array(self._vc, dtype=np.int64), MPI.MAX, "the clock join")
-        self._vc = [int(v) for v in out]
-        self._vc[self.rank] += 1
-        self._changed()
+        self._join_clocks()
+        self._sync.append((JOIN, self._clock()))
 
     # -- monitor -------------------------------------------------------------------------------
 
@@ -558,7 +399,7 @@ class RaceDetector(MonitorBase):
 
     def _cell(self, sig: Any, index: Any, peer: Any) -> int | None:
         """The flat cell a signal op addresses, or None when the handler is about to refuse it."""
-        if not isinstance(sig, TensorRef) or not self._shadow.hosts(sig.buffer.index):
+        if not isinstance(sig, TensorRef) or sig.buffer.index not in self._signal_index:
             return None
         try:
             p = operator.index(peer)
@@ -573,15 +414,15 @@ class RaceDetector(MonitorBase):
     def _record(self, target: int, buf: Buffer, kind: int, site: int | str, ivs: list[Interval]) -> None:
         if not ivs:
             return
-        key = (self._epoch, self._run, target, buf.index, kind, site)
+        key = (len(self._sync), self._run, target, buf.index, kind, site)
         rec = self._log.get(key)
         if rec is None:
-            self._log[key] = [self._snap, self._clock(), ivs]
+            self._log[key] = [self._clock(), ivs]
             return
-        have: list[Interval] = rec[2]
+        have: list[Interval] = rec[1]
         have.extend(ivs)
         if len(have) >= MERGE_AT:
-            rec[2] = merge_intervals(have)
+            rec[1] = merge_intervals(have)
 
     def host_access(self, name: str, write: bool, where: str = "harness", *,
                     offsets: Shape | None = None, extent: Shape | None = None) -> None:
@@ -627,8 +468,8 @@ class RaceDetector(MonitorBase):
         sig = args[0]
         cell = self._cell(sig, args[1], self.rank)
         if cell is not None:
-            # The wait needed the cell to reach ``expected`` (Ge or Eq alike), whatever it read.
-            self._acquire(sig.buffer.index, cell, operator.index(args[2]))
+            # The wait needed the cell to reach (or equal) ``expected``, whatever it read.
+            self._acquire(sig.buffer.index, cell, site.attrs["cmp"] is WaitCmp.Eq, operator.index(args[2]))
 
     def _tensor_read(self, site: CallSite, args: tuple[Any, ...], result: Any = None) -> None:
         t = args[0]
@@ -637,7 +478,9 @@ class RaceDetector(MonitorBase):
         if t.buffer.kind is BufferKind.SIGNAL:
             cell = self._cell(t, args[1], self.rank)
             if cell is not None:
-                self._acquire(t.buffer.index, cell, int(result) if isinstance(result, int) else None)
+                # The read saw the cell equal to what it returned.
+                value = int(result) if isinstance(result, int | np.integer) else None
+                self._acquire(t.buffer.index, cell, True, value)
             return
         flat = flat_cell("race", self.rank, self.rank, t, args[1])
         self._record(self.rank, t.buffer, READ, site.id, [(flat, flat + 1)])
@@ -679,29 +522,66 @@ class RaceDetector(MonitorBase):
         every rank's windows; return all of them (the same list on every rank); join the clocks and
         drop the records. ``comm`` is accepted for symmetry with harness code (the detector uses
         its own duplicate of the instance's communicator)."""
-        outgoing: list[list[_Wire]] = [[] for _ in range(self.nranks)]
-        for key, (vc, t, ivs) in self._log.items():
-            epoch, run, target, buf, kind, site = key
-            outgoing[target].append((self.rank, buf, kind, vc, merge_intervals(ivs), self._where(site), run, t,
-                                     epoch))
+        segments = self._resolve()
+        outgoing = self._outgoing(segments)
         self._log.clear()
+        self._sync = []
         incoming = self._bounded.alltoall(outgoing, "the record exchange")
         found = find_races(self.rank, self._buffers, [w for part in incoming for w in part])
         everyone = self._bounded.allgather(found, "the report exchange")
         reports = sorted((r for part in everyone for r in part),
                          key=lambda r: (r.target, r.buffer, r.start, r.first.rank, r.second.rank))
-        self.join()
+        self._join_clocks()
         self.total_reports += len(reports)
         if self.on_reports is not None and reports:
             self.on_reports(reports)
         return reports
 
+    def _resolve(self) -> Sequence[tuple[int, ...]]:
+        """The clocks of my segments this epoch: rank 0 replays every rank's sync log (one replay,
+        not one per rank: the others wait, backing off, instead of repeating it on shared cores)."""
+        logs = self._bounded.gather((self._sync, self._init), "the sync-log gather")
+        parts: list[Any] = [None] * self.nranks
+        if logs is not None:
+            try:
+                res = replay([log for log, _ in logs], [init for _, init in logs])
+                parts = [(res.segments[r], res.exact[r], res.coarse[r]) for r in range(self.nranks)]
+            except RuntimeError as err:
+                parts = [str(err)] * self.nranks
+        mine = self._bounded.alltoall(parts, "the clock scatter")[0]
+        # Every rank is in this checkpoint now and none can leave it before my join: my cells are
+        # at rest, the next epoch's starting point.
+        self._init = self._snapshot()
+        if isinstance(mine, str):
+            raise RuntimeError(mine)
+        segments, exact, coarse = mine
+        self.exact_acquires += exact
+        self.coarse_acquires += coarse
+        return segments
+
+    def _outgoing(self, segments: Sequence[tuple[int, ...]]) -> list[list[_Wire]]:
+        """My records as wires, per target, with their resolved clocks; records of one site that the
+        replay gave the same clock are merged (a wait that acquired nothing new splits nothing)."""
+        merged: dict[tuple[Any, ...], list[Any]] = {}
+        for (seg, run, target, buf, kind, site), (t, ivs) in self._log.items():
+            vc = segments[seg]
+            key = (vc, run, target, buf, kind, site)
+            rec = merged.get(key)
+            if rec is None:
+                merged[key] = [seg, t, list(ivs)]
+            else:
+                rec[0], rec[1] = min(rec[0], seg), min(rec[1], t)
+                rec[2].extend(ivs)
+        outgoing: list[list[_Wire]] = [[] for _ in range(self.nranks)]
+        for (vc, run, target, buf, kind, site), (seg, t, ivs) in merged.items():
+            outgoing[target].append((self.rank, buf, kind, vc, merge_intervals(ivs), self._where(site), run, t, seg))
+        return outgoing
+
     def free(self) -> None:
-        """Free the shadow window and the private communicator (collective; idempotent)."""
+        """Free the private communicator (collective; idempotent)."""
         if self._freed:
             return
         self._freed = True
-        self._shadow.free()
         self._comm.Free()
 
 
@@ -728,6 +608,8 @@ def find_races(target: int, buffers: Sequence[Buffer], records: Sequence[_Wire])
         for r in ranks:
             per_rank[r].sort(key=_epoch_of)  # each rank's records in its time order
         for i, p in enumerate(ranks):
+            if p != target:
+                _same_origin(buf, target, per_rank[p], found)
             for q in ranks[i + 1 :]:
                 _pair(buf, target, p, per_rank[p], q, per_rank[q], found)
     return list(found.values())[:MAX_REPORTS]
@@ -740,6 +622,43 @@ def _epoch_of(w: _Wire) -> int:
 def _order(w: _Wire) -> tuple[float, int]:
     """Which side of a report comes first: the earlier access, then the lower rank."""
     return (w[7], w[0])
+
+
+def _same_origin(buf: Buffer, target: int, ps: list[_Wire], found: dict[tuple[Any, ...], RaceReport]) -> None:
+    """A rank's put into ``target``'s window followed by its own read of the same elements with no
+    release of that rank between them (its own clock entry unchanged): puts land in order, and a
+    notify flushes them, but nothing completes a put before a later get or remote_load."""
+    p = ps[0][0]
+    by_entry: dict[int, list[_Wire]] = {}
+    for w in ps:
+        if w[2] != ATOMIC:
+            by_entry.setdefault(w[3][p], []).append(w)
+    for group in by_entry.values():
+        writes = [w for w in group if w[2] == WRITE]
+        for b in group:
+            if b[2] != READ:
+                continue
+            for a in writes:
+                if a[8] > b[8] or (a[8] == b[8] and a[7] > b[7]):
+                    continue  # the read came first
+                common = overlap(a[4], b[4])
+                if common is not None:
+                    _add(found, buf, target, (buf.index, "same-origin", p, a[5], b[5]), common, a, b)
+
+
+def _add(found: dict[tuple[Any, ...], RaceReport], buf: Buffer, target: int, key: tuple[Any, ...],
+         common: tuple[int, int, int], first: _Wire, second: _Wire) -> None:
+    """Count a conflict under ``key``: a new report, or one more of an existing one."""
+    old = found.get(key)
+    if old is not None:
+        found[key] = RaceReport(old.buffer, old.shape, old.target, old.start, old.stop, old.overlap,
+                                old.first, old.second, old.count + 1)
+        return
+    found[key] = RaceReport(
+        buf.name, buf.shape, target, common[0], common[1], common[2],
+        RaceAccess(first[0], first[2], first[5], first[6], first[7]),
+        RaceAccess(second[0], second[2], second[5], second[6], second[7]),
+    )
 
 
 def _pair(buf: Buffer, target: int, p: int, ps: list[_Wire], q: int, qs: list[_Wire],
@@ -757,17 +676,8 @@ def _pair(buf: Buffer, target: int, p: int, ps: list[_Wire], q: int, qs: list[_W
             if common is None:
                 continue
             first, second = (a, b) if _order(a) <= _order(b) else (b, a)
-            key = (buf.index, *sorted(((a[0], a[5], a[2]), (b[0], b[5], b[2]))))
-            old = found.get(key)
-            if old is not None:
-                found[key] = RaceReport(old.buffer, old.shape, old.target, old.start, old.stop, old.overlap,
-                                        old.first, old.second, old.count + 1)
-                continue
-            found[key] = RaceReport(
-                buf.name, buf.shape, target, common[0], common[1], common[2],
-                RaceAccess(first[0], first[2], first[5], first[6], first[7]),
-                RaceAccess(second[0], second[2], second[5], second[6], second[7]),
-            )
+            _add(found, buf, target, (buf.index, *sorted(((a[0], a[5], a[2]), (b[0], b[5], b[2])))), common,
+                 first, second)
 
 
 __all__ = [
@@ -778,7 +688,6 @@ __all__ = [
     "RaceCheckTimeout",
     "RaceDetector",
     "RaceReport",
-    "ShadowClocks",
     "find_races",
     "merge_intervals",
     "overlap",
