@@ -267,10 +267,12 @@ class InvariantChecker(MonitorBase):
                 return inner[Op.NOTIFY](m, site, args)  # the plain handler raises the proper error
             value = _wrap_int32(operator.index(args[3]))
             op = site.attrs["op"]
-            old = w.fetch_notify(peer, cell, value, op)
-            new = _wrap_int32(old + value) if op is add_op else value
+            # The writer kind is marked before the notify lands, so a rank whose wait sees this notify
+            # also sees the mark: the writer that comes second in causal order is the one reporting.
             self._op(sig.buffer, peer, cell, _ADD if op is add_op else _SET, site)
             self._posted_to(sig.buffer, peer, cell)
+            old = w.fetch_notify(peer, cell, value, op)
+            new = _wrap_int32(old + value) if op is add_op else value
             self._value(sig.buffer, peer, cell, new, site, f"{old} {'+' if op is add_op else 'set to'} {value}")
             return None
 
