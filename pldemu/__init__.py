@@ -14,7 +14,7 @@ from typing import Any
 __version__ = "0.1.0"
 
 _LAZY = {"JobError": "pldemu.api", "RunResult": "pldemu.api", "launch": "pldemu.api",
-         "Placement": "pldemu.runtime.launch", "RuntimeOptions": "pldemu.runtime.options"}
+         "Placement": "pldemu.job.launch", "RuntimeOptions": "pldemu.runtime.options"}
 
 
 def __getattr__(name: str) -> Any:

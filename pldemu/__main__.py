@@ -2,7 +2,7 @@
 
 import sys
 
-from pldemu.runtime.launch import in_mpi_job, prepare_rank
+from pldemu.job.launch import in_mpi_job, prepare_rank
 from pldemu.runtime.shm import unlink_named_segments
 
 # First thing in a rank: its pid for the launcher, and a SIGTERM that leaves nothing in /dev/shm.

@@ -10,7 +10,7 @@
 :func:`launch` spawns an isolated ``mpiexec`` job (``pldemu run`` under it, in its own session, killed
 as a whole after ``timeout``) and never imports MPI in the calling process, so it is safe inside a
 test runner or a notebook. Inputs go to the job and final buffers come back as ``.npy`` files in a
-temporary directory (the layout of :mod:`pldemu.runtime.buffer_io`), the verdict as a JSON report:
+temporary directory (the layout of :mod:`pldemu.job.buffer_io`), the verdict as a JSON report:
 nothing travels through argv but paths and flags.
 
 A job that does not end cleanly raises :class:`JobError` (exit code, meaning, every rank's output),
@@ -32,16 +32,16 @@ import numpy as np
 
 from pldemu.cli.common import options_argv
 from pldemu.ir import Program, format_program
-from pldemu.runtime.buffer_io import (
+from pldemu.job.buffer_io import (
     RANK_DIR,
     BufferFileError,
     Mismatch,
     Tolerance,
     compare,
 )
-from pldemu.runtime.launch import LOCAL, Placement
+from pldemu.job.launch import LOCAL, Placement
+from pldemu.job.precheck import StaticBuffer, static_buffers
 from pldemu.runtime.options import RuntimeOptions
-from pldemu.runtime.precheck import StaticBuffer, static_buffers
 
 ArrayLike: TypeAlias = Any
 PerRank: TypeAlias = ArrayLike | Sequence[ArrayLike] | Callable[[int], ArrayLike]
@@ -151,7 +151,7 @@ def launch(program: Program | str | os.PathLike[str], ranks: int, *, inputs: Inp
     ``timeout``, so a deadlock is reported before the job is killed. ``timeout``: seconds the whole job
     may take (default :data:`DEFAULT_TIMEOUT`). ``iters``: calls of the entry function back to back
     (``pldemu run --iters``). ``check``: raise :class:`JobError` unless the job exits 0.
-    ``placement``: where the ranks run (:class:`pldemu.runtime.launch.Placement`, e.g.
+    ``placement``: where the ranks run (:class:`pldemu.job.launch.Placement`, e.g.
     ``Placement(sim_hosts=(2, 2))``; default this machine); it must hold ``ranks`` ranks.
     """
     if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
@@ -241,7 +241,7 @@ def _input_array(name: str, value: ArrayLike, specs: Mapping[str, StaticBuffer],
 
 
 def _run(ranks: int, argv: list[str], limit: float, work: Path, where: Placement) -> RunResult:
-    from pldemu.runtime.launch import pldemu_argv, run_job
+    from pldemu.job.launch import pldemu_argv, run_job
 
     log = work / "output.txt"
     start = time.monotonic()

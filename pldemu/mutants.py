@@ -128,7 +128,7 @@ class Mutant:
 
     def lowering(self) -> Callable[[Program], Program]:
         """LowerCompositeOps with this mutant's variant, for hooks that take a lowering function
-        (``pldemu.runtime.check.run_check(..., lower=m.lowering())``)."""
+        (``pldemu.harness.check.run_check(..., lower=m.lowering())``)."""
         return partial(lower_composite_ops, variant=self.variant)
 
 

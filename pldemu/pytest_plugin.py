@@ -29,8 +29,8 @@ from typing import Any
 import pytest
 
 from pldemu.api import DEFAULT_TIMEOUT, Inputs, PerRank, RunResult, launch
-from pldemu.cli.argtypes import host_shape, microseconds, nonneg_int, positive_float, positive_int, straggler
-from pldemu.runtime.launch import Placement, in_mpi_job
+from pldemu.job.argtypes import host_shape, microseconds, nonneg_int, positive_float, positive_int, straggler
+from pldemu.job.launch import Placement, in_mpi_job
 from pldemu.runtime.options import VISIBILITY_MODES, RuntimeOptions
 
 MARKER = "pldemu"

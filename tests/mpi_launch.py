@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pldemu.runtime import launch
+from pldemu.job import launch
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

@@ -27,8 +27,8 @@ import numpy as np
 from mpi4py import MPI
 
 from pldemu.bench.common import BenchError, Contender, Timing, gbps, time_alternating
+from pldemu.harness.data import values
 from pldemu.ir import DType, parse_program
-from pldemu.runtime.data import values
 from pldemu.windows import HostLayout, Window
 
 BULK_OPS = ("put", "get", "remote_load")

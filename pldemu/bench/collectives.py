@@ -17,8 +17,8 @@ barrier         (none)                 --                               ``Barrie
 ==============  =====================  ===============================  ========================
 
 The size printed is the actual buffer (it is below the requested one when E does not divide).
-Inputs are the check harness's exact-in-any-order data (``pldemu.runtime.data``), so the result of
-either implementation is compared with ``==`` against the oracle (``pldemu.runtime.oracle``):
+Inputs are the check harness's exact-in-any-order data (``pldemu.harness.data``), so the result of
+either implementation is compared with ``==`` against the oracle (``pldemu.harness.oracle``):
 #wrong counts wrong elements over ranks and timed iterations. Result windows that are not also inputs
 are poisoned (NaN) before every call, so a stale result cannot pass.
 
@@ -55,9 +55,9 @@ from pldemu.bench.common import (
 )
 from pldemu.bench.signals import FLOOR_HOPS, FutexPingPong, RawSignals
 from pldemu.collectives import CollectiveSpec, collective_program
+from pldemu.harness.data import CheckCase, rank_inputs, values
+from pldemu.harness.oracle import expected
 from pldemu.ir import AllreduceMode, DType, Op, ReduceOp
-from pldemu.runtime.data import CheckCase, rank_inputs, values
-from pldemu.runtime.oracle import expected
 from pldemu.runtime.sites import OpEvent
 
 BENCH_MAX_RECV = 4

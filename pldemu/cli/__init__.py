@@ -18,15 +18,15 @@ from typing import NoReturn
 # subcommand -> (module, one-line help). Each module defines add_arguments(parser) and run(args) -> int.
 SUBCOMMANDS = MappingProxyType(
     {
-        "lower": ("pldemu.cli.lower", "print a program before and after LowerCompositeOps"),
-        "run": ("pldemu.cli.run", "execute a program (.pld or Python builder file) on N MPI ranks"),
-        "check": ("pldemu.cli.check", "run a collective K times and check every iteration (nccl-tests style)"),
-        "demo": ("pldemu.cli.demo", "the 4-rank demonstration: allreduce + all_to_all_v in a loop, checked"),
-        "mutants": ("pldemu.cli.mutants", "list the catalogue of known-broken recipe variants"),
-        "stress": ("pldemu.cli.stress", "hunt for races: perturbed schedules until the first failure"),
-        "trace-plot": ("pldemu.cli.trace_plot", "draw a trace as per-rank swimlanes (PNG)"),
-        "bench": ("pldemu.cli.bench", "benchmark recipes against native MPI (nccl-tests style)"),
-        "casts": ("pldemu.cli.casts", "run NeuronEliminateCasts on a Neuron kernel (.nki): verdicts, bytes, errors"),
+        "lower": ("pldemu.cli.commands.lower", "print a program before and after LowerCompositeOps"),
+        "run": ("pldemu.cli.commands.run", "execute a program (.pld or Python builder file) on N MPI ranks"),
+        "check": ("pldemu.cli.commands.check", "run a collective K times and check every iteration (nccl-tests style)"),
+        "demo": ("pldemu.cli.commands.demo", "the 4-rank demonstration: allreduce + all_to_all_v in a loop, checked"),
+        "mutants": ("pldemu.cli.commands.mutants", "list the catalogue of known-broken recipe variants"),
+        "stress": ("pldemu.cli.commands.stress", "hunt for races: perturbed schedules until the first failure"),
+        "trace-plot": ("pldemu.cli.commands.trace_plot", "draw a trace as per-rank swimlanes (PNG)"),
+        "bench": ("pldemu.cli.commands.bench", "benchmark recipes against native MPI (nccl-tests style)"),
+        "casts": ("pldemu.cli.commands.casts", "run NeuronEliminateCasts on a Neuron kernel (.nki): verdicts, bytes, errors"),
     }
 )
 
@@ -57,9 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``pldemu`` command. SIGTERM, SIGHUP and Ctrl-C end it with 128 + the signal number after
-    killing whatever job it started (:func:`pldemu.runtime.launch.interruptible`), without a traceback."""
+    killing whatever job it started (:func:`pldemu.job.launch.interruptible`), without a traceback."""
     from pldemu.cli.common import UsageError, settle_placement, usage_error
-    from pldemu.runtime.launch import Interrupted, interruptible
+    from pldemu.job.launch import Interrupted, interruptible
 
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, NoReturn
 
-from pldemu.cli.argtypes import (
+from pldemu.job.argtypes import (
     format_number,
     host_list,
     host_shape,
@@ -30,7 +30,7 @@ from pldemu.cli.argtypes import (
     positive_int,
     straggler,
 )
-from pldemu.runtime.launch import HOSTS_SCRIPT, LOCAL, TIMED_OUT, Placement
+from pldemu.job.launch import HOSTS_SCRIPT, LOCAL, TIMED_OUT, Placement
 from pldemu.runtime.options import DEFAULT_OPTIONS, VISIBILITY_MODES, WINDOW_BACKENDS, RuntimeOptions
 
 EXIT_OK = 0
@@ -76,8 +76,8 @@ def abort_with(comm: Any, text: str) -> NoReturn:
     """Print ``text`` (if any), give the process manager a moment to forward it, end the whole job
     (exit 3). ``MPI_Abort`` kills every rank at once, including output still in a pipe between this
     rank and mpiexec: without the pause a one-rank failure could end the job without its message."""
+    from pldemu.job.launch import abort_job
     from pldemu.mpi import progress_sleep
-    from pldemu.runtime.launch import abort_job
 
     if text:
         say(text)
@@ -120,7 +120,7 @@ def add_ranks_argument(parser: argparse.ArgumentParser, default: int, *, what: s
 
 
 def settle_placement(args: argparse.Namespace) -> argparse.Namespace:
-    """``args`` with ``placement`` (a :class:`~pldemu.runtime.launch.Placement`) and ``ranks`` filled
+    """``args`` with ``placement`` (a :class:`~pldemu.job.launch.Placement`) and ``ranks`` filled
     in from the host flags of :func:`add_ranks_argument`; a ``-n`` the hosts contradict, or a hostfile
     that cannot be read, is a UsageError. Commands without those flags get ``LOCAL``."""
     if "sim_hosts" not in vars(args):
@@ -238,7 +238,7 @@ _FLAGS = (
     RuntimeFlag("--invariants", "invariants", "check the protocol invariants (no negative cell, no Set/AtomicAdd "
                 "mixing)", group=SCHEDULE_GROUP, commands=frozenset({"run"})),
     RuntimeFlag("--no-invariants", "invariants", "do not check the protocol invariants as the program runs (no "
-                "negative cell, never Set and AtomicAdd on one cell; pldemu.runtime.invariants); the harness's "
+                "negative cell, never Set and AtomicAdd on one cell; pldemu.runtime.instrument.invariants); the harness's "
                 "own checks stay", negated=True, commands=frozenset({"check", "stress"})),
     RuntimeFlag("--no-cell-check", "cell_check", "do not require every signal cell to be 0 at rest (at each block "
                 "end, and after a single run checked with --invariants): a program that leaves cells non-zero on "

@@ -6,7 +6,7 @@ instantiation), ``DeadlockError`` (a wait passed its deadline; carries the wait-
 windows layer's ``WindowAccessError`` for refused accesses (with the program location).
 
 Importing this package does not initialise MPI: the names below load their modules on first use, so
-a launching process can use ``pldemu.runtime.launch`` and ``pldemu.runtime.options`` without becoming
+a launching process can use ``pldemu.job.launch`` and ``pldemu.runtime.options`` without becoming
 an MPI process itself.
 """
 
@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pldemu.runtime.errors import DeadlockError, ProgramError, WindowAccessError
-    from pldemu.runtime.handlers import HANDLERS
     from pldemu.runtime.interpreter import OpCounter, ProgramInstance, RunStats, execute
+    from pldemu.runtime.ops import HANDLERS
     from pldemu.runtime.options import RuntimeOptions
     from pldemu.runtime.sites import CallSite, Location, OpEvent
 
@@ -26,7 +26,7 @@ _EXPORTS = {
     "DeadlockError": "pldemu.runtime.errors",
     "ProgramError": "pldemu.runtime.errors",
     "WindowAccessError": "pldemu.runtime.errors",
-    "HANDLERS": "pldemu.runtime.handlers",
+    "HANDLERS": "pldemu.runtime.ops",
     "OpCounter": "pldemu.runtime.interpreter",
     "ProgramInstance": "pldemu.runtime.interpreter",
     "RunStats": "pldemu.runtime.interpreter",

@@ -55,9 +55,9 @@ from pldemu.ir.nodes import BinOpKind, FoldError, NotStatic, evaluate, fold_bino
 from pldemu.ir.printer import format_function
 from pldemu.ir.walk import expr_calls, stmt_bodies
 from pldemu.runtime.errors import ProgramError, locate
-from pldemu.runtime.handlers import HANDLERS, decode_attrs
 from pldemu.runtime.machine import Machine
 from pldemu.runtime.monitor import Monitor
+from pldemu.runtime.ops import HANDLERS, decode_attrs
 from pldemu.runtime.sites import CallSite, Location, OpEvent
 
 Frame = list[Any]

@@ -32,7 +32,7 @@ class AllocationError(Exception):
 
 
 ROOT_CAUSE_ORDER = ("invariant", "race", "wrong-data")
-"""Which known failure a deadlock report names first (``pldemu.runtime.outcome.PRIORITY``'s order)."""
+"""Which known failure a deadlock report names first (``pldemu.job.outcome.PRIORITY``'s order)."""
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 Each rank builds a ``ProgramInstance`` from the same program: it validates and prepares the program
 (no MPI traffic, so a bad program fails identically everywhere), allocates every buffer collectively
 (signals zero, data windows and local tensors poison), then ``run()`` executes the entry function as
-often as asked. Ops dispatch through ``pldemu.runtime.handlers.HANDLERS``; listeners see every op.
+often as asked. Ops dispatch through ``pldemu.runtime.ops.HANDLERS``; listeners see every op.
 """
 
 from __future__ import annotations
@@ -37,10 +37,10 @@ from pldemu.ir import (
 from pldemu.ir.nodes import FoldError, NotStatic, evaluate
 from pldemu.runtime.compiler import CompiledFunction, FunctionCompiler, Listener, function_lines
 from pldemu.runtime.errors import AllocationError, DeadlockError, ProgramError
+from pldemu.runtime.instrument.schedule import schedule_active
 from pldemu.runtime.machine import Machine
 from pldemu.runtime.monitor import Monitor
 from pldemu.runtime.options import DEFAULT_OPTIONS, RuntimeOptions
-from pldemu.runtime.schedule import schedule_active
 from pldemu.runtime.shm import unlink_named_segments
 from pldemu.runtime.sites import CallSite, OpEvent
 from pldemu.runtime.status import NFIELDS, RankState, StatusBoard
@@ -49,10 +49,10 @@ from pldemu.windows import Window, WindowSet, WindowStats, allocate_window, host
 
 if TYPE_CHECKING:  # imported at run time only when instrumentation is asked for
     from pldemu.runtime.instrument import Instruments
-    from pldemu.runtime.invariants import InvariantChecker
-    from pldemu.runtime.races import RaceDetector
-    from pldemu.runtime.schedule import Schedule
-    from pldemu.runtime.trace import Tracer
+    from pldemu.runtime.instrument.invariants import InvariantChecker
+    from pldemu.runtime.instrument.races import RaceDetector
+    from pldemu.runtime.instrument.schedule import Schedule
+    from pldemu.runtime.instrument.trace import Tracer
 
 _STAT_FIELDS = tuple(f.name for f in dataclass_fields(WindowStats))
 _STATS_OF = operator.attrgetter(*_STAT_FIELDS)
@@ -166,7 +166,7 @@ class ProgramInstance:
         self._schedule: Schedule | None = None
         self._invariants: InvariantChecker | None = None
         if schedule_active(options):  # before compiling: the compiler reads machine.overrides
-            from pldemu.runtime.schedule import prepare
+            from pldemu.runtime.instrument.schedule import prepare
 
             self._schedule, self._invariants = prepare(self._machine)
             self._monitors.append(self._schedule)  # skew before each call; wants no op
@@ -283,7 +283,7 @@ class ProgramInstance:
 
     @property
     def schedule(self) -> Schedule | None:
-        """The adversarial schedule / deferred-visibility state (``pldemu.runtime.schedule``) when
+        """The adversarial schedule / deferred-visibility state (``pldemu.runtime.instrument.schedule``) when
         any of its knobs or ``invariants`` is set, else None."""
         return self._schedule
 

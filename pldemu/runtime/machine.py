@@ -48,7 +48,7 @@ class Machine:
         """Every rank's host when the job spans several (named in the wait-for report), else empty."""
         self.overrides: dict[Op, Callable[..., Any]] = {}
         """Handlers that replace ``HANDLERS`` entries for this instance (adversarial schedules,
-        deferred visibility, invariant checks: ``pldemu.runtime.schedule``); consulted when a call
+        deferred visibility, invariant checks: ``pldemu.runtime.instrument.schedule``); consulted when a call
         site is compiled, never per executed op, so an empty table costs nothing."""
 
     def site_text(self, site_id: int) -> str:

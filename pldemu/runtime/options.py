@@ -13,7 +13,7 @@ WINDOW_BACKENDS = ("auto", "shared", "rma", "hybrid")
 """Accepted values of ``RuntimeOptions.windows`` (see ``pldemu.windows.choose_backend``)."""
 
 VISIBILITY_MODES = ("eager", "deferred")
-"""Accepted values of ``RuntimeOptions.visibility`` (see ``pldemu.runtime.schedule``)."""
+"""Accepted values of ``RuntimeOptions.visibility`` (see ``pldemu.runtime.instrument.schedule``)."""
 
 
 @dataclass(frozen=True)
@@ -29,11 +29,11 @@ class RuntimeOptions:
     stage-sized piece at a time (one window operation per piece, so a concurrent reader can see a
     partly landed transfer, as on the hardware); off, each transfer is a single window operation.
     ``race_detect``: vector-clock happens-before race detection on data windows
-    (``pldemu.runtime.races``; ``inst.races.check(comm)`` reports). ``trace``: write a Chrome/Perfetto
-    trace of every rank's ops to this JSON file when the instance closes (``pldemu.runtime.trace``).
+    (``pldemu.runtime.instrument.races``; ``inst.races.check(comm)`` reports). ``trace``: write a Chrome/Perfetto
+    trace of every rank's ops to this JSON file when the instance closes (``pldemu.runtime.instrument.trace``).
     Both off cost nothing: the instance compiles no instrumentation at all.
 
-    Adversarial schedules (``pldemu.runtime.schedule``; every draw comes from a generator seeded by
+    Adversarial schedules (``pldemu.runtime.instrument.schedule``; every draw comes from a generator seeded by
     ``(seed, rank)``, so a seed replays the same delays): ``jitter_us``: before every primitive (put,
     get, remote_load, notify, wait) sleep a uniform random 0..jitter_us microseconds.
     ``straggler``: ``(rank, us)``: that rank sleeps ``us`` more before every primitive. ``skew_us``:
@@ -41,7 +41,7 @@ class RuntimeOptions:
     (a put or window store is visible when it returns) or ``deferred`` (it is buffered per rank and
     becomes visible only at the rank's next notify, or at a seeded random later point; see the
     module docstring). ``invariants``: check the credit protocol's invariants as the program runs
-    (``pldemu.runtime.invariants``: no cell ever negative, never Set and AtomicAdd on one cell).
+    (``pldemu.runtime.instrument.invariants``: no cell ever negative, never Set and AtomicAdd on one cell).
     All off (the defaults) cost nothing: no handler is wrapped.
 
     ``cell_check``: every SIGNAL cell on every rank must be 0 at rest (at each block end of repeated

@@ -642,7 +642,7 @@ class Window(FreedOnExit, ABC):
     def fetch_notify(self, peer: int, cell: int, value: int, op: NotifyOp = NotifyOp.AtomicAdd) -> int:
         """:meth:`notify` as one fetching atomic (``MPI_Fetch_and_op``): return the cell's value just
         before this notify landed, so the notifier knows exactly what the cell became (the
-        invariant checks of ``pldemu.runtime.invariants`` need it; a read after the notify could
+        invariant checks of ``pldemu.runtime.instrument.invariants`` need it; a read after the notify could
         already include a peer's later update)."""
         return self._notify(peer, cell, value, op, True)
 

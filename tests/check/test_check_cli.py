@@ -8,14 +8,14 @@ import argparse
 import pytest
 
 from pldemu.cli import build_parser, main
-from pldemu.cli import check as cli_check
+from pldemu.cli.commands import check as cli_check
 from pldemu.ir import AllreduceMode, DType, ReduceOp
 
 
 @pytest.fixture(autouse=True)
 def _never_spawn(monkeypatch: pytest.MonkeyPatch) -> None:
     """Validation must fail before any job is launched; a spawn here is a test failure."""
-    import pldemu.runtime.launch as launch
+    import pldemu.job.launch as launch
 
     def fail(*args: object, **kwargs: object) -> int:
         raise AssertionError(f"spawn called: {args}")

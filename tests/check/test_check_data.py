@@ -7,9 +7,9 @@ import itertools
 import numpy as np
 import pytest
 
+from pldemu.harness import data
+from pldemu.harness.oracle import reduce_fold
 from pldemu.ir import ReduceOp
-from pldemu.runtime import data
-from pldemu.runtime.oracle import reduce_fold
 
 DTYPES = (np.float16, np.float32)
 UFUNC = {ReduceOp.Sum: np.add, ReduceOp.Max: np.maximum, ReduceOp.Min: np.minimum, ReduceOp.Prod: np.multiply}

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from pldemu.harness import data, oracle
+from pldemu.harness.data import CheckCase
 from pldemu.ir import ReduceOp
-from pldemu.runtime import data, oracle
-from pldemu.runtime.data import CheckCase
 
 
 def mk(name: str, nranks: int = 3, size: int = 4, dtype: type = np.float32, **kw: object) -> CheckCase:

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from pldemu.collectives import COLLECTIVE_NAMES, CollectiveSpec, collective_program
+from pldemu.harness.check import CheckError, case_from_spec, default_block
+from pldemu.harness.data import COLLECTIVES
 from pldemu.ir import AllreduceMode, DType, ReduceOp
 from pldemu.ir.nodes import NR, BinOp, Expr, Var, fold_binop, static_int
 from pldemu.lowering import LoweringError, lower_composite_ops
-from pldemu.runtime.check import CheckError, case_from_spec, default_block
-from pldemu.runtime.data import COLLECTIVES
 
 PUSH = ("allgather", "broadcast", "all_to_all", "all_to_all_v")
 

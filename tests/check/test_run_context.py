@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from pldemu.runtime.context import QUIET, BlockFigures, Hooks, RunContext, block_size, run_blocks, silent
-from pldemu.runtime.harness import CheckError, Failure
+from pldemu.harness.blocks import QUIET, BlockFigures, Hooks, RunContext, block_size, run_blocks, silent
+from pldemu.harness.common import CheckError, Failure
 from pldemu.runtime.options import RuntimeOptions
 
 

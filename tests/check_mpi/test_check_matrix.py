@@ -45,9 +45,9 @@ from helpers import agree
 from mpi4py import MPI
 
 from pldemu.collectives import CollectiveSpec, collective_program
+from pldemu.harness.blocks import QUIET
+from pldemu.harness.check import CheckResult, run_check
 from pldemu.ir import AllreduceMode, DType, ReduceOp
-from pldemu.runtime.check import CheckResult, run_check
-from pldemu.runtime.context import QUIET
 from pldemu.runtime.options import RuntimeOptions
 
 pytestmark = pytest.mark.mpi(min_size=1)

@@ -12,12 +12,12 @@ from helpers import agree, call_of, lowered_then
 from mpi4py import MPI
 
 from pldemu.collectives import CollectiveSpec, collective_program
+from pldemu.harness.blocks import QUIET, Hooks, silent
+from pldemu.harness.check import CheckResult, run_check
 from pldemu.ir import AllreduceMode, DType, Eval, Op, Program, ReduceOp, Stmt
 from pldemu.ir.nodes import Assign, Const, static_int
 from pldemu.ir.signatures import make_call
 from pldemu.lowering import lower_composite_ops
-from pldemu.runtime.check import CheckResult, run_check
-from pldemu.runtime.context import QUIET, Hooks, silent
 from pldemu.runtime.errors import DeadlockError
 from pldemu.runtime.options import RuntimeOptions
 

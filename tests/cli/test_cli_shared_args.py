@@ -7,8 +7,9 @@ import argparse
 
 import pytest
 
-from pldemu.cli import argtypes, build_parser
-from pldemu.cli.collective_args import APPLIES_TO, check_applies, flag, given
+from pldemu.cli import build_parser
+from pldemu.cli.args import APPLIES_TO, check_applies, flag, given
+from pldemu.job import argtypes
 
 
 @pytest.mark.parametrize("fn, text, value", [

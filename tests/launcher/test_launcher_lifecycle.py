@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pldemu.runtime.launch import DOCUMENTED_EXITS, JOB_FAILED, job_exit_code
+from pldemu.job.launch import DOCUMENTED_EXITS, JOB_FAILED, job_exit_code
 
 pytestmark = pytest.mark.launcher
 

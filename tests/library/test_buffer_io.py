@@ -9,8 +9,8 @@ import pytest
 from library_helpers import ALLREDUCE_PLD, save
 
 from pldemu.ir import parse_program
-from pldemu.runtime.buffer_io import BufferFileError, Tolerance, compare, mismatch_report, scan
-from pldemu.runtime.precheck import static_buffers
+from pldemu.job.buffer_io import BufferFileError, Tolerance, compare, mismatch_report, scan
+from pldemu.job.precheck import static_buffers
 
 PROGRAM = parse_program(ALLREDUCE_PLD)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pldemu.bench.bulk import host_peers
-from pldemu.runtime.launch import Placement
+from pldemu.job.launch import Placement
 from pldemu.windows import HostLayout
 
 TWO_BY_TWO = HostLayout(("h1", "h1", "h2", "h2"), ((0, 1), (2, 3)))

@@ -36,7 +36,7 @@ from pldemu.ir.nodes import NR, BufferKind, Call, Program
 from pldemu.ir.ops import Op
 
 CONSUME_FENCE = frozenset({"allgather", "all_to_all", "broadcast"})
-"""The harness's fence policy (mirrors pldemu.runtime.check.CONSUME_FENCE; not imported, because the
+"""The harness's fence policy (mirrors pldemu.harness.check.CONSUME_FENCE; not imported, because the
 runtime package needs MPI): these collectives let a fast peer write this rank's result window for
 the next call before this rank has consumed the current one, so the harness fences after consuming."""
 

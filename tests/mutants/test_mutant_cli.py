@@ -15,7 +15,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 
 def test_registered() -> None:
-    assert SUBCOMMANDS["mutants"] == ("pldemu.cli.mutants", "list the catalogue of known-broken recipe variants")
+    assert SUBCOMMANDS["mutants"] == ("pldemu.cli.commands.mutants", "list the catalogue of known-broken recipe variants")
 
 
 def test_table_lists_every_mutant(capsys: pytest.CaptureFixture[str]) -> None:

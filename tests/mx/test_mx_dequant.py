@@ -12,6 +12,7 @@ import pytest
 from mpi4py import MPI
 from mx_reference import dequantised
 
+from pldemu.harness.mxcheck import boundary_source, public_shapes, quantising, random_groups_source
 from pldemu.ir import (
     Assign,
     Call,
@@ -31,7 +32,6 @@ from pldemu.ir import (
 from pldemu.ir.signatures import IRTypeError
 from pldemu.lowering import lower_composite_ops
 from pldemu.runtime import ProgramInstance, RuntimeOptions
-from pldemu.runtime.mxcheck import boundary_source, public_shapes, quantising, random_groups_source
 
 SHAPE = (64, 128)
 

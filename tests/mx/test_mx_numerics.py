@@ -11,9 +11,9 @@ import pytest
 from mpi4py import MPI
 from mx_reference import reference, scale_bytes
 
+from pldemu.harness.mxcheck import boundary_source, matmul_pattern, random_groups_source, tquant_program
 from pldemu.ir import DType
 from pldemu.runtime import ProgramInstance, RuntimeOptions
-from pldemu.runtime.mxcheck import boundary_source, matmul_pattern, random_groups_source, tquant_program
 
 SHAPE = (128, 256)  # 1,024 groups per run
 
@@ -87,7 +87,7 @@ def test_pypto_uniform_goldens(seed: int, axis: int) -> None:
 
 
 def test_the_check_counts_a_flipped_byte_and_reports_sqnr() -> None:
-    from pldemu.runtime.mxcheck import compare, mx_row
+    from pldemu.harness.mxcheck import compare, mx_row
 
     x = np.random.default_rng(19).uniform(-2, 2, (128, 64)).astype(np.float32)
     q, s = quantise(x, 1, "fp32")

@@ -13,8 +13,8 @@ from helpers import pldemu as run_pldemu
 from helpers import report as _report
 from mpi_launch import REPO_ROOT
 
-from pldemu.cli import check as check_cli
-from pldemu.cli import run as run_cli
+from pldemu.cli.commands import check as check_cli
+from pldemu.cli.commands import run as run_cli
 
 TIMEOUT = 300.0
 EXAMPLES = REPO_ROOT / "pldemu" / "examples"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pldemu.runtime.race_clocks import ACQ, JOIN, REL, SyncEvent, replay
+from pldemu.runtime.instrument.race_clocks import ACQ, JOIN, REL, SyncEvent, replay
 
 NR = 4
 

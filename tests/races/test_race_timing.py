@@ -18,7 +18,7 @@ import pytest
 from helpers import pldemu as run_pldemu
 from helpers import report as _report
 
-from pldemu.cli import run as run_cli
+from pldemu.cli.commands import run as run_cli
 
 HERE = Path(__file__).parent / "timing"
 CALLS = 20

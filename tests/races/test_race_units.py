@@ -8,7 +8,7 @@ import math
 import pytest
 from race_helpers import data_buffer
 
-from pldemu.runtime.races import (
+from pldemu.runtime.instrument.races import (
     ATOMIC,
     MAX_RUNS,
     READ,

@@ -12,7 +12,7 @@ from helpers import pldemu as run_pldemu
 from helpers import report as _report
 from report_programs import NO_SIGNALS, RING_COLUMNS, one_short_epilogue, retired_twice, set_reset
 
-from pldemu.runtime.outcome import StressOutcome
+from pldemu.job.outcome import StressOutcome
 
 pldemu = partial(run_pldemu, timeout=300.0)
 

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from helpers import instance
 
-from pldemu.cli import trace_plot
+from pldemu.cli.commands import trace_plot
 from pldemu.ir import NR, BufferKind, DType, ProgramBuilder
-from pldemu.runtime.trace import Notify, Wait, match_flows, partial_path
+from pldemu.runtime.instrument.trace import Notify, Wait, match_flows, partial_path
 from pldemu.runtime.values import Buffer
 
 
@@ -159,4 +159,4 @@ def test_trace_plot_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[
 def test_subcommand_is_registered() -> None:
     from pldemu.cli import SUBCOMMANDS
 
-    assert SUBCOMMANDS["trace-plot"][0] == "pldemu.cli.trace_plot"
+    assert SUBCOMMANDS["trace-plot"][0] == "pldemu.cli.commands.trace_plot"

@@ -1,7 +1,7 @@
 """A small iteration harness with race detection and a report formatter (unique module name: test
 directories share sys.path).
 
-``race_harness`` drives a collective the way ``pldemu.runtime.check.run_check`` does (inputs restaged
+``race_harness`` drives a collective the way ``pldemu.harness.check.run_check`` does (inputs restaged
 into the windows before every call, the result consumed after it, the consume fence for the
 collectives that need one, an all-rank checkpoint per block) and tells the detector about every
 host-side access and every all-rank barrier, so that a usage race (a root rewriting its window while
@@ -19,7 +19,7 @@ from mpi4py import MPI
 from pldemu.collectives import CollectiveProgram
 from pldemu.ir import Program
 from pldemu.runtime import ProgramInstance, RuntimeOptions
-from pldemu.runtime.races import RaceReport
+from pldemu.runtime.instrument.races import RaceReport
 
 CONSUME_FENCE = frozenset({"allgather", "all_to_all", "broadcast"})
 """As the check harness: these need an all-rank barrier once the result is consumed."""

@@ -11,7 +11,7 @@ from races_mpi_helpers import describe
 
 from pldemu.ir import NR, Program, ProgramBuilder
 from pldemu.runtime import ProgramInstance, RuntimeOptions
-from pldemu.runtime.races import ATOMIC, READ, WRITE, RaceReport
+from pldemu.runtime.instrument.races import ATOMIC, READ, WRITE, RaceReport
 
 pytestmark = pytest.mark.mpi
 

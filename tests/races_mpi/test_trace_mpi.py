@@ -16,7 +16,7 @@ from pldemu.collectives import CollectiveSpec, collective_program
 from pldemu.lowering import lower_composite_ops
 from pldemu.mutants import MUTANTS
 from pldemu.runtime import ProgramInstance, RuntimeOptions
-from pldemu.runtime.trace import partial_path
+from pldemu.runtime.instrument.trace import partial_path
 
 
 def _shared_dir(comm: MPI.Intracomm, tmp_path: Path) -> Path:

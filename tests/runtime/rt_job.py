@@ -1,7 +1,7 @@
 """MPI program for the launcher tests of tests/runtime/test_rt_jobs.py (not a test module).
 
 ``python -m mpi4py rt_job.py CASE [TIMEOUT]`` builds the CASE program with the builder and runs it through
-the same rank-side code as ``pldemu run`` (``pldemu.cli.run.run_in_job``). Before that, every rank prints
+the same rank-side code as ``pldemu run`` (``pldemu.cli.commands.run.run_in_job``). Before that, every rank prints
 the named /dev/shm segments it maps (``SHM <path>``) so the test can check none outlives the job.
 
 Cases: ``ok`` (a hand-written credit barrier in a loop), ``oob`` (rank 1 puts out of bounds while the
@@ -15,7 +15,7 @@ import sys
 
 from mpi4py import MPI
 
-from pldemu.cli.run import run_in_job
+from pldemu.cli.commands.run import run_in_job
 from pldemu.ir import NR, Program, ProgramBuilder
 from pldemu.runtime import OpEvent, RuntimeOptions
 from pldemu.runtime.shm import mapped_segments

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from pldemu.ir import parse_program
+from pldemu.job.precheck import PrecheckError, precheck, static_buffers
 from pldemu.lowering import lower_composite_ops
 from pldemu.runtime.options import RuntimeOptions
-from pldemu.runtime.precheck import PrecheckError, precheck, static_buffers
 
 
 def program(buffers: str, body: str) -> str:

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pldemu.runtime.precheck import StaticBuffer
-from pldemu.runtime.resources import GIB, MIB, RANK_OVERHEAD, ResourceError, check_fits, job_memory
+from pldemu.job.precheck import StaticBuffer
+from pldemu.job.resources import GIB, MIB, RANK_OVERHEAD, ResourceError, check_fits, job_memory
 
 
 def buffers(elements: int) -> list[StaticBuffer]:

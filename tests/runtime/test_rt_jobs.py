@@ -1,4 +1,4 @@
-"""Failure paths as whole MPI jobs (launched with pldemu.runtime.launch): a rank that raises ends the job
+"""Failure paths as whole MPI jobs (launched with pldemu.job.launch): a rank that raises ends the job
 with its message, a deadlock prints the wait-for report, an out-of-bounds put is refused; no /dev/shm
 segment outlives any of these jobs. Plus ``pldemu run`` end to end on .pld files."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pldemu.runtime.launch import run_job
+from pldemu.job.launch import run_job
 
 pytestmark = pytest.mark.launcher
 

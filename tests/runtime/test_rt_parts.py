@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pldemu.cli import main
-from pldemu.runtime.launch import in_mpi_job, job_rank, mpiexec_command, pldemu_argv
+from pldemu.job.launch import in_mpi_job, job_rank, mpiexec_command, pldemu_argv
 from pldemu.runtime.status import (
     CMP_EQ,
     CMP_GE,
@@ -104,7 +104,7 @@ def test_launch_helpers() -> None:
 
 
 def test_launcher_side_imports_do_not_initialise_mpi() -> None:
-    code = ("import sys, pldemu.runtime, pldemu.runtime.launch, pldemu.runtime.options, pldemu.cli.run; "
+    code = ("import sys, pldemu.runtime, pldemu.job.launch, pldemu.runtime.options, pldemu.cli.commands.run; "
             "from pldemu.runtime import RuntimeOptions; RuntimeOptions(); "
             "sys.exit(1 if 'mpi4py.MPI' in sys.modules else 0)")
     assert subprocess.run([sys.executable, "-c", code], check=False, timeout=120).returncode == 0

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from pldemu.cli import build_parser, main
-from pldemu.cli import run as run_cli
-from pldemu.runtime.repeat import IterationRow, RepeatResult
+from pldemu.cli.commands import run as run_cli
+from pldemu.harness.repeat import IterationRow, RepeatResult
 
 EXAMPLE = str(Path(run_cli.__file__).resolve().parent.parent / "examples" / "custom_barrier.pld")
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from pldemu.cli import build_parser, main
-from pldemu.cli.stress import MutantRow, child_argv, replay_command, resolve, with_mutant_schedule
-from pldemu.runtime.stress import StressOutcome, read_outcome, write_outcome
+from pldemu.cli.commands.stress import MutantRow, child_argv, replay_command, resolve, with_mutant_schedule
+from pldemu.harness.stress import StressOutcome, read_outcome, write_outcome
 
 
 def _args(*argv: str):  # type: ignore[no-untyped-def]

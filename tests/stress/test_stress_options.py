@@ -6,8 +6,8 @@ import math
 
 import pytest
 
+from pldemu.runtime.instrument.schedule import schedule_active
 from pldemu.runtime.options import RuntimeOptions
-from pldemu.runtime.schedule import schedule_active
 
 
 def test_defaults_install_nothing() -> None:

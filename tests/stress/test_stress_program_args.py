@@ -10,7 +10,7 @@ import pytest
 from stress_launch_helpers import correct_text
 
 from pldemu.cli import build_parser, main
-from pldemu.cli.stress import child_argv, is_program_path, replay_command, resolve
+from pldemu.cli.commands.stress import child_argv, is_program_path, replay_command, resolve
 
 
 def _args(*argv: str):  # type: ignore[no-untyped-def]

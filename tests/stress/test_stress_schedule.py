@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pldemu.runtime.errors import ProgramError
+from pldemu.runtime.instrument.schedule import VISIBILITY_SPAN, Schedule, Stream, WriteBuffer
 from pldemu.runtime.options import RuntimeOptions
-from pldemu.runtime.schedule import VISIBILITY_SPAN, Schedule, Stream, WriteBuffer
 
 
 def _delays(opts: RuntimeOptions, rank: int, n: int = 600) -> list[float]:

@@ -10,10 +10,10 @@ from helpers import agree
 from mpi4py import MPI
 
 from pldemu.collectives import CollectiveSpec, collective_program
+from pldemu.harness.blocks import QUIET
+from pldemu.harness.check import run_check
 from pldemu.ir import NR, AllreduceMode, Program, ProgramBuilder
 from pldemu.runtime import ProgramInstance, RuntimeOptions
-from pldemu.runtime.check import run_check
-from pldemu.runtime.context import QUIET
 
 pytestmark = pytest.mark.mpi(min_size=1)
 

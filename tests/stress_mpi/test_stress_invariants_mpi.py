@@ -11,13 +11,13 @@ from mpi4py import MPI
 from stress_mpi_helpers import lowering_without
 
 from pldemu.collectives import CollectiveSpec, collective_program
+from pldemu.harness.blocks import QUIET as QUIET_HOOKS
+from pldemu.harness.blocks import Hooks, silent
+from pldemu.harness.check import run_check
 from pldemu.ir import NR, AllreduceMode, Op, Program, ProgramBuilder
 from pldemu.lowering import RecipeVariant, lower_composite_ops
 from pldemu.runtime import ProgramInstance, RuntimeOptions
-from pldemu.runtime.check import run_check
-from pldemu.runtime.context import QUIET as QUIET_HOOKS
-from pldemu.runtime.context import Hooks, silent
-from pldemu.runtime.invariants import MIXED, NEGATIVE
+from pldemu.runtime.instrument.invariants import MIXED, NEGATIVE
 
 pytestmark = pytest.mark.mpi(min_size=1)
 

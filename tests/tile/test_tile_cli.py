@@ -9,7 +9,7 @@ import pytest
 from helpers import pldemu
 from test_tile_trig import mirror  # the independent NumPy mirror of the recipe
 
-from pldemu.runtime.tilecheck import TrigStats
+from pldemu.harness.tilecheck import TrigStats
 
 pytestmark = pytest.mark.launcher
 

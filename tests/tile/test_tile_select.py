@@ -8,11 +8,11 @@ import pytest
 from mpi4py import MPI
 from tile_helpers import run_local
 
+from pldemu.harness.tilecheck import SELECT_CASES, run_select_case
 from pldemu.ir import Call, Const, DType, Op, ProgramBuilder, format_program, parse_program, verify
 from pldemu.lowering import lower_composite_ops, lower_composite_ops_with_report
 from pldemu.lowering.backend import BACKENDS
 from pldemu.runtime.options import RuntimeOptions
-from pldemu.runtime.tilecheck import SELECT_CASES, run_select_case
 
 
 @pytest.mark.parametrize("backend", sorted(BACKENDS))

@@ -1,0 +1,1 @@
+"""The non-collective check kinds of ``pldemu check`` (tile: sin, cos, select; MX: tquant_mx)."""

@@ -1,0 +1,117 @@
+"""Will the job fit in this machine? An estimate of its memory, checked before launch.
+
+A job whose windows cannot be allocated does not fail cleanly: the ranks grow until the kernel's
+out-of-memory killer picks one, or an allocation fails somewhere inside MPI. So every launcher
+estimates the job first (:func:`job_memory`) and refuses it with the estimate (exit 2) when it does
+not fit in the memory available now (:func:`check_fits`), unless the user forces it.
+
+The estimate per rank: the interpreter's own footprint (:data:`RANK_OVERHEAD`: Python, NumPy,
+mpi4py and MPICH, measured as a rank's resident size), plus every buffer ``copies`` times, plus the
+race detector's shadow of every signal cell when it is on. ``pldemu run`` keeps each buffer about
+twice (the window segment, and the tiles and transfers a run makes of it: :data:`RUN_COPIES`);
+``pldemu check`` also holds every rank's inputs and the oracle's results (:func:`check_copies`,
+measured: a 64 MiB allreduce at 4 ranks peaks at 1.1 GiB per rank). It is a floor, not a bound: a
+program's own tiles add to it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from pldemu.job.precheck import StaticBuffer
+
+MIB = 1 << 20
+GIB = 1 << 30
+
+RANK_OVERHEAD = 120 * MIB
+"""Resident memory of one rank before its buffers (measured: 77-150 MiB on this kind of machine)."""
+
+RUN_COPIES = 2
+"""Copies of each buffer a ``pldemu run`` rank holds (its window segment and the tiles of a run)."""
+
+
+def check_copies(nranks: int) -> int:
+    """Copies of the target a ``pldemu check`` rank holds: its windows and tiles, every rank's inputs
+    and the oracle's float64 results (measured 16 at 4 ranks)."""
+    return 4 + 3 * nranks
+
+
+FIT_FRACTION = 0.9
+"""Share of the available memory a job may be estimated to use before it is refused."""
+
+
+class ResourceError(ValueError):
+    """The job would not fit; the message gives the estimate and what is available."""
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """What a job of ``nranks`` ranks needs, in bytes."""
+
+    nranks: int
+    buffers: int
+    """One rank's declared buffers."""
+    shadow: int
+    """One rank's race-detector shadow of its signal cells."""
+    copies: int = RUN_COPIES
+    """How many times a rank holds its buffers."""
+
+    @property
+    def per_rank(self) -> int:
+        return RANK_OVERHEAD + self.copies * self.buffers + self.shadow
+
+    @property
+    def total(self) -> int:
+        return self.nranks * self.per_rank
+
+    def describe(self) -> str:
+        return (f"about {_size(self.total)} ({self.nranks} ranks x ({_size(self.buffers)} of buffers x {self.copies}"
+                + (f" + {_size(self.shadow)} race shadow" if self.shadow else "")
+                + f" + {_size(RANK_OVERHEAD)} per process))")
+
+
+def job_memory(buffers: Iterable[StaticBuffer], nranks: int, races: bool, copies: int = RUN_COPIES) -> MemoryEstimate:
+    """The estimate for ``buffers`` (one rank's, at ``nranks`` ranks, each held ``copies`` times); with
+    ``races`` the detector keeps ``nranks`` histories of 8 releases per signal cell."""
+    buffers = list(buffers)
+    data = sum(math.prod(b.shape) * b.dtype.itemsize for b in buffers)
+    signal_cells = sum(math.prod(b.shape) for b in buffers if b.signal)
+    shadow = signal_cells * nranks * (2 + 8 * (1 + nranks)) * 8 if races else 0
+    return MemoryEstimate(nranks, data, shadow, copies)
+
+
+def available_memory() -> int | None:
+    """Bytes the kernel says can be allocated now without swapping (``MemAvailable``), or None."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return None
+
+
+def check_fits(estimate: MemoryEstimate, force: bool = False, available: int | None = None) -> None:
+    """Raise :class:`ResourceError` when ``estimate`` exceeds :data:`FIT_FRACTION` of the available
+    memory (unless ``force``)."""
+    free = available_memory() if available is None else available
+    if force or free is None or estimate.total <= FIT_FRACTION * free:
+        return
+    raise ResourceError(f"the job needs {estimate.describe()}, but this machine has {_size(free)} available; "
+                        "use fewer ranks or smaller buffers, or --force to start it anyway")
+
+
+def _size(n: float) -> str:
+    if n >= GIB:
+        return f"{n / GIB:.1f} GiB"
+    return f"{n / MIB:.0f} MiB" if n >= MIB else f"{n / 1024:.0f} KiB"
+
+
+__all__ = ["RANK_OVERHEAD", "RUN_COPIES", "MemoryEstimate", "ResourceError", "available_memory", "check_copies", "check_fits", "job_memory"]

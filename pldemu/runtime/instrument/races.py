@@ -1,0 +1,695 @@
+"""Happens-before race detection on RMA windows (``RuntimeOptions(race_detect=True)``).
+
+Why: a sequentially consistent emulator hides most reuse bugs, because the bytes usually happen to
+arrive in time. A race detector does not wait for wrong data: it flags two accesses to the same
+window elements that nothing orders, whichever won this time.
+
+**Clocks.** Every rank has a vector clock (one entry per rank). Signals are the only
+synchronisation the programs have, so they carry the clocks; what each one orders is resolved at the
+checkpoint, from every rank's log of its sync events (``pldemu.runtime.instrument.race_clocks``, which
+describes the rule exactly):
+
+* ``notify`` is a *release* (logged before its atomic is issued); ``tensor.write`` of a signal cell
+  (a local atomic Set) is a release into this rank's own cell.
+* a satisfied ``wait`` is an *acquire* of exactly what every allowed order needs for the cell to
+  reach (Ge) or equal (Eq) ``expected``: for one writer, the release that brought its contribution to
+  the needed amount, however many releases ago; for several writers on one counter, a writer's
+  release only if the others cannot reach the threshold without it. A fast peer's next-call credit,
+  already in the counter, does not order what the peer did after this call's credit, and a slow
+  peer's credit not yet issued counts as one that could have come first.
+* ``tensor.read`` of a signal cell is an acquire too, of the value it read (Eq). Decision: programs
+  branch on such reads (or use them to retire what peers published, as all_to_all_v does with
+  recv_counts), and a program that reads a count a peer published with release semantics is
+  entitled to the data published before it; treating the read as relaxed would report races the
+  hardware's acquire fence prevents. A speculative read may thus order more than the program relies
+  on: that can hide a race, never invent one.
+* ``join`` (all ranks, e.g. an MPI barrier of the harness, and every ``check``) sets every VC to the
+  element-wise maximum: whatever happened before the join happens before whatever follows it.
+
+Memory: the sync log and the records of one epoch (from one checkpoint to the next); the checkpoint
+drops both, since everything before it happens before everything after. No per-cell history has a
+fixed size, so no acquire falls back to a coarse clock because a producer ran ahead.
+
+**Same origin.** A rank's put into a peer's window and its own later get / remote_load of the same
+elements, with no release by that rank between them (its own clock entry unchanged), are a race:
+puts from one rank to one target land in order and a notify flushes them, but nothing completes a
+put before a later read (under ``--visibility deferred`` the read returns the old value).
+
+**Records.** Every access to a data window is recorded by the accessing rank: (target rank, buffer,
+read / write / atomic write, flat element intervals ``[start, stop)`` of the packed buffer, VC, call
+site, call number). Puts, atomic puts, gets, ``remote_load`` (their regions decoded by the one transfer planner,
+``transfer.py``, as the handlers decode them), and ``tile.load`` / ``tile.store`` /
+``tensor.read`` / ``tensor.write`` on the rank's own windows all count; signal windows are
+synchronisation, not data, and are left out. Accesses with the same VC (no notify or wait between
+them) to the same target, buffer, kind and site are one record whose intervals are merged, so a
+record costs one dict lookup and memory grows with synchronisation epochs, not with bytes.
+Harnesses record their own host-side accesses with :meth:`RaceDetector.host_access` (writing a
+rank's inputs into its window, consuming its result).
+
+**Checkpoint.** :meth:`RaceDetector.check` is collective and meant for the points where a harness
+synchronises all ranks anyway (between iteration blocks, at the end). Its exchanges are bounded
+(``pldemu.mpi.BoundedComm``: a rank that never arrives raises RaceCheckTimeout). The ranks gather
+every rank's sync log and each replays it (the same deterministic result everywhere) to give its
+records their clocks; then they exchange their records so that each target rank checks the accesses to its own windows, gather the reports
+everywhere, join their clocks and drop the records (everything recorded so far happens before
+everything after the join, so nothing later can race with it). Two records conflict when they are on
+the same target and buffer, from different ranks, overlap, at least one writes (two atomic puts do
+not conflict) and neither VC is <= the other; or from the same rank on another rank's window, a write
+then a read with that rank's own entry unchanged (same origin, above). Per pair of ranks the concurrent records of the other
+rank form a contiguous range of its (time-ordered) records, found by bisection, so checking costs
+about the number of records plus the number of concurrent pairs.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+from pldemu.ir import BufferKind, NotifyOp, Op, WaitCmp
+from pldemu.mpi import BoundedComm
+from pldemu.runtime.instrument.race_clocks import ACQ, JOIN, REL, SyncEvent, replay
+from pldemu.runtime.monitor import MonitorBase
+from pldemu.runtime.sites import CallSite, OpEvent
+from pldemu.runtime.transfer import Region, plan_get, plan_put, remote_load_extent
+from pldemu.runtime.values import Buffer, Shape, TensorRef, flat_cell
+
+READ, WRITE, ATOMIC = 0, 1, 2
+"""Access kinds. Two atomic writes (element-wise MPI accumulates) do not conflict with each other."""
+
+KIND_NAMES = ("read", "write", "atomic write")
+
+MAX_RUNS = 4096
+"""A region with more contiguous runs than this is recorded as its bounding interval (a strided
+access touching thousands of runs; collectives never make one). That over-approximates: documented
+as a possible false positive for such programs."""
+
+MERGE_AT = 64
+"""Merge a record's interval list once it holds this many entries (bounded memory in loops)."""
+
+MAX_REPORTS = 200
+"""Distinct reports kept per check (a broken recipe repeats the same race every call)."""
+
+DEFAULT_TIMEOUT = 120.0
+"""Seconds the checkpoint's MPI exchanges may take before ``RaceCheckTimeout``."""
+
+Interval = tuple[int, int]
+Clock = Callable[[], float]
+
+
+class RaceCheckTimeout(RuntimeError):
+    """A checkpoint exchange did not complete in time: some rank did not call ``check``/``join``."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Reports
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RaceAccess:
+    """One side of a race: who accessed, how, where in the program, in which call, when."""
+
+    rank: int
+    kind: int
+    location: str
+    call: int
+    """1-based call number (``ProgramInstance.run()`` count) of the access; 0 before the first run."""
+    t: float
+    """When the access was first recorded, in microseconds: the trace clock when tracing (common to all
+    ranks), else ``MPI.Wtime`` (comparable across the ranks of one node)."""
+
+    @property
+    def kind_name(self) -> str:
+        return KIND_NAMES[self.kind]
+
+    @property
+    def host(self) -> bool:
+        """A harness's access between calls (``RaceDetector.host_access``), not the program's."""
+        return self.location.startswith("host:")
+
+    def describe(self) -> str:
+        when = f"after call {self.call}" if self.host else f"call {self.call}"
+        return f"rank {self.rank} {self.kind_name} at {self.location} ({when})"
+
+
+@dataclass(frozen=True)
+class RaceReport:
+    """Two conflicting, unordered accesses to the same elements of one rank's window."""
+
+    buffer: str
+    shape: Shape
+    target: int
+    """The rank whose window was accessed."""
+    start: int
+    stop: int
+    """The first overlapping flat element interval ``[start, stop)`` of the packed buffer."""
+    overlap: int
+    """Elements the two accesses have in common."""
+    first: RaceAccess
+    second: RaceAccess
+    count: int = 1
+    """How many conflicting record pairs with the same two sites and ranks this report stands for."""
+
+    def region_text(self) -> str:
+        """``target[0, 16:32]``-style text of the first overlapping interval (flat if not a box row)."""
+        return _flat_text(self.buffer, self.shape, self.start, self.stop)
+
+    @property
+    def same_origin(self) -> bool:
+        """One rank's put and its own later read of the same remote elements, nothing between them."""
+        return self.first.rank == self.second.rank
+
+    def describe(self) -> str:
+        more = f" ({self.count} times)" if self.count > 1 else ""
+        why = (f"no notify by rank {self.first.rank} and no barrier between them, so nothing completes the "
+               f"put before the read (it may overtake the put; under --visibility deferred it reads the old "
+               f"value)" if self.same_origin else "neither happens before the other")
+        return (f"race on {self.region_text()} of rank {self.target} ({self.overlap} elements){more}: "
+                f"{self.first.describe()} || {self.second.describe()}: {why}")
+
+
+def _flat_text(name: str, shape: Shape, start: int, stop: int) -> str:
+    if not shape or stop <= start:
+        return f"{name}[flat {start}:{stop}]"
+    a, b = _unravel(start, shape), _unravel(stop - 1, shape)
+    if a[:-1] == b[:-1]:
+        lead = "".join(f"{i}, " for i in a[:-1])
+        return f"{name}[{lead}{a[-1]}:{b[-1] + 1}]"
+    return f"{name}[{', '.join(map(str, a))}] .. {name}[{', '.join(map(str, b))}]"
+
+
+def _unravel(flat: int, shape: Shape) -> tuple[int, ...]:
+    out: list[int] = []
+    for n in reversed(shape):
+        flat, i = divmod(flat, max(n, 1))
+        out.append(i)
+    return tuple(reversed(out))
+
+
+# ---------------------------------------------------------------------------------------------
+# Regions
+# ---------------------------------------------------------------------------------------------
+
+
+def region_intervals(view: Shape, offsets: Shape, extent: Shape) -> list[Interval]:
+    """Flat element intervals (sorted, disjoint) of the region ``offsets``/``extent`` of a packed
+    buffer viewed with ``view``. The trailing dims the region spans fully make one contiguous run;
+    the leading dims enumerate the runs."""
+    n = len(view)
+    if n == 0:
+        return [(0, 1)]
+    if 0 in extent:
+        return []
+    strides = [1] * n
+    for i in range(n - 2, -1, -1):
+        strides[i] = strides[i + 1] * view[i + 1]
+    j = n - 1
+    while j > 0 and extent[j] == view[j]:
+        j -= 1
+    run = extent[j] * strides[j]
+    base = sum(o * s for o, s in zip(offsets, strides, strict=True))
+    outer = [(extent[d], strides[d]) for d in range(j) if extent[d] != 1]
+    if not outer:
+        return [(base, base + run)]
+    if math.prod(e for e, _ in outer) > MAX_RUNS:
+        return [(base, base + sum((e - 1) * s for e, s in outer) + run)]
+    starts = [base]
+    for e, s in outer:
+        starts = [st + i * s for st in starts for i in range(e)]
+    return merge_intervals([(st, st + run) for st in starts])
+
+
+def merge_intervals(ivs: Sequence[Interval]) -> list[Interval]:
+    """Sorted, disjoint, adjacent runs joined."""
+    out: list[Interval] = []
+    for lo, hi in sorted(ivs):
+        if out and lo <= out[-1][1]:
+            if hi > out[-1][1]:
+                out[-1] = (out[-1][0], hi)
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def overlap(a: Sequence[Interval], b: Sequence[Interval]) -> tuple[int, int, int] | None:
+    """First common interval of two sorted disjoint interval lists and the total common length."""
+    i = j = 0
+    first: tuple[int, int] | None = None
+    total = 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if lo < hi:
+            if first is None:
+                first = (lo, hi)
+            total += hi - lo
+        if a[i][1] <= b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return None if first is None else (first[0], first[1], total)
+
+
+def _whole(buf: Buffer) -> list[Interval]:
+    return [(0, buf.numel)] if buf.numel else []
+
+
+def _data_window(t: Any) -> Buffer | None:
+    """The buffer of a tensor value if it is a data window (not a signal, not rank-local)."""
+    if isinstance(t, TensorRef):
+        b = t.buffer
+        if b.window is not None and b.kind is not BufferKind.SIGNAL:
+            return b
+    return None
+
+
+def _checkpoint_timeout(what: str) -> RaceCheckTimeout:
+    return RaceCheckTimeout(f"race check: {what} did not complete (a rank did not reach the checkpoint)")
+
+
+# ---------------------------------------------------------------------------------------------
+# The detector
+# ---------------------------------------------------------------------------------------------
+
+# A record as exchanged: (rank, buffer, kind, vc, intervals, location, call, t, epoch). The epoch
+# counts the accessing rank's clock changes: it orders that rank's records in time.
+_Wire = tuple[int, int, int, tuple[int, ...], list[Interval], str, int, float, int]
+
+
+class RaceDetector(MonitorBase):
+    """This rank's sync log, program-order clock and access log; a monitor of the instance's program.
+
+    Built collectively by ``ProgramInstance`` when ``RuntimeOptions.race_detect`` is set (available as
+    ``inst.races``). Harnesses call :meth:`host_access` for their own window accesses, :meth:`join`
+    at their own all-rank barriers, and :meth:`check` (collective) to get the reports.
+    """
+
+    def __init__(self, comm: MPI.Intracomm, buffers: Sequence[Buffer], sites: list[CallSite],
+                 clock: Clock | None = None, timeout: float = DEFAULT_TIMEOUT) -> None:
+        self._freed = False
+        self.rank = comm.Get_rank()
+        self.nranks = comm.Get_size()
+        self.timeout = timeout
+        self._buffers = list(buffers)
+        self._by_name = {b.name: b for b in buffers}
+        self._sites = sites
+        self._clock: Clock = clock if clock is not None else _wtime_us
+        self._signals = [b for b in buffers if b.kind is BufferKind.SIGNAL and b.window is not None]
+        self._signal_index = {b.index for b in self._signals}
+        # Before the Dup below returns on any rank, no rank has notified yet.
+        self._init = self._snapshot()
+        # Our exchanges never match the program's or the harness's messages.
+        self._comm: MPI.Intracomm = comm.Dup()
+        self._bounded = BoundedComm(self._comm, timeout, _checkpoint_timeout)
+        # My own entry starts at 1: an access must never look ordered before another rank's merely
+        # because neither rank has released anything yet (0 <= 0).
+        self._vc = [0] * self.nranks
+        self._vc[self.rank] = 1
+        self._run = 0
+        self._sync: list[SyncEvent] = []
+        self._log: dict[tuple[int, int, int, int, int, int | str], list[Any]] = {}
+        self.exact_acquires = 0
+        """Acquires resolved exactly (``race_clocks``), counted at each checkpoint."""
+        self.coarse_acquires = 0
+        """Acquires that took every candidate release into the cell (``race_clocks`` says when)."""
+        self.on_reports: Callable[[list[RaceReport]], None] | None = None
+        """Called on every rank with each checkpoint's reports (the tracer draws them)."""
+        self.total_reports = 0
+        """Reports found so far over all checkpoints."""
+        self._after = {
+            Op.PUT: self._put,
+            Op.GET: self._get,
+            Op.REMOTE_LOAD: self._remote_load,
+            Op.WAIT: self._wait,
+            Op.TENSOR_READ: self._tensor_read,
+            Op.TENSOR_WRITE: self._tensor_write,
+            Op.TILE_LOAD: self._tile_load,
+            Op.TILE_STORE: self._tile_store,
+        }
+
+    # -- clocks --------------------------------------------------------------------------------
+
+    @property
+    def vc(self) -> tuple[int, ...]:
+        """This rank's clock as far as program order and joins tell (its own entry counts its
+        releases); what its waits acquired is resolved at the checkpoint (``race_clocks``)."""
+        return tuple(self._vc)
+
+    def _snapshot(self) -> dict[int, np.ndarray]:
+        """The values of this rank's signal cells (the epoch's starting point for the replay)."""
+        return {b.index: b.window.load_words(self.rank, 0, b.numel).astype(np.int64)
+                for b in self._signals if b.window is not None}
+
+    def _release(self, peer: int, buffer: int, cell: int, value: int, is_set: bool) -> None:
+        self._sync.append((REL, self._clock(), peer, buffer, cell, value, is_set))
+        self._vc[self.rank] += 1
+
+    def _acquire(self, buffer: int, cell: int, eq: bool, value: int | None) -> None:
+        """A satisfied wait for my cell to reach (Ge) or equal (Eq) ``value``: what it acquires is
+        resolved at the checkpoint."""
+        self._sync.append((ACQ, self._clock(), buffer, cell, eq, value))
+
+    def _join_clocks(self) -> None:
+        out = self._bounded.allreduce(np.array(self._vc, dtype=np.int64), MPI.MAX, "the clock join")
+        self._vc = [int(v) for v in out]
+        self._vc[self.rank] += 1
+
+    def join(self, comm: MPI.Intracomm | None = None) -> None:
+        """Collective: every rank's VC becomes the element-wise maximum (model an all-rank barrier of
+        the caller: everything before it happens before everything after it)."""
+        self._join_clocks()
+        self._sync.append((JOIN, self._clock()))
+
+    # -- monitor -------------------------------------------------------------------------------
+
+    def wants(self, op: Op) -> bool:
+        return op is Op.NOTIFY or op in self._after
+
+    def run_started(self, run: int) -> None:
+        self._run = run
+
+    def before(self, event: OpEvent) -> None:
+        op = event.op
+        if op is Op.NOTIFY:
+            sig, peer = event.args[0], event.args[1]
+            cell = self._cell(sig, event.args[2], peer)
+            if cell is not None:
+                self._release(operator.index(peer), sig.buffer.index, cell, _int32(event.args[3]),
+                              event.site.attrs["op"] is NotifyOp.Set)
+        elif op is Op.TENSOR_WRITE:
+            t = event.args[0]
+            if isinstance(t, TensorRef) and t.buffer.kind is BufferKind.SIGNAL:
+                cell = self._cell(t, event.args[1], self.rank)
+                if cell is not None:
+                    self._release(self.rank, t.buffer.index, cell, _int32(event.args[2]), True)
+
+    def after(self, event: OpEvent, result: Any) -> None:
+        if event.op is Op.TENSOR_READ:
+            self._tensor_read(event.site, event.args, result)
+            return
+        fn = self._after.get(event.op)
+        if fn is not None:
+            fn(event.site, event.args)
+
+    def _cell(self, sig: Any, index: Any, peer: Any) -> int | None:
+        """The flat cell a signal op addresses, or None when the handler is about to refuse it."""
+        if not isinstance(sig, TensorRef) or sig.buffer.index not in self._signal_index:
+            return None
+        try:
+            p = operator.index(peer)
+            if not 0 <= p < self.nranks:
+                return None
+            return flat_cell("race", self.rank, p, sig, tuple(index))
+        except Exception:  # the handler raises the proper error itself
+            return None
+
+    # -- recording -----------------------------------------------------------------------------
+
+    def _record(self, target: int, buf: Buffer, kind: int, site: int | str, ivs: list[Interval]) -> None:
+        if not ivs:
+            return
+        key = (len(self._sync), self._run, target, buf.index, kind, site)
+        rec = self._log.get(key)
+        if rec is None:
+            self._log[key] = [self._clock(), ivs]
+            return
+        have: list[Interval] = rec[1]
+        have.extend(ivs)
+        if len(have) >= MERGE_AT:
+            rec[1] = merge_intervals(have)
+
+    def host_access(self, name: str, write: bool, where: str = "harness", *,
+                    offsets: Shape | None = None, extent: Shape | None = None) -> None:
+        """Record a host-side access by this rank to its own window ``name`` (whole buffer unless a
+        region of the declared shape is given): a harness writing inputs (``write=True``) or
+        consuming a result. Rank-local and signal buffers are ignored."""
+        buf = self._by_name[name]
+        if buf.window is None or buf.kind is BufferKind.SIGNAL:
+            return
+        if offsets is None or extent is None:
+            ivs = _whole(buf)
+        else:
+            ivs = region_intervals(buf.shape, tuple(offsets), tuple(extent))
+        self._record(self.rank, buf, WRITE if write else READ, "host: " + where, ivs)
+
+    def _put(self, site: CallSite, args: tuple[Any, ...]) -> None:
+        plan = plan_put(self.rank, site, args)
+        if plan is None:
+            return
+        if plan.src is not None:
+            self._record_region(self.rank, plan.src, READ, site.id)
+        self._record_region(plan.peer, plan.dst, ATOMIC if site.attrs["atomic"] else WRITE, site.id)
+
+    def _get(self, site: CallSite, args: tuple[Any, ...]) -> None:
+        plan = plan_get(self.rank, site, args)
+        if plan is not None:
+            self._record_region(plan.peer, plan.src, READ, site.id)
+            self._record_region(self.rank, plan.dst, WRITE, site.id)
+
+    def _record_region(self, target: int, side: Region, kind: int, site: int) -> None:
+        """Record an access to one end of a transfer if it is a data window."""
+        buf = _data_window(side.tensor)
+        if buf is not None:
+            self._record(target, buf, kind, site, region_intervals(side.tensor.shape, side.offsets, side.extent))
+
+    def _remote_load(self, site: CallSite, args: tuple[Any, ...]) -> None:
+        t = args[0]
+        buf = _data_window(t)
+        if buf is not None:
+            self._record(args[1], buf, READ, site.id, region_intervals(t.shape, args[2], remote_load_extent(args)))
+
+    def _wait(self, site: CallSite, args: tuple[Any, ...]) -> None:
+        sig = args[0]
+        cell = self._cell(sig, args[1], self.rank)
+        if cell is not None:
+            # The wait needed the cell to reach (or equal) ``expected``, whatever it read.
+            self._acquire(sig.buffer.index, cell, site.attrs["cmp"] is WaitCmp.Eq, operator.index(args[2]))
+
+    def _tensor_read(self, site: CallSite, args: tuple[Any, ...], result: Any = None) -> None:
+        t = args[0]
+        if not isinstance(t, TensorRef) or t.buffer.window is None:
+            return
+        if t.buffer.kind is BufferKind.SIGNAL:
+            cell = self._cell(t, args[1], self.rank)
+            if cell is not None:
+                # The read saw the cell equal to what it returned.
+                value = int(result) if isinstance(result, int | np.integer) else None
+                self._acquire(t.buffer.index, cell, True, value)
+            return
+        flat = flat_cell("race", self.rank, self.rank, t, args[1])
+        self._record(self.rank, t.buffer, READ, site.id, [(flat, flat + 1)])
+
+    def _tensor_write(self, site: CallSite, args: tuple[Any, ...]) -> None:
+        t = args[0]
+        buf = _data_window(t)
+        if buf is not None:
+            flat = flat_cell("race", self.rank, self.rank, t, args[1])
+            self._record(self.rank, buf, WRITE, site.id, [(flat, flat + 1)])
+
+    def _tile_load(self, site: CallSite, args: tuple[Any, ...]) -> None:
+        t = args[0]
+        buf = _data_window(t)
+        if buf is not None:
+            extent = args[3] if len(args) > 3 else args[2]
+            self._record(self.rank, buf, READ, site.id, region_intervals(t.shape, args[1], extent))
+
+    def _tile_store(self, site: CallSite, args: tuple[Any, ...]) -> None:
+        tile, t = args[0], args[2]
+        buf = _data_window(t)
+        if buf is not None:
+            self._record(self.rank, buf, WRITE, site.id, region_intervals(t.shape, args[1], tile.valid))
+
+    @property
+    def pending(self) -> int:
+        """Records logged since the last checkpoint."""
+        return len(self._log)
+
+    # -- checkpoint ----------------------------------------------------------------------------
+
+    def _where(self, site: int | str) -> str:
+        if isinstance(site, str):
+            return site
+        return self._sites[site].where if 0 <= site < len(self._sites) else f"<site {site}>"
+
+    def check(self, comm: MPI.Intracomm | None = None) -> list[RaceReport]:
+        """Collective checkpoint: find the races among everything recorded since the last one, on
+        every rank's windows; return all of them (the same list on every rank); join the clocks and
+        drop the records. ``comm`` is accepted for symmetry with harness code (the detector uses
+        its own duplicate of the instance's communicator)."""
+        segments = self._resolve()
+        outgoing = self._outgoing(segments)
+        self._log.clear()
+        self._sync = []
+        incoming = self._bounded.alltoall(outgoing, "the record exchange")
+        found = find_races(self.rank, self._buffers, [w for part in incoming for w in part])
+        everyone = self._bounded.allgather(found, "the report exchange")
+        reports = sorted((r for part in everyone for r in part),
+                         key=lambda r: (r.target, r.buffer, r.start, r.first.rank, r.second.rank))
+        self._join_clocks()
+        self.total_reports += len(reports)
+        if self.on_reports is not None and reports:
+            self.on_reports(reports)
+        return reports
+
+    def _resolve(self) -> Sequence[tuple[int, ...]]:
+        """The clocks of my segments this epoch: rank 0 replays every rank's sync log (one replay,
+        not one per rank: the others wait, backing off, instead of repeating it on shared cores)."""
+        logs = self._bounded.gather((self._sync, self._init), "the sync-log gather")
+        parts: list[Any] = [None] * self.nranks
+        if logs is not None:
+            try:
+                res = replay([log for log, _ in logs], [init for _, init in logs])
+                parts = [(res.segments[r], res.exact[r], res.coarse[r]) for r in range(self.nranks)]
+            except RuntimeError as err:
+                parts = [str(err)] * self.nranks
+        mine = self._bounded.alltoall(parts, "the clock scatter")[0]
+        # Every rank is in this checkpoint now and none can leave it before my join: my cells are
+        # at rest, the next epoch's starting point.
+        self._init = self._snapshot()
+        if isinstance(mine, str):
+            raise RuntimeError(mine)
+        segments, exact, coarse = mine
+        self.exact_acquires += exact
+        self.coarse_acquires += coarse
+        return segments
+
+    def _outgoing(self, segments: Sequence[tuple[int, ...]]) -> list[list[_Wire]]:
+        """My records as wires, per target, with their resolved clocks; records of one site that the
+        replay gave the same clock are merged (a wait that acquired nothing new splits nothing)."""
+        merged: dict[tuple[Any, ...], list[Any]] = {}
+        for (seg, run, target, buf, kind, site), (t, ivs) in self._log.items():
+            vc = segments[seg]
+            key = (vc, run, target, buf, kind, site)
+            rec = merged.get(key)
+            if rec is None:
+                merged[key] = [seg, t, list(ivs)]
+            else:
+                rec[0], rec[1] = min(rec[0], seg), min(rec[1], t)
+                rec[2].extend(ivs)
+        outgoing: list[list[_Wire]] = [[] for _ in range(self.nranks)]
+        for (vc, run, target, buf, kind, site), (seg, t, ivs) in merged.items():
+            outgoing[target].append((self.rank, buf, kind, vc, merge_intervals(ivs), self._where(site), run, t, seg))
+        return outgoing
+
+    def free(self) -> None:
+        """Free the private communicator (collective; idempotent)."""
+        if self._freed:
+            return
+        self._freed = True
+        self._comm.Free()
+
+
+def _int32(value: Any) -> int:
+    """A notify operand as the cell receives it (the windows layer wraps it to INT32)."""
+    v = operator.index(value) & 0xFFFFFFFF
+    return v - (1 << 32) if v >= 1 << 31 else v
+
+
+def _wtime_us() -> float:
+    return MPI.Wtime() * 1e6
+
+
+def find_races(target: int, buffers: Sequence[Buffer], records: Sequence[_Wire]) -> list[RaceReport]:
+    """The races among ``records`` (all accesses to rank ``target``'s windows since the last
+    checkpoint, from every rank), deduplicated per (buffer, ranks, sites, kinds)."""
+    by_buf: dict[int, dict[int, list[_Wire]]] = {}
+    for w in records:
+        by_buf.setdefault(w[1], {}).setdefault(w[0], []).append(w)
+    found: dict[tuple[Any, ...], RaceReport] = {}
+    for buf_index, per_rank in sorted(by_buf.items()):
+        buf = buffers[buf_index]
+        ranks = sorted(per_rank)
+        for r in ranks:
+            per_rank[r].sort(key=_epoch_of)  # each rank's records in its time order
+        for i, p in enumerate(ranks):
+            if p != target:
+                _same_origin(buf, target, per_rank[p], found)
+            for q in ranks[i + 1 :]:
+                _pair(buf, target, p, per_rank[p], q, per_rank[q], found)
+    return list(found.values())[:MAX_REPORTS]
+
+
+def _epoch_of(w: _Wire) -> int:
+    return w[8]
+
+
+def _order(w: _Wire) -> tuple[float, int]:
+    """Which side of a report comes first: the earlier access, then the lower rank."""
+    return (w[7], w[0])
+
+
+def _same_origin(buf: Buffer, target: int, ps: list[_Wire], found: dict[tuple[Any, ...], RaceReport]) -> None:
+    """A rank's put into ``target``'s window followed by its own read of the same elements with no
+    release of that rank between them (its own clock entry unchanged): puts land in order, and a
+    notify flushes them, but nothing completes a put before a later get or remote_load."""
+    p = ps[0][0]
+    by_entry: dict[int, list[_Wire]] = {}
+    for w in ps:
+        if w[2] != ATOMIC:
+            by_entry.setdefault(w[3][p], []).append(w)
+    for group in by_entry.values():
+        writes = [w for w in group if w[2] == WRITE]
+        for b in group:
+            if b[2] != READ:
+                continue
+            for a in writes:
+                if a[8] > b[8] or (a[8] == b[8] and a[7] > b[7]):
+                    continue  # the read came first
+                common = overlap(a[4], b[4])
+                if common is not None:
+                    _add(found, buf, target, (buf.index, "same-origin", p, a[5], b[5]), common, a, b)
+
+
+def _add(found: dict[tuple[Any, ...], RaceReport], buf: Buffer, target: int, key: tuple[Any, ...],
+         common: tuple[int, int, int], first: _Wire, second: _Wire) -> None:
+    """Count a conflict under ``key``: a new report, or one more of an existing one."""
+    old = found.get(key)
+    if old is not None:
+        found[key] = RaceReport(old.buffer, old.shape, old.target, old.start, old.stop, old.overlap,
+                                old.first, old.second, old.count + 1)
+        return
+    found[key] = RaceReport(
+        buf.name, buf.shape, target, common[0], common[1], common[2],
+        RaceAccess(first[0], first[2], first[5], first[6], first[7]),
+        RaceAccess(second[0], second[2], second[5], second[6], second[7]),
+    )
+
+
+def _pair(buf: Buffer, target: int, p: int, ps: list[_Wire], q: int, qs: list[_Wire],
+          found: dict[tuple[Any, ...], RaceReport]) -> None:
+    """Conflicts between rank p's and rank q's records (each list in its rank's time order)."""
+    q_own = [w[3][q] for w in qs]  # q's clock at each of its records: b -> a iff b.vc[q] <= a.vc[q]
+    q_of_p = [w[3][p] for w in qs]  # what q knew of p: a -> b iff a.vc[p] <= b.vc[p]
+    for a in ps:
+        lo = bisect_right(q_own, a[3][q])
+        hi = bisect_left(q_of_p, a[3][p])
+        for b in qs[lo:hi]:
+            if a[2] == b[2] and a[2] != WRITE:  # read/read, atomic/atomic
+                continue
+            common = overlap(a[4], b[4])
+            if common is None:
+                continue
+            first, second = (a, b) if _order(a) <= _order(b) else (b, a)
+            _add(found, buf, target, (buf.index, *sorted(((a[0], a[5], a[2]), (b[0], b[5], b[2])))), common,
+                 first, second)
+
+
+__all__ = [
+    "ATOMIC",
+    "READ",
+    "WRITE",
+    "RaceAccess",
+    "RaceCheckTimeout",
+    "RaceDetector",
+    "RaceReport",
+    "find_races",
+    "merge_intervals",
+    "overlap",
+    "region_intervals",
+]

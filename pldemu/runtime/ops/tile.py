@@ -1,0 +1,206 @@
+"""Exact handlers of the tile-math and select primitives: cast (every round mode), cmp/cmps, sel/sels.
+
+Registered into the one handler table (``pldemu.runtime.ops.HANDLERS``). Every result is computed
+in, and rounded once to, the destination dtype: no silent float64 results.
+
+Cast semantics (PTO-ISA RoundMode numbering):
+
+- float -> float: ``None``/``RINT`` round to nearest, ties to even; ``ROUND`` nearest, ties away from
+  zero; ``FLOOR``/``CEIL``/``TRUNC`` directed; ``ODD`` round-to-odd. NaN stays NaN, Inf stays Inf.
+- float -> integer: ``RINT`` ties to even, ``ROUND`` ties away from zero, ``FLOOR``, ``CEIL``,
+  ``TRUNC``; ``None`` truncates like the C++ cast; ``ODD`` takes the odd neighbour of an inexact value.
+  The reference leaves overflow and NaN open; pldemu follows the device's default (SaturationMode ON):
+  out-of-range values saturate to the integer type's min/max, and **NaN becomes 0**.
+- integer -> float: exact when representable, else rounded by the mode as for float -> float.
+- integer -> integer: two's-complement wrap (mode ignored).
+
+Masks are the packed predicate: bit b of byte (r, w) is the predicate of element (r, 8w + b); bytes
+and bits outside the valid region are 0. sel/sels write only the result's valid region; the rest of
+the fresh tile is poison, like any fresh tile.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from pldemu.ir import CastMode, CmpType, Op, TileType
+from pldemu.npdtypes import is_float_dtype
+from pldemu.runtime.machine import Machine
+from pldemu.runtime.sites import CallSite
+from pldemu.runtime.values import Tile, prefix
+
+TileHandler = Callable[[Machine, CallSite, tuple[Any, ...]], Any]
+
+_COMPARE: Mapping[CmpType, Callable[[Any, Any], np.ndarray]] = MappingProxyType({
+    CmpType.EQ: operator.eq, CmpType.NE: operator.ne, CmpType.LT: operator.lt,
+    CmpType.LE: operator.le, CmpType.GT: operator.gt, CmpType.GE: operator.ge,
+})
+"""IEEE comparisons: an unordered (NaN) pair is false for all but NE."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Casts
+# ---------------------------------------------------------------------------------------------
+
+
+def _round_to_int(x: np.ndarray, mode: CastMode) -> np.ndarray:
+    """Round a float64 array to integral float64 values by ``mode`` (exact: no FP32 value is lost)."""
+    if mode is CastMode.RINT:
+        return np.rint(x)
+    if mode is CastMode.ROUND:
+        return np.sign(x) * np.floor(np.abs(x) + 0.5)
+    if mode is CastMode.FLOOR:
+        return np.floor(x)
+    if mode is CastMode.CEIL:
+        return np.ceil(x)
+    if mode is CastMode.ODD:
+        lo = np.floor(x)
+        return np.where((lo == x) | (np.fmod(lo, 2) != 0), lo, lo + 1)
+    return np.trunc(x)  # TRUNC and None
+
+
+def _float_to_int(x: np.ndarray, dst: np.dtype[Any], mode: CastMode) -> np.ndarray:
+    r = _round_to_int(x.astype(np.float64), mode)
+    info = np.iinfo(dst)
+    r = np.where(np.isnan(r), 0.0, np.clip(r, float(info.min), float(info.max)))
+    return r.astype(dst)
+
+
+def _bits_odd(v: np.ndarray) -> np.ndarray:
+    width = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[v.dtype.itemsize]
+    return (v.view(width) & 1) == 1
+
+
+def _to_float(x: np.ndarray, dst: np.dtype[Any], mode: CastMode) -> np.ndarray:
+    """Round ``x`` (held exactly in float64) to the float type ``dst`` by ``mode``."""
+    if mode in (CastMode.None_, CastMode.RINT) and is_float_dtype(x.dtype):
+        return x.astype(dst)  # float -> float nearest-even is numpy's / ml_dtypes' own (single) rounding
+    x64 = x.astype(np.float64)
+    y = x64.astype(dst)
+    y64 = y.astype(np.float64)
+    lo = np.where(y64 > x64, np.nextafter(y, np.array(-np.inf, dst)), y)
+    lo64 = lo.astype(np.float64)
+    exact = lo64 == x64
+    hi = np.where(exact, lo, np.nextafter(lo, np.array(np.inf, dst)))
+    hi64 = hi.astype(np.float64)
+    below, above = x64 - lo64, hi64 - x64
+    if mode is CastMode.FLOOR:
+        out = lo
+    elif mode is CastMode.CEIL:
+        out = hi
+    elif mode is CastMode.TRUNC:
+        out = np.where(x64 >= 0, lo, hi)
+    elif mode is CastMode.ODD:
+        out = np.where(_bits_odd(lo), lo, hi)
+    else:
+        tie_pick = np.where(np.abs(hi64) > np.abs(lo64), hi, lo) if mode is CastMode.ROUND else (
+            np.where(_bits_odd(lo), hi, lo))
+        out = np.where(below < above, lo, np.where(above < below, hi, tie_pick))
+    # Exact, NaN and Inf keep the cast; so does a nearest-mode overflow (the bracket's hi is Inf there).
+    overflow = np.isinf(y64) & ~np.isinf(x64) & (mode in (CastMode.None_, CastMode.RINT, CastMode.ROUND))
+    out = np.where(exact | np.isnan(x64) | np.isinf(x64) | overflow, y, out)
+    return np.asarray(out, dtype=dst)
+
+
+def cast_array(x: np.ndarray, dst: np.dtype[Any], mode: CastMode) -> np.ndarray:
+    """``x`` converted to ``dst`` with round mode ``mode`` (see the module docstring)."""
+    if is_float_dtype(dst):
+        if is_float_dtype(x.dtype) and x.dtype.itemsize < dst.itemsize:
+            return x.astype(dst)  # widening is exact
+        return _to_float(x, dst, mode)
+    if is_float_dtype(x.dtype):
+        return _float_to_int(x, dst, mode)
+    return x.astype(dst)
+
+
+def _cast(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
+    tile: Tile = args[0]
+    return Tile(cast_array(tile.data, site.attrs["dtype"], site.attrs["mode"]), tile.valid)
+
+
+# ---------------------------------------------------------------------------------------------
+# Packed predicate masks
+# ---------------------------------------------------------------------------------------------
+
+
+def _mask(m: Machine, site: CallSite, lhs: Tile, pred: np.ndarray) -> Tile:
+    """Pack ``pred`` (the valid region's predicate) LSB-first into a zeroed mask of the result type."""
+    t = site.call.type
+    assert isinstance(t, TileType)
+    out = np.zeros(t.shape, np.uint8)
+    packed = np.packbits(pred, axis=-1, bitorder="little")
+    valid = (*lhs.valid[:-1], packed.shape[-1])
+    out[prefix(valid)] = packed
+    return Tile(out, valid)
+
+
+def _cmp(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
+    lhs: Tile = args[0]
+    box = prefix(lhs.valid)
+    with np.errstate(invalid="ignore"):
+        pred = _COMPARE[site.attrs["cmp_type"]](lhs.data[box], args[1].data[box])
+    return _mask(m, site, lhs, pred)
+
+
+def _cmps(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
+    lhs: Tile = args[0]
+    box = prefix(lhs.valid)
+    scalar = lhs.data.dtype.type(args[1])  # narrowed to the tile's dtype, like adds/muls
+    with np.errstate(invalid="ignore"):
+        pred = _COMPARE[site.attrs["cmp_type"]](lhs.data[box], scalar)
+    return _mask(m, site, lhs, pred)
+
+
+def mask_bits(mask: np.ndarray, valid: tuple[int, ...]) -> np.ndarray:
+    """The predicate of the ``valid`` element box, unpacked LSB-first from a packed mask."""
+    n = valid[-1]
+    rows = tuple(slice(0, v) for v in valid[:-1])
+    carrier = mask[(*rows, slice(0, -(-n // 8)))]
+    return np.unpackbits(carrier, axis=-1, count=n, bitorder="little").astype(bool)
+
+
+def _select_into(m: Machine, like: Tile, pred: np.ndarray, on_true: np.ndarray, on_false: Any) -> Tile:
+    out = m.poison.array(like.data.shape, like.data.dtype)
+    box = prefix(like.valid)
+    out[box] = np.where(pred, on_true[box], on_false)
+    return Tile(out, like.valid)
+
+
+def _sel(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
+    mask: Tile = args[0]
+    lhs: Tile = args[1]
+    rhs: Tile = args[2]
+    return _select_into(m, lhs, mask_bits(mask.data, lhs.valid), lhs.data, rhs.data[prefix(lhs.valid)])
+
+
+def _sels(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
+    mask: Tile = args[0]
+    src: Tile = args[1]
+    scalar = src.data.dtype.type(args[3])
+    return _select_into(m, src, mask_bits(mask.data, src.valid), src.data, scalar)
+
+
+def _full(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
+    shape = args[0]
+    dtype = site.attrs["dtype"]
+    value = args[1]
+    data = np.full(shape, dtype.type(value) if is_float_dtype(dtype) else value, dtype)
+    return Tile(data, tuple(args[2]) if len(args) > 2 else shape)
+
+
+TILE_HANDLERS: Mapping[Op, TileHandler] = MappingProxyType({
+    Op.TILE_CAST: _cast,
+    Op.TILE_CMP: _cmp,
+    Op.TILE_CMPS: _cmps,
+    Op.TILE_SEL: _sel,
+    Op.TILE_SELS: _sels,
+    Op.TILE_FULL: _full,
+})
+"""Entries of the one handler table (merged there)."""
+
+__all__ = ["TILE_HANDLERS", "cast_array", "mask_bits"]
