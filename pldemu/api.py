@@ -30,7 +30,6 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
-from pldemu.cli.common import options_argv
 from pldemu.ir import Program, format_program
 from pldemu.job.buffer_io import (
     RANK_DIR,
@@ -39,6 +38,7 @@ from pldemu.job.buffer_io import (
     Tolerance,
     compare,
 )
+from pldemu.job.flags import options_argv
 from pldemu.job.launch import LOCAL, Placement
 from pldemu.job.precheck import StaticBuffer, static_buffers
 from pldemu.runtime.options import RuntimeOptions

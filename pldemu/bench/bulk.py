@@ -28,6 +28,7 @@ from mpi4py import MPI
 
 from pldemu.bench.common import BenchError, Contender, Timing, gbps, time_alternating
 from pldemu.harness.data import values
+from pldemu.harness.oracle import count_wrong
 from pldemu.ir import DType, parse_program
 from pldemu.windows import HostLayout, Window
 
@@ -140,7 +141,7 @@ def bench_bulk(
         src, dst, win = inst.local("src"), inst.local("dst"), inst.local("win")
         np.copyto(src, mine)
         np.copyto(win, mine)  # what the neighbours get / remote_load
-        memcpy = Contender("memcpy", lambda: np.copyto(b, a), check=lambda: _wrong(mine, b))
+        memcpy = Contender("memcpy", lambda: np.copyto(b, a), check=lambda: count_wrong(mine, b))
         loaded: list[Any] = []
 
         def run_put() -> None:
@@ -150,7 +151,7 @@ def bench_bulk(
             win.fill(np.nan)  # the left neighbour's put must land
 
         def put_check() -> int:
-            bad = _wrong(from_left, win)
+            bad = count_wrong(from_left, win)
             np.copyto(win, mine)  # restore for get / remote_load
             return bad
 
@@ -166,11 +167,11 @@ def bench_bulk(
         def load_check() -> int:
             tile = loaded[0] if loaded else None
             loaded.clear()
-            return elems if tile is None else _wrong(from_right, tile.data)
+            return elems if tile is None else count_wrong(from_right, tile.data)
 
         contenders = {
             "put": Contender("pldemu put", run_put, put_prepare, put_check),
-            "get": Contender("pldemu get", run_get, get_prepare, lambda: _wrong(from_right, dst)),
+            "get": Contender("pldemu get", run_get, get_prepare, lambda: count_wrong(from_right, dst)),
             "remote_load": Contender("pldemu remote_load", run_load, None, load_check),
         }
         for op in BULK_OPS:
@@ -221,13 +222,9 @@ def _put_to(win: Window, peer: int, data: np.ndarray, want: np.ndarray, label: s
         win.local.fill(np.nan)
 
     def check() -> int:
-        return _wrong(want, win.local)
+        return count_wrong(want, win.local)
 
     return Contender(f"windows {label}", put, prepare, check)
-
-
-def _wrong(want: np.ndarray, seen: np.ndarray) -> int:
-    return int(np.count_nonzero(want != np.asarray(seen).reshape(want.shape)))
 
 
 __all__ = ["BULK_OPS", "BulkRow", "bench_bulk", "bulk_program", "host_peers"]

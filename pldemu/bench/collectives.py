@@ -56,7 +56,7 @@ from pldemu.bench.common import (
 from pldemu.bench.signals import FLOOR_HOPS, FutexPingPong, RawSignals
 from pldemu.collectives import CollectiveSpec, collective_program
 from pldemu.harness.data import CheckCase, rank_inputs, values
-from pldemu.harness.oracle import expected
+from pldemu.harness.oracle import count_wrong, expected
 from pldemu.ir import AllreduceMode, DType, Op, ReduceOp
 from pldemu.runtime.sites import OpEvent
 
@@ -347,10 +347,6 @@ def _expected(cc: CheckCase, me: int) -> np.ndarray | None:
     return target
 
 
-def _count_wrong(expected_arr: np.ndarray, seen: np.ndarray) -> int:
-    return int(np.count_nonzero(expected_arr != seen.reshape(expected_arr.shape)))
-
-
 def _pldemu_contender(case: CollectiveCase, inst: Any, cp: Any, own: Any, exp: np.ndarray | None) -> Contender:
     name = case.name
     writes: list[tuple[np.ndarray, np.ndarray]] = []
@@ -379,7 +375,7 @@ def _pldemu_contender(case: CollectiveCase, inst: Any, cp: Any, own: Any, exp: n
         exp_arr = exp
 
         def check() -> int:
-            return _count_wrong(exp_arr, target)
+            return count_wrong(exp_arr, target)
 
     return Contender("pldemu", inst.run, prepare, check)
 
@@ -456,7 +452,7 @@ def _native_contender(case: CollectiveCase, comm: MPI.Intracomm, own: Any, exp: 
             _poison(out)
 
     def check() -> int:
-        return _count_wrong(want, out)
+        return count_wrong(want, out)
 
     return Contender("native", run, prepare, check)
 

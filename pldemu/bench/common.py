@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
+from pldemu.harness.common import bounded as harness_bounded
 from pldemu.mpi import DEFAULT_POLICY, BoundedComm
 
 SIZE_UNITS = MappingProxyType({"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30})
@@ -118,7 +119,7 @@ def bounded(comm: MPI.Comm) -> BoundedComm:
     """``comm`` with the benchmark's bounded collectives: they poll with the back-off of pldemu's own
     waits (spin, a few yields, then sleeps of 10-100 us: an oversubscribed peer gets the core, and the
     exit skew of a barrier stays small) and raise BenchError after :data:`SYNC_TIMEOUT` seconds."""
-    return BoundedComm(comm, SYNC_TIMEOUT, _stuck, DEFAULT_POLICY)
+    return harness_bounded(comm, SYNC_TIMEOUT, _stuck, DEFAULT_POLICY)
 
 
 def barrier_instance(comm: MPI.Intracomm, options: Any) -> Any:

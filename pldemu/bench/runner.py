@@ -10,7 +10,6 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TextIO
 
 from mpi4py import MPI
 
@@ -33,6 +32,7 @@ from pldemu.bench.report import (
 )
 from pldemu.bench.signals import bench_signals
 from pldemu.collectives import COLLECTIVE_NAMES
+from pldemu.harness.common import rank0_printer
 from pldemu.ir import DType
 from pldemu.runtime.options import RuntimeOptions
 
@@ -106,14 +106,6 @@ class BenchConfig:
         return out
 
 
-def _rank0(comm: MPI.Comm, stream: TextIO | None = None) -> Callable[[str], None]:
-    def emit(line: str) -> None:
-        if comm.Get_rank() == 0:
-            print(line, file=stream if stream is not None else sys.stdout, flush=True)
-
-    return emit
-
-
 def run_bench(
     comm: MPI.Intracomm,
     config: BenchConfig,
@@ -129,8 +121,8 @@ def run_bench(
     """
     from pldemu.windows import choose_backend
 
-    emit = emit or _rank0(comm)
-    progress = progress or _rank0(comm, sys.stderr)
+    emit = emit or rank0_printer(comm)
+    progress = progress or rank0_printer(comm, sys.stderr)
     nranks = comm.Get_size()
     backend = choose_backend(comm, options.windows)
     report = BenchReport(nranks, backend, config.dtype.value, config.warmup, config.iters, config.sizes)

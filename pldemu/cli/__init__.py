@@ -58,7 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``pldemu`` command. SIGTERM, SIGHUP and Ctrl-C end it with 128 + the signal number after
     killing whatever job it started (:func:`pldemu.job.launch.interruptible`), without a traceback."""
-    from pldemu.cli.common import UsageError, settle_placement, usage_error
+    from pldemu.cli.common import settle_placement
+    from pldemu.job.exits import UsageError, usage_error
     from pldemu.job.launch import Interrupted, interruptible
 
     parser = build_parser()

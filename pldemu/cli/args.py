@@ -11,7 +11,10 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Sequence
 from types import MappingProxyType
+from typing import Any
 
+from pldemu.harness.plan import CallRequest
+from pldemu.ir import DType
 from pldemu.ir.enums import AllreduceMode, ReduceOp
 from pldemu.job.argtypes import dims, format_dims, nonneg_int, positive_int
 from pldemu.lowering.backend import BACKENDS, Backend
@@ -91,6 +94,15 @@ def collective_argv(args: argparse.Namespace) -> list[str]:
     return argv
 
 
+def call_request(args: argparse.Namespace) -> CallRequest:
+    """The collective call the parsed call flags describe (a flag a command lacks is its default)."""
+    def get(dest: str) -> Any:
+        return getattr(args, dest, None)
+
+    return CallRequest(args.collective, DType.parse(get("dtype") or "fp32"), get("mode"), get("size"), get("shape"),
+                       get("valid_shape"), REDUCES[get("reduce") or "sum"], get("root"), get("max_recv"))
+
+
 def check_applies(name: str, args: argparse.Namespace) -> None:
     """Raise ValueError naming the first flag given that does not apply to collective ``name``."""
     for dest, allowed in APPLIES_TO.items():
@@ -111,5 +123,16 @@ def backend_of(args: argparse.Namespace) -> Backend:
     return BACKENDS[getattr(args, "backend", "none")]
 
 
-__all__ = ["APPLIES_TO", "FLAGS", "REDUCES", "add_backend_argument", "add_collective_arguments", "backend_of",
-           "check_applies", "collective_argv", "flag", "given"]
+__all__ = [
+    "APPLIES_TO",
+    "FLAGS",
+    "REDUCES",
+    "add_backend_argument",
+    "add_collective_arguments",
+    "backend_of",
+    "call_request",
+    "check_applies",
+    "collective_argv",
+    "flag",
+    "given",
+]

@@ -42,11 +42,12 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 from mpi4py import MPI
 
+from pldemu.collectives import CollectiveProgram, CollectiveSpec
 from pldemu.harness.blocks import (
     DEFAULT_HOOKS,
     ROWS_TARGET,
@@ -60,8 +61,9 @@ from pldemu.harness.blocks import (
 from pldemu.harness.common import CheckError, CheckTimeout, Failure, RowTotals, bounded
 from pldemu.harness.common import signal_cells as _signal_cells
 from pldemu.harness.data import CheckCase, clamp_rows, max_exact_ranks, rank_inputs, send_counts
-from pldemu.harness.oracle import check_rank, reduced_region, signal_nonzero
-from pldemu.ir import DType, ReduceOp
+from pldemu.harness.oracle import check_rank, count_wrong, reduced_region, signal_nonzero
+from pldemu.ir import ReduceOp
+from pldemu.ir.dtypes import numpy_dtype
 from pldemu.runtime.options import RuntimeOptions
 from pldemu.windows import allocate_window
 
@@ -79,42 +81,6 @@ _MPI_OP: Mapping[ReduceOp, MPI.Op] = MappingProxyType(
         ReduceOp.Prod: MPI.PROD,
     }
 )
-
-
-class _SpecLike(Protocol):
-    """The fields of ``pldemu.collectives.CollectiveSpec`` the harness reads."""
-
-    name: Any
-    mode: Any
-    dtype: Any
-    size: Any
-    shape: Any
-    valid_shape: Any
-    reduce: Any
-    root: Any
-    max_recv: Any
-    nranks: Any
-
-
-class _ProgramLike(Protocol):
-    """The fields of ``pldemu.collectives.CollectiveProgram`` the harness reads."""
-
-    spec: Any
-    program: Any
-    target: Any
-    signal: Any
-    local_data: Any
-    input: Any
-    send_counts: Any
-    recv_counts: Any
-
-
-def _np_dtype(value: Any) -> np.dtype:
-    if isinstance(value, DType):
-        return value.np
-    if isinstance(value, str):
-        return DType.parse(value).np
-    return np.dtype(value)
 
 
 def _reduce_op(value: Any) -> ReduceOp:
@@ -144,7 +110,7 @@ def _dims(value: Any) -> tuple[int, ...] | None:
     return tuple(int(v) for v in value)
 
 
-def case_from_spec(spec: _SpecLike, nranks: int, seed: int = 0) -> CheckCase:
+def case_from_spec(spec: CollectiveSpec, nranks: int, seed: int = 0) -> CheckCase:
     """The harness's view (:class:`CheckCase`) of a lowering ``CollectiveSpec`` on ``nranks`` ranks."""
     if spec.nranks is not None and int(spec.nranks) != nranks:
         raise CheckError(f"the program is built for {spec.nranks} ranks but runs on {nranks}")
@@ -157,7 +123,7 @@ def case_from_spec(spec: _SpecLike, nranks: int, seed: int = 0) -> CheckCase:
     return CheckCase(
         name=str(spec.name),
         nranks=nranks,
-        dtype=_np_dtype(spec.dtype),
+        dtype=numpy_dtype(spec.dtype),
         size=size,
         shape=shape,
         valid_shape=_dims(spec.valid_shape),
@@ -287,28 +253,28 @@ def native_mismatch(
     assert target is not None
     if name == "allreduce":
         assert own.target is not None
-        return _count_diff(_native_allreduce(comm, case, own.target, timeout), target)
+        return count_wrong(_native_allreduce(comm, case, own.target, timeout), target)
     if name == "reduce_scatter":
         assert own.target is not None
         recv = np.empty(size, dtype=case.dtype)
         req = comm.Ireduce_scatter_block(np.ascontiguousarray(own.target), recv, _MPI_OP[case.reduce])
         bounded(comm, timeout).complete(req, what)
-        return _count_diff(recv, target[me])
+        return count_wrong(recv, target[me])
     if name == "broadcast":
         assert own.target is not None
         buf = np.ascontiguousarray(own.target.copy())
         bounded(comm, timeout).complete(comm.Ibcast(buf, root=case.root), what)
-        return _count_diff(buf, target)
+        return count_wrong(buf, target)
     if name == "allgather":
         assert own.local_data is not None
         recv = np.empty((nr, size), dtype=case.dtype)
         bounded(comm, timeout).complete(comm.Iallgather(np.ascontiguousarray(own.local_data.reshape(-1)), recv), what)
-        return _count_diff(recv, target)
+        return count_wrong(recv, target)
     if name == "all_to_all":
         assert own.input is not None
         recv = np.empty((nr, size), dtype=case.dtype)
         bounded(comm, timeout).complete(comm.Ialltoall(np.ascontiguousarray(own.input), recv), what)
-        return _count_diff(recv, target)
+        return count_wrong(recv, target)
     if name == "all_to_all_v":
         return _native_alltoallv(comm, case, iteration, target, recv_counts, timeout)
     raise CheckError(f"no native reference for {name}")
@@ -362,14 +328,10 @@ def _native_alltoallv(
     for s in range(nr):
         rows = int(in_rows[s])
         block = slice(s * m, s * m + rows)
-        diff += _count_diff(recv[block], target[block])
+        diff += count_wrong(recv[block], target[block])
     if recv_counts is not None:
-        diff += _count_diff(in_rows.reshape(nr, 1).astype(np.int32), recv_counts.reshape(nr, 1))
+        diff += count_wrong(in_rows.reshape(nr, 1).astype(np.int32), recv_counts.reshape(nr, 1))
     return diff
-
-
-def _count_diff(a: np.ndarray, b: np.ndarray) -> int:
-    return int(np.count_nonzero(np.asarray(a) != np.asarray(b).reshape(np.asarray(a).shape)))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -379,7 +341,7 @@ def _count_diff(a: np.ndarray, b: np.ndarray) -> int:
 
 def run_check(
     comm: MPI.Intracomm,
-    cp: _ProgramLike,
+    cp: CollectiveProgram,
     iters: int,
     options: RuntimeOptions,
     block: int | None = None,

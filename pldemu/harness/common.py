@@ -15,12 +15,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TextIO
 
 import numpy as np
 from mpi4py import MPI
 
-from pldemu.mpi import BoundedComm
+from pldemu.mpi import HOST_POLICY, BoundedComm, PollPolicy
 
 
 class CheckError(RuntimeError):
@@ -83,15 +83,17 @@ class FailureLog(Protocol):
 # ----------------------------------------------------------------------------------------------
 
 
-def bounded(comm: MPI.Comm, timeout: float) -> BoundedComm:
-    """``comm`` with the harness's bounded collectives (``pldemu.mpi.BoundedComm``): an exchange that
-    does not complete in ``timeout`` seconds raises CheckTimeout (a peer is stuck or gone)."""
+def bounded(comm: MPI.Comm, timeout: float, error: Callable[[str], Exception] | None = None,
+            policy: PollPolicy = HOST_POLICY) -> BoundedComm:
+    """``comm`` with bounded collectives (``pldemu.mpi.BoundedComm``): an exchange that does not
+    complete in ``timeout`` seconds raises ``error(what)`` (default: CheckTimeout naming this rank; a
+    peer is stuck or gone). ``policy``: how the completion polls (the benchmark's is tighter)."""
 
     def stuck(what: str) -> CheckTimeout:
         return CheckTimeout(f"rank {comm.Get_rank()}: {what} did not complete in {timeout:g}s "
                             "(a peer is stuck in the collective or has failed)")
 
-    return BoundedComm(comm, timeout, stuck)
+    return BoundedComm(comm, timeout, error if error is not None else stuck, policy)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -99,12 +101,13 @@ def bounded(comm: MPI.Comm, timeout: float) -> BoundedComm:
 # ----------------------------------------------------------------------------------------------
 
 
-def rank0_printer(comm: MPI.Comm) -> Callable[[str], None]:
-    """An ``emit`` that prints on rank 0 only (the progress table)."""
+def rank0_printer(comm: MPI.Comm, stream: TextIO | None = None) -> Callable[[str], None]:
+    """An ``emit`` that prints a line on rank 0 only (progress tables, reports), to ``stream``
+    (default: stdout at the time of the call), flushed."""
 
     def emit(line: str) -> None:
         if comm.Get_rank() == 0:
-            print(line, file=sys.stdout, flush=True)
+            print(line, file=stream if stream is not None else sys.stdout, flush=True)
 
     return emit
 

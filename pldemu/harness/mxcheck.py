@@ -23,6 +23,7 @@ import ml_dtypes
 import numpy as np
 
 from pldemu.ir import DType, FunctionBuilder, Op, Program, ProgramBuilder, Var
+from pldemu.ir.dtypes import numpy_dtype
 from pldemu.lowering import lower_composite_ops
 from pldemu.runtime.options import RuntimeOptions
 
@@ -133,10 +134,6 @@ BOUNDARY = (0.0, -0.0, 2.0 ** -149, -2.0 ** -149, 2.0 ** -130, -2.0 ** -130, flo
 """The reference's fp32 boundary pattern (gen_data.py)."""
 
 _EXP_RANGE = {"fp32": (-140, 127), "bf16": (-133, 127), "fp16": (-24, 15)}
-
-
-def _np_dtype(dtype: str) -> Any:
-    return DType.parse(dtype).np
 
 
 def _groups_to_matrix(groups: np.ndarray, axis: int, shape: tuple[int, int]) -> np.ndarray:
@@ -254,7 +251,7 @@ def run_mx_check(comm: Any, axis: int, dtype: str, shape: tuple[int, int], optio
     out: list[MxResult] = []
     for name, source in cases(axis, dtype, shape, comm.Get_rank()):
         with np.errstate(over="ignore"):
-            x = source.astype(_np_dtype(dtype))
+            x = source.astype(numpy_dtype(dtype))
         key = (int(x.shape[0]), int(x.shape[1]))
         program = programs.setdefault(key, tquant_program(axis, dtype, (key[0], key[1])))
         with ProgramInstance(program, comm, options) as inst:

@@ -188,6 +188,13 @@ def compare(
     return Mismatch(count, idx, _scalar(exp[idx]), _scalar(got[idx]), what)
 
 
+def count_wrong(expected: np.ndarray, seen: np.ndarray) -> int:
+    """How many elements of ``seen`` (reshaped to ``expected``'s shape) differ from ``expected``; a
+    NaN never equals anything, so a poisoned element always counts."""
+    want = np.asarray(expected)
+    return int(np.count_nonzero(want != np.asarray(seen).reshape(want.shape)))
+
+
 def check_rank(
     case: CheckCase,
     rank: int,
@@ -220,6 +227,7 @@ __all__ = [
     "Mismatch",
     "check_rank",
     "compare",
+    "count_wrong",
     "expected",
     "reduce_fold",
     "reduced_region",

@@ -99,3 +99,12 @@ _NUMPY: dict[DType, np.dtype] = {
     DType.FP8E4M3FN: FLOAT8_E4M3FN,
     DType.FP8E8M0: FLOAT8_E8M0,
 }
+
+
+def numpy_dtype(value: DType | str | np.dtype | type) -> np.dtype:
+    """The NumPy dtype of a :class:`DType`, of its text (``"bf16"``), or of a NumPy dtype itself."""
+    if isinstance(value, DType):
+        return value.np
+    if isinstance(value, str):
+        return DType.parse(value).np
+    return np.dtype(value)

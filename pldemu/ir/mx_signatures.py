@@ -30,9 +30,8 @@ from pldemu.ir.dtypes import DType
 from pldemu.ir.enums import TileLayout, enum_text
 from pldemu.ir.nodes import Arg, AttrValue, Const, ListExpr, TileType, TupleType, Type, static_int
 from pldemu.ir.ops import Op
-from pldemu.ir.signatures import AttrSpec, Deducer, Kind, Param, Signature
-from pldemu.ir.signatures import _static_numel as static_numel
 from pldemu.ir.tile_signatures import TileTypeError, valid_of
+from pldemu.ir.vocabulary import AttrSpec, Kind, Signature, sig, static_numel
 
 MX_GROUP = 32
 """Elements sharing one E8M0 scale (kMXGroupSize)."""
@@ -350,31 +349,27 @@ def deduce_get_item(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue])
     return a.type.elements[index]
 
 
-def _sig(params: Sequence[tuple[str, Kind] | tuple[str, Kind, bool]], deduce: Deducer,
-         attrs: Sequence[AttrSpec] = (), writes: Sequence[str] = ()) -> Signature:
-    ps = tuple(Param(p[0], p[1], bool(p[2]) if len(p) > 2 else False, p[0] in writes) for p in params)
-    return Signature(ps, tuple(attrs), deduce)
 
 
 TL, S, SL, TU, V = Kind.TILE, Kind.SCALAR, Kind.STATIC_LIST, Kind.TUPLE, Kind.VALUE
 _MX_ATTRS = (AttrSpec("dtype", DType, DType.FP8E4M3FN), AttrSpec("group_axis", int, None))
 
 MX_SIGNATURES: Mapping[Op, Signature] = {
-    Op.TILE_TQUANT_MX: _sig([("src", TL)], deduce_tquant_mx, _MX_ATTRS),
-    Op.TILE_TQUANT_MX_RAW: _sig([("src", TL), ("max", TL), ("scaling", TL)], deduce_tquant_mx_raw, _MX_ATTRS,
+    Op.TILE_TQUANT_MX: sig([("src", TL)], deduce_tquant_mx, _MX_ATTRS),
+    Op.TILE_TQUANT_MX_RAW: sig([("src", TL), ("max", TL), ("scaling", TL)], deduce_tquant_mx_raw, _MX_ATTRS,
                                 writes=("max", "scaling")),
-    Op.TILE_TMOV_X2ZZ: _sig([("src", TL), ("tmp", TL)], deduce_tmov_x2zz,
+    Op.TILE_TMOV_X2ZZ: sig([("src", TL), ("tmp", TL)], deduce_tmov_x2zz,
                             [AttrSpec("group_axis", int, None), AttrSpec("dst_rows", int, 0),
                              AttrSpec("dst_cols", int, 0)]),
-    Op.TILE_REINTERPRET_VIEW: _sig([("data", TL), ("shape", SL, True)], deduce_reinterpret_view,
+    Op.TILE_REINTERPRET_VIEW: sig([("data", TL), ("shape", SL, True)], deduce_reinterpret_view,
                                    [AttrSpec("dtype", DType, None)]),
-    Op.TILE_TRANSPOSE_VIEW: _sig([("tile", TL)], deduce_transpose_view),
-    Op.TILE_TRANSPOSE: _sig([("tile", TL), ("axis1", S), ("axis2", S)], deduce_transpose),
-    Op.TILE_DEQUANT_MX: _sig([("quant", TL), ("scale", TL)], deduce_dequant_mx,
+    Op.TILE_TRANSPOSE_VIEW: sig([("tile", TL)], deduce_transpose_view),
+    Op.TILE_TRANSPOSE: sig([("tile", TL), ("axis1", S), ("axis2", S)], deduce_transpose),
+    Op.TILE_DEQUANT_MX: sig([("quant", TL), ("scale", TL)], deduce_dequant_mx,
                              [AttrSpec("group_axis", int, None), AttrSpec("scale_layout", TileLayout, TileLayout.ND)]),
-    Op.TUPLE_MAKE: _sig([("first", V), ("second", V), ("third", V, True), ("fourth", V, True)],
+    Op.TUPLE_MAKE: sig([("first", V), ("second", V), ("third", V, True), ("fourth", V, True)],
                         deduce_make_tuple),
-    Op.TUPLE_GET_ITEM: _sig([("tuple", TU)], deduce_get_item, [AttrSpec("index", int, None)]),
+    Op.TUPLE_GET_ITEM: sig([("tuple", TU)], deduce_get_item, [AttrSpec("index", int, None)]),
 }
 """Entries of the one signature table (merged there)."""
 

@@ -28,40 +28,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from pldemu.ir import nodes as ir
 from pldemu.ir.dtypes import DType
 from pldemu.ir.enums import Layout, MemorySpace, TileLayout, enum_parse, enum_text
-from pldemu.ir.nodes import (
-    INDEX,
-    NONE,
-    NR,
-    Arg,
-    Assign,
-    AttrValue,
-    BinOp,
-    BinOpKind,
-    BufferDecl,
-    BufferKind,
-    Call,
-    CommCtxType,
-    Const,
-    Eval,
-    Expr,
-    For,
-    Function,
-    If,
-    ListExpr,
-    Program,
-    Return,
-    ScalarType,
-    Seq,
-    SourcePos,
-    Stmt,
-    TensorType,
-    TileType,
-    Type,
-    Var,
-    While,
-)
 from pldemu.ir.ops import Op
 from pldemu.ir.scope import Scope
 from pldemu.ir.signatures import SIGNATURES, AttrSpec, IRTypeError, Param, make_call
@@ -205,11 +174,11 @@ def tokenize(text: str, error_at: ErrorAt) -> list[Token]:
 KEYWORDS = frozenset({"for", "while", "if", "else", "return", "and", "or", "true", "false", "inf", "nan"})
 """Words that cannot name a variable, buffer, parameter or loop index."""
 
-_ADD_OPS = {"+": BinOpKind.ADD, "-": BinOpKind.SUB}
-_MUL_OPS = {"*": BinOpKind.MUL, "//": BinOpKind.FLOORDIV, "%": BinOpKind.MOD}
-_CMP_OPS = {k.value: k for k in BinOpKind if k.is_compare}
-_FUNC_OPS = {"min": BinOpKind.MIN, "max": BinOpKind.MAX}
-_BUFFER_KINDS = {k.value: k for k in BufferKind}
+_ADD_OPS = {"+": ir.BinOpKind.ADD, "-": ir.BinOpKind.SUB}
+_MUL_OPS = {"*": ir.BinOpKind.MUL, "//": ir.BinOpKind.FLOORDIV, "%": ir.BinOpKind.MOD}
+_CMP_OPS = {k.value: k for k in ir.BinOpKind if k.is_compare}
+_FUNC_OPS = {"min": ir.BinOpKind.MIN, "max": ir.BinOpKind.MAX}
+_BUFFER_KINDS = {k.value: k for k in ir.BufferKind}
 _OP_NAMES = [op.text for op in Op]
 
 _T = TypeVar("_T")
@@ -308,8 +277,8 @@ class _Parser:
             raise self.error(f"{what} cannot contain dots: '{tok.text}'", tok)
         if tok.text in KEYWORDS:
             raise self.error(f"'{tok.text}' is a reserved word and cannot be used as {what}", tok)
-        if tok.text == NR.name:
-            raise self.error(f"'{NR.name}' is the rank-count symbol and cannot be used as {what}", tok)
+        if tok.text == ir.NR.name:
+            raise self.error(f"'{ir.NR.name}' is the rank-count symbol and cannot be used as {what}", tok)
         return self.advance()
 
     def comma_or_close(self, close: str, context: str) -> bool:
@@ -338,7 +307,7 @@ class _Parser:
 
     # -- program level --------------------------------------------------------------------------
 
-    def program(self) -> Program:
+    def program(self) -> ir.Program:
         self.skip_newlines()
         head = self.peek()
         if not head.is_name("program"):
@@ -350,8 +319,8 @@ class _Parser:
         self.advance()
         nranks, entry = self.program_options()
         open_tok = self.advance()
-        buffers: dict[str, tuple[BufferDecl, Token]] = {}
-        functions: dict[str, tuple[Function, Token]] = {}
+        buffers: dict[str, tuple[ir.BufferDecl, Token]] = {}
+        functions: dict[str, tuple[ir.Function, Token]] = {}
         while True:
             self.skip_newlines()
             tok = self.peek()
@@ -370,7 +339,7 @@ class _Parser:
                                      decl_tok)
                 buffers[decl.var.name] = (decl, decl_tok)
             elif tok.is_name("func"):
-                globals_ = {NR.name: NR.type} | {n: d.var.type for n, (d, _) in buffers.items()}
+                globals_ = {ir.NR.name: ir.NR.type} | {n: d.var.type for n, (d, _) in buffers.items()}
                 fn, fn_tok = self.function(globals_)
                 prev_fn = functions.get(fn.name)
                 if prev_fn is not None:
@@ -385,7 +354,7 @@ class _Parser:
         tail = self.peek()
         if tail.kind != EOF:
             raise self.error(f"unexpected {tail.describe()} after the end of the program", tail)
-        return Program(name_tok.text, tuple(d for d, _ in buffers.values()),
+        return ir.Program(name_tok.text, tuple(d for d, _ in buffers.values()),
                        tuple(f for f, _ in functions.values()), entry, nranks)
 
     def program_options(self) -> tuple[int | None, str]:
@@ -415,34 +384,34 @@ class _Parser:
             self.advance()
         return nranks, entry
 
-    def buffer_decl(self) -> tuple[BufferDecl, Token]:
+    def buffer_decl(self) -> tuple[ir.BufferDecl, Token]:
         kind = _BUFFER_KINDS[self.advance().text]
         name_tok = self.name_token("a buffer name")
         self.expect_op(":", f"after the buffer name '{name_tok.text}'")
-        scope = Scope.of({NR.name: NR.type})
-        t = self.tensor_type(kind is not BufferKind.LOCAL, scope)
-        return BufferDecl(Var(name_tok.text, t), kind), name_tok
+        scope = Scope.of({ir.NR.name: ir.NR.type})
+        t = self.tensor_type(kind is not ir.BufferKind.LOCAL, scope)
+        return ir.BufferDecl(ir.Var(name_tok.text, t), kind), name_tok
 
-    def function(self, globals_: dict[str, Type]) -> tuple[Function, Token]:
+    def function(self, globals_: dict[str, ir.Type]) -> tuple[ir.Function, Token]:
         self.advance()  # func
         name_tok = self.name_token("a function name")
         self.expect_op("(", f"after the function name '{name_tok.text}'")
         scope = Scope.of(globals_)
-        params: list[Var] = []
+        params: list[ir.Var] = []
 
-        def param() -> Var:
+        def param() -> ir.Var:
             ptok = self.name_token("a parameter name")
             if any(p.name == ptok.text for p in params):
                 raise self.error(f"parameter '{ptok.text}' given twice", ptok)
             self.expect_op(":", f"after the parameter name '{ptok.text}' (parameters are NAME: TYPE)")
             t = self.param_type(scope)
-            params.append(Var(ptok.text, t))
+            params.append(ir.Var(ptok.text, t))
             scope.bind(ptok.text, t)
             return params[-1]
 
         self.comma_list(")", "in the parameter list", param)
         body = self.block(scope, f"function '{name_tok.text}'")
-        return Function(name_tok.text, tuple(params), body), name_tok
+        return ir.Function(name_tok.text, tuple(params), body), name_tok
 
     # -- types ----------------------------------------------------------------------------------
 
@@ -476,7 +445,7 @@ class _Parser:
         self.advance()
         return value
 
-    def dims(self, scope: Scope, context: str) -> tuple[Expr, ...]:
+    def dims(self, scope: Scope, context: str) -> tuple[ir.Expr, ...]:
         self.expect_op("[", context)
         return tuple(self.comma_list("]", "in the dimension list", lambda: self.expr(scope)))
 
@@ -491,10 +460,10 @@ class _Parser:
         assert isinstance(tok.value, int)
         return sign * tok.value
 
-    def tensor_type(self, window: bool, scope: Scope) -> TensorType:
+    def tensor_type(self, window: bool, scope: Scope) -> ir.TensorType:
         dtype = self.dtype()
         shape = self.dims(scope, "after the dtype (a shape like fp32[4, NR])")
-        valid: tuple[Expr, ...] | None = None
+        valid: tuple[ir.Expr, ...] | None = None
         layout = Layout.ND
         strides: tuple[int, ...] | None = None
         seen: set[str] = set()
@@ -512,22 +481,22 @@ class _Parser:
             else:
                 self.expect_op("[", "after 'strides'")
                 strides = tuple(self.comma_list("]", "in the stride list", lambda: self.int_literal("a stride")))
-        return TensorType(dtype, shape, valid, window, layout, strides)
+        return ir.TensorType(dtype, shape, valid, window, layout, strides)
 
-    def param_type(self, scope: Scope) -> Type:
+    def param_type(self, scope: Scope) -> ir.Type:
         tok = self.peek()
         if tok.is_name("window"):
             self.advance()
             return self.tensor_type(True, scope)
         if tok.is_name("ctx"):
             self.advance()
-            return CommCtxType()
+            return ir.CommCtxType()
         if tok.is_name("tile"):
             self.advance()
             dtype = self.dtype()
             self.expect_op("[", "after the tile dtype (a static shape like tile fp32[16, 16])")
             shape = self.comma_list("]", "in the tile shape", lambda: self.int_literal("a tile extent"))
-            valid: tuple[Expr, ...] | None = None
+            valid: tuple[ir.Expr, ...] | None = None
             memory = MemorySpace.Vec
             if self.peek().is_name("valid"):
                 self.advance()
@@ -543,7 +512,7 @@ class _Parser:
                 word = self.enum_word(TileLayout, "layout")
                 assert isinstance(word, TileLayout)
                 layout = word
-            return TileType(dtype, tuple(shape), valid, memory, layout)
+            return ir.TileType(dtype, tuple(shape), valid, memory, layout)
         if tok.kind != NAME:
             raise self.error(f"expected a parameter type, got {tok.describe()}", tok)
         if tok.text.lower() not in {d.value for d in DType}:
@@ -551,7 +520,7 @@ class _Parser:
                              "DTYPE[DIMS], window DTYPE[DIMS], tile DTYPE[INTS] or ctx", tok)
         if self.peek(1).is_op("["):
             return self.tensor_type(False, scope)
-        return ScalarType(self.dtype())
+        return ir.ScalarType(self.dtype())
 
     # -- statements -----------------------------------------------------------------------------
 
@@ -563,9 +532,9 @@ class _Parser:
         line = self.lines[tok.line - 1] if 0 < tok.line <= len(self.lines) else ""
         return len(line) - len(line.lstrip()) + 1
 
-    def block(self, scope: Scope, what: str) -> Seq:
+    def block(self, scope: Scope, what: str) -> ir.Seq:
         open_tok = self.expect_op("{", f"to open the body of the {what}")
-        stmts: list[Stmt] = []
+        stmts: list[ir.Stmt] = []
         with self.nested(open_tok):
             while True:
                 self.skip_newlines()
@@ -574,7 +543,7 @@ class _Parser:
                     if tok.col < self.indent_of(open_tok):
                         self.misclosed.append((what, open_tok, tok))
                     self.advance()
-                    return Seq(tuple(stmts))
+                    return ir.Seq(tuple(stmts))
                 if tok.kind == EOF:
                     raise self.error(f"missing '}}' to close the {what} opened at line {open_tok.line}", tok)
                 stmts.append(self.statement(scope))
@@ -588,7 +557,7 @@ class _Parser:
                               f"line {closer.line}, column {closer.col}, lines up with an outer block)", opener)
         return self.error(f"missing '}}' to close the program opened at line {open_tok.line}", tok)
 
-    def statement(self, scope: Scope) -> Stmt:
+    def statement(self, scope: Scope) -> ir.Stmt:
         tok = self.peek()
         if tok.kind == NAME:
             nxt = self.peek(1)
@@ -608,25 +577,25 @@ class _Parser:
                 raise self.error(f"'{nxt.text}=' is not supported; write "
                                  f"{tok.text} = {tok.text} {nxt.text} ...", nxt)
         value = self.expr(scope)
-        if isinstance(value, Call):
-            return Eval(value, SourcePos(self.filename, tok.line))
+        if isinstance(value, ir.Call):
+            return ir.Eval(value, ir.SourcePos(self.filename, tok.line))
         raise self.error("this expression does nothing on its own; a statement is NAME = EXPR, an op "
                          "call, for, while, if or return", tok)
 
-    def assign_stmt(self, scope: Scope) -> Assign:
+    def assign_stmt(self, scope: Scope) -> ir.Assign:
         name_tok = self.name_token("a variable name")
         self.advance()  # =
         value_tok = self.peek()
         value = self.expr(scope)
-        if value.type == NONE:
-            assert isinstance(value, Call)
+        if value.type == ir.NONE:
+            assert isinstance(value, ir.Call)
             raise self.error(f"{value.op.text} returns nothing; call it as a statement instead of "
                              f"assigning it to '{name_tok.text}'", value_tok)
-        var = Var(name_tok.text, value.type)
+        var = ir.Var(name_tok.text, value.type)
         scope.bind(var.name, var.type)
-        return Assign(var, value, SourcePos(self.filename, name_tok.line))
+        return ir.Assign(var, value, ir.SourcePos(self.filename, name_tok.line))
 
-    def for_stmt(self, scope: Scope) -> For:
+    def for_stmt(self, scope: Scope) -> ir.For:
         for_tok = self.advance()
         var_tok = self.name_token("a loop variable")
         self.expect_keyword("in", "after the loop variable (for NAME in range(start, stop, step))")
@@ -637,55 +606,55 @@ class _Parser:
             raise self.error(f"range takes 1 to 3 arguments (stop | start, stop | start, stop, step), "
                              f"got {len(bounds)}", open_tok)
         if len(bounds) == 1:
-            bounds.insert(0, Const(0))
+            bounds.insert(0, ir.Const(0))
         if len(bounds) == 2:
-            bounds.append(Const(1))
-        var = Var(var_tok.text, INDEX)
+            bounds.append(ir.Const(1))
+        var = ir.Var(var_tok.text, ir.INDEX)
         inner = scope.child()
         inner.bind(var.name, var.type)
         body = self.block(inner, "for loop")
         scope.leave_loop(inner, f"the for loop at line {for_tok.line}")
-        return For(var, bounds[0], bounds[1], bounds[2], body)
+        return ir.For(var, bounds[0], bounds[1], bounds[2], body)
 
-    def while_stmt(self, scope: Scope) -> While:
+    def while_stmt(self, scope: Scope) -> ir.While:
         while_tok = self.advance()
         cond = self.expr(scope)
         inner = scope.child()
         body = self.block(inner, "while loop")
         scope.leave_loop(inner, f"the while loop at line {while_tok.line}")
-        return While(cond, body)
+        return ir.While(cond, body)
 
-    def if_stmt(self, scope: Scope) -> If:
+    def if_stmt(self, scope: Scope) -> ir.If:
         if_tok = self.advance()
         cond = self.expr(scope)
         then = scope.child()
         then_body = self.block(then, "if")
         other = scope.child()
-        orelse: Seq | None = None
+        orelse: ir.Seq | None = None
         mark = self.i
         self.skip_newlines()
         if self.peek().is_name("else"):
             self.advance()
             nested = self.peek().is_name("if")  # `else if`: the else branch holds one nested If
-            orelse = Seq((self.if_stmt(other),)) if nested else self.block(other, "else")
+            orelse = ir.Seq((self.if_stmt(other),)) if nested else self.block(other, "else")
         else:
             self.i = mark
         scope.join_branches(then, other, f"the if at line {if_tok.line}")
-        return If(cond, then_body, orelse)
+        return ir.If(cond, then_body, orelse)
 
-    def return_stmt(self, scope: Scope) -> Return:
+    def return_stmt(self, scope: Scope) -> ir.Return:
         self.advance()
-        values: list[Expr] = []
+        values: list[ir.Expr] = []
         while self.peek().kind != NEWLINE and not self.peek().is_op("}"):
             values.append(self.expr(scope))
             if not self.peek().is_op(","):
                 break
             self.advance()
-        return Return(tuple(values))
+        return ir.Return(tuple(values))
 
     # -- expressions ----------------------------------------------------------------------------
 
-    def expr(self, scope: Scope) -> Expr:
+    def expr(self, scope: Scope) -> ir.Expr:
         start = self.peek()
         self.expr_nesting += 1
         try:
@@ -693,7 +662,7 @@ class _Parser:
                 lhs = self.and_expr(scope)
                 while self.peek().is_name("or"):
                     self.advance()
-                    lhs = BinOp(BinOpKind.OR, lhs, self.and_expr(scope))
+                    lhs = ir.BinOp(ir.BinOpKind.OR, lhs, self.and_expr(scope))
         finally:
             self.expr_nesting -= 1
         if self.expr_nesting == 0 and expr_depth(lhs) > MAX_NESTING:
@@ -702,40 +671,40 @@ class _Parser:
                              "split it with intermediate assignments", start)
         return lhs
 
-    def and_expr(self, scope: Scope) -> Expr:
+    def and_expr(self, scope: Scope) -> ir.Expr:
         lhs = self.compare(scope)
         while self.peek().is_name("and"):
             self.advance()
-            lhs = BinOp(BinOpKind.AND, lhs, self.compare(scope))
+            lhs = ir.BinOp(ir.BinOpKind.AND, lhs, self.compare(scope))
         return lhs
 
-    def compare(self, scope: Scope) -> Expr:
+    def compare(self, scope: Scope) -> ir.Expr:
         lhs = self.additive(scope)
         tok = self.peek()
         if tok.kind == OP and tok.text in _CMP_OPS:
             self.advance()
-            lhs = BinOp(_CMP_OPS[tok.text], lhs, self.additive(scope))
+            lhs = ir.BinOp(_CMP_OPS[tok.text], lhs, self.additive(scope))
             nxt = self.peek()
             if nxt.kind == OP and nxt.text in _CMP_OPS:
                 raise self.error("comparisons cannot be chained; combine them with 'and' or use parentheses",
                                  nxt)
         return lhs
 
-    def additive(self, scope: Scope) -> Expr:
+    def additive(self, scope: Scope) -> ir.Expr:
         lhs = self.term(scope)
         while self.peek().kind == OP and self.peek().text in _ADD_OPS:
             kind = _ADD_OPS[self.advance().text]
-            lhs = BinOp(kind, lhs, self.term(scope))
+            lhs = ir.BinOp(kind, lhs, self.term(scope))
         return lhs
 
-    def term(self, scope: Scope) -> Expr:
+    def term(self, scope: Scope) -> ir.Expr:
         lhs = self.unary(scope)
         while self.peek().kind == OP and self.peek().text in _MUL_OPS:
             kind = _MUL_OPS[self.advance().text]
-            lhs = BinOp(kind, lhs, self.unary(scope))
+            lhs = ir.BinOp(kind, lhs, self.unary(scope))
         return lhs
 
-    def unary(self, scope: Scope) -> Expr:
+    def unary(self, scope: Scope) -> ir.Expr:
         tok = self.peek()
         if tok.is_op("-"):
             nxt = self.peek(1)
@@ -745,7 +714,7 @@ class _Parser:
             raise self.error("unary minus applies only to number literals; write 0 - x", tok)
         return self.atom(scope)
 
-    def literal(self, negate: bool = False) -> Const:
+    def literal(self, negate: bool = False) -> ir.Const:
         tok = self.advance()
         value: int | float | bool
         dtype = DType.FP32
@@ -774,9 +743,9 @@ class _Parser:
             lo, hi = dtype.int_range()
             if not lo <= value <= hi:
                 raise self.error(f"the literal {value} does not fit {dtype.value} ({lo} .. {hi})", tok)
-        return Const(value, dtype)
+        return ir.Const(value, dtype)
 
-    def atom(self, scope: Scope) -> Expr:
+    def atom(self, scope: Scope) -> ir.Expr:
         tok = self.peek()
         if tok.kind in (INT, FLOAT):
             return self.literal()
@@ -816,21 +785,21 @@ class _Parser:
                 raise self.error(f"'{tok.text}' is not defined here: {why}", tok)
             raise self.error(f"undefined variable '{tok.text}'{_did_you_mean(tok.text, set(scope.names))}",
                              tok)
-        return Var(tok.text, t)
+        return ir.Var(tok.text, t)
 
-    def min_max(self, scope: Scope) -> Expr:
+    def min_max(self, scope: Scope) -> ir.Expr:
         fn = self.advance()
         open_tok = self.advance()  # (
         operands = self.comma_list(")", f"in {fn.text}(...)", lambda: self.expr(scope))
         if len(operands) != 2:
             raise self.error(f"{fn.text} takes exactly two arguments, got {len(operands)}", open_tok)
-        return BinOp(_FUNC_OPS[fn.text], operands[0], operands[1])
+        return ir.BinOp(_FUNC_OPS[fn.text], operands[0], operands[1])
 
-    def list_expr(self, scope: Scope) -> ListExpr:
+    def list_expr(self, scope: Scope) -> ir.ListExpr:
         self.advance()  # [
-        return ListExpr(tuple(self.comma_list("]", "in the list", lambda: self.expr(scope))))
+        return ir.ListExpr(tuple(self.comma_list("]", "in the list", lambda: self.expr(scope))))
 
-    def call(self, scope: Scope) -> Call:
+    def call(self, scope: Scope) -> ir.Call:
         name_tok = self.advance()
         try:
             op = Op(name_tok.text)
@@ -841,9 +810,9 @@ class _Parser:
         sig = SIGNATURES[op]
         specs = {s.name: s for s in sig.attrs}
         self.advance()  # (
-        args: list[Arg] = []
+        args: list[ir.Arg] = []
         arg_toks: list[Token] = []
-        attrs: dict[str, AttrValue] = {}
+        attrs: dict[str, ir.AttrValue] = {}
         attr_toks: dict[str, Token] = {}
 
         def argument() -> None:
@@ -888,7 +857,7 @@ class _Parser:
             return arg_toks[len(params)]
         return call_tok
 
-    def attr_value(self, op: Op, spec: AttrSpec) -> AttrValue:
+    def attr_value(self, op: Op, spec: AttrSpec) -> ir.AttrValue:
         what = f"attribute '{spec.name}' of {op.text}"
         kind = spec.kind
         if isinstance(kind, type) and issubclass(kind, enum.IntEnum):
@@ -927,12 +896,12 @@ class _Parser:
         raise self.error(f"{what} has an attribute kind the parser does not know: {kind!r}", tok)
 
 
-def parse_program(text: str, filename: str = "<string>") -> Program:
+def parse_program(text: str, filename: str = "<string>") -> ir.Program:
     """Parse the ``.pld`` text of one program. Raises :class:`ParseError` with the source position."""
     return _Parser(text, filename).program()
 
 
-def parse_file(path: str | os.PathLike[str]) -> Program:
+def parse_file(path: str | os.PathLike[str]) -> ir.Program:
     """Read and parse a ``.pld`` file (UTF-8); errors name the file."""
     with open(path, encoding="utf-8") as fh:
         text = fh.read()

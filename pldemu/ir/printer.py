@@ -29,37 +29,14 @@ from __future__ import annotations
 import enum
 import math
 
+from pldemu.ir import nodes as ir
 from pldemu.ir.dtypes import DType
 from pldemu.ir.enums import Layout, MemorySpace, TileLayout, enum_text
-from pldemu.ir.nodes import (
-    Arg,
-    Assign,
-    AttrValue,
-    BinOp,
-    Call,
-    CommCtxType,
-    Const,
-    Eval,
-    Expr,
-    For,
-    Function,
-    If,
-    ListExpr,
-    Program,
-    Return,
-    ScalarType,
-    Seq,
-    Stmt,
-    TensorType,
-    TileType,
-    Var,
-    While,
-)
 
 INDENT = "  "
 
 
-def format_const(c: Const) -> str:
+def format_const(c: ir.Const) -> str:
     v = c.value
     if isinstance(v, bool):
         text = "true" if v else "false"
@@ -76,7 +53,7 @@ def format_const(c: Const) -> str:
     return text if c.dtype is DType.FP32 else f"{text}:{c.dtype.value}"
 
 
-def format_attr(value: AttrValue) -> str:
+def format_attr(value: ir.AttrValue) -> str:
     if isinstance(value, DType):
         return value.value
     if isinstance(value, enum.IntEnum):
@@ -88,39 +65,39 @@ def format_attr(value: AttrValue) -> str:
     return repr(value)
 
 
-def format_expr(e: Expr | ListExpr) -> str:
+def format_expr(e: ir.Expr | ir.ListExpr) -> str:
     """Print an expression; nested infix operands are parenthesised so parsing is unambiguous."""
-    if isinstance(e, ListExpr):
+    if isinstance(e, ir.ListExpr):
         return "[" + ", ".join(format_expr(i) for i in e.items) + "]"
-    if isinstance(e, Var):
+    if isinstance(e, ir.Var):
         return e.name
-    if isinstance(e, Const):
+    if isinstance(e, ir.Const):
         return format_const(e)
-    if isinstance(e, BinOp):
+    if isinstance(e, ir.BinOp):
         if e.op.is_function:
             return f"{e.op.value}({format_expr(e.lhs)}, {format_expr(e.rhs)})"
         return f"{_operand(e.lhs)} {e.op.value} {_operand(e.rhs)}"
-    if isinstance(e, Call):
+    if isinstance(e, ir.Call):
         parts = [format_expr(a) for a in e.args]
         parts += [f"{k}={format_attr(v)}" for k, v in e.attrs]
         return f"{e.op.text}({', '.join(parts)})"
     raise TypeError(f"not an expression: {e!r}")
 
 
-def _operand(e: Arg) -> str:
+def _operand(e: ir.Arg) -> str:
     text = format_expr(e)
-    if isinstance(e, BinOp) and not e.op.is_function:
+    if isinstance(e, ir.BinOp) and not e.op.is_function:
         return f"({text})"
-    if isinstance(e, Const) and ":" not in text and text.startswith("-"):
+    if isinstance(e, ir.Const) and ":" not in text and text.startswith("-"):
         return f"({text})"
     return text
 
 
-def format_dims(dims: tuple[Expr, ...]) -> str:
+def format_dims(dims: tuple[ir.Expr, ...]) -> str:
     return "[" + ", ".join(format_expr(d) for d in dims) + "]"
 
 
-def format_buffer_type(t: TensorType) -> str:
+def format_buffer_type(t: ir.TensorType) -> str:
     text = f"{t.dtype.value}{format_dims(t.shape)}"
     if t.valid_shape is not None:
         text += f" valid {format_dims(t.valid_shape)}"
@@ -131,39 +108,39 @@ def format_buffer_type(t: TensorType) -> str:
     return text
 
 
-def _stmt_lines(s: Stmt, depth: int, out: list[str]) -> None:
+def _stmt_lines(s: ir.Stmt, depth: int, out: list[str]) -> None:
     pad = INDENT * depth
-    if isinstance(s, Assign):
+    if isinstance(s, ir.Assign):
         out.append(f"{pad}{s.var.name} = {format_expr(s.value)}")
-    elif isinstance(s, Eval):
+    elif isinstance(s, ir.Eval):
         out.append(f"{pad}{format_expr(s.call)}")
-    elif isinstance(s, Seq):
+    elif isinstance(s, ir.Seq):
         for sub in s.stmts:
             _stmt_lines(sub, depth, out)
-    elif isinstance(s, For):
+    elif isinstance(s, ir.For):
         rng = f"range({format_expr(s.start)}, {format_expr(s.stop)}, {format_expr(s.step)})"
         out.append(f"{pad}for {s.var.name} in {rng} {{")
         _stmt_lines(s.body, depth + 1, out)
         out.append(f"{pad}}}")
-    elif isinstance(s, While):
+    elif isinstance(s, ir.While):
         out.append(f"{pad}while {format_expr(s.cond)} {{")
         _stmt_lines(s.body, depth + 1, out)
         out.append(f"{pad}}}")
-    elif isinstance(s, If):
+    elif isinstance(s, ir.If):
         out.append(f"{pad}if {format_expr(s.cond)} {{")
         _stmt_lines(s.then, depth + 1, out)
         if s.orelse is not None:
             out.append(f"{pad}}} else {{")
             _stmt_lines(s.orelse, depth + 1, out)
         out.append(f"{pad}}}")
-    elif isinstance(s, Return):
+    elif isinstance(s, ir.Return):
         vals = ", ".join(format_expr(v) for v in s.values)
         out.append(f"{pad}return {vals}".rstrip())
     else:
         raise TypeError(f"not a statement: {s!r}")
 
 
-def format_function(f: Function, depth: int = 0) -> str:
+def format_function(f: ir.Function, depth: int = 0) -> str:
     pad = INDENT * depth
     params = ", ".join(f"{p.name}: {_param_type(p)}" for p in f.params)
     lines = [f"{pad}func {f.name}({params}) {{"]
@@ -172,11 +149,11 @@ def format_function(f: Function, depth: int = 0) -> str:
     return "\n".join(lines)
 
 
-def _param_type(p: Var) -> str:
+def _param_type(p: ir.Var) -> str:
     t = p.type
-    if isinstance(t, TensorType):
+    if isinstance(t, ir.TensorType):
         return ("window " if t.window else "") + format_buffer_type(t)
-    if isinstance(t, TileType):
+    if isinstance(t, ir.TileType):
         text = "tile " + t.dtype.value + "[" + ", ".join(str(d) for d in t.shape) + "]"
         if t.valid_shape is not None:
             text += f" valid {format_dims(t.valid_shape)}"
@@ -185,20 +162,20 @@ def _param_type(p: Var) -> str:
         if t.layout is not TileLayout.ND:
             text += f" layout {enum_text(t.layout)}"
         return text
-    if isinstance(t, CommCtxType):
+    if isinstance(t, ir.CommCtxType):
         return "ctx"
-    if isinstance(t, ScalarType):
+    if isinstance(t, ir.ScalarType):
         return t.dtype.value
     return "none"  # not a legal parameter type; printed for debugging only
 
 
-def format_program(p: Program) -> str:
+def format_program(p: ir.Program) -> str:
     """The canonical text of a program (ends with a newline)."""
     head = f"program {p.name}" + (f" nranks={p.nranks}" if p.nranks is not None else "")
     head += (f" entry={p.entry}" if p.entry != "main" else "") + " {"
     lines = [head]
     for b in p.buffers:
-        assert isinstance(b.var.type, TensorType)
+        assert isinstance(b.var.type, ir.TensorType)
         lines.append(f"{INDENT}{b.kind.value} {b.var.name}: {format_buffer_type(b.var.type)}")
     for f in p.functions:
         lines.append("")

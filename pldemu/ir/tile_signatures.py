@@ -25,7 +25,7 @@ from pldemu.ir.nodes import (
 )
 from pldemu.ir.ops import Op
 from pldemu.ir.printer import format_dims
-from pldemu.ir.signatures import AttrSpec, Deducer, IRTypeError, Kind, Param, Signature, describe
+from pldemu.ir.vocabulary import AttrSpec, IRTypeError, Kind, Signature, describe, sig
 
 MASK_COL_ALIGN = 32
 """Packed predicate mask rows are padded to 32 bytes (kA2A3PredicateColAlignment)."""
@@ -228,26 +228,22 @@ def deduce_full(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> 
     return TileType(dtype, shape, valid, MemorySpace.Vec)
 
 
-def _sig(params: Sequence[tuple[str, Kind] | tuple[str, Kind, bool]], deduce: Deducer,
-         attrs: Sequence[AttrSpec] = ()) -> Signature:
-    ps = tuple(Param(p[0], p[1], bool(p[2]) if len(p) > 2 else False) for p in params)
-    return Signature(ps, tuple(attrs), deduce)
 
 
 TL, S, L, SL, TS = Kind.TILE, Kind.SCALAR, Kind.LIST, Kind.STATIC_LIST, Kind.TILE_OR_SCALAR
 _CMP = AttrSpec("cmp_type", CmpType, None)
 
 TILE_SIGNATURES: Mapping[Op, Signature] = {
-    Op.TILE_SIN: _sig([("tile", TL)], deduce_fp32_only),
-    Op.TILE_COS: _sig([("tile", TL)], deduce_fp32_only),
-    Op.TILE_CAST: _sig([("tile", TL)], deduce_cast,
+    Op.TILE_SIN: sig([("tile", TL)], deduce_fp32_only),
+    Op.TILE_COS: sig([("tile", TL)], deduce_fp32_only),
+    Op.TILE_CAST: sig([("tile", TL)], deduce_cast,
                       [AttrSpec("dtype", DType, None), AttrSpec("mode", CastMode, CastMode.None_)]),
-    Op.TILE_CMP: _sig([("lhs", TL), ("rhs", TL)], deduce_cmp, [_CMP]),
-    Op.TILE_CMPS: _sig([("lhs", TL), ("rhs", S)], deduce_cmp, [_CMP]),
-    Op.TILE_SELECT: _sig([("cond", TL), ("on_true", TS), ("on_false", TS)], deduce_select),
-    Op.TILE_SEL: _sig([("mask", TL), ("lhs", TL), ("rhs", TL), ("tmp", TL)], deduce_sel),
-    Op.TILE_SELS: _sig([("mask", TL), ("src", TL), ("tmp", TL), ("scalar", S)], deduce_sels),
-    Op.TILE_FULL: _sig([("shape", SL), ("value", S), ("valid_shape", L, True)], deduce_full,
+    Op.TILE_CMP: sig([("lhs", TL), ("rhs", TL)], deduce_cmp, [_CMP]),
+    Op.TILE_CMPS: sig([("lhs", TL), ("rhs", S)], deduce_cmp, [_CMP]),
+    Op.TILE_SELECT: sig([("cond", TL), ("on_true", TS), ("on_false", TS)], deduce_select),
+    Op.TILE_SEL: sig([("mask", TL), ("lhs", TL), ("rhs", TL), ("tmp", TL)], deduce_sel),
+    Op.TILE_SELS: sig([("mask", TL), ("src", TL), ("tmp", TL), ("scalar", S)], deduce_sels),
+    Op.TILE_FULL: sig([("shape", SL), ("value", S), ("valid_shape", L, True)], deduce_full,
                       [AttrSpec("dtype", DType, None)]),
 }
 """Entries of the one signature table (merged there; tile.cast and tile.full replace older forms)."""

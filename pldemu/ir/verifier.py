@@ -7,33 +7,8 @@ walker (``pldemu.ir.walk.walk_expr``), one node check per sub-expression.
 
 from __future__ import annotations
 
+from pldemu.ir import nodes as ir
 from pldemu.ir.dtypes import DType
-from pldemu.ir.nodes import (
-    NR,
-    Arg,
-    Assign,
-    BinOp,
-    BufferKind,
-    Call,
-    Const,
-    Eval,
-    Expr,
-    For,
-    Function,
-    If,
-    ListExpr,
-    NoneType,
-    Program,
-    Return,
-    ScalarType,
-    Seq,
-    Stmt,
-    TensorType,
-    TileType,
-    Type,
-    Var,
-    While,
-)
 from pldemu.ir.scope import Scope
 from pldemu.ir.signatures import IRTypeError, make_call
 from pldemu.ir.walk import MAX_NESTING, program_depth, walk_expr
@@ -48,7 +23,7 @@ class VerifyError(ValueError):
 
 
 class _Verifier:
-    def __init__(self, program: Program) -> None:
+    def __init__(self, program: ir.Program) -> None:
         self.program = program
         self.problems: list[str] = []
         self.where = ""
@@ -58,21 +33,21 @@ class _Verifier:
 
     def run(self) -> None:
         p = self.program
-        seen: dict[str, Type] = {NR.name: NR.type}
+        seen: dict[str, ir.Type] = {ir.NR.name: ir.NR.type}
         for b in p.buffers:
             name = b.var.name
             if name in seen:
                 self.fail(f"buffer {name} declared twice or shadows NR")
             t = b.var.type
-            if not isinstance(t, TensorType):
+            if not isinstance(t, ir.TensorType):
                 self.fail(f"buffer {name} must have a tensor type")
                 continue
-            if (b.kind is BufferKind.LOCAL) == t.window:
+            if (b.kind is ir.BufferKind.LOCAL) == t.window:
                 self.fail(f"buffer {name}: kind {b.kind.value} disagrees with window={t.window}")
-            if b.kind is BufferKind.SIGNAL and t.dtype is not DType.INT32:
+            if b.kind is ir.BufferKind.SIGNAL and t.dtype is not DType.INT32:
                 self.fail(f"signal {name} must be int32, got {t.dtype.value}")
             for d in t.shape + (t.valid_shape or ()):
-                self._expr(d, Scope.of({NR.name: NR.type}))
+                self._expr(d, Scope.of({ir.NR.name: ir.NR.type}))
             seen[name] = t
         if p.nranks is not None and p.nranks < 1:
             self.fail(f"nranks must be >= 1, got {p.nranks}")
@@ -84,22 +59,22 @@ class _Verifier:
         for f in p.functions:
             self.function(f, seen)
 
-    def function(self, f: Function, globals_: dict[str, Type]) -> None:
+    def function(self, f: ir.Function, globals_: dict[str, ir.Type]) -> None:
         self.where = f"func {f.name}"
         scope = Scope.of(globals_)
         for prm in f.params:
             scope.bind(prm.name, prm.type)
         self.seq(f.body, scope)
 
-    def seq(self, s: Seq, scope: Scope) -> None:
+    def seq(self, s: ir.Seq, scope: Scope) -> None:
         for st in s.stmts:
             self.stmt(st, scope)
 
-    def stmt(self, s: Stmt, scope: Scope) -> None:
-        if isinstance(s, Assign):
+    def stmt(self, s: ir.Stmt, scope: Scope) -> None:
+        if isinstance(s, ir.Assign):
             self._expr(s.value, scope)
             vt = s.value.type
-            if isinstance(vt, NoneType):
+            if isinstance(vt, ir.NoneType):
                 self.fail(f"{s.var.name} is assigned the result of a call that returns nothing")
             if s.var.type != vt:
                 self.fail(f"{s.var.name}: declared type differs from its value's type")
@@ -107,11 +82,11 @@ class _Verifier:
             if prev is not None and prev != s.var.type and not _compatible_rebind(prev, s.var.type):
                 self.fail(f"{s.var.name} re-assigned with a different type")
             scope.bind(s.var.name, s.var.type)
-        elif isinstance(s, Eval):
+        elif isinstance(s, ir.Eval):
             self._expr(s.call, scope)
-        elif isinstance(s, Seq):
+        elif isinstance(s, ir.Seq):
             self.seq(s, scope)
-        elif isinstance(s, For):
+        elif isinstance(s, ir.For):
             for e in (s.start, s.stop, s.step):
                 self._expr(e, scope)
                 self._int_scalar(e, "for bound")
@@ -119,11 +94,11 @@ class _Verifier:
             inner.bind(s.var.name, s.var.type)
             # Names first defined inside the body are not defined after it (the loop may run 0 times).
             self.seq(s.body, inner)
-        elif isinstance(s, While):
+        elif isinstance(s, ir.While):
             self._expr(s.cond, scope)
             self._bool(s.cond, "while condition")
             self.seq(s.body, scope.child())
-        elif isinstance(s, If):
+        elif isinstance(s, ir.If):
             self._expr(s.cond, scope)
             self._bool(s.cond, "if condition")
             then, other = scope.child(), scope.child()
@@ -131,40 +106,40 @@ class _Verifier:
             if s.orelse is not None:
                 self.seq(s.orelse, other)
             scope.join_branches(then, other, "the if")
-        elif isinstance(s, Return):
+        elif isinstance(s, ir.Return):
             for v in s.values:
                 self._expr(v, scope)
         else:
             self.fail(f"unknown statement {type(s).__name__}")
 
-    def _bool(self, e: Expr, what: str) -> None:
+    def _bool(self, e: ir.Expr, what: str) -> None:
         t = e.type
-        if not ((isinstance(t, ScalarType) and t.dtype in (DType.BOOL,)) or (isinstance(t, ScalarType)
+        if not ((isinstance(t, ir.ScalarType) and t.dtype in (DType.BOOL,)) or (isinstance(t, ir.ScalarType)
                 and t.dtype.is_int)):
             self.fail(f"{what} must be a boolean or integer scalar")
 
-    def _int_scalar(self, e: Expr, what: str) -> None:
+    def _int_scalar(self, e: ir.Expr, what: str) -> None:
         t = e.type
-        if not (isinstance(t, ScalarType) and t.dtype.is_int):
+        if not (isinstance(t, ir.ScalarType) and t.dtype.is_int):
             self.fail(f"{what} must be an integer scalar")
 
-    def _expr(self, e: Arg, scope: Scope) -> None:
+    def _expr(self, e: ir.Arg, scope: Scope) -> None:
         """Check every sub-expression of ``e``, operands before the node that uses them."""
         for node in walk_expr(e):
             self._node(node, scope)
 
-    def _node(self, e: Arg, scope: Scope) -> None:
+    def _node(self, e: ir.Arg, scope: Scope) -> None:
         """The checks of one expression node (its operands are checked already)."""
-        if isinstance(e, ListExpr):
+        if isinstance(e, ir.ListExpr):
             return
-        if isinstance(e, Var):
+        if isinstance(e, ir.Var):
             t = scope.get(e.name)
             if t is None:
                 self.fail(f"{e.name} used before it is defined")
             elif t != e.type and not _compatible_rebind(t, e.type):
                 self.fail(f"{e.name} used with a type that differs from its definition")
             return
-        if isinstance(e, Const):
+        if isinstance(e, ir.Const):
             if isinstance(e.value, float) and not e.dtype.is_float:
                 self.fail(f"constant {e.value!r} has the non-float dtype {e.dtype.value}")
             elif e.dtype.is_int and isinstance(e.value, int):
@@ -172,17 +147,17 @@ class _Verifier:
                 if not lo <= e.value <= hi:
                     self.fail(f"constant {e.value} does not fit {e.dtype.value} ({lo} .. {hi})")
             return
-        if isinstance(e, BinOp):
+        if isinstance(e, ir.BinOp):
             for side in (e.lhs, e.rhs):
-                if not isinstance(side.type, ScalarType):
+                if not isinstance(side.type, ir.ScalarType):
                     self.fail(f"operator {e.op.value} applied to a non-scalar")
             return
-        if isinstance(e, Call):
+        if isinstance(e, ir.Call):
             self._call(e)
             return
         self.fail(f"unknown expression {type(e).__name__}")
 
-    def _call(self, e: Call) -> None:
+    def _call(self, e: ir.Call) -> None:
         """A call's recorded type and attributes are what the signature table deduces again."""
         try:
             again = make_call(e.op, e.args, dict(e.attrs))
@@ -195,14 +170,14 @@ class _Verifier:
             self.fail(f"{e.op.text}: attributes are not canonical")
 
 
-def _compatible_rebind(a: Type, b: Type) -> bool:
+def _compatible_rebind(a: ir.Type, b: ir.Type) -> bool:
     """Tiles may be re-bound with a different valid shape (same physical tile)."""
-    if isinstance(a, TileType) and isinstance(b, TileType):
+    if isinstance(a, ir.TileType) and isinstance(b, ir.TileType):
         return a.dtype == b.dtype and a.shape == b.shape and a.memory == b.memory
     return False
 
 
-def verify(program: Program) -> Program:
+def verify(program: ir.Program) -> ir.Program:
     """Check the program; return it unchanged or raise VerifyError with every problem."""
     depth, where = program_depth(program)
     if depth > MAX_NESTING:  # checked first: every other check recurses on the nesting

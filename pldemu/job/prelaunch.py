@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterable, Sequence
 
-from pldemu.cli.common import UsageError
 from pldemu.ir import Program
+from pldemu.job.exits import UsageError
 from pldemu.job.outputs import OutputPathError, output_file
 from pldemu.runtime.options import RuntimeOptions
 

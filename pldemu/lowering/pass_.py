@@ -27,28 +27,9 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import ClassVar
 
+from pldemu.ir import nodes as ir
 from pldemu.ir.builder import FunctionBuilder
 from pldemu.ir.enums import AllreduceMode
-from pldemu.ir.nodes import (
-    NR,
-    Arg,
-    Assign,
-    BinOp,
-    Call,
-    Eval,
-    Expr,
-    For,
-    Function,
-    If,
-    ListExpr,
-    Program,
-    Return,
-    Seq,
-    SourcePos,
-    Stmt,
-    Var,
-    While,
-)
 from pldemu.ir.ops import Op
 from pldemu.ir.printer import format_attr, format_expr
 from pldemu.ir.signatures import make_call
@@ -69,7 +50,7 @@ class CallReport:
 
     function: str
     where: str
-    call: Call
+    call: ir.Call
     lowered: Lowered
     emitted: tuple[tuple[str, int], ...]
     """Static count of emitted primitive call sites by op name (sorted)."""
@@ -93,7 +74,7 @@ class CallReport:
 
 @dataclass(frozen=True)
 class LoweringReport:
-    program: Program
+    program: ir.Program
     calls: tuple[CallReport, ...]
 
 
@@ -123,11 +104,11 @@ class LowerCompositeOps:
         if not isinstance(self.backend, Backend):
             raise TypeError(f"backend must be a Backend, got {self.backend!r}")
 
-    def apply(self, program: Program) -> Program:
+    def apply(self, program: ir.Program) -> ir.Program:
         """Lower every collective of every function (see the module docstring)."""
         return self.apply_with_report(program).program
 
-    def apply_with_report(self, program: Program) -> LoweringReport:
+    def apply_with_report(self, program: ir.Program) -> LoweringReport:
         """``apply`` plus one ``CallReport`` per lowered call, in program order."""
         pending = {f.name: any(_collective_calls(f)) for f in program.functions}
         if not any(pending.values()):
@@ -143,17 +124,17 @@ class LowerCompositeOps:
             lowering = _FunctionLowering(program, f, roots[f.name], self)
             functions.append(lowering.run())
             reports.extend(lowering.reports)
-        lowered = Program(program.name, program.buffers, tuple(functions), program.entry, program.nranks)
+        lowered = ir.Program(program.name, program.buffers, tuple(functions), program.entry, program.nranks)
         return LoweringReport(lowered, tuple(reports))
 
 
-def lower_composite_ops(program: Program, *, variant: RecipeVariant = CORRECT,
-                        backend: Backend = STANDALONE) -> Program:
+def lower_composite_ops(program: ir.Program, *, variant: RecipeVariant = CORRECT,
+                        backend: Backend = STANDALONE) -> ir.Program:
     """``LowerCompositeOps(variant, backend).apply(program)``: the entry point most callers use."""
     return LowerCompositeOps(variant, backend).apply(program)
 
 
-def lower_composite_ops_with_report(program: Program, *, variant: RecipeVariant = CORRECT,
+def lower_composite_ops_with_report(program: ir.Program, *, variant: RecipeVariant = CORRECT,
                                     backend: Backend = STANDALONE) -> LoweringReport:
     """``LowerCompositeOps(variant, backend).apply_with_report(program)``."""
     return LowerCompositeOps(variant, backend).apply_with_report(program)
@@ -164,23 +145,23 @@ def lower_composite_ops_with_report(program: Program, *, variant: RecipeVariant 
 # ----------------------------------------------------------------------------------------------
 
 
-def _collectives(calls: Iterable[Call]) -> Iterator[Call]:
+def _collectives(calls: Iterable[ir.Call]) -> Iterator[ir.Call]:
     """The calls of ``calls`` that this pass rewrites (their op has a rule)."""
     return (c for c in calls if c.op in RULES)
 
 
-def _collective_calls(f: Function) -> Iterator[Call]:
+def _collective_calls(f: ir.Function) -> Iterator[ir.Call]:
     """Collective calls of ``f``, in evaluation order."""
     return _collectives(function_calls(f))
 
 
-def composite_calls(program: Program) -> tuple[Call, ...]:
+def composite_calls(program: ir.Program) -> tuple[ir.Call, ...]:
     """Every call of a composite collective (``pld.tensor.*``, which only this pass can run) in
     ``program``, function by function in evaluation order; empty for a lowered program."""
     return tuple(_collectives(program_calls(program)))
 
 
-def _alias_roots(program: Program, f: Function) -> Mapping[str, frozenset[str]]:
+def _alias_roots(program: ir.Program, f: ir.Function) -> Mapping[str, frozenset[str]]:
     """Variable -> the declared buffers it may stand for, through rebinds, tensor.view and collectives.
 
     Flow-insensitive (names may be re-assigned): the union over every binding, to a fixed point.
@@ -188,7 +169,7 @@ def _alias_roots(program: Program, f: Function) -> Mapping[str, frozenset[str]]:
     roots: dict[str, frozenset[str]] = {b.var.name: frozenset({b.var.name}) for b in program.buffers}
     for p in f.params:
         roots[p.name] = frozenset({p.name})
-    assigns = [s for s in walk_stmts(f.body.stmts) if isinstance(s, Assign)]
+    assigns = [s for s in walk_stmts(f.body.stmts) if isinstance(s, ir.Assign)]
     changed = True
     while changed:
         changed = False
@@ -203,20 +184,20 @@ def _alias_roots(program: Program, f: Function) -> Mapping[str, frozenset[str]]:
     return MappingProxyType(roots)
 
 
-def _alias_source(e: Expr) -> Var | None:
+def _alias_source(e: ir.Expr) -> ir.Var | None:
     """The variable whose memory ``e`` denotes, if it denotes one."""
-    if isinstance(e, Var):
+    if isinstance(e, ir.Var):
         return e
-    if isinstance(e, Call):
+    if isinstance(e, ir.Call):
         index = 0 if e.op is Op.TENSOR_VIEW else ARGS[e.op].result if e.op in ARGS else None
-        if index is not None and isinstance(e.args[index], Var):
+        if index is not None and isinstance(e.args[index], ir.Var):
             arg = e.args[index]
-            assert isinstance(arg, Var)
+            assert isinstance(arg, ir.Var)
             return arg
     return None
 
 
-def _check_signal_conventions(program: Program, roots: Mapping[str, Mapping[str, frozenset[str]]]) -> None:
+def _check_signal_conventions(program: ir.Program, roots: Mapping[str, Mapping[str, frozenset[str]]]) -> None:
     """Reject a buffer used as a mesh signal ([NR, 1]) and as a ring signal ([2*(NR-1), NR]).
 
     The two conventions address cells differently, so one buffer serving both would let a mesh
@@ -229,7 +210,7 @@ def _check_signal_conventions(program: Program, roots: Mapping[str, Mapping[str,
             if not call.op.is_collective:
                 continue
             sig = call.args[ARGS[call.op].signal]
-            if not isinstance(sig, Var):
+            if not isinstance(sig, ir.Var):
                 continue
             ring = call.op is Op.ALLREDUCE and dict(call.attrs).get("mode") is AllreduceMode.ring
             site = f"func {f.name}: {format_expr(call)}"
@@ -254,12 +235,12 @@ def _check_signal_conventions(program: Program, roots: Mapping[str, Mapping[str,
 class _FunctionLowering:
     """Rewrites one function into a fresh FunctionBuilder; every temp name comes from its counter."""
 
-    def __init__(self, program: Program, fn: Function, roots: Mapping[str, frozenset[str]],
+    def __init__(self, program: ir.Program, fn: ir.Function, roots: Mapping[str, frozenset[str]],
                  options: LowerCompositeOps) -> None:
         self.program, self.fn, self.roots, self.options = program, fn, roots, options
-        names = {b.var.name for b in program.buffers} | {NR.name}
+        names = {b.var.name for b in program.buffers} | {ir.NR.name}
         for s in walk_stmts(fn.body.stmts):
-            if isinstance(s, (Assign, For)):
+            if isinstance(s, (ir.Assign, ir.For)):
                 names.add(s.var.name)
         self.fb = FunctionBuilder(fn.name, fn.params, used_names=names)
         self.path: list[str] = []
@@ -268,76 +249,76 @@ class _FunctionLowering:
         # them or to SSA aliases of them, so TupleGetItem projections fold to the rule's destinations.
         # A user's own ``v = tuple.make(a, b)`` is never folded.
         self.made: set[int] = set()
-        self.tuples: dict[str, tuple[Arg, ...]] = {}
+        self.tuples: dict[str, tuple[ir.Arg, ...]] = {}
 
-    def run(self) -> Function:
+    def run(self) -> ir.Function:
         self.seq(self.fn.body.stmts)
         return self.fb.build()
 
-    def seq(self, stmts: tuple[Stmt, ...]) -> None:
+    def seq(self, stmts: tuple[ir.Stmt, ...]) -> None:
         for index, s in enumerate(stmts, 1):
             self.path.append(f"stmt {index}")
             self.stmt(s)
             self.path.pop()
 
-    def block(self, body: Seq, label: str) -> Seq:
+    def block(self, body: ir.Seq, label: str) -> ir.Seq:
         self.path.append(label)
         with self.fb.block() as out:
             self.seq(body.stmts)
         self.path.pop()
-        return Seq(tuple(out))
+        return ir.Seq(tuple(out))
 
-    def pending(self, e: Expr) -> bool:
+    def pending(self, e: ir.Expr) -> bool:
         """True when ``e`` holds a composite call, a projection of a rule's tuple, or aliases one."""
-        if isinstance(e, Var):
+        if isinstance(e, ir.Var):
             return e.name in self.tuples
-        return any(c.op in RULES or (c.op is Op.TUPLE_GET_ITEM and isinstance(c.args[0], Var)
+        return any(c.op in RULES or (c.op is Op.TUPLE_GET_ITEM and isinstance(c.args[0], ir.Var)
                                      and c.args[0].name in self.tuples) for c in expr_calls(e))
 
-    def stmt(self, s: Stmt) -> None:
+    def stmt(self, s: ir.Stmt) -> None:
         fb = self.fb
         if not any(self.pending(e) for x in walk_stmts((s,)) for e in stmt_exprs(x)):
-            if isinstance(s, Assign):
+            if isinstance(s, ir.Assign):
                 self.tuples.pop(s.var.name, None)
             fb.emit(s)  # nothing to lower: keep the statement object itself
             return
-        if isinstance(s, Assign):
+        if isinstance(s, ir.Assign):
             value = self.expr(s.value, s)
             self.track(s.var, value)
-            fb.emit(Assign(s.var, value, s.origin))
-        elif isinstance(s, Eval):
+            fb.emit(ir.Assign(s.var, value, s.origin))
+        elif isinstance(s, ir.Eval):
             value = self.expr(s.call, s)
             # A collective evaluated for effect leaves only its recipe behind.
             if s.call.op not in RULES:
-                assert isinstance(value, Call)
-                fb.emit(Eval(value, s.origin))
-        elif isinstance(s, Seq):
+                assert isinstance(value, ir.Call)
+                fb.emit(ir.Eval(value, s.origin))
+        elif isinstance(s, ir.Seq):
             fb.emit(self.block(s, "seq"))
-        elif isinstance(s, For):
+        elif isinstance(s, ir.For):
             start, stop, step = (self.expr(e, s) for e in (s.start, s.stop, s.step))
-            fb.emit(For(s.var, start, stop, step, self.block(s.body, f"for {s.var.name}")))
-        elif isinstance(s, While):
+            fb.emit(ir.For(s.var, start, stop, step, self.block(s.body, f"for {s.var.name}")))
+        elif isinstance(s, ir.While):
             call = next(_collectives(expr_calls(s.cond)), None)
             if call is not None:
                 raise LoweringError(call.op, "call site", "a statement, not part of a while condition "
                                     "(it would have to run once per trip)", where=self.where(s))
-            fb.emit(While(s.cond, self.block(s.body, "while")))
-        elif isinstance(s, If):
+            fb.emit(ir.While(s.cond, self.block(s.body, "while")))
+        elif isinstance(s, ir.If):
             cond = self.expr(s.cond, s)
             then = self.block(s.then, "if")
             orelse = None if s.orelse is None else self.block(s.orelse, "else")
-            fb.emit(If(cond, then, orelse))
-        elif isinstance(s, Return):
-            fb.emit(Return(tuple(self.expr(v, s) for v in s.values)))
+            fb.emit(ir.If(cond, then, orelse))
+        elif isinstance(s, ir.Return):
+            fb.emit(ir.Return(tuple(self.expr(v, s) for v in s.values)))
         else:  # pragma: no cover - Stmt is a closed union
             raise TypeError(f"not a statement: {s!r}")
 
-    def expr(self, e: Expr, s: Stmt) -> Expr:
+    def expr(self, e: ir.Expr, s: ir.Stmt) -> ir.Expr:
         """``e`` with every collective call lowered (its recipe emitted first) and replaced by its result."""
-        if isinstance(e, BinOp):
+        if isinstance(e, ir.BinOp):
             lhs, rhs = self.expr(e.lhs, s), self.expr(e.rhs, s)
-            return e if (lhs is e.lhs and rhs is e.rhs) else BinOp(e.op, lhs, rhs)
-        if not isinstance(e, Call):
+            return e if (lhs is e.lhs and rhs is e.rhs) else ir.BinOp(e.op, lhs, rhs)
+        if not isinstance(e, ir.Call):
             return e
         args = tuple(self.arg(a, s) for a in e.args)
         folded = self.fold(e, args)
@@ -348,45 +329,45 @@ class _FunctionLowering:
             return call
         return self.lower(call, s)
 
-    def fold(self, e: Call, args: tuple[Arg, ...]) -> Expr | None:
+    def fold(self, e: ir.Call, args: tuple[ir.Arg, ...]) -> ir.Expr | None:
         """A projection of a rule's MakeTuple (directly or through a tracked variable): the element."""
         if e.op is not Op.TUPLE_GET_ITEM:
             return None
         src = args[0]
-        elements = (self.tuples.get(src.name) if isinstance(src, Var) else
-                    src.args if isinstance(src, Call) and id(src) in self.made else None)
+        elements = (self.tuples.get(src.name) if isinstance(src, ir.Var) else
+                    src.args if isinstance(src, ir.Call) and id(src) in self.made else None)
         if elements is None:
             return None
         index = e.attr("index")
         assert isinstance(index, int)
         item = elements[index]
-        assert not isinstance(item, ListExpr)
+        assert not isinstance(item, ir.ListExpr)
         return item
 
-    def track(self, var: Var, value: Expr) -> None:
+    def track(self, var: ir.Var, value: ir.Expr) -> None:
         """Record ``var`` as a rule's tuple (or an alias of one); any other binding forgets it."""
-        if isinstance(value, Call) and id(value) in self.made:
+        if isinstance(value, ir.Call) and id(value) in self.made:
             self.tuples[var.name] = value.args
-        elif isinstance(value, Var) and value.name in self.tuples:
+        elif isinstance(value, ir.Var) and value.name in self.tuples:
             self.tuples[var.name] = self.tuples[value.name]
         else:
             self.tuples.pop(var.name, None)
 
-    def arg(self, a: Arg, s: Stmt) -> Arg:
-        if isinstance(a, ListExpr):
+    def arg(self, a: ir.Arg, s: ir.Stmt) -> ir.Arg:
+        if isinstance(a, ir.ListExpr):
             items = tuple(self.expr(i, s) for i in a.items)
-            return a if all(x is y for x, y in zip(items, a.items, strict=True)) else ListExpr(items)
+            return a if all(x is y for x, y in zip(items, a.items, strict=True)) else ir.ListExpr(items)
         return self.expr(a, s)
 
-    def lower(self, call: Call, s: Stmt) -> Expr:
+    def lower(self, call: ir.Call, s: ir.Stmt) -> ir.Expr:
         where = self.where(s)
-        target = s.var.name if isinstance(s, Assign) else ""
+        target = s.var.name if isinstance(s, ir.Assign) else ""
         ctx = LoweringContext(self.program, call.op, where, self.roots, self.options.variant, target,
                               self.options.backend)
         rule = RULES[call.op]
         origin = getattr(s, "origin", None)
         # Every statement of the recipe points at the user's line of the composite it came from.
-        self.fb.origin = None if origin is None else SourcePos(origin.file, origin.line, call.op.text)
+        self.fb.origin = None if origin is None else ir.SourcePos(origin.file, origin.line, call.op.text)
         try:
             with self.fb.block() as emitted:
                 lowered = rule(call, self.fb, ctx)
@@ -394,15 +375,15 @@ class _FunctionLowering:
             self.fb.origin = None
         for st in emitted:
             self.fb.emit(st)
-        if isinstance(lowered.value, Call) and lowered.value.op is Op.TUPLE_MAKE:
+        if isinstance(lowered.value, ir.Call) and lowered.value.op is Op.TUPLE_MAKE:
             self.made.add(id(lowered.value))
         counts = Counter(c.op.text for c in walk_calls(emitted))
         self.reports.append(CallReport(self.fn.name, where, call, lowered, tuple(sorted(counts.items()))))
         return lowered.value
 
-    def where(self, s: Stmt) -> str:
-        text = format_expr(s.call) if isinstance(s, Eval) else (
-            f"{s.var.name} = {format_expr(s.value)}" if isinstance(s, Assign) else type(s).__name__.lower())
+    def where(self, s: ir.Stmt) -> str:
+        text = format_expr(s.call) if isinstance(s, ir.Eval) else (
+            f"{s.var.name} = {format_expr(s.value)}" if isinstance(s, ir.Assign) else type(s).__name__.lower())
         return f"func {self.fn.name} > {' > '.join(self.path)}: {text}"
 
 

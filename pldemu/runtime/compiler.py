@@ -32,25 +32,7 @@ from dataclasses import dataclass
 from types import CodeType, FunctionType, TracebackType
 from typing import Any
 
-from pldemu.ir import (
-    Assign,
-    BinOp,
-    Call,
-    Eval,
-    Expr,
-    For,
-    Function,
-    If,
-    ListExpr,
-    Program,
-    Return,
-    Seq,
-    SourcePos,
-    Stmt,
-    Var,
-    While,
-    format_expr,
-)
+from pldemu import ir
 from pldemu.ir.nodes import BinOpKind, FoldError, NotStatic, evaluate, fold_binop
 from pldemu.ir.printer import format_function
 from pldemu.ir.walk import expr_calls, stmt_bodies
@@ -107,7 +89,7 @@ class CompiledFunction:
         return None if line is None else self.lines.get(line)
 
 
-def function_lines(program: Program) -> dict[str, int]:
+def function_lines(program: ir.Program) -> dict[str, int]:
     """Line of each function's header in ``format_program(program)``: the head line, one per buffer,
     then per function a blank line and its own lines."""
     out: dict[str, int] = {}
@@ -153,10 +135,10 @@ def _literal(value: Any) -> str | None:
     return None
 
 
-def _block_depth(s: Stmt) -> int:
+def _block_depth(s: ir.Stmt) -> int:
     """Blocks nested in ``s`` (``s`` itself counts if it has a body; a bare ``Seq`` does not)."""
     inner = max((_block_depth(t) for body in stmt_bodies(s) for t in body.stmts), default=0)
-    return inner + (0 if isinstance(s, Seq) else bool(stmt_bodies(s)))
+    return inner + (0 if isinstance(s, ir.Seq) else bool(stmt_bodies(s)))
 
 
 class _Source:
@@ -203,7 +185,7 @@ class FunctionCompiler:
 
     # -- entry -----------------------------------------------------------------------------------
 
-    def compile(self, fn: Function, header_line: int) -> CompiledFunction:
+    def compile(self, fn: ir.Function, header_line: int) -> CompiledFunction:
         self.func = fn.name
         self.line = header_line
         self._in_frame = _block_depth(fn.body) > _MAX_DEPTH
@@ -239,7 +221,7 @@ class FunctionCompiler:
         slot = self.slots[name]
         return f"f[{slot}]" if self._in_frame else f"v{slot}_{_ident(name)}"
 
-    def _loc(self, text: str, origin: SourcePos | None = None) -> Location:
+    def _loc(self, text: str, origin: ir.SourcePos | None = None) -> Location:
         """The statement's location. Its call sites report it whole, the user's line included; a
         program error is prefixed with its printed part only (``Location.printed``)."""
         return Location(self.func, self.line, text, origin)
@@ -251,7 +233,7 @@ class FunctionCompiler:
 
     # -- statements --------------------------------------------------------------------------------
 
-    def _block(self, s: Seq, indent: int, depth: int) -> None:
+    def _block(self, s: ir.Seq, indent: int, depth: int) -> None:
         """Emit ``s`` at ``indent``; ``depth`` blocks deep in the current Python function."""
         if depth >= _MAX_DEPTH and any(stmt_bodies(t) for t in s.stmts):
             self._outline(s, indent)
@@ -262,7 +244,7 @@ class FunctionCompiler:
         if len(self._src.lines) == mark:
             self._src.emit(indent, "pass", None)
 
-    def _outline(self, s: Seq, indent: int) -> None:
+    def _outline(self, s: ir.Seq, indent: int) -> None:
         """Emit ``s`` as a generated function of its own, called here (see the module docstring)."""
         outer, self._src = self._src, _Source()
         name = f"_b{len(self._outlined)}"
@@ -275,35 +257,35 @@ class FunctionCompiler:
         self._src.emit(indent, "if _r is not _NORET:", None)
         self._src.emit(indent + 1, "return _r", None)
 
-    def _seq(self, s: Seq, indent: int, depth: int) -> None:
+    def _seq(self, s: ir.Seq, indent: int, depth: int) -> None:
         for st in s.stmts:
             self._STMTS[type(st)](self, st, indent, depth)
 
-    def _assign(self, s: Assign, indent: int, depth: int) -> None:
+    def _assign(self, s: ir.Assign, indent: int, depth: int) -> None:
         self.line += 1
-        loc = self._loc(f"{s.var.name} = {format_expr(s.value)}", s.origin)
+        loc = self._loc(f"{s.var.name} = {ir.format_expr(s.value)}", s.origin)
         value = self._top(s.value, loc, indent)
         self._slot(s.var.name)
         self._src.emit(indent, f"{self._var(s.var.name)} = {value}", loc.printed)
 
-    def _eval(self, s: Eval, indent: int, depth: int) -> None:
+    def _eval(self, s: ir.Eval, indent: int, depth: int) -> None:
         self.line += 1
-        loc = self._loc(format_expr(s.call), s.origin)
+        loc = self._loc(ir.format_expr(s.call), s.origin)
         self._src.emit(indent, self._top(s.call, loc, indent), loc.printed)
 
-    def _for(self, s: For, indent: int, depth: int) -> None:
+    def _for(self, s: ir.For, indent: int, depth: int) -> None:
         self.line += 1
-        loc = self._loc(f"for {s.var.name} in range({format_expr(s.start)}, {format_expr(s.stop)}, "
-                        f"{format_expr(s.step)})")
+        loc = self._loc(f"for {s.var.name} in range({ir.format_expr(s.start)}, {ir.format_expr(s.stop)}, "
+                        f"{ir.format_expr(s.step)})")
         start, stop, step = self._operands((s.start, s.stop, s.step), loc, indent)
         self._slot(s.var.name)
         self._src.emit(indent, f"for {self._var(s.var.name)} in _range({start}, {stop}, {step}):", loc.printed)
         self._block(s.body, indent + 1, depth + 1)
         self.line += 1  # closing brace
 
-    def _while(self, s: While, indent: int, depth: int) -> None:
+    def _while(self, s: ir.While, indent: int, depth: int) -> None:
         self.line += 1
-        loc = self._loc(f"while {format_expr(s.cond)}")
+        loc = self._loc(f"while {ir.format_expr(s.cond)}")
         self._src.emit(indent, "while True:", loc.printed)
         cond = self._top(s.cond, loc, indent + 1)
         self._src.emit(indent + 1, f"if not {cond}:", loc.printed)
@@ -311,9 +293,9 @@ class FunctionCompiler:
         self._block(s.body, indent + 1, depth + 1)
         self.line += 1
 
-    def _if(self, s: If, indent: int, depth: int) -> None:
+    def _if(self, s: ir.If, indent: int, depth: int) -> None:
         self.line += 1
-        loc = self._loc(f"if {format_expr(s.cond)}")
+        loc = self._loc(f"if {ir.format_expr(s.cond)}")
         cond = self._top(s.cond, loc, indent)
         self._src.emit(indent, f"if {cond}:", loc.printed)
         self._block(s.then, indent + 1, depth + 1)
@@ -323,20 +305,20 @@ class FunctionCompiler:
             self._block(s.orelse, indent + 1, depth + 1)
         self.line += 1
 
-    def _return(self, s: Return, indent: int, depth: int) -> None:
+    def _return(self, s: ir.Return, indent: int, depth: int) -> None:
         self.line += 1
-        loc = self._loc(("return " + ", ".join(format_expr(v) for v in s.values)).rstrip())
+        loc = self._loc(("return " + ", ".join(ir.format_expr(v) for v in s.values)).rstrip())
         values = self._operands(s.values, loc, indent)
         self._src.emit(indent, "return " + _tuple(values), loc.printed)
 
     _STMTS: Mapping[type, Callable[..., None]] = {
-        Assign: _assign, Eval: _eval, Seq: _seq, For: _for, While: _while, If: _if, Return: _return,
+        ir.Assign: _assign, ir.Eval: _eval, ir.Seq: _seq, ir.For: _for, ir.While: _while, ir.If: _if, ir.Return: _return,
     }
     """The statement dispatch: one emitter per statement kind."""
 
     # -- expressions -------------------------------------------------------------------------------
 
-    def static(self, e: Expr | ListExpr) -> Any:
+    def static(self, e: ir.Expr | ir.ListExpr) -> Any:
         """The value of ``e`` if it is known before running (literals, all-literal lists and
         arithmetic on them), else the ``_STATIC`` marker."""
         try:
@@ -344,26 +326,26 @@ class FunctionCompiler:
         except (NotStatic, FoldError):
             return _STATIC  # a fault is left to run time, where it gets a location
 
-    def _top(self, e: Expr | ListExpr, loc: Location, indent: int) -> str:
+    def _top(self, e: ir.Expr | ir.ListExpr, loc: Location, indent: int) -> str:
         """Source of a statement's own expression: a call stays in the statement's line, calls
         nested in it are evaluated into temporaries on the lines before."""
         text, _ = self._expr(e, loc, indent, top=True)
         return text
 
-    def _expr(self, e: Expr | ListExpr, loc: Location, indent: int, top: bool = False) -> tuple[str, bool]:
+    def _expr(self, e: ir.Expr | ir.ListExpr, loc: Location, indent: int, top: bool = False) -> tuple[str, bool]:
         """Source of ``e`` and whether evaluating it is free of effects and faults (names,
         literals), in which case it may be evaluated later than where it stands."""
         value = self.static(e)
         if value is not _STATIC:
             literal = _literal(value)
             return (literal, True) if literal is not None else (self._bind("_k", value), True)
-        if isinstance(e, Var):
+        if isinstance(e, ir.Var):
             if e.name not in self.slots:
                 raise ProgramError(f"{e.name} is used before it is defined", loc.printed)
             return self._var(e.name), True
-        if isinstance(e, ListExpr):
+        if isinstance(e, ir.ListExpr):
             return _tuple(self._operands(e.items, loc, indent)), False
-        if isinstance(e, BinOp):
+        if isinstance(e, ir.BinOp):
             lhs, rhs = self._operands((e.lhs, e.rhs), loc, indent)
             infix = _INFIX.get(e.op)
             if infix is not None:
@@ -371,12 +353,12 @@ class FunctionCompiler:
             if e.op.is_function:
                 return f"_{e.op.value}({lhs}, {rhs})", False
             return f"_fold({self._bind('_op', e.op)}, {lhs}, {rhs})", False
-        if isinstance(e, Call):
+        if isinstance(e, ir.Call):
             text = self._call(e, loc, indent)
             return (text, False) if top else (self._temp(text, loc, indent), True)
         raise ProgramError(f"unknown expression {type(e).__name__}", loc.printed)
 
-    def _operands(self, exprs: Sequence[Expr | ListExpr], loc: Location, indent: int) -> list[str]:
+    def _operands(self, exprs: Sequence[ir.Expr | ir.ListExpr], loc: Location, indent: int) -> list[str]:
         """Sources of ``exprs``, evaluated left to right: an operand standing before one that contains a
         call is evaluated into a temporary first, unless it is effect- and fault-free."""
         last_call = max((i for i, e in enumerate(exprs) if next(expr_calls(e), None) is not None), default=-1)
@@ -392,7 +374,7 @@ class FunctionCompiler:
         self._src.emit(indent, f"{name} = {text}", loc.printed)
         return name
 
-    def _site(self, call: Call, loc: Location) -> CallSite:
+    def _site(self, call: ir.Call, loc: Location) -> CallSite:
         if self._reuse is not None:
             site = self._reuse[self._cursor]
             self._cursor += 1
@@ -403,7 +385,7 @@ class FunctionCompiler:
         self.new_sites.append(site)
         return site
 
-    def _call(self, call: Call, loc: Location, indent: int) -> str:
+    def _call(self, call: ir.Call, loc: Location, indent: int) -> str:
         op = call.op
         if op.is_composite:
             what = "collective" if op.is_collective else "tile op"

@@ -11,7 +11,7 @@ from pldemu.runtime.errors import Cause, DeadlockError
 from pldemu.runtime.options import RuntimeOptions
 from pldemu.runtime.sites import CallSite
 from pldemu.runtime.status import RankState, RankStatus, StatusBoard, WaitTarget, format_report
-from pldemu.runtime.values import Buffer, CommCtx, Poison
+from pldemu.runtime.values import Buffer, CommCtx, Poison, unravel
 from pldemu.windows import WaitTimeout, WindowError
 
 REPORT_SETTLE = 0.25
@@ -79,7 +79,7 @@ class Machine:
                 except WindowError:  # best effort: the record's observed value stands in
                     live = None
             posters = self.posters(st.buffer, st.rank, st.cell) if self.posters is not None else None
-            targets[st.rank] = WaitTarget(buf.name, _unravel(st.cell, buf.shape), buf.shape, live, posters)
+            targets[st.rank] = WaitTarget(buf.name, unravel(st.cell, buf.shape), buf.shape, live, posters)
         report, primary = format_report(self.rank, statuses, self.site_text, targets, self.timeout, self.hosts)
         t = targets.get(self.rank)
         cell = t.cell_text() if t is not None else f"cell {err.cell}"
@@ -89,15 +89,6 @@ class Machine:
         causes = self.known_causes(statuses, self.site_text) if self.known_causes is not None else ()
         return DeadlockError(head, rank=self.rank, location=site.where, report=report, primary=primary,
                              causes=causes)
-
-
-def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Multi-index of flat element ``flat`` of a packed buffer of ``shape`` (which holds it)."""
-    out: list[int] = []
-    for n in reversed(shape):
-        flat, i = divmod(flat, n)
-        out.append(i)
-    return tuple(reversed(out))
 
 
 __all__ = ["Machine"]

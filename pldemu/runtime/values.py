@@ -216,6 +216,26 @@ def stage_pieces(extent: Shape, stage: Shape) -> list[tuple[Shape, Shape]]:
     return pieces
 
 
+def unravel(flat: int, shape: Shape) -> tuple[int, ...]:
+    """Multi-index of flat element ``flat`` of a packed (C-order) buffer of ``shape``. A zero extent
+    counts as one (index 0 there), so a report about an empty buffer's cell never divides by zero."""
+    out: list[int] = []
+    for n in reversed(shape):
+        flat, i = divmod(flat, n) if n else (flat, 0)
+        out.append(i)
+    return tuple(reversed(out))
+
+
+def wrap_int32(value: int) -> int:
+    """``value`` wrapped as an INT32 register wraps it (two's complement).
+
+    The notify operand is an INT32 register on the device: this matters for the all_to_all_v reset
+    ``-read(cell)`` of a cell holding INT32_MIN (a poisoned data window): on hardware -INT32_MIN ==
+    INT32_MIN and the add wraps the cell to 0. The invariant checker's shadow cells wrap the same way.
+    """
+    return ((value + 0x8000_0000) & 0xFFFF_FFFF) - 0x8000_0000
+
+
 __all__ = [
     "Buffer",
     "CommCtx",
@@ -230,4 +250,6 @@ __all__ = [
     "prefix",
     "region",
     "stage_pieces",
+    "unravel",
+    "wrap_int32",
 ]

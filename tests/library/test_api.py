@@ -11,8 +11,8 @@ import pytest
 from library_helpers import ALLREDUCE_PLD, SHAPE, rank_data, summed, write_program
 
 import pldemu
-from pldemu.cli.common import options_argv
 from pldemu.ir import parse_program
+from pldemu.job.flags import options_argv
 
 pytestmark = pytest.mark.launcher
 

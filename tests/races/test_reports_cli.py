@@ -141,7 +141,7 @@ def test_reports_point_at_the_line_of_the_users_file(tmp_path: Path) -> None:
 
 
 def test_the_api_forwards_no_cell_check_from_the_one_flag_definition() -> None:
-    from pldemu.cli.common import RUNTIME_FLAGS, options_argv
+    from pldemu.job.flags import RUNTIME_FLAGS, options_argv
     from pldemu.runtime.options import RuntimeOptions
 
     assert RUNTIME_FLAGS["--no-cell-check"].field == "cell_check"

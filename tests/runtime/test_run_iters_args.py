@@ -11,6 +11,7 @@ import pytest
 
 from pldemu.cli import build_parser, main
 from pldemu.cli.commands import run as run_cli
+from pldemu.harness import report
 from pldemu.harness.repeat import IterationRow, RepeatResult
 
 EXAMPLE = str(Path(run_cli.__file__).resolve().parent.parent / "examples" / "custom_barrier.pld")
@@ -73,14 +74,14 @@ def test_result_verdicts_and_printed_summaries() -> None:
     clean = _result(IterationRow(10, 10, 12.0, 0, 0, 0), IterationRow(20, 10, 14.0, 0, 0, 0))
     assert clean.ok and clean.iters == 20 and clean.time_us == 13.0
     assert clean.summary().endswith(": PASS") and "0 signal cells != 0" in clean.summary()
-    assert "all 0 at every one of 2 block ends" in run_cli.repeat_summary(clean)
+    assert "all 0 at every one of 2 block ends" in report.repeat_summary(clean)
     cells = _result(IterationRow(5, 5, 1.0, 12, 0, 0), IterationRow(10, 5, 1.0, 12, 0, 0))
     assert not cells.ok and cells.cells_nonzero == 24 and cells.summary().endswith(": FAIL")
-    assert "24 non-zero over 2 block ends" in run_cli.repeat_summary(cells)
-    assert "--no-cell-check" in run_cli.repeat_summary(cells)
+    assert "24 non-zero over 2 block ends" in report.repeat_summary(cells)
+    assert "--no-cell-check" in report.repeat_summary(cells)
     racy = _result(IterationRow(5, 5, 1.0, 0, 0, 3))
     assert not racy.ok and racy.races == 3 and "3 races" in racy.summary()
     unchecked = _result(IterationRow(5, 5, 1.0, 0, 0, 0), cell_check=False)
     assert "cells not checked" in unchecked.summary()
-    assert "not checked (--no-cell-check)" in run_cli.repeat_summary(unchecked)
-    assert run_cli.race_summary([]).startswith("  races: none")
+    assert "not checked (--no-cell-check)" in report.repeat_summary(unchecked)
+    assert report.race_summary([]).startswith("  races: none")

@@ -141,7 +141,7 @@ def test_int32_to_fp16_rounds_to_nearest_and_overflows_to_inf() -> None:
 
 
 def test_run_summary_and_dump_treat_bf16_as_a_float(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from pldemu.cli.commands.run import _summary
+    from pldemu.harness.run import buffer_summary as _summary
 
     a = np.array([1.5, np.nan, -2.0], np.float32).astype(BF16)
     assert _summary(a).startswith("sum=-0.5 min=-2 max=1.5 nan=1 crc32=")

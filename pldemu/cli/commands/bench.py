@@ -12,14 +12,14 @@ arguments; 3 a failure inside the job (deadlock, timeout, crash).
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from pldemu.cli import common
-from pldemu.cli.common import EXIT_ERROR, EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError
 from pldemu.collectives import COLLECTIVE_NAMES
+from pldemu.harness import injob
+from pldemu.job import exits, flags
 from pldemu.job.argtypes import nonneg_int, positive_int
-from pldemu.job.launch import abort_job
+from pldemu.job.exits import EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError
 from pldemu.job.outputs import OutputPathError, output_file
 
 DEFAULT_RANKS = 4
@@ -88,7 +88,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", metavar="FILE", default=None, help="write every figure as JSON")
     parser.add_argument("--plot", metavar="FILE.png", default=None,
                         help="plot busbw against size, pldemu and native (needs matplotlib)")
-    common.add_runtime_arguments(parser, "bench", defaults={"--timeout": DEFAULT_TIMEOUT})
+    flags.add_runtime_arguments(parser, "bench", defaults={"--timeout": DEFAULT_TIMEOUT})
     common.add_job_timeout_argument(parser, DEFAULT_JOB_TIMEOUT)
 
 
@@ -115,7 +115,7 @@ def child_argv(args: argparse.Namespace, n: int) -> list[str]:
     from pldemu.bench.common import format_size
 
     argv = ["bench", args.what, "-n", str(n), "--dtype", args.dtype, "--iters", str(args.iters),
-            "--warmup", str(args.warmup), "--job-timeout", repr(args.job_timeout), *common.runtime_argv(args)]
+            "--warmup", str(args.warmup), "--job-timeout", repr(args.job_timeout), *flags.runtime_argv(args)]
     if args.sizes is not None:
         argv += ["--sizes", ",".join(format_size(s) for s in args.sizes)]
     if args.mode is not None:
@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
 
     problem = validate(args)
     if problem is not None:
-        return common.usage_error("bench", problem) if not in_mpi_job() or job_rank() in (0, None) else EXIT_USAGE
+        return exits.usage_error("bench", problem) if not in_mpi_job() or job_rank() in (0, None) else EXIT_USAGE
     if in_mpi_job():
         return _run_in_job(args)
     n = args.ranks or DEFAULT_RANKS
@@ -149,13 +149,11 @@ def _run_in_job(args: argparse.Namespace) -> int:
     comm = MPI.COMM_WORLD
     me = comm.Get_rank()
     try:
-        common.check_job_size(args.ranks, comm.Get_size())
+        injob.check_job_size(args.ranks, comm.Get_size())
         # Poison stays on (the default): it costs nothing per op, only at allocation.
-        options = common.runtime_options(args)
+        options = flags.runtime_options(args)
     except UsageError as err:
-        if me == 0:
-            common.usage_error("bench", str(err))
-        return EXIT_USAGE
+        return injob.refuse(comm, "bench", err)
     config = BenchConfig(
         what=args.what,
         sizes=args.sizes if args.sizes is not None else parse_sizes(DEFAULT_SIZES),
@@ -174,8 +172,7 @@ def _run_in_job(args: argparse.Namespace) -> int:
                 report.plot(args.plot)
                 print(f"# wrote {args.plot}", flush=True)
     except Exception as err:  # any failure inside the job ends it with exit 3
-        print(f"# rank {me}: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
-        abort_job(comm, EXIT_ERROR)  # a rank failing alone would leave its peers waiting
+        injob.abort_with(comm, f"# rank {me}: {type(err).__name__}: {err}")  # peers would wait on a rank failing alone
     if report.wrong:
         if me == 0:
             print(f"# {report.wrong} wrong elements", flush=True)

@@ -15,9 +15,9 @@ import argparse
 import sys
 from typing import TextIO
 
-from pldemu.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE
 from pldemu.ir.parser import ParseError
 from pldemu.job.argtypes import nonneg_int
+from pldemu.job.exits import EXIT_FAIL, EXIT_OK, EXIT_USAGE
 from pldemu.neuron.eliminate_casts import DOCSTRING_GATES, GATES, NeuronEliminateCasts, PassResult
 from pldemu.neuron.evaluate import OutputComparison, compare
 from pldemu.neuron.ir import Function, IRError

@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pldemu.cli import common
 from pldemu.cli.args import (
-    REDUCES,
     add_backend_argument,
     add_collective_arguments,
+    call_request,
     check_applies,
     collective_argv,
 )
@@ -37,10 +36,12 @@ from pldemu.cli.check_kinds.mx import (
 )
 from pldemu.cli.check_kinds.tile import EPILOG as TILE_EPILOG
 from pldemu.cli.check_kinds.tile import TILE_CHECKS, run_tile_checks
-from pldemu.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError
 from pldemu.collectives import COLLECTIVE_NAMES
-from pldemu.ir import AllreduceMode, DType
-from pldemu.job.argtypes import format_dims, nonneg_int, positive_int
+from pldemu.harness import injob
+from pldemu.harness.plan import Planned, build, plan_calls, validate_cases
+from pldemu.job import exits, flags
+from pldemu.job.argtypes import nonneg_int, positive_int
+from pldemu.job.exits import EXIT_FAIL, EXIT_OK, UsageError
 from pldemu.job.prelaunch import add_force_argument, check_before_launch
 from pldemu.runtime.options import RuntimeOptions
 
@@ -118,7 +119,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--block", type=positive_int, default=None, metavar="B",
                         help="iterations per progress row (default: about 8 rows)")
     common.add_job_timeout_argument(parser, DEFAULT_JOB_TIMEOUT)
-    common.add_runtime_arguments(parser, "check", defaults={"--timeout": DEFAULT_TIMEOUT}, helps={
+    flags.add_runtime_arguments(parser, "check", defaults={"--timeout": DEFAULT_TIMEOUT}, helps={
         "--seed": "data seed, and the seed of every randomised schedule (default %(default)s)",
         "--races": "detect data races on windows (happens-before, checked at every block end); a race fails "
                    "the check (exit 1)",
@@ -132,17 +133,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # ----------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Planned:
-    """One case of the plan: the spec's keyword arguments (``pldemu.collectives.CollectiveSpec``)."""
-
-    fields: tuple[tuple[str, Any], ...]
-
-    def kwargs(self) -> dict[str, Any]:
-        """The CollectiveSpec keyword arguments."""
-        return dict(self.fields)
-
-
 def plan(args: argparse.Namespace, nranks: int) -> list[Planned]:
     """The cases the command line asks for on ``nranks`` ranks; raises UsageError on bad combinations."""
     name: str = args.collective
@@ -151,82 +141,17 @@ def plan(args: argparse.Namespace, nranks: int) -> list[Planned]:
         raise UsageError(refusal)
     if name in TILE_CHECKS or name in MX_CHECKS:
         return []  # the tile checks plan nothing collective (cli/check_kinds/tile.py)
-    names = list(_COLLECTIVES) if name == "all" else [name]
-    single = name != "all"
-
-    if single:
+    if name != "all":
         try:
             check_applies(name, args)
         except ValueError as err:
             raise UsageError(str(err)) from None
-    if isinstance(args.root, int) and args.root >= nranks:
-        raise UsageError(f"--root {args.root} is not a rank of {nranks} (ranks are 0..{nranks - 1})")
-
-    shape = args.shape
-    if shape is not None and len(shape) != 2:
-        raise UsageError(f"--shape must be RxC (2-D), got {format_dims(shape)}")
-    size = args.size if args.size is not None else (shape[-1] if shape is not None else DEFAULT_SIZE)
-    valid = args.valid_shape
-    if valid is not None:
-        base = shape if shape is not None else (1, size)
-        if len(valid) != len(base) or any(v > b for v, b in zip(valid, base, strict=True)):
-            raise UsageError(
-                f"--valid-shape {format_dims(valid)} must fit the target shape {format_dims(base)}"
-            )
-    reduce = REDUCES[args.reduce or "sum"]
-
-    out: list[Planned] = []
-    for n in names:
-        common: dict[str, Any] = {"name": n, "dtype": DType.parse(args.dtype), "size": size, "nranks": nranks}
-        if n == "allreduce":
-            modes = [args.mode] if args.mode else (["mesh", "ring"] if not single else ["mesh"])
-            for mode in modes:
-                out.append(
-                    _planned(common, mode=AllreduceMode[mode], reduce=reduce, shape=shape, valid_shape=valid)
-                )
-        elif n == "reduce_scatter":
-            out.append(_planned(common, reduce=reduce))
-        elif n == "broadcast":
-            roots = range(nranks) if args.root == "all" else [args.root or 0]
-            for root in roots:
-                out.append(_planned(common, root=root, shape=shape if single else None))
-        elif n == "all_to_all_v":
-            out.append(_planned(common, max_recv=args.max_recv))
-        else:
-            out.append(_planned(common))
-    return out
-
-
-def _planned(common: dict[str, Any], **extra: Any) -> Planned:
-    fields = {**common, **{k: v for k, v in extra.items() if v is not None}}
-    return Planned(tuple(fields.items()))
-
-
-def build(planned: Planned) -> Any:
-    """The CollectiveProgram of one planned case (``pldemu.collectives``)."""
-    from pldemu.collectives import CollectiveSpec, collective_program
-
-    return collective_program(CollectiveSpec(**planned.kwargs()))
+    return plan_calls(call_request(args), nranks, DEFAULT_SIZE)
 
 
 def validate(args: argparse.Namespace, nranks: int) -> list[Planned]:
     """Plan, then build and lower every case once, so contract violations surface as usage errors."""
-    from pldemu.harness.data import max_exact_ranks
-    from pldemu.lowering import lower_composite_ops
-
-    cases = plan(args, nranks)
-    for p in cases:
-        kw = p.kwargs()
-        try:
-            cp = build(p)
-            lower_composite_ops(cp.program)
-        except (ValueError, TypeError) as err:
-            raise UsageError(f"{kw['name']}: {err}") from None
-        op = kw.get("reduce") if kw["name"] in ("allreduce", "reduce_scatter") else None
-        limit = max_exact_ranks(op, kw["dtype"].np)
-        if limit is not None and nranks > limit:
-            raise UsageError(f"{kw['name']}: the check data is exact for at most {limit} ranks, not {nranks}")
-    return cases
+    return validate_cases(plan(args, nranks), nranks)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -241,7 +166,7 @@ def child_argv(args: argparse.Namespace) -> list[str]:
     for flag, value in (("--block", args.block), ("-n", args.ranks)):
         if value is not None:
             argv += [flag, str(value)]
-    return argv + common.runtime_argv(args)
+    return argv + flags.runtime_argv(args)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -255,11 +180,11 @@ def run(args: argparse.Namespace) -> int:
     nranks = args.ranks or DEFAULT_RANKS
     try:
         cases = validate(args, nranks)
-        options = common.runtime_options(args)
+        options = flags.runtime_options(args)
         programs = [(lower_composite_ops(src), src) for src in (build(p).program for p in cases)]
         check_before_launch(programs, nranks, options, force=args.force, copies=check_copies(nranks))
     except UsageError as err:
-        return common.usage_error("check", str(err))
+        return exits.usage_error("check", str(err))
     return spawn(nranks, child_argv(args), args.job_timeout, placement=common.placement(args))
 
 
@@ -272,13 +197,11 @@ def _run_in_job(args: argparse.Namespace) -> int:
     comm = MPI.COMM_WORLD
     nranks, me = comm.Get_size(), comm.Get_rank()
     try:
-        common.check_job_size(args.ranks, nranks)
+        injob.check_job_size(args.ranks, nranks)
         cases = validate(args, nranks)
-        options = common.runtime_options(args)
+        options = flags.runtime_options(args)
     except UsageError as err:
-        if me == 0:
-            common.usage_error("check", str(err))
-        return EXIT_USAGE
+        return injob.refuse(comm, "check", err)
     results: list[CheckResult] = []
     try:
         for i, p in enumerate(cases):
@@ -286,17 +209,17 @@ def _run_in_job(args: argparse.Namespace) -> int:
                 print(flush=True)
             results.append(run_check(comm, build(p), args.iters, _case_options(options, p, len(cases)), args.block))
     except DeadlockError as err:
-        common.abort_on_deadlock(comm, f"# rank {me}: DeadlockError: ", err)
+        injob.abort_on_deadlock(comm, f"# rank {me}: DeadlockError: ", err)
     except Exception as err:  # any failure inside the job ends it with exit 3
         # A rank that failed alone would leave its peers waiting; end the whole job now.
-        common.abort_with(comm, f"# rank {me}: {type(err).__name__}: {err}")
+        injob.abort_with(comm, f"# rank {me}: {type(err).__name__}: {err}")
     if len(results) > 1 and me == 0:
         print(flush=True)
         print(summary_table(results), flush=True)
     try:
         tiles_ok = run_tile_checks(comm, args, options) and run_mx_checks(comm, args, options)
     except Exception as err:
-        common.abort_with(comm, f"# rank {me}: {type(err).__name__}: {err}")
+        injob.abort_with(comm, f"# rank {me}: {type(err).__name__}: {err}")
     return EXIT_OK if all(r.ok for r in results) and tiles_ok else EXIT_FAIL
 
 

@@ -15,7 +15,6 @@ write buffers between iterations.  The history buffers are how Python sees every
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,14 +23,16 @@ from typing import Any
 import numpy as np
 
 from pldemu.cli import common
-from pldemu.cli.common import EXIT_ERROR, EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError
+from pldemu.harness import injob
+from pldemu.harness.common import rank0_printer
 from pldemu.ir import (
     Program,
     ProgramBuilder,
     format_program,
 )
+from pldemu.job import flags
 from pldemu.job.argtypes import positive_int
-from pldemu.job.launch import abort_job
+from pldemu.job.exits import EXIT_FAIL, EXIT_OK, UsageError
 from pldemu.runtime.options import RuntimeOptions
 
 DEFAULT_RANKS = 4
@@ -165,7 +166,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--size", type=positive_int, default=DemoConfig.size, help="allreduce elements (default %(default)s)"
     )
-    common.add_runtime_arguments(parser, "demo")
+    flags.add_runtime_arguments(parser, "demo")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -175,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
     if in_mpi_job():
         return _run_in_job(args)
     n = args.ranks or DEFAULT_RANKS
-    argv = ["demo", "-n", str(n), "--loops", str(args.loops), "--size", str(args.size), *common.runtime_argv(args)]
+    argv = ["demo", "-n", str(n), "--loops", str(args.loops), "--size", str(args.size), *flags.runtime_argv(args)]
     return spawn(n, argv, max(120.0, 10 * args.timeout), placement=common.placement(args))
 
 
@@ -184,17 +185,14 @@ def _run_in_job(args: argparse.Namespace) -> int:
 
     comm = MPI.COMM_WORLD
     try:
-        common.check_job_size(args.ranks, comm.Get_size())
-        options = common.runtime_options(args)
+        injob.check_job_size(args.ranks, comm.Get_size())
+        options = flags.runtime_options(args)
     except UsageError as err:
-        if comm.Get_rank() == 0:
-            common.usage_error("demo", str(err))
-        return EXIT_USAGE
+        return injob.refuse(comm, "demo", err)
     try:
         return _demo(comm, args, options)
     except Exception as err:  # any failure inside the job ends the whole job with exit 3
-        print(f"# rank {comm.Get_rank()}: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
-        abort_job(comm, EXIT_ERROR)
+        injob.abort_with(comm, f"# rank {comm.Get_rank()}: {type(err).__name__}: {err}")
 
 
 @dataclass(frozen=True)
@@ -216,23 +214,20 @@ def _demo(comm: Any, args: argparse.Namespace, options: RuntimeOptions) -> int:
     nr, me = comm.Get_size(), comm.Get_rank()
     cfg = DemoConfig(nranks=nr, size=args.size, loops=args.loops)
 
-    def say(line: str = "") -> None:
-        if me == 0:
-            print(line, flush=True)
-
+    say = rank0_printer(comm)
     program = build_program(cfg)
     say(f"== pldemu demo: {cfg.loops} loop iterations of allreduce + all_to_all_v on {nr} ranks ==")
-    say()
+    say("")
     say("-- the program (.pld), built with pldemu.ir.ProgramBuilder --")
     say(format_program(program).rstrip())
-    say()
+    say("")
     t0 = time.perf_counter()
     report = lower_composite_ops_with_report(program)
     t_lower = time.perf_counter() - t0
     say(f"-- LowerCompositeOps ({t_lower * 1e3:.1f} ms): what each collective became --")
     for line in lowering_summary(report, nr):
         say(line)
-    say()
+    say("")
     ran = _run_program(comm, cfg, report.program, options)
     checks = _checks(cfg, me, ran)
     return _verdict(comm, cfg, ran, checks, say)
@@ -310,10 +305,10 @@ def _verdict(comm: Any, cfg: DemoConfig, ran: _Ran, checks: list[tuple[str, int]
         "  one-sided operations, all ranks: "
         + ", ".join(f"{int(n)} {k}" for k, n in zip(keys, ops, strict=True))
     )
-    say()
+    say("")
     say("-- checks (every rank, every iteration, against NumPy) --")
     for (what, _), bad in zip(checks, totals, strict=True):
         say(f"  {'ok  ' if bad == 0 else 'FAIL'}  {what}" + ("" if bad == 0 else f": {int(bad)} wrong"))
-    say()
+    say("")
     say("PASS: every result matched NumPy and the shared signal buffer cleared itself" if ok else "FAIL")
     return EXIT_OK if ok else EXIT_FAIL

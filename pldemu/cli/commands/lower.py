@@ -20,7 +20,6 @@ from pldemu.cli.args import (
     flag,
     given,
 )
-from pldemu.cli.common import EXIT_OK, UsageError, usage_error
 from pldemu.collectives import COLLECTIVE_NAMES, CollectiveSpec, collective_program
 from pldemu.ir.dtypes import DType
 from pldemu.ir.enums import AllreduceMode
@@ -29,6 +28,7 @@ from pldemu.ir.printer import format_program
 from pldemu.ir.source import load_source
 from pldemu.ir.verifier import verify
 from pldemu.job.argtypes import any_int
+from pldemu.job.exits import EXIT_OK, UsageError, usage_error
 from pldemu.lowering import lower_composite_ops_with_report
 
 EPILOG = """\

@@ -17,9 +17,9 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from pldemu.cli.common import EXIT_OK, usage_error
 from pldemu.collectives import CollectiveSpec
 from pldemu.ir.printer import format_program
+from pldemu.job.exits import EXIT_OK, usage_error
 from pldemu.mutants import CONDITIONS, MUTANTS, Mutant
 
 EPILOG = """\

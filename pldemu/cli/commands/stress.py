@@ -31,6 +31,7 @@ unexpected kind, or a control failed); 2 bad arguments; 3 a deadlock or crash; 1
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shlex
 import statistics
 import tempfile
@@ -41,10 +42,21 @@ from pathlib import Path
 from typing import Any
 
 from pldemu.cli import common
-from pldemu.cli.args import FLAGS, add_collective_arguments, collective_argv, flag
-from pldemu.cli.common import EXIT_ERROR, EXIT_FAIL, EXIT_JOB_TIMEOUT, EXIT_OK, EXIT_USAGE, UsageError
+from pldemu.cli.args import (
+    FLAGS,
+    add_collective_arguments,
+    call_request,
+    check_applies,
+    collective_argv,
+    flag,
+)
 from pldemu.collectives import COLLECTIVE_NAMES
+from pldemu.harness import injob
+from pldemu.ir import DType
+from pldemu.job import exits, flags
 from pldemu.job.argtypes import positive_int
+from pldemu.job.exits import EXIT_ERROR, EXIT_FAIL, EXIT_JOB_TIMEOUT, EXIT_OK, EXIT_USAGE, UsageError
+from pldemu.job.load import load_program
 from pldemu.job.prelaunch import add_force_argument, check_before_launch
 from pldemu.runtime.options import RuntimeOptions
 
@@ -130,7 +142,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="PROGRAM only: run the program as written (it must already be lowered)")
     common.add_job_timeout_argument(parser, None, text=f"{DEFAULT_JOB_TIMEOUT:g}; {MUTANT_JOB_TIMEOUT:g} per mutant with "
                              "--all-mutants")
-    common.add_runtime_arguments(parser, "stress", defaults={"--jitter": DEFAULT_JITTER, "--timeout": DEFAULT_TIMEOUT},
+    flags.add_runtime_arguments(parser, "stress", defaults={"--jitter": DEFAULT_JITTER, "--timeout": DEFAULT_TIMEOUT},
                                  helps={"--no-cell-check": "PROGRAM only: do not require every signal cell to be 0 "
                                         "at each block end"})
     parser.add_argument("--result-file", default=None, help=argparse.SUPPRESS)
@@ -170,8 +182,6 @@ def _call_flags_given(args: argparse.Namespace) -> list[str]:
 def resolve_program(args: argparse.Namespace) -> Target:
     """The user's program the positional argument names, parsed, lowered (unless ``--no-lower``) and
     verified; raises UsageError (a parse, lowering or verification error, a flag that does not apply)."""
-    from pldemu.cli.commands.run import load_program
-
     if args.mutant is not None:
         raise UsageError("give either a PROGRAM or --mutant, not both")
     if call_flags := _call_flags_given(args):
@@ -179,7 +189,7 @@ def resolve_program(args: argparse.Namespace) -> Target:
                          f"apply to a program ({args.collective})")
     ranks = args.ranks or DEFAULT_RANKS
     program = load_program(args.collective, lower=not args.no_lower, nranks=ranks,
-                           options=common.runtime_options(args), force=args.force)
+                           options=flags.runtime_options(args), force=args.force)
     source = str(Path(args.collective).resolve())
     label = f"program {program.name} ({source}{'' if args.no_lower else ', lowered'})"
     return Target(label, program, None, None, args.iters or DEFAULT_ITERS, ranks, source)
@@ -187,8 +197,8 @@ def resolve_program(args: argparse.Namespace) -> Target:
 
 def resolve(args: argparse.Namespace) -> Target:
     """The collective or mutant the arguments name; raises UsageError."""
-    from pldemu.cli.commands import check as check_cli
     from pldemu.collectives import collective_program
+    from pldemu.harness.plan import build, plan_calls, validate_cases
     from pldemu.job.resources import check_copies
     from pldemu.lowering import lower_composite_ops
     from pldemu.mutants import MUTANTS
@@ -212,13 +222,17 @@ def resolve(args: argparse.Namespace) -> Target:
         raise UsageError("name a COLLECTIVE, a PROGRAM (.pld or .py), --mutant NAME or --all-mutants")
     ranks = args.ranks or DEFAULT_RANKS
     dtype = args.dtype or "fp32"
-    ns = argparse.Namespace(collective=args.collective, mode=args.mode, dtype=dtype, size=args.size or DEFAULT_SIZE,
-                            shape=None, valid_shape=None, reduce=args.reduce, root=args.root, max_recv=args.max_recv)
-    (planned,) = check_cli.validate(ns, ranks)
-    cp = check_cli.build(planned)
-    check_before_launch([(lower_composite_ops(cp.program), cp.program)], ranks, common.runtime_options(args),
+    request = dataclasses.replace(call_request(args), dtype=DType.parse(dtype), size=args.size or DEFAULT_SIZE)
+    if request.collective != "all":
+        try:
+            check_applies(request.collective, args)
+        except ValueError as err:
+            raise UsageError(str(err)) from None
+    (planned,) = validate_cases(plan_calls(request, ranks, DEFAULT_SIZE), ranks)
+    cp = build(planned)
+    check_before_launch([(lower_composite_ops(cp.program), cp.program)], ranks, flags.runtime_options(args),
                         force=args.force, copies=check_copies(ranks))
-    label = args.collective + (f"/{args.mode}" if args.mode else "") + f" size={ns.size} {dtype}"
+    label = args.collective + (f"/{args.mode}" if args.mode else "") + f" size={request.size} {dtype}"
     return Target(label, cp, None, None, args.iters or DEFAULT_ITERS, ranks)
 
 
@@ -259,7 +273,7 @@ def child_argv(args: argparse.Namespace, *, mutant: str | None = None, seed: int
     n = iters if iters is not None else args.iters
     if n is not None:
         argv += ["--iters", str(n)]
-    argv += common.runtime_argv(args, seed=args.seed if seed is None else seed)
+    argv += flags.runtime_argv(args, seed=args.seed if seed is None else seed)
     if args.block != DEFAULT_BLOCK:
         argv += ["--block", str(args.block)]
     if args.ranks is not None:
@@ -295,15 +309,15 @@ def run(args: argparse.Namespace) -> int:
         return _run_in_job(with_mutant_schedule(args, nranks=MPI.COMM_WORLD.Get_size()))
     if args.all_mutants:
         if args.collective is not None:
-            return common.usage_error("stress", "--all-mutants runs the catalogue; give no COLLECTIVE")
+            return exits.usage_error("stress", "--all-mutants runs the catalogue; give no COLLECTIVE")
         return run_all_mutants(args)
     if args.seeds != 1:
-        return common.usage_error("stress", "--seeds applies to --all-mutants")
+        return exits.usage_error("stress", "--seeds applies to --all-mutants")
     args = with_mutant_schedule(args)
     try:
         target = resolve(args)
     except UsageError as err:
-        return common.usage_error("stress", str(err))
+        return exits.usage_error("stress", str(err))
     outcome, rc = _spawn_one(args, target.ranks, child_argv(args), _job_timeout(args, DEFAULT_JOB_TIMEOUT), None)
     replay = replay_command(child_argv(args), target.ranks)
     if outcome is None and rc == EXIT_USAGE:
@@ -358,14 +372,12 @@ def _run_in_job(args: argparse.Namespace) -> int:
         if args.all_mutants:
             raise UsageError("--all-mutants runs from the launching process, not inside an MPI job")
         target = resolve(args)
-        common.check_job_size(args.ranks, nranks)
+        injob.check_job_size(args.ranks, nranks)
         if args.straggler is not None and args.straggler[0] >= nranks:
             raise UsageError(f"--straggler rank {args.straggler[0]} is not a rank of {nranks}")
-        options = common.runtime_options(args)
+        options = flags.runtime_options(args)
     except UsageError as err:
-        if me == 0:
-            common.usage_error("stress", str(err))
-        return EXIT_USAGE
+        return injob.refuse(comm, "stress", err)
     inst = _user_instance(comm, target, options) if target.source is not None else None
     if target.source is not None and inst is None:
         return EXIT_USAGE
@@ -404,7 +416,7 @@ def _user_instance(comm: Any, target: Target, options: RuntimeOptions) -> Any:
         return ProgramInstance(target.program, comm, options)
     except ProgramError as err:
         if comm.Get_rank() == 0:
-            common.usage_error("stress", str(err))
+            exits.usage_error("stress", str(err))
         MPI.Finalize()
         return None
 
@@ -464,9 +476,9 @@ def run_all_mutants(args: argparse.Namespace) -> int:
     from pldemu.mutants import MUTANTS
 
     if call_flags := _call_flags_given(args):
-        return common.usage_error("stress", f"{call_flags[0]} does not apply to --all-mutants")
+        return exits.usage_error("stress", f"{call_flags[0]} does not apply to --all-mutants")
     if args.no_lower or args.no_cell_check:
-        return common.usage_error("stress", "--no-lower and --no-cell-check apply to a PROGRAM, not to --all-mutants")
+        return exits.usage_error("stress", "--no-lower and --no-cell-check apply to a PROGRAM, not to --all-mutants")
     seeds = range(args.seed, args.seed + args.seeds)
     job_timeout = _job_timeout(args, MUTANT_JOB_TIMEOUT)
     print(f"# pldemu stress --all-mutants: {len(MUTANTS)} entries x {len(seeds)} seeds, jitter {args.jitter:g} us, "

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pldemu.cli.common import EXIT_OK, usage_error
+from pldemu.job.exits import EXIT_OK, usage_error
 
 COLOURS: dict[str, str] = {
     "put": "#1f77b4",

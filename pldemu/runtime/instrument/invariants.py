@@ -56,7 +56,7 @@ from pldemu.runtime.monitor import MonitorBase
 from pldemu.runtime.ops import Handler
 from pldemu.runtime.sites import CallSite
 from pldemu.runtime.status import RankStatus, StatusBoard
-from pldemu.runtime.values import Buffer, TensorRef, flat_cell
+from pldemu.runtime.values import Buffer, TensorRef, flat_cell, unravel, wrap_int32
 
 NEGATIVE = "negative-cell"
 MIXED = "set-and-add"
@@ -112,18 +112,6 @@ class Violation:
         return f"invariant {self.invariant}: {text}, seen by rank {self.rank} at {self.location} (call {self.call}){more}"
 
 
-def _wrap_int32(value: int) -> int:
-    return ((value + 0x8000_0000) & 0xFFFF_FFFF) - 0x8000_0000
-
-
-def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
-    out: list[int] = []
-    for n in reversed(shape):
-        flat, i = divmod(flat, n) if n else (flat, 0)
-        out.append(i)
-    return tuple(reversed(out))
-
-
 class InvariantChecker(MonitorBase):
     """This rank's invariant state; builds the checking handlers; a monitor only for call numbers."""
 
@@ -167,7 +155,7 @@ class InvariantChecker(MonitorBase):
 
     def _value(self, buf: Buffer, target: int, cell: int, value: int, site: CallSite, detail: str = "") -> None:
         if value < 0:
-            self.record(Violation(NEGATIVE, self.rank, buf.name, _unravel(cell, buf.shape), target, value,
+            self.record(Violation(NEGATIVE, self.rank, buf.name, unravel(cell, buf.shape), target, value,
                                   site.where, self.run, detail), site.id, cell)
 
     def attach(self, ws: windows.WindowSet) -> None:
@@ -214,7 +202,7 @@ class InvariantChecker(MonitorBase):
         other = adds if kind == _SET else sets
         if other:
             mine, theirs = ("Set", "AtomicAdd") if kind == _SET else ("AtomicAdd", "Set")
-            self.record(Violation(MIXED, self.rank, buf.name, _unravel(cell, buf.shape), target, 0, site.where,
+            self.record(Violation(MIXED, self.rank, buf.name, unravel(cell, buf.shape), target, 0, site.where,
                                   self.run, f"{mine} here, after {other} rank(s) wrote it by {theirs}"), site.id, cell)
 
     def known_causes(self, statuses: Sequence[RankStatus], where: Callable[[int], str]) -> tuple[Cause, ...]:
@@ -229,7 +217,7 @@ class InvariantChecker(MonitorBase):
             if not (0 <= kind < len(INVARIANT_KINDS) and 0 <= buffer < len(self._buffers)):
                 continue
             buf = self._buffers[buffer]
-            v = Violation(INVARIANT_KINDS[kind], st.rank, buf.name, _unravel(max(flat, 0), buf.shape), target, value,
+            v = Violation(INVARIANT_KINDS[kind], st.rank, buf.name, unravel(max(flat, 0), buf.shape), target, value,
                           where(site) if site >= 0 else "(at rest)", call)
             more = f" (and {st.broken - 1} more on rank {st.rank})" if st.broken > 1 else ""
             out.append(Cause("invariant", v.iteration, v.describe() + more))
@@ -245,7 +233,7 @@ class InvariantChecker(MonitorBase):
                 counts = w.get(r, buf.numel, 0, buf.numel)
                 for cell in np.flatnonzero((counts & 0xFFFF) & (counts >> 16)):
                     v = int(counts[cell])
-                    out.append(Violation(MIXED, self.rank, buf.name, _unravel(int(cell), buf.shape), r, 0,
+                    out.append(Violation(MIXED, self.rank, buf.name, unravel(int(cell), buf.shape), r, 0,
                                          "(read from the cell's shadow)", self.run,
                                          f"{v & 0xFFFF} rank(s) Set it, {v >> 16} added to it"))
         return out
@@ -265,14 +253,14 @@ class InvariantChecker(MonitorBase):
             w = sig.buffer.window
             if w is None:
                 return inner[Op.NOTIFY](m, site, args)  # the plain handler raises the proper error
-            value = _wrap_int32(operator.index(args[3]))
+            value = wrap_int32(operator.index(args[3]))
             op = site.attrs["op"]
             # The writer kind is marked before the notify lands, so a rank whose wait sees this notify
             # also sees the mark: the writer that comes second in causal order is the one reporting.
             self._op(sig.buffer, peer, cell, _ADD if op is add_op else _SET, site)
             self._posted_to(sig.buffer, peer, cell)
             old = w.fetch_notify(peer, cell, value, op)
-            new = _wrap_int32(old + value) if op is add_op else value
+            new = wrap_int32(old + value) if op is add_op else value
             self._value(sig.buffer, peer, cell, new, site, f"{old} {'+' if op is add_op else 'set to'} {value}")
             return None
 
@@ -320,7 +308,7 @@ class InvariantChecker(MonitorBase):
             bad = np.flatnonzero(values)
             if bad.size:
                 first = int(bad[0])
-                self.record(Violation(NONZERO, self.rank, name, _unravel(first, values.shape), self.rank,
+                self.record(Violation(NONZERO, self.rank, name, unravel(first, values.shape), self.rank,
                                       int(values.flat[first]), where, self.run,
                                       f"{bad.size} cell(s) != 0 in {name} of rank {self.rank}; a program that "
                                       "leaves signal cells non-zero on purpose: --no-cell-check"), -1, first)

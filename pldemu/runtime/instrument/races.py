@@ -78,7 +78,7 @@ from pldemu.runtime.instrument.race_clocks import ACQ, JOIN, REL, SyncEvent, rep
 from pldemu.runtime.monitor import MonitorBase
 from pldemu.runtime.sites import CallSite, OpEvent
 from pldemu.runtime.transfer import Region, plan_get, plan_put, remote_load_extent
-from pldemu.runtime.values import Buffer, Shape, TensorRef, flat_cell
+from pldemu.runtime.values import Buffer, Shape, TensorRef, flat_cell, unravel
 
 READ, WRITE, ATOMIC = 0, 1, 2
 """Access kinds. Two atomic writes (element-wise MPI accumulates) do not conflict with each other."""
@@ -178,19 +178,11 @@ class RaceReport:
 def _flat_text(name: str, shape: Shape, start: int, stop: int) -> str:
     if not shape or stop <= start:
         return f"{name}[flat {start}:{stop}]"
-    a, b = _unravel(start, shape), _unravel(stop - 1, shape)
+    a, b = unravel(start, shape), unravel(stop - 1, shape)
     if a[:-1] == b[:-1]:
         lead = "".join(f"{i}, " for i in a[:-1])
         return f"{name}[{lead}{a[-1]}:{b[-1] + 1}]"
     return f"{name}[{', '.join(map(str, a))}] .. {name}[{', '.join(map(str, b))}]"
-
-
-def _unravel(flat: int, shape: Shape) -> tuple[int, ...]:
-    out: list[int] = []
-    for n in reversed(shape):
-        flat, i = divmod(flat, max(n, 1))
-        out.append(i)
-    return tuple(reversed(out))
 
 
 # ---------------------------------------------------------------------------------------------

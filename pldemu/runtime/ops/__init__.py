@@ -41,6 +41,7 @@ from pldemu.runtime.values import (
     flat_cell,
     prefix,
     region,
+    wrap_int32,
 )
 
 Handler = Callable[[Machine, CallSite, tuple[Any, ...]], Any]
@@ -95,16 +96,7 @@ def _notify(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
     sig: TensorRef = args[0]
     peer = args[1]
     cell = flat_cell("notify", m.rank, peer, sig, args[2])
-    window_of(site, sig).notify(peer, cell, _wrap_int32(operator.index(args[3])), site.attrs["op"])
-
-
-def _wrap_int32(value: int) -> int:
-    """The notify operand is an INT32 register on the device: wrap like two's complement does.
-
-    This matters for the all_to_all_v reset ``-read(cell)`` of a cell holding INT32_MIN (a poisoned
-    data window): on hardware -INT32_MIN == INT32_MIN and the add wraps the cell to 0.
-    """
-    return ((value + 0x8000_0000) & 0xFFFF_FFFF) - 0x8000_0000
+    window_of(site, sig).notify(peer, cell, wrap_int32(operator.index(args[3])), site.attrs["op"])
 
 
 def _wait(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
