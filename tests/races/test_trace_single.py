@@ -13,6 +13,7 @@ from helpers import instance
 
 from pldemu.cli.commands import trace_plot
 from pldemu.ir import NR, BufferKind, DType, ProgramBuilder
+from pldemu.job import trace_plot as plot
 from pldemu.runtime.instrument.trace import Notify, Wait, match_flows, partial_path
 from pldemu.runtime.values import Buffer
 
@@ -135,10 +136,10 @@ def test_trace_plot_draws_a_png(tmp_path: Path, capsys: pytest.CaptureFixture[st
 
 
 def test_trace_plot_cuts_long_idle_gaps() -> None:
-    m = trace_plot.TimeMap([(0.0, 1_000.0), (50_000.0, 51_000.0)], 0.0, 51_000.0, 0.0, compress=True)
+    m = plot.TimeMap([(0.0, 1_000.0), (50_000.0, 51_000.0)], 0.0, 51_000.0, 0.0, compress=True)
     assert m(1_000.0) == pytest.approx(1.0) and m(50_000.0) < 1.2  # the 49 ms gap is drawn 0.06 ms wide
     assert len(m.gaps) == 1 and m(51_000.0) - m(50_000.0) == pytest.approx(1.0)  # busy time stays to scale
-    flat = trace_plot.TimeMap([(0.0, 1_000.0), (50_000.0, 51_000.0)], 0.0, 51_000.0, 0.0, compress=False)
+    flat = plot.TimeMap([(0.0, 1_000.0), (50_000.0, 51_000.0)], 0.0, 51_000.0, 0.0, compress=False)
     assert flat(50_000.0) == pytest.approx(50.0) and not flat.gaps
 
 

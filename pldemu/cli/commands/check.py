@@ -24,18 +24,8 @@ from pldemu.cli.args import (
     check_applies,
     collective_argv,
 )
-from pldemu.cli.check_kinds.mx import EPILOG as MX_EPILOG
-from pldemu.cli.check_kinds.mx import (
-    MX_CHECKS,
-    MX_DTYPES,
-    DtypeGate,
-    add_mx_arguments,
-    mx_argv,
-    mx_usage_error,
-    run_mx_checks,
-)
-from pldemu.cli.check_kinds.tile import EPILOG as TILE_EPILOG
-from pldemu.cli.check_kinds.tile import TILE_CHECKS, run_tile_checks
+from pldemu.cli.check_kinds import CHECK_KINDS, KIND_NAMES
+from pldemu.cli.check_kinds.mx import MX_DTYPES, DtypeGate
 from pldemu.collectives import COLLECTIVE_NAMES
 from pldemu.harness import injob
 from pldemu.harness.plan import Planned, build, plan_calls, validate_cases
@@ -99,18 +89,19 @@ def _root(text: str) -> int | str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``pldemu check`` options."""
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EPILOG + "\n" + TILE_EPILOG + "\n" + MX_EPILOG
+    parser.epilog = "\n".join([EPILOG, *(kind.epilog for kind in CHECK_KINDS.values())])
     parser.add_argument(
         "collective",
         metavar="COLLECTIVE",
-        choices=[*_COLLECTIVES, *TILE_CHECKS, *MX_CHECKS, "all"],
+        choices=[*_COLLECTIVES, *KIND_NAMES, "all"],
         action=DtypeGate,
-        help=f"one of {', '.join(_COLLECTIVES)}, the tile checks {', '.join((*TILE_CHECKS, *MX_CHECKS))}, or 'all' (every "
+        help=f"one of {', '.join(_COLLECTIVES)}, the tile checks {', '.join(KIND_NAMES)}, or 'all' (every "
         "collective and both allreduce modes, then a summary table, then the tile checks)",
     )
     add_backend_argument(parser)
     add_force_argument(parser)
-    add_mx_arguments(parser)
+    for kind in CHECK_KINDS.values():
+        kind.add_arguments(parser)
     add_collective_arguments(parser, default_size=DEFAULT_SIZE, root_type=_root, dtypes=MX_DTYPES, dtype_action=DtypeGate,
                              root_help="broadcast root (default 0); 'all' runs from every root in turn")
     common.add_ranks_argument(parser, DEFAULT_RANKS)
@@ -136,11 +127,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def plan(args: argparse.Namespace, nranks: int) -> list[Planned]:
     """The cases the command line asks for on ``nranks`` ranks; raises UsageError on bad combinations."""
     name: str = args.collective
-    refusal = mx_usage_error(args)
-    if refusal is not None:
-        raise UsageError(refusal)
-    if name in TILE_CHECKS or name in MX_CHECKS:
-        return []  # the tile checks plan nothing collective (cli/check_kinds/tile.py)
+    for kind in CHECK_KINDS.values():
+        refusal = kind.refusal(args)
+        if refusal is not None:
+            raise UsageError(refusal)
+    if name in KIND_NAMES:
+        return []  # a check kind plans nothing collective (pldemu.cli.check_kinds)
     if name != "all":
         try:
             check_applies(name, args)
@@ -162,7 +154,8 @@ def validate(args: argparse.Namespace, nranks: int) -> list[Planned]:
 def child_argv(args: argparse.Namespace) -> list[str]:
     """The ``pldemu check ...`` arguments each rank of the spawned job gets (same options, explicit)."""
     argv = ["check", args.collective, "--dtype", args.dtype, "--iters", str(args.iters), "--job-timeout",
-            repr(args.job_timeout), "--backend", args.backend, *collective_argv(args), *mx_argv(args)]
+            repr(args.job_timeout), "--backend", args.backend, *collective_argv(args),
+            *(w for kind in CHECK_KINDS.values() for w in kind.argv(args))]
     for flag, value in (("--block", args.block), ("-n", args.ranks)):
         if value is not None:
             argv += [flag, str(value)]
@@ -217,7 +210,7 @@ def _run_in_job(args: argparse.Namespace) -> int:
         print(flush=True)
         print(summary_table(results), flush=True)
     try:
-        tiles_ok = run_tile_checks(comm, args, options) and run_mx_checks(comm, args, options)
+        tiles_ok = all(kind.run(comm, args, options) for kind in CHECK_KINDS.values())
     except Exception as err:
         injob.abort_with(comm, f"# rank {me}: {type(err).__name__}: {err}")
     return EXIT_OK if all(r.ok for r in results) and tiles_ok else EXIT_FAIL
