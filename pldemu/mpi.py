@@ -38,14 +38,11 @@ class PollPolicy:
     Spin ``spin_polls`` times (lowest latency when the peer has its own core), then
     ``os.sched_yield()`` for ``yield_polls`` more polls, then sleep, doubling from ``min_sleep``
     up to ``max_sleep`` seconds (in the kernel until woken, after ``block_after``, see ``block``).  Never busy-spin for long: oversubscribed ranks that spin starve
-    the very peer they are waiting for (measured 15 ms per exchange instead of ~30 us).  Sleep
-    early rather than keep yielding: a yield only moves this rank's deadline back, so under load
-    (more runnable tasks than cores, other jobs included) a rank that yields again and again is
-    picked last, while a rank that wakes from a short sleep is placed fairly.  Measured on 2 cores
-    with other jobs running, policies alternating in one job: a 1 MiB mesh allreduce at 4 ranks
-    took 132 ms with these defaults, 189 ms yielding for 20,000 polls, 174 ms with the former 256
-    yields + 5-200 us sleeps (at 8 ranks 171 / 187 / 189 ms); barriers were within the noise of
-    each other.
+    the very peer they are waiting for.  Sleep early rather than keep yielding: a yield only moves
+    this rank's deadline back, so under load (more runnable tasks than cores, other jobs included)
+    a rank that yields again and again is picked last, while a rank that wakes from a short sleep
+    is placed fairly.  The measurements behind the defaults: docs/benchmarks.md, "The back-off's
+    defaults".
     """
 
     spin_polls: int = 16
@@ -63,11 +60,8 @@ class PollPolicy:
     """Seconds a wait backs off with timed sleeps before its sleeps go to the kernel.  Sleeping in
     the kernel at once was 2x slower: a notifier's ``FUTEX_WAKE`` makes the woken rank run at once,
     preempting the notifier mid-barrier (two context switches per credit), and a barrier's waiter
-    is woken once per credit where a timed sleep collects several.  Measured on 2 cores with other
-    jobs running, policies alternating in one job (``pldemu.runtime`` barrier, 50 calls back to back;
-    ring allreduce 256 KiB): 4 ranks at once 4313 us / 174 ms, after 0.3 ms 2242 / 92, after 1 ms
-    1870 / 87, after 5 ms 2003 / 113, timed sleeps only 2363 / 114; 8 ranks at once 5945 / 321,
-    after 1 ms 3801 / 195, timed only 3414 / 178.  Long waits still sleep in the kernel."""
+    is woken once per credit where a timed sleep collects several (measured: docs/benchmarks.md,
+    "The back-off's defaults").  Long waits still sleep in the kernel."""
 
 
 DEFAULT_POLICY = PollPolicy()

@@ -1,9 +1,10 @@
-"""The ``pldemu`` command line: one module per subcommand, registered in one table.
+"""The ``pldemu`` command line: one module per subcommand (``pldemu.cli.commands``), registered in one table.
 
-``pldemu.cli.common`` is the core every subcommand shares: the exit codes, the usage error, the
-``-n`` job-size check and one definition of every runtime flag (parser, ``RuntimeOptions``,
-forwarding to the spawned job); ``argtypes`` and ``collective_args`` define the argument types and
-the flags that describe one collective call.
+A command module never imports another. What they share: ``pldemu.cli.common`` (the job size and the
+host placement flags, ``--job-timeout``), ``pldemu.cli.args`` (the flags of one collective call,
+``--backend``), ``pldemu.cli.check_kinds`` (the tile and MX checks), and below the CLI
+``pldemu.job`` (exit codes, ``UsageError``, the runtime-flag table, ``load_program``) and
+``pldemu.harness`` (what every rank of a job runs).
 """
 
 from __future__ import annotations

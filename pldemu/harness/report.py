@@ -17,6 +17,8 @@ from pldemu.runtime.options import RuntimeOptions
 
 if TYPE_CHECKING:
     from pldemu.harness.repeat import RepeatResult
+    from pldemu.runtime.instrument.invariants import Violation
+    from pldemu.runtime.instrument.races import RaceReport
 
 
 def format_report(program: Program, source: str, options: RuntimeOptions, plan: RunPlan, ran: Ran) -> str:
@@ -48,7 +50,7 @@ def json_report(program: Program, ran: Ran) -> dict[str, Any]:
     }
 
 
-def race_summary(reports: Sequence[Any], total: int | None = None, signals: bool = True) -> str:
+def race_summary(reports: Sequence[RaceReport], total: int | None = None, signals: bool = True) -> str:
     """The race detector's verdict as printed under the report (every report kept, one per line;
     ``total``: how many there were, when only the first ones were kept; ``signals``: whether the
     program has a signal buffer, i.e. whether a notify -> wait can have ordered anything)."""
@@ -63,7 +65,7 @@ def race_summary(reports: Sequence[Any], total: int | None = None, signals: bool
     return "\n".join(lines)
 
 
-def invariant_summary(violations: Sequence[Any], cell_check: bool = True) -> str:
+def invariant_summary(violations: Sequence[Violation], cell_check: bool = True) -> str:
     """The invariant checker's verdict on one run (``--invariants`` without ``--iters``)."""
     if not violations:
         rest = ", every signal cell 0 at rest" if cell_check else "; signal cells at rest not checked: --no-cell-check"

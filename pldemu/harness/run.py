@@ -20,12 +20,13 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pldemu.harness import injob
 from pldemu.ir import DType, Program
+from pldemu.job.buffer_io import Mismatch
 from pldemu.job.exits import EXIT_FAIL, EXIT_OK, EXIT_RACES, UsageError
 from pldemu.job.run_io import NO_IO, JobIO
 from pldemu.npdtypes import is_float_dtype
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
 
     from pldemu.harness.blocks import RunContext
     from pldemu.harness.repeat import RepeatResult
+    from pldemu.runtime.instrument.invariants import Violation
+    from pldemu.runtime.instrument.races import RaceReport
     from pldemu.runtime.interpreter import ProgramInstance
     from pldemu.runtime.sites import OpEvent
 
@@ -64,7 +67,7 @@ class RankFigures:
     ops: dict[str, int]
     buffers: dict[str, str]
     checked: int
-    mismatches: list[Any]
+    mismatches: list[Mismatch]
 
 
 @dataclass(frozen=True)
@@ -75,14 +78,14 @@ class Ran:
 
     seconds: float
     repeated: RepeatResult | None
-    violations: list[Any]
-    races: list[Any]
+    violations: list[Violation]
+    races: list[RaceReport]
     code: int
     backend: str
     gathered: tuple[RankFigures, ...] = ()
     checked: int = 0
     """Buffers compared with ``--expect`` on this rank."""
-    mismatches: list[Any] = field(default_factory=list)
+    mismatches: list[Mismatch] = field(default_factory=list)
     """This rank's ``--expect`` mismatches."""
 
     def ops(self) -> Counter[str]:
@@ -241,7 +244,7 @@ def _execute(comm: MPI.Intracomm, inst: ProgramInstance, options: RuntimeOptions
 
 
 def _verdicts(comm: MPI.Intracomm, inst: ProgramInstance, options: RuntimeOptions,
-              repeated: RepeatResult | None) -> tuple[list[Any], list[Any]]:
+              repeated: RepeatResult | None) -> tuple[list[Violation], list[RaceReport]]:
     """(invariant violations, race reports) of a single call (collective checkpoints); with
     ``--iters`` K > 1 every block end was checked already."""
     if repeated is not None:

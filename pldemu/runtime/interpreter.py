@@ -37,7 +37,7 @@ from pldemu.ir import (
 from pldemu.ir.nodes import FoldError, NotStatic, evaluate
 from pldemu.runtime.compiler import CompiledFunction, FunctionCompiler, Listener, function_lines
 from pldemu.runtime.errors import AllocationError, DeadlockError, ProgramError
-from pldemu.runtime.instrument.schedule import schedule_active
+from pldemu.runtime.instrument import Instruments, build
 from pldemu.runtime.machine import Machine
 from pldemu.runtime.monitor import Monitor
 from pldemu.runtime.options import DEFAULT_OPTIONS, RuntimeOptions
@@ -48,7 +48,6 @@ from pldemu.runtime.values import Buffer, buffer_tensor
 from pldemu.windows import Window, WindowSet, WindowStats, allocate_window, host_layout
 
 if TYPE_CHECKING:  # imported at run time only when instrumentation is asked for
-    from pldemu.runtime.instrument import Instruments
     from pldemu.runtime.instrument.invariants import InvariantChecker
     from pldemu.runtime.instrument.races import RaceDetector
     from pldemu.runtime.instrument.schedule import Schedule
@@ -163,15 +162,13 @@ class ProgramInstance:
         buffers = _plan_buffers(program, self.nranks)
         self._buffers = {b.name: b for b in buffers}
         self._machine = Machine(self.rank, self.nranks, options, buffers)
+        # Before compiling: the schedule and the invariant checker fill machine.overrides, which the compiler reads.
+        self._instruments = build(self._machine, options)
         self._schedule: Schedule | None = None
         self._invariants: InvariantChecker | None = None
-        if schedule_active(options):  # before compiling: the compiler reads machine.overrides
-            from pldemu.runtime.instrument.schedule import prepare
-
-            self._schedule, self._invariants = prepare(self._machine)
-            self._monitors.append(self._schedule)  # skew before each call; wants no op
-            if self._invariants is not None:
-                self._monitors.append(self._invariants)  # call numbers for its reports
+        if self._instruments is not None:
+            self._schedule, self._invariants = self._instruments.schedule, self._instruments.invariants
+            self._monitors.extend(self._instruments.call_monitors)
         self._global_slots = {NR.name: 0, **{b.name: 1 + b.index for b in buffers}}
         self._lines = function_lines(program)
         self._prepared = _Prepared()
@@ -189,11 +186,8 @@ class ProgramInstance:
             self._machine.hosts = self.hosts.names
         self._globals: list[Any] = [self.nranks, *(buffer_tensor(b) for b in buffers)]
         self._window_stats = [b.window.stats for b in buffers if b.window is not None]
-        if options.race_detect or options.trace is not None:
-            from pldemu.runtime.instrument import instrument
-
-            self._instruments = instrument(self._machine, intra, options, program.name)
-            for mon in self._instruments.monitors:
+        if self._instruments is not None:
+            for mon in self._instruments.start(intra, program.name):  # collective: tracer, race detector
                 self.add_monitor(mon)
         # Every rank has mapped MPICH's named shared-memory segments by now (each allocation ends in a
         # barrier): unlink their names so that even an aborted or killed job leaves nothing in /dev/shm.

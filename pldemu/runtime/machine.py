@@ -91,4 +91,9 @@ class Machine:
                              causes=causes)
 
 
-__all__ = ["Machine"]
+Handler = Callable[[Machine, CallSite, tuple[Any, ...]], Any]
+"""An op handler: ``handler(machine, site, args)`` with the call's evaluated arguments in signature
+order; returns the op's value (None for effect-only ops). The table is ``pldemu.runtime.ops.HANDLERS``."""
+
+
+__all__ = ["Handler", "Machine"]

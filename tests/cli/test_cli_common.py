@@ -1,4 +1,4 @@
-"""The CLI core (``pldemu.cli.common``): one definition of every runtime flag, forwarded faithfully."""
+"""The runtime-flag table (``pldemu.job.flags``): one definition of every runtime flag, forwarded faithfully."""
 
 from __future__ import annotations
 

@@ -1,34 +1,68 @@
-"""Building the optional instrumentation of a program instance: tracer and race detector.
+"""Watching or disturbing a run: the adversarial schedule, the protocol invariants, the race detector
+and the trace, set up by one :func:`build`.
 
-Imported by ``ProgramInstance`` only when ``RuntimeOptions.trace`` or ``race_detect`` is set, so a
-plain run neither imports nor pays for any of it.
+``build(machine, options)`` returns None when ``options`` ask for none of it (a plain run then pays for
+no instrument and imports neither the race detector nor the tracer), else the :class:`Instruments` of this rank: the schedule and
+the invariant checker are made at once (before the program is compiled: they fill
+``machine.overrides``, which the compiler reads); the tracer and the race detector are made by
+:meth:`Instruments.start` once the windows exist (collective). The modules: ``schedule``,
+``invariants``, ``races`` (with ``race_clocks``), ``trace``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from mpi4py import MPI
-
-from pldemu.runtime.instrument.races import RaceDetector
-from pldemu.runtime.instrument.trace import Tracer
+from pldemu.runtime.instrument.schedule import prepare, schedule_active
 from pldemu.runtime.machine import Machine
 from pldemu.runtime.monitor import Monitor
 from pldemu.runtime.options import RuntimeOptions
 
+if TYPE_CHECKING:
+    from mpi4py import MPI
+
+    from pldemu.runtime.instrument.invariants import InvariantChecker
+    from pldemu.runtime.instrument.races import RaceDetector
+    from pldemu.runtime.instrument.schedule import Schedule
+    from pldemu.runtime.instrument.trace import Tracer
+
 
 @dataclass
 class Instruments:
-    """What ``instrument`` built; ``monitors`` in the order to attach them."""
+    """This rank's instruments; None where ``options`` did not ask for one."""
 
-    tracer: Tracer | None
-    races: RaceDetector | None
+    machine: Machine
+    options: RuntimeOptions
+    schedule: Schedule | None = None
+    invariants: InvariantChecker | None = None
+    tracer: Tracer | None = None
+    races: RaceDetector | None = None
 
     @property
-    def monitors(self) -> list[Monitor]:
-        # The detector first: its work brackets the tracer's slices, so slices time the ops themselves.
+    def call_monitors(self) -> list[Monitor]:
+        """The monitors made by :func:`build`, in the order to attach them: the schedule (skew before
+        each call; it wants no op), then the invariant checker (call numbers for its reports)."""
+        return [m for m in (self.schedule, self.invariants) if m is not None]
+
+    def start(self, comm: MPI.Intracomm, program: str) -> list[Monitor]:
+        """Collectively build the tracer and the race detector ``options`` ask for, on the machine's
+        buffers and call sites; return their monitors in the order to attach them (the detector
+        first: its work brackets the tracer's slices, so slices time the ops themselves)."""
         out: list[Monitor] = []
-        if self.races is not None:
+        if self.options.trace is None and not self.options.race_detect:
+            return out
+        from pldemu.runtime.instrument.races import RaceDetector
+        from pldemu.runtime.instrument.trace import Tracer
+
+        machine = self.machine
+        if self.options.trace is not None:
+            self.tracer = Tracer(comm, self.options.trace, machine.buffers, machine.sites, program)
+        if self.options.race_detect:
+            clock = self.tracer.clock.now if self.tracer is not None else None
+            self.races = RaceDetector(comm, machine.buffers, machine.sites, clock=clock)
+            if self.tracer is not None:
+                self.races.on_reports = self.tracer.add_races
             out.append(self.races)
         if self.tracer is not None:
             out.append(self.tracer)
@@ -45,18 +79,16 @@ class Instruments:
             self.races.free()
 
 
-def instrument(machine: Machine, comm: MPI.Intracomm, options: RuntimeOptions, program: str) -> Instruments:
-    """Collectively build what ``options`` asks for, on ``machine``'s buffers and call sites."""
-    tracer = None
-    if options.trace is not None:
-        tracer = Tracer(comm, options.trace, machine.buffers, machine.sites, program)
-    races = None
-    if options.race_detect:
-        clock = tracer.clock.now if tracer is not None else None
-        races = RaceDetector(comm, machine.buffers, machine.sites, clock=clock)
-        if tracer is not None:
-            races.on_reports = tracer.add_races
-    return Instruments(tracer, races)
+def build(machine: Machine, options: RuntimeOptions) -> Instruments | None:
+    """This rank's instruments for ``options`` on ``machine`` (None: nothing asked). No MPI traffic:
+    the schedule and the invariant checker fill ``machine.overrides`` now, before compiling; the
+    tracer and the race detector come with :meth:`Instruments.start`."""
+    if not (schedule_active(options) or options.trace is not None or options.race_detect):
+        return None
+    made = Instruments(machine, options)
+    if schedule_active(options):
+        made.schedule, made.invariants = prepare(machine)
+    return made
 
 
-__all__ = ["Instruments", "instrument"]
+__all__ = ["Instruments", "build"]

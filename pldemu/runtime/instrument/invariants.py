@@ -51,9 +51,8 @@ from pldemu import windows
 from pldemu.ir import BufferKind, NotifyOp, Op
 from pldemu.mpi import BoundedComm
 from pldemu.runtime.errors import Cause
-from pldemu.runtime.machine import Machine
+from pldemu.runtime.machine import Handler, Machine
 from pldemu.runtime.monitor import MonitorBase
-from pldemu.runtime.ops import Handler
 from pldemu.runtime.sites import CallSite
 from pldemu.runtime.status import RankStatus, StatusBoard
 from pldemu.runtime.values import Buffer, TensorRef, flat_cell, unravel, wrap_int32

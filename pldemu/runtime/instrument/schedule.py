@@ -67,9 +67,9 @@ import numpy as np
 
 from pldemu.ir import BufferKind, Op
 from pldemu.runtime.errors import ProgramError
-from pldemu.runtime.machine import Machine
+from pldemu.runtime.machine import Handler, Machine
 from pldemu.runtime.monitor import MonitorBase
-from pldemu.runtime.ops import HANDLERS, Handler
+from pldemu.runtime.ops import HANDLERS
 from pldemu.runtime.options import RuntimeOptions
 from pldemu.runtime.sites import CallSite
 from pldemu.runtime.transfer import plan_get, plan_put

@@ -34,7 +34,7 @@ reading the scale through the same ZZ map (:func:`zz_values`, the inverse of :fu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -43,11 +43,9 @@ import numpy as np
 from pldemu.ir import DType, Op, TileType
 from pldemu.ir.mx_signatures import MX_GROUP, ZZ_COLS, ZZ_ROWS, MxGeometry, align
 from pldemu.npdtypes import BFLOAT16, FLOAT8_E4M3FN
-from pldemu.runtime.machine import Machine
+from pldemu.runtime.machine import Handler, Machine
 from pldemu.runtime.sites import CallSite
 from pldemu.runtime.values import Tile
-
-MxHandler = Callable[[Machine, CallSite, tuple[Any, ...]], Any]
 
 E4M3_MAX = 448.0
 _SCALING_NAN_F32 = 0x7FC00000
@@ -192,7 +190,7 @@ def _get_item(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Any:
     return args[0][site.attrs["index"]]
 
 
-MX_HANDLERS: Mapping[Op, MxHandler] = MappingProxyType({
+MX_HANDLERS: Mapping[Op, Handler] = MappingProxyType({
     Op.TILE_TQUANT_MX_RAW: _tquant_mx_raw,
     Op.TILE_TMOV_X2ZZ: _tmov_x2zz,
     Op.TILE_REINTERPRET_VIEW: _reinterpret_view,

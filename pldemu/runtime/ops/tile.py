@@ -26,15 +26,27 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
-from pldemu.ir import CastMode, CmpType, Op, TileType
+from pldemu.ir import (
+    CastMode,
+    CmpType,
+    Op,
+    PadValue,
+    TileType,
+)
 from pldemu.npdtypes import is_float_dtype
-from pldemu.runtime.machine import Machine
+from pldemu.runtime.machine import Handler, Machine
 from pldemu.runtime.sites import CallSite
-from pldemu.runtime.values import Tile, prefix
-
-TileHandler = Callable[[Machine, CallSite, tuple[Any, ...]], Any]
+from pldemu.runtime.values import (
+    Shape,
+    TensorRef,
+    Tile,
+    check_valid,
+    prefix,
+    region,
+)
 
 _COMPARE: Mapping[CmpType, Callable[[Any, Any], np.ndarray]] = MappingProxyType({
     CmpType.EQ: operator.eq, CmpType.NE: operator.ne, CmpType.LT: operator.lt,
@@ -193,7 +205,97 @@ def _full(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
     return Tile(data, tuple(args[2]) if len(args) > 2 else shape)
 
 
-TILE_HANDLERS: Mapping[Op, TileHandler] = MappingProxyType({
+# ---------------------------------------------------------------------------------------------
+# Tiles
+# ---------------------------------------------------------------------------------------------
+
+
+def _create(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
+    shape: Shape = args[0]
+    return Tile(m.poison.array(shape, site.attrs["dtype"]), shape)
+
+
+def _load(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
+    t: TensorRef = args[0]
+    shape: Shape = args[2]
+    valid = check_valid("tile.load", args[3], shape) if len(args) > 3 else shape
+    src = t.array[region("tile.load", m.rank, m.rank, t.buffer, t.shape, args[1], valid)]
+    if valid == shape:
+        return Tile(src.copy(), shape)
+    data = m.poison.array(shape, src.dtype)
+    data[prefix(valid)] = src
+    return Tile(data, valid)
+
+
+def _store(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
+    tile: Tile = args[0]
+    t: TensorRef = args[2]
+    valid = tile.valid
+    data = tile.data if valid == tile.data.shape else tile.data[prefix(valid)]
+    t.array[region("tile.store", m.rank, m.rank, t.buffer, t.shape, args[1], valid)] = data
+
+
+def _set_validshape(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
+    tile: Tile = args[0]
+    return Tile(tile.data, check_valid("tile.set_validshape", args[1], tile.data.shape))
+
+
+def _pad_value(pad: PadValue, dtype: np.dtype[Any]) -> Any:
+    if pad is PadValue.zero:
+        return 0
+    if is_float_dtype(dtype):
+        info: Any = ml_dtypes.finfo(dtype)
+    elif dtype.kind in "iu":
+        info = np.iinfo(dtype)
+    else:
+        return pad is PadValue.max
+    return info.max if pad is PadValue.max else info.min
+
+
+def _fillpad(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
+    tile: Tile = args[0]
+    shape = tile.data.shape
+    if tile.valid == shape:
+        return tile
+    out = np.full(shape, _pad_value(site.attrs["pad"], tile.data.dtype), tile.data.dtype)
+    box = prefix(tile.valid)
+    out[box] = tile.data[box]
+    return Tile(out, shape)
+
+
+def _binary(ufunc: np.ufunc) -> Handler:
+    """Element-wise over the whole physical tile in the tile's dtype; the result keeps lhs's valid shape."""
+
+    def handler(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
+        lhs: Tile = args[0]
+        return Tile(ufunc(lhs.data, args[1].data), lhs.valid)
+
+    return handler
+
+
+def _scalar(ufunc: np.ufunc) -> Handler:
+    """Tile-scalar op; the scalar is converted to the tile's dtype first (FP16 math stays FP16)."""
+
+    def handler(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
+        tile: Tile = args[0]
+        return Tile(ufunc(tile.data, tile.data.dtype.type(args[1])), tile.valid)
+
+    return handler
+
+
+TILE_HANDLERS: Mapping[Op, Handler] = MappingProxyType({
+    Op.TILE_CREATE: _create,
+    Op.TILE_LOAD: _load,
+    Op.TILE_STORE: _store,
+    Op.TILE_SET_VALIDSHAPE: _set_validshape,
+    Op.TILE_FILLPAD: _fillpad,
+    Op.TILE_ADD: _binary(np.add),
+    Op.TILE_SUB: _binary(np.subtract),
+    Op.TILE_MUL: _binary(np.multiply),
+    Op.TILE_MAXIMUM: _binary(np.maximum),
+    Op.TILE_MINIMUM: _binary(np.minimum),
+    Op.TILE_ADDS: _scalar(np.add),
+    Op.TILE_MULS: _scalar(np.multiply),
     Op.TILE_CAST: _cast,
     Op.TILE_CMP: _cmp,
     Op.TILE_CMPS: _cmps,
