@@ -27,11 +27,11 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pldemu.cli import common
 from pldemu.harness.report import format_report, json_report
-from pldemu.harness.run import RunPlan
+from pldemu.harness.run import RunPlan, run_once
 from pldemu.ir import Program
 from pldemu.job import exits, flags
 from pldemu.job.argtypes import format_number, positive_int
@@ -82,7 +82,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_io_arguments(parser)
 
 
-def _options(args: argparse.Namespace) -> Any:
+def _options(args: argparse.Namespace) -> RuntimeOptions:
     if args.iters == 1:
         if args.block is not None:
             raise UsageError("--block applies to repeated calls: give --iters K with K > 1")
@@ -142,8 +142,6 @@ def run_in_job(program: Program, options: RuntimeOptions, *, source: str = "",
     """The in-job half of ``pldemu run``: :func:`pldemu.harness.run.run_once` on COMM_WORLD, then rank 0
     prints the report (and writes ``--report``). Returns the exit code, the same on every rank."""
     from mpi4py import MPI
-
-    from pldemu.harness.run import run_once
 
     plan = plan if plan is not None else RunPlan()
     comm = MPI.COMM_WORLD
