@@ -192,3 +192,20 @@ def test_no_folder_holds_more_than_a_quarter_of_the_package(deep: bool) -> None:
     for folder in {p.parent for p in files} - {PACKAGE}:
         mine = sum(_lines(p) for p in files if (folder in p.parents if deep else p.parent == folder))
         assert mine <= total / 4, f"{folder.relative_to(PACKAGE)}: {mine} of {total} lines"
+
+
+def test_importing_every_command_leaves_mpi_uninitialised() -> None:
+    """A launcher imports the command modules (building the parser): none may pull in ``mpi4py.MPI``,
+    whose import initialises MPI (what runs inside the job imports it there, on first use)."""
+    code = (
+        "import importlib, pkgutil, sys\n"
+        "import pldemu.cli.commands, pldemu.cli.check_kinds\n"
+        "for pkg in (pldemu.cli.commands, pldemu.cli.check_kinds):\n"
+        "    for info in pkgutil.iter_modules(pkg.__path__):\n"
+        "        importlib.import_module(pkg.__name__ + '.' + info.name)\n"
+        "import pldemu.api, pldemu.harness.run, pldemu.harness.report, pldemu.harness.plan\n"
+        "print('mpi4py.MPI' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False", out.stdout

@@ -24,7 +24,6 @@ import numpy as np
 
 from pldemu.cli import common
 from pldemu.harness import injob
-from pldemu.harness.common import rank0_printer
 from pldemu.ir import (
     Program,
     ProgramBuilder,
@@ -209,6 +208,7 @@ class _Ran:
 
 
 def _demo(comm: Any, args: argparse.Namespace, options: RuntimeOptions) -> int:
+    from pldemu.harness.common import rank0_printer  # in the job only: it imports MPI
     from pldemu.lowering import lower_composite_ops_with_report
 
     nr, me = comm.Get_size(), comm.Get_rank()
