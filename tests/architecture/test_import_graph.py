@@ -23,14 +23,14 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("pldemu.job",),
     ("pldemu.harness",),
     ("pldemu.bench",),
-    ("pldemu.cli", "pldemu.api", "pldemu.pytest_plugin", "pldemu.examples"),
+    ("pldemu.cli", "pldemu.api", "pldemu.pytest_plugin", "pldemu.examples", "pldemu.pypto"),
     ("pldemu.__main__",),
 )
 """Floors from the lowest: a module may import its own floor and the ones below, never one above.
 The compiler half (IR, then the pass, windows and MPI toolkit) at the bottom; one rank's runtime;
 the launcher side; the harnesses run in a job; the benchmarks; the front doors (command line,
-Python API, pytest plugin); the rank entry point. The package root ``pldemu`` (lazy names only) is
-no floor: importing it from anywhere is free."""
+Python API, pytest plugin, the pypto front end); the rank entry point. The package root ``pldemu``
+(lazy names only) is no floor: importing it from anywhere is free."""
 
 
 def _module_name(path: Path) -> str:
