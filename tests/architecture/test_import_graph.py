@@ -45,12 +45,25 @@ def _modules() -> dict[str, Path]:
     return {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
 
-def _imported(path: Path, name: str) -> Iterator[str]:
+def _type_only(tree: ast.Module) -> set[int]:
+    """The ids of the import statements under ``if TYPE_CHECKING:`` (annotations only, never run)."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            out.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    return out
+
+
+def _imported(path: Path, name: str, *, type_only: bool = True) -> Iterator[str]:
     """Every module ``path`` imports (absolute names; ``from P import M`` is P.M alone when M is a module:
     Python runs P's ``__init__`` for any import below P, which is no design dependency)."""
     modules = _modules()
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    skip = set() if type_only else _type_only(tree)
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -65,10 +78,12 @@ def _imported(path: Path, name: str) -> Iterator[str]:
 
 
 @cache
-def _graph() -> dict[str, frozenset[str]]:
-    """pldemu module -> the pldemu modules it imports (the root package left out)."""
+def _graph(type_only: bool = True) -> dict[str, frozenset[str]]:
+    """pldemu module -> the pldemu modules it imports (the root package left out); ``type_only``: with
+    the imports under ``if TYPE_CHECKING:`` (annotations), which the floors count and a circle does not."""
     modules = _modules()
-    return {name: frozenset(m for m in _imported(path, name) if m in modules and m not in ("pldemu", name))
+    return {name: frozenset(m for m in _imported(path, name, type_only=type_only) if m in modules
+                            and m not in ("pldemu", name))
             for name, path in modules.items()}
 
 
@@ -92,8 +107,9 @@ def test_no_import_from_a_lower_floor_to_a_higher_one() -> None:
 
 
 def _cycle() -> list[str] | None:
-    """One import circle among pldemu modules, or None (depth-first search, colours)."""
-    graph = _graph()
+    """One import circle among pldemu modules, or None (depth-first search, colours). Imports that run
+    count, deferred ones inside functions included; an annotation-only import does not (it never runs)."""
+    graph = _graph(type_only=False)
     state: dict[str, int] = {}
     stack: list[str] = []
 
