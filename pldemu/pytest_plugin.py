@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -108,14 +109,17 @@ class Runner:
 
     def __call__(self, program: Any, *, inputs: Inputs | None = None, options: RuntimeOptions | None = None,
                  expect: Mapping[str, PerRank] | None = None, rtol: float = 0.0, atol: float = 0.0,
-                 iters: int = 1, check: bool = True) -> RunResult:
+                 iters: int = 1, check: bool = True, expect_buffers: Mapping[str, str] = MappingProxyType({})
+                 ) -> RunResult:
         """Run ``program`` (see :func:`pldemu.launch`); with ``check`` a failed job or a mismatch with
-        ``expect`` fails the test with the full report. Returns the result."""
+        ``expect`` (or between the buffer pairs of ``expect_buffers``, within ``rtol`` / ``atol``) fails
+        the test with the full report. Returns the result."""
         opts = options if options is not None else RuntimeOptions(timeout=max(1.0, min(30.0, self.timeout / 3)))
         if self.overrides:
             opts = dataclasses.replace(opts, **self.overrides)
         result = launch(program, self.ranks, inputs=inputs, options=opts, timeout=self.timeout,
-                        iters=iters, check=False, placement=self.placement)
+                        iters=iters, check=False, placement=self.placement, expect_buffers=expect_buffers,
+                        rtol=rtol if expect_buffers else 0.0, atol=atol if expect_buffers else 0.0)
         if check and not result.ok:
             pytest.fail(result.describe_failure(), pytrace=False)
         if check and expect is not None:

@@ -51,7 +51,7 @@ from pldemu.cli.run_io import (
     job_io,
     write_report,
 )
-from pldemu.ir import DType, Program
+from pldemu.ir import Program
 from pldemu.npdtypes import is_float_dtype
 from pldemu.runtime.options import RuntimeOptions
 
@@ -473,11 +473,9 @@ def _dump(root: Path, me: int, inst: Any, program: Program) -> None:
     folder = root / f"rank{me}"
     folder.mkdir(parents=True, exist_ok=True)
     for name in inst.buffer_names():
-        a = np.array(inst.local(name), copy=True)
-        if a.dtype == DType.BF16.np:  # .npy has no bfloat16: store the bit patterns, named so
-            np.save(folder / f"{name}.bf16.npy", a.view(np.uint16))
-        else:
-            np.save(folder / f"{name}.npy", a)
+        # As np.save writes it: an ml_dtypes buffer (bf16, fp8) gets a void |V2 / |V1 descriptor, which
+        # --inputs / --expect read back as the declared dtype (buffer_io.as_declared).
+        np.save(folder / f"{name}.npy", np.array(inst.local(name), copy=True))
     if me == 0:
         (root / "program.pld").write_text(format_program(program))
 
