@@ -94,10 +94,50 @@ Deducer = Callable[[Op, Sequence[Arg], Mapping[str, AttrValue]], Type]
 
 
 @dataclass(frozen=True)
+class Region:
+    """A region an op accesses, as data: the launcher's precheck refuses every one whose values are
+    known before the run and that leaves what it accesses (``pldemu.runtime.precheck``).
+
+    ``of`` names the parameter accessed: a tensor (its view's shape), a tile (its shape), or a list of
+    extents (a valid shape must fit in that shape). ``offsets``: the parameter holding the region's
+    start (None: the origin). ``extent``: the parameter holding its extent, a list (fitted to the rank
+    of ``of``: leading unit dims dropped or added, as a put's shape is) or a tile, whose valid region
+    it is (a store writes its tile's valid region); None: one element (an index). ``valid``: a
+    parameter that, when given, is the extent instead (a load reads its valid shape). A region whose
+    parameters are optional and not given is not accessed."""
+
+    of: str
+    offsets: str | None = None
+    extent: str | None = None
+    valid: str | None = None
+
+    def params(self) -> tuple[str, ...]:
+        """Every parameter the region names."""
+        return tuple(p for p in (self.of, self.offsets, self.extent, self.valid) if p is not None)
+
+    @staticmethod
+    def fit(extent: tuple[int, ...], rank: int) -> tuple[int, ...] | None:
+        """``extent`` with ``rank`` dims, leading unit dims dropped or added (a put may give its shape
+        in the source's rank or the destination's); None if it cannot address a ``rank``-D region."""
+        n = len(extent)
+        if n == rank:
+            return extent
+        if n > rank and all(e == 1 for e in extent[: n - rank]):
+            return extent[n - rank:]
+        return (1,) * (rank - n) + extent if n < rank else None
+
+
+@dataclass(frozen=True)
 class Signature:
     params: tuple[Param, ...]
     attrs: tuple[AttrSpec, ...]
     deduce: Deducer
+    regions: tuple[Region, ...] = ()
+    """The regions of its operands the op accesses (see :class:`Region`)."""
+
+    def index(self, name: str) -> int:
+        """The position of parameter ``name``."""
+        return next(i for i, p in enumerate(self.params) if p.name == name)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -360,9 +400,9 @@ T, W, TL, TT, S, L, SL, C = (
 
 
 def _sig(params: Sequence[tuple[str, Kind] | tuple[str, Kind, bool]], deduce: Deducer,
-         attrs: Sequence[AttrSpec] = ()) -> Signature:
+         attrs: Sequence[AttrSpec] = (), regions: Sequence[Region] = ()) -> Signature:
     ps = tuple(Param(p[0], p[1], bool(p[2]) if len(p) > 2 else False) for p in params)
-    return Signature(ps, tuple(attrs), deduce)
+    return Signature(ps, tuple(attrs), deduce, tuple(regions))
 
 
 # The tile-math/select entries live in their own module, which needs the classes above: imported
@@ -371,6 +411,8 @@ from pldemu.ir.mx_signatures import MX_SIGNATURES  # noqa: E402
 from pldemu.ir.tile_signatures import TILE_SIGNATURES  # noqa: E402
 
 _REDUCE = AttrSpec("op", ReduceOp, ReduceOp.Sum)
+_TRANSFER_REGIONS = (Region("dst", "dst_offsets", "shape"), Region("src", "src_offsets", "shape"))
+_LOAD_REGIONS = (Region("tensor", "offsets", "shape", valid="valid_shape"), Region("shape", extent="valid_shape"))
 
 SIGNATURES: Mapping[Op, Signature] = MappingProxyType(
     {
@@ -390,32 +432,37 @@ SIGNATURES: Mapping[Op, Signature] = MappingProxyType(
         Op.PUT: _sig(
             [("dst", W), ("peer", S), ("src", TT), ("stage", TL), ("dst_offsets", L, True),
              ("src_offsets", L, True), ("shape", L, True)],
-            _deduce_put, [AttrSpec("atomic", AtomicType, AtomicType.None_)],
+            _deduce_put, [AttrSpec("atomic", AtomicType, AtomicType.None_)], _TRANSFER_REGIONS,
         ),
         Op.GET: _sig(
             [("dst", T), ("peer", S), ("src", W), ("stage", TL), ("dst_offsets", L, True),
              ("src_offsets", L, True), ("shape", L, True)],
-            _deduce_get,
+            _deduce_get, regions=_TRANSFER_REGIONS,
         ),
         Op.REMOTE_LOAD: _sig([("window", W), ("peer", S), ("offsets", L), ("shape", SL),
-                              ("valid_shape", L, True)], _deduce_load_like),
+                              ("valid_shape", L, True)], _deduce_load_like,
+                             regions=(Region("window", "offsets", "shape", valid="valid_shape"), _LOAD_REGIONS[1])),
         Op.NOTIFY: _sig([("signal", W), ("peer", S), ("offsets", L), ("value", S)], _deduce_signal_op,
-                        [AttrSpec("op", NotifyOp, NotifyOp.AtomicAdd)]),
+                        [AttrSpec("op", NotifyOp, NotifyOp.AtomicAdd)], [Region("signal", "offsets")]),
         Op.WAIT: _sig([("signal", W), ("offsets", L), ("expected", S)], _deduce_signal_op,
-                      [AttrSpec("cmp", WaitCmp, WaitCmp.Ge)]),
+                      [AttrSpec("cmp", WaitCmp, WaitCmp.Ge)], [Region("signal", "offsets")]),
         Op.GET_COMM_CTX: _sig([("window", W)], _ctx),
         Op.RANK: _sig([("ctx", C)], _int32),
         Op.NRANKS: _sig([("ctx", C)], _int32),
         # Local ops.
-        Op.TENSOR_VIEW: _sig([("tensor", T), ("shape", L), ("valid_shape", L, True)], _deduce_view),
-        Op.TENSOR_READ: _sig([("tensor", T), ("indices", L)], _deduce_read),
-        Op.TENSOR_WRITE: _sig([("tensor", T), ("indices", L), ("value", S)], _deduce_write),
+        Op.TENSOR_VIEW: _sig([("tensor", T), ("shape", L), ("valid_shape", L, True)], _deduce_view,
+                             regions=[Region("shape", extent="valid_shape")]),
+        Op.TENSOR_READ: _sig([("tensor", T), ("indices", L)], _deduce_read, regions=[Region("tensor", "indices")]),
+        Op.TENSOR_WRITE: _sig([("tensor", T), ("indices", L), ("value", S)], _deduce_write,
+                              regions=[Region("tensor", "indices")]),
         Op.TILE_CREATE: _sig([("shape", SL)], _deduce_create,
                              [AttrSpec("dtype", DType, None), AttrSpec("mem", MemorySpace, MemorySpace.Vec)]),
         Op.TILE_LOAD: _sig([("tensor", T), ("offsets", L), ("shape", SL), ("valid_shape", L, True)],
-                           _deduce_load_like),
-        Op.TILE_STORE: _sig([("tile", TL), ("offsets", L), ("tensor", T)], _deduce_store),
-        Op.TILE_SET_VALIDSHAPE: _sig([("tile", TL), ("valid_shape", L)], _deduce_set_valid),
+                           _deduce_load_like, regions=_LOAD_REGIONS),
+        Op.TILE_STORE: _sig([("tile", TL), ("offsets", L), ("tensor", T)], _deduce_store,
+                            regions=[Region("tensor", "offsets", "tile")]),
+        Op.TILE_SET_VALIDSHAPE: _sig([("tile", TL), ("valid_shape", L)], _deduce_set_valid,
+                                     regions=[Region("tile", extent="valid_shape")]),
         Op.TILE_FILLPAD: _sig([("tile", TL)], _deduce_fillpad, [AttrSpec("pad", PadValue, PadValue.zero)]),
         Op.TILE_ADD: _sig([("lhs", TL), ("rhs", TL)], _deduce_binary_tile),
         Op.TILE_SUB: _sig([("lhs", TL), ("rhs", TL)], _deduce_binary_tile),
@@ -516,6 +563,7 @@ __all__ = [
     "Kind",
     "Layout",
     "Param",
+    "Region",
     "SameAsArg",
     "Signature",
     "describe",

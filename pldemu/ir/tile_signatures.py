@@ -25,7 +25,7 @@ from pldemu.ir.nodes import (
 )
 from pldemu.ir.ops import Op
 from pldemu.ir.printer import format_dims
-from pldemu.ir.signatures import AttrSpec, Deducer, IRTypeError, Kind, Param, Signature, describe
+from pldemu.ir.signatures import AttrSpec, Deducer, IRTypeError, Kind, Param, Region, Signature, describe
 
 MASK_COL_ALIGN = 32
 """Packed predicate mask rows are padded to 32 bytes (kA2A3PredicateColAlignment)."""
@@ -229,9 +229,9 @@ def deduce_full(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> 
 
 
 def _sig(params: Sequence[tuple[str, Kind] | tuple[str, Kind, bool]], deduce: Deducer,
-         attrs: Sequence[AttrSpec] = ()) -> Signature:
+         attrs: Sequence[AttrSpec] = (), regions: Sequence[Region] = ()) -> Signature:
     ps = tuple(Param(p[0], p[1], bool(p[2]) if len(p) > 2 else False) for p in params)
-    return Signature(ps, tuple(attrs), deduce)
+    return Signature(ps, tuple(attrs), deduce, tuple(regions))
 
 
 TL, S, L, SL, TS = Kind.TILE, Kind.SCALAR, Kind.LIST, Kind.STATIC_LIST, Kind.TILE_OR_SCALAR
@@ -248,7 +248,7 @@ TILE_SIGNATURES: Mapping[Op, Signature] = {
     Op.TILE_SEL: _sig([("mask", TL), ("lhs", TL), ("rhs", TL), ("tmp", TL)], deduce_sel),
     Op.TILE_SELS: _sig([("mask", TL), ("src", TL), ("tmp", TL), ("scalar", S)], deduce_sels),
     Op.TILE_FULL: _sig([("shape", SL), ("value", S), ("valid_shape", L, True)], deduce_full,
-                      [AttrSpec("dtype", DType, None)]),
+                      [AttrSpec("dtype", DType, None)], [Region("shape", extent="valid_shape")]),
 }
 """Entries of the one signature table (merged there; tile.cast and tile.full replace older forms)."""
 
