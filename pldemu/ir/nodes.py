@@ -366,7 +366,12 @@ class NotStatic(ValueError):
 
     def __init__(self, expr: Arg) -> None:
         self.expr = expr
-        super().__init__(f"not a static expression: {expr!r}")
+        super().__init__(expr)
+
+    def __str__(self) -> str:
+        from pldemu.ir.printer import format_expr  # the printer imports this module: printed when shown
+
+        return f"not a static expression: {format_expr(self.expr)}"
 
 
 class FoldError(ArithmeticError):

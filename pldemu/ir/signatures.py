@@ -41,6 +41,7 @@ from pldemu.ir.nodes import (
     static_int,
 )
 from pldemu.ir.ops import Op
+from pldemu.ir.printer import format_attr
 
 
 class IRTypeError(ValueError):
@@ -497,6 +498,11 @@ def has_write_effects(call: Call) -> bool:
     return bool(writes_args(call.op))
 
 
+def _shown(value: AttrValue) -> str:
+    """An attribute value as a refusal shows it: as the ``.pld`` printer writes it (a name as typed)."""
+    return repr(value) if isinstance(value, str) else format_attr(value)
+
+
 def _coerce_attr(op: Op, spec: AttrSpec, value: AttrValue) -> AttrValue:
     kind = spec.kind
     if isinstance(kind, type) and issubclass(kind, enum.IntEnum):
@@ -510,7 +516,7 @@ def _coerce_attr(op: Op, spec: AttrSpec, value: AttrValue) -> AttrValue:
                 if m.name.rstrip("_").lower() == value.lower():
                     return m
         legal = ", ".join(m.name.rstrip("_") for m in kind)
-        raise IRTypeError(op, spec.name, f"one of {legal}", repr(value))
+        raise IRTypeError(op, spec.name, f"one of {legal}", _shown(value))
     if kind is DType:
         if isinstance(value, DType):
             return value
@@ -519,11 +525,11 @@ def _coerce_attr(op: Op, spec: AttrSpec, value: AttrValue) -> AttrValue:
                 return DType.parse(value)
             except ValueError:
                 pass
-        raise IRTypeError(op, spec.name, "a dtype (fp32, fp16, int32, ...)", repr(value))
+        raise IRTypeError(op, spec.name, "a dtype (fp32, fp16, int32, ...)", _shown(value))
     if kind is int:
         if isinstance(value, int) and not isinstance(value, (bool, enum.Enum)):
             return value
-        raise IRTypeError(op, spec.name, "an integer literal", repr(value))
+        raise IRTypeError(op, spec.name, "an integer literal", _shown(value))
     return value
 
 
