@@ -24,6 +24,7 @@ unless ``check=False``, which returns the :class:`RunResult` whatever happened.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import tempfile
@@ -181,9 +182,10 @@ def launch(program: Program | str | os.PathLike[str], ranks: int, *, inputs: Inp
     with tempfile.TemporaryDirectory(prefix="pldemu-launch-") as tmp:
         work = Path(tmp)
         source, loaded = _program_file(program, work)
-        specs = _specs(loaded, lower, ranks)
+        # Lowered here only when needed (inputs, pairs, a bf16 / fp8 buffer to return): it costs an import.
+        specs = functools.cache(functools.partial(_specs, loaded, lower, ranks))
         for pair in pairs:
-            check_pair(pair, specs)
+            check_pair(pair, specs())
         data = DataFlags(inputs=None if inputs is None else work / "inputs", report=work / "report.json",
                          expect_buffer=pairs, rtol=rtol, atol=atol)
         argv = ["run", str(source), "-n", str(ranks), "--dump", str(work / "out"), *data.argv(),
@@ -193,7 +195,7 @@ def launch(program: Program | str | os.PathLike[str], ranks: int, *, inputs: Inp
         if iters != 1:
             argv += ["--iters", str(iters)]
         if inputs is not None:
-            _write_inputs(inputs, specs, ranks, work / "inputs")
+            _write_inputs(inputs, specs(), ranks, work / "inputs")
         result = _run(ranks, argv, limit, work, where, specs)
     if check and not result.ok:
         raise JobError(result)
@@ -262,7 +264,7 @@ def _input_array(name: str, value: ArrayLike, specs: Mapping[str, StaticBuffer],
 
 
 def _run(ranks: int, argv: list[str], limit: float, work: Path, where: Placement,
-         specs: Mapping[str, StaticBuffer]) -> RunResult:
+         specs: Callable[[], Mapping[str, StaticBuffer]]) -> RunResult:
     from pldemu.runtime.launch import pldemu_argv, run_job
 
     log = work / "output.txt"
@@ -275,8 +277,15 @@ def _run(ranks: int, argv: list[str], limit: float, work: Path, where: Placement
     return _collect(ranks, code, log.read_text(errors="replace"), wall, work, specs)
 
 
+def _declared(arr: np.ndarray, name: str, specs: Callable[[], Mapping[str, StaticBuffer]]) -> np.ndarray:
+    """A dumped buffer in its declared dtype (``np.save`` wrote a bf16 / fp8 one as void bytes)."""
+    if arr.dtype.kind != "V" or name not in specs():
+        return arr
+    return as_declared(arr, specs()[name].dtype)
+
+
 def _collect(ranks: int, code: int, output: str, wall: float, work: Path,
-             specs: Mapping[str, StaticBuffer]) -> RunResult:
+             specs: Callable[[], Mapping[str, StaticBuffer]]) -> RunResult:
     report_file = work / "report.json"
     report: dict[str, Any] = json.loads(report_file.read_text()) if report_file.is_file() else {}
     failures = {r: p.read_text(errors="replace") for r in range(ranks)
@@ -284,8 +293,8 @@ def _collect(ranks: int, code: int, output: str, wall: float, work: Path,
     out = work / "out"
     buffers: tuple[dict[str, np.ndarray], ...] = ()
     if report:
-        buffers = tuple({name: as_declared(np.load(p), specs[name].dtype) if name in specs else np.load(p)
-                         for p in sorted((out / RANK_DIR.format(rank=r)).glob("*.npy")) if (name := buffer_name(p))}
+        buffers = tuple({buffer_name(p): _declared(np.load(p), buffer_name(p), specs)
+                         for p in sorted((out / RANK_DIR.format(rank=r)).glob("*.npy"))}
                         for r in range(ranks))
     text = (out / "program.pld").read_text() if (out / "program.pld").is_file() else ""
     return RunResult(ranks, code, output, wall, buffers, report.get("ops", {}), tuple(report.get("seconds", ())),
