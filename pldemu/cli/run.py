@@ -181,7 +181,7 @@ class RunPlan:
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``pldemu run``."""
     from pldemu.runtime.buffer_io import BufferFileError
-    from pldemu.runtime.launch import in_mpi_job, job_rank, job_size, spawn
+    from pldemu.runtime.launch import in_mpi_job, job_rank, job_size, spawn, startup_mark
 
     inside = in_mpi_job()
     n = args.ranks or (job_size() if inside else None) or DEFAULT_RANKS
@@ -194,9 +194,12 @@ def run(args: argparse.Namespace) -> int:
     except (UsageError, BufferFileError, OutputPathError) as err:
         # Inside a job every rank reaches the same verdict before touching MPI; one prints it.
         return common.usage_error("run", str(err)) if not inside or job_rank() in (0, None) else EXIT_USAGE
+    startup_mark("checked")
     if inside:
         return run_in_job(program, options, source=args.program, plan=RunPlan.from_args(args, io))
-    return spawn(n, child_argv(args, n), args.job_timeout, placement=common.placement(args))
+    code = spawn(n, child_argv(args, n), args.job_timeout, placement=common.placement(args))
+    startup_mark("job-done")
+    return code
 
 
 def run_in_job(program: Program, options: RuntimeOptions, *, source: str = "",
@@ -209,18 +212,21 @@ def run_in_job(program: Program, options: RuntimeOptions, *, source: str = "",
     from mpi4py import MPI
 
     from pldemu.runtime.interpreter import OpCounter
+    from pldemu.runtime.launch import startup_mark
 
     plan = plan if plan is not None else RunPlan()
     comm = MPI.COMM_WORLD
     inst = _instance(comm, program, options, plan)
     if inst is None:
         return EXIT_USAGE
+    startup_mark("windows")
     counter = OpCounter()
     for fn in (counter, *listeners):
         inst.add_listener(fn)
     _load_inputs(comm, inst, options, plan.io)
     comm.Barrier()
     seconds, repeated = _execute(comm, inst, options, plan)
+    startup_mark("ran")
     violations, races = _verdicts(comm, inst, options, repeated)
     checked, mismatches = plan.io.expected(comm.Get_rank(), inst.local)
     wrong = comm.allreduce(len(mismatches))
@@ -228,7 +234,9 @@ def run_in_job(program: Program, options: RuntimeOptions, *, source: str = "",
     code = EXIT_FAIL if failed else EXIT_RACES if races else EXIT_OK
     _gather_report(comm, inst, program, source, options, plan,
                    _Ran(seconds, counter.counts, repeated, violations, races, checked, mismatches, code))
+    startup_mark("reported")
     inst.close()  # collective; rank 0 writes the trace
+    startup_mark("closed")
     if comm.Get_rank() == 0 and options.trace:
         print(f"  trace: {options.trace} (draw it: pldemu trace-plot {options.trace} -o FILE.png)", flush=True)
     # Every rank got the same verdict: end MPI cleanly so that a non-zero exit is not an abort.
