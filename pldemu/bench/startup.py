@@ -45,10 +45,10 @@ BARE_RANK = "import numpy; from mpi4py import MPI; MPI.COMM_WORLD.Barrier()"
 PHASES: tuple[tuple[str, str, str], ...] = (
     ("launcher imports", "", "parsed@launcher"),
     ("launcher prechecks", "parsed@launcher", "checked@launcher"),
-    ("spawn (mpiexec, python, MPI_Init)", "checked@launcher", "start"),
+    ("spawn (mpiexec, python start)", "checked@launcher", "start"),
     ("rank imports", "start", "parsed"),
     ("parse / lower / verify", "parsed", "checked"),
-    ("window allocation", "checked", "windows"),
+    ("MPI_Init + window allocation", "checked", "windows"),
     ("run", "windows", "ran"),
     ("report", "ran", "reported"),
     ("teardown (close, finalize, exit)", "reported", ""),

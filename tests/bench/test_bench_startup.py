@@ -43,7 +43,7 @@ def test_phases_end_at_the_last_process_and_add_up() -> None:
     assert list(times) == [name for name, _, _ in PHASES]
     assert times["launcher imports"] == pytest.approx(0.10)
     assert times["launcher prechecks"] == pytest.approx(0.10)
-    assert times["spawn (mpiexec, python, MPI_Init)"] == pytest.approx(0.25)  # to the later rank's start
+    assert times["spawn (mpiexec, python start)"] == pytest.approx(0.25)  # to the later rank's start
     assert times["rank imports"] == pytest.approx(0.25)
     assert times["parse / lower / verify"] == pytest.approx(0.05)
     assert times["teardown (close, finalize, exit)"] == pytest.approx(0.25)
