@@ -8,7 +8,10 @@ alternates, in every iteration (A B ..., then ... B A), after warm-up:
 * ``pldemu --help`` against ``python -c "import numpy"``;
 * one call of ``pldemu.launch(TRIVIAL, N)`` from this process (the library's per-call cost).
 
-Each figure is the median over iterations of the wall time (spawn to exit). The ``pldemu run`` jobs
+Each figure is the median over iterations of the wall time (spawn to exit) and of the CPU time
+(user + system) of every process the contender ran (``getrusage`` of this process and its waited-for
+children: mpiexec, its proxy and the ranks), which another agent's load on the cores does not
+inflate the way it does the wall time. The ``pldemu run`` jobs
 also write their phase marks (:func:`pldemu.runtime.launch.startup_mark`) to a log, from which each
 phase gets a number: the phase ends when the last process reaches its mark, so the phases add up to
 the job's wall time. Other jobs share the cores: read the ratios, not the absolute times.
@@ -16,6 +19,7 @@ the job's wall time. Other jobs share the cores: read the ratios, not the absolu
 
 from __future__ import annotations
 
+import resource
 import statistics
 import subprocess
 import sys
@@ -72,22 +76,30 @@ class StartupReport:
 
     config: StartupConfig
     times: dict[str, list[float]] = field(default_factory=dict)
+    cpu: dict[str, list[float]] = field(default_factory=dict)
+    """Per contender, CPU seconds (user + system) of every process it ran, per iteration."""
     phases: dict[str, list[float]] = field(default_factory=dict)
 
     def median(self, name: str) -> float:
         """Median wall time of a contender (seconds)."""
         return statistics.median(self.times[name])
 
+    def median_cpu(self, name: str) -> float:
+        """Median CPU time of a contender (seconds)."""
+        return statistics.median(self.cpu[name])
+
     def lines(self) -> list[str]:
         """The tables, as printed."""
         n = self.config.ranks
         out = [f"# pldemu bench startup: {n} ranks, {self.config.warmup} warm-up + {self.config.iters} timed "
                "iterations, alternating; wall time spawn to exit, median over iterations",
-               f"# {'what':<44} {'time(ms)':>9} {'ratio':>7}  reference"]
+               f"# {'what':<44} {'time(ms)':>9} {'ratio':>7} {'cpu(ms)':>8} {'ratio':>7}  reference"]
         for name, ref in PAIRS:
-            mine = self.median(name)
+            mine, cpu = self.median(name), self.median_cpu(name)
             ratio = f"{mine / self.median(ref):7.2f}" if ref else f"{'-':>7}"
-            out.append(f"  {name.format(n=n):<44} {mine * 1e3:9.1f} {ratio}  {ref.format(n=n) or '-'}")
+            cpu_ratio = f"{cpu / self.median_cpu(ref):7.2f}" if ref else f"{'-':>7}"
+            out.append(f"  {name.format(n=n):<44} {mine * 1e3:9.1f} {ratio} {cpu * 1e3:8.1f} {cpu_ratio}  "
+                       f"{ref.format(n=n) or '-'}")
         out += ["", f"# where a `pldemu run -n {n}` job's time goes (median over iterations)",
                 f"# {'phase':<44} {'time(ms)':>9} {'share':>7}"]
         total = sum(statistics.median(v) for v in self.phases.values()) or float("nan")
@@ -133,6 +145,12 @@ def _launch(path: Path, ranks: int) -> Callable[[], None]:
     return run
 
 
+def _cpu_seconds() -> float:
+    """User + system seconds of this process and of every child it has waited for."""
+    me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
+
+
 def phase_times(log: str, start: float, end: float) -> dict[str, float]:
     """Seconds per phase of one job from its ``startup_mark`` log (see :data:`PHASES`)."""
     marks: dict[str, float] = {"": start}
@@ -168,12 +186,13 @@ def bench_startup(config: StartupConfig, emit: Callable[[str], None]) -> Startup
             order = names if it % 2 == 0 else names[::-1]
             for name in order:
                 log.unlink(missing_ok=True)
-                t0 = time.time()
+                c0, t0 = _cpu_seconds(), time.time()
                 contenders[name]()
-                t1 = time.time()
+                t1, c1 = time.time(), _cpu_seconds()
                 if it < config.warmup:
                     continue
                 report.times.setdefault(name, []).append(t1 - t0)
+                report.cpu.setdefault(name, []).append(c1 - c0)
                 if name == RUN:
                     for phase, seconds in phase_times(log.read_text(), t0, t1).items():
                         report.phases.setdefault(phase, []).append(seconds)

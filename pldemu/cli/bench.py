@@ -161,7 +161,7 @@ def _run_startup(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     print("\n".join(report.lines()), flush=True)
     if args.json:
-        Path(args.json).write_text(json.dumps({"times": report.times, "phases": report.phases}, indent=1))
+        Path(args.json).write_text(json.dumps({"times": report.times, "cpu": report.cpu, "phases": report.phases}, indent=1))
         print(f"# wrote {args.json}", flush=True)
     return EXIT_OK
 

@@ -64,4 +64,5 @@ def test_bench_startup_runs(tmp_path: Path) -> None:
         assert line in res.stdout
     figures = json.loads(out.read_text())
     assert set(figures["phases"]) == {name for name, _, _ in PHASES}
-    assert all(len(v) == 1 and v[0] > 0 for v in figures["times"].values())
+    assert set(figures["cpu"]) == set(figures["times"])
+    assert all(len(v) == 1 and v[0] > 0 for v in [*figures["times"].values(), *figures["cpu"].values()])
