@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from importlib import import_module
 from types import MappingProxyType
 from typing import NoReturn
@@ -39,10 +39,16 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """The ``pldemu`` parser. ``commands``: the subcommands whose modules are imported and whose
+    arguments are added (default: all); the others are listed with their help line only, so that
+    ``pldemu --help`` and one command's start-up import nothing of the commands not run."""
     parser = Parser(prog="pldemu", description="Run pld.tensor.* collectives for real on MPI.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
     for name, (module, help_text) in SUBCOMMANDS.items():
+        if commands is not None and name not in commands:
+            sub.add_parser(name, help=help_text, description=help_text)
+            continue
         try:
             mod = import_module(module)
         except ModuleNotFoundError as err:
@@ -58,11 +64,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``pldemu`` command. SIGTERM, SIGHUP and Ctrl-C end it with 128 + the signal number after
     killing whatever job it started (:func:`pldemu.runtime.launch.interruptible`), without a traceback."""
-    from pldemu.cli.common import UsageError, settle_placement, usage_error
-    from pldemu.runtime.launch import Interrupted, interruptible
-
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # The first word that is not an option names the command (the top level has no option but -h).
+    parser = build_parser([next((word for word in argv if not word.startswith("-")), "")])
     args = parser.parse_args(argv)
+    from pldemu.cli.common import UsageError, settle_placement, usage_error
+    from pldemu.runtime.launch import Interrupted, interruptible, startup_mark
+
+    startup_mark("parsed")
     try:
         args = settle_placement(args)
     except UsageError as err:

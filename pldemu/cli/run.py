@@ -1,8 +1,9 @@
 """``pldemu run PROGRAM -n N``: read (``.pld`` or a Python builder file), lower, verify and execute a program on N MPI ranks.
 
 Outside an MPI job the command checks its input, then launches itself under
-``mpiexec -n N python -m mpi4py -m pldemu run ...``; inside the job every rank parses and lowers the
-program again (no MPI traffic before it is known to be good), instantiates it, runs the entry function
+``mpiexec -n N python -m mpi4py -m pldemu run ...``, handing its ranks the program it loaded, lowered
+and verified (:func:`hand_over`; launched by hand under ``mpiexec``, every rank parses and lowers the
+file itself, with no MPI traffic before it is known to be good); every rank instantiates it, runs the entry function
 once, and rank 0 prints a report: ranks, back end, wall time, ops executed by kind, and per buffer a
 checksum of every rank's final contents. ``--dump DIR`` also writes every rank's buffers as ``.npy``
 plus the executed (lowered) program, whose line numbers the error locations refer to.
@@ -27,6 +28,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import pickle
+import tempfile
 import traceback
 import zlib
 from collections import Counter
@@ -81,6 +84,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    "fails writes its own part to FILE.rankR.json",
     })
     add_io_arguments(parser)
+    parser.add_argument("--lowered", metavar="FILE", default=None, help=argparse.SUPPRESS)  # see hand_over
+
+
+def hand_over(program: Program, folder: Path) -> Path:
+    """Write ``program`` (loaded, lowered, verified and checked by this launcher) for the job's ranks,
+    which read it back (``--lowered FILE``, set by the launcher only) instead of parsing, lowering and
+    verifying the file again: every check was made here, before the job, at its rank count."""
+    path = folder / "program.pickle"
+    path.write_bytes(pickle.dumps(program, protocol=pickle.HIGHEST_PROTOCOL))
+    return path
+
+
+def _handed_program(path: str) -> Program:
+    try:
+        program = pickle.loads(Path(path).read_bytes())
+    except (OSError, EOFError, pickle.UnpicklingError) as err:
+        raise UsageError(f"--lowered {path}: cannot read the program: {err}") from None
+    if not isinstance(program, Program):
+        raise UsageError(f"--lowered {path}: not a pickled pldemu program")
+    return program
 
 
 def load_program(path: str, lower: bool = True, nranks: int | None = None, options: RuntimeOptions | None = None,
@@ -181,22 +204,33 @@ class RunPlan:
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``pldemu run``."""
     from pldemu.runtime.buffer_io import BufferFileError
-    from pldemu.runtime.launch import in_mpi_job, job_rank, job_size, spawn
+    from pldemu.runtime.launch import in_mpi_job, job_rank, job_size, spawn, startup_mark
 
     inside = in_mpi_job()
     n = args.ranks or (job_size() if inside else None) or DEFAULT_RANKS
     try:
         options = _options(args)
-        # Inside, the peers' own memory is already in use: the launcher judged it.
-        program = load_program(args.program, lower=not args.no_lower, nranks=n, options=options,
-                               force=args.force or inside)
+        if inside and args.lowered is not None:
+            program = _handed_program(args.lowered)
+        else:
+            # Inside, the peers' own memory is already in use: the launcher judged it.
+            program = load_program(args.program, lower=not args.no_lower, nranks=n, options=options,
+                                   force=args.force or inside)
         io = job_io(args, program, n)
     except (UsageError, BufferFileError, OutputPathError) as err:
         # Inside a job every rank reaches the same verdict before touching MPI; one prints it.
         return common.usage_error("run", str(err)) if not inside or job_rank() in (0, None) else EXIT_USAGE
+    startup_mark("checked")
     if inside:
         return run_in_job(program, options, source=args.program, plan=RunPlan.from_args(args, io))
-    return spawn(n, child_argv(args, n), args.job_timeout, placement=common.placement(args))
+    placement = common.placement(args)
+    with tempfile.TemporaryDirectory(prefix="pldemu-job-") as work:
+        argv = child_argv(args, n)
+        if not (placement.hosts or placement.hostfile):  # the ranks see this machine's files
+            argv += ["--lowered", str(hand_over(program, Path(work)))]
+        code = spawn(n, argv, args.job_timeout, placement=placement)
+    startup_mark("job-done")
+    return code
 
 
 def run_in_job(program: Program, options: RuntimeOptions, *, source: str = "",
@@ -209,18 +243,21 @@ def run_in_job(program: Program, options: RuntimeOptions, *, source: str = "",
     from mpi4py import MPI
 
     from pldemu.runtime.interpreter import OpCounter
+    from pldemu.runtime.launch import startup_mark
 
     plan = plan if plan is not None else RunPlan()
     comm = MPI.COMM_WORLD
     inst = _instance(comm, program, options, plan)
     if inst is None:
         return EXIT_USAGE
+    startup_mark("windows")
     counter = OpCounter()
     for fn in (counter, *listeners):
         inst.add_listener(fn)
     _load_inputs(comm, inst, options, plan.io)
     comm.Barrier()
     seconds, repeated = _execute(comm, inst, options, plan)
+    startup_mark("ran")
     violations, races = _verdicts(comm, inst, options, repeated)
     checked, mismatches = plan.io.expected(comm.Get_rank(), inst.local)
     wrong = comm.allreduce(len(mismatches))
@@ -228,7 +265,9 @@ def run_in_job(program: Program, options: RuntimeOptions, *, source: str = "",
     code = EXIT_FAIL if failed else EXIT_RACES if races else EXIT_OK
     _gather_report(comm, inst, program, source, options, plan,
                    _Ran(seconds, counter.counts, repeated, violations, races, checked, mismatches, code))
+    startup_mark("reported")
     inst.close()  # collective; rank 0 writes the trace
+    startup_mark("closed")
     if comm.Get_rank() == 0 and options.trace:
         print(f"  trace: {options.trace} (draw it: pldemu trace-plot {options.trace} -o FILE.png)", flush=True)
     # Every rank got the same verdict: end MPI cleanly so that a non-zero exit is not an abort.
@@ -503,5 +542,5 @@ def _report(program: Program, source: str, lowered: bool, backend: str, options:
     return "\n".join(lines)
 
 
-__all__ = ["RunPlan", "add_arguments", "child_argv", "load_program", "race_summary", "repeat_summary", "run",
+__all__ = ["RunPlan", "add_arguments", "child_argv", "hand_over", "load_program", "race_summary", "repeat_summary", "run",
            "run_in_job"]

@@ -21,7 +21,6 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from pldemu import windows
@@ -214,6 +213,8 @@ def _pad_value(pad: PadValue, dtype: np.dtype[Any]) -> Any:
     if pad is PadValue.zero:
         return 0
     if is_float_dtype(dtype):
+        import ml_dtypes  # here: a program without tile.fillpad on floats never loads it
+
         info: Any = ml_dtypes.finfo(dtype)
     elif dtype.kind in "iu":
         info = np.iinfo(dtype)

@@ -180,11 +180,11 @@ class ProgramInstance:
         # -- allocate: collective ---------------------------------------------------------------
         self._window_set: WindowSet | None = None
         self._status_window: Window | None = None
+        self.hosts = host_layout(intra)  # first: it also decides every window's back end, with no MPI call
         self._status_window = self._allocate_windows(intra, buffers)
         self._machine.status = StatusBoard(self._status_window)
         if self._invariants is not None:
             self._invariants.board = self._machine.status  # a deadlock report reads violations from it
-        self.hosts = host_layout(intra)
         if self.hosts.spans_hosts:
             self._machine.hosts = self.hosts.names
         self._globals: list[Any] = [self.nranks, *(buffer_tensor(b) for b in buffers)]
@@ -203,7 +203,7 @@ class ProgramInstance:
         """Allocate every buffer, the invariant checker's windows and the status window (collective);
         return the status window."""
         try:
-            self._window_set = WindowSet(intra, backend=self.options.windows)
+            self._window_set = WindowSet(intra, backend=self.options.windows, layout=self.hosts)
             # Every rank has mapped MPICH's per-node segment of MPI_Init once the window set exists
             # (a collective): drop its name now, so a failure below cannot leave it in /dev/shm.
             unlink_named_segments()
@@ -211,7 +211,7 @@ class ProgramInstance:
                 self._allocate(b)
             if self._invariants is not None:
                 self._invariants.attach(self._window_set)  # collective: its writer-kind windows
-            return allocate_window(intra, STATUS_WINDOW, NFIELDS, np.int64, backend="auto", fill=0)
+            return allocate_window(intra, STATUS_WINDOW, NFIELDS, np.int64, backend="auto", fill=0, layout=self.hosts)
         except ValueError as err:
             # The windows layer raises ValueError on every rank alike (checked arguments, back end
             # not available), so freeing what exists is a collective every rank reaches.

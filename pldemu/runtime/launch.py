@@ -262,6 +262,23 @@ def prepare_rank(environ: Mapping[str, str] | None = None) -> None:
         signal.signal(signal.SIGTERM, _terminated)
 
 
+STARTUP_LOG_VAR = "PLDEMU_STARTUP_LOG"
+"""File to which the launcher and every rank append one ``PHASE RANK TIME`` line as they pass each
+start-up phase (:func:`startup_mark`; ``pldemu bench startup`` sets it to break a job's cost down)."""
+
+
+def startup_mark(phase: str, environ: Mapping[str, str] | None = None) -> None:
+    """Record that this process (rank, or -1 for the launcher) reached ``phase``, with the wall-clock
+    time (comparable across the processes of one machine), when :data:`STARTUP_LOG_VAR` names a file;
+    nothing otherwise. One short ``O_APPEND`` write: lines of concurrent ranks do not interleave."""
+    env = os.environ if environ is None else environ
+    path = env.get(STARTUP_LOG_VAR)
+    if path:
+        rank = job_rank(env)
+        with contextlib.suppress(OSError), open(path, "a") as log:
+            log.write(f"{phase} {-1 if rank is None else rank} {time.time():.6f}\n")
+
+
 def _terminated(signum: int, _frame: object) -> None:
     from pldemu.runtime.shm import unlink_named_segments
 
@@ -356,6 +373,7 @@ __all__ = [
     "LAUNCHER_VARS",
     "LOCAL",
     "PID_DIR_VAR",
+    "STARTUP_LOG_VAR",
     "TIMED_OUT",
     "Interrupted",
     "Placement",
@@ -373,4 +391,5 @@ __all__ = [
     "prepare_rank",
     "run_job",
     "spawn",
+    "startup_mark",
 ]

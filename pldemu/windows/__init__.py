@@ -97,10 +97,11 @@ __all__ = [
 _BACKENDS: dict[str, type[Window]] = {"shared": SharedWindow, "rma": RmaWindow, "hybrid": HybridWindow}
 
 
-def choose_backend(comm: MPI.Intracomm, requested: str = "auto") -> BackendName:
+def choose_backend(comm: MPI.Intracomm, requested: str = "auto", layout: HostLayout | None = None) -> BackendName:
     """Resolve ``requested`` (``auto``/``shared``/``rma``/``hybrid``) for ``comm``.
 
-    Collective over ``comm``.  ``auto`` gives ``shared`` when all ranks share
+    Collective over ``comm``, unless ``layout`` (``comm``'s :func:`host_layout`, which the caller
+    already has) answers it with no MPI call.  ``auto`` gives ``shared`` when all ranks share
     a node; across nodes, ``hybrid`` when some node has more than one rank,
     else ``rma``.  Asking for ``shared`` when the ranks span nodes raises
     ``ValueError`` (on every rank: they all see the same split sizes);
@@ -110,11 +111,15 @@ def choose_backend(comm: MPI.Intracomm, requested: str = "auto") -> BackendName:
         raise ValueError(f"backend must be 'auto', 'shared', 'rma' or 'hybrid', got {requested!r}")
     if requested in ("rma", "hybrid"):
         return "rma" if requested == "rma" else "hybrid"
-    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
-    try:
-        node_size = int(node.Get_size())
-    finally:
-        node.Free()
+    if layout is not None:
+        node_size = next(len(g) for g in layout.groups if comm.Get_rank() in g)
+        largest = max(len(g) for g in layout.groups)
+    else:
+        node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+        try:
+            node_size = int(node.Get_size())
+        finally:
+            node.Free()
     # If one rank's node holds the whole communicator, every rank's does, so
     # all ranks reach the same answer without further communication.
     if node_size == comm.Get_size():
@@ -124,8 +129,9 @@ def choose_backend(comm: MPI.Intracomm, requested: str = "auto") -> BackendName:
             f"backend 'shared' needs all {comm.Get_size()} ranks on one node; "
             f"rank {comm.Get_rank()}'s node has {node_size} of them"
         )
-    # Every rank got here (no node holds the whole communicator): the reduction is collective.
-    return "hybrid" if comm.allreduce(node_size, op=MPI.MAX) > 1 else "rma"
+    if layout is None:  # every rank got here (no node holds the whole communicator): collective
+        largest = comm.allreduce(node_size, op=MPI.MAX)
+    return "hybrid" if largest > 1 else "rma"
 
 
 def mpi_window(comm: MPI.Intracomm, backend: str, numel: int, dtype: Any) -> tuple[MPI.Win, np.ndarray]:
@@ -150,6 +156,7 @@ def allocate_window(
     backend: str = "auto",
     fill: Any = None,
     signal: bool = False,
+    layout: HostLayout | None = None,
 ) -> Window:
     """Collectively allocate a window of ``shape``/``dtype`` on every rank.
 
@@ -162,9 +169,10 @@ def allocate_window(
     protocol needs zeroed signals), otherwise the poison of
     :func:`poison_value` (NaN for floats, dtype min/max for integers, bytes
     ``0xA5`` for the rest) so that reads of never-written data stand out.
+    ``layout``: ``comm``'s :func:`host_layout`, if the caller has it (saves the back end's collective).
     """
     _check_same_everywhere(comm, _signature(name, shape, dtype, backend, fill, signal))
-    return _allocate(comm, name, shape, dtype, choose_backend(comm, backend), fill, signal)
+    return _allocate(comm, name, shape, dtype, choose_backend(comm, backend, layout), fill, signal)
 
 
 def _allocate(
@@ -242,10 +250,10 @@ class WindowSet(FreedOnExit):
     :class:`WindowFreedError`.
     """
 
-    def __init__(self, comm: MPI.Intracomm, *, backend: str = "auto") -> None:
-        """Resolve the back end for ``comm`` (collective)."""
+    def __init__(self, comm: MPI.Intracomm, *, backend: str = "auto", layout: HostLayout | None = None) -> None:
+        """Resolve the back end for ``comm`` (collective; none with ``layout``, see :func:`choose_backend`)."""
         self._comm = comm
-        self._backend: BackendName = choose_backend(comm, backend)
+        self._backend: BackendName = choose_backend(comm, backend, layout)
         self._windows: dict[str, Window] = {}
         self._freed = False
 
