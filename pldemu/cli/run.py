@@ -140,6 +140,9 @@ def _options(args: argparse.Namespace) -> Any:
     return common.runtime_options(args)
 
 
+HEAD = "pldemu run: "
+"""How every message of a rank of ``pldemu run`` starts (then ``rank R: ``)."""
+
 LOCATION_HINT = ("(locations are FUNC:LINE in the executed program as printed, --dump DIR writes it to "
                  "DIR/program.pld; [FILE:LINE] is the line of your file it came from)")
 
@@ -292,7 +295,7 @@ def _instance(comm: Any, program: Program, options: RuntimeOptions, plan: RunPla
         return ProgramInstance(program, comm, options)
     except AllocationError as err:
         _failure_file(plan.io, comm.Get_rank(), str(err))
-        common.abort_with(comm, f"pldemu run: rank {comm.Get_rank()}: {err}")
+        common.abort_with(comm, str(err), head=HEAD)
     except (UsageError, ProgramError) as err:
         if comm.Get_rank() == 0:
             common.usage_error("run", str(err))
@@ -319,14 +322,15 @@ def _execute(comm: Any, inst: Any, options: RuntimeOptions, plan: RunPlan) -> tu
         return repeated.seconds, repeated
     except DeadlockError as err:
         _failure_file(plan.io, me, str(err))
-        common.abort_on_deadlock(comm, f"pldemu run: rank {me}: ", err, LOCATION_HINT)
+        common.abort_on_deadlock(comm, HEAD, err, LOCATION_HINT)
     except (ProgramError, WindowError, CheckError) as err:
         # CheckError: a block-end synchronisation timed out (a peer is stuck or gone).
         _failure_file(plan.io, me, f"{type(err).__name__}: {err}")
-        common.abort_with(comm, f"pldemu run: rank {me}: {type(err).__name__}: {err}\n{LOCATION_HINT}")
+        common.abort_on_error(comm, HEAD, err, LOCATION_HINT)
     except Exception as err:  # not the program's fault: say so, with the traceback, and end the job
         trace = "".join(traceback.format_exception(err)).rstrip()
-        common.abort_with(comm, f"pldemu run: rank {me}: internal error: {type(err).__name__}: {err}\n{trace}")
+        common.abort_with(comm, f"internal error: {type(err).__name__}: {err}\n{trace}", head=HEAD,
+                          key=f"internal error: {type(err).__name__}: {err}")
 
 
 def _verdicts(comm: Any, inst: Any, options: RuntimeOptions, repeated: Any) -> tuple[list[Any], list[Any]]:
