@@ -51,7 +51,7 @@ from pldemu.cli.run_io import (
     job_io,
     write_report,
 )
-from pldemu.ir import DType, Program
+from pldemu.ir import BufferKind, DType, Program
 from pldemu.npdtypes import is_float_dtype
 from pldemu.runtime.options import RuntimeOptions
 
@@ -212,6 +212,7 @@ def run_in_job(program: Program, options: RuntimeOptions, *, source: str = "",
     from mpi4py import MPI
 
     from pldemu.runtime.interpreter import OpCounter
+    from pldemu.runtime.written import WriteTracker
 
     plan = plan if plan is not None else RunPlan()
     comm = MPI.COMM_WORLD
@@ -221,7 +222,9 @@ def run_in_job(program: Program, options: RuntimeOptions, *, source: str = "",
     counter = OpCounter()
     for fn in (counter, *listeners):
         inst.add_listener(fn)
-    _load_inputs(comm, inst, options, plan.io)
+    written = WriteTracker(comm.Get_rank(), comm.Get_size())
+    inst.add_monitor(written)
+    _load_inputs(comm, inst, options, plan.io, written)
     comm.Barrier()
     seconds, repeated = _execute(comm, inst, options, plan)
     violations, races = _verdicts(comm, inst, options, repeated)
@@ -230,7 +233,8 @@ def run_in_job(program: Program, options: RuntimeOptions, *, source: str = "",
     failed = wrong or violations or (repeated is not None and (repeated.cells_nonzero or repeated.invariant_violations))
     code = EXIT_FAIL if failed else EXIT_RACES if races else EXIT_OK
     _gather_report(comm, inst, program, source, options, plan,
-                   _Ran(seconds, counter.counts, repeated, violations, races, checked, mismatches, code))
+                   _Ran(seconds, counter.counts, repeated, violations, races, checked, mismatches, code,
+                        _unwritten(comm, inst, written)))
     inst.close()  # collective; rank 0 writes the trace
     if comm.Get_rank() == 0 and options.trace:
         print(f"  trace: {options.trace} (draw it: pldemu trace-plot {options.trace} -o FILE.png)", flush=True)
@@ -248,13 +252,24 @@ def _host(comm: Any, inst: Any, options: RuntimeOptions) -> Any:
     return RunContext(comm, inst, options, RepeatLog())
 
 
-def _load_inputs(comm: Any, inst: Any, options: RuntimeOptions, io: JobIO) -> None:
+def _load_inputs(comm: Any, inst: Any, options: RuntimeOptions, io: JobIO, written: Any) -> None:
     """``--inputs``: this rank writes its arrays into its buffers, then every rank fences, so no peer
-    reads them before they are there (and the race detector knows it)."""
+    reads them before they are there (and the race detector knows it); ``written`` records them."""
     if io.inputs is not None:
         ctx = _host(comm, inst, options)
-        ctx.write_own(io.inputs.load(comm.Get_rank()), "--inputs")
+        arrays = io.inputs.load(comm.Get_rank())
+        ctx.write_own(arrays, "--inputs")
+        for name in arrays:
+            written.host_write(name, inst.local(name).size)
         ctx.fence("the barrier after loading --inputs")
+
+
+def _unwritten(comm: Any, inst: Any, written: Any) -> dict[str, int]:
+    """Elements of each of this rank's buffers that no rank wrote (collective: puts write peers')."""
+    from pldemu.runtime.written import unwritten_elements
+
+    parts = comm.alltoall(written.by_target())
+    return unwritten_elements(parts, {name: inst.local(name).size for name in inst.buffer_names()})
 
 
 def _reloader(comm: Any, inst: Any, options: RuntimeOptions, io: JobIO) -> Callable[[int], None] | None:
@@ -369,13 +384,17 @@ class _Ran:
     """This rank's ``--expect`` mismatches."""
     code: int = EXIT_OK
     """The run's exit code (the same on every rank)."""
+    unwritten: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Elements of each of this rank's buffers that no rank wrote (the report says "never written")."""
 
 
 def _gather_report(comm: Any, inst: Any, program: Program, source: str, options: RuntimeOptions, plan: RunPlan,
                    ran: _Ran) -> None:
     """Gather every rank's figures and buffer checksums (``--dump``: write them) and print the report."""
     me = comm.Get_rank()
-    summaries = {name: _summary(inst.local(name)) for name in inst.buffer_names()}
+    signals = {d.var.name for d in program.buffers if d.kind is BufferKind.SIGNAL}
+    summaries = {name: _summary(inst.local(name), 0 if name in signals else ran.unwritten.get(name, 0))
+                 for name in inst.buffer_names()}
     mine = (ran.seconds, {op.text: n for op, n in ran.counts.items()}, summaries, ran.checked, ran.mismatches)
     if plan.dump is not None:
         _dump(Path(plan.dump), me, inst, program)
@@ -455,20 +474,25 @@ def repeat_summary(result: Any) -> str:
     return "\n".join(lines)
 
 
-def _summary(a: np.ndarray) -> str:
+def _summary(a: np.ndarray, unwritten: int = 0) -> str:
+    """One buffer's final contents on one rank; ``unwritten``: how many of its elements no rank wrote
+    (tracked as the run went, :mod:`pldemu.runtime.written`: a written NaN is data, not poison)."""
     crc = zlib.crc32(np.ascontiguousarray(a).tobytes())
     if a.size == 0:
         return f"empty crc32={crc:08x}"
+    if unwritten >= a.size:
+        return f"never written (all {a.size} elements hold the initial fill) crc32={crc:08x}"
+    rest = f" unwritten={unwritten}" if unwritten else ""
     if is_float_dtype(a.dtype):
         nan = int(np.isnan(a).sum())
         finite = a[~np.isnan(a)]
         if finite.size == 0:
-            return f"all {a.size} NaN (poison: never written?) crc32={crc:08x}"
+            return f"all {a.size} NaN{rest} crc32={crc:08x}"
         total = float(finite.astype(np.float64).sum())
         return (f"sum={total:.6g} min={float(finite.min()):.6g} max={float(finite.max()):.6g} "
-                f"nan={nan} crc32={crc:08x}")
+                f"nan={nan}{rest} crc32={crc:08x}")
     values = a.astype(np.int64)
-    return f"sum={int(values.sum())} min={int(values.min())} max={int(values.max())} crc32={crc:08x}"
+    return f"sum={int(values.sum())} min={int(values.min())} max={int(values.max())}{rest} crc32={crc:08x}"
 
 
 def _dump(root: Path, me: int, inst: Any, program: Program) -> None:
