@@ -64,7 +64,7 @@ class WriteTracker(MonitorBase):
             return
         have = self._ivs.setdefault(key, [])
         have.extend(ivs)
-        if len(have) >= MERGE_AT or len(have) == 1:
+        if len(have) >= MERGE_AT or len(have) <= 2:
             have[:] = merge_intervals(have)
             if len(have) == 1 and have[0][0] <= 0 and have[0][1] >= buf.numel:
                 self._full.add(key)
@@ -72,23 +72,32 @@ class WriteTracker(MonitorBase):
     def _region(self, target: int, side: Region) -> None:
         self._add(side.tensor.buffer, target, region_intervals(side.tensor.shape, side.offsets, side.extent))
 
+    def _done(self, t: Any, target: Any) -> bool:
+        """Whether ``t``'s buffer on ``target`` is known to be written all over (then a write to it
+        costs this lookup: no region is decoded)."""
+        return isinstance(t, TensorRef) and (target, t.buffer.name) in self._full
+
     def _store(self, event: OpEvent) -> None:
         tile, offsets, t = event.args[0], event.args[1], event.args[2]
-        if isinstance(t, TensorRef):
+        if isinstance(t, TensorRef) and not self._done(t, self.rank):
             self._add(t.buffer, self.rank, region_intervals(t.shape, tuple(offsets), tuple(tile.valid)))
 
     def _tensor_write(self, event: OpEvent) -> None:
         t = event.args[0]
-        if isinstance(t, TensorRef) and t.buffer.kind is not BufferKind.SIGNAL:
+        if isinstance(t, TensorRef) and t.buffer.kind is not BufferKind.SIGNAL and not self._done(t, self.rank):
             flat = flat_cell("tensor.write", self.rank, self.rank, t, tuple(event.args[1]))
             self._add(t.buffer, self.rank, [(flat, flat + 1)])
 
     def _put(self, event: OpEvent) -> None:
+        if self._done(event.args[0], event.args[1]):
+            return
         plan = plan_put(self.rank, event.site, event.args)
         if plan is not None:
             self._region(plan.peer, plan.dst)
 
     def _get(self, event: OpEvent) -> None:
+        if self._done(event.args[0], self.rank):
+            return
         plan = plan_get(self.rank, event.site, event.args)
         if plan is not None:
             self._region(self.rank, plan.dst)
