@@ -30,7 +30,7 @@ from pldemu.cli.argtypes import (
     positive_int,
     straggler,
 )
-from pldemu.runtime.launch import HOSTS_SCRIPT, LOCAL, TIMED_OUT, Placement
+from pldemu.runtime.launch import HOSTS_SCRIPT, LOCAL, TIMED_OUT, Placement, RankFailure, note_failure
 from pldemu.runtime.options import DEFAULT_OPTIONS, VISIBILITY_MODES, WINDOW_BACKENDS, RuntimeOptions
 
 EXIT_OK = 0
@@ -83,14 +83,18 @@ def abort_with(comm: Any, text: str, *, head: str = "", key: str = "", hint: str
     peers on other hosts may still read our windows, and ``MPI_Abort`` kills every rank at once,
     including output still in a pipe between this rank and mpiexec."""
     from pldemu.mpi import progress_sleep
-    from pldemu.runtime.launch import RankFailure, abort_job, note_failure
+    from pldemu.runtime.launch import abort_job
 
     if text:
-        failure = RankFailure(comm.Get_rank(), text, head, key, hint, full)
-        if not note_failure(failure):
-            say(failure.line + (f"\n{hint}" if hint else ""))
+        _tell(RankFailure(comm.Get_rank(), text, head, key, hint, full))
     progress_sleep(comm, ABORT_GRACE)  # peers on other hosts may still be reading our windows
     abort_job(comm, EXIT_ERROR)
+
+
+def _tell(failure: RankFailure) -> None:
+    """Leave ``failure`` for the launcher that spawned this job, or print it when there is none."""
+    if not note_failure(failure):
+        say(failure.line + (f"\n{failure.hint}" if failure.hint else ""))
 
 
 def abort_on_error(comm: Any, head: str, err: BaseException, hint: str = "") -> NoReturn:
@@ -111,12 +115,9 @@ def abort_on_deadlock(comm: Any, head: str, err: Any, hint: str = "") -> NoRetur
     if err.primary:
         abort_with(comm, str(err), head=head, key=DEADLOCK_KEY, hint=hint)
     from pldemu.mpi import progress_sleep
-    from pldemu.runtime.launch import RankFailure, note_failure
 
-    failure = RankFailure(comm.Get_rank(), f"{err.message} (the wait-for report comes from a lower rank)", head,
-                          DEADLOCK_KEY, hint, full=False)
-    if not note_failure(failure):
-        say(failure.line)
+    _tell(RankFailure(comm.Get_rank(), f"{err.message} (the wait-for report comes from a lower rank)", head,
+                      DEADLOCK_KEY, hint, full=False))
     progress_sleep(comm, NONPRIMARY_GRACE)  # the lower rank reads our windows for its report
     abort_with(comm, "")
 
