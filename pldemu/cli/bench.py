@@ -20,7 +20,7 @@ from pldemu.cli.argtypes import nonneg_int, positive_int
 from pldemu.cli.common import EXIT_ERROR, EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError
 from pldemu.cli.outputs import OutputPathError, output_file
 from pldemu.collectives import COLLECTIVE_NAMES
-from pldemu.runtime.launch import abort_job, in_mpi_job
+from pldemu.runtime.launch import in_mpi_job
 
 DEFAULT_RANKS = 4
 STARTUP_RANKS = 2
@@ -201,8 +201,7 @@ def _run_in_job(args: argparse.Namespace) -> int:
                 report.plot(args.plot)
                 print(f"# wrote {args.plot}", flush=True)
     except Exception as err:  # any failure inside the job ends it with exit 3
-        print(f"# rank {me}: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
-        abort_job(comm, EXIT_ERROR)  # a rank failing alone would leave its peers waiting
+        common.abort_on_error(comm, "# ", err)  # a rank failing alone would leave its peers waiting
     if report.wrong:
         if me == 0:
             print(f"# {report.wrong} wrong elements", flush=True)

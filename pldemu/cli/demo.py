@@ -15,7 +15,6 @@ write buffers between iterations.  The history buffers are how Python sees every
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,13 +24,12 @@ import numpy as np
 
 from pldemu.cli import common
 from pldemu.cli.argtypes import positive_int
-from pldemu.cli.common import EXIT_ERROR, EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError
+from pldemu.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError
 from pldemu.ir import (
     Program,
     ProgramBuilder,
     format_program,
 )
-from pldemu.runtime.launch import abort_job
 from pldemu.runtime.options import RuntimeOptions
 
 DEFAULT_RANKS = 4
@@ -193,8 +191,7 @@ def _run_in_job(args: argparse.Namespace) -> int:
     try:
         return _demo(comm, args, options)
     except Exception as err:  # any failure inside the job ends the whole job with exit 3
-        print(f"# rank {comm.Get_rank()}: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
-        abort_job(comm, EXIT_ERROR)
+        common.abort_on_error(comm, "# ", err)
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,7 @@ from pldemu.cli.run_io import (
     job_io,
     write_report,
 )
-from pldemu.ir import Program
+from pldemu.ir import BufferKind, Program
 from pldemu.npdtypes import is_float_dtype
 from pldemu.runtime.options import RuntimeOptions
 
@@ -163,6 +163,9 @@ def _options(args: argparse.Namespace) -> Any:
     return common.runtime_options(args)
 
 
+HEAD = "pldemu run: "
+"""How every message of a rank of ``pldemu run`` starts (then ``rank R: ``)."""
+
 LOCATION_HINT = ("(locations are FUNC:LINE in the executed program as printed, --dump DIR writes it to "
                  "DIR/program.pld; [FILE:LINE] is the line of your file it came from)")
 
@@ -244,6 +247,7 @@ def run_in_job(program: Program, options: RuntimeOptions, *, source: str = "",
 
     from pldemu.runtime.interpreter import OpCounter
     from pldemu.runtime.launch import startup_mark
+    from pldemu.runtime.written import WriteTracker
 
     plan = plan if plan is not None else RunPlan()
     comm = MPI.COMM_WORLD
@@ -254,7 +258,9 @@ def run_in_job(program: Program, options: RuntimeOptions, *, source: str = "",
     counter = OpCounter()
     for fn in (counter, *listeners):
         inst.add_listener(fn)
-    _load_inputs(comm, inst, options, plan.io)
+    written = WriteTracker(comm.Get_rank(), comm.Get_size())
+    inst.add_monitor(written)
+    _load_inputs(comm, inst, options, plan.io, written)
     comm.Barrier()
     seconds, repeated = _execute(comm, inst, options, plan)
     startup_mark("ran")
@@ -264,7 +270,8 @@ def run_in_job(program: Program, options: RuntimeOptions, *, source: str = "",
     failed = wrong or violations or (repeated is not None and (repeated.cells_nonzero or repeated.invariant_violations))
     code = EXIT_FAIL if failed else EXIT_RACES if races else EXIT_OK
     _gather_report(comm, inst, program, source, options, plan,
-                   _Ran(seconds, counter.counts, repeated, violations, races, checked, mismatches, code))
+                   _Ran(seconds, counter.counts, repeated, violations, races, checked, mismatches, code,
+                        _unwritten(comm, inst, written)))
     startup_mark("reported")
     inst.close()  # collective; rank 0 writes the trace
     startup_mark("closed")
@@ -284,13 +291,24 @@ def _host(comm: Any, inst: Any, options: RuntimeOptions) -> Any:
     return RunContext(comm, inst, options, RepeatLog())
 
 
-def _load_inputs(comm: Any, inst: Any, options: RuntimeOptions, io: JobIO) -> None:
+def _load_inputs(comm: Any, inst: Any, options: RuntimeOptions, io: JobIO, written: Any) -> None:
     """``--inputs``: this rank writes its arrays into its buffers, then every rank fences, so no peer
-    reads them before they are there (and the race detector knows it)."""
+    reads them before they are there (and the race detector knows it); ``written`` records them."""
     if io.inputs is not None:
         ctx = _host(comm, inst, options)
-        ctx.write_own(io.inputs.load(comm.Get_rank()), "--inputs")
+        arrays = io.inputs.load(comm.Get_rank())
+        ctx.write_own(arrays, "--inputs")
+        for name in arrays:
+            written.host_write(name, inst.local(name).size)
         ctx.fence("the barrier after loading --inputs")
+
+
+def _unwritten(comm: Any, inst: Any, written: Any) -> dict[str, int]:
+    """Elements of each of this rank's buffers that no rank wrote (collective: puts write peers')."""
+    from pldemu.runtime.written import unwritten_elements
+
+    parts = comm.alltoall(written.by_target())
+    return unwritten_elements(parts, {name: inst.local(name).size for name in inst.buffer_names()})
 
 
 def _reloader(comm: Any, inst: Any, options: RuntimeOptions, io: JobIO) -> Callable[[int], None] | None:
@@ -331,7 +349,7 @@ def _instance(comm: Any, program: Program, options: RuntimeOptions, plan: RunPla
         return ProgramInstance(program, comm, options)
     except AllocationError as err:
         _failure_file(plan.io, comm.Get_rank(), str(err))
-        common.abort_with(comm, f"pldemu run: rank {comm.Get_rank()}: {err}")
+        common.abort_with(comm, str(err), head=HEAD)
     except (UsageError, ProgramError) as err:
         if comm.Get_rank() == 0:
             common.usage_error("run", str(err))
@@ -358,14 +376,15 @@ def _execute(comm: Any, inst: Any, options: RuntimeOptions, plan: RunPlan) -> tu
         return repeated.seconds, repeated
     except DeadlockError as err:
         _failure_file(plan.io, me, str(err))
-        common.abort_on_deadlock(comm, f"pldemu run: rank {me}: ", err, LOCATION_HINT)
+        common.abort_on_deadlock(comm, HEAD, err, LOCATION_HINT)
     except (ProgramError, WindowError, CheckError) as err:
         # CheckError: a block-end synchronisation timed out (a peer is stuck or gone).
         _failure_file(plan.io, me, f"{type(err).__name__}: {err}")
-        common.abort_with(comm, f"pldemu run: rank {me}: {type(err).__name__}: {err}\n{LOCATION_HINT}")
+        common.abort_on_error(comm, HEAD, err, LOCATION_HINT)
     except Exception as err:  # not the program's fault: say so, with the traceback, and end the job
         trace = "".join(traceback.format_exception(err)).rstrip()
-        common.abort_with(comm, f"pldemu run: rank {me}: internal error: {type(err).__name__}: {err}\n{trace}")
+        common.abort_with(comm, f"internal error: {type(err).__name__}: {err}\n{trace}", head=HEAD,
+                          key=f"internal error: {type(err).__name__}: {err}")
 
 
 def _verdicts(comm: Any, inst: Any, options: RuntimeOptions, repeated: Any) -> tuple[list[Any], list[Any]]:
@@ -404,13 +423,17 @@ class _Ran:
     """This rank's ``--expect`` mismatches."""
     code: int = EXIT_OK
     """The run's exit code (the same on every rank)."""
+    unwritten: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Elements of each of this rank's buffers that no rank wrote (the report says "never written")."""
 
 
 def _gather_report(comm: Any, inst: Any, program: Program, source: str, options: RuntimeOptions, plan: RunPlan,
                    ran: _Ran) -> None:
     """Gather every rank's figures and buffer checksums (``--dump``: write them) and print the report."""
     me = comm.Get_rank()
-    summaries = {name: _summary(inst.local(name)) for name in inst.buffer_names()}
+    signals = {d.var.name for d in program.buffers if d.kind is BufferKind.SIGNAL}
+    summaries = {name: _summary(inst.local(name), 0 if name in signals else ran.unwritten.get(name, 0))
+                 for name in inst.buffer_names()}
     mine = (ran.seconds, {op.text: n for op, n in ran.counts.items()}, summaries, ran.checked, ran.mismatches)
     if plan.dump is not None:
         _dump(Path(plan.dump), me, inst, program)
@@ -490,20 +513,25 @@ def repeat_summary(result: Any) -> str:
     return "\n".join(lines)
 
 
-def _summary(a: np.ndarray) -> str:
+def _summary(a: np.ndarray, unwritten: int = 0) -> str:
+    """One buffer's final contents on one rank; ``unwritten``: how many of its elements no rank wrote
+    (tracked as the run went, :mod:`pldemu.runtime.written`: a written NaN is data, not poison)."""
     crc = zlib.crc32(np.ascontiguousarray(a).tobytes())
     if a.size == 0:
         return f"empty crc32={crc:08x}"
+    if unwritten >= a.size:
+        return f"never written (all {a.size} elements hold the initial fill) crc32={crc:08x}"
+    rest = f" unwritten={unwritten}" if unwritten else ""
     if is_float_dtype(a.dtype):
         nan = int(np.isnan(a).sum())
         finite = a[~np.isnan(a)]
         if finite.size == 0:
-            return f"all {a.size} NaN (poison: never written?) crc32={crc:08x}"
+            return f"all {a.size} NaN{rest} crc32={crc:08x}"
         total = float(finite.astype(np.float64).sum())
         return (f"sum={total:.6g} min={float(finite.min()):.6g} max={float(finite.max()):.6g} "
-                f"nan={nan} crc32={crc:08x}")
+                f"nan={nan}{rest} crc32={crc:08x}")
     values = a.astype(np.int64)
-    return f"sum={int(values.sum())} min={int(values.min())} max={int(values.max())} crc32={crc:08x}"
+    return f"sum={int(values.sum())} min={int(values.min())} max={int(values.max())}{rest} crc32={crc:08x}"
 
 
 def _dump(root: Path, me: int, inst: Any, program: Program) -> None:

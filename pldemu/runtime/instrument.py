@@ -54,6 +54,7 @@ def instrument(machine: Machine, comm: MPI.Intracomm, options: RuntimeOptions, p
     if options.race_detect:
         clock = tracer.clock.now if tracer is not None else None
         races = RaceDetector(comm, machine.buffers, machine.sites, clock=clock)
+        machine.pending_races = races.deadlock_causes  # a deadlock report names the hanging call's races
         if tracer is not None:
             races.on_reports = tracer.add_races
     return Instruments(tracer, races)
