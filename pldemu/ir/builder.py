@@ -459,7 +459,7 @@ def _region(dst_offsets: ListLike | None, src_offsets: ListLike | None,
 
 
 class SystemNS(_Namespace):
-    """``pld.system.*``: signals and rank queries."""
+    """``pld.system.*``: signals and rank queries, and the ``system.*`` memory-ordering markers."""
 
     def notify(self, signal: Var, peer: ExprLike, offsets: ListLike, value: ExprLike, *,
                op: str | AttrValue = "AtomicAdd") -> None:
@@ -467,6 +467,22 @@ class SystemNS(_Namespace):
 
     def wait(self, signal: Var, offsets: ListLike, expected: ExprLike, *, cmp: str | AttrValue = "Ge") -> None:
         self._fb.op(Op.WAIT, [signal, as_list(offsets), as_expr(expected)], {"cmp": cmp})
+
+    def fence(self) -> None:
+        """``system.fence()``: every earlier write of this rank completes, to every target."""
+        self._fb.op(Op.FENCE, [])
+
+    def cacheinvalid(self, tensor: Var | None = None, shapes: ListLike | None = None,
+                     offsets: ListLike | None = None) -> None:
+        """``system.cacheinvalid()`` (whole global memory) or ``system.cacheinvalid(t, shapes, offsets)``
+        (the region form: on the device only the 64-byte line holding the view's base)."""
+        given = [x is not None for x in (tensor, shapes, offsets)]
+        if any(given) and not all(given):
+            raise ValueError("system.cacheinvalid takes tensor, shapes and offsets together or none of them")
+        if tensor is None or shapes is None or offsets is None:
+            self._fb.op(Op.CACHEINVALID, [])
+            return
+        self._fb.op(Op.CACHEINVALID, [tensor, as_list(shapes), as_list(offsets)])
 
     def get_comm_ctx(self, window: Var, hint: str = "ctx") -> Var:
         out = self._fb.op(Op.GET_COMM_CTX, [window], hint=hint)

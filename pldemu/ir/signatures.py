@@ -384,6 +384,17 @@ def _deduce_signal_op(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue
     return NONE
 
 
+def _deduce_cacheinvalid(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+    # Arity 0 (the whole global memory) or 3 (tensor, shapes, offsets: the region form).
+    if len(args) not in (0, 3):
+        raise IRTypeError.arity(op, "tensor, shapes, offsets) or (", len(args))
+    if args:
+        rank = len(_tensor(args[0]).shape)
+        _region_rank(op, "shapes", args[1], rank)
+        _region_rank(op, "offsets", args[2], rank)
+    return NONE
+
+
 # ----------------------------------------------------------------------------------------------
 # The table
 # ----------------------------------------------------------------------------------------------
@@ -447,6 +458,9 @@ SIGNATURES: Mapping[Op, Signature] = MappingProxyType(
                         [AttrSpec("op", NotifyOp, NotifyOp.AtomicAdd)], [Region("signal", "offsets")]),
         Op.WAIT: _sig([("signal", W), ("offsets", L), ("expected", S)], _deduce_signal_op,
                       [AttrSpec("cmp", WaitCmp, WaitCmp.Ge)], [Region("signal", "offsets")]),
+        Op.FENCE: _sig([], _none),
+        Op.CACHEINVALID: _sig([("tensor", T, True), ("shapes", L, True), ("offsets", L, True)],
+                              _deduce_cacheinvalid, regions=[Region("tensor", "offsets", "shapes")]),
         Op.GET_COMM_CTX: _sig([("window", W)], _ctx),
         Op.RANK: _sig([("ctx", C)], _int32),
         Op.NRANKS: _sig([("ctx", C)], _int32),

@@ -147,6 +147,10 @@ class ProgramInstance:
     def __init__(self, program: Program, comm: MPI.Comm, options: RuntimeOptions = DEFAULT_OPTIONS) -> None:
         if not isinstance(options, RuntimeOptions):
             raise TypeError(f"options must be a RuntimeOptions, got {type(options).__name__}")
+        if options.visibility == "fenced" and options.insert_fences:
+            from pldemu.lowering.insert_comm_fence import InsertCommFence
+
+            program = InsertCommFence().apply(program)  # the pipeline's last pass (idempotent)
         self.program = program
         self.comm = comm
         # Windows need an intracommunicator; any intercommunicator fails in the windows layer.
