@@ -320,7 +320,11 @@ class ProgramInstance:
         try:
             # FP16 overflow to inf, NaN poison in casts etc. are program behaviour, not warnings.
             with np.errstate(all="ignore"):
-                returned = fn.run(frame)
+                try:
+                    returned = fn.run(frame)
+                finally:
+                    # Peers may sleep on cells the last notifies changed: a run ends the burst.
+                    self._flush_wakes()
         except DeadlockError as err:
             self._run_ended(err)
             raise  # the board already says TIMED_OUT
@@ -371,6 +375,11 @@ class ProgramInstance:
         except KeyError:
             names = ", ".join(self._buffers) or "none"
             raise KeyError(f"program {self.program.name} has no buffer {name!r} (buffers: {names})") from None
+
+    def _flush_wakes(self) -> None:
+        ws = self._window_set
+        if ws is not None:
+            ws.flush_wakes()
 
     def _run_ended(self, error: BaseException | None) -> None:
         for mon in self._monitors:

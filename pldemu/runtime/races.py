@@ -75,7 +75,7 @@ import numpy as np
 from mpi4py import MPI
 
 from pldemu.ir import BufferKind, NotifyOp, Op, WaitCmp
-from pldemu.mpi import BoundedComm
+from pldemu.mpi import CHECKPOINT_POLICY, BoundedComm
 from pldemu.runtime.errors import Cause
 from pldemu.runtime.monitor import MonitorBase
 from pldemu.runtime.race_clocks import ACQ, JOIN, REL, SyncEvent, replay
@@ -315,7 +315,7 @@ class RaceDetector(MonitorBase):
         self._init = self._snapshot()
         # Our exchanges never match the program's or the harness's messages.
         self._comm: MPI.Intracomm = comm.Dup()
-        self._bounded = BoundedComm(self._comm, timeout, _checkpoint_timeout)
+        self._bounded = BoundedComm(self._comm, timeout, _checkpoint_timeout, CHECKPOINT_POLICY)
         # My own entry starts at 1: an access must never look ordered before another rank's merely
         # because neither rank has released anything yet (0 <= 0).
         self._vc = [0] * self.nranks

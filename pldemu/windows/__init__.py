@@ -38,6 +38,7 @@ from typing import Any, SupportsIndex
 import numpy as np
 from mpi4py import MPI
 
+from . import shared
 from .base import (
     POISON_BYTE,
     SIGNAL_DTYPE,
@@ -60,6 +61,7 @@ from .base import (
     region_layout,
     segment_array,
 )
+from .futex import WakeBatch
 from .hybrid import HostLayout, HybridWindow, host_layout
 from .rma import RmaWindow
 from .shared import SharedWindow
@@ -183,8 +185,9 @@ def _allocate(
     backend: BackendName,
     fill: Any,
     signal: bool,
+    wakes: WakeBatch | None = None,
 ) -> Window:
-    """Validate locally (identical on all ranks) and build the window."""
+    """Validate locally (identical on all ranks) and build the window (``wakes``: see ``Window``)."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"window name must be a non-empty str, got {name!r}")
     shp = as_shape(shape, "shape")
@@ -205,7 +208,7 @@ def _allocate(
             np.full(1, fill, dtype=dt)
         except (OverflowError, TypeError, ValueError) as exc:
             raise ValueError(f"window '{name}': fill {fill!r} does not fit dtype {dt}: {exc}") from exc
-    return _BACKENDS[backend](comm, name, shp, dt, fill=fill, signal=signal)
+    return _BACKENDS[backend](comm, name, shp, dt, fill=fill, signal=signal, wakes=wakes)
 
 
 def _signature(name: str, shape: Any, dtype: Any, *rest: Any) -> tuple[Any, ...]:
@@ -250,12 +253,19 @@ class WindowSet(FreedOnExit):
     :class:`WindowFreedError`.
     """
 
-    def __init__(self, comm: MPI.Intracomm, *, backend: str = "auto", layout: HostLayout | None = None) -> None:
-        """Resolve the back end for ``comm`` (collective; none with ``layout``, see :func:`choose_backend`)."""
+    def __init__(self, comm: MPI.Intracomm, *, backend: str = "auto", layout: HostLayout | None = None,
+                 batch_wakes: bool = True) -> None:
+        """Resolve the back end for ``comm`` (collective; none with ``layout``, see :func:`choose_backend`).
+        ``batch_wakes``: the set's windows defer the kernel wake-ups of this rank's notifies to the end
+        of its burst of notifies (one :class:`~pldemu.windows.futex.WakeBatch` for the set: its next
+        wait, test or read_cell on any of them, :meth:`flush_wakes`, :meth:`free`); False wakes at
+        every notify."""
         self._comm = comm
         self._backend: BackendName = choose_backend(comm, backend, layout)
         self._windows: dict[str, Window] = {}
         self._freed = False
+        futex = shared.FUTEX
+        self._wakes = WakeBatch(futex) if batch_wakes and futex is not None else None
 
     @property
     def comm(self) -> MPI.Intracomm:
@@ -289,7 +299,7 @@ class WindowSet(FreedOnExit):
         _check_same_everywhere(self._comm, _signature(name, shape, dtype, fill, signal))
         if name in self._windows:
             raise ValueError(f"window set: a window named '{name}' already exists")
-        win = _allocate(self._comm, name, shape, dtype, self._backend, fill, signal)
+        win = _allocate(self._comm, name, shape, dtype, self._backend, fill, signal, self._wakes)
         self._windows[name] = win
         return win
 
@@ -310,6 +320,13 @@ class WindowSet(FreedOnExit):
         """Counters of every window, by name."""
         return {name: w.stats.as_dict() for name, w in self._windows.items()}
 
+    def flush_wakes(self) -> None:
+        """Send the wake-ups this rank's notifies on the set's windows deferred (see ``batch_wakes``).
+        Call it before blocking outside the windows layer (an MPI collective, a sleep) while peers
+        may wait for cells this rank changed."""
+        if self._wakes is not None:
+            self._wakes.flush()
+
     def free(self) -> None:
         """Collectively free every window (reverse order); idempotent.
 
@@ -319,6 +336,7 @@ class WindowSet(FreedOnExit):
         if self._freed:
             return
         self._freed = True
+        self.flush_wakes()
         first: BaseException | None = None
         for win in reversed(list(self._windows.values())):
             try:
