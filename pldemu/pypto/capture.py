@@ -14,9 +14,8 @@ import builtins
 import collections
 import dataclasses
 import enum
-import inspect
+import linecache
 import sys
-import textwrap
 from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
@@ -98,20 +97,25 @@ def program(cls: type) -> CapturedProgram:
     frame = sys._getframe(1)
     closure = collections.ChainMap(dict(frame.f_locals), frame.f_globals)
     try:
-        return _capture(cls, closure)
+        return _capture(cls, closure, frame.f_code.co_filename, frame.f_lineno)
     except FrontendError as err:
         raise err.with_traceback(None) from None
 
 
-def _capture(cls: type, closure: Mapping[str, Any]) -> CapturedProgram:
-    file = inspect.getsourcefile(cls) or "<unknown>"
-    try:
-        lines, start = inspect.getsourcelines(cls)
-    except (OSError, TypeError) as err:
-        raise FrontendError(f"@pl.program {cls.__name__}: cannot read the class source ({err})", file) from None
-    tree = ast.parse(textwrap.dedent("".join(lines)))
-    ast.increment_lineno(tree, start - 1)
-    node = next(n for n in tree.body if isinstance(n, ast.ClassDef))
+def _class_node(cls: type, file: str, near: int) -> ast.ClassDef:
+    """The class statement of ``cls`` in ``file`` (the one of that name nearest the decorating line:
+    factory functions define one class per call, at one place)."""
+    text = "".join(linecache.getlines(file))
+    if not text:
+        raise FrontendError(f"@pl.program {cls.__name__}: cannot read the source of {file}", file, near)
+    nodes = [n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.ClassDef) and n.name == cls.__name__]
+    if not nodes:
+        raise FrontendError(f"@pl.program {cls.__name__}: class not found in {file}", file, near)
+    return min(nodes, key=lambda n: abs(n.lineno - near))
+
+
+def _capture(cls: type, closure: Mapping[str, Any], file: str, near: int) -> CapturedProgram:
+    node = _class_node(cls, file, near)
     functions: dict[str, CapturedFunction] = {}
     for item in node.body:
         if not isinstance(item, ast.FunctionDef):

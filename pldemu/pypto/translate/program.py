@@ -124,7 +124,10 @@ def build(prog: CapturedProgram, events: list[list[Event]]) -> Built:
     decls = [BufferDecl(v, _kind(plan, v, emit.signals)) for v in plan.windows.values()]
     decls += [BufferDecl(v, BufferKind.LOCAL) for v in plan.locals_.values()]
     program = Program(prog.name, tuple(decls), (fb.build(),), "main", None)
-    inputs = tuple(_inputs(plan, d) for d in range(nranks))
+    zeros = {d.var.name: np.zeros([int(x.value) for x in d.var.type.shape if isinstance(x, Const)],
+                                  d.var.type.dtype.np)
+             for d in decls if d.kind is BufferKind.WINDOW and isinstance(d.var.type, TensorType)}
+    inputs = tuple({**zeros, **_inputs(plan, d)} for d in range(nranks))
     writebacks = tuple(WriteBack(d, name, p, k) for d in range(nranks) for (p, k), name in plan.slices[d].items()
                        if plan.arrays[(p, k)].direction is not Direction.IN)
     hosts = tuple(ev for ev in events[0] if isinstance(ev, HostCollective))
