@@ -124,8 +124,8 @@ def translate(prog: CapturedProgram, nranks: int, args: Sequence[Any]) -> tuple[
         raise prog.error(f"{RANK_DIM} = {dims[RANK_DIM]} from the host tensors' shapes, but the program runs "
                          f"on {nranks} devices (DistributedConfig.device_ids)", host.node)
     allocs: dict[int, Alloc] = {}
-    events = [HostProjection(prog, dict(env), d, nranks, allocs).run(host.node.body) for d in range(nranks)]
-    return build(prog, events), arrays
+    events = [HostProjection(prog, dict(env), dims, d, nranks, allocs).run(host.node.body) for d in range(nranks)]
+    return build(prog, events, dims), arrays
 
 
 def run(prog: CapturedProgram, nranks: int, args: Sequence[Any], output_dir: Path,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from pldemu.ir.builder import FunctionBuilder
@@ -37,6 +38,7 @@ class Emit:
     nranks: int
     signals: set[str]
     """Buffers used as a signal (notify / wait / a collective's signal): declared SIGNAL."""
+    dims: Mapping[str, int]
 
 
 class _Returned(Exception):
@@ -55,7 +57,7 @@ class DeviceTranslator(Evaluator):
     """Translates one function body (a fresh environment per inlined call)."""
 
     def __init__(self, emit: Emit, fn: CapturedFunction, env: dict[str, Any]) -> None:
-        super().__init__(emit.prog, env)
+        super().__init__(emit.prog, env, emit.dims)
         self.emit = emit
         self.fn = fn
         self.fb = emit.fb
@@ -119,6 +121,10 @@ class DeviceTranslator(Evaluator):
 
     def assign(self, target: ast.expr, value: Any) -> None:
         if isinstance(target, ast.Name):
+            old = self.env.get(target.id)
+            if (isinstance(old, Var) and isinstance(value, Var) and old != value
+                    and not isinstance(old.type, TensorType) and self.fb.retarget_last(value, old)):
+                value = old  # re-binding a tile or scalar: one variable, so loops and branches see it
             self.env[target.id] = value
         elif isinstance(target, ast.Tuple) and isinstance(value, (tuple, list)) and len(value) == len(target.elts):
             for t, v in zip(target.elts, value, strict=True):

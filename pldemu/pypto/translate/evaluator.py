@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import ast
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pldemu.pypto.capture import CapturedProgram
 from pldemu.pypto.errors import FrontendError
+from pldemu.pypto.types import DynExpr, DynVar
 
 _BINOPS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
@@ -31,9 +32,11 @@ _BUILTINS: dict[str, Any] = {"True": True, "False": False, "None": None, "range"
 class Evaluator:
     """Evaluates expressions of one function body in ``env``."""
 
-    def __init__(self, prog: CapturedProgram, env: dict[str, Any]) -> None:
+    def __init__(self, prog: CapturedProgram, env: dict[str, Any], dims: Mapping[str, int]) -> None:
         self.prog = prog
         self.env = env
+        self.dims = dims
+        """The dynamic dims bound at call time: ``pl.dynamic`` values in the closure evaluate to them."""
 
     def error(self, message: str, node: ast.AST) -> FrontendError:
         return self.prog.error(message, node)
@@ -42,7 +45,14 @@ class Evaluator:
         if name in self.env:
             return self.env[name]
         if name in self.prog.closure:
-            return self.prog.closure[name]
+            value = self.prog.closure[name]
+            if isinstance(value, (DynVar, DynExpr)):
+                try:
+                    return value.evaluate(self.dims)
+                except KeyError:
+                    raise self.error(f"dynamic dim {value!r} is not bound by the host tensors' shapes",
+                                     node) from None
+            return value
         if name in _BUILTINS:
             return _BUILTINS[name]
         raise self.error(f"unknown name {name!r}", node)

@@ -12,6 +12,7 @@ tensor data is refused.
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
 from typing import Any
 
 from pldemu.pypto.capture import CapturedProgram, Kind
@@ -27,9 +28,9 @@ class _Return(Exception):
 class HostProjection(Evaluator):
     """Evaluates the host body for ``rank`` of ``nranks``, collecting :attr:`events`."""
 
-    def __init__(self, prog: CapturedProgram, env: dict[str, Any], rank: int, nranks: int,
-                 allocs: dict[int, Alloc]) -> None:
-        super().__init__(prog, env)
+    def __init__(self, prog: CapturedProgram, env: dict[str, Any], dims: Mapping[str, int], rank: int,
+                 nranks: int, allocs: dict[int, Alloc]) -> None:
+        super().__init__(prog, env, dims)
         self.rank = rank
         self.nranks = nranks
         self.events: list[Event] = []

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -104,14 +105,14 @@ class _Plan:
         return value
 
 
-def build(prog: CapturedProgram, events: list[list[Event]]) -> Built:
+def build(prog: CapturedProgram, events: list[list[Event]], dims: Mapping[str, int]) -> Built:
     """The program for ``len(events)`` ranks (``events[d]``: rank d's projection)."""
     nranks = len(events)
     plan = _Plan(prog, nranks, slices=[{} for _ in range(nranks)])
     bound = [[_bind_event(plan, d, ev) for ev in evs] for d, evs in enumerate(events)]
     names = [v.name for v in plan.windows.values()] + list(plan.locals_)
     fb = FunctionBuilder("main", used_names=[*names, NR.name])
-    emit = Emit(prog, fb, nranks, set())
+    emit = Emit(prog, fb, nranks, set(), dims)
     host_fn = prog.host()
     fb.origin = SourcePos(prog.file, host_fn.node.lineno)
     me: Var | None = None
