@@ -25,7 +25,8 @@ from pldemu.pypto.session import FrontendOptions, current_options
 from pldemu.pypto.translate.host import HostProjection
 from pldemu.pypto.translate.program import Built, build
 from pldemu.pypto.translate.values import Alloc, HostTensor
-from pldemu.pypto.types import DynExpr, DynVar, ScalarAnn, TensorAnn, dim_value
+from pldemu.ir.nodes import NR
+from pldemu.pypto.types import DynExpr, DynVar, ScalarAnn, SymInt, TensorAnn, dim_value
 
 RANK_DIM = "NR"
 """The dynamic dim pypto's programs use for the rank count: bound, it must equal the device count."""
@@ -114,15 +115,19 @@ def translate(prog: CapturedProgram, nranks: int, args: Sequence[Any]) -> tuple[
                 arrays[p] = as_array(a)
             except TypeError as err:
                 raise prog.error(f"host argument {p}: {err}", host.node) from None
-            env[p] = HostTensor(p, (), arrays[p], ann.dtype, ann.direction)
+            env[p] = ann
         elif isinstance(ann, ScalarAnn):
             env[p] = a
         else:
             raise prog.error(f"host parameter {p} needs a pl.Tensor or pl.Scalar annotation", host.node)
-    dims = bind_dims(prog, arrays)
+    dims: dict[str, int] = bind_dims(prog, arrays)
     if RANK_DIM in dims and dims[RANK_DIM] != nranks:
         raise prog.error(f"{RANK_DIM} = {dims[RANK_DIM]} from the host tensors' shapes, but the program runs "
                          f"on {nranks} devices (DistributedConfig.device_ids)", host.node)
+    dims[RANK_DIM] = SymInt(nranks, NR)
+    for p, a in arrays.items():
+        ann = env[p]
+        env[p] = HostTensor(p, (), a, ann.dtype, ann.direction, tuple(dim_value(d, dims) for d in ann.dims))
     allocs: dict[int, Alloc] = {}
     events = [HostProjection(prog, dict(env), dims, d, nranks, allocs).run(host.node.body) for d in range(nranks)]
     return build(prog, events, dims), arrays

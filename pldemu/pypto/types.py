@@ -104,7 +104,7 @@ class DynExpr(_DynOps):
         return set().union(*(x.free() for x in (self.lhs, self.rhs) if isinstance(x, (DynVar, DynExpr))))
 
     def evaluate(self, env: Mapping[str, int]) -> int:
-        return int(self.op(dim_value(self.lhs, env), dim_value(self.rhs, env)))
+        return self.op(dim_value(self.lhs, env), dim_value(self.rhs, env))  # type: ignore[no-any-return]
 
     def __repr__(self) -> str:
         return f"({self.lhs!r} {self.sym} {self.rhs!r})"
@@ -115,7 +115,7 @@ Dim = int | DynVar | DynExpr
 
 def dim_value(d: object, env: Mapping[str, int]) -> int:
     """The value of one annotated dim once ``env`` binds its dynamic names."""
-    return d.evaluate(env) if isinstance(d, (DynVar, DynExpr)) else int(d)  # type: ignore[call-overload]
+    return d.evaluate(env) if isinstance(d, (DynVar, DynExpr)) else d  # type: ignore[return-value]
 
 
 class Direction(enum.Enum):
@@ -218,3 +218,57 @@ class Namespace:
 __all__ = ["BF16", "DTYPES", "FP16", "FP32", "INDEX", "INT32", "Direction", "DistributedTensor", "DslOp",
            "DynExpr", "DynVar", "InOut", "Namespace", "Out", "PyDType", "Scalar", "ScalarAnn", "Tensor",
            "TensorAnn", "dim_value", "dynamic"]
+
+
+class SymInt(int):
+    """An int that also knows its pldemu IR expression in ``NR`` (the rank count): ``pld.world_size()``
+    and ``pl.dynamic("NR")`` evaluate to one, and arithmetic keeps it, so a window shaped
+    ``[pld.world_size(), 1]`` is declared ``[NR, 1]``, as pldemu's collective recipes require."""
+
+    expr: Any
+
+    def __new__(cls, value: int, expr: Any) -> SymInt:
+        out = super().__new__(cls, value)
+        out.expr = expr
+        return out
+
+    def _wrap(self, other: object, op: Callable[[Any, Any], Any], swap: bool) -> Any:
+        if isinstance(other, bool) or not isinstance(other, int):
+            return NotImplemented
+        o_expr = other.expr if isinstance(other, SymInt) else other
+        a, b = (other, self) if swap else (self, other)
+        ea, eb = (o_expr, self.expr) if swap else (self.expr, o_expr)
+        from pldemu.ir.nodes import as_expr
+
+        return SymInt(op(int(a), int(b)), op(as_expr(ea), eb))
+
+    def __add__(self, o: object) -> Any:
+        return self._wrap(o, operator.add, False)
+
+    def __radd__(self, o: object) -> Any:
+        return self._wrap(o, operator.add, True)
+
+    def __sub__(self, o: object) -> Any:
+        return self._wrap(o, operator.sub, False)
+
+    def __rsub__(self, o: object) -> Any:
+        return self._wrap(o, operator.sub, True)
+
+    def __mul__(self, o: object) -> Any:
+        return self._wrap(o, operator.mul, False)
+
+    def __rmul__(self, o: object) -> Any:
+        return self._wrap(o, operator.mul, True)
+
+    def __floordiv__(self, o: object) -> Any:
+        return self._wrap(o, operator.floordiv, False)
+
+    def __rfloordiv__(self, o: object) -> Any:
+        return self._wrap(o, operator.floordiv, True)
+
+
+def dim_expr(d: int) -> Any:
+    """A shape entry for pldemu IR: ``NR``-based for a :class:`SymInt`, a constant otherwise."""
+    from pldemu.ir.nodes import Const
+
+    return d.expr if isinstance(d, SymInt) else Const(int(d))

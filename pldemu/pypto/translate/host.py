@@ -18,7 +18,8 @@ from typing import Any
 from pldemu.pypto.capture import CapturedProgram, Kind
 from pldemu.pypto.translate.evaluator import Evaluator, bind_call
 from pldemu.pypto.translate.values import Alloc, Dispatch, Event, HostCollective, HostTensor, HostView
-from pldemu.pypto.types import DslOp, PyDType
+from pldemu.ir.nodes import NR
+from pldemu.pypto.types import DslOp, PyDType, SymInt
 
 
 class _Return(Exception):
@@ -126,7 +127,7 @@ class HostProjection(Evaluator):
 
     def dsl(self, name: str, node: ast.Call) -> Any:
         if name == "pld.world_size":
-            return self.nranks
+            return SymInt(self.nranks, NR)
         if name == "pl.range":
             return range(*[self.eval(a) for a in node.args])
         if name == "pld.alloc_window_buffer":
@@ -135,7 +136,7 @@ class HostProjection(Evaluator):
             b = bind_call(self, node, ("buf", "shape"), {"dtype": None}, name)
             if not isinstance(b["buf"], Alloc) or not isinstance(b["dtype"], PyDType):
                 raise self.error("pld.window(buf, shape, dtype=) takes an alloc_window_buffer and a dtype", node)
-            shape = tuple(int(d) for d in b["shape"])
+            shape = tuple(d if isinstance(d, SymInt) else int(d) for d in b["shape"])
             nbytes = b["dtype"].nbytes
             for d in shape:
                 nbytes *= d

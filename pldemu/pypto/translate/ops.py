@@ -16,10 +16,10 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from pldemu.ir.enums import AtomicType, NotifyOp, ReduceOp, WaitCmp
-from pldemu.ir.nodes import BinOp, BinOpKind, Const, ExprOps, TensorType, TileType, Var, as_expr
+from pldemu.ir.nodes import NR, BinOp, BinOpKind, Const, ExprOps, TensorType, TileType, Var, as_expr
 from pldemu.ir.ops import Op
 from pldemu.pypto.translate.evaluator import bind_call
-from pldemu.pypto.types import PyDType
+from pldemu.pypto.types import PyDType, SymInt
 
 if TYPE_CHECKING:
     from pldemu.pypto.translate.device import DeviceTranslator
@@ -283,7 +283,7 @@ COLLECTIVE_PARAMS: Mapping[str, tuple[tuple[str, ...], dict[str, Any]]] = Mappin
 
 
 def _world_size(tr: DeviceTranslator, node: ast.Call) -> int:
-    return int(tr.emit.nranks)
+    return SymInt(tr.emit.nranks, NR)
 
 
 DEVICE_OPS: Mapping[str, Rule] = MappingProxyType({

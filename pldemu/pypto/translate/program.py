@@ -24,7 +24,7 @@ from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.translate.device import DeviceTranslator, Emit, inline
 from pldemu.pypto.translate.ops import COLLECTIVE_PARAMS, collective
 from pldemu.pypto.translate.values import Alloc, Dispatch, Event, HostCollective, HostTensor, HostView
-from pldemu.pypto.types import Direction
+from pldemu.pypto.types import Direction, dim_expr
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,15 +56,18 @@ class _Plan:
     slices: list[dict[tuple[str, tuple[int, ...]], str]] = dataclasses.field(default_factory=list)
     arrays: dict[tuple[str, tuple[int, ...]], HostTensor] = dataclasses.field(default_factory=dict)
     writers: dict[tuple[str, tuple[int, ...]], int] = dataclasses.field(default_factory=dict)
+    shapes: dict[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
+    """Every buffer's numeric shape at this call's rank count."""
 
     def error(self, message: str, line: int) -> FrontendError:
         return FrontendError(message, self.prog.file, line)
 
     def window(self, view: HostView) -> Var:
         var = self.windows.get(view.alloc)
-        t = TensorType(view.dtype.ir, tuple(Const(d) for d in view.shape), None, True)
+        t = TensorType(view.dtype.ir, tuple(dim_expr(d) for d in view.shape), None, True)
         if var is None:
             var = self.windows[view.alloc] = Var(view.alloc.name, t)
+            self.shapes[var.name] = tuple(int(d) for d in view.shape)
         elif var.type != t:
             raise self.error(f"pld.window of {view.alloc.name} as {list(view.shape)} {view.dtype!r}: pldemu "
                              f"needs every view of one buffer to have the first view's shape and dtype", view.line)
@@ -85,8 +88,10 @@ class _Plan:
                                      f"device {rank}: pypto would order them through host memory, pldemu "
                                      "projects each device onto its own rank (give each device its own slice)",
                                      line)
-        t_ir = TensorType(t.dtype.ir, tuple(Const(d) for d in t.shape))
+        dims = t.dims if len(t.dims) == len(t.shape) else t.shape
+        t_ir = TensorType(t.dtype.ir, tuple(dim_expr(d) for d in dims))
         var = self.locals_.setdefault(name, Var(name, t_ir))
+        self.shapes[name] = t.shape
         if var.type != t_ir:
             raise self.error(f"host slice {name} has shape {list(t.shape)} on device {rank} and another "
                              "shape on another device", line)
@@ -124,9 +129,8 @@ def build(prog: CapturedProgram, events: list[list[Event]], dims: Mapping[str, i
     _emit_ranks(emit, host_fn, bound, me, 0)
     decls = [BufferDecl(v, _kind(plan, v, emit.signals)) for v in plan.windows.values()]
     decls += [BufferDecl(v, BufferKind.LOCAL) for v in plan.locals_.values()]
-    program = Program(prog.name, tuple(decls), (fb.build(),), "main", None)
-    zeros = {d.var.name: np.zeros([int(x.value) for x in d.var.type.shape if isinstance(x, Const)],
-                                  d.var.type.dtype.np)
+    program = Program(prog.name, tuple(decls), (fb.build(),), "main", nranks)
+    zeros = {d.var.name: np.zeros(plan.shapes[d.var.name], d.var.type.dtype.np)
              for d in decls if d.kind is BufferKind.WINDOW and isinstance(d.var.type, TensorType)}
     inputs = tuple({**zeros, **_inputs(plan, d)} for d in range(nranks))
     writebacks = tuple(WriteBack(d, name, p, k) for d in range(nranks) for (p, k), name in plan.slices[d].items()
@@ -194,7 +198,7 @@ def _inputs(plan: _Plan, rank: int) -> dict[str, np.ndarray]:
                                  f"{var.type.dtype.value}", 0)
             out[name] = np.ascontiguousarray(arr)
         else:
-            out[name] = np.zeros([int(d.value) for d in var.type.shape if isinstance(d, Const)], want)
+            out[name] = np.zeros(plan.shapes[name], want)
     return out
 
 

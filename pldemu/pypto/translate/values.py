@@ -38,12 +38,15 @@ class HostTensor:
     array: np.ndarray
     dtype: PyDType
     direction: Direction
+    dims: tuple[int, ...]
+    """The annotated dims evaluated (``NR``-aware :class:`~pldemu.pypto.types.SymInt` where symbolic)."""
 
     def __getitem__(self, index: Any) -> HostTensor:
         idx = index if isinstance(index, tuple) else (index,)
         if not all(isinstance(i, int) and not isinstance(i, bool) for i in idx):
             raise TypeError("host tensors are sliced by integers only (x[r], x[0, r])")
-        return HostTensor(self.param, self.key + idx, self.array[idx], self.dtype, self.direction)
+        return HostTensor(self.param, self.key + idx, self.array[idx], self.dtype, self.direction,
+                          self.dims[len(idx):])
 
     @property
     def shape(self) -> tuple[int, ...]:
