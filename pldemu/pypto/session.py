@@ -16,9 +16,9 @@ from pldemu.runtime.options import RuntimeOptions
 
 
 def _pypto_runtime() -> RuntimeOptions:
-    # pypto's contract: windows are zero at allocation, and a notify/wait tag may legitimately stay
-    # in its cell at the end of a program; race detection on by default (item 8 of issue 21).
-    return RuntimeOptions(poison=False, cell_check=False, race_detect=True)
+    # Race detection is on by default (item 8 of issue 21). Windows are zero at allocation by pypto's contract: the
+    # translation loads zeros into them (``poison`` still marks fresh tiles).
+    return RuntimeOptions(race_detect=True)
 
 
 @dataclasses.dataclass(frozen=True)

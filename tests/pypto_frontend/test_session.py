@@ -11,7 +11,7 @@ from pldemu.pypto.session import FrontendOptions, current_options, use_options
 
 def test_defaults_follow_pypto_contract() -> None:
     opts = current_options()
-    assert not opts.runtime.poison and not opts.runtime.cell_check and opts.runtime.race_detect
+    assert opts.runtime.race_detect
     assert not opts.codegen_only
 
 
