@@ -7,14 +7,17 @@
 * adds pypto's system-test options, ``--device`` (default ``0-3``, so that multi-rank tests run rather
   than skip), ``--platform`` and ``--codegen-only``, and its fixtures ``test_config`` (``.platform``,
   ``.codegen_only``, ``.device_id``) and ``device_ids`` (the ``--device`` list);
+* registers pypto's ``platforms(*ids)`` marker (a test for other platforms than ``--platform`` skips),
+  and keeps running the other files when one fails to import (a pypto name the layer lacks);
 * loads no conftest.py above the given paths (pypto's ``tests/st/conftest.py`` imports compiler
   internals): unless ``--confcutdir`` is given, it is set to the deepest folder holding every path;
 * hands pldemu's ``--pldemu-*`` flags (those of :mod:`pldemu.pytest_plugin`, defined once there) to every
   compiled call through :class:`~pldemu.pypto.session.FrontendOptions`; the race detector is on
   unless ``--no-pldemu-races``;
-* reports a failed compiled call (a :class:`pldemu.JobError`) as a plain failure: the test line that
-  made the call, then the job's report (races, the deadlock's wait-for graph, every rank's output)
-  without pldemu's own traceback.
+* reports a failed compiled call (:data:`CLEAN_FAILURES`: the job's ``ProgramRunError`` or a
+  :class:`pldemu.JobError`, or a ``FrontendError`` of unsupported input) as a plain failure: the test
+  line that made the call, then pldemu's report (the program's file:line, races, the deadlock's
+  wait-for graph, every rank's output) without pldemu's own traceback.
 """
 
 from __future__ import annotations
@@ -30,14 +33,22 @@ import pytest
 
 import pldemu.pytest_plugin as pldemu_plugin
 from pldemu.api import JobError
+from pldemu.pypto.errors import FrontendError
+from pldemu.pypto.execute import ProgramRunError
 from pldemu.pypto.finder import activate, deactivate
 from pldemu.pypto.session import FrontendOptions, use_options
 
 DEFAULT_DEVICES = "0-3"
 """pypto's own default is ``0`` (one NPU), which skips every multi-rank test."""
 DEFAULT_PLATFORM = "a2a3sim"
+PLATFORMS_MARKER = "platforms"
+"""pypto's marker restricting a test to some platforms."""
 
 _OPTIONS = pytest.StashKey[FrontendOptions]()
+
+CLEAN_FAILURES = (FrontendError, ProgramRunError, JobError)
+"""What a test reports as its failure message alone: the program's own file:line is in the message, and
+pldemu's frames would only hide it."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,6 +138,18 @@ def pytest_configure(config: pytest.Config) -> None:
     activate()  # a no-op after pytest_load_initial_conftests; needed when registered later
     parse_devices(config.getoption("device"))
     config.stash[_OPTIONS] = frontend_options(config)
+    config.addinivalue_line("markers", f"{PLATFORMS_MARKER}(*ids): run the test only when --platform is one of ids")
+    # A file using pypto beyond the layer fails to import with its one reason; the other files still run.
+    config.option.continue_on_collection_errors = True
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    platform = config.getoption("platform")
+    for item in items:
+        marker = item.get_closest_marker(PLATFORMS_MARKER)
+        if marker is not None and platform not in marker.args:
+            item.add_marker(pytest.mark.skip(reason=f"for platforms {', '.join(marker.args)}, not --platform "
+                                                    f"{platform}"))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -171,12 +194,13 @@ def _caller(err: BaseException, test_file: Path) -> str:
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     try:
         return (yield)
-    except JobError as err:
+    except CLEAN_FAILURES as err:
         message = f"{_caller(err, item.path)}{err}"
     pytest.fail(message, pytrace=False)  # outside the except: no "during handling" chain of pldemu frames
 
 
 __all__ = [
+    "CLEAN_FAILURES",
     "DEFAULT_DEVICES",
     "DEFAULT_PLATFORM",
     "SuiteConfig",
