@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from pldemu.pypto.plugin import conftest_cut, parse_devices
+from pldemu.pypto.session import FrontendOptions
 
 
 def inner_pytest(where: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -77,14 +78,15 @@ def test_pldemu_flags_reach_compiled_calls(tmp_path: Path, autoload: str) -> Non
     res = inner_pytest(tmp_path, "test_options.py", env=env)
     assert res.returncode == 0, show(res)
     default = json.loads(out.read_text())
+    pypto = FrontendOptions().runtime  # the layer's own defaults, races on
     assert (default["race_detect"], default["poison"], default["cell_check"], default["jitter_us"]) == (
-        True, False, False, 0.0)
+        True, pypto.poison, pypto.cell_check, 0.0)
     res = inner_pytest(tmp_path, "--pldemu-jitter", "50", "--pldemu-visibility", "deferred", "--pldemu-seed", "7",
                        "--no-pldemu-races", "--pldemu-timeout", "60", "test_options.py", env=env)
     assert res.returncode == 0, show(res)
     got = json.loads(out.read_text())
     assert (got["jitter_us"], got["visibility"], got["seed"], got["race_detect"]) == (50.0, "deferred", 7, False)
-    assert (got["job_timeout"], got["timeout"], got["poison"]) == (60.0, 20.0, False)
+    assert (got["job_timeout"], got["timeout"], got["poison"]) == (60.0, 20.0, pypto.poison)
 
 
 def test_conftests_above_the_paths_are_not_loaded(tmp_path: Path) -> None:
