@@ -77,6 +77,10 @@ class HostProjection(Evaluator):
     def assign(self, target: ast.expr, value: Any) -> None:
         if isinstance(target, ast.Name):
             self.env[target.id] = value
+        elif isinstance(target, ast.Tuple) and value is None:
+            # The results of a dispatch stay on its device: host code may name them, not read them.
+            for t in target.elts:
+                self.assign(t, None)
         elif isinstance(target, ast.Tuple) and isinstance(value, (tuple, list)) and len(value) == len(target.elts):
             for t, v in zip(target.elts, value, strict=True):
                 self.assign(t, v)
