@@ -18,7 +18,7 @@ import numpy as np
 
 from pldemu.ir.builder import FunctionBuilder
 from pldemu.ir.dtypes import DType
-from pldemu.ir.nodes import NR, BufferDecl, BufferKind, Const, Program, SourcePos, TensorType, Var
+from pldemu.ir.nodes import NR, BufferDecl, BufferKind, Program, SourcePos, TensorType, Var
 from pldemu.pypto.capture import CapturedProgram
 from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.translate.device import DeviceTranslator, Emit, inline
