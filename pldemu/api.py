@@ -38,6 +38,7 @@ from pldemu.runtime.buffer_io import (
     Mismatch,
     Tolerance,
     compare,
+    read_dump,
 )
 from pldemu.runtime.launch import LOCAL, Placement
 from pldemu.runtime.options import RuntimeOptions
@@ -261,8 +262,7 @@ def _collect(ranks: int, code: int, output: str, wall: float, work: Path) -> Run
     out = work / "out"
     buffers: tuple[dict[str, np.ndarray], ...] = ()
     if report:
-        buffers = tuple({p.stem: np.load(p) for p in sorted((out / RANK_DIR.format(rank=r)).glob("*.npy"))}
-                        for r in range(ranks))
+        buffers = tuple(read_dump(out / RANK_DIR.format(rank=r)) for r in range(ranks))
     text = (out / "program.pld").read_text() if (out / "program.pld").is_file() else ""
     return RunResult(ranks, code, output, wall, buffers, report.get("ops", {}), tuple(report.get("seconds", ())),
                      tuple(report.get("races", ())), tuple(report.get("invariants", ())),

@@ -53,6 +53,7 @@ from pldemu.cli.run_io import (
 )
 from pldemu.ir import DType, Program
 from pldemu.npdtypes import is_float_dtype
+from pldemu.runtime.buffer_io import BF16_DUMP
 from pldemu.runtime.options import RuntimeOptions
 
 DEFAULT_RANKS = 4
@@ -475,7 +476,7 @@ def _dump(root: Path, me: int, inst: Any, program: Program) -> None:
     for name in inst.buffer_names():
         a = np.array(inst.local(name), copy=True)
         if a.dtype == DType.BF16.np:  # .npy has no bfloat16: store the bit patterns, named so
-            np.save(folder / f"{name}.bf16.npy", a.view(np.uint16))
+            np.save(folder / f"{name}{BF16_DUMP}.npy", a.view(np.uint16))
         else:
             np.save(folder / f"{name}.npy", a)
     if me == 0:

@@ -11,7 +11,6 @@ kernel under ``next_levels/builtin.tensor.<op>__<variant>/``.
 from __future__ import annotations
 
 import dataclasses
-import pickle
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,13 +18,13 @@ from typing import Any
 
 import numpy as np
 
+from pldemu.ir.nodes import NR
 from pldemu.pypto.capture import CapturedProgram
 from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.session import FrontendOptions, current_options
 from pldemu.pypto.translate.host import HostProjection
 from pldemu.pypto.translate.program import Built, build
 from pldemu.pypto.translate.values import Alloc, HostTensor
-from pldemu.ir.nodes import NR
 from pldemu.pypto.types import DynExpr, DynVar, ScalarAnn, SymInt, TensorAnn, dim_value
 
 RANK_DIM = "NR"
@@ -53,7 +52,7 @@ def as_array(value: Any) -> np.ndarray:
 
 
 def _torch_int16(value: Any) -> Any:
-    import torch
+    import torch  # type: ignore[import-not-found]
 
     return torch.int16
 
@@ -75,7 +74,7 @@ def bind_dims(prog: CapturedProgram, arrays: dict[str, np.ndarray]) -> dict[str,
             if isinstance(d, DynVar) and d.name not in env:
                 env[d.name] = int(n)
             pending.append((p, i, d, int(n)))
-    for p, i, d, n in pending:
+    for _p, _i, d, n in pending:
         if isinstance(d, DynExpr) and len(d.free() - env.keys()) == 1:
             (name,) = d.free() - env.keys()
             at0, at1 = d.evaluate({**env, name: 0}), d.evaluate({**env, name: 1})

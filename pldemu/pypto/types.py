@@ -104,7 +104,7 @@ class DynExpr(_DynOps):
         return set().union(*(x.free() for x in (self.lhs, self.rhs) if isinstance(x, (DynVar, DynExpr))))
 
     def evaluate(self, env: Mapping[str, int]) -> int:
-        return self.op(dim_value(self.lhs, env), dim_value(self.rhs, env))  # type: ignore[no-any-return]
+        return self.op(dim_value(self.lhs, env), dim_value(self.rhs, env))
 
     def __repr__(self) -> str:
         return f"({self.lhs!r} {self.sym} {self.rhs!r})"

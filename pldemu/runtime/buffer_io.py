@@ -20,7 +20,33 @@ from pathlib import Path
 
 import numpy as np
 
+from pldemu.npdtypes import BFLOAT16
 from pldemu.runtime.precheck import StaticBuffer
+
+
+def load_npy(path: Path, mmap: bool = False) -> np.ndarray:
+    """``np.load`` of a buffer file. ``.npy`` spells ml_dtypes' bfloat16 as the raw ``|V2`` (numpy has
+    no name for it): read back, that is BF16, the one 2-byte raw type pldemu holds."""
+    arr = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+    if arr.dtype.kind == "V" and arr.dtype.itemsize == 2 and arr.dtype.names is None:
+        return arr.view(BFLOAT16)
+    return arr
+
+
+BF16_DUMP = ".bf16"
+"""A BF16 buffer's dump is ``NAME.bf16.npy`` holding its uint16 bit patterns (``pldemu run --dump``)."""
+
+
+def read_dump(folder: Path) -> dict[str, np.ndarray]:
+    """One rank's ``--dump`` folder: buffer name -> final array (BF16 dumps back as bfloat16)."""
+    out: dict[str, np.ndarray] = {}
+    for path in sorted(folder.glob("*.npy")):
+        name = path.stem
+        if name.endswith(BF16_DUMP):
+            out[name[: -len(BF16_DUMP)]] = np.load(path, allow_pickle=False).view(BFLOAT16)
+        else:
+            out[name] = load_npy(path)
+    return out
 
 RANK_DIR = "rank{rank}"
 """Sub-directory of a per-rank file (``DIR/rank3/x.npy``), also the layout of ``--dump``."""
@@ -43,7 +69,7 @@ class BufferFiles:
 
     def load(self, rank: int) -> dict[str, np.ndarray]:
         """Rank ``rank``'s arrays (read now; the caller copies them into its buffers)."""
-        return {name: np.load(path, allow_pickle=False) for name, path in self.files[rank].items()}
+        return {name: load_npy(path) for name, path in self.files[rank].items()}
 
 
 def scan(root: str | os.PathLike[str], specs: Mapping[str, StaticBuffer], nranks: int, *, what: str) -> BufferFiles:
@@ -100,7 +126,7 @@ def _check_file(path: Path, name: str, specs: Mapping[str, StaticBuffer], what: 
         known = ", ".join(sorted(specs)) or "none"
         raise BufferFileError(f"{what} {path}: the program has no buffer {name!r} (buffers: {known})")
     try:
-        arr = np.load(path, mmap_mode="r", allow_pickle=False)  # the header only: no data read
+        arr = load_npy(path, mmap=True)  # the header only: no data read
     except (OSError, ValueError) as err:
         raise BufferFileError(f"{what} {path}: not a readable .npy array ({err})") from None
     if arr.dtype != spec.dtype:
@@ -192,6 +218,7 @@ def mismatch_report(mismatches: Sequence[Mismatch], checked: int, tol: Tolerance
 
 
 __all__ = [
+    "BF16_DUMP",
     "EXACT",
     "RANK_DIR",
     "BufferFileError",
@@ -200,6 +227,8 @@ __all__ = [
     "Tolerance",
     "compare",
     "compare_all",
+    "load_npy",
     "mismatch_report",
+    "read_dump",
     "scan",
 ]

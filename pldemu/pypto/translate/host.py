@@ -12,13 +12,14 @@ tensor data is refused.
 from __future__ import annotations
 
 import ast
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 
+from pldemu.ir.nodes import NR
 from pldemu.pypto.capture import CapturedProgram, Kind
 from pldemu.pypto.translate.evaluator import Evaluator, bind_call
 from pldemu.pypto.translate.values import Alloc, Dispatch, Event, HostCollective, HostTensor, HostView
-from pldemu.ir.nodes import NR
 from pldemu.pypto.types import DslOp, PyDType, SymInt
 
 
@@ -40,10 +41,8 @@ class HostProjection(Evaluator):
         self._lhs: str | None = None
 
     def run(self, body: list[ast.stmt]) -> list[Event]:
-        try:
+        with contextlib.suppress(_Return):
             self.block(body)
-        except _Return:
-            pass
         return self.events
 
     def block(self, body: list[ast.stmt]) -> None:
@@ -77,6 +76,10 @@ class HostProjection(Evaluator):
     def assign(self, target: ast.expr, value: Any) -> None:
         if isinstance(target, ast.Name):
             self.env[target.id] = value
+        elif isinstance(target, ast.Tuple) and value is None:
+            # The results of a dispatch stay on its device: host code may name them, not read them.
+            for t in target.elts:
+                self.assign(t, None)
         elif isinstance(target, ast.Tuple) and isinstance(value, (tuple, list)) and len(value) == len(target.elts):
             for t, v in zip(target.elts, value, strict=True):
                 self.assign(t, v)

@@ -38,6 +38,18 @@ def _tensor(tr: DeviceTranslator, v: Any, what: str, node: ast.AST) -> Var:
     return v
 
 
+def ttype(v: Var) -> TensorType:
+    """The tensor type of a Var that :func:`_tensor` accepted."""
+    assert isinstance(v.type, TensorType)
+    return v.type
+
+
+def tltype(v: Var) -> TileType:
+    """The tile type of a Var that :func:`_tile` accepted."""
+    assert isinstance(v.type, TileType)
+    return v.type
+
+
 def _tile(tr: DeviceTranslator, v: Any, what: str, node: ast.AST) -> Var:
     if not (isinstance(v, Var) and isinstance(v.type, TileType)):
         raise tr.error(f"{what} must be a tile (from pl.load / remote_load), got {v!r}", node)
@@ -122,7 +134,7 @@ def _read(tr: DeviceTranslator, node: ast.Call) -> Var:
 def _write(tr: DeviceTranslator, node: ast.Call) -> None:
     b = bind_call(tr, node, ("tensor", "indices", "value"), {}, "pl.write")
     t = _tensor(tr, b["tensor"], "pl.write: tensor", node)
-    tr.fb.pld.tensor.write(t, list(b["indices"]), _typed(b["value"], t.type.dtype))
+    tr.fb.pld.tensor.write(t, list(b["indices"]), _typed(b["value"], ttype(t).dtype))
 
 
 def _typed(value: Any, dtype: Any) -> Any:
@@ -170,14 +182,14 @@ def _notify(tr: DeviceTranslator, node: ast.Call) -> None:
     b = bind_call(tr, node, ("target", "peer", "offsets", "value"), {"op": NotifyOp.AtomicAdd},
                   "pld.system.notify")
     sig = _signal(tr, b["target"], "pld.system.notify: target", node)
-    tr.fb.pld.system.notify(sig, b["peer"], list(b["offsets"]), _typed(b["value"], sig.type.dtype),
+    tr.fb.pld.system.notify(sig, b["peer"], list(b["offsets"]), _typed(b["value"], ttype(sig).dtype),
                             op=NotifyOp(b["op"]))
 
 
 def _wait(tr: DeviceTranslator, node: ast.Call) -> None:
     b = bind_call(tr, node, ("signal", "offsets", "expected"), {"cmp": WaitCmp.Ge}, "pld.system.wait")
     sig = _signal(tr, b["signal"], "pld.system.wait: signal", node)
-    tr.fb.pld.system.wait(sig, list(b["offsets"]), _typed(b["expected"], sig.type.dtype), cmp=WaitCmp(b["cmp"]))
+    tr.fb.pld.system.wait(sig, list(b["offsets"]), _typed(b["expected"], ttype(sig).dtype), cmp=WaitCmp(b["cmp"]))
 
 
 def _remote_load(tr: DeviceTranslator, node: ast.Call) -> Var:
@@ -194,8 +206,8 @@ def _remote_store(tr: DeviceTranslator, node: ast.Call) -> None:
                   "pld.tile.remote_store")
     tile = _tile(tr, b["src"], "pld.tile.remote_store: src", node)
     dst = _tensor(tr, b["target"], "pld.tile.remote_store: target", node)
-    shape = list(tile.type.shape)
-    stage = tr.fb.pld.tile.create(shape, tile.type.dtype, hint="stage")
+    shape = list(tltype(tile).shape)
+    stage = tr.fb.pld.tile.create(shape, tltype(tile).dtype, hint="stage")
     tr.fb.pld.tile.put(dst, b["peer"], tile, stage, list(b["offsets"]), [0] * len(shape), shape,
                        atomic=AtomicType(b["atomic"]))
 
@@ -209,16 +221,16 @@ def _transfer(get: bool) -> Rule:
                        "chunk_rows": 0, "chunk_cols": 0, "pipeline": False}, name)
         dst = _tensor(tr, b["dst"], f"{name}: dst", node)
         src = _tensor(tr, b["src"], f"{name}: src", node)
-        region = b["shape"] if b["shape"] is not None else [static(tr, d, node) for d in src.type.shape]
+        region = b["shape"] if b["shape"] is not None else [static(tr, d, node) for d in ttype(src).shape]
         region = _ints(tr, region, f"{name}: shape", node)
         if len(region) != 2:
             raise tr.error(f"{name}: pldemu moves 2-D regions; got shape {region}", node)
         rows = b["chunk_rows"] or region[0]
         cols = b["chunk_cols"] or region[1]
-        stage = tr.fb.pld.tile.create([min(rows, region[0]), min(cols, region[1])], dst.type.dtype, hint="stage")
+        stage = tr.fb.pld.tile.create([min(rows, region[0]), min(cols, region[1])], ttype(dst).dtype, hint="stage")
         offs = (b["dst_offsets"], b["src_offsets"], region) if b["dst_offsets"] is not None else (None, None, None)
         if b["dst_offsets"] is None and b["shape"] is not None:
-            offs = ([0] * len(dst.type.shape), [0] * len(src.type.shape), region)
+            offs = ([0] * len(ttype(dst).shape), [0] * len(ttype(src).shape), region)
         if get:
             if AtomicType(b["atomic"]) is not AtomicType.None_:
                 raise tr.error("pld.tensor.get has no atomic= (only put accumulates)", node)
@@ -267,7 +279,16 @@ def collective(tr: Any, name: str, b: dict[str, Any], node: ast.AST) -> Var:
     if op == "all_to_all":
         return fb.pld.tensor.all_to_all(b["input"], b["target"], sig)
     tr.emit.signals.add(b["recv_counts"].name)
-    return fb.pld.tensor.all_to_all_v(b["input"], b["target"], sig, b["send_counts"], b["recv_counts"])
+    send = _counts_vector(fb, b["send_counts"])
+    return fb.pld.tensor.all_to_all_v(b["input"], b["target"], sig, send, b["recv_counts"])
+
+
+def _counts_vector(fb: Any, counts: Var) -> Any:
+    """pypto's send counts are ``[NR, 1]``; pldemu's recipe takes ``[NR]``: a view of the same cells."""
+    t = counts.type
+    if isinstance(t, TensorType) and len(t.shape) == 2 and isinstance(t.shape[1], Const) and t.shape[1].value == 1:
+        return fb.pld.tensor.view(counts, [t.shape[0]])
+    return counts
 
 
 COLLECTIVE_PARAMS: Mapping[str, tuple[tuple[str, ...], dict[str, Any]]] = MappingProxyType({

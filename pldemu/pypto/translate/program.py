@@ -18,13 +18,13 @@ import numpy as np
 
 from pldemu.ir.builder import FunctionBuilder
 from pldemu.ir.dtypes import DType
-from pldemu.ir.nodes import NR, BufferDecl, BufferKind, Const, Program, SourcePos, TensorType, Var
+from pldemu.ir.nodes import NR, BufferDecl, BufferKind, Program, SourcePos, TensorType, Var
 from pldemu.pypto.capture import CapturedProgram
 from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.translate.device import DeviceTranslator, Emit, inline
 from pldemu.pypto.translate.ops import COLLECTIVE_PARAMS, collective
 from pldemu.pypto.translate.values import Alloc, Dispatch, Event, HostCollective, HostTensor, HostView
-from pldemu.pypto.types import Direction, dim_expr
+from pldemu.pypto.types import INT32, Direction, dim_expr
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,8 +123,9 @@ def build(prog: CapturedProgram, events: list[list[Event]], dims: Mapping[str, i
     me: Var | None = None
     if nranks > 1:
         if not plan.windows:
-            raise plan.error("a program on more than one device needs a window (pld.alloc_window_buffer)",
-                             host_fn.node.lineno)
+            # Devices that share no window still need their rank to pick their dispatches.
+            ctx_window = Alloc(fb.fresh("device_ctx"), 4, host_fn.node.lineno)
+            plan.window(HostView(ctx_window, (1, 1), INT32, host_fn.node.lineno))
         me = fb.pld.system.rank(fb.pld.system.get_comm_ctx(next(iter(plan.windows.values()))), hint="device")
     _emit_ranks(emit, host_fn, bound, me, 0)
     decls = [BufferDecl(v, _kind(plan, v, emit.signals)) for v in plan.windows.values()]

@@ -9,7 +9,7 @@ from pldemu.pypto.surface.ir.distributed_compiled_program import DistributedComp
 
 
 def compile(program: Any, platform: str | None = None, distributed_config: DistributedConfig | None = None,
-            **_ignored: Any) -> DistributedCompiledProgram:  # noqa: A001 - pypto's name
+            **_ignored: Any) -> DistributedCompiledProgram:
     """Compile a ``@pl.program`` for the devices of ``distributed_config`` (default: device 0)."""
     __tracebackhide__ = True
     if not isinstance(program, CapturedProgram):

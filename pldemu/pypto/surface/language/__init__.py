@@ -47,7 +47,7 @@ class Role(enum.Enum):
     Orchestrator = "Orchestrator"
 
 
-range = DslOp("pl.range")  # noqa: A001 - pypto's own spelling
+range = DslOp("pl.range")
 unroll = DslOp("pl.unroll")
 yield_ = DslOp("pl.yield_")
 load = DslOp("pl.load")
@@ -57,8 +57,8 @@ sub = DslOp("pl.sub")
 mul = DslOp("pl.mul")
 maximum = DslOp("pl.maximum")
 minimum = DslOp("pl.minimum")
-min = DslOp("pl.min")  # noqa: A001
-max = DslOp("pl.max")  # noqa: A001
+min = DslOp("pl.min")
+max = DslOp("pl.max")
 cast = DslOp("pl.cast")
 const = DslOp("pl.const")
 read = DslOp("pl.read")
