@@ -4,7 +4,8 @@ Every argument goes to pytest verbatim (pytest's own options, pypto's ``--device
 ``--codegen-only`` and pldemu's ``--pldemu-*`` flags alike; ``pldemu pytest --help`` lists them all).
 pytest runs in this process; each compiled pypto call starts its own isolated ``mpiexec`` job. pytest's
 exit status becomes pldemu's: 0 every test passed (or was skipped), 1 a test failed, 2 bad input (a
-usage error, or no test collected), 3 an internal error, 130 interrupted.
+usage error, or no test collected), 3 an internal error, 130 interrupted (Ctrl-C), 128 + N when
+signal N (SIGTERM, SIGHUP) ended the session: the running job is killed and no further test starts.
 """
 
 from __future__ import annotations
@@ -41,4 +42,4 @@ def run(args: argparse.Namespace) -> int:
     import pytest
 
     code = int(pytest.main(pytest_argv(args)))
-    return _EXIT_CODES.get(code, EXIT_ERROR)
+    return code if code > 128 else _EXIT_CODES.get(code, EXIT_ERROR)  # 128 + N: a signal ended the session

@@ -37,6 +37,7 @@ from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.execute import ProgramRunError
 from pldemu.pypto.finder import activate, deactivate
 from pldemu.pypto.session import FrontendOptions, use_options
+from pldemu.runtime.launch import Interrupted
 
 DEFAULT_DEVICES = "0-3"
 """pypto's own default is ``0`` (one NPU), which skips every multi-rank test."""
@@ -196,6 +197,10 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
         return (yield)
     except CLEAN_FAILURES as err:
         message = f"{_caller(err, item.path)}{err}"
+    except Interrupted as stop:
+        # pytest records any other BaseException as the test's failure and carries on; a SIGTERM /
+        # SIGHUP / Ctrl-C that killed the job must end the session (128 + the signal number).
+        pytest.exit(f"pldemu: {stop}: the job and its processes were killed", returncode=stop.exit_code)
     pytest.fail(message, pytrace=False)  # outside the except: no "during handling" chain of pldemu frames
 
 

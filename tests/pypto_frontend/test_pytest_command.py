@@ -46,3 +46,13 @@ def test_help_is_pytests_with_the_layers_options(tmp_path: Path) -> None:
     assert res.returncode == 0
     for option in ("--device=IDS", "--codegen-only", "--pldemu-jitter", "--no-pldemu-races", "--confcutdir"):
         assert option in res.stdout, option
+
+
+def test_a_signal_ends_the_session(tmp_path: Path) -> None:
+    (tmp_path / "test_case.py").write_text(
+        "import os, signal, time\n\n"
+        "def test_first():\n    os.kill(os.getpid(), signal.SIGTERM)\n    time.sleep(5)\n\n"
+        "def test_second():\n    open('second-ran', 'w').close()\n")
+    res = pldemu_pytest(tmp_path, "test_case.py")
+    assert res.returncode == 128 + 15, f"exit {res.returncode}\n{res.stdout}\n{res.stderr}"
+    assert "interrupted by SIGTERM" in res.stdout + res.stderr and not (tmp_path / "second-ran").exists()
