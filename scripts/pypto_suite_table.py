@@ -12,6 +12,7 @@ once each).
 from __future__ import annotations
 
 import argparse
+import re
 import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -25,27 +26,42 @@ class FileRow:
     reasons: list[str] = field(default_factory=list)
 
 
+_TELLING = re.compile(r"exited \d+|not supported|out of scope|Error|error:|assert|needs \d+")
+
+
+def _reason(text: str) -> str:
+    """The line of a failure / error / skip text that says why (pldemu's verdict, the exception)."""
+    lines = [line.strip().removeprefix("E").strip() for line in text.strip().splitlines() if line.strip()]
+    errors = [line for line in text.splitlines() if line.startswith("E   ")]
+    if errors:  # a collection error: pytest's E-lines end with the exception
+        return errors[-1][4:].strip()[:160]
+    return next((line for line in lines if _TELLING.search(line)), lines[0] if lines else "")[:160]
+
+
 def _outcome(case: ET.Element) -> tuple[str, str]:
     for tag, name in (("failure", "failed"), ("error", "error"), ("skipped", "skipped")):
         found = case.find(tag)
         if found is not None:
-            text = (found.get("message") or found.text or "").strip()
-            return name, text.splitlines()[0][:140] if text else ""
+            message = found.get("message") or ""
+            text = found.text or "" if message in ("", "collection failure") else message
+            return name, _reason(text)
     return "passed", ""
 
 
 def _file_of(case: ET.Element) -> str:
-    name = case.get("file") or case.get("classname", "").replace(".", "/") + ".py"
-    parts = case.get("classname", "").split(".")
+    name = case.get("classname") or case.get("name", "")
+    parts = name.split(".")
     for cut in range(len(parts), 0, -1):  # classname is module[.Class]: the module path is a prefix
         if parts[cut - 1].startswith("test_"):
             return "/".join(parts[:cut]).split("distributed/")[-1] + ".py"
-    return name
+    return name or "?"
 
 
 def read(report: Path) -> dict[str, FileRow]:
     rows: dict[str, FileRow] = defaultdict(FileRow)
     for case in ET.parse(report).getroot().iter("testcase"):
+        if not case.get("name"):  # the test a stopping signal interrupted: not reported
+            continue
         row = rows[_file_of(case)]
         outcome, reason = _outcome(case)
         row.counts[outcome] += 1
