@@ -6,12 +6,14 @@ The program is tests/pypto_frontend/programs/prog_ring_shift.py. The compiled ca
 again (compiled once), but each call binds the host tensors, projects the host orchestrator per rank,
 translates, writes the artifacts (lowering every host collective once more) and writes the results
 back; ``pldemu.launch`` runs the ``translated.pld`` the call left in ``output_dir``, with the same
-inputs and runtime options. Both spawn the same ``mpiexec`` job.
+inputs and runtime options. Both spawn the same ``mpiexec`` job. Last, the same call under
+``--codegen-only`` times the front end alone (no job).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import statistics
 import time
@@ -55,9 +57,17 @@ def main() -> None:
                 start = time.perf_counter()
                 pldemu.launch(program, n, inputs=inputs, options=opts.runtime, timeout=opts.timeout)
                 launches.append(time.perf_counter() - start)
+        with use_options(dataclasses.replace(opts, codegen_only=True)):
+            fronts = []
+            for _ in range(args.repeats):
+                start = time.perf_counter()
+                compiled(rows, gots)  # bind, project, translate, write the artifacts; no job
+                fronts.append(time.perf_counter() - start)
     call, launch = statistics.median(calls), statistics.median(launches)
     print(f"{n} ranks, {args.repeats} alternating repeats, medians: compiled call {call:.3f} s, pldemu.launch of "
           f"translated.pld {launch:.3f} s, overhead {call - launch:+.3f} s ({call / launch:.2f}x)")
+    print(f"the front end alone (--codegen-only call: bind, project, translate, lower, write artifacts): "
+          f"median {statistics.median(fronts) * 1000:.1f} ms")
     print("calls:    " + " ".join(f"{t:.3f}" for t in calls))
     print("launches: " + " ".join(f"{t:.3f}" for t in launches))
 
