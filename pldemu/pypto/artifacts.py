@@ -108,15 +108,14 @@ def host_collectives(prog: CapturedProgram) -> list[FoundCollective]:
             continue
         name = _dsl_name(ev, call.func)
         if name == "pld.window" and isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
-            dtype = next((kw.value for kw in call.keywords if kw.arg == "dtype"), None)
-            value = _static(ev, dtype)
+            value = _static(ev, next((kw.value for kw in call.keywords if kw.arg == "dtype"), None))
             views[node.targets[0].id] = value.ir.value if isinstance(value, PyDType) else "fp32"
         elif name is not None and name.startswith("pld.tensor."):
             i = _TARGET_INDEX.get(name, 0)
             target = call.args[i] if len(call.args) > i else None
-            dtype = views.get(target.id, "fp32") if isinstance(target, ast.Name) else "fp32"
+            found = views.get(target.id, "fp32") if isinstance(target, ast.Name) else "fp32"
             attrs = {kw.arg: _static(ev, kw.value) for kw in call.keywords if kw.arg is not None}
-            out.append(FoundCollective(name, attrs, dtype, call.lineno))
+            out.append(FoundCollective(name, attrs, found, call.lineno))
     return out
 
 
