@@ -65,11 +65,14 @@ def write_compile_artifacts(prog: CapturedProgram, output_dir: Path, platform: s
 def variant_name(op: str, attrs: dict[str, object], dtype: str) -> str:
     """``builtin.tensor.allreduce__sum__fp32``: pypto's name of the builtin kernel of one collective."""
     short = op.rsplit(".", 1)[1]
-    parts = [short]
+    parts = [short + ("_ring" if short == "allreduce" and attrs.get("mode") == "ring" else "")]
     if short in ("allreduce", "reduce_scatter"):
         reduce = attrs.get("op")
         parts.append(getattr(reduce, "name", "Sum").lower())
-    parts.append(dtype)
+    if short == "broadcast":
+        parts.append(f"root{attrs.get('root', 0)}")
+    # pypto names the barrier's builtin after its default element type: it moves no data.
+    parts.append("fp32" if short == "barrier" else dtype)
     return "builtin.tensor." + "__".join(parts)
 
 
