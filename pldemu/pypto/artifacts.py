@@ -13,13 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from pldemu.ir import format_program
-from pldemu.ir.nodes import TensorType
 from pldemu.pypto.capture import CapturedProgram
 from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.session import FrontendOptions
 from pldemu.pypto.translate.evaluator import Evaluator
 from pldemu.pypto.translate.program import Built
-from pldemu.pypto.translate.values import HostCollective
+from pldemu.pypto.translate.values import HostCollective, HostView
 from pldemu.pypto.types import DslOp, PyDType
 
 PROGRAM_FILE = "program.py"
@@ -83,8 +82,7 @@ def _dtype_of(coll: HostCollective) -> str:
     args = coll.args
     i = _TARGET_INDEX.get(coll.op, 0)
     target = args[i] if len(args) > i else None
-    t = getattr(target, "type", None)
-    return t.dtype.value if isinstance(t, TensorType) else "int32"
+    return target.dtype.ir.value if isinstance(target, HostView) else "fp32"
 
 
 @dataclasses.dataclass(frozen=True)

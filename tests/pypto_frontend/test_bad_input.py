@@ -55,7 +55,7 @@ def test_bad_annotation_is_a_clear_type_error() -> None:
 
 
 def test_method_without_pl_function() -> None:
-    with pytest.raises(FrontendError, match="helper of @pl.program Bad is not a @pl.function"):
+    with pytest.raises(FrontendError, match=re.escape("helper of @pl.program Bad is not a @pl.function")):
         @pl.program
         class Bad:
             def helper(self) -> None:
