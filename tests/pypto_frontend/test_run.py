@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -169,7 +171,7 @@ def test_signal_reuse_race_is_reported_with_both_pypto_lines() -> None:
     with pytest.raises(ProgramRunError) as err:
         ir.compile(ReuseRace, distributed_config=_config(2))(xs, np.zeros_like(xs))
     text = str(err.value)
-    src = open(__file__).read().splitlines()
+    src = Path(__file__).read_text().splitlines()
     write = next(i + 1 for i, line in enumerate(src) if "MARK-write" in line and "next(" not in line)
     read = next(i + 1 for i, line in enumerate(src) if "MARK-read" in line and "next(" not in line)
     assert "race on data_buf" in text
