@@ -13,4 +13,7 @@ from __future__ import annotations
 
 from pldemu.pypto.finder import activate, active, deactivate
 
+pytest_plugins = ("pldemu.pypto.plugin",)
+"""``pytest -p pldemu.pypto`` loads the plugin module from here (pytest imports it; this package does not)."""
+
 __all__ = ["activate", "active", "deactivate"]
