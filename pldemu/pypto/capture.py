@@ -126,12 +126,24 @@ def _capture(cls: type, closure: Mapping[str, Any], file: str, near: int) -> Cap
                                 file, item.lineno)
         fn = cls.__dict__[item.name]
         params = tuple(a.arg for a in item.args.args[1:])
-        functions[item.name] = CapturedFunction(item.name, attrs.kind, item, params,
-                                                dict(getattr(fn, "__annotations__", {})))
+        annotations = {k: _annotation(v, closure, file, item) for k, v in getattr(fn, "__annotations__", {}).items()}
+        functions[item.name] = CapturedFunction(item.name, attrs.kind, item, params, annotations)
     prog = CapturedProgram(cls.__name__, file, functions, closure)
     for fn in functions.values():
         _check_names(prog, fn)
     return prog
+
+
+def _annotation(value: Any, closure: Mapping[str, Any], file: str, fn: ast.FunctionDef) -> Any:
+    """An annotation as a value: a string one (``from __future__ import annotations``) is evaluated in
+    the closure, as Python would have at definition time."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return eval(value, {"__builtins__": builtins}, dict(closure))
+    except Exception as err:
+        raise FrontendError(f"annotation {value!r} of {fn.name}: {type(err).__name__}: {err}", file,
+                            fn.lineno) from None
 
 
 _KNOWN_BUILTINS = frozenset({"True", "False", "None", "range", "len", "min", "max", "int", "float", "abs"})

@@ -131,7 +131,11 @@ class Evaluator:
         fn = _CMPOPS.get(type(op))
         if fn is None:
             raise self.error(f"unsupported comparison in {ast.unparse(node)!r}", node)
-        return fn(lhs, rhs)
+        try:
+            return fn(lhs, rhs)
+        except TypeError:
+            raise self.error(f"cannot compare {type(lhs).__name__} and {type(rhs).__name__} in "
+                             f"{ast.unparse(node)!r}: host control flow must not depend on tensor data", node) from None
 
     def logical(self, is_and: bool, lhs: Any, rhs: Any, node: ast.AST) -> Any:
         return (lhs and rhs) if is_and else (lhs or rhs)

@@ -265,6 +265,10 @@ def collective(tr: Any, name: str, b: dict[str, Any], node: ast.AST) -> Var:
     """Emit ``pld.tensor.<op>`` (device level or host level) with its bound arguments."""
     fb = tr.fb
     sig = _signal(tr, b["signal"], f"{name}: signal", node)
+    if len(ttype(sig).shape) == 1:
+        # pypto's host-level signals are [world_size]; pldemu's mesh recipes use the [NR, 1] layout of
+        # the same cells.
+        sig = fb.pld.tensor.view(sig, [ttype(sig).shape[0], 1])
     op = name.rsplit(".", 1)[1]
     if op == "allreduce":
         return fb.pld.tensor.allreduce(b["target"], sig, op=ReduceOp(b["op"]), mode=str(b["mode"]))

@@ -39,6 +39,7 @@ class DistributedCompiledProgram:
     """A compiled program: call it with the host tensors; Out / InOut ones are written in place."""
 
     def __init__(self, program: CapturedProgram, config: DistributedConfig, platform: str | None) -> None:
+        from pldemu.pypto.artifacts import write_compile_artifacts
         from pldemu.pypto.execute import new_output_dir
 
         self.program = program
@@ -46,6 +47,7 @@ class DistributedCompiledProgram:
         self.platform = platform
         self.output_dir: Path = new_output_dir(program)
         self.last: Any = None
+        write_compile_artifacts(program, self.output_dir, platform or "a2a3sim")
 
     @property
     def nranks(self) -> int:
