@@ -2,7 +2,7 @@
 
     pldemu pytest --junitxml=base.xml tests/st/distributed
     pldemu pytest --junitxml=jitter.xml --pldemu-jitter 50 tests/st/distributed
-    python scripts/pypto_suite_table.py base.xml jitter.xml ...
+    python scripts/pypto_suite_table.py base.xml jitter.xml ...   # base.xml,more.xml: one run in two parts
 
 One row per test file: passed / failed / skipped / errors of each run (the columns, in the order
 given), the seconds the file took in the first, and the reasons of its failures and skips (first line,
@@ -58,10 +58,15 @@ def _file_of(case: ET.Element) -> str:
 
 
 def read(report: Path) -> dict[str, FileRow]:
+    """One run's rows; ``a.xml,b.xml`` is one run split over several reports (a test's first report wins)."""
     rows: dict[str, FileRow] = defaultdict(FileRow)
-    for case in ET.parse(report).getroot().iter("testcase"):
-        if not case.get("name"):  # the test a stopping signal interrupted: not reported
+    seen: set[tuple[str, str]] = set()
+    cases = [c for part in str(report).split(",") for c in ET.parse(part).getroot().iter("testcase")]
+    for case in cases:
+        key = (case.get("classname", ""), case.get("name", ""))
+        if not key[1] or key in seen:  # no name: the test a stopping signal interrupted
             continue
+        seen.add(key)
         row = rows[_file_of(case)]
         outcome, reason = _outcome(case)
         row.counts[outcome] += 1
@@ -74,7 +79,8 @@ def read(report: Path) -> dict[str, FileRow]:
 def table(reports: list[Path]) -> str:
     runs = [read(r) for r in reports]
     files = sorted(set().union(*runs))
-    head = "| file | " + " | ".join(f"{r.stem}: pass/fail/skip/err" for r in reports) + " | s | reasons |"
+    head = "| file | " + " | ".join(f"{r.name.split(',')[0].removesuffix('.xml')}: pass/fail/skip/err"
+                                    for r in reports) + " | s | reasons |"
     lines = [head, "|" + "---|" * (len(reports) + 3)]
     for name in files:
         cells = [f"{c['passed']}/{c['failed']}/{c['skipped']}/{c['error']}"
