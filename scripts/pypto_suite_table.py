@@ -30,12 +30,17 @@ _TELLING = re.compile(r"exited \d+|not supported|out of scope|Error|error:|asser
 
 
 def _reason(text: str) -> str:
-    """The line of a failure / error / skip text that says why (pldemu's verdict, the exception)."""
+    """The line of a failure / error / skip text that says why (pldemu's verdict, the exception), with
+    paths cut to what follows ``distributed/`` and temporary folders to ``TMP``."""
+    return re.sub(r"/tmp/\S*?(?=/next_levels|\s|$)", "TMP", re.sub(r"\S*/distributed/", "", _line(text)))[:120]
+
+
+def _line(text: str) -> str:
     lines = [line.strip().removeprefix("E").strip() for line in text.strip().splitlines() if line.strip()]
     errors = [line for line in text.splitlines() if line.startswith("E   ")]
     if errors:  # a collection error: pytest's E-lines end with the exception
-        return errors[-1][4:].strip()[:160]
-    return next((line for line in lines if _TELLING.search(line)), lines[0] if lines else "")[:160]
+        return errors[-1][4:].strip()
+    return next((line for line in lines if _TELLING.search(line)), lines[0] if lines else "")
 
 
 def _outcome(case: ET.Element) -> tuple[str, str]:
