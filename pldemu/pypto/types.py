@@ -232,6 +232,10 @@ class SymInt(int):
         out.expr = expr
         return out
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A SymInt that reached an IR constant travels to the ranks as the plain int it is.
+        return (int, (int(self),))
+
     def _wrap(self, other: object, op: Callable[[Any, Any], Any], swap: bool) -> Any:
         if isinstance(other, bool) or not isinstance(other, int):
             return NotImplemented

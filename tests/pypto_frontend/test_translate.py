@@ -82,3 +82,28 @@ def test_host_tensor_slices_index_from_the_left() -> None:
     t = HostTensor("x", (), np.arange(12).reshape(2, 2, 3), pl.FP32, Direction.IN, (2, 2, 3))
     s = t[1][0]
     assert s.key == (1, 0) and s.shape == (3,) and s.dims == (3,)
+
+
+@pl.program
+class GatherRows:
+    """A rank-2 tile stored into the trailing dims of a rank-3 tensor, at a row the host chose."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def put_row(self, x: pl.Tensor[[1, COLS], pl.FP32], y: pl.InOut[pl.Tensor[[1, 3, COLS], pl.FP32]],
+                row: pl.Scalar[pl.INDEX]) -> pl.Tensor[[1, 3, COLS], pl.FP32]:
+        return pl.store(pl.load(x, [0, 0], [1, COLS]), [0, row, 0], y)
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, xs: pl.Tensor[[1, COLS], pl.FP32],
+                  ys: pl.InOut[pl.Tensor[[1, 3, COLS], pl.FP32]]) -> pl.Tensor[[1, 3, COLS], pl.FP32]:
+        self.put_row(xs, ys, 2)
+        return ys
+
+
+def test_lower_rank_tile_into_higher_rank_tensor() -> None:
+    built, _ = translate(GatherRows, 1, (np.ones((1, COLS), np.float32), np.zeros((1, 3, COLS), np.float32)))
+    calls = [c for f in built.program.functions for c in function_calls(f)]
+    view = next(c for c in calls if c.op is Op.TENSOR_VIEW)
+    store = next(c for c in calls if c.op is Op.TILE_STORE)
+    assert [getattr(d, "value", None) for d in view.type.shape] == [3, COLS]  # type: ignore[union-attr]
+    assert [getattr(o, "value", None) for o in store.args[1].items] == [2, 0]  # type: ignore[union-attr]

@@ -75,7 +75,15 @@ def _store(tr: DeviceTranslator, node: ast.Call) -> Var:
     b = bind_call(tr, node, ("tile", "offsets", "output_tensor"), {}, "pl.store")
     tile = _tile(tr, b["tile"], "pl.store: tile", node)
     t = _tensor(tr, b["output_tensor"], "pl.store: output tensor", node)
-    tr.fb.pld.tile.store(tile, list(b["offsets"]), t)
+    offsets = list(b["offsets"])
+    target = t
+    if len(tltype(tile).shape) == 2 and len(ttype(t).shape) == 3 and len(offsets) == 3:
+        # pypto stores a rank-2 tile into the two trailing dims of a rank-3 tensor: the same cells are
+        # rows o0 * Y + o1 ... of the tensor viewed as [X * Y, Z].
+        x, y, z = ttype(t).shape
+        target = tr.fb.pld.tensor.view(t, [x * y, z])
+        offsets = [as_expr(offsets[0]) * y + offsets[1], offsets[2]]
+    tr.fb.pld.tile.store(tile, offsets, target)
     return t
 
 
