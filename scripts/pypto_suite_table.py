@@ -5,8 +5,8 @@
     python scripts/pypto_suite_table.py base.xml jitter.xml ...   # base.xml,more.xml: one run in two parts
 
 One row per test file: passed / failed / skipped / errors of each run (the columns, in the order
-given), the seconds the file took in the first, and the reasons of its failures and skips (first line,
-once each).
+given; ``-``: the run did not reach the file), the seconds the file took in the first, and the
+reasons of its failures and skips (first line, once each).
 """
 
 from __future__ import annotations
@@ -88,8 +88,8 @@ def table(reports: list[Path]) -> str:
                                     for r in reports) + " | s | reasons |"
     lines = [head, "|" + "---|" * (len(reports) + 3)]
     for name in files:
-        cells = [f"{c['passed']}/{c['failed']}/{c['skipped']}/{c['error']}"
-                 for c in (run[name].counts if name in run else Counter() for run in runs)]
+        cells = [f"{c['passed']}/{c['failed']}/{c['skipped']}/{c['error']}" if name in run else "-"
+                 for c, run in ((run[name].counts if name in run else Counter(), run) for run in runs)]
         first = runs[0].get(name, FileRow())
         reasons = "; ".join(r.replace("|", "\\|") for r in first.reasons[:2])
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {first.seconds:.0f} | {reasons} |")
