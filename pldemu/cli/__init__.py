@@ -27,6 +27,7 @@ SUBCOMMANDS = MappingProxyType(
         "trace-plot": ("pldemu.cli.trace_plot", "draw a trace as per-rank swimlanes (PNG)"),
         "bench": ("pldemu.cli.bench", "benchmark recipes against native MPI (nccl-tests style)"),
         "casts": ("pldemu.cli.casts", "run NeuronEliminateCasts on a Neuron kernel (.nki): verdicts, bytes, errors"),
+        "pytest": ("pldemu.cli.pytest_run", "run pytest with the pypto layer: pypto's distributed tests on MPI ranks"),
     }
 )
 
@@ -61,13 +62,26 @@ def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentPa
     return parser
 
 
+def parse_command_line(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
+    """``argv`` parsed. A subcommand whose module sets ``VERBATIM = "<dest>"`` (pytest) gets every word
+    after its name unparsed in ``args.<dest>``: argparse would misread another program's options."""
+    words = list(argv)
+    module = SUBCOMMANDS.get(words[0]) if words else None
+    dest = getattr(import_module(module[0]), "VERBATIM", None) if module is not None else None
+    if dest is None:
+        return parser.parse_args(words)
+    args = parser.parse_args(words[:1])
+    setattr(args, dest, words[1:])
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``pldemu`` command. SIGTERM, SIGHUP and Ctrl-C end it with 128 + the signal number after
     killing whatever job it started (:func:`pldemu.runtime.launch.interruptible`), without a traceback."""
     argv = sys.argv[1:] if argv is None else list(argv)
     # The first word that is not an option names the command (the top level has no option but -h).
     parser = build_parser([next((word for word in argv if not word.startswith("-")), "")])
-    args = parser.parse_args(argv)
+    args = parse_command_line(parser, argv)
     from pldemu.cli.common import UsageError, settle_placement, usage_error
     from pldemu.runtime.launch import Interrupted, interruptible, startup_mark
 

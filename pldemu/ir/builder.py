@@ -144,6 +144,16 @@ class FunctionBuilder:
                 stmt = dataclasses.replace(stmt, origin=origin)
         self._blocks[-1].append(stmt)
 
+    def retarget_last(self, fresh: Var, existing: Var) -> bool:
+        """Make the statement just emitted, ``fresh = value``, assign ``existing`` instead (a front end
+        re-binding a name, as in ``acc = add(acc, x)`` inside a loop); False when it is not that."""
+        block = self._blocks[-1]
+        last = block[-1] if block else None
+        if not isinstance(last, AssignStmt) or last.var != fresh or fresh.type != existing.type:
+            return False
+        block[-1] = dataclasses.replace(last, var=existing)
+        return True
+
     def let(self, hint: str, value: ExprLike) -> Var:
         """Bind ``value`` to a fresh variable and return it."""
         e = as_expr(value)
