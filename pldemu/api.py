@@ -7,6 +7,11 @@
                            options=pldemu.RuntimeOptions(jitter_us=50, race_detect=True), timeout=60)
     result.expect({"x": np.full((2, 64), 6, np.float32)})   # AssertionError with #wrong rows
 
+Arrays of every dtype travel both ways, ``ml_dtypes.bfloat16`` and the FP8 types included: inputs are
+given as arrays of the buffer's dtype, and ``result.buffers`` holds arrays of the declared dtypes.
+``expect_buffers={"y": "want"}`` is ``pldemu run --expect-buffer y=want``: every rank compares its
+final buffer ``y`` with its final buffer ``want`` (a reference the program computed).
+
 :func:`launch` spawns an isolated ``mpiexec`` job (``pldemu run`` under it, in its own session, killed
 as a whole after ``timeout``) and never imports MPI in the calling process, so it is safe inside a
 test runner or a notebook. Inputs go to the job and final buffers come back as ``.npy`` files in a
@@ -19,6 +24,7 @@ unless ``check=False``, which returns the :class:`RunResult` whatever happened.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import tempfile
@@ -36,11 +42,14 @@ from pldemu.job.buffer_io import (
     BufferFileError,
     Mismatch,
     Tolerance,
+    as_declared,
+    buffer_name,
     compare,
 )
 from pldemu.job.flags import options_argv
 from pldemu.job.launch import LOCAL, Placement
 from pldemu.job.precheck import StaticBuffer, static_buffers
+from pldemu.job.run_io import DataFlags, check_pair
 from pldemu.runtime.options import RuntimeOptions
 
 ArrayLike: TypeAlias = Any
@@ -141,7 +150,9 @@ class RunResult:
 
 def launch(program: Program | str | os.PathLike[str], ranks: int, *, inputs: Inputs | None = None,
            options: RuntimeOptions | None = None, timeout: float | None = None, check: bool = True,
-           iters: int = 1, lower: bool = True, placement: Placement | None = None) -> RunResult:
+           iters: int = 1, lower: bool = True, placement: Placement | None = None,
+           expect_buffers: Mapping[str, str] | Sequence[tuple[str, str]] = (), rtol: float = 0.0,
+           atol: float = 0.0) -> RunResult:
     """Run ``program`` on ``ranks`` MPI ranks in an isolated ``mpiexec`` job and collect the result.
 
     ``program``: a :class:`~pldemu.ir.Program` or the path of a ``.pld`` / Python builder file (lowered
@@ -153,6 +164,10 @@ def launch(program: Program | str | os.PathLike[str], ranks: int, *, inputs: Inp
     (``pldemu run --iters``). ``check``: raise :class:`JobError` unless the job exits 0.
     ``placement``: where the ranks run (:class:`pldemu.job.launch.Placement`, e.g.
     ``Placement(sim_hosts=(2, 2))``; default this machine); it must hold ``ranks`` ranks.
+    ``expect_buffers``: ``{actual: expected}`` (or pairs), ``pldemu run --expect-buffer``: every rank
+    compares its final buffer ``actual`` with its final buffer ``expected``, within ``rtol`` / ``atol``
+    (exact by default; NaN equals NaN); a mismatch is exit 1, its rows in ``RunResult.mismatches``.
+    Names, dtypes and shapes are checked here (``ValueError``).
     """
     if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
         raise ValueError(f"ranks must be a positive integer, got {ranks!r}")
@@ -161,19 +176,27 @@ def launch(program: Program | str | os.PathLike[str], ranks: int, *, inputs: Inp
         raise ValueError(f"{where.describe()} run {where.ranks} ranks, not {ranks}")
     limit = DEFAULT_TIMEOUT if timeout is None else float(timeout)
     opts = options if options is not None else RuntimeOptions(timeout=max(1.0, min(30.0, limit / 3)))
+    pairs = tuple(expect_buffers.items() if isinstance(expect_buffers, Mapping) else expect_buffers)
+    if (rtol or atol) and not pairs:
+        raise ValueError("rtol / atol apply to expect_buffers (RunResult.expect takes its own)")
     with tempfile.TemporaryDirectory(prefix="pldemu-launch-") as tmp:
         work = Path(tmp)
         source, loaded = _program_file(program, work)
-        argv = ["run", str(source), "-n", str(ranks), "--dump", str(work / "out"), "--report",
-                str(work / "report.json"), "--job-timeout", repr(limit), *options_argv(opts, "run")]
+        # Lowered here only when needed (inputs, pairs, a bf16 / fp8 buffer to return): it costs an import.
+        specs = functools.cache(functools.partial(_specs, loaded, lower, ranks))
+        for pair in pairs:
+            check_pair(pair, specs())
+        data = DataFlags(inputs=None if inputs is None else work / "inputs", report=work / "report.json",
+                         expect_buffer=pairs, rtol=rtol, atol=atol)
+        argv = ["run", str(source), "-n", str(ranks), "--dump", str(work / "out"), *data.argv(),
+                "--job-timeout", repr(limit), *options_argv(opts, "run")]
         if not lower:
             argv.append("--no-lower")
         if iters != 1:
             argv += ["--iters", str(iters)]
         if inputs is not None:
-            _write_inputs(inputs, _specs(loaded, lower, ranks), ranks, work / "inputs")
-            argv += ["--inputs", str(work / "inputs")]
-        result = _run(ranks, argv, limit, work, where)
+            _write_inputs(inputs, specs(), ranks, work / "inputs")
+        result = _run(ranks, argv, limit, work, where, specs)
     if check and not result.ok:
         raise JobError(result)
     return result
@@ -240,7 +263,8 @@ def _input_array(name: str, value: ArrayLike, specs: Mapping[str, StaticBuffer],
     return arr
 
 
-def _run(ranks: int, argv: list[str], limit: float, work: Path, where: Placement) -> RunResult:
+def _run(ranks: int, argv: list[str], limit: float, work: Path, where: Placement,
+         specs: Callable[[], Mapping[str, StaticBuffer]]) -> RunResult:
     from pldemu.job.launch import pldemu_argv, run_job
 
     log = work / "output.txt"
@@ -250,10 +274,18 @@ def _run(ranks: int, argv: list[str], limit: float, work: Path, where: Placement
         code = run_job(ranks, pldemu_argv(argv), limit + 5.0, stdout=out, stderr=out, placement=where)
     code = code if 0 <= code <= 255 else 3
     wall = time.monotonic() - start
-    return _collect(ranks, code, log.read_text(errors="replace"), wall, work)
+    return _collect(ranks, code, log.read_text(errors="replace"), wall, work, specs)
 
 
-def _collect(ranks: int, code: int, output: str, wall: float, work: Path) -> RunResult:
+def _declared(arr: np.ndarray, name: str, specs: Callable[[], Mapping[str, StaticBuffer]]) -> np.ndarray:
+    """A dumped buffer in its declared dtype (``np.save`` wrote a bf16 / fp8 one as void bytes)."""
+    if arr.dtype.kind != "V" or name not in specs():
+        return arr
+    return as_declared(arr, specs()[name].dtype)
+
+
+def _collect(ranks: int, code: int, output: str, wall: float, work: Path,
+             specs: Callable[[], Mapping[str, StaticBuffer]]) -> RunResult:
     report_file = work / "report.json"
     report: dict[str, Any] = json.loads(report_file.read_text()) if report_file.is_file() else {}
     failures = {r: p.read_text(errors="replace") for r in range(ranks)
@@ -261,7 +293,8 @@ def _collect(ranks: int, code: int, output: str, wall: float, work: Path) -> Run
     out = work / "out"
     buffers: tuple[dict[str, np.ndarray], ...] = ()
     if report:
-        buffers = tuple({p.stem: np.load(p) for p in sorted((out / RANK_DIR.format(rank=r)).glob("*.npy"))}
+        buffers = tuple({buffer_name(p): _declared(np.load(p), buffer_name(p), specs)
+                         for p in sorted((out / RANK_DIR.format(rank=r)).glob("*.npy"))}
                         for r in range(ranks))
     text = (out / "program.pld").read_text() if (out / "program.pld").is_file() else ""
     return RunResult(ranks, code, output, wall, buffers, report.get("ops", {}), tuple(report.get("seconds", ())),

@@ -74,6 +74,13 @@ HOST_POLICY = PollPolicy(spin_polls=0, yield_polls=0, min_sleep=1e-5, max_sleep=
 """The back-off of the harnesses' and checkers' own exchanges: they wait for peers that may run a
 whole block of calls first, so they sleep at once and let those peers have the cores."""
 
+CHECKPOINT_POLICY = PollPolicy(spin_polls=16, yield_polls=0, min_sleep=1e-5, max_sleep=1e-4)
+"""The back-off of the race detector's checkpoint exchanges, nine in a row with every rank already
+there: a few polls, then sleeps of at most 100 us.  With :data:`HOST_POLICY`'s sleeps doubling to
+1 ms each exchange overslept by up to a millisecond: the checkpoint took 41 ms of rank 0's time per
+block of 10 barriers (``pldemu stress barrier -n 4``, cProfile of rank 0 on 2 loaded cores), the
+larger part of the detector's cost (docs/benchmarks.md, issue 23)."""
+
 
 Blocker = Callable[[float], bool]
 """``block(timeout)``: sleep in the kernel until the awaited word may have changed, at most
@@ -265,6 +272,7 @@ def _displs(counts: np.ndarray) -> np.ndarray:
 
 
 __all__ = [
+    "CHECKPOINT_POLICY",
     "DEFAULT_POLICY",
     "HOST_POLICY",
     "TIMED_POLICY",

@@ -2,28 +2,45 @@
 
 BF16 is ``ml_dtypes.bfloat16``: a real 2-byte numpy extension type (kind 'V', not 'f'), so "is this a
 float array" must be asked here rather than through ``dtype.kind``. No MPI, no IR imports.
+
+``ml_dtypes`` is imported on first use of :data:`BFLOAT16`, :data:`FLOAT8_E4M3FN` or
+:data:`FLOAT8_E8M0` (module attributes resolved lazily): a program without those types never pays
+for it (30 ms of every rank's start-up; docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
-BFLOAT16: np.dtype[Any] = np.dtype(ml_dtypes.bfloat16)
-FLOAT8_E4M3FN: np.dtype[Any] = np.dtype(ml_dtypes.float8_e4m3fn)
-"""MXFP8 data: 1 sign, 4 exponent, 3 mantissa bits, no infinities, NaN = S.1111.111 (0x7F / 0xFF)."""
-FLOAT8_E8M0: np.dtype[Any] = np.dtype(ml_dtypes.float8_e8m0fnu)
-"""MX shared scale: an unsigned biased exponent byte, value 2^(b - 127), 0xFF = NaN."""
+_ML_DTYPES = {"BFLOAT16": "bfloat16", "FLOAT8_E4M3FN": "float8_e4m3fn", "FLOAT8_E8M0": "float8_e8m0fnu"}
+"""Module attribute -> the ml_dtypes type (and numpy dtype name) it stands for.
+
+BFLOAT16: 1 sign, 8 exponent, 7 mantissa bits. FLOAT8_E4M3FN: MXFP8 data, 1 sign, 4 exponent, 3
+mantissa bits, no infinities, NaN = S.1111.111 (0x7F / 0xFF). FLOAT8_E8M0: the MX shared scale, an
+unsigned biased exponent byte, value 2^(b - 127), 0xFF = NaN."""
+
+_EXTENSION_FLOATS = frozenset(_ML_DTYPES.values())
 
 
-_EXTENSION_FLOATS = frozenset({BFLOAT16, FLOAT8_E4M3FN, FLOAT8_E8M0})
+def __getattr__(name: str) -> Any:
+    kind = _ML_DTYPES.get(name)
+    if kind is None:
+        raise AttributeError(f"module 'pldemu.npdtypes' has no attribute {name!r}")
+    import ml_dtypes
+
+    return np.dtype(getattr(ml_dtypes, kind))
 
 
 def is_float_dtype(dtype: np.dtype[Any]) -> bool:
-    """True for numpy's float types and the ml_dtypes ones pldemu holds (bfloat16, the two FP8 types)."""
-    return dtype.kind == "f" or dtype in _EXTENSION_FLOATS
+    """True for numpy's float types and the ml_dtypes ones pldemu holds (bfloat16, the two FP8 types);
+    asked by name, so that it never imports ml_dtypes (an array of those types already has)."""
+    return dtype.kind == "f" or (dtype.kind == "V" and dtype.name in _EXTENSION_FLOATS)
 
+
+BFLOAT16: np.dtype[Any]
+FLOAT8_E4M3FN: np.dtype[Any]
+FLOAT8_E8M0: np.dtype[Any]
 
 __all__ = ["BFLOAT16", "FLOAT8_E4M3FN", "FLOAT8_E8M0", "is_float_dtype"]

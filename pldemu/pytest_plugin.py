@@ -12,7 +12,7 @@ every rank's output, the race / invariant / deadlock reports and, with ``expect=
 Command-line options apply to every marked test: ``--pldemu-ranks 2,4`` (replaces the marker's list),
 ``--pldemu-timeout S``, ``--pldemu-seed N``, and the schedule flags ``--pldemu-jitter US``,
 ``--pldemu-straggler R:US``, ``--pldemu-skew US``, ``--pldemu-visibility deferred``,
-``--pldemu-races``, ``--pldemu-invariants``, which override the test's own ``RuntimeOptions``; and
+``--pldemu-races`` (``--no-pldemu-races``), ``--pldemu-invariants``, which override the test's own ``RuntimeOptions``; and
 ``--pldemu-sim-hosts HxR`` (every job on H simulated hosts of R ranks, root only).
 
 Marked tests are skipped inside an MPI job (pytest-mpi's ``--with-mpi``, or a rank of ``mpiexec``):
@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -56,7 +57,8 @@ _OPTIONS: Mapping[str, tuple[str | None, dict[str, Any]]] = {
     "straggler": ("straggler", {"type": straggler, "metavar": "R:US", "help": "rank R is slower by US per primitive"}),
     "skew": ("skew_us", {"type": microseconds, "metavar": "US", "help": "random delay before every call"}),
     "visibility": ("visibility", {"choices": VISIBILITY_MODES, "help": "when puts become visible"}),
-    "races": ("race_detect", {"action": "store_true", "default": None, "help": "detect data races"}),
+    "races": ("race_detect", {"action": argparse.BooleanOptionalAction, "default": None,
+                              "help": "detect data races (--no-pldemu-races: do not)"}),
     "invariants": ("invariants", {"action": "store_true", "default": None, "help": "check protocol invariants"}),
 }
 
@@ -108,14 +110,17 @@ class Runner:
 
     def __call__(self, program: Any, *, inputs: Inputs | None = None, options: RuntimeOptions | None = None,
                  expect: Mapping[str, PerRank] | None = None, rtol: float = 0.0, atol: float = 0.0,
-                 iters: int = 1, check: bool = True) -> RunResult:
+                 iters: int = 1, check: bool = True, expect_buffers: Mapping[str, str] = MappingProxyType({})
+                 ) -> RunResult:
         """Run ``program`` (see :func:`pldemu.launch`); with ``check`` a failed job or a mismatch with
-        ``expect`` fails the test with the full report. Returns the result."""
+        ``expect`` (or between the buffer pairs of ``expect_buffers``, within ``rtol`` / ``atol``) fails
+        the test with the full report. Returns the result."""
         opts = options if options is not None else RuntimeOptions(timeout=max(1.0, min(30.0, self.timeout / 3)))
         if self.overrides:
             opts = dataclasses.replace(opts, **self.overrides)
         result = launch(program, self.ranks, inputs=inputs, options=opts, timeout=self.timeout,
-                        iters=iters, check=False, placement=self.placement)
+                        iters=iters, check=False, placement=self.placement, expect_buffers=expect_buffers,
+                        rtol=rtol if expect_buffers else 0.0, atol=atol if expect_buffers else 0.0)
         if check and not result.ok:
             pytest.fail(result.describe_failure(), pytrace=False)
         if check and expect is not None:
@@ -134,16 +139,21 @@ def _differences(result: RunResult, expect: Mapping[str, PerRank], rtol: float, 
     return ""
 
 
+def runtime_overrides(config: pytest.Config) -> dict[str, Any]:
+    """The ``RuntimeOptions`` fields the ``--pldemu-*`` flags of the command line set (only those given)."""
+    return {field: value for name, (field, _) in _OPTIONS.items()
+            if field is not None and (value := config.getoption(f"pldemu_{name}")) is not None}
+
+
 @pytest.fixture
 def pldemu_run(request: pytest.FixtureRequest, pldemu_ranks: int) -> Callable[..., RunResult]:
     """Run a program on this test's rank count (see :class:`Runner`)."""
     marker = request.node.get_closest_marker(MARKER)
     timeout = request.config.getoption("pldemu_timeout") or (
         marker.kwargs.get("timeout", DEFAULT_TIMEOUT) if marker is not None else DEFAULT_TIMEOUT)
-    overrides = {field: value for name, (field, _) in _OPTIONS.items()
-                 if field is not None and (value := request.config.getoption(f"pldemu_{name}")) is not None}
+    overrides = runtime_overrides(request.config)
     hosts = request.config.getoption("pldemu_sim_hosts")
     return Runner(pldemu_ranks, float(timeout), overrides, Placement(sim_hosts=hosts) if hosts else None)
 
 
-__all__ = ["MARKER", "Runner", "pldemu_ranks", "pldemu_run"]
+__all__ = ["MARKER", "Runner", "pldemu_ranks", "pldemu_run", "runtime_overrides"]

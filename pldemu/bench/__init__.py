@@ -8,12 +8,28 @@ contenders, max over ranks, median over iterations):
 * ``bulk`` -- one large put / get / remote_load against memcpy;
 * ``report`` -- tables, targets, JSON and the busbw plot; ``runner`` -- ``run_bench``.
 
-Importing this package initialises MPI (through mpi4py); the CLI imports it inside the job only.
+* ``startup`` -- one job's start-up against bare ``mpiexec`` + Python, run from the launcher (no MPI).
+
+Importing ``common`` and the families initialises MPI (through mpi4py); the names below are imported
+on first use, so that ``pldemu bench startup`` (``pldemu.bench.startup``) stays MPI-free.
 """
 
-from pldemu.bench.common import BenchError, format_size, parse_size, parse_sizes
-from pldemu.bench.report import BenchReport, Target
-from pldemu.bench.runner import SECTIONS, WHATS, BenchConfig, run_bench
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+_LAZY = {"BenchError": "common", "format_size": "common", "parse_size": "common", "parse_sizes": "common",
+         "BenchReport": "report", "Target": "report",
+         "SECTIONS": "runner", "WHATS": "runner", "BenchConfig": "runner", "run_bench": "runner"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pldemu.bench' has no attribute {name!r}")
+    return getattr(import_module(f"pldemu.bench.{module}"), name)
+
 
 __all__ = [
     "SECTIONS",

@@ -48,7 +48,7 @@ from pldemu.bench.common import (
 )
 from pldemu.ir import parse_program
 from pldemu.ir.enums import NotifyOp, WaitCmp
-from pldemu.mpi import DEFAULT_POLICY, Backoff
+from pldemu.mpi import DEFAULT_POLICY, Backoff, PollPolicy
 from pldemu.windows import Window, allocate_window, mpi_window
 from pldemu.windows.base import segment_array
 from pldemu.windows.futex import Futex, load_futex
@@ -269,15 +269,16 @@ def _windows_hop(sig: Window, laps_done: list[int], laps: int) -> None:
             sig.notify(right, 0, 1, NotifyOp.AtomicAdd)
 
 
-def _windows_barrier(sig: Window, rounds: int) -> None:
-    """``pld.tensor.barrier``'s recipe written against ``pldemu.windows`` directly: credit every
-    peer, wait for every peer's credit, retire the credits (self-notify -1 per source)."""
+def windows_barrier(sig: Window, rounds: int, policy: PollPolicy = DEFAULT_POLICY) -> None:
+    """``pld.tensor.barrier``'s recipe written against ``pldemu.windows`` directly, ``rounds`` times:
+    credit every peer, wait for every peer's credit (backing off as ``policy`` says), retire the
+    credits (self-notify -1 per source)."""
     me, n = sig.rank, sig.size
     for _ in range(rounds):
         for k in range(1, n):
             sig.notify((me + k) % n, me, 1, NotifyOp.AtomicAdd)
         for k in range(1, n):
-            sig.wait((me + k) % n, 1, WaitCmp.Ge, timeout=WAIT_TIMEOUT)
+            sig.wait((me + k) % n, 1, WaitCmp.Ge, timeout=WAIT_TIMEOUT, policy=policy)
         for k in range(1, n):
             sig.notify(me, (me + k) % n, -1, NotifyOp.AtomicAdd)
 
@@ -300,7 +301,7 @@ def bench_signals(comm: MPI.Intracomm, options: Any, warmup: int, iters: int) ->
         bar_row = _three_way(comm, inst.backend, ("barrier round", "bench.barrier", n), lambda raw, sig: [
             Contender("raw", lambda: raw.barrier_rounds(BARRIER_ROUNDS), per_call=BARRIER_ROUNDS),
             Contender("pldemu", repeated(inst.run, BARRIER_ROUNDS), per_call=BARRIER_ROUNDS),
-            Contender("windows", lambda: _windows_barrier(sig, BARRIER_ROUNDS), per_call=BARRIER_ROUNDS),
+            Contender("windows", lambda: windows_barrier(sig, BARRIER_ROUNDS), per_call=BARRIER_ROUNDS),
         ], warmup, iters)
     return [hop_row, bar_row]
 
@@ -324,4 +325,4 @@ def _three_way(comm: MPI.Intracomm, backend: str, what: tuple[str, str, int],
 
 
 __all__ = ["BARRIER_ROUNDS", "FLOOR_HOPS", "HOP_ROUNDS", "FutexPingPong", "RawSignals", "SignalRow", "bench_signals",
-           "hop_program"]
+           "hop_program", "windows_barrier"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from importlib import import_module
 from types import MappingProxyType
 from typing import NoReturn
@@ -28,6 +28,7 @@ SUBCOMMANDS = MappingProxyType(
         "trace-plot": ("pldemu.cli.commands.trace_plot", "draw a trace as per-rank swimlanes (PNG)"),
         "bench": ("pldemu.cli.commands.bench", "benchmark recipes against native MPI (nccl-tests style)"),
         "casts": ("pldemu.cli.commands.casts", "run NeuronEliminateCasts on a Neuron kernel (.nki): verdicts, bytes, errors"),
+        "pytest": ("pldemu.cli.commands.pytest_run", "run pytest with the pypto layer: pypto's distributed tests on MPI ranks"),
     }
 )
 
@@ -40,10 +41,16 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """The ``pldemu`` parser. ``commands``: the subcommands whose modules are imported and whose
+    arguments are added (default: all); the others are listed with their help line only, so that
+    ``pldemu --help`` and one command's start-up import nothing of the commands not run."""
     parser = Parser(prog="pldemu", description="Run pld.tensor.* collectives for real on MPI.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
     for name, (module, help_text) in SUBCOMMANDS.items():
+        if commands is not None and name not in commands:
+            sub.add_parser(name, help=help_text, description=help_text)
+            continue
         try:
             mod = import_module(module)
         except ModuleNotFoundError as err:
@@ -56,15 +63,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse_command_line(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
+    """``argv`` parsed. A subcommand whose module sets ``VERBATIM = "<dest>"`` (pytest) gets every word
+    after its name unparsed in ``args.<dest>``: argparse would misread another program's options."""
+    words = list(argv)
+    module = SUBCOMMANDS.get(words[0]) if words else None
+    dest = getattr(import_module(module[0]), "VERBATIM", None) if module is not None else None
+    if dest is None:
+        return parser.parse_args(words)
+    args = parser.parse_args(words[:1])
+    setattr(args, dest, words[1:])
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``pldemu`` command. SIGTERM, SIGHUP and Ctrl-C end it with 128 + the signal number after
     killing whatever job it started (:func:`pldemu.job.launch.interruptible`), without a traceback."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # The first word that is not an option names the command (the top level has no option but -h).
+    parser = build_parser([next((word for word in argv if not word.startswith("-")), "")])
+    args = parse_command_line(parser, argv)
     from pldemu.cli.common import settle_placement
     from pldemu.job.exits import UsageError, usage_error
-    from pldemu.job.launch import Interrupted, interruptible
+    from pldemu.job.launch import Interrupted, interruptible, startup_mark
 
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    startup_mark("parsed")
     try:
         args = settle_placement(args)
     except UsageError as err:

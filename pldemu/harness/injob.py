@@ -3,7 +3,8 @@
 A bad input is found identically on every rank before any MPI traffic: :func:`refuse` prints it once
 (rank 0) and returns exit 2. A failure inside the job ends it: :func:`abort_with` prints, gives the
 process manager a moment to forward the message, then aborts every rank (exit 3);
-:func:`abort_on_deadlock` prints a wait-for report once. One home for run, check, stress, bench and demo.
+:func:`abort_on_deadlock` prints a wait-for report once, :func:`abort_on_error` names the
+error; under a pldemu launcher the messages are left for it, which prints each failure once. One home for run, check, stress, bench and demo.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import sys
 from typing import Any, NoReturn
 
 from pldemu.job.exits import EXIT_ERROR, EXIT_USAGE, UsageError, usage_error
+from pldemu.job.launch import RankFailure, note_failure
 
 ABORT_GRACE = 0.5
 """Seconds between a failing rank's message and its MPI_Abort (see :func:`abort_with`)."""
@@ -26,27 +28,52 @@ def say(text: str) -> None:
     sys.stderr.flush()
 
 
-def abort_with(comm: Any, text: str) -> NoReturn:
-    """Print ``text`` (if any), give the process manager a moment to forward it, end the whole job
-    (exit 3). ``MPI_Abort`` kills every rank at once, including output still in a pipe between this
-    rank and mpiexec: without the pause a one-rank failure could end the job without its message."""
+def abort_with(comm: Any, text: str, *, head: str = "", key: str = "", hint: str = "",
+               full: bool = True) -> NoReturn:
+    """End the whole job (exit 3) after this rank's failure ``text`` (empty: nothing to say).
+
+    ``head`` is the command's prefix (``pldemu run: ``); ranks whose failures share ``key`` (default:
+    the text) hit the same failure. Under a pldemu launcher the message is left for it, which prints
+    each failure once with the ranks that hit it (:func:`pldemu.job.launch.failure_report`);
+    elsewhere this rank prints ``HEAD rank R: TEXT`` and ``hint``. Then a pause before ``MPI_Abort``:
+    peers on other hosts may still read our windows, and ``MPI_Abort`` kills every rank at once,
+    including output still in a pipe between this rank and mpiexec."""
     from pldemu.job.launch import abort_job
     from pldemu.mpi import progress_sleep
 
     if text:
-        say(text)
+        _tell(RankFailure(comm.Get_rank(), text, head, key, hint, full))
     progress_sleep(comm, ABORT_GRACE)  # peers on other hosts may still be reading our windows
     abort_job(comm, EXIT_ERROR)
 
 
-def abort_on_deadlock(comm: Any, prefix: str, err: Any, hint: str = "") -> NoReturn:
-    """End the job after a ``DeadlockError``: the rank that saw the deadlock first prints the whole
+def _tell(failure: RankFailure) -> None:
+    """Leave ``failure`` for the launcher that spawned this job, or print it when there is none."""
+    if not note_failure(failure):
+        say(failure.line + (f"\n{failure.hint}" if failure.hint else ""))
+
+
+def abort_on_error(comm: Any, head: str, err: BaseException, hint: str = "") -> NoReturn:
+    """End the job after ``err`` (a refused access, a program error): ranks that fail at one program
+    location with one error type are one failure (their messages name their own ranks)."""
+    from pldemu.runtime.errors import failure_key
+
+    abort_with(comm, f"{type(err).__name__}: {err}", head=head, key=failure_key(err), hint=hint)
+
+
+DEADLOCK_KEY = "DeadlockError: a wait timed out"
+"""What every rank whose wait gave up has in common (the rank that saw it first prints the report)."""
+
+
+def abort_on_deadlock(comm: Any, head: str, err: Any, hint: str = "") -> NoReturn:
+    """End the job after a ``DeadlockError``: the rank that saw the deadlock first gives the whole
     wait-for report, every other rank one line, so the graph is printed once."""
     if err.primary:
-        abort_with(comm, f"{prefix}{err}" + (f"\n{hint}" if hint else ""))
+        abort_with(comm, str(err), head=head, key=DEADLOCK_KEY, hint=hint)
     from pldemu.mpi import progress_sleep
 
-    say(f"{prefix}{err.message} (the wait-for report comes from a lower rank)")
+    _tell(RankFailure(comm.Get_rank(), f"{err.message} (the wait-for report comes from a lower rank)", head,
+                      DEADLOCK_KEY, hint, full=False))
     progress_sleep(comm, NONPRIMARY_GRACE)  # the lower rank reads our windows for its report
     abort_with(comm, "")
 
@@ -65,4 +92,5 @@ def refuse(comm: Any, command: str, err: Exception) -> int:
     return EXIT_USAGE
 
 
-__all__ = ["ABORT_GRACE", "NONPRIMARY_GRACE", "abort_on_deadlock", "abort_with", "check_job_size", "refuse", "say"]
+__all__ = ["ABORT_GRACE", "DEADLOCK_KEY", "NONPRIMARY_GRACE", "abort_on_deadlock", "abort_on_error", "abort_with",
+           "check_job_size", "refuse", "say"]

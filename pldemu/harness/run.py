@@ -25,9 +25,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pldemu.harness import injob
-from pldemu.ir import DType, Program
+from pldemu.ir import BufferKind, Program
 from pldemu.job.buffer_io import Mismatch
 from pldemu.job.exits import EXIT_FAIL, EXIT_OK, EXIT_RACES, UsageError
+from pldemu.job.launch import startup_mark
 from pldemu.job.run_io import NO_IO, JobIO
 from pldemu.npdtypes import is_float_dtype
 from pldemu.runtime.options import RuntimeOptions
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from pldemu.harness.repeat import RepeatResult
     from pldemu.runtime.instrument.invariants import Violation
     from pldemu.runtime.instrument.races import RaceReport
+    from pldemu.runtime.instrument.written import WriteTracker
     from pldemu.runtime.interpreter import ProgramInstance
     from pldemu.runtime.sites import OpEvent
 
@@ -96,21 +98,26 @@ class Ran:
         return total
 
 
-def buffer_summary(a: np.ndarray) -> str:
-    """One buffer's final contents as one line: sum, min, max (NaNs counted) and a crc32."""
+def buffer_summary(a: np.ndarray, unwritten: int = 0) -> str:
+    """One buffer's final contents on one rank as one line: sum, min, max (NaNs counted) and a crc32;
+    ``unwritten``: how many of its elements no rank wrote (tracked as the run went,
+    :mod:`pldemu.runtime.instrument.written`: a written NaN is data, not poison)."""
     crc = zlib.crc32(np.ascontiguousarray(a).tobytes())
     if a.size == 0:
         return f"empty crc32={crc:08x}"
+    if unwritten >= a.size:
+        return f"never written (all {a.size} elements hold the initial fill) crc32={crc:08x}"
+    rest = f" unwritten={unwritten}" if unwritten else ""
     if is_float_dtype(a.dtype):
         nan = int(np.isnan(a).sum())
         finite = a[~np.isnan(a)]
         if finite.size == 0:
-            return f"all {a.size} NaN (poison: never written?) crc32={crc:08x}"
+            return f"all {a.size} NaN{rest} crc32={crc:08x}"
         total = float(finite.astype(np.float64).sum())
         return (f"sum={total:.6g} min={float(finite.min()):.6g} max={float(finite.max()):.6g} "
-                f"nan={nan} crc32={crc:08x}")
+                f"nan={nan}{rest} crc32={crc:08x}")
     values = a.astype(np.int64)
-    return f"sum={int(values.sum())} min={int(values.min())} max={int(values.max())} crc32={crc:08x}"
+    return f"sum={int(values.sum())} min={int(values.min())} max={int(values.max())}{rest} crc32={crc:08x}"
 
 
 def run_once(comm: MPI.Intracomm, program: Program, options: RuntimeOptions, plan: RunPlan,
@@ -118,33 +125,46 @@ def run_once(comm: MPI.Intracomm, program: Program, options: RuntimeOptions, pla
     """Run ``program`` on every rank of ``comm`` as ``plan`` says (collective) and return the
     :class:`Ran`; None after a usage error every rank reached (rank 0 printed it, MPI is finalized).
     ``listeners`` are attached to the instance besides the op counter (traces, extra checks)."""
+    from pldemu.runtime.instrument.written import WriteTracker
     from pldemu.runtime.interpreter import OpCounter
 
     inst = _instance(comm, program, options, plan)
     if inst is None:
         return None
+    startup_mark("windows")
     counter = OpCounter()
     inst.add_listener(counter)
     for fn in listeners:
         inst.add_listener(fn)
-    _load_inputs(comm, inst, options, plan.io)
+    written = WriteTracker(comm.Get_rank(), comm.Get_size())
+    inst.add_monitor(written)
+    _load_inputs(comm, inst, options, plan.io, written)
     comm.Barrier()
     seconds, repeated = _execute(comm, inst, options, plan)
+    startup_mark("ran")
     violations, races = _verdicts(comm, inst, options, repeated)
     checked, mismatches = plan.io.expected(comm.Get_rank(), inst.local)
     wrong = comm.allreduce(len(mismatches))
     failed = wrong or violations or (repeated is not None and (repeated.cells_nonzero or repeated.invariant_violations))
     code = EXIT_FAIL if failed else EXIT_RACES if races else EXIT_OK
-    mine = RankFigures(seconds, {op.text: n for op, n in counter.counts.items()},
-                       {name: buffer_summary(inst.local(name)) for name in inst.buffer_names()}, checked, mismatches)
+    unwritten = _unwritten(comm, inst, written)
+    signals = {d.var.name for d in program.buffers if d.kind is BufferKind.SIGNAL}
+    summaries = {name: buffer_summary(inst.local(name), 0 if name in signals else unwritten.get(name, 0))
+                 for name in inst.buffer_names()}
+    mine = RankFigures(seconds, {op.text: n for op, n in counter.counts.items()}, summaries, checked, mismatches)
     if plan.dump is not None:
         _dump(Path(plan.dump), comm.Get_rank(), inst, program)
     gathered = comm.gather(mine, root=0)
     ran = Ran(seconds, repeated, violations, races, code, str(inst.backend), tuple(gathered or ()), checked,
               mismatches)
+    startup_mark("reported")
     inst.close()  # collective; rank 0 writes the trace
+    startup_mark("closed")
     return ran
 
+
+HEAD = "pldemu run: "
+"""How every message of a rank of ``pldemu run`` starts (then ``rank R: ``)."""
 
 LOCATION_HINT = ("(locations are FUNC:LINE in the executed program as printed, --dump DIR writes it to "
                  "DIR/program.pld; [FILE:LINE] is the line of your file it came from)")
@@ -158,13 +178,25 @@ def _host(comm: MPI.Intracomm, inst: ProgramInstance, options: RuntimeOptions) -
     return RunContext(comm, inst, options, RepeatLog())
 
 
-def _load_inputs(comm: MPI.Intracomm, inst: ProgramInstance, options: RuntimeOptions, io: JobIO) -> None:
+def _load_inputs(comm: MPI.Intracomm, inst: ProgramInstance, options: RuntimeOptions, io: JobIO,
+                 written: WriteTracker) -> None:
     """``--inputs``: this rank writes its arrays into its buffers, then every rank fences, so no peer
-    reads them before they are there (and the race detector knows it)."""
+    reads them before they are there (and the race detector knows it); ``written`` records them."""
     if io.inputs is not None:
         ctx = _host(comm, inst, options)
-        ctx.write_own(io.inputs.load(comm.Get_rank()), "--inputs")
+        arrays = io.inputs.load(comm.Get_rank())
+        ctx.write_own(arrays, "--inputs")
+        for name in arrays:
+            written.host_write(name, inst.local(name).size)
         ctx.fence("the barrier after loading --inputs")
+
+
+def _unwritten(comm: MPI.Intracomm, inst: ProgramInstance, written: WriteTracker) -> dict[str, int]:
+    """Elements of each of this rank's buffers that no rank wrote (collective: puts write peers')."""
+    from pldemu.runtime.instrument.written import unwritten_elements
+
+    parts = comm.alltoall(written.by_target())
+    return unwritten_elements(parts, {name: inst.local(name).size for name in inst.buffer_names()})
 
 
 def _reloader(comm: MPI.Intracomm, inst: ProgramInstance, options: RuntimeOptions, io: JobIO) -> Callable[[int], None] | None:
@@ -206,7 +238,7 @@ def _instance(comm: MPI.Intracomm, program: Program, options: RuntimeOptions,
         return ProgramInstance(program, comm, options)
     except AllocationError as err:
         _failure_file(plan.io, comm.Get_rank(), str(err))
-        injob.abort_with(comm, f"pldemu run: rank {comm.Get_rank()}: {err}")
+        injob.abort_with(comm, str(err), head=HEAD)
     except (UsageError, ProgramError) as err:
         injob.refuse(comm, "run", err)
         MPI.Finalize()
@@ -233,14 +265,15 @@ def _execute(comm: MPI.Intracomm, inst: ProgramInstance, options: RuntimeOptions
         return repeated.seconds, repeated
     except DeadlockError as err:
         _failure_file(plan.io, me, str(err))
-        injob.abort_on_deadlock(comm, f"pldemu run: rank {me}: ", err, LOCATION_HINT)
+        injob.abort_on_deadlock(comm, HEAD, err, LOCATION_HINT)
     except (ProgramError, WindowError, CheckError) as err:
         # CheckError: a block-end synchronisation timed out (a peer is stuck or gone).
         _failure_file(plan.io, me, f"{type(err).__name__}: {err}")
-        injob.abort_with(comm, f"pldemu run: rank {me}: {type(err).__name__}: {err}\n{LOCATION_HINT}")
+        injob.abort_on_error(comm, HEAD, err, LOCATION_HINT)
     except Exception as err:  # not the program's fault: say so, with the traceback, and end the job
         trace = "".join(traceback.format_exception(err)).rstrip()
-        injob.abort_with(comm, f"pldemu run: rank {me}: internal error: {type(err).__name__}: {err}\n{trace}")
+        injob.abort_with(comm, f"internal error: {type(err).__name__}: {err}\n{trace}", head=HEAD,
+                         key=f"internal error: {type(err).__name__}: {err}")
 
 
 def _verdicts(comm: MPI.Intracomm, inst: ProgramInstance, options: RuntimeOptions,
@@ -270,13 +303,11 @@ def _dump(root: Path, me: int, inst: ProgramInstance, program: Program) -> None:
     folder = root / f"rank{me}"
     folder.mkdir(parents=True, exist_ok=True)
     for name in inst.buffer_names():
-        a = np.array(inst.local(name), copy=True)
-        if a.dtype == DType.BF16.np:  # .npy has no bfloat16: store the bit patterns, named so
-            np.save(folder / f"{name}.bf16.npy", a.view(np.uint16))
-        else:
-            np.save(folder / f"{name}.npy", a)
+        # As np.save writes it: an ml_dtypes buffer (bf16, fp8) gets a void |V2 / |V1 descriptor, which
+        # --inputs / --expect read back as the declared dtype (buffer_io.as_declared).
+        np.save(folder / f"{name}.npy", np.array(inst.local(name), copy=True))
     if me == 0:
         (root / "program.pld").write_text(format_program(program))
 
 
-__all__ = ["LOCATION_HINT", "Ran", "RankFigures", "RunPlan", "run_once"]
+__all__ = ["HEAD", "LOCATION_HINT", "Ran", "RankFigures", "RunPlan", "run_once"]

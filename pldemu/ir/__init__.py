@@ -52,10 +52,11 @@ from pldemu.ir.nodes import (
     While,
     eval_nr,
     evaluate,
+    format_expr,
 )
 from pldemu.ir.ops import COLLECTIVES, Op
 from pldemu.ir.parser import ParseError, parse_file, parse_program
-from pldemu.ir.printer import format_expr, format_program
+from pldemu.ir.printer import format_program
 from pldemu.ir.signatures import SIGNATURES, IRTypeError, make_call
 from pldemu.ir.verifier import VerifyError, verify
 from pldemu.ir.walk import program_calls, walk_calls, walk_expr, walk_stmts

@@ -119,6 +119,16 @@ class FunctionBuilder:
                 stmt = dataclasses.replace(stmt, origin=origin)
         self._blocks[-1].append(stmt)
 
+    def retarget_last(self, fresh: ir.Var, existing: ir.Var) -> bool:
+        """Make the statement just emitted, ``fresh = value``, assign ``existing`` instead (a front end
+        re-binding a name, as in ``acc = add(acc, x)`` inside a loop); False when it is not that."""
+        block = self._blocks[-1]
+        last = block[-1] if block else None
+        if not isinstance(last, AssignStmt) or last.var != fresh or fresh.type != existing.type:
+            return False
+        block[-1] = dataclasses.replace(last, var=existing)
+        return True
+
     def let(self, hint: str, value: ir.ExprLike) -> ir.Var:
         """Bind ``value`` to a fresh variable and return it."""
         e = ir.as_expr(value)
@@ -434,7 +444,7 @@ def _region(dst_offsets: ListLike | None, src_offsets: ListLike | None,
 
 
 class SystemNS(_Namespace):
-    """``pld.system.*``: signals and rank queries."""
+    """``pld.system.*``: signals and rank queries, and the ``system.*`` memory-ordering markers."""
 
     def notify(self, signal: ir.Var, peer: ir.ExprLike, offsets: ListLike, value: ir.ExprLike, *,
                op: str | ir.AttrValue = "AtomicAdd") -> None:
@@ -442,6 +452,22 @@ class SystemNS(_Namespace):
 
     def wait(self, signal: ir.Var, offsets: ListLike, expected: ir.ExprLike, *, cmp: str | ir.AttrValue = "Ge") -> None:
         self._fb.op(Op.WAIT, [signal, as_list(offsets), ir.as_expr(expected)], {"cmp": cmp})
+
+    def fence(self) -> None:
+        """``system.fence()``: every earlier write of this rank completes, to every target."""
+        self._fb.op(Op.FENCE, [])
+
+    def cacheinvalid(self, tensor: ir.Var | None = None, shapes: ListLike | None = None,
+                     offsets: ListLike | None = None) -> None:
+        """``system.cacheinvalid()`` (whole global memory) or ``system.cacheinvalid(t, shapes, offsets)``
+        (the region form: on the device only the 64-byte line holding the view's base)."""
+        given = [x is not None for x in (tensor, shapes, offsets)]
+        if any(given) and not all(given):
+            raise ValueError("system.cacheinvalid takes tensor, shapes and offsets together or none of them")
+        if tensor is None or shapes is None or offsets is None:
+            self._fb.op(Op.CACHEINVALID, [])
+            return
+        self._fb.op(Op.CACHEINVALID, [tensor, as_list(shapes), as_list(offsets)])
 
     def get_comm_ctx(self, window: ir.Var, hint: str = "ctx") -> ir.Var:
         out = self._fb.op(Op.GET_COMM_CTX, [window], hint=hint)

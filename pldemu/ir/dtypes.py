@@ -6,7 +6,7 @@ import enum
 
 import numpy as np
 
-from pldemu.npdtypes import BFLOAT16, FLOAT8_E4M3FN, FLOAT8_E8M0
+from pldemu import npdtypes
 
 
 class DType(enum.Enum):
@@ -53,8 +53,10 @@ class DType(enum.Enum):
 
     @property
     def np(self) -> np.dtype:
-        """The numpy dtype used to hold values of this type (BF16 is ``ml_dtypes.bfloat16``)."""
-        return _NUMPY[self]
+        """The numpy dtype used to hold values of this type (BF16 is ``ml_dtypes.bfloat16``, imported
+        on first use)."""
+        found = _NUMPY.get(self)
+        return found if found is not None else getattr(npdtypes, _ML_DTYPES[self])
 
     @classmethod
     def parse(cls, text: str) -> DType:
@@ -94,11 +96,10 @@ _NUMPY: dict[DType, np.dtype] = {
     DType.INT64: np.dtype("int64"),
     DType.INDEX: np.dtype("int64"),
     DType.FP16: np.dtype("float16"),
-    DType.BF16: BFLOAT16,
     DType.FP32: np.dtype("float32"),
-    DType.FP8E4M3FN: FLOAT8_E4M3FN,
-    DType.FP8E8M0: FLOAT8_E8M0,
 }
+# The ml_dtypes types, by their pldemu.npdtypes name (resolved on first use: importing ml_dtypes costs).
+_ML_DTYPES: dict[DType, str] = {DType.BF16: "BFLOAT16", DType.FP8E4M3FN: "FLOAT8_E4M3FN", DType.FP8E8M0: "FLOAT8_E8M0"}
 
 
 def numpy_dtype(value: DType | str | np.dtype | type) -> np.dtype:

@@ -28,7 +28,17 @@ from dataclasses import dataclass
 
 from pldemu.ir.dtypes import DType
 from pldemu.ir.enums import TileLayout, enum_text
-from pldemu.ir.nodes import Arg, AttrValue, Const, ListExpr, TileType, TupleType, Type, static_int
+from pldemu.ir.nodes import (
+    Arg,
+    AttrValue,
+    Const,
+    ListExpr,
+    TileType,
+    TupleType,
+    Type,
+    format_dims,
+    static_int,
+)
 from pldemu.ir.ops import Op
 from pldemu.ir.tile_signatures import TileTypeError, valid_of
 from pldemu.ir.vocabulary import AttrSpec, Kind, Signature, sig, static_numel
@@ -137,7 +147,7 @@ def _check_src(op: Op, src: TileType) -> None:
         raise TileTypeError(op, "src", f"requires static positive dims, but got {list(src.shape)}")
     if src.valid_shape is not None:
         raise TileTypeError(op, "src", "does not support a partial src valid_shape: the src must be fully "
-                            f"valid, but got valid {[str(v) for v in src.valid_shape]} of {list(src.shape)}")
+                            f"valid, but got valid {format_dims(src.valid_shape)} of {list(src.shape)}")
 
 
 def _mx_src(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> tuple[int, TileType]:

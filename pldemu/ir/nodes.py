@@ -9,12 +9,13 @@ count), which is bound when the program is instantiated on a communicator.
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from pldemu.ir.dtypes import DType
-from pldemu.ir.enums import Layout, MemorySpace, TileLayout
+from pldemu.ir.enums import Layout, MemorySpace, TileLayout, enum_text
 from pldemu.ir.ops import Op
 
 # ----------------------------------------------------------------------------------------------
@@ -366,7 +367,10 @@ class NotStatic(ValueError):
 
     def __init__(self, expr: Arg) -> None:
         self.expr = expr
-        super().__init__(f"not a static expression: {expr!r}")
+        super().__init__(expr)
+
+    def __str__(self) -> str:
+        return f"not a static expression: {format_expr(self.expr)}"
 
 
 class FoldError(ArithmeticError):
@@ -547,3 +551,75 @@ class Program:
     def replace_function(self, fn: Function) -> Program:
         funcs = tuple(fn if f.name == fn.name else f for f in self.functions)
         return Program(self.name, self.buffers, funcs, self.entry, self.nranks)
+
+
+# ----------------------------------------------------------------------------------------------
+# The text of an expression (the .pld printer's, kept here so that the IR's own messages can use it)
+# ----------------------------------------------------------------------------------------------
+
+
+def format_const(c: Const) -> str:
+    """A literal as the ``.pld`` text writes it (a non-default dtype as ``5:int32``)."""
+    v = c.value
+    if isinstance(v, bool):
+        text = "true" if v else "false"
+        return text if c.dtype is DType.BOOL else f"{text}:{c.dtype.value}"
+    if isinstance(v, int):
+        text = str(v)
+        return text if c.dtype is DType.INDEX else f"{text}:{c.dtype.value}"
+    if math.isnan(v):
+        text = "nan"
+    elif math.isinf(v):
+        text = "inf" if v > 0 else "-inf"
+    else:
+        text = repr(float(v))
+    return text if c.dtype is DType.FP32 else f"{text}:{c.dtype.value}"
+
+
+def format_attr(value: AttrValue) -> str:
+    """An attribute value as the ``.pld`` text writes it."""
+    if isinstance(value, DType):
+        return value.value
+    if isinstance(value, enum.IntEnum):
+        return enum_text(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return repr(value)
+
+
+def format_expr(e: Expr | ListExpr) -> str:
+    """Print an expression; nested infix operands are parenthesised so parsing is unambiguous."""
+    if isinstance(e, ListExpr):
+        return "[" + ", ".join(format_expr(i) for i in e.items) + "]"
+    if isinstance(e, Var):
+        return e.name
+    if isinstance(e, Const):
+        return format_const(e)
+    if isinstance(e, BinOp):
+        if e.op.is_function:
+            return f"{e.op.value}({format_expr(e.lhs)}, {format_expr(e.rhs)})"
+        return f"{expr_operand(e.lhs)} {e.op.value} {expr_operand(e.rhs)}"
+    if isinstance(e, Call):
+        parts = [format_expr(a) for a in e.args]
+        parts += [f"{k}={format_attr(v)}" for k, v in e.attrs]
+        return f"{e.op.text}({', '.join(parts)})"
+    raise TypeError(f"not an expression: {e!r}")
+
+
+def expr_operand(e: Arg) -> str:
+    """``e`` as an operand of an infix operator: parenthesised when it is itself infix or a negative literal."""
+    text = format_expr(e)
+    if isinstance(e, BinOp) and not e.op.is_function:
+        return f"({text})"
+    if isinstance(e, Const) and ":" not in text and text.startswith("-"):
+        return f"({text})"
+    return text
+
+
+def format_dims(dims: tuple[Expr, ...]) -> str:
+    """``[d0, d1, ...]``."""
+    return "[" + ", ".join(format_expr(d) for d in dims) + "]"
+
+

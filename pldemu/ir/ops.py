@@ -24,6 +24,11 @@ class Op(enum.Enum):
     GET_COMM_CTX = "pld.system.get_comm_ctx"
     RANK = "pld.system.rank"
     NRANKS = "pld.system.nranks"
+    # Memory-ordering markers, spelled as pypto spells them (InsertCommFence inserts them; they only
+    # change anything under ``--visibility fenced``): a completion barrier for every earlier write of
+    # the rank, and a clean + invalidate of the scalar data cache (whole, or the line of a view's base).
+    FENCE = "system.fence"
+    CACHEINVALID = "system.cacheinvalid"
 
     # Local tensor / tile ops.
     TENSOR_VIEW = "tensor.view"

@@ -26,75 +26,11 @@ a window tensor (``window fp32[4]``), a tile (``tile fp32[16, 16] [valid [DIMS]]
 
 from __future__ import annotations
 
-import enum
-import math
-
 from pldemu.ir import nodes as ir
-from pldemu.ir.dtypes import DType
 from pldemu.ir.enums import Layout, MemorySpace, TileLayout, enum_text
+from pldemu.ir.nodes import format_dims, format_expr
 
 INDENT = "  "
-
-
-def format_const(c: ir.Const) -> str:
-    v = c.value
-    if isinstance(v, bool):
-        text = "true" if v else "false"
-        return text if c.dtype is DType.BOOL else f"{text}:{c.dtype.value}"
-    if isinstance(v, int):
-        text = str(v)
-        return text if c.dtype is DType.INDEX else f"{text}:{c.dtype.value}"
-    if math.isnan(v):
-        text = "nan"
-    elif math.isinf(v):
-        text = "inf" if v > 0 else "-inf"
-    else:
-        text = repr(float(v))
-    return text if c.dtype is DType.FP32 else f"{text}:{c.dtype.value}"
-
-
-def format_attr(value: ir.AttrValue) -> str:
-    if isinstance(value, DType):
-        return value.value
-    if isinstance(value, enum.IntEnum):
-        return enum_text(value)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return repr(value)
-
-
-def format_expr(e: ir.Expr | ir.ListExpr) -> str:
-    """Print an expression; nested infix operands are parenthesised so parsing is unambiguous."""
-    if isinstance(e, ir.ListExpr):
-        return "[" + ", ".join(format_expr(i) for i in e.items) + "]"
-    if isinstance(e, ir.Var):
-        return e.name
-    if isinstance(e, ir.Const):
-        return format_const(e)
-    if isinstance(e, ir.BinOp):
-        if e.op.is_function:
-            return f"{e.op.value}({format_expr(e.lhs)}, {format_expr(e.rhs)})"
-        return f"{_operand(e.lhs)} {e.op.value} {_operand(e.rhs)}"
-    if isinstance(e, ir.Call):
-        parts = [format_expr(a) for a in e.args]
-        parts += [f"{k}={format_attr(v)}" for k, v in e.attrs]
-        return f"{e.op.text}({', '.join(parts)})"
-    raise TypeError(f"not an expression: {e!r}")
-
-
-def _operand(e: ir.Arg) -> str:
-    text = format_expr(e)
-    if isinstance(e, ir.BinOp) and not e.op.is_function:
-        return f"({text})"
-    if isinstance(e, ir.Const) and ":" not in text and text.startswith("-"):
-        return f"({text})"
-    return text
-
-
-def format_dims(dims: tuple[ir.Expr, ...]) -> str:
-    return "[" + ", ".join(format_expr(d) for d in dims) + "]"
 
 
 def format_buffer_type(t: ir.TensorType) -> str:

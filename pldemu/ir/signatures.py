@@ -29,6 +29,7 @@ from pldemu.ir.enums import (
     WaitCmp,
 )
 from pldemu.ir.mx_signatures import MX_SIGNATURES
+from pldemu.ir.nodes import format_attr
 from pldemu.ir.ops import Op
 from pldemu.ir.tile_signatures import TILE_SIGNATURES
 from pldemu.ir.vocabulary import (
@@ -36,6 +37,7 @@ from pldemu.ir.vocabulary import (
     IRTypeError,
     Kind,
     Param,
+    Region,
     Signature,
     describe,
     sig,
@@ -259,6 +261,17 @@ def _deduce_signal_op(op: Op, args: Sequence[ir.Arg], attrs: Mapping[str, ir.Att
     return ir.NONE
 
 
+def _deduce_cacheinvalid(op: Op, args: Sequence[ir.Arg], attrs: Mapping[str, ir.AttrValue]) -> ir.Type:
+    # Arity 0 (the whole global memory) or 3 (tensor, shapes, offsets: the region form).
+    if len(args) not in (0, 3):
+        raise IRTypeError.arity(op, "tensor, shapes, offsets) or (", len(args))
+    if args:
+        rank = len(_tensor(args[0]).shape)
+        _region_rank(op, "shapes", args[1], rank)
+        _region_rank(op, "offsets", args[2], rank)
+    return ir.NONE
+
+
 # ----------------------------------------------------------------------------------------------
 # The table
 # ----------------------------------------------------------------------------------------------
@@ -277,6 +290,8 @@ T, W, TL, TT, S, L, SL, C = (
 
 
 _REDUCE = AttrSpec("op", ReduceOp, ReduceOp.Sum)
+_TRANSFER_REGIONS = (Region("dst", "dst_offsets", "shape"), Region("src", "src_offsets", "shape"))
+_LOAD_REGIONS = (Region("tensor", "offsets", "shape", valid="valid_shape"), Region("shape", extent="valid_shape"))
 
 SIGNATURES: Mapping[Op, Signature] = MappingProxyType(
     {
@@ -296,32 +311,40 @@ SIGNATURES: Mapping[Op, Signature] = MappingProxyType(
         Op.PUT: sig(
             [("dst", W), ("peer", S), ("src", TT), ("stage", TL), ("dst_offsets", L, True),
              ("src_offsets", L, True), ("shape", L, True)],
-            _deduce_put, [AttrSpec("atomic", AtomicType, AtomicType.None_)],
+            _deduce_put, [AttrSpec("atomic", AtomicType, AtomicType.None_)], _TRANSFER_REGIONS,
         ),
         Op.GET: sig(
             [("dst", T), ("peer", S), ("src", W), ("stage", TL), ("dst_offsets", L, True),
              ("src_offsets", L, True), ("shape", L, True)],
-            _deduce_get,
+            _deduce_get, regions=_TRANSFER_REGIONS,
         ),
         Op.REMOTE_LOAD: sig([("window", W), ("peer", S), ("offsets", L), ("shape", SL),
-                              ("valid_shape", L, True)], _deduce_load_like),
+                              ("valid_shape", L, True)], _deduce_load_like,
+                             regions=(Region("window", "offsets", "shape", valid="valid_shape"), _LOAD_REGIONS[1])),
         Op.NOTIFY: sig([("signal", W), ("peer", S), ("offsets", L), ("value", S)], _deduce_signal_op,
-                        [AttrSpec("op", NotifyOp, NotifyOp.AtomicAdd)]),
+                        [AttrSpec("op", NotifyOp, NotifyOp.AtomicAdd)], [Region("signal", "offsets")]),
         Op.WAIT: sig([("signal", W), ("offsets", L), ("expected", S)], _deduce_signal_op,
-                      [AttrSpec("cmp", WaitCmp, WaitCmp.Ge)]),
+                      [AttrSpec("cmp", WaitCmp, WaitCmp.Ge)], [Region("signal", "offsets")]),
+        Op.FENCE: sig([], _none),
+        Op.CACHEINVALID: sig([("tensor", T, True), ("shapes", L, True), ("offsets", L, True)],
+                              _deduce_cacheinvalid, regions=[Region("tensor", "offsets", "shapes")]),
         Op.GET_COMM_CTX: sig([("window", W)], _ctx),
         Op.RANK: sig([("ctx", C)], _int32),
         Op.NRANKS: sig([("ctx", C)], _int32),
         # Local ops.
-        Op.TENSOR_VIEW: sig([("tensor", T), ("shape", L), ("valid_shape", L, True)], _deduce_view),
-        Op.TENSOR_READ: sig([("tensor", T), ("indices", L)], _deduce_read),
-        Op.TENSOR_WRITE: sig([("tensor", T), ("indices", L), ("value", S)], _deduce_write),
+        Op.TENSOR_VIEW: sig([("tensor", T), ("shape", L), ("valid_shape", L, True)], _deduce_view,
+                             regions=[Region("shape", extent="valid_shape")]),
+        Op.TENSOR_READ: sig([("tensor", T), ("indices", L)], _deduce_read, regions=[Region("tensor", "indices")]),
+        Op.TENSOR_WRITE: sig([("tensor", T), ("indices", L), ("value", S)], _deduce_write,
+                              regions=[Region("tensor", "indices")]),
         Op.TILE_CREATE: sig([("shape", SL)], _deduce_create,
                              [AttrSpec("dtype", DType, None), AttrSpec("mem", MemorySpace, MemorySpace.Vec)]),
         Op.TILE_LOAD: sig([("tensor", T), ("offsets", L), ("shape", SL), ("valid_shape", L, True)],
-                           _deduce_load_like),
-        Op.TILE_STORE: sig([("tile", TL), ("offsets", L), ("tensor", T)], _deduce_store),
-        Op.TILE_SET_VALIDSHAPE: sig([("tile", TL), ("valid_shape", L)], _deduce_set_valid),
+                           _deduce_load_like, regions=_LOAD_REGIONS),
+        Op.TILE_STORE: sig([("tile", TL), ("offsets", L), ("tensor", T)], _deduce_store,
+                            regions=[Region("tensor", "offsets", "tile")]),
+        Op.TILE_SET_VALIDSHAPE: sig([("tile", TL), ("valid_shape", L)], _deduce_set_valid,
+                                     regions=[Region("tile", extent="valid_shape")]),
         Op.TILE_FILLPAD: sig([("tile", TL)], _deduce_fillpad, [AttrSpec("pad", PadValue, PadValue.zero)]),
         Op.TILE_ADD: sig([("lhs", TL), ("rhs", TL)], _deduce_binary_tile),
         Op.TILE_SUB: sig([("lhs", TL), ("rhs", TL)], _deduce_binary_tile),
@@ -356,6 +379,11 @@ def has_write_effects(call: ir.Call) -> bool:
     return bool(writes_args(call.op))
 
 
+def _shown(value: ir.AttrValue) -> str:
+    """An attribute value as a refusal shows it: as the ``.pld`` printer writes it (a name as typed)."""
+    return repr(value) if isinstance(value, str) else format_attr(value)
+
+
 def _coerce_attr(op: Op, spec: AttrSpec, value: ir.AttrValue) -> ir.AttrValue:
     kind = spec.kind
     if isinstance(kind, type) and issubclass(kind, enum.IntEnum):
@@ -369,7 +397,7 @@ def _coerce_attr(op: Op, spec: AttrSpec, value: ir.AttrValue) -> ir.AttrValue:
                 if m.name.rstrip("_").lower() == value.lower():
                     return m
         legal = ", ".join(m.name.rstrip("_") for m in kind)
-        raise IRTypeError(op, spec.name, f"one of {legal}", repr(value))
+        raise IRTypeError(op, spec.name, f"one of {legal}", _shown(value))
     if kind is DType:
         if isinstance(value, DType):
             return value
@@ -378,11 +406,11 @@ def _coerce_attr(op: Op, spec: AttrSpec, value: ir.AttrValue) -> ir.AttrValue:
                 return DType.parse(value)
             except ValueError:
                 pass
-        raise IRTypeError(op, spec.name, "a dtype (fp32, fp16, int32, ...)", repr(value))
+        raise IRTypeError(op, spec.name, "a dtype (fp32, fp16, int32, ...)", _shown(value))
     if kind is int:
         if isinstance(value, int) and not isinstance(value, (bool, enum.Enum)):
             return value
-        raise IRTypeError(op, spec.name, "an integer literal", repr(value))
+        raise IRTypeError(op, spec.name, "an integer literal", _shown(value))
     return value
 
 
@@ -422,6 +450,7 @@ __all__ = [
     "Kind",
     "Layout",
     "Param",
+    "Region",
     "SameAsArg",
     "Signature",
     "describe",

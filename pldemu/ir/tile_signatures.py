@@ -21,11 +21,11 @@ from pldemu.ir.nodes import (
     TileType,
     Type,
     ceildiv,
+    format_dims,
     static_int,
 )
 from pldemu.ir.ops import Op
-from pldemu.ir.printer import format_dims
-from pldemu.ir.vocabulary import AttrSpec, IRTypeError, Kind, Signature, describe, sig
+from pldemu.ir.vocabulary import AttrSpec, IRTypeError, Kind, Region, Signature, describe, sig
 
 MASK_COL_ALIGN = 32
 """Packed predicate mask rows are padded to 32 bytes (kA2A3PredicateColAlignment)."""
@@ -244,7 +244,7 @@ TILE_SIGNATURES: Mapping[Op, Signature] = {
     Op.TILE_SEL: sig([("mask", TL), ("lhs", TL), ("rhs", TL), ("tmp", TL)], deduce_sel),
     Op.TILE_SELS: sig([("mask", TL), ("src", TL), ("tmp", TL), ("scalar", S)], deduce_sels),
     Op.TILE_FULL: sig([("shape", SL), ("value", S), ("valid_shape", L, True)], deduce_full,
-                      [AttrSpec("dtype", DType, None)]),
+                      [AttrSpec("dtype", DType, None)], [Region("shape", extent="valid_shape")]),
 }
 """Entries of the one signature table (merged there; tile.cast and tile.full replace older forms)."""
 

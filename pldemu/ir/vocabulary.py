@@ -77,10 +77,50 @@ Deducer = Callable[[Op, Sequence[Arg], Mapping[str, AttrValue]], Type]
 
 
 @dataclass(frozen=True)
+class Region:
+    """A region an op accesses, as data: the launcher's precheck refuses every one whose values are
+    known before the run and that leaves what it accesses (``pldemu.job.precheck``).
+
+    ``of`` names the parameter accessed: a tensor (its view's shape), a tile (its shape), or a list of
+    extents (a valid shape must fit in that shape). ``offsets``: the parameter holding the region's
+    start (None: the origin). ``extent``: the parameter holding its extent, a list (fitted to the rank
+    of ``of``: leading unit dims dropped or added, as a put's shape is) or a tile, whose valid region
+    it is (a store writes its tile's valid region); None: one element (an index). ``valid``: a
+    parameter that, when given, is the extent instead (a load reads its valid shape). A region whose
+    parameters are optional and not given is not accessed."""
+
+    of: str
+    offsets: str | None = None
+    extent: str | None = None
+    valid: str | None = None
+
+    def params(self) -> tuple[str, ...]:
+        """Every parameter the region names."""
+        return tuple(p for p in (self.of, self.offsets, self.extent, self.valid) if p is not None)
+
+    @staticmethod
+    def fit(extent: tuple[int, ...], rank: int) -> tuple[int, ...] | None:
+        """``extent`` with ``rank`` dims, leading unit dims dropped or added (a put may give its shape
+        in the source's rank or the destination's); None if it cannot address a ``rank``-D region."""
+        n = len(extent)
+        if n == rank:
+            return extent
+        if n > rank and all(e == 1 for e in extent[: n - rank]):
+            return extent[n - rank:]
+        return (1,) * (rank - n) + extent if n < rank else None
+
+
+@dataclass(frozen=True)
 class Signature:
     params: tuple[Param, ...]
     attrs: tuple[AttrSpec, ...]
     deduce: Deducer
+    regions: tuple[Region, ...] = ()
+    """The regions of its operands the op accesses (see :class:`Region`)."""
+
+    def index(self, name: str) -> int:
+        """The position of parameter ``name``."""
+        return next(i for i, p in enumerate(self.params) if p.name == name)
 
 
 def describe(t: Type) -> str:
@@ -111,10 +151,11 @@ def static_numel(shape: Sequence[Expr]) -> int | None:
 
 
 def sig(params: Sequence[tuple[str, Kind] | tuple[str, Kind, bool]], deduce: Deducer,
-        attrs: Sequence[AttrSpec] = (), writes: Sequence[str] = ()) -> Signature:
-    """A signature from ``(name, kind[, optional])`` rows; ``writes``: the parameters the op writes."""
+        attrs: Sequence[AttrSpec] = (), regions: Sequence[Region] = (), writes: Sequence[str] = ()) -> Signature:
+    """A signature from ``(name, kind[, optional])`` rows; ``regions``: the operand regions the op
+    accesses; ``writes``: the parameters the op writes."""
     ps = tuple(Param(p[0], p[1], bool(p[2]) if len(p) > 2 else False, p[0] in writes) for p in params)
-    return Signature(ps, tuple(attrs), deduce)
+    return Signature(ps, tuple(attrs), deduce, tuple(regions))
 
 
-__all__ = ["AttrSpec", "Deducer", "IRTypeError", "Kind", "Param", "Signature", "describe", "sig", "static_numel"]
+__all__ = ["AttrSpec", "Deducer", "IRTypeError", "Kind", "Param", "Region", "Signature", "describe", "sig", "static_numel"]

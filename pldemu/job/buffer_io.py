@@ -6,6 +6,14 @@ A directory of arrays names buffers by file name: ``DIR/rankR/NAME.npy`` holds r
 directory happens before any MPI traffic: :func:`scan` reads only the ``.npy`` headers and checks each
 file's buffer name, dtype and shape against the program's declarations at the job's rank count.
 
+**Every dtype both ways.** ``.npy`` has no descriptor for the ``ml_dtypes`` types (BF16, FP8-E4M3FN,
+FP8-E8M0): ``np.save`` of such an array writes a void ``|V2`` / ``|V1`` descriptor. A void file (no
+fields) whose item size is the buffer's is read as the buffer's declared dtype (:func:`as_declared`),
+and so is ``NAME.DTYPE.npy`` holding the bit patterns as unsigned integers of that size
+(``x.bf16.npy``: uint16; the form older ``--dump`` runs wrote); a byte-swapped file of the buffer's own
+dtype is converted. ``--dump`` writes ``NAME.npy`` with ``np.save`` of the buffer as it is, so a dump
+is accepted back unchanged by ``--inputs`` and ``--expect``.
+
 :func:`compare` is the one judge of "final buffer versus expected array" (exact, or within
 ``rtol``/``atol`` like ``numpy.isclose``; NaN equals NaN): the CLI prints its verdict as
 ``#wrong`` rows, the Python API raises it as an assertion with the same text.
@@ -15,11 +23,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from pldemu.ir import DType
 from pldemu.job.precheck import StaticBuffer
 
 RANK_DIR = "rank{rank}"
@@ -36,6 +45,8 @@ class BufferFiles:
 
     root: Path
     files: tuple[Mapping[str, Path], ...]
+    dtypes: Mapping[str, np.dtype] = field(default_factory=dict)
+    """The declared dtype of every buffer with a file: what :meth:`load` gives each array."""
 
     def names(self) -> set[str]:
         """Every buffer some rank has a file for."""
@@ -43,7 +54,8 @@ class BufferFiles:
 
     def load(self, rank: int) -> dict[str, np.ndarray]:
         """Rank ``rank``'s arrays (read now; the caller copies them into its buffers)."""
-        return {name: np.load(path, allow_pickle=False) for name, path in self.files[rank].items()}
+        return {name: as_declared(np.load(path, allow_pickle=False), self.dtypes[name], file_tag(path))
+                for name, path in self.files[rank].items()}
 
 
 def scan(root: str | os.PathLike[str], specs: Mapping[str, StaticBuffer], nranks: int, *, what: str) -> BufferFiles:
@@ -65,7 +77,7 @@ def scan(root: str | os.PathLike[str], specs: Mapping[str, StaticBuffer], nranks
         for name, path in mine.items():
             _check_file(path, name, specs, what)
         files.append(mine)
-    result = BufferFiles(base, tuple(files))
+    result = BufferFiles(base, tuple(files), {name: specs[name].dtype for per_rank in files for name in per_rank})
     if not result.names():
         raise BufferFileError(f"{what} {root}: no NAME.npy or rankR/NAME.npy file in it")
     for rank, mine in enumerate(files):
@@ -78,7 +90,58 @@ def scan(root: str | os.PathLike[str], specs: Mapping[str, StaticBuffer], nranks
 
 
 def _npy_files(folder: Path, what: str) -> dict[str, Path]:
-    return {p.stem: p for p in sorted(folder.glob("*.npy")) if p.is_file()}
+    """Buffer name -> file: ``NAME.npy``, or ``NAME.DTYPE.npy`` (bit patterns of a declared dtype)."""
+    out: dict[str, Path] = {}
+    for p in sorted(folder.glob("*.npy")):
+        if not p.is_file():
+            continue
+        name = buffer_name(p)
+        if name in out:
+            raise BufferFileError(f"{what} {p}: {out[name].name} holds buffer {name} too; keep one of them")
+        out[name] = p
+    return out
+
+
+def buffer_name(path: Path) -> str:
+    """The buffer a file is for: ``x.npy`` and ``x.bf16.npy`` are both buffer ``x``."""
+    name, dot, tag = path.stem.rpartition(".")
+    return name if dot and tag in _TAGS else path.stem
+
+
+def file_tag(path: Path) -> str | None:
+    """The dtype a ``NAME.DTYPE.npy`` file names (``bf16``), or None."""
+    name = buffer_name(path)
+    return path.stem[len(name) + 1:] if path.stem != name else None
+
+
+_TAGS = frozenset(d.value for d in DType)
+"""The ``NAME.DTYPE.npy`` tags: the IR's dtype names (``bf16``, ``fp8e4m3fn``, ``fp8e8m0``, ...)."""
+
+
+def as_declared(arr: np.ndarray, dtype: np.dtype, tag: str | None = None) -> np.ndarray:
+    """``arr`` (as ``np.load`` gave it) as an array of the declared ``dtype``, or a ``ValueError``.
+
+    The same dtype passes; a byte-swapped one is converted; a void array without fields whose item
+    size is ``dtype``'s (``np.save`` of an ``ml_dtypes`` array) is viewed as ``dtype``; with ``tag``
+    (the file said ``NAME.DTYPE.npy`` and DTYPE is the buffer's) unsigned bit patterns of that size too."""
+    if arr.dtype == dtype:
+        return arr
+    same_size = arr.dtype.itemsize == dtype.itemsize
+    if same_size and arr.dtype.kind == "V" and arr.dtype.names is None and arr.dtype.subdtype is None:
+        return arr.view(dtype)
+    if tag is not None and same_size and arr.dtype.kind == "u":
+        return arr.astype(arr.dtype.newbyteorder("="), copy=False).view(dtype)
+    if arr.dtype.byteorder not in "=|" and arr.dtype.newbyteorder("=") == dtype:
+        return arr.astype(dtype)
+    hint = ""
+    if same_size and arr.dtype.kind in "ui" and dtype.kind == "V":
+        hint = (f" (bit patterns? name the file NAME.{_tag_of(dtype)}.npy, or save the values: "
+                f"np.save(path, values.astype(ml_dtypes.{dtype.name}))")
+    raise ValueError(f"dtype {arr.dtype} but the buffer is {dtype}{hint}")
+
+
+def _tag_of(dtype: np.dtype) -> str:
+    return next(d.value for d in DType if d.np == dtype)
 
 
 def _rank_dirs(base: Path, nranks: int, what: str) -> dict[int, Path]:
@@ -103,8 +166,13 @@ def _check_file(path: Path, name: str, specs: Mapping[str, StaticBuffer], what: 
         arr = np.load(path, mmap_mode="r", allow_pickle=False)  # the header only: no data read
     except (OSError, ValueError) as err:
         raise BufferFileError(f"{what} {path}: not a readable .npy array ({err})") from None
-    if arr.dtype != spec.dtype:
-        raise BufferFileError(f"{what} {path}: dtype {arr.dtype} but buffer {name} is {spec.dtype}")
+    tag = file_tag(path)
+    if tag is not None and DType(tag).np != spec.dtype:
+        raise BufferFileError(f"{what} {path}: the file name says {tag} but buffer {name} is {spec.dtype}")
+    try:
+        as_declared(arr[:0] if arr.ndim else arr, spec.dtype, tag)
+    except ValueError as err:
+        raise BufferFileError(f"{what} {path}: {str(err).replace('the buffer', f'buffer {name}')}") from None
     if tuple(arr.shape) != spec.shape:
         raise BufferFileError(f"{what} {path}: shape {list(arr.shape)} but buffer {name} is {list(spec.shape)}")
 
@@ -198,6 +266,8 @@ __all__ = [
     "BufferFiles",
     "Mismatch",
     "Tolerance",
+    "as_declared",
+    "buffer_name",
     "compare",
     "compare_all",
     "mismatch_report",

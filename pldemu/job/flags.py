@@ -20,7 +20,13 @@ from typing import Any
 
 from pldemu.job.argtypes import format_number, microseconds, nonneg_int, positive_float, straggler
 from pldemu.job.exits import UsageError
-from pldemu.runtime.options import DEFAULT_OPTIONS, VISIBILITY_MODES, WINDOW_BACKENDS, RuntimeOptions
+from pldemu.runtime.options import (
+    DEFAULT_OPTIONS,
+    FENCE_POLICIES,
+    VISIBILITY_MODES,
+    WINDOW_BACKENDS,
+    RuntimeOptions,
+)
 
 
 def _absolute(path: str | None) -> str | None:
@@ -100,8 +106,15 @@ _FLAGS = (
     RuntimeFlag("--skew", "skew_us", "random delay U[0, US) microseconds before every run of the program",
                 microseconds, "US", text=format_number, group=SCHEDULE_GROUP, commands=RUN_CHECK_STRESS),
     RuntimeFlag("--visibility", "visibility", "deferred: puts and window stores land at the issuing rank's next "
-                "notify or a seeded later point (see docs/races.md)", choices=VISIBILITY_MODES,
-                group=SCHEDULE_GROUP, commands=RUN_CHECK_STRESS),
+                "notify or a seeded later point; fenced: only system.fence lands them and scalar window reads "
+                "go through a line cache that system.cacheinvalid cleans, InsertCommFence placing both (see "
+                "docs/races.md)", choices=VISIBILITY_MODES, group=SCHEDULE_GROUP, commands=RUN_CHECK_STRESS),
+    RuntimeFlag("--fence-policy", "fence_policy", "with --visibility fenced: latest (default: a write stays "
+                "pending until a system.fence, so a missing fence gives wrong data every call) or random (it may "
+                "land at a seeded later point too)", choices=FENCE_POLICIES, group=SCHEDULE_GROUP,
+                commands=RUN_CHECK_STRESS),
+    RuntimeFlag("--no-insert-fences", "insert_fences", "with --visibility fenced: run the program as written, "
+                "without the InsertCommFence pass", negated=True, group=SCHEDULE_GROUP, commands=RUN_CHECK_STRESS),
     RuntimeFlag("--invariants", "invariants", "check the protocol invariants (no negative cell, no Set/AtomicAdd "
                 "mixing)", group=SCHEDULE_GROUP, commands=frozenset({"run"})),
     RuntimeFlag("--no-invariants", "invariants", "do not check the protocol invariants as the program runs (no "

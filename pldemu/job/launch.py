@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -20,7 +22,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
@@ -245,8 +247,9 @@ def interruptible() -> Iterator[None]:
 
 
 PID_DIR_VAR = "PLDEMU_JOB_PIDS"
-"""Directory in which every rank of a spawned job writes ``rankR.pid`` (see :func:`record_rank_pid`):
-a launcher whose job died of a signal can name the processes mpiexec's report speaks of."""
+"""The spawned job's folder, on the launcher's machine: every rank writes ``rankR.pid`` there (see
+:func:`prepare_rank`), so a launcher whose job died of a signal can name the processes mpiexec's
+report speaks of, and a failing rank leaves its message there (:func:`note_failure`)."""
 
 
 def prepare_rank(environ: Mapping[str, str] | None = None) -> None:
@@ -262,11 +265,130 @@ def prepare_rank(environ: Mapping[str, str] | None = None) -> None:
         signal.signal(signal.SIGTERM, _terminated)
 
 
+STARTUP_LOG_VAR = "PLDEMU_STARTUP_LOG"
+"""File to which the launcher and every rank append one ``PHASE RANK TIME`` line as they pass each
+start-up phase (:func:`startup_mark`; ``pldemu bench startup`` sets it to break a job's cost down)."""
+
+
+def startup_mark(phase: str, environ: Mapping[str, str] | None = None) -> None:
+    """Record that this process (rank, or -1 for the launcher) reached ``phase``, with the wall-clock
+    time (comparable across the processes of one machine), when :data:`STARTUP_LOG_VAR` names a file;
+    nothing otherwise. One short ``O_APPEND`` write: lines of concurrent ranks do not interleave."""
+    env = os.environ if environ is None else environ
+    path = env.get(STARTUP_LOG_VAR)
+    if path:
+        rank = job_rank(env)
+        with contextlib.suppress(OSError), open(path, "a") as log:
+            log.write(f"{phase} {-1 if rank is None else rank} {time.time():.6f}\n")
+
+
 def _terminated(signum: int, _frame: object) -> None:
     from pldemu.runtime.shm import unlink_named_segments
 
     unlink_named_segments()
     os._exit(128 + signum)
+
+
+@dataclass(frozen=True)
+class RankFailure:
+    """What one failing rank of a spawned job has to say, left for the launcher to print once.
+
+    ``text`` is the message without its head, e.g. ``WindowAccessError: main:7 ...``; ``head`` the
+    command's prefix (``pldemu run: ``, ``# ``). Ranks whose failures have the same ``key`` (default:
+    the text) hit the same failure and are printed as one. ``full`` is False for a message that
+    refers to another rank's (a deadlock seen after a lower rank's report). ``hint`` follows the
+    group once."""
+
+    rank: int
+    text: str
+    head: str = ""
+    key: str = ""
+    hint: str = ""
+    full: bool = True
+
+    @property
+    def line(self) -> str:
+        """The message as the rank itself would print it."""
+        return f"{self.head}rank {self.rank}: {self.text}"
+
+
+_FAILURE_FILE = "rank{rank}.failure.json"
+
+
+def note_failure(failure: RankFailure, environ: Mapping[str, str] | None = None) -> bool:
+    """Leave ``failure`` in the job's folder for the launcher (:data:`PID_DIR_VAR`); False when this
+    rank was not spawned by a pldemu launcher, or runs where the folder is not (another host): the
+    caller then prints the message itself."""
+    env = os.environ if environ is None else environ
+    folder = env.get(PID_DIR_VAR)
+    if not folder or not Path(folder).is_dir():
+        return False
+    path = Path(folder, _FAILURE_FILE.format(rank=failure.rank))
+    try:
+        partial = path.with_suffix(".tmp")
+        partial.write_text(json.dumps(asdict(failure)))
+        partial.replace(path)  # the launcher never reads half a message
+    except OSError:
+        return False
+    return True
+
+
+def read_failures(folder: Path) -> list[RankFailure]:
+    """The failures the ranks of a job left in ``folder`` (:func:`note_failure`), by rank."""
+    out: list[RankFailure] = []
+    for f in folder.glob(_FAILURE_FILE.format(rank="*")):
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            out.append(RankFailure(**json.loads(f.read_text())))
+    return sorted(out, key=lambda x: x.rank)
+
+
+def rank_set_text(ranks: Sequence[int]) -> str:
+    """``rank 2``, ``ranks 0-3``, ``ranks 0, 2, 5-7``."""
+    runs: list[list[int]] = []
+    for r in sorted(ranks):
+        if runs and r == runs[-1][1] + 1:
+            runs[-1][1] = r
+        else:
+            runs.append([r, r])
+    spans = [f"{a}" if a == b else f"{a}, {b}" if b == a + 1 else f"{a}-{b}" for a, b in runs]
+    return f"{'rank' if len(ranks) == 1 else 'ranks'} {', '.join(spans)}"
+
+
+def failure_report(failures: Sequence[RankFailure]) -> str:
+    """Every failure once: the ranks that hit it, then its message (the first rank's, the lowest rank
+    with a full message, when the ranks' messages differ), its hint once; in order of first rank."""
+    groups: dict[tuple[str, str], list[RankFailure]] = {}
+    for f in sorted(failures, key=lambda x: x.rank):
+        groups.setdefault((f.head, f.key or f.text), []).append(f)
+    blocks: list[str] = []
+    for (head, key), group in groups.items():
+        ranks = rank_set_text([f.rank for f in group])
+        first = next((f for f in group if f.full), group[0])
+        if len(group) == 1:
+            lines = [first.line]
+        elif all(f.text == first.text for f in group):
+            lines = [f"{head}{ranks}: {first.text}"]
+        else:
+            lines = [f"{head}{ranks}: {key}; rank {first.rank}'s message:", first.line]
+        blocks.append("\n".join(lines + ([first.hint] if first.hint else [])))
+    return "\n".join(blocks)
+
+
+MPI_ABORT_CHATTER = re.compile(r"^Abort\(-?\d+\) on node \d+ \(rank \d+ in comm \d+\): "
+                               r"application called MPI_Abort\(.*\) - process \d+\s*$")
+"""The line MPICH prints for every MPI_Abort. pldemu has said why the job ends by then (or, for an
+unhandled exception, mpi4py printed the traceback): the launcher drops it."""
+
+
+def _forward(source: IO[bytes], sink: IO[Any]) -> None:
+    """Copy a job's stderr to ``sink`` line by line, without the MPI library's abort chatter."""
+    for raw in iter(source.readline, b""):
+        line = raw.decode(errors="replace")
+        if MPI_ABORT_CHATTER.match(line):
+            continue
+        with contextlib.suppress(ValueError, OSError):  # a sink closed under us: keep draining
+            sink.write(line)
+            sink.flush()
 
 
 def run_job(n: int, argv: Sequence[str], timeout: float | None, *, env: Mapping[str, str] | None = None,
@@ -275,32 +397,54 @@ def run_job(n: int, argv: Sequence[str], timeout: float | None, *, env: Mapping[
     """Run ``mpiexec -n N argv...`` (on ``placement``'s hosts) in a new session and return its exit
     code, mapped to the documented codes by :func:`job_exit_code` (with a message when the job died abnormally).
 
-    Output goes to ``stdout``/``stderr`` (default: ours, streamed as it comes). After ``timeout``
-    seconds (``None``: no limit) the job's whole process group is killed (SIGTERM, then SIGKILL) and
-    ``TIMED_OUT`` (124) returned; on SIGTERM / SIGHUP / Ctrl-C it is killed and :class:`Interrupted`
-    raised. However the job ends, no process of its group survives this call.
+    Output goes to ``stdout``/``stderr`` (default: ours, streamed as it comes), the job's stderr
+    without the MPI library's abort chatter (:data:`MPI_ABORT_CHATTER`); the failures its ranks left
+    (:func:`note_failure`) are printed once each at the end (:func:`failure_report`). After
+    ``timeout`` seconds (``None``: no limit) the job's whole process group is killed (SIGTERM, then
+    SIGKILL) and ``TIMED_OUT`` (124) returned; on SIGTERM / SIGHUP / Ctrl-C it is killed and
+    :class:`Interrupted` raised. However the job ends, no process of its group survives this call.
     """
     cmd = mpiexec_command(n, argv, placement)
     err = sys.stderr if stderr is None else stderr
     with tempfile.TemporaryDirectory(prefix="pldemu-pids-") as pids, interruptible():
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.PIPE,
                                 env=job_env({**(env or {}), PID_DIR_VAR: pids}), cwd=cwd, start_new_session=True)
+        assert proc.stderr is not None
+        pump = threading.Thread(target=_forward, args=(proc.stderr, err), daemon=True)
+        pump.start()
         start = time.monotonic()
         try:
             rc = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             kill_group(proc)
+            _finish(proc, pump, Path(pids), err)
             print(f"pldemu: the {n}-rank job ran longer than {timeout:g}s and was killed "
                   f"({time.monotonic() - start:.0f}s)", file=err, flush=True)
             return TIMED_OUT
         except BaseException as exc:
             kill_group(proc, grace=1.0)  # the job is in another session: it did not get our signal
+            _finish(proc, pump, Path(pids), err)
             if isinstance(exc, KeyboardInterrupt):
                 raise Interrupted(signal.SIGINT) from None
             raise
         finally:
             kill_group(proc, grace=1.0)  # mpiexec is gone: a rank or proxy it left behind must not run on
+        _finish(proc, pump, Path(pids), err)
         return job_exit_code(rc, _rank_pids(Path(pids)), err)
+
+
+def _finish(proc: subprocess.Popen[Any], pump: threading.Thread, folder: Path, err: IO[Any]) -> None:
+    """The job's stderr drained (its group is gone, so the pipe ends), then every failure its ranks
+    left, printed once (idempotent: the files are consumed)."""
+    pump.join(timeout=5.0)  # a process that left the group may hold the pipe: do not wait for it
+    if not pump.is_alive() and proc.stderr is not None:
+        proc.stderr.close()
+    failures = read_failures(folder)
+    for f in folder.glob(_FAILURE_FILE.format(rank="*")):
+        with contextlib.suppress(OSError):
+            f.unlink()
+    if failures:
+        print(failure_report(failures), file=err, flush=True)
 
 
 DOCUMENTED_EXITS = (0, 1, 2, 3, 4, TIMED_OUT)
@@ -355,11 +499,15 @@ __all__ = [
     "JOB_FAILED",
     "LAUNCHER_VARS",
     "LOCAL",
+    "MPI_ABORT_CHATTER",
     "PID_DIR_VAR",
+    "STARTUP_LOG_VAR",
     "TIMED_OUT",
     "Interrupted",
     "Placement",
+    "RankFailure",
     "abort_job",
+    "failure_report",
     "find_mpiexec",
     "in_mpi_job",
     "interruptible",
@@ -369,8 +517,12 @@ __all__ = [
     "job_size",
     "kill_group",
     "mpiexec_command",
+    "note_failure",
     "pldemu_argv",
     "prepare_rank",
+    "rank_set_text",
+    "read_failures",
     "run_job",
     "spawn",
+    "startup_mark",
 ]

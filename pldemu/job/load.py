@@ -1,10 +1,14 @@
 """The one way a program file becomes a program ready for a job: source -> parse -> verify -> lower ->
-verify -> prechecks (``pldemu run``, ``pldemu stress PROGRAM``, and every rank of their jobs again).
+verify -> prechecks (``pldemu run``, ``pldemu stress PROGRAM``; a job launched by hand runs it again on
+every rank), and the hand-over of the loaded program from ``pldemu run``'s launcher to its ranks.
 
 Every problem is a :class:`~pldemu.job.exits.UsageError` naming the file, found before any MPI traffic.
 """
 
 from __future__ import annotations
+
+import pickle
+from pathlib import Path
 
 from pldemu.ir import Program
 from pldemu.job.exits import UsageError
@@ -54,4 +58,24 @@ def load_program(path: str, lower: bool = True, nranks: int | None = None, optio
     return program
 
 
-__all__ = ["load_program"]
+def hand_over(program: Program, folder: Path) -> Path:
+    """Write ``program`` (loaded, lowered, verified and checked by this launcher) for the job's ranks,
+    which read it back (``--lowered FILE``, set by the launcher only) instead of parsing, lowering and
+    verifying the file again: every check was made here, before the job, at its rank count."""
+    path = folder / "program.pickle"
+    path.write_bytes(pickle.dumps(program, protocol=pickle.HIGHEST_PROTOCOL))
+    return path
+
+
+def handed_program(path: str) -> Program:
+    """The program :func:`hand_over` wrote (a rank of the job); a file that is not one is a UsageError."""
+    try:
+        program = pickle.loads(Path(path).read_bytes())
+    except (OSError, EOFError, pickle.UnpicklingError) as err:
+        raise UsageError(f"--lowered {path}: cannot read the program: {err}") from None
+    if not isinstance(program, Program):
+        raise UsageError(f"--lowered {path}: not a pickled pldemu program")
+    return program
+
+
+__all__ = ["hand_over", "handed_program", "load_program"]

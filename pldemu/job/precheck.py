@@ -9,8 +9,10 @@ is one line and exit 2 instead of a job that starts, fails on every rank and abo
   ``16 // (NR - NR)``);
 * the lowering pinned to the rank count accepts it (a static broadcast root out of range);
 * a literal peer of ``notify`` / ``put`` / ``get`` / ``remote_load`` is a rank of the job;
-* a ``tile.load`` / ``tile.store`` / ``remote_load`` on a declared buffer with literal offsets and a
-  static shape stays inside the buffer;
+* every region an op accesses (its signature's ``regions``: ``tile.load`` / ``tile.store``, ``put`` /
+  ``get`` / ``remote_load``, ``notify`` / ``wait`` cells, ``tensor.read`` / ``write``, the valid shape
+  of a view, a load or ``tile.full``) whose offsets and extent are known at ``nranks`` stays inside
+  the buffer, view or tile it accesses (a view: the view's own shape);
 * a ``for`` with a literal step does not step by 0;
 * an atomic put does not add into an fp16 / bf16 window (MPI has no sum for them);
 * the straggler rank of ``RuntimeOptions`` is a rank of the job.
@@ -29,7 +31,8 @@ import numpy as np
 
 from pldemu.ir import BufferKind, DType, Op, Program, TensorType, format_expr
 from pldemu.ir.enums import AtomicType
-from pldemu.ir.nodes import Call, Const, FoldError, For, ListExpr, NotStatic, TileType, Var, evaluate
+from pldemu.ir.nodes import Arg, Call, Const, FoldError, For, ListExpr, NotStatic, TileType, Var, evaluate
+from pldemu.ir.signatures import SIGNATURES, Region, Signature
 from pldemu.ir.walk import function_calls, walk_stmts
 from pldemu.runtime.options import RuntimeOptions
 
@@ -130,52 +133,94 @@ def _call_problems(c: Call, nranks: int, buffers: Mapping[str, StaticBuffer]) ->
         if isinstance(t, TensorType) and t.dtype in _NO_ATOMIC_ADD:
             yield (f"atomic=Add on a {t.dtype.value} window: the windows' accumulate (MPI_Accumulate) has no "
                    f"{t.dtype.value} sum; use an fp32 or integer window")
-    region = _static_region(c)
-    if region is not None:
-        name, offsets, shape = region
-        buf = buffers.get(name)
-        if buf is not None and len(offsets) == len(buf.shape):
-            for dim, (o, n, size) in enumerate(zip(offsets, shape, buf.shape, strict=True)):
-                if o < 0 or o + n > size:
-                    yield (f"region offsets {list(offsets)} shape {list(shape)} leaves buffer {name} "
-                           f"{list(buf.shape)}: dim {dim} covers [{o}, {o + n}) outside [0, {size})")
-                    break
+    yield from _region_problems(c, nranks, buffers)
 
 
-def _static_region(c: Call) -> tuple[str, tuple[int, ...], tuple[int, ...]] | None:
-    """(buffer name, literal offsets, static extent) of a load / store / remote_load on a declared
-    buffer, when all of it is known before the run."""
-    if c.op is Op.TILE_STORE:
-        tile, offsets, tensor = c.args[0], c.args[1], c.args[2]
-        t = getattr(tile, "type", None)
-        if not isinstance(t, TileType):
-            return None
-        # A store writes the tile's valid region.
-        shape = t.shape if t.valid_shape is None else _literals(ListExpr(t.valid_shape))
-    elif c.op in (Op.TILE_LOAD, Op.REMOTE_LOAD):
-        first = 1 if c.op is Op.TILE_LOAD else 2
-        tensor, offsets = c.args[0], c.args[first]
-        # A load reads its valid shape when it has one, else its shape.
-        shape = _literals(c.args[first + 2] if len(c.args) > first + 2 else c.args[first + 1])
-    else:
+def _region_problems(c: Call, nranks: int, buffers: Mapping[str, StaticBuffer]) -> Iterator[str]:
+    """Every region of the op's signature (``Signature.regions``) whose values are known at ``nranks``
+    ranks and that leaves what it accesses (one problem per region, its first bad dim)."""
+    sig = SIGNATURES[c.op]
+    for r in sig.regions:
+        found = _static_region(c, sig, r, nranks, buffers)
+        if found is None:
+            continue
+        what, container, offsets, extent = found
+        for dim, (o, n, size) in enumerate(zip(offsets, extent, container, strict=True)):
+            if o < 0 or n < 0 or o + n > size:
+                where = (f"valid shape {list(extent)} does not fit in" if r.offsets is None
+                         else f"region offsets {list(offsets)} shape {list(extent)} leaves")
+                yield f"{where} {what}: dim {dim} covers [{o}, {o + n}) outside [0, {size})"
+                break
+
+
+_Static = tuple[str, tuple[int, ...], tuple[int, ...], tuple[int, ...]]
+
+
+def _static_region(c: Call, sig: Signature, r: Region, nranks: int,
+                   buffers: Mapping[str, StaticBuffer]) -> _Static | None:
+    """(what is accessed, its shape, offsets, extent) of region ``r`` of call ``c`` when all of it is
+    known before the run at ``nranks`` ranks, else None (the run checks it)."""
+    arg = {p.name: c.args[i] for i, p in enumerate(sig.params) if i < len(c.args)}
+    if any(name not in arg for name in r.params() if name != r.valid):
+        return None  # optional operands not given: this region is not accessed
+    of = _container(arg[r.of], nranks, buffers)
+    if of is None:
         return None
-    lits = _literals(offsets)
-    if not isinstance(tensor, Var) or lits is None or shape is None or not all(isinstance(n, int) for n in shape):
+    what, container = of
+    offsets = (0,) * len(container) if r.offsets is None else _values(arg[r.offsets], nranks)
+    source = arg.get(r.valid) if r.valid is not None and r.valid in arg else (
+        None if r.extent is None else arg[r.extent])
+    extent = (1,) * len(container) if source is None else _extent(source, nranks)
+    if offsets is None or extent is None or len(offsets) != len(container):
         return None
-    return tensor.name, lits, tuple(int(n) for n in shape)
+    fitted = Region.fit(extent, len(container))
+    return None if fitted is None else (what, container, offsets, fitted)
+
+
+def _container(a: Arg, nranks: int, buffers: Mapping[str, StaticBuffer]) -> tuple[str, tuple[int, ...]] | None:
+    """How a refusal names what a region accesses, and its static shape (None: not known)."""
+    if isinstance(a, ListExpr):
+        shape = _values(a, nranks)
+        return None if shape is None else (f"shape {list(shape)}", shape)
+    t = a.type
+    name = a.name if isinstance(a, Var) else format_expr(a)
+    if isinstance(t, TileType):
+        return f"tile {name} {list(t.shape)}", tuple(t.shape)
+    if not isinstance(t, TensorType):
+        return None
+    shape = _values(ListExpr(t.shape), nranks)
+    if shape is None:
+        return None
+    buf = buffers.get(name) if isinstance(a, Var) else None
+    kind = "buffer" if buf is not None and buf.shape == shape else "view"
+    return f"{kind} {name} {list(shape)}", shape
+
+
+def _extent(a: Arg, nranks: int) -> tuple[int, ...] | None:
+    """A region's extent: a list's values, or a tile's valid region (what a store writes)."""
+    if isinstance(a, ListExpr):
+        return _values(a, nranks)
+    t = a.type
+    if not isinstance(t, TileType):
+        return None
+    return tuple(t.shape) if t.valid_shape is None else _values(ListExpr(t.valid_shape), nranks)
+
+
+def _values(e: Arg, nranks: int) -> tuple[int, ...] | None:
+    """The integers of a list whose entries are known at ``nranks`` ranks (literals, NR arithmetic)."""
+    if not isinstance(e, ListExpr):
+        return None
+    try:
+        values = tuple(evaluate(item, nranks, integer=True) for item in e.items)
+    except (NotStatic, FoldError):
+        return None
+    return values if all(isinstance(v, int) for v in values) else None
 
 
 def _literal(e: object) -> int | None:
     if isinstance(e, Const) and isinstance(e.value, int) and not isinstance(e.value, bool):
         return e.value
     return None
-
-
-def _literals(e: object) -> tuple[int, ...] | None:
-    if not isinstance(e, ListExpr):
-        return None
-    values = [_literal(item) for item in e.items]
-    return None if any(v is None for v in values) else tuple(v for v in values if v is not None)
 
 
 __all__ = ["PrecheckError", "StaticBuffer", "precheck", "static_buffers"]

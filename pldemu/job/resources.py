@@ -6,8 +6,12 @@ estimates the job first (:func:`job_memory`) and refuses it with the estimate (e
 not fit in the memory available now (:func:`check_fits`), unless the user forces it.
 
 The estimate per rank: the interpreter's own footprint (:data:`RANK_OVERHEAD`: Python, NumPy,
-mpi4py and MPICH, measured as a rank's resident size), plus every buffer ``copies`` times, plus the
-race detector's shadow of every signal cell when it is on. ``pldemu run`` keeps each buffer about
+mpi4py and MPICH, measured as a rank's resident size), plus every buffer ``copies`` times, plus what
+the checkers keep per signal cell: the race detector's INT64 snapshot of every cell (each rank's own,
+and rank 0's copy of every rank's at a checkpoint, :data:`RACE_CELL_BYTES`) and the invariant
+checker's two INT32 shadow windows (``NAME.writers``, ``NAME.posters``: :data:`INVARIANT_CELL_BYTES`).
+The race detector's logs grow with the accesses of a checkpoint, not with the buffers, and are not
+counted; it keeps no per-cell release history (the shadow-clock window is gone). ``pldemu run`` keeps each buffer about
 twice (the window segment, and the tiles and transfers a run makes of it: :data:`RUN_COPIES`);
 ``pldemu check`` also holds every rank's inputs and the oracle's results (:func:`check_copies`,
 measured: a 64 MiB allreduce at 4 ranks peaks at 1.1 GiB per rank). It is a floor, not a bound: a
@@ -39,6 +43,13 @@ def check_copies(nranks: int) -> int:
     return 4 + 3 * nranks
 
 
+RACE_CELL_BYTES = 2 * 8
+"""Race detector bytes per signal cell and rank: its INT64 snapshot, and its share of rank 0's gathered
+snapshots at a checkpoint (``RaceDetector._resolve``)."""
+
+INVARIANT_CELL_BYTES = 2 * 4
+"""Invariant checker bytes per signal cell and rank: the INT32 ``writers`` and ``posters`` shadows."""
+
 FIT_FRACTION = 0.9
 """Share of the available memory a job may be estimated to use before it is refused."""
 
@@ -55,7 +66,7 @@ class MemoryEstimate:
     buffers: int
     """One rank's declared buffers."""
     shadow: int
-    """One rank's race-detector shadow of its signal cells."""
+    """What one rank's checkers keep per signal cell (race snapshots, invariant shadows)."""
     copies: int = RUN_COPIES
     """How many times a rank holds its buffers."""
 
@@ -69,18 +80,20 @@ class MemoryEstimate:
 
     def describe(self) -> str:
         return (f"about {_size(self.total)} ({self.nranks} ranks x ({_size(self.buffers)} of buffers x {self.copies}"
-                + (f" + {_size(self.shadow)} race shadow" if self.shadow else "")
+                + (f" + {_size(self.shadow)} checker shadows" if self.shadow else "")
                 + f" + {_size(RANK_OVERHEAD)} per process))")
 
 
-def job_memory(buffers: Iterable[StaticBuffer], nranks: int, races: bool, copies: int = RUN_COPIES) -> MemoryEstimate:
+def job_memory(buffers: Iterable[StaticBuffer], nranks: int, races: bool, copies: int = RUN_COPIES, *,
+               invariants: bool = False) -> MemoryEstimate:
     """The estimate for ``buffers`` (one rank's, at ``nranks`` ranks, each held ``copies`` times); with
-    ``races`` the detector keeps ``nranks`` histories of 8 releases per signal cell."""
+    ``races`` :data:`RACE_CELL_BYTES` and with ``invariants`` :data:`INVARIANT_CELL_BYTES` per signal
+    cell."""
     buffers = list(buffers)
     data = sum(math.prod(b.shape) * b.dtype.itemsize for b in buffers)
     signal_cells = sum(math.prod(b.shape) for b in buffers if b.signal)
-    shadow = signal_cells * nranks * (2 + 8 * (1 + nranks)) * 8 if races else 0
-    return MemoryEstimate(nranks, data, shadow, copies)
+    per_cell = (RACE_CELL_BYTES if races else 0) + (INVARIANT_CELL_BYTES if invariants else 0)
+    return MemoryEstimate(nranks, data, signal_cells * per_cell, copies)
 
 
 def available_memory() -> int | None:
@@ -114,4 +127,4 @@ def _size(n: float) -> str:
     return f"{n / MIB:.0f} MiB" if n >= MIB else f"{n / 1024:.0f} KiB"
 
 
-__all__ = ["RANK_OVERHEAD", "RUN_COPIES", "MemoryEstimate", "ResourceError", "available_memory", "check_copies", "check_fits", "job_memory"]
+__all__ = ["INVARIANT_CELL_BYTES", "RACE_CELL_BYTES", "RANK_OVERHEAD", "RUN_COPIES", "MemoryEstimate", "ResourceError", "available_memory", "check_copies", "check_fits", "job_memory"]

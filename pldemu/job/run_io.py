@@ -83,21 +83,44 @@ def add_io_arguments(parser: argparse.ArgumentParser) -> None:
                         "code); a failing rank writes its message to FILE.rankR.txt")
 
 
+@dataclass(frozen=True)
+class DataFlags:
+    """The data flags of one run as values: what the parser gave, or what :func:`pldemu.launch` was
+    given. :meth:`argv` is the one spelling of them for a spawned job."""
+
+    inputs: str | os.PathLike[str] | None = None
+    expect: str | os.PathLike[str] | None = None
+    report: str | os.PathLike[str] | None = None
+    expect_buffer: tuple[tuple[str, str], ...] = ()
+    reload_inputs: bool = False
+    rtol: float = 0.0
+    atol: float = 0.0
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> DataFlags:
+        return cls(args.inputs, args.expect, args.report, tuple(args.expect_buffer), args.reload_inputs,
+                   args.rtol, args.atol)
+
+    def argv(self) -> list[str]:
+        """The flags as the spawned job gets them (absolute paths)."""
+        argv: list[str] = []
+        for flag, value in (("--inputs", self.inputs), ("--expect", self.expect), ("--report", self.report)):
+            if value is not None:
+                argv += [flag, str(Path(value).resolve())]
+        for actual, expected in self.expect_buffer:
+            argv += ["--expect-buffer", f"{actual}={expected}"]
+        if self.reload_inputs:
+            argv.append("--reload-inputs")
+        if self.rtol:
+            argv += ["--rtol", repr(self.rtol)]
+        if self.atol:
+            argv += ["--atol", repr(self.atol)]
+        return argv
+
+
 def io_argv(args: argparse.Namespace) -> list[str]:
     """The data flags as the spawned job gets them (absolute paths)."""
-    argv: list[str] = []
-    for flag, value in (("--inputs", args.inputs), ("--expect", args.expect), ("--report", args.report)):
-        if value is not None:
-            argv += [flag, str(Path(value).resolve())]
-    for actual, expected in args.expect_buffer:
-        argv += ["--expect-buffer", f"{actual}={expected}"]
-    if args.reload_inputs:
-        argv.append("--reload-inputs")
-    if args.rtol:
-        argv += ["--rtol", repr(args.rtol)]
-    if args.atol:
-        argv += ["--atol", repr(args.atol)]
-    return argv
+    return DataFlags.from_args(args).argv()
 
 
 @dataclass(frozen=True)
@@ -151,14 +174,16 @@ def job_io(args: argparse.Namespace, program: Program, nranks: int) -> JobIO:
     specs = static_buffers(program, nranks)
     pairs = tuple(args.expect_buffer)
     for pair in pairs:
-        _check_pair(pair, specs)
+        check_pair(pair, specs)
     inputs = None if args.inputs is None else scan(args.inputs, specs, nranks, what="--inputs")
     expect = None if args.expect is None else scan(args.expect, specs, nranks, what="--expect")
     report = None if args.report is None else output_file(args.report, "--report")
     return JobIO(inputs, expect, Tolerance(args.rtol, args.atol), args.reload_inputs, report, pairs)
 
 
-def _check_pair(pair: tuple[str, str], specs: Mapping[str, StaticBuffer]) -> None:
+def check_pair(pair: tuple[str, str], specs: Mapping[str, StaticBuffer]) -> None:
+    """Refuse (:class:`BufferFileError`) an ``--expect-buffer ACTUAL=EXPECTED`` pair that cannot be
+    compared: an unknown name, a dtype or shape that differs, a buffer with itself."""
     flag = f"--expect-buffer {pair[0]}={pair[1]}"
     for name in pair:
         if name not in specs:
@@ -184,4 +209,4 @@ def write_report(path: Path, data: Mapping[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-__all__ = ["NO_IO", "JobIO", "add_io_arguments", "expectation_summary", "io_argv", "job_io", "write_report"]
+__all__ = ["NO_IO", "DataFlags", "JobIO", "add_io_arguments", "check_pair", "expectation_summary", "io_argv", "job_io", "write_report"]

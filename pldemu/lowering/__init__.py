@@ -8,10 +8,12 @@ the scratch-planning targets in ``backend``); shared protocol pieces (context, c
 epilogue, geometry, NR checks) are in ``common``; the ``op -> rule`` table and the argument roles
 derived from the signature table in ``rules``; the recipe variants (deliberate deviations, for the
 mutant catalogue) in ``variant``. IR traversal and constant / NR evaluation come from the IR package
-(``pldemu.ir.walk``, ``pldemu.ir.nodes.evaluate``).
+(``pldemu.ir.walk``, ``pldemu.ir.nodes.evaluate``). ``insert_comm_fence`` holds the second pass,
+InsertCommFence (the memory-ordering markers ``--visibility fenced`` needs), run after this one.
 """
 
 from pldemu.lowering.common import LoweringError
+from pldemu.lowering.insert_comm_fence import InsertCommFence
 from pldemu.lowering.pass_ import (
     CallReport,
     LowerCompositeOps,
@@ -27,6 +29,7 @@ __all__ = [
     "CORRECT",
     "RULES",
     "CallReport",
+    "InsertCommFence",
     "LowerCompositeOps",
     "LoweringError",
     "LoweringReport",

@@ -33,10 +33,10 @@ from pldemu.ir.nodes import (
     ceildiv,
     emin,
     eval_nr,
+    format_expr,
     static_int,
 )
 from pldemu.ir.ops import Op
-from pldemu.ir.printer import format_expr
 from pldemu.ir.signatures import REDUCE_TILE_OP, describe
 from pldemu.lowering.backend import STANDALONE, Backend
 from pldemu.lowering.variant import CORRECT, RecipeVariant

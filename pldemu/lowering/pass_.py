@@ -30,8 +30,8 @@ from typing import ClassVar
 from pldemu.ir import nodes as ir
 from pldemu.ir.builder import FunctionBuilder
 from pldemu.ir.enums import AllreduceMode
+from pldemu.ir.nodes import format_attr, format_expr
 from pldemu.ir.ops import Op
-from pldemu.ir.printer import format_attr, format_expr
 from pldemu.ir.signatures import make_call
 from pldemu.ir.walk import expr_calls, function_calls, program_calls, stmt_exprs, walk_calls, walk_stmts
 from pldemu.lowering.backend import STANDALONE, Backend

@@ -5,13 +5,21 @@ Reproduces the spec's "Reimplementation contract" (seeds/000, TongaEliminateCast
 * :meth:`NeuronEliminateCasts.shouldMutateInstDstType`: four gates in order (capability flag, three-kind
   whitelist, "src dtype already the target", int/float class equality);
 * :meth:`~NeuronEliminateCasts.tryEliminateCast`: the same-dtype bail, then branch A (one producer
-  instruction, asserted) or branch B (an AP over a tensor: bail on graph inputs and PSUM, every store
-  must pass before any is rewritten, each store rewritten, the cast erased once);
+  instruction, asserted) or branch B (an AP over a tensor: bail on graph inputs and PSUM, and on a tensor
+  with no stores, every store must pass before any is rewritten, each store rewritten, the cast erased
+  once);
 * :meth:`~NeuronEliminateCasts.eliminateCast`: ``mutateDstTy`` -> ``count_cast`` -> ``replaceAllUsesWith``;
   erasing is the caller's;
 * :meth:`~NeuronEliminateCasts.transformStmts`: collect the candidate casts first, then try each once;
 * :meth:`~NeuronEliminateCasts.count_cast`: ``tile_size_in_bytes // npartitions * num_dynamic_instances``
   into the statistic "Number of bytes of casts eliminated" (bytes).
+
+**No stores, no rewrite.** The contract's ``all()`` over a tensor's stores passes vacuously when the
+tensor has none (a ``const`` tensor, or a kernel whose DMA load was deleted): nothing is re-typed, so the
+cast keeps its uses and erasing it would fail (``eraseFromParent``: it still has uses). pldemu bails
+there instead (:data:`NO_STORES_BAIL`, after the contract's two tensor bails): the cast is kept, its
+verdict says why, and the statistic :data:`KEPT_NO_STORES` counts it. So the pass never raises on a
+kernel its verifier accepts (tests/neuron/test_neuron_properties.py).
 
 The gates and bails are data (fields of the frozen pass), so a test can build the pass without one, or
 with two swapped, and see its discriminating program change verdict: the mutation tests in
@@ -37,6 +45,8 @@ from pldemu.neuron.stats import Statistics, Unit
 
 ELIMINATED_BYTES = "Number of bytes of casts eliminated"
 """The statistic ``count_cast`` adds to, registered in :attr:`Unit.Bytes`."""
+KEPT_NO_STORES = "Number of casts kept: the tensor has no stores to re-type"
+"""Casts the no-stores bail kept (pldemu's, not the contract's), registered in :attr:`Unit.Count`."""
 
 MUTABLE_KINDS = frozenset({Kind.ActivationOp, Kind.TensorScalarPtrOp, Kind.TensorCopyOp})
 """Gate 2's whitelist: the only kinds whose destination dtype may be mutated."""
@@ -53,6 +63,8 @@ class Refusal(enum.Enum):
     BAIL_SAME_DTYPE = "bail: the cast's dtype equals its source's (a numeric no-op)"
     BAIL_GRAPH_INPUT = "bail: the tensor is a graph input (isInput: dtype fixed from outside)"
     BAIL_PSUM = "bail: the tensor is PSUM (dtype hardware-fixed)"
+    BAIL_NO_STORES = ("bail: the tensor has no stores (a const tensor, or one never written): no producer to "
+                      "re-type, the cast keeps its uses")
 
 
 @dataclass(frozen=True)
@@ -73,10 +85,10 @@ class CastBail:
 
 @dataclass(frozen=True)
 class TensorBail:
-    """A branch-B bail on the tensor behind the cast's access pattern."""
+    """A branch-B bail on the tensor behind the cast's access pattern (``applies(f, tensor)``)."""
 
     refusal: Refusal
-    applies: Callable[[Tensor], bool]
+    applies: Callable[[Function, Tensor], bool]
 
 
 GATE1 = Gate(Refusal.GATE1_CAN_MUTATE_DST_TY, lambda f, inst, dtype: inst.canMutateDstTy)
@@ -94,9 +106,11 @@ DOCSTRING_GATES: tuple[Gate, ...] = (GATE1, GATE2, GATE3_DOCSTRING, GATE4)
 
 SAME_DTYPE_BAIL = CastBail(Refusal.BAIL_SAME_DTYPE, lambda f, cast: cast.dtype == f.dtype_of(cast.src))
 CAST_BAILS: tuple[CastBail, ...] = (SAME_DTYPE_BAIL,)
-GRAPH_INPUT_BAIL = TensorBail(Refusal.BAIL_GRAPH_INPUT, lambda t: t.isInput)
-PSUM_BAIL = TensorBail(Refusal.BAIL_PSUM, lambda t: t.is_psum)
-TENSOR_BAILS: tuple[TensorBail, ...] = (GRAPH_INPUT_BAIL, PSUM_BAIL)
+GRAPH_INPUT_BAIL = TensorBail(Refusal.BAIL_GRAPH_INPUT, lambda f, t: t.isInput)
+PSUM_BAIL = TensorBail(Refusal.BAIL_PSUM, lambda f, t: t.is_psum)
+NO_STORES_BAIL = TensorBail(Refusal.BAIL_NO_STORES, lambda f, t: not TensorUtils.store_insts(f, t))
+TENSOR_BAILS: tuple[TensorBail, ...] = (GRAPH_INPUT_BAIL, PSUM_BAIL, NO_STORES_BAIL)
+"""The contract's two tensor bails, then pldemu's no-stores bail (see the module docstring)."""
 
 
 @dataclass(frozen=True)
@@ -152,7 +166,7 @@ class NeuronEliminateCasts:
     tensor_bails: tuple[TensorBail, ...] = TENSOR_BAILS
 
     def __post_init__(self) -> None:
-        self.stats.register_stats(**{ELIMINATED_BYTES: Unit.Bytes})
+        self.stats.register_stats(**{ELIMINATED_BYTES: Unit.Bytes, KEPT_NO_STORES: Unit.Count})
 
     def first_refusal(self, f: Function, inst: Inst, dtype: NDType) -> Refusal | None:
         """The first gate ``inst`` fails for re-typing to ``dtype``, or None (short-circuit, in order)."""
@@ -200,10 +214,12 @@ class NeuronEliminateCasts:
 
     def _try_access_pattern(self, ed: FunctionEditor, cast: Inst, tensor: Tensor, dtype: NDType) -> Verdict:
         """Branch B: every store of ``tensor`` must pass before any is rewritten."""
-        for bail in self.tensor_bails:
-            if bail.applies(tensor):
-                return Verdict(cast.name, False, bail.refusal)
         f = ed.function
+        for bail in self.tensor_bails:
+            if bail.applies(f, tensor):
+                if bail.refusal is Refusal.BAIL_NO_STORES:
+                    self.stats.add(KEPT_NO_STORES, 1)
+                return Verdict(cast.name, False, bail.refusal)
         checked: Iterator[tuple[Inst, Refusal | None]] = (
             (store, self.first_refusal(f, store, dtype)) for store in TensorUtils.store_insts(f, tensor))
         failed = next(((store, r) for store, r in checked if r is not None), None)  # all(): first failure stops
@@ -231,5 +247,6 @@ class NeuronEliminateCasts:
         return PassResult(f, ed.freeze(), verdicts, tuple(ed.journal))
 
 
-__all__ = ["CAST_BAILS", "DOCSTRING_GATES", "ELIMINATED_BYTES", "GATES", "MUTABLE_KINDS", "TENSOR_BAILS",
+__all__ = ["CAST_BAILS", "DOCSTRING_GATES", "ELIMINATED_BYTES", "GATES", "KEPT_NO_STORES", "MUTABLE_KINDS",
+           "NO_STORES_BAIL", "TENSOR_BAILS",
            "CastBail", "Gate", "NeuronEliminateCasts", "PassResult", "Refusal", "TensorBail", "Verdict"]

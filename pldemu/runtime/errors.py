@@ -111,5 +111,12 @@ def locate(err: BaseException, location: str) -> BaseException:
     return out
 
 
+def failure_key(err: BaseException) -> str:
+    """What makes two ranks' ``err`` the same failure: its type and program location (their messages
+    may differ, e.g. each names its own rank), or its whole text when it has no location."""
+    location = getattr(err, LOCATED, None) or getattr(err, "location", None)
+    return f"{type(err).__name__} at {location}" if location else f"{type(err).__name__}: {err}"
+
+
 __all__ = [
-    "AllocationError", "Cause", "DeadlockError", "ProgramError", "WindowAccessError", "locate"]
+    "AllocationError", "Cause", "DeadlockError", "ProgramError", "WindowAccessError", "failure_key", "locate"]

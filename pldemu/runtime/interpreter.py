@@ -146,6 +146,10 @@ class ProgramInstance:
     def __init__(self, program: Program, comm: MPI.Comm, options: RuntimeOptions = DEFAULT_OPTIONS) -> None:
         if not isinstance(options, RuntimeOptions):
             raise TypeError(f"options must be a RuntimeOptions, got {type(options).__name__}")
+        if options.visibility == "fenced" and options.insert_fences:
+            from pldemu.lowering.insert_comm_fence import InsertCommFence
+
+            program = InsertCommFence().apply(program)  # the pipeline's last pass (idempotent)
         self.program = program
         self.comm = comm
         # Windows need an intracommunicator; any intercommunicator fails in the windows layer.
@@ -177,11 +181,11 @@ class ProgramInstance:
         # -- allocate: collective ---------------------------------------------------------------
         self._window_set: WindowSet | None = None
         self._status_window: Window | None = None
+        self.hosts = host_layout(intra)  # first: it also decides every window's back end, with no MPI call
         self._status_window = self._allocate_windows(intra, buffers)
         self._machine.status = StatusBoard(self._status_window)
         if self._invariants is not None:
             self._invariants.board = self._machine.status  # a deadlock report reads violations from it
-        self.hosts = host_layout(intra)
         if self.hosts.spans_hosts:
             self._machine.hosts = self.hosts.names
         self._globals: list[Any] = [self.nranks, *(buffer_tensor(b) for b in buffers)]
@@ -197,7 +201,7 @@ class ProgramInstance:
         """Allocate every buffer, the invariant checker's windows and the status window (collective);
         return the status window."""
         try:
-            self._window_set = WindowSet(intra, backend=self.options.windows)
+            self._window_set = WindowSet(intra, backend=self.options.windows, layout=self.hosts)
             # Every rank has mapped MPICH's per-node segment of MPI_Init once the window set exists
             # (a collective): drop its name now, so a failure below cannot leave it in /dev/shm.
             unlink_named_segments()
@@ -205,7 +209,7 @@ class ProgramInstance:
                 self._allocate(b)
             if self._invariants is not None:
                 self._invariants.attach(self._window_set)  # collective: its writer-kind windows
-            return allocate_window(intra, STATUS_WINDOW, NFIELDS, np.int64, backend="auto", fill=0)
+            return allocate_window(intra, STATUS_WINDOW, NFIELDS, np.int64, backend="auto", fill=0, layout=self.hosts)
         except ValueError as err:
             # The windows layer raises ValueError on every rank alike (checked arguments, back end
             # not available), so freeing what exists is a collective every rank reaches.
@@ -310,7 +314,11 @@ class ProgramInstance:
         try:
             # FP16 overflow to inf, NaN poison in casts etc. are program behaviour, not warnings.
             with np.errstate(all="ignore"):
-                returned = fn.run(frame)
+                try:
+                    returned = fn.run(frame)
+                finally:
+                    # Peers may sleep on cells the last notifies changed: a run ends the burst.
+                    self._flush_wakes()
         except DeadlockError as err:
             self._run_ended(err)
             raise  # the board already says TIMED_OUT
@@ -361,6 +369,11 @@ class ProgramInstance:
         except KeyError:
             names = ", ".join(self._buffers) or "none"
             raise KeyError(f"program {self.program.name} has no buffer {name!r} (buffers: {names})") from None
+
+    def _flush_wakes(self) -> None:
+        ws = self._window_set
+        if ws is not None:
+            ws.flush_wakes()
 
     def _run_ended(self, error: BaseException | None) -> None:
         for mon in self._monitors:

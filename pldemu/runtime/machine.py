@@ -44,6 +44,10 @@ class Machine:
         self.known_causes: Callable[[list[RankStatus], Callable[[int], str]], tuple[Cause, ...]] | None = None
         """``known_causes(statuses, where)``: the invariant violations every rank has published on the
         status board, named by the deadlock report as its likely root cause (the invariant checker's)."""
+        self.pending_races: Callable[[list[RankStatus], float], tuple[Cause, ...]] | None = None
+        """``pending_races(statuses, wait timeout)``: the races of what the ranks did since the last
+        checkpoint (the hanging call), found collectively when every rank is blocked (the race
+        detector's ``deadlock_causes``); None without the detector."""
         self.hosts: tuple[str, ...] = ()
         """Every rank's host when the job spans several (named in the wait-for report), else empty."""
         self.overrides: dict[Op, Callable[..., Any]] = {}
@@ -87,6 +91,8 @@ class Machine:
         head = (f"deadlock: rank {self.rank} waited {err.waited:.1f}s for {cell} {rel} {err.expected} "
                 f"(observed {err.observed}) at {site.where}")
         causes = self.known_causes(statuses, self.site_text) if self.known_causes is not None else ()
+        if self.pending_races is not None:  # after the board is read: the check may take a timeout
+            causes += self.pending_races(statuses, self.timeout)
         return DeadlockError(head, rank=self.rank, location=site.where, report=report, primary=primary,
                              causes=causes)
 

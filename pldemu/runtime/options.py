@@ -12,8 +12,11 @@ from dataclasses import dataclass
 WINDOW_BACKENDS = ("auto", "shared", "rma", "hybrid")
 """Accepted values of ``RuntimeOptions.windows`` (see ``pldemu.windows.choose_backend``)."""
 
-VISIBILITY_MODES = ("eager", "deferred")
-"""Accepted values of ``RuntimeOptions.visibility`` (see ``pldemu.runtime.instrument.schedule``)."""
+VISIBILITY_MODES = ("eager", "deferred", "fenced")
+"""Accepted values of ``RuntimeOptions.visibility`` (see ``pldemu.runtime.instrument.schedule``, ``pldemu.runtime.instrument.fenced``)."""
+
+FENCE_POLICIES = ("latest", "random")
+"""Accepted values of ``RuntimeOptions.fence_policy`` (see ``pldemu.runtime.instrument.fenced``)."""
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,13 @@ class RuntimeOptions:
     every call starts after a uniform random 0..skew_us microseconds. ``visibility``: ``eager``
     (a put or window store is visible when it returns) or ``deferred`` (it is buffered per rank and
     becomes visible only at the rank's next notify, or at a seeded random later point; see the
-    module docstring). ``invariants``: check the credit protocol's invariants as the program runs
+    module docstring), or ``fenced`` (the device's weak order: only ``system.fence`` lands buffered
+    writes, scalar reads and writes of windows go through a per-rank line cache that only
+    ``system.cacheinvalid`` cleans; ``pldemu.runtime.instrument.fenced``). ``fence_policy``: in fenced mode,
+    ``latest`` (a write stays pending until a fence or a host synchronisation, so a missing fence gives
+    wrong data on every call) or ``random`` (it may also land at a seeded random later point, as in
+    deferred mode). ``insert_fences``: in fenced mode, run InsertCommFence on the program before it
+    runs (False: run it as written). ``invariants``: check the credit protocol's invariants as the program runs
     (``pldemu.runtime.instrument.invariants``: no cell ever negative, never Set and AtomicAdd on one cell).
     All off (the defaults) cost nothing: no handler is wrapped.
 
@@ -65,6 +74,8 @@ class RuntimeOptions:
     straggler: tuple[int, float] | None = None
     skew_us: float = 0.0
     visibility: str = "eager"
+    fence_policy: str = "latest"
+    insert_fences: bool = True
     invariants: bool = False
     blocking_waits: bool = True
     cell_check: bool = True
@@ -97,7 +108,12 @@ class RuntimeOptions:
             raise ValueError(
                 f"RuntimeOptions.visibility must be one of {', '.join(VISIBILITY_MODES)}, got {self.visibility!r}"
             )
-        for name in ("poison", "stage_pieces", "race_detect", "invariants", "blocking_waits", "cell_check"):
+        if self.fence_policy not in FENCE_POLICIES:
+            raise ValueError(
+                f"RuntimeOptions.fence_policy must be one of {', '.join(FENCE_POLICIES)}, got {self.fence_policy!r}"
+            )
+        for name in ("poison", "stage_pieces", "race_detect", "invariants", "blocking_waits", "cell_check",
+                     "insert_fences"):
             value = getattr(self, name)
             if not isinstance(value, bool):
                 raise ValueError(f"RuntimeOptions.{name} must be True or False, got {value!r}")
@@ -106,4 +122,4 @@ class RuntimeOptions:
 DEFAULT_OPTIONS = RuntimeOptions()
 """The defaults (immutable, so one shared instance is safe as a default argument)."""
 
-__all__ = ["DEFAULT_OPTIONS", "VISIBILITY_MODES", "WINDOW_BACKENDS", "RuntimeOptions"]
+__all__ = ["DEFAULT_OPTIONS", "FENCE_POLICIES", "VISIBILITY_MODES", "WINDOW_BACKENDS", "RuntimeOptions"]

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from pldemu.ir import BufferKind, DType
+from pldemu.ir.signatures import Region
 from pldemu.runtime.errors import ProgramError
 from pldemu.windows import POISON_BYTE, Window, WindowAccessError, poison_value
 
@@ -154,16 +155,14 @@ def prefix(valid: Shape) -> tuple[slice, ...]:
 
 
 def fit_rank(extent: Shape, rank: int, what: str) -> Shape:
-    """``extent`` expressed with ``rank`` dims: leading unit dims dropped or added (a put may give its
-    shape in the source's rank or the destination's)."""
-    n = len(extent)
-    if n == rank:
+    """``extent`` expressed with ``rank`` dims (``Region.fit``: leading unit dims dropped or added; a put
+    may give its shape in the source's rank or the destination's)."""
+    if len(extent) == rank:
         return extent
-    if n > rank and all(e == 1 for e in extent[: n - rank]):
-        return extent[n - rank :]
-    if n < rank:
-        return (1,) * (rank - n) + extent
-    raise ProgramError(f"{what}: shape {list(extent)} cannot address a {rank}-D region")
+    fitted = Region.fit(extent, rank)
+    if fitted is None:
+        raise ProgramError(f"{what}: shape {list(extent)} cannot address a {rank}-D region")
+    return fitted
 
 
 def flat_cell(op: str, rank: int, peer: int, t: TensorRef, index: Shape) -> int:

@@ -38,6 +38,7 @@ from typing import Any, SupportsIndex
 import numpy as np
 from mpi4py import MPI
 
+from . import shared
 from .base import (
     POISON_BYTE,
     SIGNAL_DTYPE,
@@ -60,6 +61,7 @@ from .base import (
     region_layout,
     segment_array,
 )
+from .futex import WakeBatch
 from .hybrid import HostLayout, HybridWindow, host_layout
 from .rma import RmaWindow
 from .shared import SharedWindow
@@ -97,10 +99,11 @@ __all__ = [
 _BACKENDS: dict[str, type[Window]] = {"shared": SharedWindow, "rma": RmaWindow, "hybrid": HybridWindow}
 
 
-def choose_backend(comm: MPI.Intracomm, requested: str = "auto") -> BackendName:
+def choose_backend(comm: MPI.Intracomm, requested: str = "auto", layout: HostLayout | None = None) -> BackendName:
     """Resolve ``requested`` (``auto``/``shared``/``rma``/``hybrid``) for ``comm``.
 
-    Collective over ``comm``.  ``auto`` gives ``shared`` when all ranks share
+    Collective over ``comm``, unless ``layout`` (``comm``'s :func:`host_layout`, which the caller
+    already has) answers it with no MPI call.  ``auto`` gives ``shared`` when all ranks share
     a node; across nodes, ``hybrid`` when some node has more than one rank,
     else ``rma``.  Asking for ``shared`` when the ranks span nodes raises
     ``ValueError`` (on every rank: they all see the same split sizes);
@@ -110,11 +113,15 @@ def choose_backend(comm: MPI.Intracomm, requested: str = "auto") -> BackendName:
         raise ValueError(f"backend must be 'auto', 'shared', 'rma' or 'hybrid', got {requested!r}")
     if requested in ("rma", "hybrid"):
         return "rma" if requested == "rma" else "hybrid"
-    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
-    try:
-        node_size = int(node.Get_size())
-    finally:
-        node.Free()
+    if layout is not None:
+        node_size = next(len(g) for g in layout.groups if comm.Get_rank() in g)
+        largest = max(len(g) for g in layout.groups)
+    else:
+        node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+        try:
+            node_size = int(node.Get_size())
+        finally:
+            node.Free()
     # If one rank's node holds the whole communicator, every rank's does, so
     # all ranks reach the same answer without further communication.
     if node_size == comm.Get_size():
@@ -124,8 +131,9 @@ def choose_backend(comm: MPI.Intracomm, requested: str = "auto") -> BackendName:
             f"backend 'shared' needs all {comm.Get_size()} ranks on one node; "
             f"rank {comm.Get_rank()}'s node has {node_size} of them"
         )
-    # Every rank got here (no node holds the whole communicator): the reduction is collective.
-    return "hybrid" if comm.allreduce(node_size, op=MPI.MAX) > 1 else "rma"
+    if layout is None:  # every rank got here (no node holds the whole communicator): collective
+        largest = comm.allreduce(node_size, op=MPI.MAX)
+    return "hybrid" if largest > 1 else "rma"
 
 
 def mpi_window(comm: MPI.Intracomm, backend: str, numel: int, dtype: Any) -> tuple[MPI.Win, np.ndarray]:
@@ -150,6 +158,7 @@ def allocate_window(
     backend: str = "auto",
     fill: Any = None,
     signal: bool = False,
+    layout: HostLayout | None = None,
 ) -> Window:
     """Collectively allocate a window of ``shape``/``dtype`` on every rank.
 
@@ -162,9 +171,10 @@ def allocate_window(
     protocol needs zeroed signals), otherwise the poison of
     :func:`poison_value` (NaN for floats, dtype min/max for integers, bytes
     ``0xA5`` for the rest) so that reads of never-written data stand out.
+    ``layout``: ``comm``'s :func:`host_layout`, if the caller has it (saves the back end's collective).
     """
     _check_same_everywhere(comm, _signature(name, shape, dtype, backend, fill, signal))
-    return _allocate(comm, name, shape, dtype, choose_backend(comm, backend), fill, signal)
+    return _allocate(comm, name, shape, dtype, choose_backend(comm, backend, layout), fill, signal)
 
 
 def _allocate(
@@ -175,8 +185,9 @@ def _allocate(
     backend: BackendName,
     fill: Any,
     signal: bool,
+    wakes: WakeBatch | None = None,
 ) -> Window:
-    """Validate locally (identical on all ranks) and build the window."""
+    """Validate locally (identical on all ranks) and build the window (``wakes``: see ``Window``)."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"window name must be a non-empty str, got {name!r}")
     shp = as_shape(shape, "shape")
@@ -197,7 +208,7 @@ def _allocate(
             np.full(1, fill, dtype=dt)
         except (OverflowError, TypeError, ValueError) as exc:
             raise ValueError(f"window '{name}': fill {fill!r} does not fit dtype {dt}: {exc}") from exc
-    return _BACKENDS[backend](comm, name, shp, dt, fill=fill, signal=signal)
+    return _BACKENDS[backend](comm, name, shp, dt, fill=fill, signal=signal, wakes=wakes)
 
 
 def _signature(name: str, shape: Any, dtype: Any, *rest: Any) -> tuple[Any, ...]:
@@ -242,12 +253,19 @@ class WindowSet(FreedOnExit):
     :class:`WindowFreedError`.
     """
 
-    def __init__(self, comm: MPI.Intracomm, *, backend: str = "auto") -> None:
-        """Resolve the back end for ``comm`` (collective)."""
+    def __init__(self, comm: MPI.Intracomm, *, backend: str = "auto", layout: HostLayout | None = None,
+                 batch_wakes: bool = True) -> None:
+        """Resolve the back end for ``comm`` (collective; none with ``layout``, see :func:`choose_backend`).
+        ``batch_wakes``: the set's windows defer the kernel wake-ups of this rank's notifies to the end
+        of its burst of notifies (one :class:`~pldemu.windows.futex.WakeBatch` for the set: its next
+        wait, test or read_cell on any of them, :meth:`flush_wakes`, :meth:`free`); False wakes at
+        every notify."""
         self._comm = comm
-        self._backend: BackendName = choose_backend(comm, backend)
+        self._backend: BackendName = choose_backend(comm, backend, layout)
         self._windows: dict[str, Window] = {}
         self._freed = False
+        futex = shared.FUTEX
+        self._wakes = WakeBatch(futex) if batch_wakes and futex is not None else None
 
     @property
     def comm(self) -> MPI.Intracomm:
@@ -281,7 +299,7 @@ class WindowSet(FreedOnExit):
         _check_same_everywhere(self._comm, _signature(name, shape, dtype, fill, signal))
         if name in self._windows:
             raise ValueError(f"window set: a window named '{name}' already exists")
-        win = _allocate(self._comm, name, shape, dtype, self._backend, fill, signal)
+        win = _allocate(self._comm, name, shape, dtype, self._backend, fill, signal, self._wakes)
         self._windows[name] = win
         return win
 
@@ -302,6 +320,13 @@ class WindowSet(FreedOnExit):
         """Counters of every window, by name."""
         return {name: w.stats.as_dict() for name, w in self._windows.items()}
 
+    def flush_wakes(self) -> None:
+        """Send the wake-ups this rank's notifies on the set's windows deferred (see ``batch_wakes``).
+        Call it before blocking outside the windows layer (an MPI collective, a sleep) while peers
+        may wait for cells this rank changed."""
+        if self._wakes is not None:
+            self._wakes.flush()
+
     def free(self) -> None:
         """Collectively free every window (reverse order); idempotent.
 
@@ -311,6 +336,7 @@ class WindowSet(FreedOnExit):
         if self._freed:
             return
         self._freed = True
+        self.flush_wakes()
         first: BaseException | None = None
         for win in reversed(list(self._windows.values())):
             try:

@@ -56,6 +56,8 @@ from pldemu.ir.enums import NotifyOp, WaitCmp
 from pldemu.mpi import DEFAULT_POLICY, Backoff, PollPolicy
 from pldemu.npdtypes import is_float_dtype
 
+from .futex import WakeBatch
+
 BackendName = Literal["shared", "rma", "hybrid"]
 """Name of a concrete back end."""
 
@@ -320,9 +322,14 @@ class Window(FreedOnExit, ABC):
         *,
         fill: Any,
         signal: bool,
+        wakes: WakeBatch | None = None,
     ) -> None:
-        """Allocate the window collectively; use ``allocate_window`` instead."""
+        """Allocate the window collectively; use ``allocate_window`` instead.  ``wakes``: where the
+        wake-ups of this rank's notifies are deferred to (shared by a window set's windows), None
+        to send each at once; only back ends that sleep in the kernel use it."""
         self._comm = comm
+        self._wakes: WakeBatch | None = None  # set by _create_win where the back end defers wakes
+        self._wake_batch = wakes
         self._name = name
         self._shape = shape
         self._dtype = dtype
@@ -657,19 +664,19 @@ class Window(FreedOnExit, ABC):
             raise self._access_error(
                 opname, peer, f"cell {cell}: value {value} outside INT32 [{_INT32_MIN}, {_INT32_MAX}]"
             )
-        # Puts are already complete at their targets when put() returns, so
-        # only this rank's own local stores still need ordering: a memory
-        # barrier before the atomic takes care of them.
-        win.Sync()
         old = self._cell_atomic(win, peer, cell, value, op, fetch)
         self._stats.notifies += 1
         return old
 
     def _cell_atomic(self, win: MPI.Win, peer: int, cell: int, value: int, op: NotifyOp, fetch: bool) -> int:
         """The atomic of notify (``fetch`` False: returns 0) and fetch_notify (returns the value the
-        cell held just before), complete at the target on return.  MPI accumulates; the shared
-        back end overrides this with CPU atomics on INT32 windows."""
+        cell held just before), complete at the target on return, ordered after this rank's earlier
+        stores.  MPI accumulates; the shared back end overrides this with CPU atomics on INT32
+        windows (a sequentially consistent atomic is its own barrier)."""
         mpi_op = _NOTIFY_MPI_OPS[op]
+        # Puts are already complete at their targets when put() returns, so only this rank's own
+        # local stores still need ordering: a memory barrier before the accumulate.
+        win.Sync()
         if not fetch:
             self._cell_buf[0] = value
             win.Accumulate(self._cell_origin, peer, (cell, 1, MPI.INT32_T), mpi_op)
@@ -686,6 +693,9 @@ class Window(FreedOnExit, ABC):
         acquire barrier as a satisfied wait (peers' data is then visible)."""
         win = self._live_win("wait")
         cell = self._check_wait(cell, cmp)
+        wakes = self._wakes
+        if wakes is not None:
+            wakes.flush()  # a poll ends this rank's burst of notifies (see futex.WakeBatch)
         value = self._poll_cell(cell, 0)
         st = self._stats
         st.polls += 1
@@ -699,6 +709,9 @@ class Window(FreedOnExit, ABC):
         """One atomic read of this rank's INT32 ``cell`` (no waiting)."""
         self._live_win("read_cell")
         cell = self._check_cell("read_cell", self._rank, cell)
+        wakes = self._wakes
+        if wakes is not None:
+            wakes.flush()  # a read may be a poll loop of its own: end the burst here too
         return self._poll_cell(cell, 0)
 
     def wait(
@@ -728,6 +741,9 @@ class Window(FreedOnExit, ABC):
         """
         win = self._live_win("wait")
         cell = self._check_wait(cell, cmp)
+        wakes = self._wakes
+        if wakes is not None:
+            wakes.flush()  # the end of this rank's burst of notifies (see futex.WakeBatch)
         st = self._stats
         # One poll before any bookkeeping: inside a running recipe most waits
         # are already satisfied (the credit arrived while this rank worked).
@@ -773,10 +789,19 @@ class Window(FreedOnExit, ABC):
 
     # ------------------------------------------------------------------- free
 
+    def flush_wakes(self) -> None:
+        """Send the wake-ups this rank's notifies deferred (see :class:`pldemu.windows.futex.WakeBatch`;
+        a no-op on windows that do not defer them).  Call it before blocking outside the windows
+        layer while peers may sleep on cells this rank changed; ``wait``, ``test``, ``read_cell``
+        and ``free`` call it themselves."""
+        if self._wakes is not None:
+            self._wakes.flush()
+
     def free(self) -> None:
         """Collectively free the window; idempotent.  All ranks must call it."""
         if self._win is None:
             return
+        self.flush_wakes()
         self._release()
 
     def _release(self) -> None:

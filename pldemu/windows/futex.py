@@ -24,6 +24,7 @@ import ctypes
 import errno
 import platform
 import sys
+import time
 from collections.abc import Callable
 
 FUTEX_WAIT = 0
@@ -48,11 +49,16 @@ class _Timespec(ctypes.Structure):
 class Futex:
     """``FUTEX_WAIT`` / ``FUTEX_WAKE`` on raw addresses of shared memory (see the module docstring)."""
 
-    __slots__ = ("_nr", "_syscall")
+    __slots__ = ("_nr", "_op_wait", "_op_wake", "_syscall", "_wake_all")
 
     def __init__(self, syscall: Callable[..., int], number: int) -> None:
         self._syscall = syscall
         self._nr = ctypes.c_long(number)
+        # The constant arguments built once: a notify's wake is on the hot path, and building
+        # ctypes objects cost more than the syscall's conversion of a plain int address.
+        self._op_wait = ctypes.c_int(FUTEX_WAIT)
+        self._op_wake = ctypes.c_int(FUTEX_WAKE)
+        self._wake_all = ctypes.c_int(WAKE_ALL)
 
     def wait(self, addr: int, observed: int, timeout: float) -> bool:
         """Sleep while the 32-bit word at ``addr`` holds ``observed``, at most ``timeout`` seconds.
@@ -61,14 +67,90 @@ class Futex:
         the caller polls again either way), False when the syscall failed and must not be used again.
         """
         ts = _Timespec(int(timeout), int((timeout % 1.0) * 1e9))
-        rc = self._syscall(self._nr, ctypes.c_void_p(addr), ctypes.c_int(FUTEX_WAIT),
+        rc = self._syscall(self._nr, ctypes.c_void_p(addr), self._op_wait,
                            ctypes.c_uint32(observed & 0xFFFF_FFFF), ctypes.byref(ts), None, ctypes.c_int(0))
         return rc == 0 or ctypes.get_errno() in _BENIGN
 
     def wake(self, addr: int, count: int = WAKE_ALL) -> int:
         """Wake up to ``count`` waiters sleeping on ``addr``; returns how many woke (-1: failed)."""
-        return int(self._syscall(self._nr, ctypes.c_void_p(addr), ctypes.c_int(FUTEX_WAKE),
-                                 ctypes.c_int(count), None, None, ctypes.c_int(0)))
+        n = self._wake_all if count == WAKE_ALL else ctypes.c_int(count)
+        return int(self._syscall(self._nr, ctypes.c_void_p(addr), self._op_wake, n, None, None, None))
+
+
+WAKE_BOUND = 200e-6
+"""Seconds a deferred wake may wait for the notifier's next wait before a later notify sends it
+anyway (see :class:`WakeBatch`)."""
+
+
+class WakeBatch:
+    """The deferred ``FUTEX_WAKE`` calls of one rank's notifies, sent together as one batch.
+
+    Why.  On an oversubscribed machine a ``FUTEX_WAKE`` makes the woken rank runnable at once, and
+    the scheduler lets it preempt the notifier: a barrier's burst of credits to every peer was
+    interrupted after each credit (two context switches per credit, and a woken peer that only
+    finds the next of its cells still empty).  Deferring the wakes to the end of the burst lets the
+    notifier post every credit first and hand over its core when it has nothing left to do.
+
+    The windows of one :class:`~pldemu.windows.WindowSet` (one rank, one thread) share a batch.
+    :meth:`defer` records the address of a changed cell whose owner may be asleep on it (addresses
+    are kept once, in order); :meth:`flush` sends one wake per address.  A window flushes the batch
+    at the start of every ``wait`` and ``test`` and on every ``read_cell`` (whether the poll then
+    succeeds or not: that is where a burst of notifies ends), the interpreter at the end of every
+    ``run()``, the set when it is freed or on :meth:`WindowSet.flush_wakes`, and :meth:`defer`
+    itself once the oldest deferred wake is older than ``bound`` seconds (a burst of notifies that
+    never waits).
+
+    **No wake-up is lost** (the argument; tested in ``tests/windows/test_win_wake_batch.py``,
+    including 8 ranks on 2 cores).  A waiter of cell ``c`` sleeps only through
+    ``FUTEX_WAIT(c, v)``, after publishing ``c`` in its segment's sleeper word with a sequentially
+    consistent atomic; the kernel returns at once unless ``c`` still holds ``v``.  A notifier first
+    changes ``c`` (a sequentially consistent atomic), then reads the sleeper word.  Both sides
+    write before they read, in one total order, so either the notifier reads ``c`` in the sleeper
+    word -- and defers the wake -- or the waiter's kernel compare reads the new value and does not
+    sleep.  Deferring only moves *when* ``FUTEX_WAKE`` is called, never whether: an address leaves
+    the batch only through :meth:`flush`, which wakes it; every way a rank's code can stop running
+    the windows layer's ops passes a flush point (its next wait/test/read, the end of ``run()``,
+    free), and a notifier that keeps notifying flushes after ``bound``.  Between the change and the
+    flush the waiter sleeps at most until its own timeout (the wait's next hook call, 50 ms by
+    default), so even code that notifies and then blocks elsewhere without flushing (an MPI
+    collective) delays a peer, it cannot hang it.  A wake that arrives after the waiter already
+    left (timed out, or woken by another cell's wake) is harmless: it wakes nobody, or a later
+    sleep on the same cell, which polls again.
+    """
+
+    __slots__ = ("_futex", "_oldest", "_pending", "bound")
+
+    def __init__(self, futex: Futex, bound: float = WAKE_BOUND) -> None:
+        self._futex = futex
+        self._pending: dict[int, None] = {}
+        self._oldest = 0.0
+        self.bound = bound
+        """Seconds after which :meth:`defer` sends the batch itself."""
+
+    def defer(self, addr: int) -> None:
+        """Record a wake of ``addr`` (a cell just changed whose owner may sleep on it)."""
+        pending = self._pending
+        if not pending:
+            self._oldest = time.monotonic()
+        elif time.monotonic() - self._oldest > self.bound:
+            pending[addr] = None
+            self.flush()
+            return
+        pending[addr] = None
+
+    def flush(self) -> None:
+        """Send every deferred wake (one ``FUTEX_WAKE`` per address, in order)."""
+        pending = self._pending
+        if pending:
+            self._pending = {}
+            wake = self._futex.wake
+            for addr in pending:
+                wake(addr)
+
+    @property
+    def pending(self) -> int:
+        """Deferred wakes not sent yet."""
+        return len(self._pending)
 
 
 def load_futex() -> Futex | None:
@@ -90,4 +172,4 @@ def load_futex() -> Futex | None:
     return futex
 
 
-__all__ = ["FUTEX_WAIT", "FUTEX_WAKE", "WAKE_ALL", "Futex", "load_futex"]
+__all__ = ["FUTEX_WAIT", "FUTEX_WAKE", "WAKE_ALL", "WAKE_BOUND", "Futex", "WakeBatch", "load_futex"]

@@ -23,16 +23,23 @@ back-off's spins and yields sleeps in the kernel on its cell (``futex.py``:
 ``FUTEX_WAIT`` on the mapped cell with the value last polled, timed to the
 wait's deadline and next hook call) instead of timed sleeps, so an
 oversubscribed rank leaves its core to the ranks it waits for and wakes when
-the credit lands.  Each segment carries one waiter count after its cells.
-The protocol, which loses no wake-up: the waiter increments its count (a
-sequentially consistent atomic), then the kernel compares the cell with the
-value seen and sleeps; every writer of a cell (notify, fetch_notify, an
-atomic_add put, a plain put into the window) first changes it, then reads
-the target's count with an atomic load, and calls ``FUTEX_WAKE`` on the cell
-only when someone may be sleeping.  Either the writer sees the count, or the
-kernel's compare sees the new value.  Without libatomic or futexes
-(``futex.load_futex`` is None) the window has no count and waits keep the
-timed back-off.  Seam for a back end composing this one (hybrid windows):
+the credit lands.  Each segment carries one sleeper word after its cells:
+the cell its owner sleeps on, plus one (0: awake).  The protocol, which
+loses no wake-up: the waiter writes the word (a sequentially consistent
+atomic), then the kernel compares the cell with the value seen and sleeps;
+every writer of a cell (notify, fetch_notify, an atomic_add put, a plain put
+into the window) first changes it, then reads the target's sleeper word, and
+wakes the cell only when the owner sleeps on exactly that cell.  Either the
+writer sees the word, or the kernel's compare sees the new value.  The word
+is one per segment because only the segment's owner waits on its cells (one
+thread per rank drives a window), and a rank notifying its own cells reads
+no word: it is not asleep.  Windows of a ``WindowSet`` defer the wake to the
+end of the notifier's burst of notifies (``futex.WakeBatch``, where the
+argument that deferral loses nothing is).  The notify's atomic needs no
+``MPI_Win_sync`` before it: a sequentially consistent atomic already orders
+the notifier's earlier stores (a put's copy) before it.  Without libatomic
+or futexes (``futex.load_futex`` is None) the window has no word and waits
+keep the timed back-off.  Seam for a back end composing this one (hybrid windows):
 :meth:`SharedWindow.sleeper` and :meth:`SharedWindow.wake_cells`.
 """
 
@@ -41,6 +48,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import platform
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import ClassVar
@@ -101,10 +109,11 @@ FUTEX: Futex | None = load_futex()
 is allocated."""
 
 _WAITERS_BYTES = 4
-"""The waiter count after a signal segment's cells (int32)."""
+"""The sleeper word after a signal segment's cells (int32)."""
 
-_MINUS_ONE = 0xFFFF_FFFF
-"""-1 as the uint32 operand of a fetch-add."""
+_RMW_IS_FULL_BARRIER = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
+"""Whether a locked read-modify-write is a full barrier here (x86-TSO: no later load is performed
+before it), so the sleeper word may be read with a plain load after a notify's atomic."""
 
 _IPROBE_EVERY = 16
 """A poll calls ``Iprobe`` every this many polls (not the first one of a
@@ -152,10 +161,13 @@ class SharedWindow(Window):
         self._atomics = atomics
         self._futex = futex
         self._can_sleep = futex is not None
-        self._waiters = [a + nbytes for a in self._addrs]  # each segment's waiter count, after its cells
+        self._waiters = [a + nbytes for a in self._addrs]  # each segment's sleeper word, after its cells
+        self._sleepers: list[ctypes.c_int32] = []
         if futex is not None:
             # Zeroed before the allocation's closing barrier (Window.__init__): no peer reads it earlier.
             ctypes.c_int32.from_address(self._waiters[self._rank]).value = 0
+            self._sleepers = [ctypes.c_int32.from_address(a) for a in self._waiters]
+            self._wakes = self._wake_batch
         return win, peers[self._rank]
 
     def _release(self) -> None:
@@ -180,11 +192,35 @@ class SharedWindow(Window):
             return super()._cell_atomic(win, peer, cell, value, op, fetch)
         fn = atomics.add if op is NotifyOp.AtomicAdd else atomics.xchg
         addr = self._addrs[peer] + 4 * cell
+        # No MPI_Win_sync first: the sequentially consistent atomic orders this rank's earlier
+        # stores before it (the module docstring).
         old = fn(addr, value & 0xFFFF_FFFF, _SEQ_CST)
-        futex = self._futex
-        if futex is not None and atomics.load(self._waiters[peer], _SEQ_CST):
-            futex.wake(addr)  # the cell changed first, then the count was read: see the module docstring
+        # The cell changed first, then the sleeper word is read (the module docstring).  A rank
+        # notifying itself skips it: the only sleeper of a segment is its owner, the caller.
+        if peer != self._rank and self._sleepers and self._sleeper_of(peer) == cell + 1:
+            self._wake(addr)
         return old - 0x1_0000_0000 if old & 0x8000_0000 else old
+
+    def _sleeper_of(self, peer: int) -> int:
+        """``peer``'s sleeper word, read after this rank's atomic on one of its cells: a plain load
+        where a locked read-modify-write already orders later loads after it (x86: the atomic is a
+        full barrier), a sequentially consistent atomic load elsewhere."""
+        if _RMW_IS_FULL_BARRIER:
+            return int(self._sleepers[peer].value)
+        atomics = self._atomics
+        assert atomics is not None  # only windows with CPU atomics have sleeper words
+        return int(atomics.load(self._waiters[peer], _SEQ_CST))
+
+    def _wake(self, addr: int) -> None:
+        """Wake the sleeper of the cell at ``addr``: deferred to this rank's wake batch when the
+        window has one (``futex.WakeBatch``), at once otherwise."""
+        wakes = self._wakes
+        if wakes is not None:
+            wakes.defer(addr)
+            return
+        futex = self._futex
+        assert futex is not None  # only windows with a futex have sleeper words
+        futex.wake(addr)
 
     def _accumulate(self, win: MPI.Win, peer: int, plan: RegionPlan, buf: np.ndarray, op: MPI.Op) -> None:
         atomics = self._atomics
@@ -231,30 +267,32 @@ class SharedWindow(Window):
     def _sleep_on(self, addr: int, observed: int, timeout: float) -> bool:
         futex, atomics = self._futex, self._atomics
         assert futex is not None and atomics is not None  # sleeper() checked
-        count = self._waiters[self._rank]
-        atomics.add(count, 1, _SEQ_CST)  # published before the kernel compares the cell
+        word = self._waiters[self._rank]
+        # Published before the kernel compares the cell: the cell this rank sleeps on, + 1.
+        atomics.xchg(word, (addr - self._addrs[self._rank]) // 4 + 1, _SEQ_CST)
         try:
             ok = futex.wait(addr, observed, timeout)
         finally:
-            atomics.add(count, _MINUS_ONE, _SEQ_CST)
+            atomics.xchg(word, 0, _SEQ_CST)
         if not ok:
             self._can_sleep = False  # this rank's later waits use timed sleeps; its notifies still wake
         return ok
 
     def _may_sleep(self, peer: int) -> bool:
-        """Whether a waiter of ``peer`` may be asleep (its waiter count, an atomic load)."""
+        """Whether ``peer`` may be asleep on one of its cells (its sleeper word, an atomic load)."""
         atomics = self._atomics
-        return atomics is not None and bool(atomics.load(self._waiters[peer], _SEQ_CST))
+        return (atomics is not None and peer != self._rank and bool(self._sleepers)
+                and bool(atomics.load(self._waiters[peer], _SEQ_CST)))
 
     def wake_cells(self, peer: int, cells: Iterable[int]) -> None:
         """Wake whoever sleeps on ``peer``'s ``cells`` (call after changing them, in the order of
-        the module docstring); a no-op unless ``peer`` may have a sleeping waiter."""
-        futex = self._futex
-        if futex is None or not self._may_sleep(peer):
+        the module docstring); a no-op unless ``peer`` sleeps on one of them."""
+        if not self._may_sleep(peer):
             return
-        base = self._addrs[peer]
+        sleeping = self._sleeper_of(peer) - 1
         for c in cells:
-            futex.wake(base + 4 * c)
+            if c == sleeping:
+                self._wake(self._addrs[peer] + 4 * c)
 
     def _sync(self) -> None:
         win = self._win

@@ -101,3 +101,34 @@ def test_no_mpi_in_the_calling_process(tmp_path: Path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+PAIR = parse_program("program pair {\n  local a: bf16[2, 4]\n  window b: bf16[2, 4]\n  local c: fp32[2, 4]\n"
+                     "  func main() {\n    k = 1\n  }\n}\n")
+
+
+def test_expect_buffers_is_run_expect_buffer():
+    import ml_dtypes
+
+    same = np.arange(8).reshape(2, 4).astype(ml_dtypes.bfloat16)
+    other = same.copy()
+    other[1, 3] = 100
+    ok = pldemu.launch(PAIR, 2, inputs={"a": same, "b": same}, expect_buffers={"a": "b"}, timeout=120)
+    assert ok.ok and ok.mismatches == ()
+    bad = pldemu.launch(PAIR, 2, inputs={"a": same, "b": [same, other]}, expect_buffers=[("a", "b")], timeout=120,
+                        check=False)
+    assert bad.exit_code == 1
+    assert any("rank 1 a (vs b): #wrong 1/8, first at [1, 3]: got 7.0, expected 100.0" in m for m in bad.mismatches)
+    close = pldemu.launch(PAIR, 2, inputs={"a": same, "b": [same, other]}, expect_buffers={"a": "b"}, atol=100,
+                          timeout=120)
+    assert close.ok
+
+
+@pytest.mark.parametrize(("pairs", "message"), [
+    ({"a": "z"}, "the program has no buffer 'z'"),
+    ({"a": "c"}, "a is bfloat16[2, 4] but c is float32[2, 4]"),
+    ({"a": "a"}, "a buffer compared with itself always matches"),
+])
+def test_expect_buffers_refused_before_the_job(pairs: dict[str, str], message: str):
+    with pytest.raises(ValueError, match=message.replace("[", r"\[")):
+        pldemu.launch(PAIR, 2, expect_buffers=pairs, timeout=120)

@@ -13,9 +13,8 @@ from lowering_sim import REDUCE_NP, Machine
 
 from pldemu.collectives import CollectiveSpec, collective_program
 from pldemu.ir import AllreduceMode, Call, DType, For, Function, Program, ReduceOp, Seq, Var
-from pldemu.ir.nodes import INDEX, Const
+from pldemu.ir.nodes import INDEX, Const, format_expr
 from pldemu.ir.ops import Op
-from pldemu.ir.printer import format_expr
 from pldemu.ir.walk import program_calls
 from pldemu.lowering import lower_composite_ops
 

@@ -79,3 +79,12 @@ def test_parse_error_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) 
     src.write_text("program p {\n  func main() {\n    x = nope(\n  }\n}\n")
     code, _, err = run(capsys, "lower", str(src))
     assert code == 2 and "bad.pld" in err
+
+
+def test_fences_runs_insert_comm_fence_last(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "lower", "--collective", "allgather", "--size", "16", "--fences")
+    assert code == 0 and "# after LowerCompositeOps and InsertCommFence" in out
+    after = out.split("# after LowerCompositeOps and InsertCommFence\n", 1)[1]
+    assert "system.fence()" in after and "system.cacheinvalid()" in after
+    code, plain, _ = run(capsys, "lower", "--collective", "allgather", "--size", "16")
+    assert "system." not in plain.replace("pld.system.", "")

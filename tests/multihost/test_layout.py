@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from pldemu.bench.bulk import host_peers
@@ -32,3 +34,36 @@ def test_placement_rank_counts_and_conflicts() -> None:
     assert Placement(hostfile="f").ranks is None
     with pytest.raises(ValueError, match="one of"):
         Placement(sim_hosts=(2, 2), hostfile="f")
+
+
+class _Rank:
+    """What choose_backend asks of a communicator when it has the layout: this rank and the size
+    (no MPI call)."""
+
+    def __init__(self, rank: int, size: int) -> None:
+        self.rank, self.size = rank, size
+
+    def Get_rank(self) -> int:
+        return self.rank
+
+    def Get_size(self) -> int:
+        return self.size
+
+
+@pytest.mark.parametrize(("layout", "auto"), [
+    (HostLayout(("h", "h", "h"), ((0, 1, 2),)), "shared"),
+    (TWO_BY_TWO, "hybrid"),
+    (HostLayout(("a", "b"), ((0,), (1,))), "rma"),
+])
+def test_the_layout_answers_choose_backend_as_mpi_would(layout: HostLayout, auto: str) -> None:
+    from pldemu.windows import choose_backend
+
+    for rank in range(len(layout.names)):
+        comm: Any = _Rank(rank, len(layout.names))
+        assert choose_backend(comm, "auto", layout) == auto
+        assert choose_backend(comm, "rma", layout) == "rma"
+        if auto == "shared":
+            assert choose_backend(comm, "shared", layout) == "shared"
+        else:
+            with pytest.raises(ValueError, match="needs all"):
+                choose_backend(comm, "shared", layout)

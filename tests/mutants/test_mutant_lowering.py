@@ -14,9 +14,8 @@ from test_lowering_golden import CASES, GOLDEN
 
 from pldemu.collectives import CollectiveSpec, collective_program
 from pldemu.ir import AllreduceMode, DType, NotifyOp, Program, WaitCmp, format_program, verify
-from pldemu.ir.nodes import Call, Var
+from pldemu.ir.nodes import Call, Var, format_expr
 from pldemu.ir.ops import Op
-from pldemu.ir.printer import format_expr
 from pldemu.lowering import CORRECT, RecipeVariant, lower_composite_ops, lower_composite_ops_with_report
 from pldemu.mutants import MUTANTS, Mutant
 

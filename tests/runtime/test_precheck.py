@@ -25,6 +25,10 @@ CASES = {
                             "dim 0 covers [5, 6) outside [0, 2)"),
     "remote-load-out-of-bounds": ("  window x: fp32[2, 8]", "    t = pld.tile.remote_load(x, 1, [0, 4], [1, 8])", 4,
                                   "dim 1 covers [4, 12) outside [0, 8)"),
+    "get-out-of-bounds": ("  window x: fp32[2, 8]\n  local d: fp32[2, 8]",
+                          "    st = tile.create([1, 8], dtype=fp32, mem=Vec)\n"
+                          "    pld.tile.get(d, 0, x, st, [0, 0], [1, 4], [1, 8])", 4,
+                          "region offsets [1, 4] shape [1, 8] leaves buffer x [2, 8]: dim 1 covers [4, 12) outside [0, 8)"),
     "literal-peer": ("  signal s: int32[NR, 1]", "    pld.system.notify(s, 9, [0, 0], 1, op=AtomicAdd)", 4,
                      "peer 9 is not a rank of a 4-rank job (0..3)"),
     "zero-step": ("  signal s: int32[NR, 1]", "    for i in range(0, 10, 0) {\n      k = 1\n    }", 4,
@@ -81,7 +85,7 @@ def test_static_buffers_bind_nr():
 
 
 @pytest.mark.launcher
-@pytest.mark.parametrize("case", ["store-out-of-bounds", "literal-peer", "broadcast-root", "nr-minus-2-at-1"])
+@pytest.mark.parametrize("case", ["store-out-of-bounds", "get-out-of-bounds", "literal-peer", "broadcast-root", "nr-minus-2-at-1"])
 def test_run_refuses_before_launch_in_one_message(tmp_path: Path, case: str):
     buffers, body, nranks, message = CASES[case]
     path = tmp_path / "p.pld"

@@ -25,7 +25,19 @@ def test_estimate_counts_buffers_ranks_and_race_shadow():
     assert plain.buffers == 4096 + 16 and plain.shadow == 0
     assert plain.total == 4 * (RANK_OVERHEAD + 2 * plain.buffers)
     raced = job_memory(buffers(1024), 4, races=True)
-    assert raced.shadow == 4 * 4 * (2 + 8 * 5) * 8 and raced.total > plain.total
+    assert raced.shadow == 4 * (8 + 8) and raced.total > plain.total  # the snapshots of 4 cells, nothing more
+    checked = job_memory(buffers(1024), 4, races=True, invariants=True)
+    assert checked.shadow == 4 * (8 + 8) + 4 * (4 + 4)  # + the writers and posters shadows
+
+
+def test_race_estimate_does_not_grow_with_the_square_of_the_ranks():
+    """The removed shadow-clock window held NR histories of 8 releases per cell on every rank: 74 KiB per
+    rank for an [NR, 1] signal at 8 ranks, growing as NR^2 per cell. The detector now keeps one INT64
+    snapshot per cell (and rank 0's copy of every rank's): a constant per cell."""
+    signal = [StaticBuffer("s", np.dtype(np.int32), (512, 1), True)]
+    small, large = job_memory(signal, 2, races=True), job_memory(signal, 64, races=True)
+    assert small.shadow == large.shadow == 512 * 16
+    assert "8 KiB checker shadows" in large.describe()
 
 
 def test_refused_with_the_estimate_unless_forced():

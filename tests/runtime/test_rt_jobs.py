@@ -5,6 +5,7 @@ segment outlives any of these jobs. Plus ``pldemu run`` end to end on .pld files
 from __future__ import annotations
 
 import os
+import pickle
 import subprocess
 import sys
 import time
@@ -133,3 +134,19 @@ def test_pldemu_run_takes_every_schedule_flag_on_a_user_program(tmp_path: Path, 
 def test_pldemu_run_rejects_a_bad_schedule_flag(tmp_path: Path) -> None:
     res = _pldemu(tmp_path, str(EXAMPLES / "ring_demo.pld"), "-n", "2", "--straggler", "x")
     assert res.returncode == 2 and "R:US" in res.stderr, res.stderr
+
+
+def test_ranks_run_the_program_the_launcher_handed_over(tmp_path: Path) -> None:
+    """``--lowered FILE`` (what the launcher passes its ranks): the ranks run the pickled program, not
+    the file named on the command line, and a file that is not a pickled program is exit 2."""
+    from pldemu.job.launch import pldemu_argv
+    from pldemu.job.load import hand_over, load_program
+
+    handed = hand_over(load_program(str(EXAMPLES / "sum_inputs.pld")), tmp_path)
+    job = _job(tmp_path, 2, pldemu_argv(["run", str(EXAMPLES / "custom_barrier.pld"), "--lowered", str(handed)]))
+    assert job.rc == 0, job
+    assert "pldemu run: program sum_inputs" in job.out, job
+    bad = tmp_path / "bad.pickle"
+    bad.write_bytes(pickle.dumps({"not": "a program"}))
+    job = _job(tmp_path, 2, pldemu_argv(["run", str(EXAMPLES / "custom_barrier.pld"), "--lowered", str(bad)]))
+    assert job.rc == 2 and job.err.count("not a pickled pldemu program") == 1, job

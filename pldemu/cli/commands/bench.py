@@ -12,6 +12,7 @@ arguments; 3 a failure inside the job (deadlock, timeout, crash).
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from pldemu.cli import common
@@ -19,17 +20,19 @@ from pldemu.collectives import COLLECTIVE_NAMES
 from pldemu.harness import injob
 from pldemu.job import exits, flags
 from pldemu.job.argtypes import nonneg_int, positive_int
-from pldemu.job.exits import EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError
+from pldemu.job.exits import EXIT_ERROR, EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError
+from pldemu.job.launch import in_mpi_job
 from pldemu.job.outputs import OutputPathError, output_file
 
 DEFAULT_RANKS = 4
+STARTUP_RANKS = 2
 DEFAULT_SIZES = "4K,1M"
 DEFAULT_ITERS = 20
 DEFAULT_WARMUP = 3
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_JOB_TIMEOUT = 3600.0
 
-_SECTIONS = ("signals", "bulk", "micro")
+_SECTIONS = ("signals", "bulk", "micro", "startup")
 _WHATS = (*COLLECTIVE_NAMES, *_SECTIONS, "all")
 
 EPILOG = """\
@@ -45,6 +48,9 @@ pldemu and its reference alternate inside every iteration, after warm-up):
   all          all of the above, plus the allreduce bound and the targets
   micro        (only by name) the interpreter's own costs on one process, best of many runs:
                hop, barrier run(), mesh chunk, small put, 16 MiB get/remote_load vs memcpy
+  startup      (only by name; -n default 2) one trivial `pldemu run` job vs bare mpiexec + python +
+               numpy + mpi4py, `pldemu --help` vs `python -c "import numpy"`, one `pldemu.launch`
+               call; wall time spawn to exit, and where the job's time goes, phase by phase
 
 sizes: bytes per rank of the collective's natural buffer (the result window), binary units:
   allreduce, broadcast [1, SIZE]; allgather, reduce_scatter, all_to_all [NR, SIZE];
@@ -74,7 +80,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EPILOG
     parser.add_argument("what", metavar="COLLECTIVE", nargs="?", default="all", choices=_WHATS,
-                        help=f"one of {', '.join(COLLECTIVE_NAMES)}; signals; bulk; micro; or all (default)")
+                        help=f"one of {', '.join(COLLECTIVE_NAMES)}; signals; bulk; micro; startup; or all (default)")
     common.add_ranks_argument(parser, DEFAULT_RANKS)
     parser.add_argument("--sizes", type=_sizes, default=None, metavar="LIST",
                         help=f"comma-separated bytes per rank, K/M/G suffixes (default {DEFAULT_SIZES})")
@@ -128,15 +134,38 @@ def child_argv(args: argparse.Namespace, n: int) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``pldemu bench``."""
-    from pldemu.job.launch import in_mpi_job, job_rank, spawn
+    from pldemu.job.launch import job_rank, spawn
 
     problem = validate(args)
     if problem is not None:
         return exits.usage_error("bench", problem) if not in_mpi_job() or job_rank() in (0, None) else EXIT_USAGE
+    if args.what == "startup":
+        return _run_startup(args)
     if in_mpi_job():
         return _run_in_job(args)
     n = args.ranks or DEFAULT_RANKS
     return spawn(n, child_argv(args, n), args.job_timeout, placement=common.placement(args))
+
+
+def _run_startup(args: argparse.Namespace) -> int:
+    """``pldemu bench startup``: run from this process (its contenders are jobs of their own)."""
+    import json
+
+    from pldemu.bench.startup import StartupConfig, bench_startup
+
+    if in_mpi_job():
+        return exits.usage_error("bench", "startup times whole jobs: run it outside mpiexec")
+    config = StartupConfig(ranks=args.ranks or STARTUP_RANKS, warmup=args.warmup, iters=args.iters)
+    try:
+        report = bench_startup(config, lambda line: print(line, file=sys.stderr, flush=True))
+    except RuntimeError as err:
+        print(f"pldemu bench: {err}", file=sys.stderr, flush=True)
+        return EXIT_ERROR
+    print("\n".join(report.lines()), flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"times": report.times, "cpu": report.cpu, "phases": report.phases}, indent=1))
+        print(f"# wrote {args.json}", flush=True)
+    return EXIT_OK
 
 
 def _run_in_job(args: argparse.Namespace) -> int:
@@ -172,7 +201,7 @@ def _run_in_job(args: argparse.Namespace) -> int:
                 report.plot(args.plot)
                 print(f"# wrote {args.plot}", flush=True)
     except Exception as err:  # any failure inside the job ends it with exit 3
-        injob.abort_with(comm, f"# rank {me}: {type(err).__name__}: {err}")  # peers would wait on a rank failing alone
+        injob.abort_on_error(comm, "# ", err)  # a rank failing alone would leave its peers waiting
     if report.wrong:
         if me == 0:
             print(f"# {report.wrong} wrong elements", flush=True)

@@ -202,17 +202,17 @@ def _run_in_job(args: argparse.Namespace) -> int:
                 print(flush=True)
             results.append(run_check(comm, build(p), args.iters, _case_options(options, p, len(cases)), args.block))
     except DeadlockError as err:
-        injob.abort_on_deadlock(comm, f"# rank {me}: DeadlockError: ", err)
+        injob.abort_on_deadlock(comm, "# ", err)
     except Exception as err:  # any failure inside the job ends it with exit 3
         # A rank that failed alone would leave its peers waiting; end the whole job now.
-        injob.abort_with(comm, f"# rank {me}: {type(err).__name__}: {err}")
+        injob.abort_on_error(comm, "# ", err)
     if len(results) > 1 and me == 0:
         print(flush=True)
         print(summary_table(results), flush=True)
     try:
         tiles_ok = all(kind.run(comm, args, options) for kind in CHECK_KINDS.values())
     except Exception as err:
-        injob.abort_with(comm, f"# rank {me}: {type(err).__name__}: {err}")
+        injob.abort_on_error(comm, "# ", err)
     return EXIT_OK if all(r.ok for r in results) and tiles_ok else EXIT_FAIL
 
 

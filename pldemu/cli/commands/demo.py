@@ -191,7 +191,7 @@ def _run_in_job(args: argparse.Namespace) -> int:
     try:
         return _demo(comm, args, options)
     except Exception as err:  # any failure inside the job ends the whole job with exit 3
-        injob.abort_with(comm, f"# rank {comm.Get_rank()}: {type(err).__name__}: {err}")
+        injob.abort_on_error(comm, "# ", err)
 
 
 @dataclass(frozen=True)

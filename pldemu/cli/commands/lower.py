@@ -29,7 +29,7 @@ from pldemu.ir.source import load_source
 from pldemu.ir.verifier import verify
 from pldemu.job.argtypes import any_int
 from pldemu.job.exits import EXIT_OK, UsageError, usage_error
-from pldemu.lowering import lower_composite_ops_with_report
+from pldemu.lowering import InsertCommFence, lower_composite_ops_with_report
 
 EPILOG = """\
 summary line per lowered call:
@@ -52,6 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_collective_arguments(parser, default_size=1024, dtypes=[d.value for d in DType])
     parser.add_argument("--ranks", type=any_int, default=None, metavar="N", help="pin NR in the program")
     parser.add_argument("--after-only", action="store_true", help="print only the lowered program")
+    parser.add_argument("--fences", action="store_true",
+                        help="run InsertCommFence after LowerCompositeOps (what --visibility fenced runs)")
     add_backend_argument(parser)
 
 
@@ -93,14 +95,15 @@ def run(args: argparse.Namespace) -> int:
         program = verify(_program(args))
         report = lower_composite_ops_with_report(program, backend=backend_of(args))
         verify(report.program)
+        lowered = verify(InsertCommFence().apply(report.program)) if args.fences else report.program
     except (ValueError, OSError) as err:
         return usage_error("lower", str(err))
     out = sys.stdout
     if not args.after_only:
         out.write("# before LowerCompositeOps\n")
         out.write(format_program(program))
-        out.write("\n# after LowerCompositeOps\n")
-    out.write(format_program(report.program))
+        out.write("\n# after LowerCompositeOps" + (" and InsertCommFence" if args.fences else "") + "\n")
+    out.write(format_program(lowered))
     if report.calls:
         out.write("\n")
     for call in report.calls:

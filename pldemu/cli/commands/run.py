@@ -1,8 +1,10 @@
 """``pldemu run PROGRAM -n N``: read (``.pld`` or a Python builder file), lower, verify and execute a program on N MPI ranks.
 
 Outside an MPI job the command checks its input, then launches itself under
-``mpiexec -n N python -m mpi4py -m pldemu run ...``; inside the job every rank parses and lowers the
-program again (no MPI traffic before it is known to be good), instantiates it, runs the entry function
+``mpiexec -n N python -m mpi4py -m pldemu run ...``, handing its ranks the program it loaded, lowered
+and verified (:func:`pldemu.job.load.hand_over`; launched by hand under ``mpiexec``, every rank parses and
+lowers the file itself, with no MPI traffic before it is known to be good); every rank instantiates it,
+runs the entry function
 once, and rank 0 prints a report: ranks, back end, wall time, ops executed by kind, and per buffer a
 checksum of every rank's final contents. ``--dump DIR`` also writes every rank's buffers as ``.npy``
 plus the executed (lowered) program, whose line numbers the error locations refer to.
@@ -25,6 +27,7 @@ bad options), 3 the program failed while running (deadlock, refused access, prog
 from __future__ import annotations
 
 import argparse
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,7 +39,7 @@ from pldemu.ir import Program
 from pldemu.job import exits, flags
 from pldemu.job.argtypes import format_number, positive_int
 from pldemu.job.exits import EXIT_FAIL, EXIT_OK, EXIT_RACES, EXIT_USAGE, UsageError
-from pldemu.job.load import load_program
+from pldemu.job.load import hand_over, handed_program, load_program
 from pldemu.job.outputs import OutputPathError, output_dir
 from pldemu.job.prelaunch import add_force_argument
 from pldemu.job.run_io import (
@@ -80,6 +83,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    "fails writes its own part to FILE.rankR.json",
     })
     add_io_arguments(parser)
+    parser.add_argument("--lowered", metavar="FILE", default=None, help=argparse.SUPPRESS)  # see hand_over
 
 
 def _options(args: argparse.Namespace) -> RuntimeOptions:
@@ -119,22 +123,33 @@ def plan_of(args: argparse.Namespace, io: JobIO | None = None) -> RunPlan:
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``pldemu run``."""
     from pldemu.job.buffer_io import BufferFileError
-    from pldemu.job.launch import in_mpi_job, job_rank, job_size, spawn
+    from pldemu.job.launch import in_mpi_job, job_rank, job_size, spawn, startup_mark
 
     inside = in_mpi_job()
     n = args.ranks or (job_size() if inside else None) or DEFAULT_RANKS
     try:
         options = _options(args)
-        # Inside, the peers' own memory is already in use: the launcher judged it.
-        program = load_program(args.program, lower=not args.no_lower, nranks=n, options=options,
-                               force=args.force or inside)
+        if inside and args.lowered is not None:
+            program = handed_program(args.lowered)
+        else:
+            # Inside, the peers' own memory is already in use: the launcher judged it.
+            program = load_program(args.program, lower=not args.no_lower, nranks=n, options=options,
+                                   force=args.force or inside)
         io = job_io(args, program, n)
     except (UsageError, BufferFileError, OutputPathError) as err:
         # Inside a job every rank reaches the same verdict before touching MPI; one prints it.
         return exits.usage_error("run", str(err)) if not inside or job_rank() in (0, None) else EXIT_USAGE
+    startup_mark("checked")
     if inside:
         return run_in_job(program, options, source=args.program, plan=plan_of(args, io))
-    return spawn(n, child_argv(args, n), args.job_timeout, placement=common.placement(args))
+    placement = common.placement(args)
+    with tempfile.TemporaryDirectory(prefix="pldemu-job-") as work:
+        argv = child_argv(args, n)
+        if not (placement.hosts or placement.hostfile):  # the ranks see this machine's files
+            argv += ["--lowered", str(hand_over(program, Path(work)))]
+        code = spawn(n, argv, args.job_timeout, placement=placement)
+    startup_mark("job-done")
+    return code
 
 
 def run_in_job(program: Program, options: RuntimeOptions, *, source: str = "",

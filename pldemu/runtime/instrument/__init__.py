@@ -14,9 +14,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pldemu.runtime.instrument.schedule import prepare, schedule_active
-from pldemu.runtime.machine import Machine
+from pldemu.ir import Op
+from pldemu.runtime.instrument.schedule import (
+    PRIMITIVES,
+    Schedule,
+    deferred_handlers,
+    delayed,
+    schedule_active,
+)
+from pldemu.runtime.machine import Handler, Machine
 from pldemu.runtime.monitor import Monitor
+from pldemu.runtime.ops import HANDLERS
 from pldemu.runtime.options import RuntimeOptions
 
 if TYPE_CHECKING:
@@ -24,7 +32,6 @@ if TYPE_CHECKING:
 
     from pldemu.runtime.instrument.invariants import InvariantChecker
     from pldemu.runtime.instrument.races import RaceDetector
-    from pldemu.runtime.instrument.schedule import Schedule
     from pldemu.runtime.instrument.trace import Tracer
 
 
@@ -61,6 +68,7 @@ class Instruments:
         if self.options.race_detect:
             clock = self.tracer.clock.now if self.tracer is not None else None
             self.races = RaceDetector(comm, machine.buffers, machine.sites, clock=clock)
+            machine.pending_races = self.races.deadlock_causes  # a deadlock report names the hanging call's races
             if self.tracer is not None:
                 self.races.on_reports = self.tracer.add_races
             out.append(self.races)
@@ -91,4 +99,30 @@ def build(machine: Machine, options: RuntimeOptions) -> Instruments | None:
     return made
 
 
-__all__ = ["Instruments", "build"]
+def prepare(m: Machine) -> tuple[Schedule, InvariantChecker | None]:
+    """Build this rank's schedule (and invariant checker) and fill ``m.overrides`` accordingly."""
+    from pldemu.runtime.instrument.invariants import InvariantChecker
+
+    options = m.options
+    sched = Schedule(options, m.rank, m.nranks)
+    checker = InvariantChecker(m.rank, m.buffers) if options.invariants else None
+    table: dict[Op, Handler] = dict(HANDLERS)
+    if checker is not None:
+        table.update(checker.handlers(table))
+        m.posters = checker.posters  # the deadlock report's wait-for edges, for any signal layout
+        m.known_causes = checker.known_causes  # and its root cause
+    if sched.writes is not None and options.visibility == "fenced":
+        from pldemu.runtime.instrument.fenced import fenced_handlers
+
+        sched.cache, fenced = fenced_handlers(m.rank, sched.writes, table)
+        table.update(fenced)
+    elif sched.writes is not None:
+        table.update(deferred_handlers(sched.writes, table))
+    if sched.delays:
+        for op in PRIMITIVES:
+            table[op] = delayed(sched, table[op])
+    m.overrides.update({op: h for op, h in table.items() if h is not HANDLERS[op]})
+    return sched, checker
+
+
+__all__ = ["Instruments", "build", "prepare"]

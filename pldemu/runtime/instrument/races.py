@@ -42,7 +42,9 @@ site, call number). Puts, atomic puts, gets, ``remote_load`` (their regions deco
 ``tensor.read`` / ``tensor.write`` on the rank's own windows all count; signal windows are
 synchronisation, not data, and are left out. Accesses with the same VC (no notify or wait between
 them) to the same target, buffer, kind and site are one record whose intervals are merged, so a
-record costs one dict lookup and memory grows with synchronisation epochs, not with bytes.
+record costs one dict lookup and memory grows with synchronisation epochs, not with bytes. A rank's
+remote read that follows its remote write starts a new *turn*, which splits records too: a site's
+read before a put and its read after it (a loop) stay apart, so the same-origin check sees the second.
 Harnesses record their own host-side accesses with :meth:`RaceDetector.host_access` (writing a
 rank's inputs into its window, consuming its result).
 
@@ -73,10 +75,12 @@ import numpy as np
 from mpi4py import MPI
 
 from pldemu.ir import BufferKind, NotifyOp, Op, WaitCmp
-from pldemu.mpi import BoundedComm
+from pldemu.mpi import CHECKPOINT_POLICY, BoundedComm
+from pldemu.runtime.errors import Cause
 from pldemu.runtime.instrument.race_clocks import ACQ, JOIN, REL, SyncEvent, replay
 from pldemu.runtime.monitor import MonitorBase
 from pldemu.runtime.sites import CallSite, OpEvent
+from pldemu.runtime.status import RankStatus
 from pldemu.runtime.transfer import Region, plan_get, plan_put, remote_load_extent
 from pldemu.runtime.values import Buffer, Shape, TensorRef, flat_cell, unravel
 
@@ -98,6 +102,10 @@ MAX_REPORTS = 200
 
 DEFAULT_TIMEOUT = 120.0
 """Seconds the checkpoint's MPI exchanges may take before ``RaceCheckTimeout``."""
+
+STUCK_SLACK = 5.0
+"""Seconds beyond the wait timeout that the checkpoint of a deadlocked job may take
+(:meth:`RaceDetector.deadlock_causes`): the last rank's report settling, the replay, the exchanges."""
 
 Interval = tuple[int, int]
 Clock = Callable[[], float]
@@ -269,9 +277,10 @@ def _checkpoint_timeout(what: str) -> RaceCheckTimeout:
 # The detector
 # ---------------------------------------------------------------------------------------------
 
-# A record as exchanged: (rank, buffer, kind, vc, intervals, location, call, t, epoch). The epoch
-# counts the accessing rank's clock changes: it orders that rank's records in time.
-_Wire = tuple[int, int, int, tuple[int, ...], list[Interval], str, int, float, int]
+# A record as exchanged: (rank, buffer, kind, vc, intervals, location, call, t, epoch). The epoch,
+# (sync segment, turn), orders the accessing rank's records in time: the segment counts its sync
+# events, the turn its remote reads that follow a remote write (see RaceDetector._record).
+_Wire = tuple[int, int, int, tuple[int, ...], list[Interval], str, int, float, tuple[int, int]]
 
 
 class RaceDetector(MonitorBase):
@@ -298,14 +307,19 @@ class RaceDetector(MonitorBase):
         self._init = self._snapshot()
         # Our exchanges never match the program's or the harness's messages.
         self._comm: MPI.Intracomm = comm.Dup()
-        self._bounded = BoundedComm(self._comm, timeout, _checkpoint_timeout)
+        self._bounded = BoundedComm(self._comm, timeout, _checkpoint_timeout, CHECKPOINT_POLICY)
         # My own entry starts at 1: an access must never look ordered before another rank's merely
         # because neither rank has released anything yet (0 <= 0).
         self._vc = [0] * self.nranks
         self._vc[self.rank] = 1
         self._run = 0
         self._sync: list[SyncEvent] = []
-        self._log: dict[tuple[int, int, int, int, int, int | str], list[Any]] = {}
+        self._log: dict[tuple[int, int, int, int, int, int | str, int], list[Any]] = {}
+        # The same-origin check needs the order of this rank's remote writes and reads, which one
+        # record per site and segment loses (a site's read before a put and its read after it would
+        # be one record): a remote read after a remote write starts a new turn, and turns split records.
+        self._turn = 0
+        self._wrote_remote = False
         self.exact_acquires = 0
         """Acquires resolved exactly (``race_clocks``), counted at each checkpoint."""
         self.coarse_acquires = 0
@@ -406,7 +420,13 @@ class RaceDetector(MonitorBase):
     def _record(self, target: int, buf: Buffer, kind: int, site: int | str, ivs: list[Interval]) -> None:
         if not ivs:
             return
-        key = (len(self._sync), self._run, target, buf.index, kind, site)
+        if target != self.rank:
+            if kind == WRITE:
+                self._wrote_remote = True
+            elif kind == READ and self._wrote_remote:
+                self._turn += 1
+                self._wrote_remote = False
+        key = (len(self._sync), self._run, target, buf.index, kind, site, self._turn)
         rec = self._log.get(key)
         if rec is None:
             self._log[key] = [self._clock(), ivs]
@@ -529,6 +549,23 @@ class RaceDetector(MonitorBase):
             self.on_reports(reports)
         return reports
 
+    def deadlock_causes(self, statuses: Sequence[RankStatus], wait_timeout: float) -> tuple[Cause, ...]:
+        """When a wait gives up: the races among what was recorded since the last checkpoint (the
+        hanging call's accesses), as causes for the deadlock report. Only when the board shows every
+        rank blocked: each one's wait then gives up within ``wait_timeout`` and it comes here too, so
+        the checkpoint's exchanges (bounded by that) complete; otherwise, or if they do not, none."""
+        if not statuses or not all(st.blocked for st in statuses):
+            return ()
+        keep = self._bounded
+        self._bounded = BoundedComm(self._comm, wait_timeout + STUCK_SLACK, _checkpoint_timeout)
+        try:
+            reports = self.check()
+        except RuntimeError:  # a rank did not come (its wait was satisfied after all): report without
+            return ()
+        finally:
+            self._bounded = keep
+        return tuple(Cause("race", max(r.first.call, r.second.call) - 1, r.describe()) for r in reports)
+
     def _resolve(self) -> Sequence[tuple[int, ...]]:
         """The clocks of my segments this epoch: rank 0 replays every rank's sync log (one replay,
         not one per rank: the others wait, backing off, instead of repeating it on shared cores)."""
@@ -555,9 +592,9 @@ class RaceDetector(MonitorBase):
         """My records as wires, per target, with their resolved clocks; records of one site that the
         replay gave the same clock are merged (a wait that acquired nothing new splits nothing)."""
         merged: dict[tuple[Any, ...], list[Any]] = {}
-        for (seg, run, target, buf, kind, site), (t, ivs) in self._log.items():
+        for (seg, run, target, buf, kind, site, turn), (t, ivs) in self._log.items():
             vc = segments[seg]
-            key = (vc, run, target, buf, kind, site)
+            key = (vc, run, target, buf, kind, site, turn)
             rec = merged.get(key)
             if rec is None:
                 merged[key] = [seg, t, list(ivs)]
@@ -565,8 +602,9 @@ class RaceDetector(MonitorBase):
                 rec[0], rec[1] = min(rec[0], seg), min(rec[1], t)
                 rec[2].extend(ivs)
         outgoing: list[list[_Wire]] = [[] for _ in range(self.nranks)]
-        for (vc, run, target, buf, kind, site), (seg, t, ivs) in merged.items():
-            outgoing[target].append((self.rank, buf, kind, vc, merge_intervals(ivs), self._where(site), run, t, seg))
+        for (vc, run, target, buf, kind, site, turn), (seg, t, ivs) in merged.items():
+            outgoing[target].append((self.rank, buf, kind, vc, merge_intervals(ivs), self._where(site), run, t,
+                                     (seg, turn)))
         return outgoing
 
     def free(self) -> None:
@@ -607,7 +645,7 @@ def find_races(target: int, buffers: Sequence[Buffer], records: Sequence[_Wire])
     return list(found.values())[:MAX_REPORTS]
 
 
-def _epoch_of(w: _Wire) -> int:
+def _epoch_of(w: _Wire) -> tuple[int, int]:
     return w[8]
 
 
@@ -619,7 +657,8 @@ def _order(w: _Wire) -> tuple[float, int]:
 def _same_origin(buf: Buffer, target: int, ps: list[_Wire], found: dict[tuple[Any, ...], RaceReport]) -> None:
     """A rank's put into ``target``'s window followed by its own read of the same elements with no
     release of that rank between them (its own clock entry unchanged): puts land in order, and a
-    notify flushes them, but nothing completes a put before a later get or remote_load."""
+    notify flushes them, but nothing completes a put before a later get or remote_load. "Followed"
+    is the epoch's order, (segment, turn): a read of the write's own turn came before it."""
     p = ps[0][0]
     by_entry: dict[int, list[_Wire]] = {}
     for w in ps:
@@ -631,8 +670,8 @@ def _same_origin(buf: Buffer, target: int, ps: list[_Wire], found: dict[tuple[An
             if b[2] != READ:
                 continue
             for a in writes:
-                if a[8] > b[8] or (a[8] == b[8] and a[7] > b[7]):
-                    continue  # the read came first
+                if a[8] >= b[8]:
+                    continue  # the read came first: within a turn every remote read precedes every remote write
                 common = overlap(a[4], b[4])
                 if common is not None:
                     _add(found, buf, target, (buf.index, "same-origin", p, a[5], b[5]), common, a, b)

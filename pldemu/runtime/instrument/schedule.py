@@ -61,7 +61,7 @@ import operator
 import time
 from collections.abc import Callable, Mapping
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -69,7 +69,6 @@ from pldemu.ir import BufferKind, Op
 from pldemu.runtime.errors import ProgramError
 from pldemu.runtime.machine import Handler, Machine
 from pldemu.runtime.monitor import MonitorBase
-from pldemu.runtime.ops import HANDLERS
 from pldemu.runtime.options import RuntimeOptions
 from pldemu.runtime.sites import CallSite
 from pldemu.runtime.transfer import plan_get, plan_put
@@ -77,7 +76,7 @@ from pldemu.runtime.values import Shape, TensorRef, Tile, prefix, region
 from pldemu.windows import Window
 
 if TYPE_CHECKING:
-    from pldemu.runtime.instrument.invariants import InvariantChecker
+    pass
 
 PRIMITIVES = (Op.PUT, Op.GET, Op.REMOTE_LOAD, Op.NOTIFY, Op.WAIT)
 """The ops a jitter / straggler delay precedes, and the ops that count toward a due point."""
@@ -136,10 +135,24 @@ class Stream:
         return self._buf[i]
 
 
-class WriteBuffer:
-    """One rank's FIFO of writes not yet visible (deferred visibility; see the module docstring)."""
+NEVER_DUE = 1 << 62
+"""The due point of a write that lands only at a release (fenced mode's ``latest`` policy)."""
 
-    def __init__(self, rank: int, stream: Stream, span: int = VISIBILITY_SPAN) -> None:
+
+class WriteBack(Protocol):
+    """What the schedule asks of fenced mode's line cache (``pldemu.runtime.instrument.fenced``)."""
+
+    def write_back(self) -> None:
+        """Write every dirty line back to memory."""
+
+
+class WriteBuffer:
+    """One rank's FIFO of writes not yet visible (deferred visibility; see the module docstring).
+
+    ``span``: an entry lands at most that many primitives after it was issued; None: only at a
+    release (``flush``) or a read of this rank's own window (fenced mode, ``latest`` policy)."""
+
+    def __init__(self, rank: int, stream: Stream, span: int | None = VISIBILITY_SPAN) -> None:
         self.rank = rank
         self._stream = stream
         self._span = span
@@ -157,7 +170,8 @@ class WriteBuffer:
 
     def add(self, target: int, apply: Callable[[], Any]) -> None:
         """Buffer a write to ``target``'s memory; ``apply()`` performs it when it lands."""
-        due = max(self._last_due, self._ticks + 1 + int(self._stream.next() * self._span))
+        span = self._span
+        due = NEVER_DUE if span is None else max(self._last_due, self._ticks + 1 + int(self._stream.next() * span))
         self._last_due = due
         self._q.append((target, due, apply))
         self.deferred += 1
@@ -217,8 +231,12 @@ class Schedule(MonitorBase):
         self._jitter = Stream(options.seed, rank, STREAM_JITTER)
         self._skew = Stream(options.seed, rank, STREAM_SKEW)
         self.writes: WriteBuffer | None = None
-        if options.visibility == "deferred":
-            self.writes = WriteBuffer(rank, Stream(options.seed, rank, STREAM_VISIBILITY))
+        self.cache: WriteBack | None = None
+        """Fenced mode's scalar line cache (``pldemu.runtime.instrument.fenced``), else None."""
+        if options.visibility != "eager":
+            latest = options.visibility == "fenced" and options.fence_policy == "latest"
+            self.writes = WriteBuffer(rank, Stream(options.seed, rank, STREAM_VISIBILITY),
+                                      None if latest else VISIBILITY_SPAN)
 
     @property
     def delays(self) -> bool:
@@ -242,15 +260,23 @@ class Schedule(MonitorBase):
 
     def host_access(self) -> None:
         """The host is about to read or write this rank's own windows: its own writes land first."""
+        if self.cache is not None:
+            self.cache.write_back()  # the host reads memory: the tail flush of every dirty line
         if self.writes is not None:
             self.writes.flush_self()
 
     def host_sync(self) -> None:
         """An all-rank synchronisation of the host (an MPI barrier): every buffered write lands."""
+        if self.cache is not None:
+            self.cache.write_back()
         if self.writes is not None:
             self.writes.flush()
 
     # -- monitor ----------------------------------------------------------------------------------
+
+    def run_ended(self, run: int, error: BaseException | None) -> None:
+        if self.cache is not None:
+            self.cache.write_back()  # dirty lines are written back at the end of a call
 
     def run_started(self, run: int) -> None:
         if self.skew_us:
@@ -259,28 +285,8 @@ class Schedule(MonitorBase):
                 time.sleep(us * 1e-6)
 
 
-def prepare(m: Machine) -> tuple[Schedule, InvariantChecker | None]:
-    """Build this rank's schedule (and invariant checker) and fill ``m.overrides`` accordingly."""
-    from pldemu.runtime.instrument.invariants import InvariantChecker
-
-    options = m.options
-    sched = Schedule(options, m.rank, m.nranks)
-    checker = InvariantChecker(m.rank, m.buffers) if options.invariants else None
-    table: dict[Op, Handler] = dict(HANDLERS)
-    if checker is not None:
-        table.update(checker.handlers(table))
-        m.posters = checker.posters  # the deadlock report's wait-for edges, for any signal layout
-        m.known_causes = checker.known_causes  # and its root cause
-    if sched.writes is not None:
-        table.update(deferred_handlers(sched.writes, table))
-    if sched.delays:
-        for op in PRIMITIVES:
-            table[op] = _delayed(sched, table[op])
-    m.overrides.update({op: h for op, h in table.items() if h is not HANDLERS[op]})
-    return sched, checker
-
-
-def _delayed(sched: Schedule, inner: Handler) -> Handler:
+def delayed(sched: Schedule, inner: Handler) -> Handler:
+    """``inner`` after the schedule's delay before a primitive (jitter, straggler)."""
     delay = sched.delay
 
     def handler(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Any:
@@ -306,9 +312,11 @@ def _copy_into(view: np.ndarray, data: np.ndarray) -> None:
     view[...] = data
 
 
-def deferred_handlers(wb: WriteBuffer, inner: Mapping[Op, Handler]) -> dict[Op, Handler]:
-    """The handlers of deferred-visibility mode, wrapping ``inner`` (plain or invariant-checking)."""
-    d = _Deferred(wb, inner)
+def deferred_handlers(wb: WriteBuffer, inner: Mapping[Op, Handler], *,
+                      buffers_atomics: bool = False) -> dict[Op, Handler]:
+    """The handlers of deferred-visibility mode, wrapping ``inner`` (plain or invariant-checking);
+    ``buffers_atomics``: buffer element-wise atomic data puts too (fenced mode reuses these)."""
+    d = _Deferred(wb, inner, buffers_atomics)
     return {
         Op.PUT: d.put,
         Op.GET: d.get,
@@ -326,15 +334,18 @@ class _Deferred:
     """One rank's deferred-visibility handlers: each buffers, releases or drains through ``wb`` and
     leaves the rest of the op to ``inner``'s handler (see the module docstring)."""
 
-    def __init__(self, wb: WriteBuffer, inner: Mapping[Op, Handler]) -> None:
+    def __init__(self, wb: WriteBuffer, inner: Mapping[Op, Handler], buffers_atomics: bool) -> None:
         self._wb = wb
+        self.buffers_atomics = buffers_atomics
+        """Element-wise atomic puts into data windows are buffered too (fenced mode: they are data)."""
         self._inner = dict(inner)  # a snapshot: the caller's table gets these handlers next
 
     def put(self, m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
         wb = self._wb
         wb.tick()
-        if _data_window(args[0]) is None or site.attrs["atomic"]:
-            return self._inner[Op.PUT](m, site, args)  # atomics and signals are never deferred
+        atomic = site.attrs["atomic"]
+        if _data_window(args[0]) is None or (atomic and not self.buffers_atomics):
+            return self._inner[Op.PUT](m, site, args)  # signals (and, deferred, atomics) are never deferred
         if isinstance(args[2], TensorRef) and args[2].buffer.window is not None:
             wb.flush_self()  # read-your-writes: the snapshot sees this rank's own stores
         plan = plan_put(m.rank, site, args)
@@ -344,7 +355,7 @@ class _Deferred:
         w.check_put(peer, view, plan.dst.offsets, plan.data)  # refused where the program put
         snap = np.array(plan.data, dtype=w.dtype, copy=True)  # the data as it is now, whatever happens later
         for at, piece in plan.pieces(args[3] if m.stage_pieces else None):
-            wb.add(peer, partial(w.put, peer, view, at, snap[piece]))
+            wb.add(peer, partial(w.put, peer, view, at, snap[piece], atomic))
         return None
 
     def get(self, m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
@@ -415,9 +426,10 @@ __all__ = [
     "VISIBILITY_SPAN",
     "Schedule",
     "Stream",
+    "WriteBack",
     "WriteBuffer",
     "deferred_handlers",
+    "delayed",
     "describe_schedule",
-    "prepare",
     "schedule_active",
 ]

@@ -83,6 +83,12 @@ def _wait(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
     board.wait_ended()
 
 
+def _marker(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
+    """``system.fence`` / ``system.cacheinvalid``: nothing to do where every write is visible at a
+    release (eager, deferred); ``runtime/instrument/fenced.py`` gives them their meaning in fenced mode."""
+    return None
+
+
 def _get_comm_ctx(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Any:
     return m.ctx
 
@@ -101,6 +107,8 @@ COMM_HANDLERS: Mapping[Op, Handler] = MappingProxyType({
     Op.REMOTE_LOAD: _remote_load,
     Op.NOTIFY: _notify,
     Op.WAIT: _wait,
+    Op.FENCE: _marker,
+    Op.CACHEINVALID: _marker,
     Op.GET_COMM_CTX: _get_comm_ctx,
     Op.RANK: _rank,
     Op.NRANKS: _nranks,

@@ -40,9 +40,9 @@ from typing import Any
 
 import numpy as np
 
+from pldemu import npdtypes
 from pldemu.ir import DType, Op, TileType
 from pldemu.ir.mx_signatures import MX_GROUP, ZZ_COLS, ZZ_ROWS, MxGeometry, align
-from pldemu.npdtypes import BFLOAT16, FLOAT8_E4M3FN
 from pldemu.runtime.machine import Handler, Machine
 from pldemu.runtime.sites import CallSite
 from pldemu.runtime.values import Tile
@@ -76,7 +76,7 @@ def mx_quantise(x: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray, np.nd
         bits = np.where(nan, _SCALING_NAN_F32, (254 - e8m0.astype(np.uint32)) << 23).astype(np.uint32)
         scaling = bits.view(np.float32)
         y = np.clip(grouped * scaling[..., None], -E4M3_MAX, E4M3_MAX)
-    q = y.astype(FLOAT8_E4M3FN).view(np.int8)
+    q = y.astype(npdtypes.FLOAT8_E4M3FN).view(np.int8)
     return _ungrouped(q, axis, x.shape), e8m0, amax, scaling
 
 
@@ -103,7 +103,8 @@ def _write(ws: Tile, values: np.ndarray, axis: int, twice: bool) -> None:
     flat[: min(v.size, flat.size)] = v[: flat.size]
 
 
-_SRC_DTYPES = {np.dtype(np.float32): DType.FP32, np.dtype(np.float16): DType.FP16, BFLOAT16: DType.BF16}
+_SRC_DTYPES = {"float32": DType.FP32, "float16": DType.FP16, "bfloat16": DType.BF16}
+"""Source dtypes by numpy name (so that loading the handlers does not import ml_dtypes)."""
 
 
 def _tquant_mx_raw(m: Machine, site: CallSite, args: tuple[Any, ...]) -> tuple[Tile, Tile]:
@@ -114,7 +115,7 @@ def _tquant_mx_raw(m: Machine, site: CallSite, args: tuple[Any, ...]) -> tuple[T
     g = MxGeometry(axis, *src.data.shape)
     _write(ws_max, _workspace_values(amax, dtype, None), axis, False)
     _write(ws_scaling, _workspace_values(scaling, dtype, _SCALING_NAN_B16), axis,
-           g.scaling_twice(_SRC_DTYPES[dtype]))
+           g.scaling_twice(_SRC_DTYPES[dtype.name]))
     exp = e8m0.reshape(g.exp_shape)
     return Tile(q, q.shape), Tile(exp, exp.shape)
 

@@ -26,7 +26,6 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from pldemu.ir import (
@@ -244,6 +243,8 @@ def _pad_value(pad: PadValue, dtype: np.dtype[Any]) -> Any:
     if pad is PadValue.zero:
         return 0
     if is_float_dtype(dtype):
+        import ml_dtypes  # here: a program without tile.fillpad on floats never loads it
+
         info: Any = ml_dtypes.finfo(dtype)
     elif dtype.kind in "iu":
         info = np.iinfo(dtype)

@@ -1,0 +1,193 @@
+"""``@pl.program`` / ``@pl.function``: capture a class from its source, as pypto's parser does.
+
+Nothing in a method body runs. ``@pl.function`` on a method only records its kind; ``@pl.program``
+reads the class source (``inspect`` + ``ast``), keeps the decorating frame's globals and locals as the
+closure (factory functions close over sizes, dtypes, roots) and each method's evaluated annotations,
+and checks every name a body uses, so an unknown ``pl`` name or an undefined variable is reported at
+decoration time with the user's file:line.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import collections
+import dataclasses
+import enum
+import linecache
+import sys
+from collections.abc import Callable, Mapping
+from types import ModuleType
+from typing import Any
+
+from pldemu.pypto.errors import FrontendError
+
+
+class Kind(enum.Enum):
+    """What a ``@pl.function`` is: a kernel, a per-device orchestration, or the host orchestrator."""
+
+    INCORE = "InCore"
+    ORCHESTRATION = "Orchestration"
+    HOST = "HOST"
+
+
+@dataclasses.dataclass(frozen=True)
+class FunctionAttrs:
+    """What ``@pl.function(...)`` recorded on a method."""
+
+    kind: Kind
+
+
+ATTRS = "__pypto_function__"
+
+
+def function(type: Any = None, level: Any = None, role: Any = None) -> Callable[[Callable[..., Any]],
+                                                                                  Callable[..., Any]]:
+    """``@pl.function(type=pl.FunctionType.InCore)`` or ``(level=pl.Level.HOST, role=...)``."""
+    if level is not None:
+        kind = Kind.HOST
+    elif type is not None and getattr(type, "value", None) in ("InCore", "Orchestration"):
+        kind = Kind(type.value)
+    else:
+        raise TypeError(f"@pl.function: type= must be pl.FunctionType.InCore or Orchestration, got {type!r}")
+
+    def mark(fn: Callable[..., Any]) -> Callable[..., Any]:
+        setattr(fn, ATTRS, FunctionAttrs(kind))
+        return fn
+
+    return mark
+
+
+@dataclasses.dataclass(frozen=True)
+class CapturedFunction:
+    """One ``@pl.function`` method: its AST (lines already in file coordinates) and annotations."""
+
+    name: str
+    kind: Kind
+    node: ast.FunctionDef
+    params: tuple[str, ...]
+    annotations: Mapping[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class CapturedProgram:
+    """What ``@pl.program`` returns in place of the class (pypto returns an ``ir.Program``)."""
+
+    name: str
+    file: str
+    functions: Mapping[str, CapturedFunction]
+    closure: Mapping[str, Any]
+
+    def host(self) -> CapturedFunction:
+        hosts = [f for f in self.functions.values() if f.kind is Kind.HOST]
+        if len(hosts) != 1:
+            raise FrontendError(f"program {self.name} needs exactly one HOST orchestrator "
+                                f"(@pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)), "
+                                f"found {len(hosts)}", self.file, 0)
+        return hosts[0]
+
+    def error(self, message: str, node: ast.AST | None) -> FrontendError:
+        """An error at ``node``'s line of the user's file."""
+        return FrontendError(message, self.file, getattr(node, "lineno", 0))
+
+
+def program(cls: type) -> CapturedProgram:
+    """``@pl.program``: capture ``cls`` (see the module docstring)."""
+    __tracebackhide__ = True
+    frame = sys._getframe(1)
+    closure = collections.ChainMap(dict(frame.f_locals), frame.f_globals)
+    try:
+        return _capture(cls, closure, frame.f_code.co_filename, frame.f_lineno)
+    except FrontendError as err:
+        raise err.with_traceback(None) from None
+
+
+def _class_node(cls: type, file: str, near: int) -> ast.ClassDef:
+    """The class statement of ``cls`` in ``file`` (the one of that name nearest the decorating line:
+    factory functions define one class per call, at one place)."""
+    text = "".join(linecache.getlines(file))
+    if not text:
+        raise FrontendError(f"@pl.program {cls.__name__}: cannot read the source of {file}", file, near)
+    nodes = [n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.ClassDef) and n.name == cls.__name__]
+    if not nodes:
+        raise FrontendError(f"@pl.program {cls.__name__}: class not found in {file}", file, near)
+    return min(nodes, key=lambda n: abs(n.lineno - near))
+
+
+def _capture(cls: type, closure: Mapping[str, Any], file: str, near: int) -> CapturedProgram:
+    node = _class_node(cls, file, near)
+    functions: dict[str, CapturedFunction] = {}
+    for item in node.body:
+        if not isinstance(item, ast.FunctionDef):
+            continue
+        attrs = getattr(cls.__dict__.get(item.name), ATTRS, None)
+        if attrs is None:
+            raise FrontendError(f"method {item.name} of @pl.program {cls.__name__} is not a @pl.function",
+                                file, item.lineno)
+        fn = cls.__dict__[item.name]
+        params = tuple(a.arg for a in item.args.args[1:])
+        annotations = {k: _annotation(v, closure, file, item) for k, v in getattr(fn, "__annotations__", {}).items()}
+        functions[item.name] = CapturedFunction(item.name, attrs.kind, item, params, annotations)
+    prog = CapturedProgram(cls.__name__, file, functions, closure)
+    for fn in functions.values():
+        _check_names(prog, fn)
+    return prog
+
+
+def _annotation(value: Any, closure: Mapping[str, Any], file: str, fn: ast.FunctionDef) -> Any:
+    """An annotation as a value: a string one (``from __future__ import annotations``) is evaluated in
+    the closure, as Python would have at definition time."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return eval(value, {"__builtins__": builtins}, dict(closure))
+    except Exception as err:
+        raise FrontendError(f"annotation {value!r} of {fn.name}: {type(err).__name__}: {err}", file,
+                            fn.lineno) from None
+
+
+_KNOWN_BUILTINS = frozenset({"True", "False", "None", "range", "len", "min", "max", "int", "float", "abs"})
+
+
+def _check_names(prog: CapturedProgram, fn: CapturedFunction) -> None:
+    """Every name a body reads is a parameter, a local, the closure or a builtin; every ``pl.x`` /
+    ``pld.x.y`` chain exists in the surface."""
+    local = set(fn.params) | {"self"}
+    for n in ast.walk(fn.node):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            local.add(n.id)
+    for n in ast.walk(fn.node):
+        if n is fn.node:
+            continue
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            if n.id not in local and n.id not in prog.closure and not hasattr(builtins, n.id):
+                raise prog.error(f"unknown name {n.id!r} in {fn.name}", n)
+        elif isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load):
+            _check_attribute(prog, n, local)
+
+
+def _check_attribute(prog: CapturedProgram, node: ast.Attribute, local: set[str]) -> None:
+    chain: list[str] = []
+    cur: ast.expr = node
+    while isinstance(cur, ast.Attribute):
+        chain.append(cur.attr)
+        cur = cur.value
+    if not isinstance(cur, ast.Name) or cur.id in local:
+        return
+    base = prog.closure.get(cur.id)
+    if not isinstance(base, ModuleType) or not base.__name__.startswith("pldemu.pypto.surface"):
+        return
+    obj: Any = base
+    spelled = cur.id
+    for attr in reversed(chain):
+        if isinstance(obj, ModuleType) and attr in ("language", "distributed"):
+            obj = getattr(obj, attr, None)
+        elif not hasattr(obj, attr):
+            raise prog.error(f"{spelled}.{attr} is not supported by pldemu's pypto layer "
+                             f"(unknown name in pypto's DSL, or out of scope)", node)
+        else:
+            obj = getattr(obj, attr)
+        spelled += "." + attr
+
+
+__all__ = ["CapturedFunction", "CapturedProgram", "FunctionAttrs", "Kind", "function", "program"]

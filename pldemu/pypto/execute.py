@@ -1,0 +1,165 @@
+"""``ir.compile(prog, ...)`` and the compiled call: bind, project, translate, launch, write back.
+
+One call of a compiled program is one isolated ``mpiexec`` job of ``len(device_ids)`` ranks through
+:func:`pldemu.launch` (MPI is never initialised in the calling process). The program travels to the
+ranks as a pickled :class:`~pldemu.ir.Program` behind a tiny Python program file, so every statement
+keeps its pypto file:line origin in the reports. Out / InOut host tensors are written back in place.
+``output_dir`` holds the translated program and, per host-level collective, pldemu's lowered builtin
+kernel under ``next_levels/builtin.tensor.<op>__<variant>/``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pldemu.ir.nodes import NR
+from pldemu.pypto.capture import CapturedProgram
+from pldemu.pypto.errors import FrontendError
+from pldemu.pypto.session import FrontendOptions, current_options
+from pldemu.pypto.translate.host import HostProjection
+from pldemu.pypto.translate.program import Built, build
+from pldemu.pypto.translate.values import Alloc, HostTensor
+from pldemu.pypto.types import DynExpr, DynVar, ScalarAnn, SymInt, TensorAnn, dim_value
+
+RANK_DIM = "NR"
+"""The dynamic dim pypto's programs use for the rank count: bound, it must equal the device count."""
+
+
+class ProgramRunError(AssertionError):
+    """The job of a compiled call did not end cleanly: races, a deadlock, a failing rank. The message is
+    pldemu's report (race pairs and wait-for graphs in the program's pypto file:line)."""
+
+
+def as_array(value: Any) -> np.ndarray:
+    """The array behind a host tensor (numpy, pldemu's torch stand-in, or real torch), sharing memory."""
+    if isinstance(value, np.ndarray):
+        return value
+    numpy = getattr(value, "numpy", None)
+    if callable(numpy):
+        try:
+            return np.asarray(numpy())
+        except TypeError:  # real torch cannot hand out bfloat16 directly
+            import ml_dtypes
+
+            return np.asarray(value.view(_torch_int16(value)).numpy()).view(ml_dtypes.bfloat16)
+    raise TypeError(f"a host tensor (numpy array or torch tensor) is expected, got {type(value).__name__}")
+
+
+def _torch_int16(value: Any) -> Any:
+    import torch  # type: ignore[import-not-found]
+
+    return torch.int16
+
+
+def bind_dims(prog: CapturedProgram, arrays: dict[str, np.ndarray]) -> dict[str, int]:
+    """Dynamic dims from the host parameters' shapes (a bare ``NR`` directly, ``M * 2`` by solving the
+    linear expression); every dim is then checked against the actual shape."""
+    host = prog.host()
+    env: dict[str, int] = {}
+    pending: list[tuple[str, int, Any, int]] = []
+    for p in host.params:
+        ann = host.annotations.get(p)
+        if not isinstance(ann, TensorAnn):
+            continue
+        shape = arrays[p].shape
+        if len(shape) != len(ann.dims):
+            raise prog.error(f"host tensor {p} has {len(shape)} dims, its annotation {len(ann.dims)}", host.node)
+        for i, (d, n) in enumerate(zip(ann.dims, shape, strict=True)):
+            if isinstance(d, DynVar) and d.name not in env:
+                env[d.name] = int(n)
+            pending.append((p, i, d, int(n)))
+    for _p, _i, d, n in pending:
+        if isinstance(d, DynExpr) and len(d.free() - env.keys()) == 1:
+            (name,) = d.free() - env.keys()
+            at0, at1 = d.evaluate({**env, name: 0}), d.evaluate({**env, name: 1})
+            if at1 != at0 and (n - at0) % (at1 - at0) == 0:
+                env[name] = (n - at0) // (at1 - at0)
+    for p, i, d, n in pending:
+        try:
+            want = dim_value(d, env)
+        except KeyError as err:
+            raise prog.error(f"host tensor {p}: dim {i} ({d!r}) cannot be bound from the shapes ({err})",
+                             host.node) from None
+        if want != n:
+            raise prog.error(f"host tensor {p}: dim {i} is {n}, its annotation {d!r} = {want}", host.node)
+    return env
+
+
+@dataclasses.dataclass
+class CompiledCall:
+    """What one call produced (kept for inspection: ``compiled.last``)."""
+
+    built: Built
+    result: Any
+
+
+def translate(prog: CapturedProgram, nranks: int, args: Sequence[Any]) -> tuple[Built, dict[str, np.ndarray]]:
+    """Bind ``args`` to the host parameters and build the program for ``nranks`` ranks."""
+    host = prog.host()
+    if len(args) != len(host.params):
+        raise prog.error(f"{host.name} takes {len(host.params)} host arguments "
+                         f"({', '.join(host.params)}), got {len(args)}", host.node)
+    env: dict[str, Any] = {}
+    arrays: dict[str, np.ndarray] = {}
+    for p, a in zip(host.params, args, strict=True):
+        ann = host.annotations.get(p)
+        if isinstance(ann, TensorAnn):
+            try:
+                arrays[p] = as_array(a)
+            except TypeError as err:
+                raise prog.error(f"host argument {p}: {err}", host.node) from None
+            env[p] = ann
+        elif isinstance(ann, ScalarAnn):
+            env[p] = a
+        else:
+            raise prog.error(f"host parameter {p} needs a pl.Tensor or pl.Scalar annotation", host.node)
+    dims: dict[str, int] = bind_dims(prog, arrays)
+    if RANK_DIM in dims and dims[RANK_DIM] != nranks:
+        raise prog.error(f"{RANK_DIM} = {dims[RANK_DIM]} from the host tensors' shapes, but the program runs "
+                         f"on {nranks} devices (DistributedConfig.device_ids)", host.node)
+    dims[RANK_DIM] = SymInt(nranks, NR)
+    for p, a in arrays.items():
+        ann = env[p]
+        env[p] = HostTensor(p, (), a, ann.dtype, ann.direction, tuple(dim_value(d, dims) for d in ann.dims))
+    allocs: dict[int, Alloc] = {}
+    events = [HostProjection(prog, dict(env), dims, d, nranks, allocs).run(host.node.body) for d in range(nranks)]
+    return build(prog, events, dims), arrays
+
+
+def run(prog: CapturedProgram, nranks: int, args: Sequence[Any], output_dir: Path,
+        opts: FrontendOptions | None = None) -> CompiledCall:
+    """Translate, write the artifacts, run one job and write Out / InOut tensors back in place."""
+    from pldemu.api import launch
+    from pldemu.pypto.artifacts import write_artifacts
+
+    opts = opts or current_options()
+    built, arrays = translate(prog, nranks, args)
+    program_file = write_artifacts(built, output_dir, opts)
+    if opts.codegen_only:
+        return CompiledCall(built, None)
+    runtime = opts.runtime
+    if runtime.invariants:
+        # A notify/wait tag may legitimately stay in its cell at the end of a pypto program.
+        runtime = dataclasses.replace(runtime, cell_check=False)
+    result = launch(program_file, nranks, inputs=list(built.inputs), options=runtime,
+                    timeout=opts.timeout, check=False)
+    if not result.ok:
+        raise ProgramRunError(f"{prog.name} on {nranks} devices: {result.describe_failure()}")
+    for wb in built.writebacks:
+        target = arrays[wb.param]
+        target[wb.key] = result.buffers[wb.rank][wb.buffer]
+    return CompiledCall(built, result)
+
+
+def new_output_dir(prog: CapturedProgram) -> Path:
+    return Path(tempfile.mkdtemp(prefix=f"pldemu-pypto-{prog.name}-"))
+
+
+__all__ = ["CompiledCall", "FrontendError", "ProgramRunError", "as_array", "bind_dims", "new_output_dir", "run",
+           "translate"]

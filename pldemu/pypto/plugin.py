@@ -1,0 +1,217 @@
+"""The pytest plugin that runs pypto's system tests on pldemu: ``pytest -p pldemu.pypto PATH``.
+
+(``pldemu pytest PATH`` is the same run.) For the whole session it
+
+* activates the pypto layer (``import pypto`` / ``torch`` resolve to pldemu; :mod:`pldemu.pypto.finder`)
+  before the first conftest or test module is imported, and deactivates it at the end;
+* adds pypto's system-test options, ``--device`` (default ``0-3``, so that multi-rank tests run rather
+  than skip), ``--platform`` and ``--codegen-only``, and its fixtures ``test_config`` (``.platform``,
+  ``.codegen_only``, ``.device_id``) and ``device_ids`` (the ``--device`` list);
+* registers pypto's ``platforms(*ids)`` marker (a test for other platforms than ``--platform`` skips),
+  and keeps running the other files when one fails to import (a pypto name the layer lacks);
+* loads no conftest.py above the given paths (pypto's ``tests/st/conftest.py`` imports compiler
+  internals): unless ``--confcutdir`` is given, it is set to the deepest folder holding every path;
+* hands pldemu's ``--pldemu-*`` flags (those of :mod:`pldemu.pytest_plugin`, defined once there) to every
+  compiled call through :class:`~pldemu.pypto.session.FrontendOptions`; the race detector is on
+  unless ``--no-pldemu-races``;
+* reports a failed compiled call (:data:`CLEAN_FAILURES`: the job's ``ProgramRunError`` or a
+  :class:`pldemu.JobError`, or a ``FrontendError`` of unsupported input) as a plain failure: the test
+  line that made the call, then pldemu's report (the program's file:line, races, the deadlock's
+  wait-for graph, every rank's output) without pldemu's own traceback.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import traceback
+from collections.abc import Generator, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import pldemu.pytest_plugin as pldemu_plugin
+from pldemu.api import JobError
+from pldemu.job.launch import Interrupted
+from pldemu.pypto.errors import FrontendError
+from pldemu.pypto.execute import ProgramRunError
+from pldemu.pypto.finder import activate, deactivate
+from pldemu.pypto.session import FrontendOptions, use_options
+
+DEFAULT_DEVICES = "0-3"
+"""pypto's own default is ``0`` (one NPU), which skips every multi-rank test."""
+DEFAULT_PLATFORM = "a2a3sim"
+PLATFORMS_MARKER = "platforms"
+"""pypto's marker restricting a test to some platforms."""
+
+_OPTIONS = pytest.StashKey[FrontendOptions]()
+
+CLEAN_FAILURES = (FrontendError, ProgramRunError, JobError)
+"""What a test reports as its failure message alone: the program's own file:line is in the message, and
+pldemu's frames would only hide it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SuiteConfig:
+    """What the ``test_config`` fixture gives pypto's tests (they read ``.platform`` and ``.codegen_only``)."""
+
+    platform: str
+    device_id: int
+    codegen_only: bool
+
+
+def parse_devices(text: str) -> list[int]:
+    """``--device``: ``0``, ``0-3``, ``0,1,12`` or a mix (``0-3,8``), in the order given, each id once."""
+    devices: list[int] = []
+    for token in (t.strip() for t in str(text).split(",")):
+        if not token:
+            continue
+        first, dash, last = token.partition("-")
+        try:
+            low, high = int(first), int(last if dash else first)
+        except ValueError:
+            raise pytest.UsageError(f"--device {text}: {token!r} is not a device id or a range A-B") from None
+        if low < 0 or high < low:
+            raise pytest.UsageError(f"--device {text}: {token!r} is not a non-decreasing range of ids >= 0")
+        devices.extend(range(low, high + 1))
+    if not devices:
+        raise pytest.UsageError(f"--device {text!r}: no device ids")
+    return list(dict.fromkeys(devices))
+
+
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    if not pluginmanager.is_registered(pldemu_plugin):
+        # `-p pldemu.pypto` registers before the entry-point plugins load (they then skip the name);
+        # with plugin autoload off, this is what brings the --pldemu-* flags.
+        pluginmanager.register(pldemu_plugin, "pldemu")
+    group = parser.getgroup("pypto", "pypto's system-test options (pldemu's pypto layer)")
+    group.addoption("--device", default=DEFAULT_DEVICES, metavar="IDS",
+                    help="device ids, e.g. 0-3 or 0,1,12: their count is the ranks a test may use "
+                         f"(default {DEFAULT_DEVICES}; pypto's own default is 0)")
+    group.addoption("--platform", default=DEFAULT_PLATFORM,
+                    help=f"the platform tests compile for (recorded, default {DEFAULT_PLATFORM})")
+    group.addoption("--codegen-only", action="store_true", default=False,
+                    help="compile and write the artifacts, but run nothing")
+
+
+def _explicit_confcutdir(args: Sequence[str]) -> bool:
+    return any(a == "--confcutdir" or a.startswith("--confcutdir=") for a in args)
+
+
+def conftest_cut(paths: Sequence[str], invocation_dir: Path) -> Path | None:
+    """The deepest folder holding every given test path (a file's folder; ``::`` node ids stripped),
+    or None when no path names an existing file or folder."""
+    folders = []
+    for raw in paths:
+        path = (invocation_dir / raw.split("::", 1)[0]).resolve()
+        if path.exists():
+            folders.append(str(path if path.is_dir() else path.parent))
+    return Path(os.path.commonpath(folders)) if folders else None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
+    """Before any conftest is imported: cut the conftest search at the given paths, activate the layer."""
+    namespace = early_config.known_args_namespace
+    if not _explicit_confcutdir(args):
+        cut = conftest_cut(namespace.file_or_dir or [], early_config.invocation_params.dir)
+        if cut is not None:
+            namespace.confcutdir = str(cut)
+    activate()
+
+
+def frontend_options(config: pytest.Config) -> FrontendOptions:
+    """The options every compiled call of the session runs with (the ``--pldemu-*`` flags applied)."""
+    base = FrontendOptions()
+    job_timeout = float(config.getoption("pldemu_timeout") or base.timeout)
+    overrides: dict[str, Any] = {"timeout": max(1.0, min(base.runtime.timeout, job_timeout / 3))}
+    overrides.update(pldemu_plugin.runtime_overrides(config))
+    try:
+        runtime = dataclasses.replace(base.runtime, **overrides)
+    except ValueError as err:
+        raise pytest.UsageError(f"pldemu: {err}") from None
+    return FrontendOptions(runtime=runtime, timeout=job_timeout, codegen_only=config.getoption("codegen_only"),
+                           platform=config.getoption("platform"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    activate()  # a no-op after pytest_load_initial_conftests; needed when registered later
+    parse_devices(config.getoption("device"))
+    config.stash[_OPTIONS] = frontend_options(config)
+    config.addinivalue_line("markers", f"{PLATFORMS_MARKER}(*ids): run the test only when --platform is one of ids")
+    # A file using pypto beyond the layer fails to import with its one reason; the other files still run.
+    config.option.continue_on_collection_errors = True
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    platform = config.getoption("platform")
+    for item in items:
+        marker = item.get_closest_marker(PLATFORMS_MARKER)
+        if marker is not None and platform not in marker.args:
+            item.add_marker(pytest.mark.skip(reason=f"for platforms {', '.join(marker.args)}, not --platform "
+                                                    f"{platform}"))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    deactivate()
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    opts = config.stash[_OPTIONS]
+    r = opts.runtime
+    return (f"pldemu pypto layer: devices {config.getoption('device')}, races {'on' if r.race_detect else 'off'}, "
+            f"jitter {r.jitter_us:g} us, visibility {r.visibility}, seed {r.seed}, job timeout {opts.timeout:g} s")
+
+
+@pytest.fixture(scope="session")
+def device_ids(request: pytest.FixtureRequest) -> list[int]:
+    """The ``--device`` ids: a test with P ranks uses ``device_ids[:P]`` and skips with fewer."""
+    return parse_devices(request.config.getoption("device"))
+
+
+@pytest.fixture(scope="session")
+def test_config(request: pytest.FixtureRequest, device_ids: list[int]) -> SuiteConfig:
+    """pypto's session configuration (``.platform`` goes to ``ir.compile``)."""
+    return SuiteConfig(platform=request.config.getoption("platform"), device_id=device_ids[0],
+                       codegen_only=request.config.getoption("codegen_only"))
+
+
+@pytest.fixture(autouse=True)
+def _pldemu_pypto_options(request: pytest.FixtureRequest) -> Iterator[FrontendOptions]:
+    """Every test's compiled calls read the session's options (:func:`pldemu.pypto.session.current_options`)."""
+    with use_options(request.config.stash[_OPTIONS]) as opts:
+        yield opts
+
+
+def _caller(err: BaseException, test_file: Path) -> str:
+    """``file:line: code`` of the test's own line that led to the failed call (the outermost frame of
+    the test file in the traceback), or ``""``."""
+    frames = [f for f in traceback.extract_tb(err.__traceback__) if Path(f.filename) == test_file]
+    return f"{frames[0].filename}:{frames[0].lineno}: {frames[0].line}\n" if frames else ""
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    try:
+        return (yield)
+    except CLEAN_FAILURES as err:
+        message = f"{_caller(err, item.path)}{err}"
+    except Interrupted as stop:
+        # pytest records any other BaseException as the test's failure and carries on; a SIGTERM /
+        # SIGHUP / Ctrl-C that killed the job must end the session (128 + the signal number).
+        pytest.exit(f"pldemu: {stop}: the job and its processes were killed", returncode=stop.exit_code)
+    pytest.fail(message, pytrace=False)  # outside the except: no "during handling" chain of pldemu frames
+
+
+__all__ = [
+    "CLEAN_FAILURES",
+    "DEFAULT_DEVICES",
+    "DEFAULT_PLATFORM",
+    "SuiteConfig",
+    "conftest_cut",
+    "device_ids",
+    "frontend_options",
+    "parse_devices",
+    "test_config",
+]

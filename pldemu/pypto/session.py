@@ -1,0 +1,60 @@
+"""The options a compiled pypto call runs with: one value, set by the pytest plugin, read by compile().
+
+The plugin (or any caller) wraps a test in ``with use_options(FrontendOptions(...)):``; a compiled
+program's ``__call__`` reads :func:`current_options` when it runs. A context variable, so nested or
+concurrent uses never leak into each other.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from pldemu.runtime.options import RuntimeOptions
+
+
+def _pypto_runtime() -> RuntimeOptions:
+    # Race detection is on by default (item 8 of issue 21). Windows are zero at allocation by pypto's contract: the
+    # translation loads zeros into them (``poison`` still marks fresh tiles).
+    return RuntimeOptions(race_detect=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class FrontendOptions:
+    """How compiled pypto programs run.
+
+    ``runtime``: pldemu's runtime knobs (races, jitter, visibility, seed, ...). ``timeout``: seconds the
+    whole ``mpiexec`` job of one call may take. ``codegen_only``: compile (translate, lower, write the
+    artifacts) but do not run; a call then leaves its tensors untouched. ``platform``: the
+    ``--platform`` value of pypto's suite, recorded in the artifacts.
+    """
+
+    runtime: RuntimeOptions = dataclasses.field(default_factory=_pypto_runtime)
+    timeout: float = 120.0
+    codegen_only: bool = False
+    platform: str = "a2a3sim"
+
+
+_CURRENT: contextvars.ContextVar[FrontendOptions | None] = contextvars.ContextVar(
+    "pldemu_pypto_options", default=None)
+
+
+def current_options() -> FrontendOptions:
+    """The options in effect (the defaults outside any :func:`use_options` block)."""
+    opts = _CURRENT.get()
+    return FrontendOptions() if opts is None else opts
+
+
+@contextmanager
+def use_options(opts: FrontendOptions) -> Iterator[FrontendOptions]:
+    """Make ``opts`` the current options inside the block."""
+    token = _CURRENT.set(opts)
+    try:
+        yield opts
+    finally:
+        _CURRENT.reset(token)
+
+
+__all__ = ["FrontendOptions", "current_options", "use_options"]

@@ -1,0 +1,71 @@
+"""``pypto.language`` (``pl``): the DSL names pypto's distributed programs use.
+
+Decorators capture source (``pldemu.pypto.capture``); annotations are runtime values
+(``pldemu.pypto.types``); every op (``pl.load``, ``pl.range``, ...) is a :class:`DslOp` the translator
+dispatches on by name. A name pypto has and this layer does not is an AttributeError at import or
+decoration time, with the user's file:line.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from pldemu.pypto.capture import function, program
+from pldemu.pypto.types import (
+    BF16,
+    FP16,
+    FP32,
+    INDEX,
+    INT32,
+    DslOp,
+    InOut,
+    Namespace,
+    Out,
+    PyDType,
+    Scalar,
+    Tensor,
+    dynamic,
+)
+
+
+class FunctionType(enum.Enum):
+    """``@pl.function(type=...)``."""
+
+    InCore = "InCore"
+    Orchestration = "Orchestration"
+
+
+class Level(enum.Enum):
+    """``@pl.function(level=...)``."""
+
+    HOST = "HOST"
+
+
+class Role(enum.Enum):
+    """``@pl.function(role=...)``."""
+
+    Orchestrator = "Orchestrator"
+
+
+range = DslOp("pl.range")
+unroll = DslOp("pl.unroll")
+yield_ = DslOp("pl.yield_")
+load = DslOp("pl.load")
+store = DslOp("pl.store")
+add = DslOp("pl.add")
+sub = DslOp("pl.sub")
+mul = DslOp("pl.mul")
+maximum = DslOp("pl.maximum")
+minimum = DslOp("pl.minimum")
+min = DslOp("pl.min")
+max = DslOp("pl.max")
+cast = DslOp("pl.cast")
+const = DslOp("pl.const")
+read = DslOp("pl.read")
+write = DslOp("pl.write")
+tensor = Namespace("pl.tensor", ("add",))
+
+__all__ = ["BF16", "FP16", "FP32", "INDEX", "INT32", "FunctionType", "InOut", "Level", "Out", "PyDType",
+           "Role", "Scalar", "Tensor", "add", "cast", "const", "dynamic", "function", "load", "max",
+           "maximum", "min", "minimum", "mul", "program", "range", "read", "store", "sub", "tensor",
+           "unroll", "write", "yield_"]

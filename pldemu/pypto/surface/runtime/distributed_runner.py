@@ -1,0 +1,28 @@
+"""``pypto.runtime.distributed_runner``: where a compiled call runs (one pldemu job)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def execute_distributed(compiled: Any, *args: Any) -> Any:
+    """Run ``compiled`` with the host tensors ``args`` (see ``pldemu.pypto.execute.run``)."""
+    __tracebackhide__ = True
+    from pldemu.pypto.errors import FrontendError
+    from pldemu.pypto.execute import run
+
+    try:
+        compiled.last = run(compiled.program, compiled.nranks, args, compiled.output_dir)
+    except FrontendError as err:
+        raise err.with_traceback(None) from None
+    return None
+
+
+class DistributedWorker:
+    """pypto's persistent distributed worker: out of scope."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise NotImplementedError("DistributedWorker (persistent workers) is out of scope for pldemu's pypto layer")
+
+
+__all__ = ["DistributedWorker", "execute_distributed"]

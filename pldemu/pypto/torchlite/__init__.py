@@ -1,0 +1,142 @@
+"""A small numpy-backed stand-in for ``torch``: what pypto's distributed tests use, nothing more.
+
+While the pypto layer is active and no real torch is installed, ``import torch`` gives this package
+(:mod:`pldemu.pypto.finder`); with real torch installed the finder stays out of the way. It covers
+the dtypes (``bfloat16`` through ml_dtypes), the factories (``zeros``, ``full``, ``arange``,
+``tensor``, ...), ``stack`` / ``cat``, ``allclose`` / ``equal`` / ``all``, ``torch.testing.assert_close``
+and a :class:`Tensor` with torch's views, reductions (``sum/prod/max/min(dim=)``), indexing and
+broadcasting arithmetic under torch's type-promotion rules.
+
+A Tensor holds one numpy array; ``tensor.numpy()`` is that array (not a copy), which is how a compiled
+pypto call writes its Out / InOut results back in place (real torch CPU tensors share memory the same
+way). A torch name the stand-in lacks (``torch.randn``, ``torch.manual_seed``, ...) is an
+AttributeError that says so and names the fix: install torch.
+"""
+
+from __future__ import annotations
+
+from typing import NoReturn
+
+from pldemu.pypto.torchlite import testing
+from pldemu.pypto.torchlite.dtypes import (
+    bfloat16,
+    dtype,
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+)
+from pldemu.pypto.torchlite.dtypes import bool_ as bool
+from pldemu.pypto.torchlite.functions import (
+    abs,
+    add,
+    all,
+    allclose,
+    any,
+    arange,
+    as_tensor,
+    cat,
+    concat,
+    empty,
+    empty_like,
+    equal,
+    from_numpy,
+    full,
+    full_like,
+    is_floating_point,
+    is_tensor,
+    isclose,
+    matmul,
+    max,
+    maximum,
+    min,
+    minimum,
+    numel,
+    ones,
+    ones_like,
+    prod,
+    promote_types,
+    remainder,
+    stack,
+    sum,
+    tensor,
+    where,
+    zeros,
+    zeros_like,
+)
+from pldemu.pypto.torchlite.tensor import Size, Tensor
+
+float = float32
+double = float64
+half = float16
+int = int32
+long = int64
+
+__version__ = "0.0+pldemu.torchlite"
+
+
+def __getattr__(name: str) -> NoReturn:
+    raise AttributeError(f"torch.{name} is not in pldemu's torch stand-in (pldemu.pypto.torchlite, the torch "
+                         "functions pypto's distributed tests use); install torch to use it")
+
+
+__all__ = [
+    "Size",
+    "Tensor",
+    "abs",
+    "add",
+    "all",
+    "allclose",
+    "any",
+    "arange",
+    "as_tensor",
+    "bfloat16",
+    "bool",
+    "cat",
+    "concat",
+    "double",
+    "dtype",
+    "empty",
+    "empty_like",
+    "equal",
+    "float",
+    "float16",
+    "float32",
+    "float64",
+    "from_numpy",
+    "full",
+    "full_like",
+    "half",
+    "int",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "is_floating_point",
+    "is_tensor",
+    "isclose",
+    "long",
+    "matmul",
+    "max",
+    "maximum",
+    "min",
+    "minimum",
+    "numel",
+    "ones",
+    "ones_like",
+    "prod",
+    "promote_types",
+    "remainder",
+    "stack",
+    "sum",
+    "tensor",
+    "testing",
+    "uint8",
+    "where",
+    "zeros",
+    "zeros_like",
+]

@@ -1,0 +1,249 @@
+"""The ``torch.*`` functions of the stand-in: factories, joins, comparisons and reductions."""
+
+from __future__ import annotations
+
+import builtins
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from pldemu.pypto.torchlite import dtypes as dt
+from pldemu.pypto.torchlite.tensor import MaxMin, Scalar, Tensor, _operands, _shape_args, as_array
+
+
+def _array(shape: Sequence[Any], dtype: dt.dtype | None, fill: Scalar) -> Tensor:
+    target = dtype or dt.DEFAULT_FLOAT
+    return Tensor(np.full(_shape_args(shape), fill, dtype=target.numpy))
+
+
+def zeros(*size: Any, dtype: dt.dtype | None = None, **_: Any) -> Tensor:
+    """``zeros(2, 3)`` or ``zeros((2, 3), dtype=torch.int32)``; float32 by default."""
+    return _array(size, dtype, 0)
+
+
+def ones(*size: Any, dtype: dt.dtype | None = None, **_: Any) -> Tensor:
+    return _array(size, dtype, 1)
+
+
+def empty(*size: Any, dtype: dt.dtype | None = None, **_: Any) -> Tensor:
+    """As :func:`zeros` (the stand-in's fresh memory is zero, never garbage)."""
+    return _array(size, dtype, 0)
+
+
+def full(size: Sequence[int], fill_value: Scalar, *, dtype: dt.dtype | None = None, **_: Any) -> Tensor:
+    """The dtype follows the fill value when not given: bool, int64 or float32 (torch's rule)."""
+    inferred = dtype or dt.result_dtype([], [], [fill_value])
+    return Tensor(np.full(tuple(int(s) for s in size), fill_value, dtype=inferred.numpy))
+
+
+def _like(t: Tensor, dtype: dt.dtype | None, fill: Scalar) -> Tensor:
+    return Tensor(np.full(t._a.shape, fill, dtype=(dtype or t.dtype).numpy))
+
+
+def zeros_like(t: Tensor, *, dtype: dt.dtype | None = None, **_: Any) -> Tensor:
+    return _like(t, dtype, 0)
+
+
+def ones_like(t: Tensor, *, dtype: dt.dtype | None = None, **_: Any) -> Tensor:
+    return _like(t, dtype, 1)
+
+
+def empty_like(t: Tensor, *, dtype: dt.dtype | None = None, **_: Any) -> Tensor:
+    return _like(t, dtype, 0)
+
+
+def full_like(t: Tensor, fill_value: Scalar, *, dtype: dt.dtype | None = None, **_: Any) -> Tensor:
+    return _like(t, dtype, fill_value)
+
+
+def arange(start: Scalar, end: Scalar | None = None, step: Scalar = 1, *, dtype: dt.dtype | None = None,
+           **_: Any) -> Tensor:
+    """``arange(n)``, ``arange(a, b[, step])``: int64 for int arguments, float32 if any is a float.
+
+    Elements are ``start + i * step`` computed in float64, then rounded once to the dtype."""
+    if end is None:
+        start, end = 0, start
+    target = dtype or dt.result_dtype([], [], [start, end, step])
+    count = builtins.max(0, math.ceil((float(end) - float(start)) / float(step)))
+    if isinstance(start, int) and isinstance(step, int):
+        return Tensor((start + np.arange(count, dtype=np.int64) * step).astype(target.numpy))
+    values = float(start) + np.arange(count, dtype=np.float64) * float(step)
+    return Tensor(values.astype(target.numpy))
+
+
+def tensor(data: Any, *, dtype: dt.dtype | None = None, **_: Any) -> Tensor:
+    """A new tensor holding a copy of ``data`` (nested lists, scalars, arrays or a tensor)."""
+    if isinstance(data, Tensor):
+        return data.to(dtype, copy=True) if dtype is not None else data.clone()
+    raw = np.array(data)
+    if dtype is None and isinstance(data, np.ndarray):
+        dtype = dt.from_numpy_dtype(data.dtype)
+    elif dtype is None:
+        kind = raw.dtype.kind
+        dtype = dt.bool_ if kind == "b" else dt.DEFAULT_INT if kind in "iu" else dt.DEFAULT_FLOAT
+    return Tensor(raw.astype(dtype.numpy))
+
+
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A tensor sharing ``array``'s memory."""
+    return Tensor(array)
+
+
+def as_tensor(data: Any, *, dtype: dt.dtype | None = None, **_: Any) -> Tensor:
+    if isinstance(data, Tensor):
+        return data.to(dtype) if dtype is not None else data
+    if isinstance(data, np.ndarray) and dtype is None:
+        return Tensor(data)
+    return tensor(data, dtype=dtype)
+
+
+def _joined(tensors: Sequence[Tensor]) -> list[np.ndarray]:
+    items = list(tensors)
+    if not items:
+        raise RuntimeError("expected a non-empty list of Tensors")
+    target = dt.promote_all(t.dtype for t in items)
+    return [t._a.astype(target.numpy, copy=False) for t in items]
+
+
+def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    return Tensor(np.stack(_joined(tensors), axis=dim))
+
+
+def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    return Tensor(np.concatenate(_joined(tensors), axis=dim))
+
+
+concat = cat
+
+
+def _close_arrays(a: Tensor, b: Tensor) -> tuple[np.ndarray, np.ndarray]:
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"{a.dtype.name} did not match {b.dtype.name}")
+    return a._a.astype(np.float64), b._a.astype(np.float64)
+
+
+def isclose(a: Tensor, b: Tensor, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
+    x, y = _close_arrays(a, b)
+    return Tensor(np.isclose(x, y, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+def allclose(a: Tensor, b: Tensor, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
+    """``|a - b| <= atol + rtol * |b|`` everywhere (broadcast); the dtypes must match, as in torch."""
+    return bool(isclose(a, b, rtol, atol, equal_nan)._a.all())
+
+
+def equal(a: Tensor, b: Tensor) -> bool:
+    """Same shape and the same values."""
+    return a._a.shape == b._a.shape and bool((a == b)._a.all())
+
+
+def all(t: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    return t.all(dim, keepdim)
+
+
+def any(t: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    return t.any(dim, keepdim)
+
+
+def sum(t: Tensor, dim: Any = None, keepdim: bool = False, dtype: dt.dtype | None = None) -> Tensor:
+    return t.sum(dim, keepdim, dtype)
+
+
+def prod(t: Tensor, dim: int | None = None, keepdim: bool = False, dtype: dt.dtype | None = None) -> Tensor:
+    return t.prod(dim, keepdim, dtype)
+
+
+def max(t: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor | MaxMin:
+    out: Tensor | MaxMin = t.max(dim, keepdim)
+    return out
+
+
+def min(t: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor | MaxMin:
+    out: Tensor | MaxMin = t.min(dim, keepdim)
+    return out
+
+
+def abs(t: Tensor) -> Tensor:
+    return t.abs()
+
+
+def remainder(a: Tensor, b: Any) -> Tensor:
+    return a.remainder(b)
+
+
+def add(a: Any, b: Any) -> Tensor:
+    return as_tensor(a) + b
+
+
+def matmul(a: Tensor, b: Tensor) -> Tensor:
+    return a @ b
+
+
+def maximum(a: Tensor, b: Tensor) -> Tensor:
+    return a.max(b)
+
+
+def minimum(a: Tensor, b: Tensor) -> Tensor:
+    return a.min(b)
+
+
+def where(condition: Tensor, a: Any, b: Any) -> Tensor:
+    (x, y), _ = _operands([a, b])
+    return Tensor(np.where(as_array(condition).astype(bool), x, y))
+
+
+def is_tensor(value: Any) -> bool:
+    return isinstance(value, Tensor)
+
+
+def numel(t: Tensor) -> int:
+    return t.numel()
+
+
+def is_floating_point(t: Tensor) -> bool:
+    return t.is_floating_point()
+
+
+def promote_types(a: dt.dtype, b: dt.dtype) -> dt.dtype:
+    return dt.promote(a, b)
+
+
+__all__ = [
+    "abs",
+    "add",
+    "all",
+    "allclose",
+    "any",
+    "arange",
+    "as_tensor",
+    "cat",
+    "concat",
+    "empty",
+    "empty_like",
+    "equal",
+    "from_numpy",
+    "full",
+    "full_like",
+    "is_floating_point",
+    "is_tensor",
+    "isclose",
+    "matmul",
+    "max",
+    "maximum",
+    "min",
+    "minimum",
+    "numel",
+    "ones",
+    "ones_like",
+    "prod",
+    "promote_types",
+    "remainder",
+    "stack",
+    "sum",
+    "tensor",
+    "where",
+    "zeros",
+    "zeros_like",
+]

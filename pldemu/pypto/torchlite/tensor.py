@@ -1,0 +1,503 @@
+"""``torch.Tensor`` of the stand-in: a thin wrapper over one numpy array, with torch's semantics.
+
+The wrapper never copies behind the caller's back: indexing with ints and slices, ``view``,
+``reshape`` of a contiguous tensor, ``permute``, ``unsqueeze``, ``expand`` and ``numpy()`` share the
+array, exactly as torch's views share storage. That is the write-back contract of a compiled pypto
+call: it writes its Out / InOut results into ``tensor.numpy()`` (``np.asarray(tensor)`` is the same
+array), so the caller's tensor, and every view of it, sees them. Results follow torch's dtype rules
+(:mod:`.dtypes`), not numpy's.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from pldemu.pypto.torchlite import dtypes as dt
+
+Scalar = bool | int | float
+_CALC_FLOAT = {dt.float16: np.float32, dt.bfloat16: np.float32}
+"""Half types are reduced in float32 and rounded once, as torch does on the CPU."""
+
+
+class MaxMin(NamedTuple):
+    """What ``max(dim=)`` / ``min(dim=)`` return: ``.values`` and ``.indices``."""
+
+    values: Tensor
+    indices: Tensor
+
+
+class Size(tuple[int, ...]):
+    """``torch.Size``: a tuple of ints with ``numel()``."""
+
+    def numel(self) -> int:
+        return int(np.prod(self, dtype=np.int64))
+
+    def __repr__(self) -> str:
+        return f"torch.Size({list(self)})"
+
+
+def _shape_args(shape: Sequence[Any]) -> tuple[int, ...]:
+    """``f(2, 3)``, ``f((2, 3))``, ``f([2, 3])`` and ``f(torch.Size(...))`` all mean shape (2, 3)."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        return tuple(int(s) for s in shape[0])
+    return tuple(int(s) for s in shape)
+
+
+def _dim(dim: int, ndim: int) -> int:
+    if not -max(ndim, 1) <= dim < max(ndim, 1):
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-max(ndim, 1)}, "
+                         f"{max(ndim, 1) - 1}], but got {dim})")
+    return dim % max(ndim, 1)
+
+
+def _index(key: Any) -> Any:
+    """A torch index with tensors in it, as a numpy index."""
+    if isinstance(key, Tensor):
+        return key._a
+    if isinstance(key, tuple):
+        return tuple(k._a if isinstance(k, Tensor) else k for k in key)
+    return key
+
+
+def _cast(a: np.ndarray, to: dt.dtype) -> np.ndarray:
+    return a if a.dtype == to.numpy else a.astype(to.numpy)
+
+
+def _operands(values: Sequence[Any]) -> tuple[list[np.ndarray], dt.dtype]:
+    """Every operand as an array of the torch result dtype."""
+    dims = [v.dtype for v in values if isinstance(v, Tensor) and v._a.ndim > 0]
+    zero = [v.dtype for v in values if isinstance(v, Tensor) and v._a.ndim == 0]
+    scalars = [v for v in values if not isinstance(v, Tensor)]
+    result = dt.result_dtype(dims, zero, scalars)
+    arrays = [_cast(v._a, result) if isinstance(v, Tensor) else np.asarray(v, dtype=result.numpy) for v in values]
+    return arrays, result
+
+
+def _binary(fn: Callable[..., Any], a: Any, b: Any, *, floating: bool = False) -> Tensor:
+    """``fn`` on two operands promoted torch's way (``floating``: an int result becomes float32)."""
+    if not isinstance(b, (Tensor, bool, int, float, np.number, np.bool_)):
+        return NotImplemented
+    (x, y), result = _operands([a, b])
+    if floating and not result.is_floating_point:
+        x, y, result = x.astype(np.float32), y.astype(np.float32), dt.float32
+    out = fn(x, y)
+    return Tensor(np.asarray(out))
+
+
+def _compare(fn: Callable[..., Any], a: Any, b: Any) -> Tensor:
+    if not isinstance(b, (Tensor, bool, int, float, np.number, np.bool_)):
+        return NotImplemented
+    (x, y), _ = _operands([a, b])
+    return Tensor(np.asarray(fn(x, y)))
+
+
+def _inplace(fn: Callable[..., Any], a: Tensor, b: Any) -> Tensor:
+    """``a op= b``: computed in the promoted type, then stored into ``a`` if that loses no category."""
+    (x, y), result = _operands([a, b])
+    if result.category > a.dtype.category:
+        raise RuntimeError(f"result type {result.name} can't be cast to the desired output type {a.dtype.name}")
+    a._a[...] = np.asarray(fn(x, y)).astype(a._a.dtype)
+    return a
+
+
+def as_array(value: Any) -> np.ndarray:
+    """The array of a tensor, or a value as an array (for functions taking tensors or data)."""
+    return value._a if isinstance(value, Tensor) else np.asarray(value)
+
+
+class Tensor:
+    """A torch tensor on the CPU, held as one numpy array (see the module docstring).
+
+    Annotations inside the class spell ``builtins.int`` / ``bool`` / ``float``: the methods named after
+    torch's conversions (``int()``, ``bool()``, ``float()``) shadow them in the class scope."""
+
+    __slots__ = ("_a",)
+    __array_ufunc__ = None  # numpy operands defer to the Tensor's reflected operators
+
+    def __init__(self, array: np.ndarray) -> None:
+        dt.from_numpy_dtype(array.dtype)  # refuses dtypes torch has no counterpart of
+        self._a = array
+
+    # -- metadata ---------------------------------------------------------------------------------
+    @property
+    def shape(self) -> Size:
+        return Size(self._a.shape)
+
+    @property
+    def dtype(self) -> dt.dtype:
+        return dt.from_numpy_dtype(self._a.dtype)
+
+    @property
+    def ndim(self) -> builtins.int:
+        return self._a.ndim
+
+    @property
+    def device(self) -> str:
+        return "cpu"
+
+    def size(self, dim: builtins.int | None = None) -> Size | int:
+        return self.shape if dim is None else self._a.shape[_dim(dim, self.ndim)]
+
+    def dim(self) -> builtins.int:
+        return self._a.ndim
+
+    def numel(self) -> builtins.int:
+        return int(self._a.size)
+
+    def element_size(self) -> builtins.int:
+        return int(self._a.itemsize)
+
+    def is_floating_point(self) -> builtins.bool:
+        return self.dtype.is_floating_point
+
+    def is_contiguous(self) -> builtins.bool:
+        return bool(self._a.flags.c_contiguous)
+
+    # -- conversion -------------------------------------------------------------------------------
+    def numpy(self) -> np.ndarray:
+        """The backing array itself (not a copy): writing into it writes into this tensor."""
+        return self._a
+
+    def __array__(self, dtype: Any = None, copy: builtins.bool | None = None) -> np.ndarray:
+        if dtype is not None and np.dtype(dtype) != self._a.dtype:
+            return self._a.astype(dtype)
+        return self._a.copy() if copy else self._a
+
+    def item(self) -> Scalar:
+        if self._a.size != 1:
+            raise RuntimeError(f"a Tensor with {self._a.size} elements cannot be converted to Scalar")
+        value = self._a.reshape(-1)[0]
+        category = self.dtype.category
+        return bool(value) if category == 0 else int(value) if category == 1 else float(value)
+
+    def tolist(self) -> Any:
+        a = self._a.astype(np.float32) if self.dtype == dt.bfloat16 else self._a
+        return a.tolist()
+
+    def to(self, *args: Any, **kwargs: Any) -> Tensor:
+        """``to(dtype)``, ``to("cpu")``, ``to(other_tensor)``, ``to(dtype=..., copy=...)``."""
+        target = kwargs.get("dtype")
+        for arg in args:
+            if isinstance(arg, dt.dtype):
+                target = arg
+            elif isinstance(arg, Tensor):
+                target = arg.dtype
+            elif arg not in ("cpu", None):
+                raise RuntimeError(f"pldemu's torch stand-in only has the cpu device, not {arg!r}")
+        if target is None or target == self.dtype:
+            return self.clone() if kwargs.get("copy") else self
+        return Tensor(self._a.astype(target.numpy))
+
+    def type(self, target: dt.dtype) -> Tensor:
+        return self.to(target)
+
+    def float(self) -> Tensor:
+        return self.to(dt.float32)
+
+    def double(self) -> Tensor:
+        return self.to(dt.float64)
+
+    def half(self) -> Tensor:
+        return self.to(dt.float16)
+
+    def bfloat16(self) -> Tensor:
+        return self.to(dt.bfloat16)
+
+    def int(self) -> Tensor:
+        return self.to(dt.int32)
+
+    def long(self) -> Tensor:
+        return self.to(dt.int64)
+
+    def bool(self) -> Tensor:
+        return self.to(dt.bool_)
+
+    def clone(self) -> Tensor:
+        return Tensor(self._a.copy())
+
+    def detach(self) -> Tensor:
+        return self
+
+    def cpu(self) -> Tensor:
+        return self
+
+    def share_memory_(self) -> Tensor:
+        """Already shared: the stand-in's tensors live in this process and write-back is in place."""
+        return self
+
+    def contiguous(self) -> Tensor:
+        return self if self._a.flags.c_contiguous else Tensor(np.ascontiguousarray(self._a))
+
+    # -- shape ------------------------------------------------------------------------------------
+    def view(self, *shape: Any) -> Tensor:
+        """A view with another shape (RuntimeError where torch would need a copy) or another dtype."""
+        if len(shape) == 1 and isinstance(shape[0], dt.dtype):
+            return Tensor(self._a.view(shape[0].numpy))
+        out = self._a.view()
+        try:
+            out.shape = _shape_args(shape)
+        except AttributeError:
+            raise RuntimeError("view size is not compatible with input tensor's size and stride; use "
+                               ".reshape(...) instead") from None
+        return Tensor(out)
+
+    def reshape(self, *shape: Any) -> Tensor:
+        return Tensor(self._a.reshape(_shape_args(shape)))
+
+    def flatten(self, start_dim: builtins.int = 0, end_dim: builtins.int = -1) -> Tensor:
+        if self.ndim == 0:
+            return Tensor(self._a.reshape(1))
+        s, e = _dim(start_dim, self.ndim), _dim(end_dim, self.ndim)
+        shape = self._a.shape
+        return Tensor(self._a.reshape((*shape[:s], -1, *shape[e + 1:])))
+
+    def unsqueeze(self, dim: builtins.int) -> Tensor:
+        return Tensor(np.expand_dims(self._a, _dim(dim, self.ndim + 1)))
+
+    def squeeze(self, dim: builtins.int | None = None) -> Tensor:
+        if dim is None:
+            return Tensor(self._a.squeeze())
+        d = _dim(dim, self.ndim)
+        return Tensor(self._a.squeeze(d)) if self._a.shape[d] == 1 else self
+
+    def permute(self, *dims: Any) -> Tensor:
+        return Tensor(self._a.transpose([_dim(d, self.ndim) for d in _shape_args(dims)]))
+
+    def transpose(self, dim0: builtins.int, dim1: builtins.int) -> Tensor:
+        return Tensor(np.swapaxes(self._a, _dim(dim0, self.ndim), _dim(dim1, self.ndim)))
+
+    def expand(self, *sizes: Any) -> Tensor:
+        """A broadcast view (``-1`` keeps a dimension); write to a ``.contiguous()`` copy."""
+        want = _shape_args(sizes)
+        lead = len(want) - self.ndim
+        shape = tuple(self._a.shape[i - lead] if s == -1 else s for i, s in enumerate(want))
+        return Tensor(np.broadcast_to(self._a, shape))
+
+    # -- reductions -------------------------------------------------------------------------------
+    def _reduce(self, fn: Callable[..., Any], dim: Any, keepdim: builtins.bool, dtype: dt.dtype | None) -> Tensor:
+        target = dtype or (dt.int64 if self.dtype.category < 2 else self.dtype)
+        calc = _CALC_FLOAT.get(target, target.numpy)
+        axis = None if dim is None else tuple(_dim(d, self.ndim) for d in (dim if isinstance(dim, (tuple, list))
+                                                                           else (dim,)))
+        out = fn(self._a.astype(calc), axis=axis, keepdims=keepdim)
+        return Tensor(np.asarray(out).astype(target.numpy))
+
+    def sum(self, dim: Any = None, keepdim: builtins.bool = False, dtype: dt.dtype | None = None) -> Tensor:
+        return self._reduce(np.sum, dim, keepdim, dtype)
+
+    def prod(self, dim: builtins.int | None = None, keepdim: builtins.bool = False, dtype: dt.dtype | None = None) -> Tensor:
+        return self._reduce(np.prod, dim, keepdim, dtype)
+
+    def mean(self, dim: Any = None, keepdim: builtins.bool = False, dtype: dt.dtype | None = None) -> Tensor:
+        if not (dtype or self.dtype).is_floating_point:
+            raise RuntimeError(f"mean(): could not infer output dtype; input dtype is {self.dtype.name}, "
+                               "use a floating point or complex dtype")
+        return self._reduce(np.mean, dim, keepdim, dtype or self.dtype)
+
+    def _extreme(self, pick: Callable[..., Any], arg: Callable[..., Any], dim: Any, keepdim: builtins.bool) -> Any:
+        if isinstance(dim, Tensor):  # max(other): element-wise
+            return _binary(np.maximum if pick is np.max else np.minimum, self, dim)
+        if dim is None:
+            if self._a.size == 0:
+                raise RuntimeError("max(): Expected reduction dim to be specified for input.numel() == 0")
+            return Tensor(np.asarray(pick(self._a)))
+        d = _dim(dim, self.ndim)
+        values = np.asarray(pick(self._a, axis=d, keepdims=keepdim))
+        indices = np.asarray(arg(self._a, axis=d, keepdims=keepdim)).astype(np.int64)
+        return MaxMin(Tensor(values), Tensor(indices))
+
+    def max(self, dim: Any = None, keepdim: builtins.bool = False) -> Any:
+        """``max()``: a 0-d tensor; ``max(dim=)``: ``(values, indices)``; ``max(other)``: element-wise."""
+        return self._extreme(np.max, np.argmax, dim, keepdim)
+
+    def min(self, dim: Any = None, keepdim: builtins.bool = False) -> Any:
+        """``min()``: a 0-d tensor; ``min(dim=)``: ``(values, indices)``; ``min(other)``: element-wise."""
+        return self._extreme(np.min, np.argmin, dim, keepdim)
+
+    def all(self, dim: builtins.int | None = None, keepdim: builtins.bool = False) -> Tensor:
+        axis = None if dim is None else _dim(dim, self.ndim)
+        return Tensor(np.asarray(np.all(self._a.astype(bool), axis=axis, keepdims=keepdim)))
+
+    def any(self, dim: builtins.int | None = None, keepdim: builtins.bool = False) -> Tensor:
+        axis = None if dim is None else _dim(dim, self.ndim)
+        return Tensor(np.asarray(np.any(self._a.astype(bool), axis=axis, keepdims=keepdim)))
+
+    # -- element-wise -----------------------------------------------------------------------------
+    def abs(self) -> Tensor:
+        return Tensor(np.abs(self._a))
+
+    def remainder(self, other: Any) -> Tensor:
+        """Python's ``%`` (the result has the divisor's sign), as torch.remainder."""
+        return _binary(np.mod, self, other)
+
+    def eq(self, other: Any) -> Tensor:
+        return _compare(np.equal, self, other)
+
+    def ne(self, other: Any) -> Tensor:
+        return _compare(np.not_equal, self, other)
+
+    def fill_(self, value: Scalar) -> Tensor:
+        self._a[...] = np.asarray(value).astype(self._a.dtype)
+        return self
+
+    def zero_(self) -> Tensor:
+        return self.fill_(0)
+
+    def copy_(self, src: Any) -> Tensor:
+        self._a[...] = as_array(src).astype(self._a.dtype)
+        return self
+
+    # -- indexing ---------------------------------------------------------------------------------
+    def __getitem__(self, key: Any) -> Tensor:
+        key = _index(key)
+        out = self._a[key]
+        if not isinstance(out, np.ndarray):  # an element: keep it a 0-d view, as torch does
+            has_ellipsis = key is Ellipsis or (isinstance(key, tuple) and Ellipsis in key)
+            out = np.asarray(out) if has_ellipsis else self._a[(*(key if isinstance(key, tuple) else (key,)), ...)]
+        return Tensor(out)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._a[_index(key)] = as_array(value).astype(self._a.dtype) if isinstance(value, Tensor) else value
+
+    def __len__(self) -> builtins.int:
+        if self._a.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return len(self._a)
+
+    def __iter__(self) -> Iterator[Tensor]:
+        if self._a.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(len(self._a)))
+
+    # -- Python protocol --------------------------------------------------------------------------
+    def __bool__(self) -> builtins.bool:
+        if self._a.size != 1:
+            raise RuntimeError(f"Boolean value of Tensor with {self._a.size} values is ambiguous")
+        return bool(self._a.reshape(-1)[0])
+
+    def __float__(self) -> builtins.float:
+        return float(self.item())
+
+    def __int__(self) -> builtins.int:
+        return int(self.item())
+
+    def __index__(self) -> builtins.int:
+        if self.dtype.category == 2:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    def __hash__(self) -> builtins.int:
+        return id(self)
+
+    def __format__(self, spec: str) -> str:
+        return format(self.item(), spec) if self._a.size == 1 and self._a.ndim == 0 else repr(self)
+
+    def __repr__(self) -> str:
+        body = np.array2string(self._a.astype(np.float32) if self.dtype == dt.bfloat16 else self._a,
+                               separator=", ", prefix="tensor(")
+        default = self.dtype in (dt.float32, dt.int64, dt.bool_)
+        return f"tensor({body})" if default else f"tensor({body}, dtype={self.dtype!r})"
+
+    # -- operators (torch's promotion; see .dtypes) --------------------------------------------------
+    def __add__(self, o: Any) -> Tensor:
+        return _binary(np.add, self, o)
+
+    def __radd__(self, o: Any) -> Tensor:
+        return _binary(np.add, o, self)
+
+    def __sub__(self, o: Any) -> Tensor:
+        return _binary(np.subtract, self, o)
+
+    def __rsub__(self, o: Any) -> Tensor:
+        return _binary(np.subtract, o, self)
+
+    def __mul__(self, o: Any) -> Tensor:
+        return _binary(np.multiply, self, o)
+
+    def __rmul__(self, o: Any) -> Tensor:
+        return _binary(np.multiply, o, self)
+
+    def __truediv__(self, o: Any) -> Tensor:
+        return _binary(np.true_divide, self, o, floating=True)
+
+    def __rtruediv__(self, o: Any) -> Tensor:
+        return _binary(np.true_divide, o, self, floating=True)
+
+    def __floordiv__(self, o: Any) -> Tensor:
+        return _binary(np.floor_divide, self, o)
+
+    def __rfloordiv__(self, o: Any) -> Tensor:
+        return _binary(np.floor_divide, o, self)
+
+    def __mod__(self, o: Any) -> Tensor:
+        return _binary(np.mod, self, o)
+
+    def __rmod__(self, o: Any) -> Tensor:
+        return _binary(np.mod, o, self)
+
+    def __pow__(self, o: Any) -> Tensor:
+        return _binary(np.power, self, o)
+
+    def __rpow__(self, o: Any) -> Tensor:
+        return _binary(np.power, o, self)
+
+    def __matmul__(self, o: Any) -> Tensor:
+        return _binary(np.matmul, self, o)
+
+    def __and__(self, o: Any) -> Tensor:
+        return _binary(np.bitwise_and, self, o)
+
+    def __or__(self, o: Any) -> Tensor:
+        return _binary(np.bitwise_or, self, o)
+
+    def __xor__(self, o: Any) -> Tensor:
+        return _binary(np.bitwise_xor, self, o)
+
+    def __invert__(self) -> Tensor:
+        return Tensor(np.invert(self._a))
+
+    def __neg__(self) -> Tensor:
+        return Tensor(np.negative(self._a))
+
+    def __pos__(self) -> Tensor:
+        return self
+
+    def __abs__(self) -> Tensor:
+        return self.abs()
+
+    def __iadd__(self, o: Any) -> Tensor:
+        return _inplace(np.add, self, o)
+
+    def __isub__(self, o: Any) -> Tensor:
+        return _inplace(np.subtract, self, o)
+
+    def __imul__(self, o: Any) -> Tensor:
+        return _inplace(np.multiply, self, o)
+
+    def __itruediv__(self, o: Any) -> Tensor:
+        return _inplace(np.true_divide, self, o)
+
+    def __eq__(self, o: Any) -> Tensor:  # type: ignore[override]
+        return _compare(np.equal, self, o)
+
+    def __ne__(self, o: Any) -> Tensor:  # type: ignore[override]
+        return _compare(np.not_equal, self, o)
+
+    def __lt__(self, o: Any) -> Tensor:
+        return _compare(np.less, self, o)
+
+    def __le__(self, o: Any) -> Tensor:
+        return _compare(np.less_equal, self, o)
+
+    def __gt__(self, o: Any) -> Tensor:
+        return _compare(np.greater, self, o)
+
+    def __ge__(self, o: Any) -> Tensor:
+        return _compare(np.greater_equal, self, o)
+
+
+__all__ = ["MaxMin", "Size", "Tensor", "as_array"]

@@ -1,0 +1,312 @@
+"""Orchestration and InCore bodies inlined into one pldemu function, statement by statement.
+
+Every statement is emitted with the pypto file:line as its origin, so verifier errors, race reports
+and wait-for graphs name the user's line. Python-valued expressions (closure ints, ``pld.world_size()``,
+host scalars) fold here; anything touching the rank becomes an IR expression. Semantics kept from
+pypto: ``pl.store`` and the collectives return their tensor (tensors are references, so
+``init_values`` / ``pl.yield_`` on tensors is plain rebinding); a scalar carried through
+``pl.range(init_values=)`` is a variable re-assigned by ``pl.yield_``; an ``if`` whose body returns
+early takes the rest of the block as its else branch. ``%`` is Python's (floor) modulo, as pldemu's
+evaluator: for a negative left operand it differs from C's truncation, so keep operands non-negative
+(pypto's own programs add ``nranks`` before ``%``).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from pldemu.ir.builder import FunctionBuilder
+from pldemu.ir.nodes import BinOp, BinOpKind, SourcePos, TensorType, TileType, Var, as_expr
+from pldemu.pypto.capture import CapturedFunction, CapturedProgram, Kind
+from pldemu.pypto.errors import FrontendError
+from pldemu.pypto.translate.evaluator import Evaluator
+from pldemu.pypto.translate.ops import DEVICE_OPS, is_ir
+from pldemu.pypto.types import DslOp, PyDType, ScalarAnn, TensorAnn
+
+_IR_CMP = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge"}
+
+
+@dataclasses.dataclass
+class Emit:
+    """What every inlined body of one rank's block shares."""
+
+    prog: CapturedProgram
+    fb: FunctionBuilder
+    nranks: int
+    signals: set[str]
+    """Buffers used as a signal (notify / wait / a collective's signal): declared SIGNAL."""
+    dims: Mapping[str, int]
+
+
+class _Returned(Exception):
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+@dataclasses.dataclass
+class _Carry:
+    """Loop-carried values of one ``pl.range(init_values=)``: a Var per scalar, the tensor itself else."""
+
+    values: list[Any]
+
+
+class DeviceTranslator(Evaluator):
+    """Translates one function body (a fresh environment per inlined call)."""
+
+    def __init__(self, emit: Emit, fn: CapturedFunction, env: dict[str, Any]) -> None:
+        super().__init__(emit.prog, env, emit.dims)
+        self.emit = emit
+        self.fn = fn
+        self.fb = emit.fb
+        self.carries: list[_Carry] = []
+        self.lhs: str | None = None
+
+    # -- entry -------------------------------------------------------------------------------------
+
+    def run(self) -> Any:
+        try:
+            return self.block(self.fn.node.body)
+        except FrontendError:
+            raise
+        except (TypeError, ValueError) as err:
+            line = self.fb.origin.line if self.fb.origin is not None else self.fn.node.lineno
+            raise FrontendError(f"in {self.fn.name}: {err}", self.prog.file, line) from None
+
+    def hint(self, default: str) -> str:
+        return self.lhs or default
+
+    # -- statements --------------------------------------------------------------------------------
+
+    def block(self, body: list[ast.stmt]) -> Any:
+        """Translate ``body``; the value of its ``return`` (None when it falls off the end)."""
+        for i, s in enumerate(body):
+            self.fb.origin = SourcePos(self.prog.file, s.lineno)
+            if isinstance(s, ast.Return):
+                return self.eval(s.value) if s.value is not None else None
+            if isinstance(s, ast.If) and _returns(s.body) and not s.orelse:
+                return self.early_return(s, body[i + 1:])
+            self.stmt(s)
+        return None
+
+    def early_return(self, s: ast.If, rest: list[ast.stmt]) -> Any:
+        cond = self.eval(s.test)
+        if not is_ir(cond):
+            return self.block(s.body) if cond else self.block(rest)
+        with self.fb.if_(cond):
+            first = self.block(s.body)
+        with self.fb.else_():
+            second = self.block(rest)
+        return second if second is not None else first
+
+    def stmt(self, s: ast.stmt) -> None:
+        if isinstance(s, ast.Expr):
+            if not isinstance(s.value, ast.Constant):
+                self.eval(s.value)
+        elif isinstance(s, (ast.Assign, ast.AnnAssign)):
+            targets = s.targets if isinstance(s, ast.Assign) else [s.target]
+            self.lhs = targets[0].id if isinstance(targets[0], ast.Name) and targets[0].id != "_" else None
+            value = self.eval(s.value) if s.value is not None else None
+            self.lhs = None
+            for t in targets:
+                self.assign(t, value)
+        elif isinstance(s, ast.For):
+            self.loop(s)
+        elif isinstance(s, ast.If):
+            self.branch(s)
+        elif not isinstance(s, ast.Pass):
+            raise self.error(f"unsupported statement {type(s).__name__} in a pypto function", s)
+
+    def assign(self, target: ast.expr, value: Any) -> None:
+        if isinstance(target, ast.Name):
+            old = self.env.get(target.id)
+            if (isinstance(old, Var) and isinstance(value, Var) and old != value
+                    and not isinstance(old.type, TensorType) and self.fb.retarget_last(value, old)):
+                value = old  # re-binding a tile or scalar: one variable, so loops and branches see it
+            self.env[target.id] = value
+        elif isinstance(target, ast.Tuple) and isinstance(value, (tuple, list)) and len(value) == len(target.elts):
+            for t, v in zip(target.elts, value, strict=True):
+                self.assign(t, v)
+        else:
+            raise self.error(f"cannot assign {type(value).__name__} to {ast.unparse(target)!r}", target)
+
+    def branch(self, s: ast.If) -> None:
+        cond = self.eval(s.test)
+        if not is_ir(cond):
+            self.block(s.body if cond else s.orelse)
+            return
+        if _returns(s.body) or _returns(s.orelse):
+            raise self.error("a `return` inside if/else is supported only as an early return "
+                             "(an if without else whose body ends in return)", s)
+        with self.fb.if_(cond):
+            self.block(s.body)
+        if s.orelse:
+            with self.fb.else_():
+                self.block(s.orelse)
+
+    def loop(self, s: ast.For) -> None:
+        if s.orelse:
+            raise self.error("for ... else is not supported", s)
+        it = s.iter
+        name = _callee_name(self, it)
+        if name == "pl.unroll":
+            assert isinstance(it, ast.Call)
+            count = self.eval(it.args[0]) if it.args else None
+            if not isinstance(count, int) or not isinstance(s.target, ast.Name):
+                raise self.error("pl.unroll(n) needs a static int count and one loop variable", s)
+            for i in range(count):
+                self.env[s.target.id] = i
+                self.block(s.body)
+            return
+        if name != "pl.range":
+            raise self.error("device loops are `for i in pl.range(...)` or `pl.unroll(n)`", s)
+        assert isinstance(it, ast.Call)
+        bounds = [self.eval(a) for a in it.args]
+        inits = [kw for kw in it.keywords if kw.arg == "init_values"]
+        others = [kw.arg for kw in it.keywords if kw.arg != "init_values"]
+        if others or not 1 <= len(bounds) <= 3:
+            raise self.error("pl.range(stop | start, stop[, step][, init_values=(...)])", it)
+        var_node, carried_node = _loop_targets(self, s.target, bool(inits))
+        carry = self.start_carry(self.eval(inits[0].value)) if inits else None
+        if carry is not None and carried_node is not None:
+            self.assign(carried_node, tuple(carry.values))
+        start, stop, step = (0, bounds[0], 1) if len(bounds) == 1 else (*bounds, 1)[:3]
+        with self.fb.for_range(start, stop, step, hint=var_node.id) as var:
+            self.env[var_node.id] = var
+            if carry is not None:
+                self.carries.append(carry)
+            try:
+                self.block(s.body)
+            finally:
+                if carry is not None:
+                    self.carries.pop()
+
+    def start_carry(self, inits: Any) -> _Carry:
+        values = []
+        for v in (inits if isinstance(inits, (tuple, list)) else (inits,)):
+            if is_ir(v) and isinstance(v.type, (TensorType, TileType)):
+                values.append(v)
+            else:
+                values.append(self.fb.let("carry", as_expr(v)))
+        return _Carry(values)
+
+    # -- expressions -------------------------------------------------------------------------------
+
+    def eval_Call(self, node: ast.Call) -> Any:
+        func = node.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+            return self.call_function(node, func.attr)
+        callee = self.eval(func)
+        if isinstance(callee, DslOp):
+            handler = DEVICE_OPS.get(callee.name)
+            if handler is None:
+                raise self.error(f"{callee.name} is not supported in a device function", node)
+            return handler(self, node)
+        if callable(callee) and (isinstance(getattr(callee, "__self__", None), PyDType)
+                                 or callee in (range, len, min, max, int, abs)):
+            return callee(*[self.eval(a) for a in node.args])
+        raise self.error(f"{ast.unparse(func)} cannot be called in a device function", node)
+
+    def call_function(self, node: ast.Call, name: str) -> Any:
+        fn = self.prog.functions.get(name)
+        if fn is None or fn.kind is Kind.HOST:
+            raise self.error(f"self.{name} is not an Orchestration or InCore function of the program", node)
+        if any(kw.arg == "device" for kw in node.keywords):
+            raise self.error("device= is a HOST-level dispatch argument", node)
+        args = [self.eval(a) for a in node.args]
+        kwargs = {kw.arg: self.eval(kw.value) for kw in node.keywords if kw.arg is not None}
+        return inline(self.emit, fn, args, kwargs, node)
+
+    def binary(self, op: ast.operator, lhs: Any, rhs: Any, node: ast.AST) -> Any:
+        if not (is_ir(lhs) or is_ir(rhs)):
+            return super().binary(op, lhs, rhs, node)
+        symbol = {ast.Add: "__add__", ast.Sub: "__sub__", ast.Mult: "__mul__", ast.FloorDiv: "__floordiv__",
+                  ast.Mod: "__mod__"}.get(type(op))
+        if symbol is None:
+            raise self.error(f"unsupported scalar operator in {ast.unparse(node)!r}", node)
+        return getattr(as_expr(lhs), symbol)(rhs)
+
+    def compare(self, op: ast.cmpop, lhs: Any, rhs: Any, node: ast.AST) -> Any:
+        if not (is_ir(lhs) or is_ir(rhs)):
+            return super().compare(op, lhs, rhs, node)
+        method = _IR_CMP.get(type(op))
+        if method is None:
+            raise self.error(f"unsupported comparison in {ast.unparse(node)!r}", node)
+        return getattr(as_expr(lhs), method)(rhs)
+
+    def logical(self, is_and: bool, lhs: Any, rhs: Any, node: ast.AST) -> Any:
+        if not (is_ir(lhs) or is_ir(rhs)):
+            return super().logical(is_and, lhs, rhs, node)
+        return BinOp(BinOpKind.AND if is_and else BinOpKind.OR, as_expr(lhs), as_expr(rhs))
+
+    def logical_not(self, value: Any, node: ast.AST) -> Any:
+        return as_expr(value).eq(False) if is_ir(value) else not value
+
+
+def _returns(body: list[ast.stmt]) -> bool:
+    return bool(body) and isinstance(body[-1], ast.Return)
+
+
+def _callee_name(tr: DeviceTranslator, node: ast.expr) -> str | None:
+    if not isinstance(node, ast.Call):
+        return None
+    try:
+        callee = tr.eval(node.func)
+    except FrontendError:
+        return None
+    return callee.name if isinstance(callee, DslOp) else None
+
+
+def _loop_targets(tr: DeviceTranslator, target: ast.expr, carried: bool) -> tuple[ast.Name, ast.expr | None]:
+    if not carried and isinstance(target, ast.Name):
+        return target, None
+    if carried and isinstance(target, ast.Tuple) and len(target.elts) == 2 and isinstance(target.elts[0], ast.Name):
+        return target.elts[0], target.elts[1]
+    raise tr.error("loop target must be `i`, or `i, (a, ...)` with init_values=", target)
+
+
+def inline(emit: Emit, fn: CapturedFunction, args: list[Any], kwargs: dict[str, Any], node: ast.AST) -> Any:
+    """Translate a call of ``fn`` with its parameters bound to ``args`` / ``kwargs``; its return value."""
+    if len(args) > len(fn.params):
+        raise emit.prog.error(f"self.{fn.name} takes {len(fn.params)} arguments, got {len(args)}", node)
+    bound = dict(zip(fn.params, args, strict=False))
+    for k, v in kwargs.items():
+        if k not in fn.params or k in bound:
+            raise emit.prog.error(f"self.{fn.name}: unexpected or repeated argument {k!r}", node)
+        bound[k] = v
+    missing = [p for p in fn.params if p not in bound]
+    if missing:
+        raise emit.prog.error(f"self.{fn.name}: missing argument(s) {', '.join(missing)}", node)
+    for p, v in bound.items():
+        check_argument(emit.prog, fn, p, v, node)
+    saved = emit.fb.origin
+    try:
+        return DeviceTranslator(emit, fn, dict(bound)).run()
+    finally:
+        emit.fb.origin = saved
+
+
+def check_argument(prog: CapturedProgram, fn: CapturedFunction, param: str, value: Any, node: ast.AST) -> None:
+    """The argument matches the parameter's annotation kind and dtype."""
+    ann = fn.annotations.get(param)
+    if isinstance(ann, TensorAnn):
+        t = getattr(value, "type", None)
+        if not isinstance(t, TensorType):
+            raise prog.error(f"self.{fn.name}: {param} is a tensor parameter, got {value!r}", node)
+        if t.dtype != ann.dtype.ir:
+            raise prog.error(f"self.{fn.name}: {param} is {ann.dtype!r}, got a {t.dtype.value} tensor", node)
+        if ann.distributed and not t.window:
+            raise prog.error(f"self.{fn.name}: {param} is a pld.DistributedTensor; pass a window "
+                             "(pld.window of an alloc_window_buffer), not a host tensor", node)
+        if len(ann.dims) != len(t.shape):
+            raise prog.error(f"self.{fn.name}: {param} has {len(ann.dims)} dims, the argument "
+                             f"{len(t.shape)}", node)
+    elif isinstance(ann, ScalarAnn) and not (is_ir(value) or isinstance(value, (int, float))):
+        raise prog.error(f"self.{fn.name}: {param} is a pl.Scalar, got {value!r}", node)
+    elif ann is None and param in fn.params:
+        raise prog.error(f"self.{fn.name}: parameter {param} has no annotation", fn.node)
+
+
+__all__ = ["DeviceTranslator", "Emit", "inline"]

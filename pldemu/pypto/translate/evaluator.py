@@ -1,0 +1,176 @@
+"""The one expression evaluator both levels share: Python-subset semantics over the captured AST.
+
+Values are Python objects (ints, closure values, DSL enums, host views) or, at device level, pldemu IR
+expressions; arithmetic and comparisons go through ``binary`` / ``compare``, which the device level
+extends to IR. Names resolve in the local environment, then the program's closure, then a few
+builtins. Anything else is a :class:`FrontendError` at the node's line.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pldemu.pypto.capture import CapturedProgram
+from pldemu.pypto.errors import FrontendError
+from pldemu.pypto.types import DynExpr, DynVar
+
+_BINOPS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+}
+_CMPOPS: dict[type[ast.cmpop], Callable[[Any, Any], Any]] = {
+    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
+    ast.Gt: operator.gt, ast.GtE: operator.ge,
+}
+_BUILTINS: dict[str, Any] = {"True": True, "False": False, "None": None, "range": range, "len": len,
+                             "min": min, "max": max, "int": int, "abs": abs}
+
+
+class Evaluator:
+    """Evaluates expressions of one function body in ``env``."""
+
+    def __init__(self, prog: CapturedProgram, env: dict[str, Any], dims: Mapping[str, int]) -> None:
+        self.prog = prog
+        self.env = env
+        self.dims = dims
+        """The dynamic dims bound at call time: ``pl.dynamic`` values in the closure evaluate to them."""
+
+    def error(self, message: str, node: ast.AST) -> FrontendError:
+        return self.prog.error(message, node)
+
+    def lookup(self, name: str, node: ast.AST) -> Any:
+        if name in self.env:
+            return self.env[name]
+        if name in self.prog.closure:
+            value = self.prog.closure[name]
+            if isinstance(value, (DynVar, DynExpr)):
+                try:
+                    return value.evaluate(self.dims)
+                except KeyError:
+                    raise self.error(f"dynamic dim {value!r} is not bound by the host tensors' shapes",
+                                     node) from None
+            return value
+        if name in _BUILTINS:
+            return _BUILTINS[name]
+        raise self.error(f"unknown name {name!r}", node)
+
+    def eval(self, node: ast.expr) -> Any:
+        method = getattr(self, "eval_" + type(node).__name__, None)
+        if method is None:
+            raise self.error(f"unsupported expression {type(node).__name__} "
+                             f"({ast.unparse(node)!r}) in a pypto program", node)
+        return method(node)
+
+    def eval_Constant(self, node: ast.Constant) -> Any:
+        return node.value
+
+    def eval_Name(self, node: ast.Name) -> Any:
+        return self.lookup(node.id, node)
+
+    def eval_Attribute(self, node: ast.Attribute) -> Any:
+        base = self.eval(node.value)
+        try:
+            return getattr(base, node.attr)
+        except AttributeError:
+            raise self.error(f"{ast.unparse(node)}: no attribute {node.attr!r}", node) from None
+
+    def eval_List(self, node: ast.List) -> list[Any]:
+        return [self.eval(e) for e in node.elts]
+
+    def eval_Tuple(self, node: ast.Tuple) -> tuple[Any, ...]:
+        return tuple(self.eval(e) for e in node.elts)
+
+    def eval_UnaryOp(self, node: ast.UnaryOp) -> Any:
+        value = self.eval(node.operand)
+        if isinstance(node.op, ast.USub):
+            return self.binary(ast.Sub(), 0, value, node)
+        if isinstance(node.op, ast.UAdd):
+            return value
+        if isinstance(node.op, ast.Not):
+            return self.logical_not(value, node)
+        raise self.error(f"unsupported unary operator in {ast.unparse(node)!r}", node)
+
+    def eval_BinOp(self, node: ast.BinOp) -> Any:
+        return self.binary(node.op, self.eval(node.left), self.eval(node.right), node)
+
+    def eval_Compare(self, node: ast.Compare) -> Any:
+        if len(node.ops) != 1:
+            raise self.error(f"chained comparison {ast.unparse(node)!r}: write one comparison at a time", node)
+        return self.compare(node.ops[0], self.eval(node.left), self.eval(node.comparators[0]), node)
+
+    def eval_BoolOp(self, node: ast.BoolOp) -> Any:
+        values = [self.eval(v) for v in node.values]
+        out = values[0]
+        for v in values[1:]:
+            out = self.logical(isinstance(node.op, ast.And), out, v, node)
+        return out
+
+    def eval_Subscript(self, node: ast.Subscript) -> Any:
+        base = self.eval(node.value)
+        index = self.eval(node.slice)
+        try:
+            return base[index]
+        except (TypeError, IndexError, KeyError) as err:
+            raise self.error(f"{ast.unparse(node)}: {err}", node) from None
+
+    # -- operators (the device level extends these to IR expressions) -----------------------------
+
+    def binary(self, op: ast.operator, lhs: Any, rhs: Any, node: ast.AST) -> Any:
+        fn = _BINOPS.get(type(op))
+        if fn is None:
+            raise self.error(f"unsupported operator in {ast.unparse(node)!r}", node)
+        try:
+            return fn(lhs, rhs)
+        except (TypeError, ZeroDivisionError) as err:
+            raise self.error(f"{ast.unparse(node)}: {err}", node) from None
+
+    def compare(self, op: ast.cmpop, lhs: Any, rhs: Any, node: ast.AST) -> Any:
+        fn = _CMPOPS.get(type(op))
+        if fn is None:
+            raise self.error(f"unsupported comparison in {ast.unparse(node)!r}", node)
+        try:
+            return fn(lhs, rhs)
+        except TypeError:
+            raise self.error(f"cannot compare {type(lhs).__name__} and {type(rhs).__name__} in "
+                             f"{ast.unparse(node)!r}: host control flow must not depend on tensor data", node) from None
+
+    def logical(self, is_and: bool, lhs: Any, rhs: Any, node: ast.AST) -> Any:
+        return (lhs and rhs) if is_and else (lhs or rhs)
+
+    def logical_not(self, value: Any, node: ast.AST) -> Any:
+        return not value
+
+
+def bind_call(ev: Evaluator, node: ast.Call, names: tuple[str, ...], defaults: dict[str, Any],
+              what: str) -> dict[str, Any]:
+    """Bind a call's positional and keyword arguments to ``names`` (pypto's signature of ``what``)."""
+    out: dict[str, Any] = {}
+    if len(node.args) > len(names):
+        raise ev.error(f"{what} takes at most {len(names)} positional arguments, got {len(node.args)}", node)
+    for name, arg in zip(names, node.args, strict=False):
+        out[name] = ev.eval(arg)
+    for kw in node.keywords:
+        if kw.arg is None or (kw.arg not in names and kw.arg not in defaults):
+            raise ev.error(f"{what}: unknown keyword argument {kw.arg!r}", kw)
+        if kw.arg in out:
+            raise ev.error(f"{what}: argument {kw.arg!r} given twice", kw)
+        out[kw.arg] = ev.eval(kw.value)
+    for name in names:
+        if name not in out:
+            if name not in defaults:
+                raise ev.error(f"{what}: missing argument {name!r}", node)
+            out[name] = defaults[name]
+    for name, value in defaults.items():
+        out.setdefault(name, value)
+    return out
+
+
+def dotted(node: ast.expr) -> str:
+    """``pld.system.notify`` for the callee of a call (text, for messages)."""
+    return ast.unparse(node)
+
+
+__all__ = ["Evaluator", "bind_call", "dotted"]

@@ -1,0 +1,178 @@
+"""The HOST orchestrator projected onto one rank: an ordered list of events.
+
+The host body is evaluated statically (it is plain Python over ints, closure values and host tensors):
+``pl.range`` is a Python range, ``pld.world_size()`` the rank count, ``pld.alloc_window_buffer`` a
+named allocation, ``pld.window`` a typed view, ``x[r]`` a host slice. ``self.orch(..., device=e)`` is
+an event of rank d only where ``e`` evaluates to d (0 when absent); a host-level ``pld.tensor.*`` is
+an event of every rank. Nothing else is added between events: pypto keeps only per-rank program order
+between dispatches, so no barrier is inserted (issue 21, item 4). Host control flow that depends on
+tensor data is refused.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+from collections.abc import Mapping
+from typing import Any
+
+from pldemu.ir.nodes import NR
+from pldemu.pypto.capture import CapturedProgram, Kind
+from pldemu.pypto.translate.evaluator import Evaluator, bind_call
+from pldemu.pypto.translate.values import Alloc, Dispatch, Event, HostCollective, HostTensor, HostView
+from pldemu.pypto.types import DslOp, PyDType, SymInt
+
+
+class _Return(Exception):
+    pass
+
+
+class HostProjection(Evaluator):
+    """Evaluates the host body for ``rank`` of ``nranks``, collecting :attr:`events`."""
+
+    def __init__(self, prog: CapturedProgram, env: dict[str, Any], dims: Mapping[str, int], rank: int,
+                 nranks: int, allocs: dict[int, Alloc]) -> None:
+        super().__init__(prog, env, dims)
+        self.rank = rank
+        self.nranks = nranks
+        self.events: list[Event] = []
+        self.allocs = allocs
+        """Allocation per host line: every rank sees the same Alloc objects."""
+        self._lhs: str | None = None
+
+    def run(self, body: list[ast.stmt]) -> list[Event]:
+        with contextlib.suppress(_Return):
+            self.block(body)
+        return self.events
+
+    def block(self, body: list[ast.stmt]) -> None:
+        for s in body:
+            self.stmt(s)
+
+    def stmt(self, s: ast.stmt) -> None:
+        if isinstance(s, ast.Expr):
+            if not isinstance(s.value, ast.Constant):
+                self.eval(s.value)
+        elif isinstance(s, (ast.Assign, ast.AnnAssign)):
+            targets = s.targets if isinstance(s, ast.Assign) else [s.target]
+            self._lhs = targets[0].id if isinstance(targets[0], ast.Name) else None
+            value = self.eval(s.value) if s.value is not None else None
+            self._lhs = None
+            for t in targets:
+                self.assign(t, value)
+        elif isinstance(s, ast.For):
+            self.loop(s)
+        elif isinstance(s, ast.If):
+            cond = self.eval(s.test)
+            if not isinstance(cond, (bool, int)):
+                raise self.error("host control flow must not depend on tensor data (the per-rank "
+                                 f"projection evaluates it statically): {ast.unparse(s.test)!r}", s)
+            self.block(s.body if cond else s.orelse)
+        elif isinstance(s, ast.Return):
+            raise _Return
+        elif not isinstance(s, ast.Pass):
+            raise self.error(f"unsupported statement {type(s).__name__} at HOST level", s)
+
+    def assign(self, target: ast.expr, value: Any) -> None:
+        if isinstance(target, ast.Name):
+            self.env[target.id] = value
+        elif isinstance(target, ast.Tuple) and value is None:
+            # The results of a dispatch stay on its device: host code may name them, not read them.
+            for t in target.elts:
+                self.assign(t, None)
+        elif isinstance(target, ast.Tuple) and isinstance(value, (tuple, list)) and len(value) == len(target.elts):
+            for t, v in zip(target.elts, value, strict=True):
+                self.assign(t, v)
+        else:
+            raise self.error(f"unsupported assignment target {ast.unparse(target)!r} at HOST level", target)
+
+    def loop(self, s: ast.For) -> None:
+        it = self.eval(s.iter)
+        if not isinstance(it, range) or not isinstance(s.target, ast.Name):
+            raise self.error("a HOST loop is `for r in pl.range(...)` over ints", s)
+        if s.orelse:
+            raise self.error("for ... else is not supported", s)
+        for i in it:
+            self.env[s.target.id] = i
+            self.block(s.body)
+
+    def eval_Call(self, node: ast.Call) -> Any:
+        func = node.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+            return self.dispatch(node, func.attr)
+        callee = self.eval(func)
+        if isinstance(callee, DslOp):
+            return self.dsl(callee.name, node)
+        if callable(callee) and (isinstance(getattr(callee, "__self__", None), PyDType)
+                                 or callee in (range, len, min, max, int, abs)):
+            return callee(*[self.eval(a) for a in node.args])
+        raise self.error(f"{ast.unparse(func)} cannot be called at HOST level", node)
+
+    def dispatch(self, node: ast.Call, name: str) -> Any:
+        fn = self.prog.functions.get(name)
+        if fn is None or fn.kind is Kind.HOST:
+            raise self.error(f"self.{name} is not an Orchestration or InCore function of the program", node)
+        device = 0
+        kwargs: list[tuple[str, Any]] = []
+        for kw in node.keywords:
+            if kw.arg == "device":
+                device = self.eval(kw.value)
+            elif kw.arg is not None:
+                kwargs.append((kw.arg, self.eval(kw.value)))
+        if isinstance(device, bool) or not isinstance(device, int):
+            raise self.error(f"device= must evaluate to an int at HOST level, got {device!r}", node)
+        if not 0 <= device < self.nranks:
+            raise self.error(f"device={device} is outside the {self.nranks} devices of the job", node)
+        if device == self.rank:
+            self.events.append(Dispatch(name, tuple(self.eval(a) for a in node.args), tuple(kwargs),
+                                        node.lineno))
+        return None
+
+    def dsl(self, name: str, node: ast.Call) -> Any:
+        if name == "pld.world_size":
+            return SymInt(self.nranks, NR)
+        if name == "pl.range":
+            return range(*[self.eval(a) for a in node.args])
+        if name == "pld.alloc_window_buffer":
+            return self.alloc(node)
+        if name == "pld.window":
+            b = bind_call(self, node, ("buf", "shape"), {"dtype": None}, name)
+            if not isinstance(b["buf"], Alloc) or not isinstance(b["dtype"], PyDType):
+                raise self.error("pld.window(buf, shape, dtype=) takes an alloc_window_buffer and a dtype", node)
+            shape = tuple(d if isinstance(d, SymInt) else int(d) for d in b["shape"])
+            nbytes = b["dtype"].nbytes
+            for d in shape:
+                nbytes *= d
+            if nbytes > b["buf"].nbytes:
+                raise self.error(f"pld.window of {shape} {b['dtype']!r} needs {nbytes} bytes; the buffer "
+                                 f"{b['buf'].name} has {b['buf'].nbytes}", node)
+            return HostView(b["buf"], shape, b["dtype"], node.lineno)
+        if name.startswith("pld.tensor."):
+            args = tuple(self.eval(a) for a in node.args)
+            kwargs = tuple((kw.arg, self.eval(kw.value)) for kw in node.keywords if kw.arg is not None)
+            self.events.append(HostCollective(name, args, kwargs, node.lineno))
+            return args[1] if name in ("pld.tensor.allgather", "pld.tensor.all_to_all",
+                                       "pld.tensor.all_to_all_v") else (args[0] if args else None)
+        raise self.error(f"{name} cannot be used at HOST level", node)
+
+    def alloc(self, node: ast.Call) -> Alloc:
+        if self._lhs is None:
+            raise self.error("pld.alloc_window_buffer(...) must be assigned to a name", node)
+        if len(node.args) != 1 or node.keywords:
+            raise self.error("pld.alloc_window_buffer(nbytes) takes one size in bytes", node)
+        nbytes = self.eval(node.args[0])
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes <= 0:
+            raise self.error(f"pld.alloc_window_buffer: size must be a positive int, got {nbytes!r}", node)
+        found = self.allocs.get(node.lineno)
+        if found is None:
+            found = self.allocs[node.lineno] = Alloc(self._lhs, nbytes, node.lineno)
+        return found
+
+
+def host_params(prog: CapturedProgram, args: tuple[Any, ...]) -> dict[str, HostTensor]:
+    """Already-bound host arguments by name (see ``pldemu.pypto.execute``)."""
+    host = prog.host()
+    return dict(zip(host.params, args, strict=True))
+
+
+__all__ = ["HostProjection", "host_params"]

@@ -1,0 +1,352 @@
+"""The device-level op table: ``pl.*`` / ``pld.*`` name -> the rule that emits its pldemu IR.
+
+One immutable table (:data:`DEVICE_OPS`); each rule binds the call's arguments by pypto's signature
+(:func:`~pldemu.pypto.translate.evaluator.bind_call`) and emits through the function builder, so the
+IR signature checks apply. ``pld.tensor.put`` / ``get`` become ``pld.tile.put`` / ``get`` through a
+``tile.create`` stage of the chunk (``chunk_rows`` x ``chunk_cols``, the whole region when 0);
+``remote_store`` is a put whose source is the tile; the collectives stay composites, lowered on
+the ranks by pldemu's own LowerCompositeOps.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from pldemu.ir.enums import AtomicType, NotifyOp, ReduceOp, WaitCmp
+from pldemu.ir.nodes import NR, BinOp, BinOpKind, Const, ExprOps, TensorType, TileType, Var, as_expr
+from pldemu.ir.ops import Op
+from pldemu.pypto.translate.evaluator import bind_call
+from pldemu.pypto.types import PyDType, SymInt
+
+if TYPE_CHECKING:
+    from pldemu.pypto.translate.device import DeviceTranslator
+
+Rule = Callable[["DeviceTranslator", ast.Call], Any]
+
+
+def is_ir(value: Any) -> bool:
+    """An IR expression (as opposed to a Python value that folds)."""
+    return isinstance(value, ExprOps)
+
+
+def _tensor(tr: DeviceTranslator, v: Any, what: str, node: ast.AST) -> Var:
+    if not (isinstance(v, Var) and isinstance(v.type, TensorType)):
+        raise tr.error(f"{what} must be a tensor, got {v!r}", node)
+    return v
+
+
+def ttype(v: Var) -> TensorType:
+    """The tensor type of a Var that :func:`_tensor` accepted."""
+    assert isinstance(v.type, TensorType)
+    return v.type
+
+
+def tltype(v: Var) -> TileType:
+    """The tile type of a Var that :func:`_tile` accepted."""
+    assert isinstance(v.type, TileType)
+    return v.type
+
+
+def _tile(tr: DeviceTranslator, v: Any, what: str, node: ast.AST) -> Var:
+    if not (isinstance(v, Var) and isinstance(v.type, TileType)):
+        raise tr.error(f"{what} must be a tile (from pl.load / remote_load), got {v!r}", node)
+    return v
+
+
+def _ints(tr: DeviceTranslator, v: Any, what: str, node: ast.AST) -> list[int]:
+    if not isinstance(v, (list, tuple)) or not all(isinstance(i, int) and not isinstance(i, bool) for i in v):
+        raise tr.error(f"{what} must be a list of static ints, got {v!r}", node)
+    return list(v)
+
+
+def _load(tr: DeviceTranslator, node: ast.Call) -> Var:
+    b = bind_call(tr, node, ("tensor", "offsets", "shapes"), {"valid_shape": None, "valid_shapes": None,
+                                                              "target_memory": None}, "pl.load")
+    t = _tensor(tr, b["tensor"], "pl.load: tensor", node)
+    shape = _ints(tr, b["shapes"], "pl.load: shape", node)
+    valid = b["valid_shape"] if b["valid_shape"] is not None else b["valid_shapes"]
+    return tr.fb.pld.tile.load(t, list(b["offsets"]), shape, valid, hint=tr.hint("tile"))
+
+
+def _store(tr: DeviceTranslator, node: ast.Call) -> Var:
+    b = bind_call(tr, node, ("tile", "offsets", "output_tensor"), {}, "pl.store")
+    tile = _tile(tr, b["tile"], "pl.store: tile", node)
+    t = _tensor(tr, b["output_tensor"], "pl.store: output tensor", node)
+    offsets = list(b["offsets"])
+    target = t
+    if len(tltype(tile).shape) == 2 and len(ttype(t).shape) == 3 and len(offsets) == 3:
+        # pypto stores a rank-2 tile into the two trailing dims of a rank-3 tensor: the same cells are
+        # rows o0 * Y + o1 ... of the tensor viewed as [X * Y, Z].
+        x, y, z = ttype(t).shape
+        target = tr.fb.pld.tensor.view(t, [x * y, z])
+        offsets = [as_expr(offsets[0]) * y + offsets[1], offsets[2]]
+    tr.fb.pld.tile.store(tile, offsets, target)
+    return t
+
+
+def _binary(tile_op: Op, scalar_op: Op | None, name: str) -> Rule:
+    def rule(tr: DeviceTranslator, node: ast.Call) -> Var:
+        b = bind_call(tr, node, ("lhs", "rhs"), {}, name)
+        lhs = _tile(tr, b["lhs"], f"{name}: lhs", node)
+        rhs = b["rhs"]
+        if isinstance(rhs, Var) and isinstance(rhs.type, TileType):
+            return tr.fb.pld.tile.binary(tile_op, lhs, rhs, hint=tr.hint("acc"))
+        if scalar_op is None:
+            raise tr.error(f"{name}: rhs must be a tile", node)
+        out = tr.fb.op(scalar_op, [lhs, as_expr(rhs)], hint=tr.hint("acc"))
+        assert out is not None
+        return out
+
+    return rule
+
+
+def _scalar_minmax(kind: BinOpKind, fn: Callable[[Any, Any], Any], name: str) -> Rule:
+    def rule(tr: DeviceTranslator, node: ast.Call) -> Any:
+        b = bind_call(tr, node, ("lhs", "rhs"), {}, name)
+        if not (is_ir(b["lhs"]) or is_ir(b["rhs"])):
+            return fn(b["lhs"], b["rhs"])
+        return BinOp(kind, as_expr(b["lhs"]), as_expr(b["rhs"]))
+
+    return rule
+
+
+def _const(tr: DeviceTranslator, node: ast.Call) -> Const:
+    b = bind_call(tr, node, ("value", "dtype"), {}, "pl.const")
+    if not isinstance(b["dtype"], PyDType) or is_ir(b["value"]):
+        raise tr.error("pl.const(value, dtype) takes a Python number and a pl dtype", node)
+    return Const(b["value"], b["dtype"].ir)
+
+
+def _cast(tr: DeviceTranslator, node: ast.Call) -> Any:
+    b = bind_call(tr, node, ("value", "dtype"), {"mode": None}, "pl.cast")
+    dtype, v = b["dtype"], b["value"]
+    if not isinstance(dtype, PyDType):
+        raise tr.error("pl.cast(value, dtype): dtype must be a pl dtype", node)
+    if not is_ir(v):
+        return int(v) if dtype.ir.is_int else float(v)
+    src = v.type.dtype if hasattr(v.type, "dtype") else None
+    if src is None or not (src.is_int and dtype.ir.is_int):
+        raise tr.error("pl.cast of a scalar is supported between integer types (INT32 / INDEX) only", node)
+    # pldemu's scalars are exact integers whatever their width: INT32 <-> INDEX changes no value.
+    return v
+
+
+def _read(tr: DeviceTranslator, node: ast.Call) -> Var:
+    b = bind_call(tr, node, ("tensor", "indices"), {}, "pl.read")
+    return tr.fb.pld.tensor.read(_tensor(tr, b["tensor"], "pl.read: tensor", node), list(b["indices"]))
+
+
+def _write(tr: DeviceTranslator, node: ast.Call) -> None:
+    b = bind_call(tr, node, ("tensor", "indices", "value"), {}, "pl.write")
+    t = _tensor(tr, b["tensor"], "pl.write: tensor", node)
+    tr.fb.pld.tensor.write(t, list(b["indices"]), _typed(b["value"], ttype(t).dtype))
+
+
+def _typed(value: Any, dtype: Any) -> Any:
+    """A Python literal as a constant of ``dtype`` (an IR value passes through)."""
+    return value if is_ir(value) else Const(value, dtype)
+
+
+def _yield(tr: DeviceTranslator, node: ast.Call) -> Any:
+    if not tr.carries:
+        raise tr.error("pl.yield_ outside a pl.range(..., init_values=) loop", node)
+    carry = tr.carries[-1]
+    values = [tr.eval(a) for a in node.args]
+    if len(values) != len(carry.values):
+        raise tr.error(f"pl.yield_ gives {len(values)} values for {len(carry.values)} init_values", node)
+    for i, (old, new) in enumerate(zip(carry.values, values, strict=True)):
+        if isinstance(old.type, (TensorType, TileType)):
+            carry.values[i] = new
+        else:
+            tr.fb.assign(old, _typed(new, old.type.dtype))
+    return carry.values[0] if len(values) == 1 else tuple(carry.values)
+
+
+def _comm_ctx(tr: DeviceTranslator, node: ast.Call) -> Var:
+    b = bind_call(tr, node, ("dist_tensor",), {}, "pld.get_comm_ctx")
+    return tr.fb.pld.system.get_comm_ctx(_tensor(tr, b["dist_tensor"], "pld.get_comm_ctx", node))
+
+
+def _rank(tr: DeviceTranslator, node: ast.Call) -> Var:
+    b = bind_call(tr, node, ("ctx",), {}, "pld.rank")
+    return tr.fb.pld.system.rank(b["ctx"], hint=tr.hint("me"))
+
+
+def _nranks(tr: DeviceTranslator, node: ast.Call) -> Var:
+    b = bind_call(tr, node, ("ctx",), {}, "pld.nranks")
+    return tr.fb.pld.system.nranks(b["ctx"], hint=tr.hint("nr"))
+
+
+def _signal(tr: DeviceTranslator, v: Any, what: str, node: ast.AST) -> Var:
+    t = _tensor(tr, v, what, node)
+    tr.emit.signals.add(t.name)
+    return t
+
+
+def _notify(tr: DeviceTranslator, node: ast.Call) -> None:
+    b = bind_call(tr, node, ("target", "peer", "offsets", "value"), {"op": NotifyOp.AtomicAdd},
+                  "pld.system.notify")
+    sig = _signal(tr, b["target"], "pld.system.notify: target", node)
+    tr.fb.pld.system.notify(sig, b["peer"], list(b["offsets"]), _typed(b["value"], ttype(sig).dtype),
+                            op=NotifyOp(b["op"]))
+
+
+def _wait(tr: DeviceTranslator, node: ast.Call) -> None:
+    b = bind_call(tr, node, ("signal", "offsets", "expected"), {"cmp": WaitCmp.Ge}, "pld.system.wait")
+    sig = _signal(tr, b["signal"], "pld.system.wait: signal", node)
+    tr.fb.pld.system.wait(sig, list(b["offsets"]), _typed(b["expected"], ttype(sig).dtype), cmp=WaitCmp(b["cmp"]))
+
+
+def _remote_load(tr: DeviceTranslator, node: ast.Call) -> Var:
+    b = bind_call(tr, node, ("target", "peer", "offsets", "shape"), {"valid_shape": None},
+                  "pld.tile.remote_load")
+    w = _tensor(tr, b["target"], "pld.tile.remote_load: target", node)
+    shape = _ints(tr, b["shape"], "pld.tile.remote_load: shape", node)
+    return tr.fb.pld.tile.remote_load(w, b["peer"], list(b["offsets"]), shape, b["valid_shape"],
+                                      hint=tr.hint("rtile"))
+
+
+def _remote_store(tr: DeviceTranslator, node: ast.Call) -> None:
+    b = bind_call(tr, node, ("src", "target", "peer", "offsets"), {"atomic": AtomicType.None_},
+                  "pld.tile.remote_store")
+    tile = _tile(tr, b["src"], "pld.tile.remote_store: src", node)
+    dst = _tensor(tr, b["target"], "pld.tile.remote_store: target", node)
+    shape = list(tltype(tile).shape)
+    stage = tr.fb.pld.tile.create(shape, tltype(tile).dtype, hint="stage")
+    tr.fb.pld.tile.put(dst, b["peer"], tile, stage, list(b["offsets"]), [0] * len(shape), shape,
+                       atomic=AtomicType(b["atomic"]))
+
+
+def _transfer(get: bool) -> Rule:
+    name = "pld.tensor.get" if get else "pld.tensor.put"
+
+    def rule(tr: DeviceTranslator, node: ast.Call) -> None:
+        b = bind_call(tr, node, ("dst", "peer", "src", "dst_offsets", "src_offsets", "shape"),
+                      {"dst_offsets": None, "src_offsets": None, "shape": None, "atomic": AtomicType.None_,
+                       "chunk_rows": 0, "chunk_cols": 0, "pipeline": False}, name)
+        dst = _tensor(tr, b["dst"], f"{name}: dst", node)
+        src = _tensor(tr, b["src"], f"{name}: src", node)
+        region = b["shape"] if b["shape"] is not None else [static(tr, d, node) for d in ttype(src).shape]
+        region = _ints(tr, region, f"{name}: shape", node)
+        if len(region) != 2:
+            raise tr.error(f"{name}: pldemu moves 2-D regions; got shape {region}", node)
+        rows = b["chunk_rows"] or region[0]
+        cols = b["chunk_cols"] or region[1]
+        stage = tr.fb.pld.tile.create([min(rows, region[0]), min(cols, region[1])], ttype(dst).dtype, hint="stage")
+        offs = (b["dst_offsets"], b["src_offsets"], region) if b["dst_offsets"] is not None else (None, None, None)
+        if b["dst_offsets"] is None and b["shape"] is not None:
+            offs = ([0] * len(ttype(dst).shape), [0] * len(ttype(src).shape), region)
+        if get:
+            if AtomicType(b["atomic"]) is not AtomicType.None_:
+                raise tr.error("pld.tensor.get has no atomic= (only put accumulates)", node)
+            tr.fb.pld.tile.get(dst, b["peer"], src, stage, *_opt_lists(offs))
+        else:
+            tr.fb.pld.tile.put(dst, b["peer"], src, stage, *_opt_lists(offs), atomic=AtomicType(b["atomic"]))
+
+    return rule
+
+
+def _opt_lists(offs: tuple[Any, Any, Any]) -> tuple[Any, Any, Any]:
+    return tuple(None if o is None else list(o) for o in offs)  # type: ignore[return-value]
+
+
+def static(tr: DeviceTranslator, d: Any, node: ast.AST) -> int:
+    if isinstance(d, Const) and isinstance(d.value, int):
+        return d.value
+    if isinstance(d, int):
+        return d
+    raise tr.error(f"a static extent is needed, got {d!r}", node)
+
+
+def _collective(name: str, params: tuple[str, ...], attrs: dict[str, Any]) -> Rule:
+    def rule(tr: DeviceTranslator, node: ast.Call) -> Var:
+        b = bind_call(tr, node, params, attrs, name)
+        return collective(tr, name, b, node)
+
+    return rule
+
+
+def collective(tr: Any, name: str, b: dict[str, Any], node: ast.AST) -> Var:
+    """Emit ``pld.tensor.<op>`` (device level or host level) with its bound arguments."""
+    fb = tr.fb
+    sig = _signal(tr, b["signal"], f"{name}: signal", node)
+    if len(ttype(sig).shape) == 1:
+        # pypto's host-level signals are [world_size]; pldemu's mesh recipes use the [NR, 1] layout of
+        # the same cells.
+        sig = fb.pld.tensor.view(sig, [ttype(sig).shape[0], 1])
+    op = name.rsplit(".", 1)[1]
+    if op == "allreduce":
+        return fb.pld.tensor.allreduce(b["target"], sig, op=ReduceOp(b["op"]), mode=str(b["mode"]))
+    if op == "reduce_scatter":
+        return fb.pld.tensor.reduce_scatter(b["target"], sig, op=ReduceOp(b["op"]))
+    if op == "broadcast":
+        return fb.pld.tensor.broadcast(b["target"], sig, root=int(b["root"]))
+    if op == "barrier":
+        return fb.pld.tensor.barrier(sig)
+    if op == "allgather":
+        return fb.pld.tensor.allgather(b["local_data"], b["target"], sig)
+    if op == "all_to_all":
+        return fb.pld.tensor.all_to_all(b["input"], b["target"], sig)
+    tr.emit.signals.add(b["recv_counts"].name)
+    send = _counts_vector(fb, b["send_counts"])
+    return fb.pld.tensor.all_to_all_v(b["input"], b["target"], sig, send, b["recv_counts"])
+
+
+def _counts_vector(fb: Any, counts: Var) -> Any:
+    """pypto's send counts are ``[NR, 1]``; pldemu's recipe takes ``[NR]``: a view of the same cells."""
+    t = counts.type
+    if isinstance(t, TensorType) and len(t.shape) == 2 and isinstance(t.shape[1], Const) and t.shape[1].value == 1:
+        return fb.pld.tensor.view(counts, [t.shape[0]])
+    return counts
+
+
+COLLECTIVE_PARAMS: Mapping[str, tuple[tuple[str, ...], dict[str, Any]]] = MappingProxyType({
+    "pld.tensor.allreduce": (("target", "signal"), {"op": ReduceOp.Sum, "mode": "mesh", "core_num": 1}),
+    "pld.tensor.reduce_scatter": (("target", "signal"), {"op": ReduceOp.Sum, "core_num": 1}),
+    "pld.tensor.broadcast": (("target", "signal"), {"root": 0, "core_num": 1}),
+    "pld.tensor.barrier": (("signal",), {"core_num": 1}),
+    "pld.tensor.allgather": (("local_data", "target", "signal"), {"core_num": 1}),
+    "pld.tensor.all_to_all": (("input", "target", "signal"), {"core_num": 1}),
+    "pld.tensor.all_to_all_v": (("input", "target", "signal", "send_counts", "recv_counts"), {"core_num": 1}),
+})
+"""pypto's signature of each collective: positional names, keyword defaults."""
+
+
+def _world_size(tr: DeviceTranslator, node: ast.Call) -> int:
+    return SymInt(tr.emit.nranks, NR)
+
+
+DEVICE_OPS: Mapping[str, Rule] = MappingProxyType({
+    "pl.load": _load,
+    "pl.store": _store,
+    "pl.add": _binary(Op.TILE_ADD, Op.TILE_ADDS, "pl.add"),
+    "pl.sub": _binary(Op.TILE_SUB, None, "pl.sub"),
+    "pl.mul": _binary(Op.TILE_MUL, Op.TILE_MULS, "pl.mul"),
+    "pl.maximum": _binary(Op.TILE_MAXIMUM, None, "pl.maximum"),
+    "pl.minimum": _binary(Op.TILE_MINIMUM, None, "pl.minimum"),
+    "pl.min": _scalar_minmax(BinOpKind.MIN, min, "pl.min"),
+    "pl.max": _scalar_minmax(BinOpKind.MAX, max, "pl.max"),
+    "pl.const": _const,
+    "pl.cast": _cast,
+    "pl.read": _read,
+    "pl.write": _write,
+    "pl.yield_": _yield,
+    "pld.world_size": _world_size,
+    "pld.get_comm_ctx": _comm_ctx,
+    "pld.rank": _rank,
+    "pld.nranks": _nranks,
+    "pld.system.notify": _notify,
+    "pld.system.wait": _wait,
+    "pld.tile.remote_load": _remote_load,
+    "pld.tile.remote_store": _remote_store,
+    "pld.tensor.remote_store": _remote_store,
+    "pld.tensor.put": _transfer(get=False),
+    "pld.tensor.get": _transfer(get=True),
+    **{name: _collective(name, *spec) for name, spec in COLLECTIVE_PARAMS.items()},
+})
+"""Every device-level DSL op; a name missing here is reported as unsupported at its line."""
+
+__all__ = ["COLLECTIVE_PARAMS", "DEVICE_OPS", "collective", "is_ir"]

@@ -1,0 +1,206 @@
+"""Assemble the per-rank event lists into one pldemu Program, plus its inputs and write-backs.
+
+Buffers: one per allocation (WINDOW, or SIGNAL when some op uses it as a signal; the dtype and shape
+of its first view), one LOCAL per host slice a rank uses (``inputs[r]`` -> ``inputs`` on rank r; a
+second slice of the same parameter on one rank is ``inputs_1``). The function is
+``me = rank(ctx); if me == 0 {events of rank 0} else if me == 1 {...}``, one rank's events in its
+program order, nothing between them.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from pldemu.ir.builder import FunctionBuilder
+from pldemu.ir.dtypes import DType
+from pldemu.ir.nodes import NR, BufferDecl, BufferKind, Program, SourcePos, TensorType, Var
+from pldemu.pypto.capture import CapturedProgram
+from pldemu.pypto.errors import FrontendError
+from pldemu.pypto.translate.device import DeviceTranslator, Emit, inline
+from pldemu.pypto.translate.ops import COLLECTIVE_PARAMS, collective
+from pldemu.pypto.translate.values import Alloc, Dispatch, Event, HostCollective, HostTensor, HostView
+from pldemu.pypto.types import INT32, Direction, dim_expr
+
+
+@dataclasses.dataclass(frozen=True)
+class WriteBack:
+    """After the run: rank ``rank``'s buffer ``buffer`` goes to host ``param[key]``."""
+
+    rank: int
+    buffer: str
+    param: str
+    key: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Built:
+    """A translated call: the program, each rank's inputs, the write-backs, the host collectives."""
+
+    program: Program
+    inputs: tuple[dict[str, np.ndarray], ...]
+    writebacks: tuple[WriteBack, ...]
+    collectives: tuple[HostCollective, ...]
+
+
+@dataclasses.dataclass
+class _Plan:
+    prog: CapturedProgram
+    nranks: int
+    windows: dict[Alloc, Var] = dataclasses.field(default_factory=dict)
+    locals_: dict[str, Var] = dataclasses.field(default_factory=dict)
+    slices: list[dict[tuple[str, tuple[int, ...]], str]] = dataclasses.field(default_factory=list)
+    arrays: dict[tuple[str, tuple[int, ...]], HostTensor] = dataclasses.field(default_factory=dict)
+    writers: dict[tuple[str, tuple[int, ...]], int] = dataclasses.field(default_factory=dict)
+    shapes: dict[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
+    """Every buffer's numeric shape at this call's rank count."""
+
+    def error(self, message: str, line: int) -> FrontendError:
+        return FrontendError(message, self.prog.file, line)
+
+    def window(self, view: HostView) -> Var:
+        var = self.windows.get(view.alloc)
+        t = TensorType(view.dtype.ir, tuple(dim_expr(d) for d in view.shape), None, True)
+        if var is None:
+            var = self.windows[view.alloc] = Var(view.alloc.name, t)
+            self.shapes[var.name] = tuple(int(d) for d in view.shape)
+        elif var.type != t:
+            raise self.error(f"pld.window of {view.alloc.name} as {list(view.shape)} {view.dtype!r}: pldemu "
+                             f"needs every view of one buffer to have the first view's shape and dtype", view.line)
+        return var
+
+    def host_slice(self, rank: int, t: HostTensor, line: int) -> Var:
+        mine = self.slices[rank]
+        key = (t.param, t.key)
+        name = mine.get(key)
+        if name is None:
+            k = sum(1 for p, _ in mine if p == t.param)
+            name = mine[key] = t.param if k == 0 else f"{t.param}_{k}"
+            self.arrays[key] = t
+            if t.direction is not Direction.IN:
+                other = self.writers.setdefault(key, rank)
+                if other != rank:
+                    raise self.error(f"host tensor {t.param}{list(t.key)} is written by device {other} and "
+                                     f"device {rank}: pypto would order them through host memory, pldemu "
+                                     "projects each device onto its own rank (give each device its own slice)",
+                                     line)
+        dims = t.dims if len(t.dims) == len(t.shape) else t.shape
+        t_ir = TensorType(t.dtype.ir, tuple(dim_expr(d) for d in dims))
+        var = self.locals_.setdefault(name, Var(name, t_ir))
+        self.shapes[name] = t.shape
+        if var.type != t_ir:
+            raise self.error(f"host slice {name} has shape {list(t.shape)} on device {rank} and another "
+                             "shape on another device", line)
+        return var
+
+    def bind(self, rank: int, value: Any, line: int) -> Any:
+        if isinstance(value, HostView):
+            return self.window(value)
+        if isinstance(value, HostTensor):
+            return self.host_slice(rank, value, line)
+        if isinstance(value, Alloc):
+            raise self.error(f"{value.name} is an alloc_window_buffer: pass pld.window({value.name}, shape, "
+                             "dtype=) to a device function", line)
+        if isinstance(value, (list, tuple)):
+            return type(value)(self.bind(rank, v, line) for v in value)
+        return value
+
+
+def build(prog: CapturedProgram, events: list[list[Event]], dims: Mapping[str, int]) -> Built:
+    """The program for ``len(events)`` ranks (``events[d]``: rank d's projection)."""
+    nranks = len(events)
+    plan = _Plan(prog, nranks, slices=[{} for _ in range(nranks)])
+    bound = [[_bind_event(plan, d, ev) for ev in evs] for d, evs in enumerate(events)]
+    names = [v.name for v in plan.windows.values()] + list(plan.locals_)
+    fb = FunctionBuilder("main", used_names=[*names, NR.name])
+    emit = Emit(prog, fb, nranks, set(), dims)
+    host_fn = prog.host()
+    fb.origin = SourcePos(prog.file, host_fn.node.lineno)
+    me: Var | None = None
+    if nranks > 1:
+        if not plan.windows:
+            # Devices that share no window still need their rank to pick their dispatches.
+            ctx_window = Alloc(fb.fresh("device_ctx"), 4, host_fn.node.lineno)
+            plan.window(HostView(ctx_window, (1, 1), INT32, host_fn.node.lineno))
+        me = fb.pld.system.rank(fb.pld.system.get_comm_ctx(next(iter(plan.windows.values()))), hint="device")
+    _emit_ranks(emit, host_fn, bound, me, 0)
+    decls = [BufferDecl(v, _kind(plan, v, emit.signals)) for v in plan.windows.values()]
+    decls += [BufferDecl(v, BufferKind.LOCAL) for v in plan.locals_.values()]
+    program = Program(prog.name, tuple(decls), (fb.build(),), "main", nranks)
+    zeros = {d.var.name: np.zeros(plan.shapes[d.var.name], d.var.type.dtype.np)
+             for d in decls if d.kind is BufferKind.WINDOW and isinstance(d.var.type, TensorType)}
+    inputs = tuple({**zeros, **_inputs(plan, d)} for d in range(nranks))
+    writebacks = tuple(WriteBack(d, name, p, k) for d in range(nranks) for (p, k), name in plan.slices[d].items()
+                       if plan.arrays[(p, k)].direction is not Direction.IN)
+    hosts = tuple(ev for ev in events[0] if isinstance(ev, HostCollective))
+    return Built(program, inputs, writebacks, hosts)
+
+
+def _bind_event(plan: _Plan, rank: int, ev: Event) -> Event:
+    args = tuple(plan.bind(rank, a, ev.line) for a in ev.args)
+    kwargs = tuple((k, plan.bind(rank, v, ev.line)) for k, v in ev.kwargs)
+    return dataclasses.replace(ev, args=args, kwargs=kwargs)
+
+
+def _kind(plan: _Plan, var: Var, signals: set[str]) -> BufferKind:
+    if var.name not in signals:
+        return BufferKind.WINDOW
+    assert isinstance(var.type, TensorType)
+    if var.type.dtype != DType.INT32:
+        alloc = next(a for a, v in plan.windows.items() if v is var)
+        raise plan.error(f"{var.name} is used as a signal but viewed as {var.type.dtype.value}: signals are "
+                         "pl.INT32", alloc.line)
+    return BufferKind.SIGNAL
+
+
+def _emit_ranks(emit: Emit, host_fn: Any, bound: list[list[Event]], me: Var | None, rank: int) -> None:
+    if me is None or rank == len(bound) - 1:
+        _emit_events(emit, host_fn, bound[rank])
+        return
+    with emit.fb.if_(me.eq(rank)):
+        _emit_events(emit, host_fn, bound[rank])
+    with emit.fb.else_():
+        _emit_ranks(emit, host_fn, bound, me, rank + 1)
+
+
+def _emit_events(emit: Emit, host_fn: Any, events: list[Event]) -> None:
+    for ev in events:
+        at = ast.Pass(lineno=ev.line, col_offset=0)
+        emit.fb.origin = SourcePos(emit.prog.file, ev.line)
+        if isinstance(ev, Dispatch):
+            inline(emit, emit.prog.functions[ev.func], list(ev.args), dict(ev.kwargs), at)
+        else:
+            tr = DeviceTranslator(emit, host_fn, {})
+            names, defaults = COLLECTIVE_PARAMS[ev.op]
+            b = dict(defaults)
+            b.update(zip(names, ev.args, strict=False))
+            b.update(ev.kwargs)
+            missing = [n for n in names if n not in b]
+            if missing:
+                raise emit.prog.error(f"{ev.op}: missing {', '.join(missing)} (pldemu does not synthesise "
+                                      "host-level signals yet)", at)
+            collective(tr, ev.op, b, at)
+
+
+def _inputs(plan: _Plan, rank: int) -> dict[str, np.ndarray]:
+    mine = {name: key for key, name in plan.slices[rank].items()}
+    out: dict[str, np.ndarray] = {}
+    for name, var in plan.locals_.items():
+        assert isinstance(var.type, TensorType)
+        want = var.type.dtype.np
+        if name in mine:
+            arr = plan.arrays[mine[name]].array
+            if arr.dtype != want:
+                raise plan.error(f"host tensor {mine[name][0]} is {arr.dtype}, its annotation says "
+                                 f"{var.type.dtype.value}", 0)
+            out[name] = np.ascontiguousarray(arr)
+        else:
+            out[name] = np.zeros(plan.shapes[name], want)
+    return out
+
+
+__all__ = ["Built", "WriteBack", "build"]

@@ -1,0 +1,278 @@
+"""The annotation and dtype objects of pypto's DSL, as runtime values.
+
+Python evaluates a method's annotations when the class body runs, so ``pl.Tensor[[NR, 64], pl.FP32]``
+must be subscriptable; the results are plain frozen data the translator reads back from
+``__annotations__``. ``pl.dynamic("NR")`` is a :class:`DynVar`; ``+ - * //`` with ints give a
+:class:`DynExpr` that is evaluated once the dims are bound at call time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import operator
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pldemu.ir.dtypes import DType
+
+
+@dataclasses.dataclass(frozen=True)
+class PyDType:
+    """A pypto dtype (``pl.FP32``): the pldemu dtype and its size in bytes."""
+
+    name: str
+    ir: DType
+    nbytes: int
+
+    def get_byte(self) -> int:
+        """Bytes per element (pypto's ``DataType.get_byte``)."""
+        return self.nbytes
+
+    def __repr__(self) -> str:
+        return f"pl.{self.name}"
+
+
+FP32 = PyDType("FP32", DType.FP32, 4)
+FP16 = PyDType("FP16", DType.FP16, 2)
+BF16 = PyDType("BF16", DType.BF16, 2)
+INT32 = PyDType("INT32", DType.INT32, 4)
+INDEX = PyDType("INDEX", DType.INDEX, 8)
+DTYPES = (FP32, FP16, BF16, INT32, INDEX)
+
+
+class _DynOps:
+    """Arithmetic that builds :class:`DynExpr` trees."""
+
+    def _bin(self, op: Callable[[int, int], int], sym: str, other: object, swap: bool = False) -> DynExpr:
+        if not isinstance(other, (int, _DynOps)) or isinstance(other, bool):
+            return NotImplemented
+        lhs, rhs = (other, self) if swap else (self, other)
+        return DynExpr(op, sym, lhs, rhs)
+
+    def __add__(self, o: object) -> DynExpr:
+        return self._bin(operator.add, "+", o)
+
+    def __radd__(self, o: object) -> DynExpr:
+        return self._bin(operator.add, "+", o, True)
+
+    def __sub__(self, o: object) -> DynExpr:
+        return self._bin(operator.sub, "-", o)
+
+    def __rsub__(self, o: object) -> DynExpr:
+        return self._bin(operator.sub, "-", o, True)
+
+    def __mul__(self, o: object) -> DynExpr:
+        return self._bin(operator.mul, "*", o)
+
+    def __rmul__(self, o: object) -> DynExpr:
+        return self._bin(operator.mul, "*", o, True)
+
+    def __floordiv__(self, o: object) -> DynExpr:
+        return self._bin(operator.floordiv, "//", o)
+
+    def __rfloordiv__(self, o: object) -> DynExpr:
+        return self._bin(operator.floordiv, "//", o, True)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class DynVar(_DynOps):
+    """``pl.dynamic(name)``: a dimension bound from the host arguments' shapes at call time."""
+
+    name: str
+
+    def free(self) -> set[str]:
+        return {self.name}
+
+    def evaluate(self, env: Mapping[str, int]) -> int:
+        return env[self.name]
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class DynExpr(_DynOps):
+    """Arithmetic over dynamic dims and ints."""
+
+    op: Callable[[int, int], int]
+    sym: str
+    lhs: int | _DynOps
+    rhs: int | _DynOps
+
+    def free(self) -> set[str]:
+        return set().union(*(x.free() for x in (self.lhs, self.rhs) if isinstance(x, (DynVar, DynExpr))))
+
+    def evaluate(self, env: Mapping[str, int]) -> int:
+        return self.op(dim_value(self.lhs, env), dim_value(self.rhs, env))
+
+    def __repr__(self) -> str:
+        return f"({self.lhs!r} {self.sym} {self.rhs!r})"
+
+
+Dim = int | DynVar | DynExpr
+
+
+def dim_value(d: object, env: Mapping[str, int]) -> int:
+    """The value of one annotated dim once ``env`` binds its dynamic names."""
+    return d.evaluate(env) if isinstance(d, (DynVar, DynExpr)) else d  # type: ignore[return-value]
+
+
+class Direction(enum.Enum):
+    """How a parameter is passed: In (bare), Out, InOut."""
+
+    IN = "In"
+    OUT = "Out"
+    INOUT = "InOut"
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorAnn:
+    """``pl.Tensor[[dims], dtype]`` / ``pld.DistributedTensor[...]``, with its direction."""
+
+    dims: tuple[Any, ...]
+    dtype: PyDType
+    distributed: bool = False
+    direction: Direction = Direction.IN
+
+
+@dataclasses.dataclass(frozen=True)
+class ScalarAnn:
+    """``pl.Scalar[dtype]``."""
+
+    dtype: PyDType
+
+
+class _TensorFactory:
+    def __init__(self, distributed: bool) -> None:
+        self.distributed = distributed
+
+    def __getitem__(self, item: object) -> TensorAnn:
+        what = "pld.DistributedTensor" if self.distributed else "pl.Tensor"
+        if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], (list, tuple))
+                and isinstance(item[1], PyDType)):
+            raise TypeError(f"{what}[[dims], dtype] expected, got {what}[{item!r}]")
+        for d in item[0]:
+            if isinstance(d, bool) or not isinstance(d, (int, DynVar, DynExpr)):
+                raise TypeError(f"{what}: dim {d!r} is not an int or pl.dynamic expression")
+        return TensorAnn(tuple(item[0]), item[1], self.distributed)
+
+
+class _DirectionFactory:
+    def __init__(self, direction: Direction) -> None:
+        self.direction = direction
+
+    def __getitem__(self, item: object) -> TensorAnn:
+        if not isinstance(item, TensorAnn):
+            raise TypeError(f"pl.{self.direction.value}[...] takes a tensor type, got {item!r}")
+        return dataclasses.replace(item, direction=self.direction)
+
+
+class _ScalarFactory:
+    def __getitem__(self, item: object) -> ScalarAnn:
+        if not isinstance(item, PyDType):
+            raise TypeError(f"pl.Scalar[dtype] expected, got pl.Scalar[{item!r}]")
+        return ScalarAnn(item)
+
+
+Tensor = _TensorFactory(False)
+DistributedTensor = _TensorFactory(True)
+Out = _DirectionFactory(Direction.OUT)
+InOut = _DirectionFactory(Direction.INOUT)
+Scalar = _ScalarFactory()
+
+
+def dynamic(name: str) -> DynVar:
+    """``pl.dynamic("NR")``: a dim bound at call time from the host tensors' shapes."""
+    if not isinstance(name, str) or not name.isidentifier():
+        raise TypeError(f"pl.dynamic takes a name, got {name!r}")
+    return DynVar(name)
+
+
+@dataclasses.dataclass(frozen=True)
+class DslOp:
+    """A name of the DSL that only means something inside a program body (``pl.load``): the
+    translator dispatches on ``name``; called from Python it says so."""
+
+    name: str
+
+    def __call__(self, *args: object, **kwargs: object) -> Any:
+        raise RuntimeError(f"{self.name} can only be used inside a @pl.program function body")
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+class Namespace:
+    """A dotted group of DSL ops (``pld.system``); an unknown member raises AttributeError."""
+
+    def __init__(self, prefix: str, names: tuple[str, ...]) -> None:
+        self._prefix = prefix
+        for n in names:
+            setattr(self, n, DslOp(f"{prefix}.{n}"))
+
+    def __repr__(self) -> str:
+        return self._prefix
+
+
+__all__ = ["BF16", "DTYPES", "FP16", "FP32", "INDEX", "INT32", "Direction", "DistributedTensor", "DslOp",
+           "DynExpr", "DynVar", "InOut", "Namespace", "Out", "PyDType", "Scalar", "ScalarAnn", "Tensor",
+           "TensorAnn", "dim_value", "dynamic"]
+
+
+class SymInt(int):
+    """An int that also knows its pldemu IR expression in ``NR`` (the rank count): ``pld.world_size()``
+    and ``pl.dynamic("NR")`` evaluate to one, and arithmetic keeps it, so a window shaped
+    ``[pld.world_size(), 1]`` is declared ``[NR, 1]``, as pldemu's collective recipes require."""
+
+    expr: Any
+
+    def __new__(cls, value: int, expr: Any) -> SymInt:
+        out = super().__new__(cls, value)
+        out.expr = expr
+        return out
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A SymInt that reached an IR constant travels to the ranks as the plain int it is.
+        return (int, (int(self),))
+
+    def _wrap(self, other: object, op: Callable[[Any, Any], Any], swap: bool) -> Any:
+        if isinstance(other, bool) or not isinstance(other, int):
+            return NotImplemented
+        o_expr = other.expr if isinstance(other, SymInt) else other
+        a, b = (other, self) if swap else (self, other)
+        ea, eb = (o_expr, self.expr) if swap else (self.expr, o_expr)
+        from pldemu.ir.nodes import as_expr
+
+        return SymInt(op(int(a), int(b)), op(as_expr(ea), eb))
+
+    def __add__(self, o: object) -> Any:
+        return self._wrap(o, operator.add, False)
+
+    def __radd__(self, o: object) -> Any:
+        return self._wrap(o, operator.add, True)
+
+    def __sub__(self, o: object) -> Any:
+        return self._wrap(o, operator.sub, False)
+
+    def __rsub__(self, o: object) -> Any:
+        return self._wrap(o, operator.sub, True)
+
+    def __mul__(self, o: object) -> Any:
+        return self._wrap(o, operator.mul, False)
+
+    def __rmul__(self, o: object) -> Any:
+        return self._wrap(o, operator.mul, True)
+
+    def __floordiv__(self, o: object) -> Any:
+        return self._wrap(o, operator.floordiv, False)
+
+    def __rfloordiv__(self, o: object) -> Any:
+        return self._wrap(o, operator.floordiv, True)
+
+
+def dim_expr(d: int) -> Any:
+    """A shape entry for pldemu IR: ``NR``-based for a :class:`SymInt`, a constant otherwise."""
+    from pldemu.ir.nodes import Const
+
+    return d.expr if isinstance(d, SymInt) else Const(int(d))

@@ -1,0 +1,144 @@
+"""The bad-input catalogue: each mistake is one FrontendError at the user's file:line, before any job."""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+import numpy as np
+import pytest
+
+from pldemu.pypto.errors import FrontendError
+from pldemu.pypto.execute import translate
+from pldemu.pypto.surface import ir
+from pldemu.pypto.surface import language as pl
+from pldemu.pypto.surface.ir.distributed_compiled_program import DistributedConfig
+from pldemu.pypto.surface.language import distributed as pld
+
+NR = pl.dynamic("NR")
+COLS = 4
+
+
+def _line_of(marker: str) -> int:
+    src, start = inspect.getsourcelines(inspect.getmodule(_line_of))  # type: ignore[arg-type]
+    return next(max(start, 1) + i for i, line in enumerate(src) if marker in line and "_line_of" not in line)
+
+
+def _where(err: pytest.ExceptionInfo[FrontendError], marker: str) -> None:
+    assert err.value.file == __file__
+    assert err.value.line == _line_of(marker), str(err.value)
+
+
+def test_unknown_pl_name_at_decoration() -> None:
+    with pytest.raises(FrontendError, match=re.escape("pl.no_such_op is not supported")) as err:
+        @pl.program
+        class Bad:
+            @pl.function(type=pl.FunctionType.InCore)
+            def k(self, x: pl.Tensor[[1, COLS], pl.FP32]) -> pl.Tensor[[1, COLS], pl.FP32]:
+                return pl.no_such_op(x)  # MARK-unknown-pl
+    _where(err, "MARK-unknown-pl")
+
+
+def test_unknown_variable_at_decoration() -> None:
+    with pytest.raises(FrontendError, match="unknown name 'undefined_size'") as err:
+        @pl.program
+        class Bad:
+            @pl.function(type=pl.FunctionType.InCore)
+            def k(self, x: pl.Tensor[[1, COLS], pl.FP32]) -> pl.Tensor[[1, COLS], pl.FP32]:
+                return pl.load(x, [0, 0], [1, undefined_size])  # type: ignore[name-defined]  # noqa: F821  MARK-undef
+    _where(err, "MARK-undef")
+
+
+def test_bad_annotation_is_a_clear_type_error() -> None:
+    with pytest.raises(TypeError, match=re.escape("pl.Tensor[[dims], dtype] expected")):
+        pl.Tensor[COLS, pl.FP32]
+
+
+def test_method_without_pl_function() -> None:
+    with pytest.raises(FrontendError, match=re.escape("helper of @pl.program Bad is not a @pl.function")):
+        @pl.program
+        class Bad:
+            def helper(self) -> None:
+                pass
+
+
+def _host_program(body: str):  # type: ignore[no-untyped-def]
+    """A factory in pypto's style: the HOST body varies, the kernels are fixed."""
+
+    @pl.program
+    class Prog:
+        @pl.function(type=pl.FunctionType.InCore)
+        def copy(self, x: pl.Tensor[[1, COLS], pl.FP32], y: pl.Out[pl.Tensor[[1, COLS], pl.FP32]],
+                 w: pl.InOut[pld.DistributedTensor[[1, COLS], pl.FP32]]) -> pl.Tensor[[1, COLS], pl.FP32]:
+            while True:  # MARK-while
+                pass
+            return y
+
+        @pl.function(type=pl.FunctionType.InCore)
+        def fine(self, x: pl.Tensor[[1, COLS], pl.FP32], y: pl.Out[pl.Tensor[[1, COLS], pl.FP32]],
+                 w: pl.InOut[pld.DistributedTensor[[1, COLS], pl.FP32]]) -> pl.Tensor[[1, COLS], pl.FP32]:
+            return pl.store(pl.load(x, [0, 0], [1, COLS]), [0, 0], y)
+
+        @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+        def host_orch(self, xs: pl.Tensor[[NR, 1, COLS], pl.FP32],
+                      ys: pl.Out[pl.Tensor[[NR, 1, COLS], pl.FP32]]) -> pl.Tensor[[NR, 1, COLS], pl.FP32]:
+            buf = pld.alloc_window_buffer(COLS * pl.FP32.get_byte())
+            w = pld.window(buf, [1, COLS], dtype=pl.FP32)
+            if body == "while":
+                self.copy(xs[0], ys[0], w)
+            elif body == "data-dependent":
+                if xs[0] > 0:  # MARK-data-dependent
+                    self.fine(xs[0], ys[0], w)
+            elif body == "two-writers":
+                for r in pl.range(pld.world_size()):
+                    self.fine(xs[0], ys[0], w, device=r)  # MARK-two-writers
+            elif body == "bad-device":
+                self.fine(xs[0], ys[0], w, device=7)  # MARK-bad-device
+            else:
+                for r in pl.range(pld.world_size()):
+                    self.fine(xs[r], ys[r], w, device=r)
+            return ys
+
+    return Prog
+
+
+def _args(n: int) -> tuple[np.ndarray, np.ndarray]:
+    x = np.zeros((n, 1, COLS), np.float32)
+    return x, np.zeros_like(x)
+
+
+@pytest.mark.parametrize(("body", "marker", "message"), [
+    ("while", "MARK-while", "unsupported statement While"),
+    ("data-dependent", "MARK-data-dependent", "host control flow must not depend on tensor data"),
+    ("two-writers", "MARK-two-writers", "is written by device 0 and device 1"),
+    ("bad-device", "MARK-bad-device", "device=7 is outside the 2 devices"),
+])
+def test_host_and_device_mistakes(body: str, marker: str, message: str) -> None:
+    with pytest.raises(FrontendError, match=re.escape(message)) as err:
+        translate(_host_program(body), 2, _args(2))
+    _where(err, marker)
+
+
+def test_rank_count_against_nr() -> None:
+    compiled = ir.compile(_host_program("ok"), distributed_config=DistributedConfig(device_ids=[0, 1]))
+    with pytest.raises(FrontendError, match=re.escape("NR = 3 from the host tensors' shapes, but the program "
+                                                      "runs on 2 devices")):
+        compiled(*_args(3))
+
+
+def test_wrong_host_argument_count() -> None:
+    compiled = ir.compile(_host_program("ok"), distributed_config=DistributedConfig(device_ids=[0, 1]))
+    with pytest.raises(FrontendError, match="takes 2 host arguments"):
+        compiled(_args(2)[0])
+
+
+@pytest.mark.parametrize(("ids", "message"), [([], "must not be empty"), ([0, 0], "must be distinct")])
+def test_distributed_config_checks(ids: list[int], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        DistributedConfig(device_ids=ids)
+
+
+def test_out_of_scope_runtime_api_says_so() -> None:
+    compiled = ir.compile(_host_program("ok"), distributed_config=DistributedConfig(device_ids=[0, 1]))
+    with pytest.raises(NotImplementedError, match="out of scope"):
+        compiled.prepare()

@@ -1,0 +1,157 @@
+"""The pytest plugin ``-p pldemu.pypto``: pypto's options and fixtures, the conftest cut, the layer, the
+``--pldemu-*`` flags reaching compiled calls, and how a failed job is reported. Each case runs an inner
+pytest in a temporary folder, as a user would."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pldemu.pypto.plugin import conftest_cut, parse_devices
+from pldemu.pypto.session import FrontendOptions
+
+
+def inner_pytest(where: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "pldemu.pypto", "-p", "no:cacheprovider", *args],
+                          cwd=where, capture_output=True, text=True, timeout=120, check=False,
+                          env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", **(env or {})},
+                          stdin=subprocess.DEVNULL)
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def show(res: subprocess.CompletedProcess[str]) -> str:
+    return f"exit {res.returncode}\n{res.stdout}\n{res.stderr}"
+
+
+FIXTURES_TEST = """
+    import json, os
+    import torch  # the stand-in (or real torch), importable at collection: the layer is already active
+
+    def test_fixtures(test_config, device_ids):
+        with open(os.environ["OUT"], "w") as out:
+            json.dump({"devices": device_ids, "platform": test_config.platform,
+                       "codegen_only": test_config.codegen_only, "device_id": test_config.device_id,
+                       "torch": torch.zeros(1).dtype == torch.float32}, out)
+"""
+
+
+@pytest.mark.parametrize(("args", "want"), [
+    ((), {"devices": [0, 1, 2, 3], "platform": "a2a3sim", "codegen_only": False, "device_id": 0}),
+    (("--device", "2,0-1,2", "--platform", "a5sim", "--codegen-only"),
+     {"devices": [2, 0, 1], "platform": "a5sim", "codegen_only": True, "device_id": 2}),
+])
+def test_pypto_options_and_fixtures(tmp_path: Path, args: tuple[str, ...], want: dict[str, object]) -> None:
+    write(tmp_path / "test_fixtures.py", FIXTURES_TEST)
+    res = inner_pytest(tmp_path, *args, "test_fixtures.py", env={"OUT": str(tmp_path / "out.json")})
+    assert res.returncode == 0, show(res)
+    assert json.loads((tmp_path / "out.json").read_text()) == {**want, "torch": True}
+
+
+OPTIONS_TEST = """
+    import dataclasses, json, os
+    from pldemu.pypto.session import current_options
+
+    def test_options():
+        opts = current_options()
+        with open(os.environ["OUT"], "w") as out:
+            json.dump({**{k: v for k, v in dataclasses.asdict(opts.runtime).items() if not isinstance(v, tuple)},
+                       "job_timeout": opts.timeout, "codegen_only": opts.codegen_only}, out)
+"""
+
+
+@pytest.mark.parametrize("autoload", ["", "1"], ids=["autoload", "no-autoload"])
+def test_pldemu_flags_reach_compiled_calls(tmp_path: Path, autoload: str) -> None:
+    write(tmp_path / "test_options.py", OPTIONS_TEST)
+    out = tmp_path / "out.json"
+    env = {"OUT": str(out), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": autoload}
+    res = inner_pytest(tmp_path, "test_options.py", env=env)
+    assert res.returncode == 0, show(res)
+    default = json.loads(out.read_text())
+    pypto = FrontendOptions().runtime  # the layer's own defaults, races on
+    assert (default["race_detect"], default["poison"], default["cell_check"], default["jitter_us"]) == (
+        True, pypto.poison, pypto.cell_check, 0.0)
+    res = inner_pytest(tmp_path, "--pldemu-jitter", "50", "--pldemu-visibility", "deferred", "--pldemu-seed", "7",
+                       "--no-pldemu-races", "--pldemu-timeout", "60", "test_options.py", env=env)
+    assert res.returncode == 0, show(res)
+    got = json.loads(out.read_text())
+    assert (got["jitter_us"], got["visibility"], got["seed"], got["race_detect"]) == (50.0, "deferred", 7, False)
+    assert (got["job_timeout"], got["timeout"], got["poison"]) == (60.0, 20.0, pypto.poison)
+
+
+def test_conftests_above_the_paths_are_not_loaded(tmp_path: Path) -> None:
+    write(tmp_path / "st" / "conftest.py", "raise ImportError('compiler internals')\n")
+    write(tmp_path / "st" / "dist" / "conftest.py", """
+        import pytest
+
+        @pytest.fixture
+        def from_here(request):
+            return request.config.getoption("--codegen-only")  # pypto's distributed conftest reads it
+    """)
+    write(tmp_path / "st" / "dist" / "sub" / "test_a.py", "def test_a(from_here):\n    assert from_here is False\n")
+    res = inner_pytest(tmp_path, "st/dist")
+    assert res.returncode == 0 and "1 passed" in res.stdout, show(res)
+    res = inner_pytest(tmp_path, "st/dist/sub/test_a.py::test_a", "st/dist")
+    assert res.returncode == 0, show(res)
+    res = inner_pytest(tmp_path, "--confcutdir", str(tmp_path), "st/dist")  # an explicit cut is respected
+    assert res.returncode != 0 and "compiler internals" in res.stdout + res.stderr, show(res)
+
+
+def test_conftest_cut_is_the_deepest_common_folder(tmp_path: Path) -> None:
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "a" / "c").mkdir()
+    (tmp_path / "a" / "b" / "t.py").write_text("")
+    assert conftest_cut(["a/b/t.py::test_x"], tmp_path) == tmp_path / "a" / "b"
+    assert conftest_cut(["a/b", "a/c"], tmp_path) == tmp_path / "a"
+    assert conftest_cut(["-k", "nothing"], tmp_path) is None
+
+
+def test_device_option_forms() -> None:
+    assert parse_devices("0") == [0] and parse_devices("0-3,8") == [0, 1, 2, 3, 8]
+    for bad in ("", "3-1", "x", "-1"):
+        with pytest.raises(pytest.UsageError):
+            parse_devices(bad)
+
+
+def test_a_bad_device_option_is_a_usage_error(tmp_path: Path) -> None:
+    write(tmp_path / "test_x.py", "def test_x():\n    pass\n")
+    res = inner_pytest(tmp_path, "--device", "3-1", "test_x.py")
+    assert res.returncode == 4 and "--device 3-1" in res.stderr and "Traceback" not in res.stderr, show(res)
+
+
+FAILING_JOB_TEST = """
+    from pldemu.api import JobError, RunResult
+
+    def compiled(*tensors):
+        result = RunResult(ranks=2, exit_code=4, output="rank 0: done", wall_seconds=0.1,
+                           races=("data race on window data[0:8]: put at prog.py:41 vs remote_load at prog.py:57",))
+        raise JobError(result)
+
+    def test_racy():
+        compiled(1, 2)
+"""
+
+
+def test_a_failed_job_is_reported_at_the_test_line_without_pldemu_internals(tmp_path: Path) -> None:
+    write(tmp_path / "test_job.py", FAILING_JOB_TEST)
+    res = inner_pytest(tmp_path, "test_job.py")
+    assert res.returncode == 1, show(res)
+    assert "test_job.py:10: compiled(1, 2)" in res.stdout, show(res)
+    assert "put at prog.py:41 vs remote_load at prog.py:57" in res.stdout and "exited 4: races found" in res.stdout
+    assert "pldemu/api.py" not in res.stdout and "def test_racy" not in res.stdout, show(res)
+
+
+def test_importing_the_plugin_package_imports_neither_mpi_nor_pytest() -> None:
+    code = "import sys, pldemu.pypto; print('mpi4py' in sys.modules, 'pytest' in sys.modules)"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert res.stdout.split() == ["False", "False"]
