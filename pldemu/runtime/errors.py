@@ -7,6 +7,7 @@ program location in front of the windows layer's message.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from pldemu.windows import WindowAccessError, WindowError
@@ -113,9 +114,16 @@ def locate(err: BaseException, location: str) -> BaseException:
 
 def failure_key(err: BaseException) -> str:
     """What makes two ranks' ``err`` the same failure: its type and program location (their messages
-    may differ, e.g. each names its own rank), or its whole text when it has no location."""
+    may differ, e.g. each names its own rank), or, when it has no location, its text with every rank
+    number masked (``rank 3`` -> ``rank #``), so that ranks whose messages differ only by the rank
+    they name are one failure."""
     location = getattr(err, LOCATED, None) or getattr(err, "location", None)
-    return f"{type(err).__name__} at {location}" if location else f"{type(err).__name__}: {err}"
+    if location:
+        return f"{type(err).__name__} at {location}"
+    return f"{type(err).__name__}: " + _RANK_NUMBER.sub(r"\1#", str(err))
+
+
+_RANK_NUMBER = re.compile(r"\b(ranks? )\d+")
 
 
 __all__ = [

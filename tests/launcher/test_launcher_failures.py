@@ -14,6 +14,7 @@ import pytest
 from helpers import report
 
 from pldemu.job.launch import MPI_ABORT_CHATTER, RankFailure, _forward, failure_report, rank_set_text
+from pldemu.runtime.errors import failure_key
 
 HINT = "(locations are FUNC:LINE in the executed program as printed"
 CHATTER = "Abort(3) on node 1 (rank 1 in comm 0): application called MPI_Abort(MPI_COMM_WORLD, 3) - process 1\n"
@@ -49,6 +50,16 @@ def test_identical_messages_are_one_line_and_distinct_failures_stay_apart() -> N
     assert lines[1:] == ["# ranks 2, 3: D; rank 2's message:", "# rank 2: deadlock: rank 2 waited",
                          "wait-for graph ..."]
     assert failure_report([_oob(2)]).splitlines()[0].startswith("pldemu run: rank 2: WindowAccessError")
+
+
+def test_messages_without_a_location_that_differ_only_by_rank_are_one_failure() -> None:
+    errs = [RuntimeError(f"rank {r}: the window could not be mapped (rank {r} of 4)") for r in range(4)]
+    keys = {failure_key(e) for e in errs}
+    assert keys == {"RuntimeError: rank #: the window could not be mapped (rank # of 4)"}
+    text = failure_report([RankFailure(r, f"RuntimeError: {e}", "# ", failure_key(e)) for r, e in enumerate(errs)])
+    assert text.startswith("# ranks 0-3: ") and text.count("\n") == 1, text  # one group: its header, rank 0's line
+    assert "rank 0: the window" in text and not any(f"rank {r}: the window" in text for r in (1, 2, 3))
+    assert failure_key(RuntimeError("disk full")) != failure_key(RuntimeError("disk quota"))
 
 
 def test_the_launcher_drops_the_mpi_abort_line_and_keeps_the_rest() -> None:
