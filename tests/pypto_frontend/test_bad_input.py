@@ -94,6 +94,13 @@ def _host_program(body: str):  # type: ignore[no-untyped-def]
                     self.fine(xs[0], ys[0], w, device=r)  # MARK-two-writers
             elif body == "bad-device":
                 self.fine(xs[0], ys[0], w, device=7)  # MARK-bad-device
+            elif body == "unsignalled-in-loop":
+                for _ in pl.range(2):
+                    w = pld.tensor.allreduce(w)  # MARK-unsignalled-in-loop
+            elif body == "unsignalled-ring":
+                w = pld.tensor.allreduce(w, mode="ring")  # MARK-unsignalled-ring
+            elif body == "unsignalled-barrier":
+                pld.tensor.barrier()  # MARK-unsignalled-barrier
             else:
                 for r in pl.range(pld.world_size()):
                     self.fine(xs[r], ys[r], w, device=r)
@@ -112,6 +119,9 @@ def _args(n: int) -> tuple[np.ndarray, np.ndarray]:
     ("data-dependent", "MARK-data-dependent", "host control flow must not depend on tensor data"),
     ("two-writers", "MARK-two-writers", "is written by device 0 and device 1"),
     ("bad-device", "MARK-bad-device", "device=7 is outside the 2 devices"),
+    ("unsignalled-in-loop", "MARK-unsignalled-in-loop", "without an explicit signal is not supported inside a HOST loop"),
+    ("unsignalled-ring", "MARK-unsignalled-ring", "mode='ring') at HOST level needs an explicit signal"),
+    ("unsignalled-barrier", "MARK-unsignalled-barrier", "pld.tensor.barrier: missing signal (pypto synthesises"),
 ])
 def test_host_and_device_mistakes(body: str, marker: str, message: str) -> None:
     with pytest.raises(FrontendError, match=re.escape(message)) as err:

@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from pldemu.ir.enums import AtomicType, NotifyOp, ReduceOp, WaitCmp
-from pldemu.ir.nodes import NR, BinOp, BinOpKind, Const, ExprOps, TensorType, TileType, Var, as_expr
+from pldemu.ir.nodes import NR, BinOp, BinOpKind, Const, ExprOps, TensorType, TileType, Var, as_expr, eval_nr
 from pldemu.ir.ops import Op
 from pldemu.pypto.translate.evaluator import bind_call
 from pldemu.pypto.types import PyDType, SymInt
@@ -291,8 +291,32 @@ def collective(tr: Any, name: str, b: dict[str, Any], node: ast.AST) -> Var:
     if op == "all_to_all":
         return fb.pld.tensor.all_to_all(b["input"], b["target"], sig)
     tr.emit.signals.add(b["recv_counts"].name)
-    send = _counts_vector(fb, b["send_counts"])
+    send = _counts_vector(fb, _local_counts(tr, _tensor(tr, b["send_counts"], f"{name}: send_counts", node), node))
     return fb.pld.tensor.all_to_all_v(b["input"], b["target"], sig, send, b["recv_counts"])
+
+
+def _local_counts(tr: Any, counts: Var, node: ast.AST) -> Var:
+    """Send counts in a window (pypto's host builtin takes them so) copied into a LOCAL scratch first.
+
+    pldemu's recipe reads its counts from a local tensor; the sender reads only its own cells, so a
+    copy made just before the call is the same data.
+    """
+    t = ttype(counts)
+    if not t.window:
+        return counts
+    shape = tuple(eval_nr(d, tr.emit.nranks) for d in t.shape)
+    if len(shape) not in (1, 2) or None in shape or (len(shape) == 2 and shape[1] != 1):
+        raise tr.error(f"send_counts must be [NR] or [NR, 1], got {list(t.shape)}", node)
+    fb = tr.fb
+    # One scratch per counts window, whichever rank block copies into it.
+    local = tr.emit.scratch.get(counts.name, (None, shape))[0]
+    if local is None:
+        local = Var(fb.fresh(f"{counts.name}_local"), TensorType(t.dtype, t.shape))
+        tr.emit.scratch[counts.name] = (local, shape)
+    tail = [0] if len(shape) == 2 else []
+    with fb.for_range(0, shape[0], hint="d") as d:
+        fb.pld.tensor.write(local, [d, *tail], fb.pld.tensor.read(counts, [d, *tail]))
+    return local
 
 
 def _counts_vector(fb: Any, counts: Var) -> Any:
