@@ -192,3 +192,36 @@ def test_signal_reuse_race_is_reported_with_both_pypto_lines() -> None:
     read = next(i + 1 for i, line in enumerate(src) if "MARK-read" in line and "next(" not in line)
     assert "race on data_buf" in text
     assert f"test_run.py:{write}" in text and f"test_run.py:{read}" in text
+
+
+@pl.program
+class TensorLevelPush:
+    """Tensor-level InCore ops (pl.tensor.*) whose value stays on core, pushed with pld.tensor.remote_store
+    to the right neighbour, then a notify / wait handshake."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, x: pl.Tensor[[1, COLS], pl.FP32], y: pl.Out[pl.Tensor[[1, COLS], pl.FP32]],
+          win: pld.DistributedTensor[[1, COLS], pl.FP32], sig: pld.DistributedTensor[[1, 1], pl.INT32],
+          right: pl.Scalar[pl.INDEX]) -> pl.Tensor[[1, COLS], pl.FP32]:
+        v = pl.tensor.maximum(pl.tensor.mul(pl.tensor.add(x, x), 3.0), pl.tensor.sub(x, x))
+        pld.tensor.remote_store(v, win, right, [0, 0])
+        pld.system.notify(target=sig, peer=right, offsets=[0, 0], value=1, op=pld.NotifyOp.AtomicAdd)
+        pld.system.wait(signal=sig, offsets=[0, 0], expected=1, cmp=pld.WaitCmp.Ge)
+        return pl.store(pl.load(win, [0, 0], [1, COLS]), [0, 0], y)
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, xs: pl.Tensor[[NR, 1, COLS], pl.FP32],
+                  ys: pl.Out[pl.Tensor[[NR, 1, COLS], pl.FP32]]) -> pl.Tensor[[NR, 1, COLS], pl.FP32]:
+        wbuf = pld.alloc_window_buffer(COLS * pl.FP32.get_byte())
+        sbuf = pld.alloc_window_buffer(pl.INT32.get_byte())
+        for r in pl.range(pld.world_size()):
+            self.k(xs[r], ys[r], pld.window(wbuf, [1, COLS], dtype=pl.FP32),
+                   pld.window(sbuf, [1, 1], dtype=pl.INT32), (r + 1) % pld.world_size(), device=r)
+        return ys
+
+
+def test_tensor_level_ops_pushed_from_core() -> None:
+    xs = (np.arange(3 * COLS, dtype=np.float32) - 20).reshape(3, 1, COLS)
+    ys = np.zeros_like(xs)
+    ir.compile(TensorLevelPush, distributed_config=_config(3))(xs, ys)
+    np.testing.assert_array_equal(ys, np.roll(np.maximum(xs * 6, 0), 1, axis=0))

@@ -87,9 +87,22 @@ def _store(tr: DeviceTranslator, node: ast.Call) -> Var:
     return t
 
 
-def _binary(tile_op: Op, scalar_op: Op | None, name: str) -> Rule:
+def _on_core(tr: DeviceTranslator, v: Any, node: ast.AST) -> Any:
+    """A tensor operand of a tensor-level op, loaded whole into a tile (pypto's ConvertTensorToTileOps
+    keeps the value on core); a tile or scalar passes through."""
+    if not (isinstance(v, Var) and isinstance(v.type, TensorType)):
+        return v
+    shape = [static(tr, d, node) for d in ttype(v).shape]
+    return tr.fb.pld.tile.load(v, [0] * len(shape), shape, hint=f"{v.name}_tile")
+
+
+def _binary(tile_op: Op, scalar_op: Op | None, name: str, tensor_level: bool = False) -> Rule:
+    """``pl.<op>`` on tiles; ``pl.tensor.<op>`` (``tensor_level``) also takes tensors, as whole tiles."""
+
     def rule(tr: DeviceTranslator, node: ast.Call) -> Var:
         b = bind_call(tr, node, ("lhs", "rhs"), {}, name)
+        if tensor_level:
+            b = {k: _on_core(tr, v, node) for k, v in b.items()}
         lhs = _tile(tr, b["lhs"], f"{name}: lhs", node)
         rhs = b["rhs"]
         if isinstance(rhs, Var) and isinstance(rhs.type, TileType):
@@ -351,6 +364,11 @@ DEVICE_OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.mul": _binary(Op.TILE_MUL, Op.TILE_MULS, "pl.mul"),
     "pl.maximum": _binary(Op.TILE_MAXIMUM, None, "pl.maximum"),
     "pl.minimum": _binary(Op.TILE_MINIMUM, None, "pl.minimum"),
+    "pl.tensor.add": _binary(Op.TILE_ADD, Op.TILE_ADDS, "pl.tensor.add", tensor_level=True),
+    "pl.tensor.sub": _binary(Op.TILE_SUB, None, "pl.tensor.sub", tensor_level=True),
+    "pl.tensor.mul": _binary(Op.TILE_MUL, Op.TILE_MULS, "pl.tensor.mul", tensor_level=True),
+    "pl.tensor.maximum": _binary(Op.TILE_MAXIMUM, None, "pl.tensor.maximum", tensor_level=True),
+    "pl.tensor.minimum": _binary(Op.TILE_MINIMUM, None, "pl.tensor.minimum", tensor_level=True),
     "pl.min": _scalar_minmax(BinOpKind.MIN, min, "pl.min"),
     "pl.max": _scalar_minmax(BinOpKind.MAX, max, "pl.max"),
     "pl.const": _const,

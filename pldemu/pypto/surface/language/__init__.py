@@ -75,7 +75,7 @@ cast = DslOp("pl.cast")
 const = DslOp("pl.const")
 read = DslOp("pl.read")
 write = DslOp("pl.write")
-tensor = Namespace("pl.tensor", ("add",))
+tensor = Namespace("pl.tensor", ("add", "sub", "mul", "maximum", "minimum"))
 
 __all__ = ["BF16", "FP16", "FP32", "INDEX", "INT32", "FunctionType", "InOut", "Level", "Out", "PyDType",
            "Role", "Scalar", "Tensor", "add", "cast", "const", "dynamic", "function", "load", "max",
