@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import inspect
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from pldemu.pypto.errors import FrontendError
-from pldemu.pypto.execute import translate
+from pldemu.pypto.execute import run, translate
+from pldemu.pypto.session import FrontendOptions
 from pldemu.pypto.surface import ir
 from pldemu.pypto.surface import language as pl
 from pldemu.pypto.surface.ir.distributed_compiled_program import DistributedConfig
@@ -152,3 +154,24 @@ def test_out_of_scope_runtime_api_says_so() -> None:
     compiled = ir.compile(_host_program("ok"), distributed_config=DistributedConfig(device_ids=[0, 1]))
     with pytest.raises(NotImplementedError, match="out of scope"):
         compiled.prepare()
+
+
+@pl.program
+class LaneSignal:
+    """A HOST allreduce on a [world_size, 2] signal (pypto's core_num lanes), which pldemu's mesh recipe
+    refuses: the refusal is at the host call's line, not a traceback out of the lowering."""
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, xs: pl.Tensor[[NR, 1, COLS], pl.FP32]) -> None:
+        buf = pld.alloc_window_buffer(COLS * pl.FP32.get_byte())
+        sig_buf = pld.alloc_window_buffer(pld.world_size() * 2 * pl.INT32.get_byte())
+        d = pld.window(buf, [1, COLS], dtype=pl.FP32)
+        d = pld.tensor.allreduce(d, pld.window(sig_buf, [pld.world_size(), 2], dtype=pl.INT32),  # MARK-lanes
+                                 core_num=2)
+
+
+def test_a_refused_lowering_is_one_error_at_the_host_call(tmp_path: Path) -> None:
+    with pytest.raises(FrontendError, match=re.escape("LowerCompositeOps refused it: pld.tensor.allreduce: "
+                                                      "argument 'signal' must be shaped [NR, 1]")) as err:
+        run(LaneSignal, 2, (np.zeros((2, 1, COLS), np.float32),), tmp_path, FrontendOptions(codegen_only=True))
+    _where(err, "MARK-lanes")
