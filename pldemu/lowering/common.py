@@ -458,13 +458,19 @@ def check_dims(ctx: LoweringContext, name: str, t: TensorType, want: Sequence[Ca
 
 
 def check_signal(ctx: LoweringContext, call: Call, index: int, ring: bool = False) -> Var:
-    """An INT32 signal window of the mesh [NR, 1] (or ring [2*(NR-1), NR]) convention, zero-initialised."""
+    """An INT32 signal window of the mesh [NR, 1] (or ring [2*(NR-1), NR], or pypto's [2*(NR-1)+1, NR])
+    convention, zero-initialised."""
     sig, t = tensor_arg(ctx, call, index, "signal")
     if t.dtype is not DType.INT32:
         raise ctx.error("signal", "an INT32 signal window", describe(t))
     check_window(ctx, "signal", t)
-    if ring:
-        check_dims(ctx, "signal", t, [lambda n: 2 * (n - 1), lambda n: n], "[2 * (NR - 1), NR] (one row per ring round)")
+    if ring and t.shape and matches_nr(t.shape[0], lambda n: 2 * n - 1, ctx.nranks):
+        # pypto's host ring builtin takes [2 * (NR - 1) + 1, NR]; the recipe uses rows 0 .. 2*NR-3 and the
+        # spare last row stays zero, so the same cells serve (a tensor.view cannot drop the row).
+        check_dims(ctx, "signal", t, [None, lambda n: n], "[2 * (NR - 1) + 1, NR] (pypto's ring layout)")
+    elif ring:
+        check_dims(ctx, "signal", t, [lambda n: 2 * (n - 1), lambda n: n],
+                   "[2 * (NR - 1), NR] (one row per ring round; pypto's [2 * (NR - 1) + 1, NR] also serves)")
     else:
         check_dims(ctx, "signal", t, [lambda n: n, lambda n: 1], "[NR, 1] (one cell per rank)")
     for decl in ctx.program.buffers:

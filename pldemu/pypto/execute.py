@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from pldemu.ir.nodes import NR
+from pldemu.lowering.common import LoweringError
 from pldemu.pypto.capture import CapturedProgram
 from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.session import FrontendOptions, current_options
@@ -140,7 +141,10 @@ def run(prog: CapturedProgram, nranks: int, args: Sequence[Any], output_dir: Pat
 
     opts = opts or current_options()
     built, arrays = translate(prog, nranks, args)
-    program_file = write_artifacts(built, output_dir, opts)
+    try:
+        program_file = write_artifacts(built, output_dir, opts)
+    except LoweringError as err:
+        raise _refused(prog, built, err) from None
     if opts.codegen_only:
         return CompiledCall(built, None)
     runtime = opts.runtime
@@ -155,6 +159,13 @@ def run(prog: CapturedProgram, nranks: int, args: Sequence[Any], output_dir: Pat
         target = arrays[wb.param]
         target[wb.key] = result.buffers[wb.rank][wb.buffer]
     return CompiledCall(built, result)
+
+
+def _refused(prog: CapturedProgram, built: Built, err: LoweringError) -> FrontendError:
+    """pldemu's lowering refused a collective: the error at the pypto line of the host-level call of
+    that op (the first, when several), else at the HOST orchestrator's line."""
+    lines = [c.line for c in built.collectives if c.op == err.op.text] + [prog.host().node.lineno]
+    return FrontendError(f"pldemu's LowerCompositeOps refused it: {err}", prog.file, lines[0])
 
 
 def new_output_dir(prog: CapturedProgram) -> Path:

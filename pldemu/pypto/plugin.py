@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import traceback
 from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -184,11 +186,63 @@ def _pldemu_pypto_options(request: pytest.FixtureRequest) -> Iterator[FrontendOp
         yield opts
 
 
-def _caller(err: BaseException, test_file: Path) -> str:
+def _caller(err: BaseException, test_file: Path, innermost: bool = False) -> str:
     """``file:line: code`` of the test's own line that led to the failed call (the outermost frame of
-    the test file in the traceback), or ``""``."""
+    the test file in the traceback, or the innermost: the class-body line inside a class statement), or
+    ``""``."""
     frames = [f for f in traceback.extract_tb(err.__traceback__) if Path(f.filename) == test_file]
-    return f"{frames[0].filename}:{frames[0].lineno}: {frames[0].line}\n" if frames else ""
+    if not frames:
+        return ""
+    frame = frames[-1 if innermost else 0]
+    return f"{frame.filename}:{frame.lineno}: {frame.line}\n"
+
+
+_SURFACE = "pldemu.pypto.surface"
+_CANNOT_IMPORT = re.compile(r"cannot import name '([^']+)'")
+
+
+def missing_pypto_name(err: BaseException) -> str | None:
+    """The pypto name (``pypto.runtime.SubWorker``) whose absence from the layer raised ``err``, or None
+    when ``err`` is about something else."""
+    if isinstance(err, ModuleNotFoundError):
+        return err.name if err.name is not None and err.name.partition(".")[0] == "pypto" else None
+    if isinstance(err, ImportError):
+        found = _CANNOT_IMPORT.match(str(err))
+        if found is None or not (err.name or "").startswith(_SURFACE):
+            return None
+        return f"{_pypto_module(err.name or '')}.{found.group(1)}"
+    if not isinstance(err, AttributeError) or err.name is None:
+        return None
+    if isinstance(err.obj, ModuleType) and err.obj.__name__.startswith(_SURFACE):
+        return f"{_pypto_module(err.obj.__name__)}.{err.name}"
+    if isinstance(err.obj, type) and err.obj.__module__.startswith(_SURFACE):  # an enum member
+        return f"{_pypto_module(err.obj.__module__)}.{err.obj.__qualname__}.{err.name}"
+    return None
+
+
+def _pypto_module(name: str) -> str:
+    return "pypto" + name[len(_SURFACE):]
+
+
+class PyptoModule(pytest.Module):
+    """A test module whose import stops at a pypto name the layer lacks fails to collect with one line
+    (``file:line: pypto.x.Y is not provided ...``), not pytest's import traceback."""
+
+    def _getobj(self) -> Any:
+        try:
+            return super()._getobj()
+        except (self.CollectError, AttributeError) as err:
+            cause = err.__cause__ if isinstance(err, self.CollectError) else err
+            name = missing_pypto_name(cause) if cause is not None else None
+            if name is None or cause is None:
+                raise
+            where = _caller(cause, self.path, innermost=True).split(": ", 1)[0]
+            raise self.CollectError(f"{where + ': ' if where else ''}{name} is not provided by pldemu's pypto layer "
+                                    "(out of scope: see docs/pypto-frontend.md)") from None
+
+
+def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> pytest.Module:
+    return PyptoModule.from_parent(parent, path=module_path)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -208,10 +262,12 @@ __all__ = [
     "CLEAN_FAILURES",
     "DEFAULT_DEVICES",
     "DEFAULT_PLATFORM",
+    "PyptoModule",
     "SuiteConfig",
     "conftest_cut",
     "device_ids",
     "frontend_options",
+    "missing_pypto_name",
     "parse_devices",
     "test_config",
 ]

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import inspect
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from pldemu.pypto.errors import FrontendError
-from pldemu.pypto.execute import translate
+from pldemu.pypto.execute import run, translate
+from pldemu.pypto.session import FrontendOptions
 from pldemu.pypto.surface import ir
 from pldemu.pypto.surface import language as pl
 from pldemu.pypto.surface.ir.distributed_compiled_program import DistributedConfig
@@ -94,6 +96,13 @@ def _host_program(body: str):  # type: ignore[no-untyped-def]
                     self.fine(xs[0], ys[0], w, device=r)  # MARK-two-writers
             elif body == "bad-device":
                 self.fine(xs[0], ys[0], w, device=7)  # MARK-bad-device
+            elif body == "unsignalled-in-loop":
+                for _ in pl.range(2):
+                    w = pld.tensor.allreduce(w)  # MARK-unsignalled-in-loop
+            elif body == "unsignalled-ring":
+                w = pld.tensor.allreduce(w, mode="ring")  # MARK-unsignalled-ring
+            elif body == "unsignalled-barrier":
+                pld.tensor.barrier()  # MARK-unsignalled-barrier
             else:
                 for r in pl.range(pld.world_size()):
                     self.fine(xs[r], ys[r], w, device=r)
@@ -112,6 +121,9 @@ def _args(n: int) -> tuple[np.ndarray, np.ndarray]:
     ("data-dependent", "MARK-data-dependent", "host control flow must not depend on tensor data"),
     ("two-writers", "MARK-two-writers", "is written by device 0 and device 1"),
     ("bad-device", "MARK-bad-device", "device=7 is outside the 2 devices"),
+    ("unsignalled-in-loop", "MARK-unsignalled-in-loop", "without an explicit signal is not supported inside a HOST loop"),
+    ("unsignalled-ring", "MARK-unsignalled-ring", "mode='ring') at HOST level needs an explicit signal"),
+    ("unsignalled-barrier", "MARK-unsignalled-barrier", "pld.tensor.barrier: missing signal (pypto synthesises"),
 ])
 def test_host_and_device_mistakes(body: str, marker: str, message: str) -> None:
     with pytest.raises(FrontendError, match=re.escape(message)) as err:
@@ -142,3 +154,24 @@ def test_out_of_scope_runtime_api_says_so() -> None:
     compiled = ir.compile(_host_program("ok"), distributed_config=DistributedConfig(device_ids=[0, 1]))
     with pytest.raises(NotImplementedError, match="out of scope"):
         compiled.prepare()
+
+
+@pl.program
+class LaneSignal:
+    """A HOST allreduce on a [world_size, 2] signal (pypto's core_num lanes), which pldemu's mesh recipe
+    refuses: the refusal is at the host call's line, not a traceback out of the lowering."""
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, xs: pl.Tensor[[NR, 1, COLS], pl.FP32]) -> None:
+        buf = pld.alloc_window_buffer(COLS * pl.FP32.get_byte())
+        sig_buf = pld.alloc_window_buffer(pld.world_size() * 2 * pl.INT32.get_byte())
+        d = pld.window(buf, [1, COLS], dtype=pl.FP32)
+        d = pld.tensor.allreduce(d, pld.window(sig_buf, [pld.world_size(), 2], dtype=pl.INT32),  # MARK-lanes
+                                 core_num=2)
+
+
+def test_a_refused_lowering_is_one_error_at_the_host_call(tmp_path: Path) -> None:
+    with pytest.raises(FrontendError, match=re.escape("LowerCompositeOps refused it: pld.tensor.allreduce: "
+                                                      "argument 'signal' must be shaped [NR, 1]")) as err:
+        run(LaneSignal, 2, (np.zeros((2, 1, COLS), np.float32),), tmp_path, FrontendOptions(codegen_only=True))
+    _where(err, "MARK-lanes")

@@ -155,3 +155,19 @@ def test_importing_the_plugin_package_imports_neither_mpi_nor_pytest() -> None:
     code = "import sys, pldemu.pypto; print('mpi4py' in sys.modules, 'pytest' in sys.modules)"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert res.stdout.split() == ["False", "False"]
+
+
+@pytest.mark.parametrize(("source", "name", "line"), [
+    ("from pypto.runtime import NoSuchWorker\n", "pypto.runtime.NoSuchWorker", 2),
+    ("import pypto.runtime.no_such_runner\n", "pypto.runtime.no_such_runner", 2),
+    ("import pypto.language.distributed as pld\nX = pld.no_such_op\n", "pypto.language.distributed.no_such_op", 3),
+    ("import pypto.language as pl\n\nclass P:\n    role = pl.Role.NoSuchRole\n", "pypto.language.Role.NoSuchRole", 5),
+])
+def test_a_pypto_name_the_layer_lacks_is_one_collection_line(tmp_path: Path, source: str, name: str,
+                                                             line: int) -> None:
+    write(tmp_path / "test_missing.py", "import pytest\n" + source + "\ndef test_never():\n    pass\n")
+    write(tmp_path / "test_other.py", "def test_other():\n    pass\n")
+    res = inner_pytest(tmp_path, "-q", "test_missing.py", "test_other.py")
+    assert res.returncode == 1 and "1 passed, 1 error" in res.stdout, show(res)  # the other file still runs
+    want = f"test_missing.py:{line}: {name} is not provided by pldemu's pypto layer"
+    assert want in res.stdout and "Traceback" not in res.stdout and "ImportError" not in res.stdout, show(res)

@@ -95,37 +95,45 @@ def test_carried_scalar_early_return_read_write() -> None:
     np.testing.assert_array_equal(counts, [[[10, 2, 3, 4]], [[5, 6, 7, 52]]])
 
 
-@pl.program
-class HostAllreduce:
-    """Two dispatch loops around a HOST-level allreduce on a [world_size] signal (pypto's B' shape)."""
+def _make_host_allreduce(explicit_signal: bool):  # type: ignore[no-untyped-def]
+    """Two dispatch loops around a HOST-level allreduce (pypto's B' shape): on a [world_size] signal, or
+    on none (then two call sites, each with the private [world_size, 1] window pypto synthesises)."""
 
-    @pl.function(type=pl.FunctionType.InCore)
-    def stage(self, x: pl.Tensor[[1, COLS], pl.FP32], d: pl.InOut[pld.DistributedTensor[[1, COLS], pl.FP32]]
-              ) -> pld.DistributedTensor[[1, COLS], pl.FP32]:
-        return pl.store(pl.load(x, [0, 0], [1, COLS]), [0, 0], d)
+    @pl.program
+    class HostAllreduce:
+        @pl.function(type=pl.FunctionType.InCore)
+        def stage(self, x: pl.Tensor[[1, COLS], pl.FP32], d: pl.InOut[pld.DistributedTensor[[1, COLS], pl.FP32]]
+                  ) -> pld.DistributedTensor[[1, COLS], pl.FP32]:
+            return pl.store(pl.load(x, [0, 0], [1, COLS]), [0, 0], d)
 
-    @pl.function(type=pl.FunctionType.InCore)
-    def drain(self, d: pld.DistributedTensor[[1, COLS], pl.FP32], y: pl.Out[pl.Tensor[[1, COLS], pl.FP32]]
-              ) -> pl.Tensor[[1, COLS], pl.FP32]:
-        return pl.store(pl.load(d, [0, 0], [1, COLS]), [0, 0], y)
+        @pl.function(type=pl.FunctionType.InCore)
+        def drain(self, d: pld.DistributedTensor[[1, COLS], pl.FP32], y: pl.Out[pl.Tensor[[1, COLS], pl.FP32]]
+                  ) -> pl.Tensor[[1, COLS], pl.FP32]:
+            return pl.store(pl.load(d, [0, 0], [1, COLS]), [0, 0], y)
 
-    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
-    def host_orch(self, xs: pl.Tensor[[NR, 1, COLS], pl.FP32],
-                  ys: pl.Out[pl.Tensor[[NR, 1, COLS], pl.FP32]]) -> pl.Tensor[[NR, 1, COLS], pl.FP32]:
-        data_buf = pld.alloc_window_buffer(COLS * pl.FP32.get_byte())
-        sig_buf = pld.alloc_window_buffer(pld.world_size() * pl.INT32.get_byte())
-        for r in pl.range(pld.world_size()):
-            self.stage(xs[r], pld.window(data_buf, [1, COLS], dtype=pl.FP32), device=r)
-        data = pld.window(data_buf, [1, COLS], dtype=pl.FP32)
-        data = pld.tensor.allreduce(data, pld.window(sig_buf, [pld.world_size()], dtype=pl.INT32),
-                                    op=pld.ReduceOp.Max)
-        for r in pl.range(pld.world_size()):
-            self.drain(data, ys[r], device=r)
-        return ys
+        @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+        def host_orch(self, xs: pl.Tensor[[NR, 1, COLS], pl.FP32],
+                      ys: pl.Out[pl.Tensor[[NR, 1, COLS], pl.FP32]]) -> pl.Tensor[[NR, 1, COLS], pl.FP32]:
+            data_buf = pld.alloc_window_buffer(COLS * pl.FP32.get_byte())
+            sig_buf = pld.alloc_window_buffer(pld.world_size() * pl.INT32.get_byte())
+            for r in pl.range(pld.world_size()):
+                self.stage(xs[r], pld.window(data_buf, [1, COLS], dtype=pl.FP32), device=r)
+            data = pld.window(data_buf, [1, COLS], dtype=pl.FP32)
+            if explicit_signal:
+                data = pld.tensor.allreduce(data, pld.window(sig_buf, [pld.world_size()], dtype=pl.INT32),
+                                            op=pld.ReduceOp.Max)
+            else:
+                data = pld.tensor.allreduce(data, op=pld.ReduceOp.Sum)
+                data = pld.tensor.allreduce(data, op=pld.ReduceOp.Max)
+            for r in pl.range(pld.world_size()):
+                self.drain(data, ys[r], device=r)
+            return ys
+
+    return HostAllreduce
 
 
 def test_host_level_allreduce_and_its_builtin_artifact() -> None:
-    compiled = ir.compile(HostAllreduce, distributed_config=_config(3))
+    compiled = ir.compile(_make_host_allreduce(True), distributed_config=_config(3))
     variant = compiled.output_dir / "next_levels" / "builtin.tensor.allreduce__max__fp32"
     assert (variant / "kernel_config.py").is_file()
     xs = np.random.default_rng(0).standard_normal((3, 1, COLS)).astype(np.float32)
@@ -133,6 +141,14 @@ def test_host_level_allreduce_and_its_builtin_artifact() -> None:
     compiled(xs, ys)
     np.testing.assert_array_equal(ys, np.broadcast_to(xs.max(axis=0), xs.shape))
     assert (variant / "kernel.pld").is_file()
+
+
+def test_host_allreduce_without_a_signal_gets_one_synthesised() -> None:
+    n = 3
+    xs = np.arange(n * COLS, dtype=np.float32).reshape(n, 1, COLS)
+    ys = np.zeros_like(xs)
+    ir.compile(_make_host_allreduce(False), distributed_config=_config(n))(xs, ys)
+    np.testing.assert_array_equal(ys, np.broadcast_to(xs.sum(axis=0), xs.shape))
 
 
 @pl.program
@@ -176,3 +192,36 @@ def test_signal_reuse_race_is_reported_with_both_pypto_lines() -> None:
     read = next(i + 1 for i, line in enumerate(src) if "MARK-read" in line and "next(" not in line)
     assert "race on data_buf" in text
     assert f"test_run.py:{write}" in text and f"test_run.py:{read}" in text
+
+
+@pl.program
+class TensorLevelPush:
+    """Tensor-level InCore ops (pl.tensor.*) whose value stays on core, pushed with pld.tensor.remote_store
+    to the right neighbour, then a notify / wait handshake."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, x: pl.Tensor[[1, COLS], pl.FP32], y: pl.Out[pl.Tensor[[1, COLS], pl.FP32]],
+          win: pld.DistributedTensor[[1, COLS], pl.FP32], sig: pld.DistributedTensor[[1, 1], pl.INT32],
+          right: pl.Scalar[pl.INDEX]) -> pl.Tensor[[1, COLS], pl.FP32]:
+        v = pl.tensor.maximum(pl.tensor.mul(pl.tensor.add(x, x), 3.0), pl.tensor.sub(x, x))
+        pld.tensor.remote_store(v, win, right, [0, 0])
+        pld.system.notify(target=sig, peer=right, offsets=[0, 0], value=1, op=pld.NotifyOp.AtomicAdd)
+        pld.system.wait(signal=sig, offsets=[0, 0], expected=1, cmp=pld.WaitCmp.Ge)
+        return pl.store(pl.load(win, [0, 0], [1, COLS]), [0, 0], y)
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, xs: pl.Tensor[[NR, 1, COLS], pl.FP32],
+                  ys: pl.Out[pl.Tensor[[NR, 1, COLS], pl.FP32]]) -> pl.Tensor[[NR, 1, COLS], pl.FP32]:
+        wbuf = pld.alloc_window_buffer(COLS * pl.FP32.get_byte())
+        sbuf = pld.alloc_window_buffer(pl.INT32.get_byte())
+        for r in pl.range(pld.world_size()):
+            self.k(xs[r], ys[r], pld.window(wbuf, [1, COLS], dtype=pl.FP32),
+                   pld.window(sbuf, [1, 1], dtype=pl.INT32), (r + 1) % pld.world_size(), device=r)
+        return ys
+
+
+def test_tensor_level_ops_pushed_from_core() -> None:
+    xs = (np.arange(3 * COLS, dtype=np.float32) - 20).reshape(3, 1, COLS)
+    ys = np.zeros_like(xs)
+    ir.compile(TensorLevelPush, distributed_config=_config(3))(xs, ys)
+    np.testing.assert_array_equal(ys, np.roll(np.maximum(xs * 6, 0), 1, axis=0))

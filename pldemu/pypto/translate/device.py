@@ -39,6 +39,8 @@ class Emit:
     signals: set[str]
     """Buffers used as a signal (notify / wait / a collective's signal): declared SIGNAL."""
     dims: Mapping[str, int]
+    scratch: dict[str, tuple[Var, tuple[int, ...]]] = dataclasses.field(default_factory=dict)
+    """LOCAL buffers the translation adds, by the buffer they stand for: (var, numeric shape at this rank count)."""
 
 
 class _Returned(Exception):

@@ -20,7 +20,7 @@ from pldemu.ir.nodes import NR
 from pldemu.pypto.capture import CapturedProgram, Kind
 from pldemu.pypto.translate.evaluator import Evaluator, bind_call
 from pldemu.pypto.translate.values import Alloc, Dispatch, Event, HostCollective, HostTensor, HostView
-from pldemu.pypto.types import DslOp, PyDType, SymInt
+from pldemu.pypto.types import INT32, DslOp, PyDType, SymInt
 
 
 class _Return(Exception):
@@ -39,6 +39,8 @@ class HostProjection(Evaluator):
         self.allocs = allocs
         """Allocation per host line: every rank sees the same Alloc objects."""
         self._lhs: str | None = None
+        self._loops = 0
+        """How many HOST loops enclose the statement being evaluated."""
 
     def run(self, body: list[ast.stmt]) -> list[Event]:
         with contextlib.suppress(_Return):
@@ -92,9 +94,13 @@ class HostProjection(Evaluator):
             raise self.error("a HOST loop is `for r in pl.range(...)` over ints", s)
         if s.orelse:
             raise self.error("for ... else is not supported", s)
-        for i in it:
-            self.env[s.target.id] = i
-            self.block(s.body)
+        self._loops += 1
+        try:
+            for i in it:
+                self.env[s.target.id] = i
+                self.block(s.body)
+        finally:
+            self._loops -= 1
 
     def eval_Call(self, node: ast.Call) -> Any:
         func = node.func
@@ -150,10 +156,32 @@ class HostProjection(Evaluator):
         if name.startswith("pld.tensor."):
             args = tuple(self.eval(a) for a in node.args)
             kwargs = tuple((kw.arg, self.eval(kw.value)) for kw in node.keywords if kw.arg is not None)
+            if name == "pld.tensor.allreduce" and len(args) == 1 and "signal" not in dict(kwargs):
+                kwargs += (("signal", self.synthesised_signal(node, dict(kwargs))),)
             self.events.append(HostCollective(name, args, kwargs, node.lineno))
             return args[1] if name in ("pld.tensor.allgather", "pld.tensor.all_to_all",
                                        "pld.tensor.all_to_all_v") else (args[0] if args else None)
         raise self.error(f"{name} cannot be used at HOST level", node)
+
+    def synthesised_signal(self, node: ast.Call, kwargs: dict[str, Any]) -> HostView:
+        """The signal pypto's SynthesizeAllReduceSignals gives a HOST allreduce that omits one: a private
+        INT32 window of ``[world_size, core_num]``, one per call site (so not inside a host loop)."""
+        if self._loops:
+            raise self.error("pld.tensor.allreduce without an explicit signal is not supported inside a HOST "
+                             "loop (pypto allocates the synthesised signal once per call site): pass a signal "
+                             "window, or hoist the call out of the loop", node)
+        if str(kwargs.get("mode", "mesh")) != "mesh":
+            raise self.error("pld.tensor.allreduce(mode='ring') at HOST level needs an explicit signal of "
+                             "[2 * (NR - 1) + 1, NR] (pypto synthesises mesh signals only)", node)
+        lanes = kwargs.get("core_num", 1)
+        if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes <= 0:
+            raise self.error(f"pld.tensor.allreduce: core_num must be a positive int, got {lanes!r}", node)
+        key = -node.lineno  # apart from the allocations, which are keyed by their (positive) line
+        found = self.allocs.get(key)
+        if found is None:
+            found = self.allocs[key] = Alloc(f"allreduce_signal_{node.lineno}",
+                                                      self.nranks * lanes * INT32.nbytes, node.lineno)
+        return HostView(found, (SymInt(self.nranks, NR), lanes), INT32, node.lineno)
 
     def alloc(self, node: ast.Call) -> Alloc:
         if self._lhs is None:

@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from pldemu.ir.enums import AtomicType, NotifyOp, ReduceOp, WaitCmp
-from pldemu.ir.nodes import NR, BinOp, BinOpKind, Const, ExprOps, TensorType, TileType, Var, as_expr
+from pldemu.ir.nodes import NR, BinOp, BinOpKind, Const, ExprOps, TensorType, TileType, Var, as_expr, eval_nr
 from pldemu.ir.ops import Op
 from pldemu.pypto.translate.evaluator import bind_call
 from pldemu.pypto.types import PyDType, SymInt
@@ -87,9 +87,22 @@ def _store(tr: DeviceTranslator, node: ast.Call) -> Var:
     return t
 
 
-def _binary(tile_op: Op, scalar_op: Op | None, name: str) -> Rule:
+def _on_core(tr: DeviceTranslator, v: Any, node: ast.AST) -> Any:
+    """A tensor operand of a tensor-level op, loaded whole into a tile (pypto's ConvertTensorToTileOps
+    keeps the value on core); a tile or scalar passes through."""
+    if not (isinstance(v, Var) and isinstance(v.type, TensorType)):
+        return v
+    shape = [static(tr, d, node) for d in ttype(v).shape]
+    return tr.fb.pld.tile.load(v, [0] * len(shape), shape, hint=f"{v.name}_tile")
+
+
+def _binary(tile_op: Op, scalar_op: Op | None, name: str, tensor_level: bool = False) -> Rule:
+    """``pl.<op>`` on tiles; ``pl.tensor.<op>`` (``tensor_level``) also takes tensors, as whole tiles."""
+
     def rule(tr: DeviceTranslator, node: ast.Call) -> Var:
         b = bind_call(tr, node, ("lhs", "rhs"), {}, name)
+        if tensor_level:
+            b = {k: _on_core(tr, v, node) for k, v in b.items()}
         lhs = _tile(tr, b["lhs"], f"{name}: lhs", node)
         rhs = b["rhs"]
         if isinstance(rhs, Var) and isinstance(rhs.type, TileType):
@@ -291,8 +304,32 @@ def collective(tr: Any, name: str, b: dict[str, Any], node: ast.AST) -> Var:
     if op == "all_to_all":
         return fb.pld.tensor.all_to_all(b["input"], b["target"], sig)
     tr.emit.signals.add(b["recv_counts"].name)
-    send = _counts_vector(fb, b["send_counts"])
+    send = _counts_vector(fb, _local_counts(tr, _tensor(tr, b["send_counts"], f"{name}: send_counts", node), node))
     return fb.pld.tensor.all_to_all_v(b["input"], b["target"], sig, send, b["recv_counts"])
+
+
+def _local_counts(tr: Any, counts: Var, node: ast.AST) -> Var:
+    """Send counts in a window (pypto's host builtin takes them so) copied into a LOCAL scratch first.
+
+    pldemu's recipe reads its counts from a local tensor; the sender reads only its own cells, so a
+    copy made just before the call is the same data.
+    """
+    t = ttype(counts)
+    if not t.window:
+        return counts
+    shape = tuple(eval_nr(d, tr.emit.nranks) for d in t.shape)
+    if len(shape) not in (1, 2) or None in shape or (len(shape) == 2 and shape[1] != 1):
+        raise tr.error(f"send_counts must be [NR] or [NR, 1], got {list(t.shape)}", node)
+    fb = tr.fb
+    # One scratch per counts window, whichever rank block copies into it.
+    local = tr.emit.scratch.get(counts.name, (None, shape))[0]
+    if local is None:
+        local = Var(fb.fresh(f"{counts.name}_local"), TensorType(t.dtype, t.shape))
+        tr.emit.scratch[counts.name] = (local, shape)
+    tail = [0] if len(shape) == 2 else []
+    with fb.for_range(0, shape[0], hint="d") as d:
+        fb.pld.tensor.write(local, [d, *tail], fb.pld.tensor.read(counts, [d, *tail]))
+    return local
 
 
 def _counts_vector(fb: Any, counts: Var) -> Any:
@@ -327,6 +364,11 @@ DEVICE_OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.mul": _binary(Op.TILE_MUL, Op.TILE_MULS, "pl.mul"),
     "pl.maximum": _binary(Op.TILE_MAXIMUM, None, "pl.maximum"),
     "pl.minimum": _binary(Op.TILE_MINIMUM, None, "pl.minimum"),
+    "pl.tensor.add": _binary(Op.TILE_ADD, Op.TILE_ADDS, "pl.tensor.add", tensor_level=True),
+    "pl.tensor.sub": _binary(Op.TILE_SUB, None, "pl.tensor.sub", tensor_level=True),
+    "pl.tensor.mul": _binary(Op.TILE_MUL, Op.TILE_MULS, "pl.tensor.mul", tensor_level=True),
+    "pl.tensor.maximum": _binary(Op.TILE_MAXIMUM, None, "pl.tensor.maximum", tensor_level=True),
+    "pl.tensor.minimum": _binary(Op.TILE_MINIMUM, None, "pl.tensor.minimum", tensor_level=True),
     "pl.min": _scalar_minmax(BinOpKind.MIN, min, "pl.min"),
     "pl.max": _scalar_minmax(BinOpKind.MAX, max, "pl.max"),
     "pl.const": _const,

@@ -130,9 +130,12 @@ def build(prog: CapturedProgram, events: list[list[Event]], dims: Mapping[str, i
     _emit_ranks(emit, host_fn, bound, me, 0)
     decls = [BufferDecl(v, _kind(plan, v, emit.signals)) for v in plan.windows.values()]
     decls += [BufferDecl(v, BufferKind.LOCAL) for v in plan.locals_.values()]
+    decls += [BufferDecl(v, BufferKind.LOCAL) for v, _ in emit.scratch.values()]
     program = Program(prog.name, tuple(decls), (fb.build(),), "main", nranks)
     zeros = {d.var.name: np.zeros(plan.shapes[d.var.name], d.var.type.dtype.np)
              for d in decls if d.kind is BufferKind.WINDOW and isinstance(d.var.type, TensorType)}
+    zeros.update({v.name: np.zeros(shape, v.type.dtype.np) for v, shape in emit.scratch.values()
+                  if isinstance(v.type, TensorType)})
     inputs = tuple({**zeros, **_inputs(plan, d)} for d in range(nranks))
     writebacks = tuple(WriteBack(d, name, p, k) for d in range(nranks) for (p, k), name in plan.slices[d].items()
                        if plan.arrays[(p, k)].direction is not Direction.IN)
@@ -181,8 +184,8 @@ def _emit_events(emit: Emit, host_fn: Any, events: list[Event]) -> None:
             b.update(ev.kwargs)
             missing = [n for n in names if n not in b]
             if missing:
-                raise emit.prog.error(f"{ev.op}: missing {', '.join(missing)} (pldemu does not synthesise "
-                                      "host-level signals yet)", at)
+                raise emit.prog.error(f"{ev.op}: missing {', '.join(missing)} (pypto synthesises the signal "
+                                      "of a HOST pld.tensor.allreduce only)", at)
             collective(tr, ev.op, b, at)
 
 

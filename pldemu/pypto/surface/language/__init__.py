@@ -9,6 +9,7 @@ decoration time, with the user's file:line.
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 from pldemu.pypto.capture import function, program
 from pldemu.pypto.types import (
@@ -28,20 +29,31 @@ from pldemu.pypto.types import (
 )
 
 
-class FunctionType(enum.Enum):
+class _DslEnumType(enum.EnumMeta):
+    """pypto's enums: a member this layer lacks is an AttributeError that names the enum (``obj``) and the
+    member (``name``), so ``pldemu pytest`` reports it as one line, as for a missing module name."""
+
+    def __getattr__(cls, name: str) -> Any:
+        member = cls.__dict__.get("_member_map_", {}).get(name)
+        if member is not None:
+            return member
+        raise AttributeError(f"{cls.__qualname__} has no member {name!r}", name=name, obj=cls)
+
+
+class FunctionType(enum.Enum, metaclass=_DslEnumType):
     """``@pl.function(type=...)``."""
 
     InCore = "InCore"
     Orchestration = "Orchestration"
 
 
-class Level(enum.Enum):
+class Level(enum.Enum, metaclass=_DslEnumType):
     """``@pl.function(level=...)``."""
 
     HOST = "HOST"
 
 
-class Role(enum.Enum):
+class Role(enum.Enum, metaclass=_DslEnumType):
     """``@pl.function(role=...)``."""
 
     Orchestrator = "Orchestrator"
@@ -63,7 +75,7 @@ cast = DslOp("pl.cast")
 const = DslOp("pl.const")
 read = DslOp("pl.read")
 write = DslOp("pl.write")
-tensor = Namespace("pl.tensor", ("add",))
+tensor = Namespace("pl.tensor", ("add", "sub", "mul", "maximum", "minimum"))
 
 __all__ = ["BF16", "FP16", "FP32", "INDEX", "INT32", "FunctionType", "InOut", "Level", "Out", "PyDType",
            "Role", "Scalar", "Tensor", "add", "cast", "const", "dynamic", "function", "load", "max",
