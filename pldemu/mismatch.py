@@ -63,11 +63,6 @@ class Mismatch:
         return self.count
 
     @property
-    def name(self) -> str:
-        """The buffer's name (the expected-buffer report's name for :attr:`what`)."""
-        return self.what
-
-    @property
     def got(self) -> str:
         """The seen element as printed (or the seen shape)."""
         return f"shape {list(self.shapes[0])}" if self.shapes is not None else _show(self.seen)
