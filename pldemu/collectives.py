@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any
 
 from pldemu.ir.builder import ProgramBuilder
 from pldemu.ir.dtypes import DType
@@ -143,13 +144,19 @@ def _allreduce(spec: CollectiveSpec) -> CollectiveProgram:
     return CollectiveProgram(spec, pb.build(), "target", "signal")
 
 
-def _allgather(spec: CollectiveSpec) -> CollectiveProgram:
+def _source_to_rows(spec: CollectiveSpec, role: str, rows: Expr | int,
+                    emit: Callable[[Any, Var, Var, Var], object]) -> Program:
+    """The program of a collective that sends a local source buffer ``role`` of ``rows`` rows into a
+    ``[NR, SIZE]`` target: ``emit(pld.tensor, source, target, signal)`` writes the one call."""
     pb = ProgramBuilder(_name(spec), spec.nranks)
-    local = pb.local("local_data", spec.dtype, [1, spec.size])
-    target = _rows_target(pb, spec)
-    sig = _signal(pb, spec)
-    pb.function("main").pld.tensor.allgather(local, target, sig)
-    return CollectiveProgram(spec, pb.build(), "target", "signal", local_data="local_data")
+    src = pb.local(role, spec.dtype, [rows, spec.size])
+    emit(pb.function("main").pld.tensor, src, _rows_target(pb, spec), _signal(pb, spec))
+    return pb.build()
+
+
+def _allgather(spec: CollectiveSpec) -> CollectiveProgram:
+    program = _source_to_rows(spec, "local_data", 1, lambda tensor, src, target, sig: tensor.allgather(src, target, sig))
+    return CollectiveProgram(spec, program, "target", "signal", local_data="local_data")
 
 
 def _reduce_scatter(spec: CollectiveSpec) -> CollectiveProgram:
@@ -176,12 +183,8 @@ def _barrier(spec: CollectiveSpec) -> CollectiveProgram:
 
 
 def _all_to_all(spec: CollectiveSpec) -> CollectiveProgram:
-    pb = ProgramBuilder(_name(spec), spec.nranks)
-    src = pb.local("input", spec.dtype, [_nr(spec), spec.size])
-    target = _rows_target(pb, spec)
-    sig = _signal(pb, spec)
-    pb.function("main").pld.tensor.all_to_all(src, target, sig)
-    return CollectiveProgram(spec, pb.build(), "target", "signal", input="input")
+    program = _source_to_rows(spec, "input", _nr(spec), lambda tensor, src, target, sig: tensor.all_to_all(src, target, sig))
+    return CollectiveProgram(spec, program, "target", "signal", input="input")
 
 
 def _all_to_all_v(spec: CollectiveSpec) -> CollectiveProgram:
