@@ -14,11 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any
 
 from pldemu.ir.builder import ProgramBuilder
 from pldemu.ir.dtypes import DType
 from pldemu.ir.enums import AllreduceMode, ReduceOp
-from pldemu.ir.nodes import NR, BinOpKind, Expr, Program, binop
+from pldemu.ir.nodes import NR, BinOpKind, Expr, Program, Var, binop
 
 NAMES_BY_ROLE = ("target", "signal", "local_data", "input", "send_counts", "recv_counts")
 
@@ -116,6 +117,16 @@ def _times_nr(spec: CollectiveSpec, k: int) -> Expr:
     return binop(BinOpKind.MUL, k, _nr(spec))
 
 
+def _signal(pb: ProgramBuilder, spec: CollectiveSpec) -> Var:
+    """The collective's signal buffer: one barrier cell per peer, ``[NR, 1]``."""
+    return pb.signal("signal", [_nr(spec), 1])
+
+
+def _rows_target(pb: ProgramBuilder, spec: CollectiveSpec) -> Var:
+    """A target of one ``[1, SIZE]`` row per rank, ``[NR, SIZE]``."""
+    return pb.window("target", spec.dtype, [_nr(spec), spec.size])
+
+
 def _name(spec: CollectiveSpec) -> str:
     return spec.name + ("_ring" if spec.name == "allreduce" and spec.mode is AllreduceMode.ring else "")
 
@@ -127,25 +138,31 @@ def _allreduce(spec: CollectiveSpec) -> CollectiveProgram:
         nr = _nr(spec)
         sig = pb.signal("signal", [binop(BinOpKind.MUL, 2, binop(BinOpKind.SUB, nr, 1)), nr])
     else:
-        sig = pb.signal("signal", [_nr(spec), 1])
+        sig = _signal(pb, spec)
     fb = pb.function("main")
     fb.pld.tensor.allreduce(target, sig, op=spec.reduce, mode=spec.mode)
     return CollectiveProgram(spec, pb.build(), "target", "signal")
 
 
-def _allgather(spec: CollectiveSpec) -> CollectiveProgram:
+def _source_to_rows(spec: CollectiveSpec, role: str, rows: Expr | int,
+                    emit: Callable[[Any, Var, Var, Var], object]) -> Program:
+    """The program of a collective that sends a local source buffer ``role`` of ``rows`` rows into a
+    ``[NR, SIZE]`` target: ``emit(pld.tensor, source, target, signal)`` writes the one call."""
     pb = ProgramBuilder(_name(spec), spec.nranks)
-    local = pb.local("local_data", spec.dtype, [1, spec.size])
-    target = pb.window("target", spec.dtype, [_nr(spec), spec.size])
-    sig = pb.signal("signal", [_nr(spec), 1])
-    pb.function("main").pld.tensor.allgather(local, target, sig)
-    return CollectiveProgram(spec, pb.build(), "target", "signal", local_data="local_data")
+    src = pb.local(role, spec.dtype, [rows, spec.size])
+    emit(pb.function("main").pld.tensor, src, _rows_target(pb, spec), _signal(pb, spec))
+    return pb.build()
+
+
+def _allgather(spec: CollectiveSpec) -> CollectiveProgram:
+    program = _source_to_rows(spec, "local_data", 1, lambda tensor, src, target, sig: tensor.allgather(src, target, sig))
+    return CollectiveProgram(spec, program, "target", "signal", local_data="local_data")
 
 
 def _reduce_scatter(spec: CollectiveSpec) -> CollectiveProgram:
     pb = ProgramBuilder(_name(spec), spec.nranks)
-    target = pb.window("target", spec.dtype, [_nr(spec), spec.size])
-    sig = pb.signal("signal", [_nr(spec), 1])
+    target = _rows_target(pb, spec)
+    sig = _signal(pb, spec)
     pb.function("main").pld.tensor.reduce_scatter(target, sig, op=spec.reduce)
     return CollectiveProgram(spec, pb.build(), "target", "signal")
 
@@ -153,25 +170,21 @@ def _reduce_scatter(spec: CollectiveSpec) -> CollectiveProgram:
 def _broadcast(spec: CollectiveSpec) -> CollectiveProgram:
     pb = ProgramBuilder(_name(spec), spec.nranks)
     target = pb.window("target", spec.dtype, list(spec.target_shape))
-    sig = pb.signal("signal", [_nr(spec), 1])
+    sig = _signal(pb, spec)
     pb.function("main").pld.tensor.broadcast(target, sig, root=spec.root)
     return CollectiveProgram(spec, pb.build(), "target", "signal")
 
 
 def _barrier(spec: CollectiveSpec) -> CollectiveProgram:
     pb = ProgramBuilder(_name(spec), spec.nranks)
-    sig = pb.signal("signal", [_nr(spec), 1])
+    sig = _signal(pb, spec)
     pb.function("main").pld.tensor.barrier(sig)
     return CollectiveProgram(spec, pb.build(), None, "signal")
 
 
 def _all_to_all(spec: CollectiveSpec) -> CollectiveProgram:
-    pb = ProgramBuilder(_name(spec), spec.nranks)
-    src = pb.local("input", spec.dtype, [_nr(spec), spec.size])
-    target = pb.window("target", spec.dtype, [_nr(spec), spec.size])
-    sig = pb.signal("signal", [_nr(spec), 1])
-    pb.function("main").pld.tensor.all_to_all(src, target, sig)
-    return CollectiveProgram(spec, pb.build(), "target", "signal", input="input")
+    program = _source_to_rows(spec, "input", _nr(spec), lambda tensor, src, target, sig: tensor.all_to_all(src, target, sig))
+    return CollectiveProgram(spec, program, "target", "signal", input="input")
 
 
 def _all_to_all_v(spec: CollectiveSpec) -> CollectiveProgram:
@@ -179,7 +192,7 @@ def _all_to_all_v(spec: CollectiveSpec) -> CollectiveProgram:
     rows = _times_nr(spec, spec.max_recv)
     src = pb.local("input", spec.dtype, [rows, spec.size])
     target = pb.window("target", spec.dtype, [rows, spec.size])
-    sig = pb.signal("signal", [_nr(spec), 1])
+    sig = _signal(pb, spec)
     send = pb.local("send_counts", DType.INT32, [_nr(spec)])
     recv = pb.signal("recv_counts", [_nr(spec), 1])
     pb.function("main").pld.tensor.all_to_all_v(src, target, sig, send, recv)

@@ -38,6 +38,14 @@ BULK_OPS = ("put", "get", "remote_load")
 _STAGE_MAX = 4096
 """Stage tile width (only used with ``stage_pieces``; a transfer is one window op otherwise)."""
 
+_RIGHT_NEIGHBOUR = """\
+    ctx = pld.system.get_comm_ctx(win)
+    me = pld.system.rank(ctx)
+    nr = pld.system.nranks(ctx)
+    right = (me + 1) % nr
+"""
+"""Every transfer's prologue: the peer is the right neighbour on the ring of ranks."""
+
 _BULK_PROGRAM = """\
 program bench_bulk {{
   local src: {dt}[1, {n}]
@@ -45,29 +53,17 @@ program bench_bulk {{
   window win: {dt}[1, {n}]
 
   func main() {{
-    ctx = pld.system.get_comm_ctx(win)
-    me = pld.system.rank(ctx)
-    nr = pld.system.nranks(ctx)
-    right = (me + 1) % nr
-    stage = tile.create([1, {stage}], dtype={dt}, mem=Vec)
+{right}    stage = tile.create([1, {stage}], dtype={dt}, mem=Vec)
     pld.tile.put(win, right, src, stage, [0, 0], [0, 0], [1, {n}], atomic=None)
   }}
 
   func get() {{
-    ctx = pld.system.get_comm_ctx(win)
-    me = pld.system.rank(ctx)
-    nr = pld.system.nranks(ctx)
-    right = (me + 1) % nr
-    stage = tile.create([1, {stage}], dtype={dt}, mem=Vec)
+{right}    stage = tile.create([1, {stage}], dtype={dt}, mem=Vec)
     pld.tile.get(dst, right, win, stage, [0, 0], [0, 0], [1, {n}])
   }}
 
   func remote_load() {{
-    ctx = pld.system.get_comm_ctx(win)
-    me = pld.system.rank(ctx)
-    nr = pld.system.nranks(ctx)
-    right = (me + 1) % nr
-    t = pld.tile.remote_load(win, right, [0, 0], [1, {n}], [1, {n}])
+{right}    t = pld.tile.remote_load(win, right, [0, 0], [1, {n}], [1, {n}])
     return t
   }}
 }}
@@ -76,7 +72,7 @@ program bench_bulk {{
 
 def bulk_program(elems: int, dtype: DType) -> Any:
     """The three one-transfer functions on ``[1, elems]`` buffers (``main`` is the put)."""
-    text = _BULK_PROGRAM.format(dt=dtype.value, n=elems, stage=min(elems, _STAGE_MAX))
+    text = _BULK_PROGRAM.format(dt=dtype.value, n=elems, stage=min(elems, _STAGE_MAX), right=_RIGHT_NEIGHBOUR)
     return parse_program(text, "<bench bulk>")
 
 

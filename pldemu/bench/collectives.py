@@ -35,9 +35,8 @@ phases) and one untimed counted run (bytes the busiest rank's data ops write):
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -55,7 +54,8 @@ from pldemu.bench.common import (
 )
 from pldemu.bench.signals import FLOOR_HOPS, FutexPingPong, RawSignals
 from pldemu.collectives import CollectiveSpec, collective_program
-from pldemu.harness.data import CheckCase, rank_inputs, values
+from pldemu.harness.data import CheckCase, RankInputs, rank_inputs, values
+from pldemu.harness.native import NATIVE, native_call
 from pldemu.harness.oracle import count_wrong, expected
 from pldemu.ir import AllreduceMode, DType, Op, ReduceOp
 from pldemu.runtime.sites import OpEvent
@@ -380,72 +380,18 @@ def _pldemu_contender(case: CollectiveCase, inst: Any, cp: Any, own: Any, exp: n
     return Contender("pldemu", inst.run, prepare, check)
 
 
-NativeCall = tuple[Callable[[], object], np.ndarray, np.ndarray]
-"""What a native contender builder returns: the timed call, the buffer it fills, the expected result."""
-
-
-def _native_allreduce(comm: MPI.Intracomm, case: CollectiveCase, own: Any, exp: np.ndarray) -> NativeCall:
-    send = np.ascontiguousarray(own.target.reshape(-1))
-    recv = np.empty_like(send)
-    return lambda: comm.Allreduce(send, recv, MPI.SUM), recv, exp.reshape(-1)
-
-
-def _native_reduce_scatter(comm: MPI.Intracomm, case: CollectiveCase, own: Any, exp: np.ndarray) -> NativeCall:
-    send = np.ascontiguousarray(own.target.reshape(-1))
-    recv = np.empty(case.size, dtype=case.dtype.np)
-    return lambda: comm.Reduce_scatter_block(send, recv, MPI.SUM), recv, exp[comm.Get_rank()].reshape(-1)
-
-
-def _native_broadcast(comm: MPI.Intracomm, case: CollectiveCase, own: Any, exp: np.ndarray) -> NativeCall:
-    buf = np.empty(case.size, dtype=case.dtype.np)
-    root_data = exp.reshape(-1).copy()
-    if comm.Get_rank() == case.root:
-        np.copyto(buf, root_data)  # the root's buffer is never written by Bcast
-    return lambda: comm.Bcast(buf, root=case.root), buf, root_data
-
-
-def _native_allgather(comm: MPI.Intracomm, case: CollectiveCase, own: Any, exp: np.ndarray) -> NativeCall:
-    send = np.ascontiguousarray(own.local_data.reshape(-1))
-    recv = np.empty(comm.Get_size() * case.size, dtype=case.dtype.np)
-    return lambda: comm.Allgather(send, recv), recv, exp.reshape(-1)
-
-
-def _native_all_to_all(comm: MPI.Intracomm, case: CollectiveCase, own: Any, exp: np.ndarray) -> NativeCall:
-    send = np.ascontiguousarray(own.input.reshape(-1))
-    recv = np.empty(comm.Get_size() * case.size, dtype=case.dtype.np)
-    return lambda: comm.Alltoall(send, recv), recv, exp.reshape(-1)
-
-
-def _native_all_to_all_v(comm: MPI.Intracomm, case: CollectiveCase, own: Any, exp: np.ndarray) -> NativeCall:
-    m, nr, size = BENCH_MAX_RECV, comm.Get_size(), case.size
-    send = np.ascontiguousarray(own.input.reshape(-1))
-    recv = np.empty(nr * m * size, dtype=case.dtype.np)
-    counts = [m * size] * nr
-    displs = [d * m * size for d in range(nr)]
-    return lambda: comm.Alltoallv([send, (counts, displs)], [recv, (counts, displs)]), recv, exp.reshape(-1)
-
-
-_NATIVE: Mapping[str, Callable[[MPI.Intracomm, CollectiveCase, Any, np.ndarray], NativeCall]] = MappingProxyType({
-    "allreduce": _native_allreduce,
-    "reduce_scatter": _native_reduce_scatter,
-    "broadcast": _native_broadcast,
-    "allgather": _native_allgather,
-    "all_to_all": _native_all_to_all,
-    "all_to_all_v": _native_all_to_all_v,
-})
-"""The native MPI collective of each benchmarked collective (barrier: ``comm.Barrier``, unchecked)."""
-
-
-def _native_contender(case: CollectiveCase, comm: MPI.Intracomm, own: Any, exp: np.ndarray | None) -> Contender:
-    """The native MPI collective on the same inputs; out of place (inputs never need restoring)."""
+def _native_contender(case: CollectiveCase, comm: MPI.Intracomm, own: RankInputs, exp: np.ndarray | None) -> Contender:
+    """The native MPI collective (:data:`pldemu.harness.native.NATIVE`, blocking form, timed) on the
+    same inputs; out of place (inputs never need restoring) except broadcast's root buffer."""
     name = case.name
     if name == "barrier":
         return Contender("native", comm.Barrier)
-    build = _NATIVE.get(name)
-    if build is None:
+    if name not in NATIVE:
         raise BenchError(f"no native reference for {name}")
     assert exp is not None
-    run, out, want = build(comm, case, own, exp)
+    call = native_call(comm, case.check_case(), own)
+    want = exp[comm.Get_rank()] if name == "reduce_scatter" else exp
+    out = call.out
     prepare: Callable[[], None] | None = None
     if not (name == "broadcast" and comm.Get_rank() == case.root):
         def prepare() -> None:
@@ -454,7 +400,7 @@ def _native_contender(case: CollectiveCase, comm: MPI.Intracomm, own: Any, exp: 
     def check() -> int:
         return count_wrong(want, out)
 
-    return Contender("native", run, prepare, check)
+    return Contender("native", call.blocking, prepare, check)
 
 
 __all__ = [

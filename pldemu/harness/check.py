@@ -39,9 +39,8 @@ deadlocked collective ends in :class:`CheckTimeout` on every rank instead of a h
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -60,7 +59,8 @@ from pldemu.harness.blocks import (
 )
 from pldemu.harness.common import CheckError, CheckTimeout, Failure, RowTotals, bounded
 from pldemu.harness.common import signal_cells as _signal_cells
-from pldemu.harness.data import CheckCase, clamp_rows, max_exact_ranks, rank_inputs, send_counts
+from pldemu.harness.data import CheckCase, RankInputs, max_exact_ranks, rank_inputs
+from pldemu.harness.native import NATIVE, AlltoallvRows, alltoallv_rows, native_call
 from pldemu.harness.oracle import check_rank, count_wrong, reduced_region, signal_nonzero
 from pldemu.ir import ReduceOp
 from pldemu.ir.dtypes import numpy_dtype
@@ -72,15 +72,6 @@ CONSUME_FENCE = frozenset({"allgather", "all_to_all", "broadcast"})
 
 HEADER = f"{'iters':>7}  {'size(B)':>10}  {'dtype':>5}  {'time/iter(us)':>13}  {'#wrong':>7}  {'cells!=0':>8}  {'native':>7}"
 """Column titles of the progress table (nccl-tests style)."""
-
-_MPI_OP: Mapping[ReduceOp, MPI.Op] = MappingProxyType(
-    {
-        ReduceOp.Sum: MPI.SUM,
-        ReduceOp.Max: MPI.MAX,
-        ReduceOp.Min: MPI.MIN,
-        ReduceOp.Prod: MPI.PROD,
-    }
-)
 
 
 def _reduce_op(value: Any) -> ReduceOp:
@@ -239,98 +230,56 @@ def native_mismatch(
     recv_counts: np.ndarray | None,
     timeout: float,
 ) -> int | None:
-    """Run the native MPI collective on ``iteration``'s inputs; count elements that differ from pldemu.
+    """Run the native MPI collective (:data:`pldemu.harness.native.NATIVE`, non-blocking and bounded)
+    on ``iteration``'s inputs; count elements that differ from pldemu.
 
     ``target``/``recv_counts`` are this rank's pldemu results of that iteration.  Returns None for
     barrier (no native equivalent).  Collective over ``comm``.
     """
-    me, nr, size = comm.Get_rank(), case.nranks, case.size
-    own = rank_inputs(case, me, iteration)
     name = case.name
-    what = f"native {name}"
     if name == "barrier":
         return None
+    if name not in NATIVE:
+        raise CheckError(f"no native reference for {name}")
     assert target is not None
+    me = comm.Get_rank()
+    own = rank_inputs(case, me, iteration)
+    rows = alltoallv_rows(case, me, iteration, own) if name == "all_to_all_v" else None
+    call = native_call(comm, case, own, rows)
+    bounded(comm, timeout).complete(call.start(), f"native {name}")
     if name == "allreduce":
-        assert own.target is not None
-        return count_wrong(_native_allreduce(comm, case, own.target, timeout), target)
+        return count_wrong(_allreduce_ref(case, own, call.out), target)
     if name == "reduce_scatter":
-        assert own.target is not None
-        recv = np.empty(size, dtype=case.dtype)
-        req = comm.Ireduce_scatter_block(np.ascontiguousarray(own.target), recv, _MPI_OP[case.reduce])
-        bounded(comm, timeout).complete(req, what)
-        return count_wrong(recv, target[me])
-    if name == "broadcast":
-        assert own.target is not None
-        buf = np.ascontiguousarray(own.target.copy())
-        bounded(comm, timeout).complete(comm.Ibcast(buf, root=case.root), what)
-        return count_wrong(buf, target)
-    if name == "allgather":
-        assert own.local_data is not None
-        recv = np.empty((nr, size), dtype=case.dtype)
-        bounded(comm, timeout).complete(comm.Iallgather(np.ascontiguousarray(own.local_data.reshape(-1)), recv), what)
-        return count_wrong(recv, target)
-    if name == "all_to_all":
-        assert own.input is not None
-        recv = np.empty((nr, size), dtype=case.dtype)
-        bounded(comm, timeout).complete(comm.Ialltoall(np.ascontiguousarray(own.input), recv), what)
-        return count_wrong(recv, target)
-    if name == "all_to_all_v":
-        return _native_alltoallv(comm, case, iteration, target, recv_counts, timeout)
-    raise CheckError(f"no native reference for {name}")
+        return count_wrong(call.out, target[me])
+    if rows is not None:
+        return _alltoallv_wrong(case, rows, call.out, target, recv_counts)
+    return count_wrong(call.out, target)
 
 
-def _native_allreduce(comm: MPI.Comm, case: CheckCase, own: np.ndarray, timeout: float) -> np.ndarray:
-    """This rank's target after native MPI's Allreduce of the region the recipe reduces."""
+def _allreduce_ref(case: CheckCase, own: RankInputs, reduced: np.ndarray) -> np.ndarray:
+    """This rank's target after native MPI's Allreduce of the region the recipe reduces (``reduced``)."""
+    assert own.target is not None
     region = reduced_region(case)
+    ref = own.target.copy()
     if region is None:
-        send = np.ascontiguousarray(own)
+        ref[...] = reduced
     elif isinstance(region, int):
-        send = np.ascontiguousarray(own.reshape(-1)[:region])
+        ref.reshape(-1)[:region] = reduced
     else:
-        send = np.ascontiguousarray(own[region])
-    recv = np.empty_like(send)
-    bounded(comm, timeout).complete(comm.Iallreduce(send, recv, _MPI_OP[case.reduce]), "native allreduce")
-    ref = own.copy()
-    if region is None:
-        ref[...] = recv
-    elif isinstance(region, int):
-        ref.reshape(-1)[:region] = recv
-    else:
-        ref[region] = recv
+        ref[region] = reduced
     return ref
 
 
-def _native_alltoallv(
-    comm: MPI.Comm,
-    case: CheckCase,
-    iteration: int,
-    target: np.ndarray,
-    recv_counts: np.ndarray | None,
-    timeout: float,
-) -> int:
-    me, nr, size, m = comm.Get_rank(), case.nranks, case.size, case.max_recv
-    own = rank_inputs(case, me, iteration)
-    assert own.input is not None and own.send_counts is not None
-    out_rows = clamp_rows(own.send_counts, m)
-    in_rows = np.array(
-        [int(clamp_rows(send_counts(case.seed, s, iteration, nr, m)[me], m)) for s in range(nr)]
-    )
-    displs = [d * m * size for d in range(nr)]
-    recv = np.full((nr * m, size), np.nan, dtype=case.dtype)
-    send = np.ascontiguousarray(own.input)
-    req = comm.Ialltoallv(
-        [send, ([int(r) * size for r in out_rows], displs)],
-        [recv, ([int(r) * size for r in in_rows], displs)],
-    )
-    bounded(comm, timeout).complete(req, "native all_to_all_v")
+def _alltoallv_wrong(case: CheckCase, rows: AlltoallvRows, recv: np.ndarray, target: np.ndarray,
+                     recv_counts: np.ndarray | None) -> int:
+    """Elements of the received rows (and the receive counts) that differ from native MPI's."""
+    nr, m = case.nranks, case.max_recv
     diff = 0
     for s in range(nr):
-        rows = int(in_rows[s])
-        block = slice(s * m, s * m + rows)
+        block = slice(s * m, s * m + int(rows.in_rows[s]))
         diff += count_wrong(recv[block], target[block])
     if recv_counts is not None:
-        diff += count_wrong(in_rows.reshape(nr, 1).astype(np.int32), recv_counts.reshape(nr, 1))
+        diff += count_wrong(np.array(rows.in_rows).reshape(nr, 1).astype(np.int32), recv_counts.reshape(nr, 1))
     return diff
 
 

@@ -21,6 +21,8 @@ import numpy as np
 
 from pldemu.harness.data import CheckCase, clamp_rows, rank_inputs, send_counts, values
 from pldemu.ir import ReduceOp
+from pldemu.mismatch import Mismatch
+from pldemu.mismatch import compare as compare_buffers
 
 _UFUNC: Mapping[ReduceOp, Callable[..., np.ndarray]] = MappingProxyType(
     {
@@ -132,60 +134,12 @@ def expected(case: CheckCase, rank: int, iteration: int) -> Expected:
     return Expected()  # barrier: the signal check is the whole story
 
 
-@dataclass(frozen=True)
-class Mismatch:
-    """Result of a comparison: how many elements differ, and the first one (row-major order)."""
-
-    count: int = 0
-    index: tuple[int, ...] | None = None
-    expected: float | int | None = None
-    seen: float | int | None = None
-    what: str = "target"
-
-    @property
-    def ok(self) -> bool:
-        """True when nothing differed."""
-        return self.count == 0
-
-    def as_tuple(self) -> tuple[int, tuple[int, ...] | None, float | int | None, float | int | None]:
-        """The documented comparison tuple ``(#wrong, first differing index, expected, seen)``."""
-        return (self.count, self.index, self.expected, self.seen)
-
-    def describe(self) -> str:
-        """``3 wrong in target, first at (0, 5): expected 1.5, seen nan``."""
-        if self.ok:
-            return f"{self.what}: ok"
-        return (
-            f"{self.count} wrong in {self.what}, first at {self.index}: "
-            f"expected {self.expected!r}, seen {self.seen!r}"
-        )
-
-
-def _scalar(x: np.generic) -> float | int:
-    return int(x) if np.issubdtype(x.dtype, np.integer) else float(x)
-
-
 def compare(
     expected: np.ndarray, seen: np.ndarray, mask: np.ndarray | None = None, what: str = "target"
 ) -> Mismatch:
-    """Element-wise ``expected == seen`` over ``mask`` (all elements if None)."""
-    exp = np.asarray(expected)
-    got = np.asarray(seen)
-    if exp.shape != got.shape:
-        if exp.size != got.size:
-            return Mismatch(
-                max(exp.size, got.size), None, None, None, f"{what} (shape {got.shape} != {exp.shape})"
-            )
-        got = got.reshape(exp.shape)
-    bad = exp != got  # NaN != NaN: the poison fill never passes
-    if mask is not None:
-        bad &= mask
-    count = int(np.count_nonzero(bad))
-    if not count:
-        return Mismatch(what=what)
-    flat = int(np.flatnonzero(bad)[0])
-    idx = tuple(int(i) for i in np.unravel_index(flat, exp.shape))
-    return Mismatch(count, idx, _scalar(exp[idx]), _scalar(got[idx]), what)
+    """Element-wise ``expected == seen`` over ``mask`` (all elements if None): exact, a NaN never
+    equals anything (the poison fill never passes), the same size in another shape compared flat."""
+    return compare_buffers(expected, seen, what=what, mask=mask, nan_equal=False, flat_same_size=True)
 
 
 def count_wrong(expected: np.ndarray, seen: np.ndarray) -> int:

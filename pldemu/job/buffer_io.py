@@ -30,6 +30,8 @@ import numpy as np
 
 from pldemu.ir import DType
 from pldemu.job.precheck import StaticBuffer
+from pldemu.mismatch import EXACT, Mismatch, Tolerance
+from pldemu.mismatch import compare as compare_buffers
 
 RANK_DIR = "rank{rank}"
 """Sub-directory of a per-rank file (``DIR/rank3/x.npy``), also the layout of ``--dump``."""
@@ -177,69 +179,13 @@ def _check_file(path: Path, name: str, specs: Mapping[str, StaticBuffer], what: 
         raise BufferFileError(f"{what} {path}: shape {list(arr.shape)} but buffer {name} is {list(spec.shape)}")
 
 
-@dataclass(frozen=True)
-class Tolerance:
-    """How close is equal: exact when both are 0 (``numpy.isclose`` semantics otherwise)."""
-
-    rtol: float = 0.0
-    atol: float = 0.0
-
-    def describe(self) -> str:
-        return "exact" if self.rtol == 0 and self.atol == 0 else f"rtol={self.rtol:g} atol={self.atol:g}"
-
-
-EXACT = Tolerance()
-
-
-@dataclass(frozen=True)
-class Mismatch:
-    """One buffer of one rank that differs from its expectation: how many elements, the first one."""
-
-    rank: int
-    name: str
-    wrong: int
-    total: int
-    index: tuple[int, ...]
-    got: str
-    expected: str
-
-    def describe(self) -> str:
-        at = "[" + ", ".join(map(str, self.index)) + "]"
-        return (f"rank {self.rank} {self.name}: #wrong {self.wrong}/{self.total}, first at {at}: "
-                f"got {self.got}, expected {self.expected}")
-
-
 def compare(rank: int, name: str, got: np.ndarray, expected: np.ndarray, tol: Tolerance = EXACT) -> Mismatch | None:
     """``None`` when ``got`` equals ``expected`` within ``tol``, else the :class:`Mismatch`.
 
     A shape difference counts every element wrong. Floats compare in float64 (bf16 / fp8 included);
     NaN equals NaN, so a poisoned element that the expectation also leaves NaN is not wrong."""
-    got, expected = np.asarray(got), np.asarray(expected)
-    if got.shape != expected.shape:
-        return Mismatch(rank, name, max(got.size, expected.size), max(got.size, expected.size), (),
-                        f"shape {list(got.shape)}", f"shape {list(expected.shape)}")
-    bad = ~_close(got, expected, tol)
-    wrong = int(bad.sum())
-    if wrong == 0:
-        return None
-    index = tuple(int(i) for i in np.argwhere(bad)[0])
-    return Mismatch(rank, name, wrong, int(got.size), index, _show(got[index]), _show(expected[index]))
-
-
-def _close(got: np.ndarray, expected: np.ndarray, tol: Tolerance) -> np.ndarray:
-    numeric = got.dtype.kind in "fc" or expected.dtype.kind in "fc" or got.dtype.kind == "V"
-    if not numeric:
-        if tol == EXACT:
-            return np.asarray(got == expected)
-        return np.isclose(got.astype(np.float64), expected.astype(np.float64), rtol=tol.rtol, atol=tol.atol)
-    a, b = got.astype(np.float64), expected.astype(np.float64)
-    if tol == EXACT:
-        return np.asarray((a == b) | (np.isnan(a) & np.isnan(b)))
-    return np.isclose(a, b, rtol=tol.rtol, atol=tol.atol, equal_nan=True)
-
-
-def _show(value: object) -> str:
-    return repr(value.item()) if isinstance(value, np.generic) else repr(value)
+    m = compare_buffers(expected, got, what=name, tol=tol, nan_equal=True, flat_same_size=False, rank=rank)
+    return None if m.ok else m
 
 
 def compare_all(rank: int, buffers: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarray],

@@ -17,27 +17,25 @@ from pldemu.lowering.common import (
     check_dims,
     check_separate_input,
     check_signal,
-    check_window,
-    emit_barrier,
+    check_target_dtype,
     emit_comm,
-    emit_epilogue,
+    emit_single_phase_end,
     same_extent,
     show,
     stage_tile,
     subst_nr,
     tensor_arg,
+    window_target,
 )
 
 
 def lower_all_to_all(call: Call, fb: FunctionBuilder, ctx: LoweringContext) -> Lowered:
     """Lower one all_to_all."""
     src, it = tensor_arg(ctx, call, 0, "input")
-    target, t = tensor_arg(ctx, call, 1, "target")
-    check_window(ctx, "target", t)
+    target, t = window_target(ctx, call, 1)
     check_dims(ctx, "target", t, [lambda n: n, None], "[NR, SIZE]")
     check_dims(ctx, "input", it, [lambda n: n, None], "[NR, SIZE]")
-    if it.dtype is not t.dtype:
-        raise ctx.error("input", f"of the target's dtype {t.dtype.value}", it.dtype.value)
+    check_target_dtype(ctx, "input", it, t)
     size = t.shape[1]
     if not same_extent(it.shape[1], size, ctx.nranks):
         raise ctx.error("input", f"shaped like the target [NR, {show(size)}]", show(it.shape))
@@ -49,8 +47,7 @@ def lower_all_to_all(call: Call, fb: FunctionBuilder, ctx: LoweringContext) -> L
     n = subst_nr(size, comm.nr)
     with fb.for_range(0, comm.nr, hint="dest") as dest:
         fb.pld.tile.put(target, dest, src, stage, [comm.me, 0], [dest, 0], [1, n])
-    emit_barrier(fb, comm, 1)
-    emit_epilogue(fb, comm, 1)
+    emit_single_phase_end(fb, comm)
     return Lowered(target, Const(1), None, None, shape)
 
 

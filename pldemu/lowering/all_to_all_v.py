@@ -33,6 +33,7 @@ from pldemu.lowering.common import (
     check_dims,
     check_separate_input,
     check_signal,
+    check_target_dtype,
     check_window,
     emit_barrier,
     emit_comm,
@@ -45,19 +46,18 @@ from pldemu.lowering.common import (
     stage_tile,
     subst_nr,
     tensor_arg,
+    window_target,
 )
 
 
 def lower_all_to_all_v(call: Call, fb: FunctionBuilder, ctx: LoweringContext) -> Lowered:
     """Lower one all_to_all_v."""
     src, it = tensor_arg(ctx, call, 0, "input")
-    target, t = tensor_arg(ctx, call, 1, "target")
-    check_window(ctx, "target", t)
+    target, t = window_target(ctx, call, 1)
     if len(t.shape) != 2:
         raise ctx.error("target", "2-D [NR * MAX_RECV, SIZE]", show(t.shape))
     max_recv = _max_recv(ctx, t.shape[0])
-    if it.dtype is not t.dtype:
-        raise ctx.error("input", f"of the target's dtype {t.dtype.value}", it.dtype.value)
+    check_target_dtype(ctx, "input", it, t)
     if len(it.shape) != 2 or not all(same_extent(a, b, ctx.nranks) for a, b in zip(it.shape, t.shape, strict=True)):
         raise ctx.error("input", f"shaped like the target {show(t.shape)}", show(it.shape))
     check_separate_input(ctx, src, it, target, t)

@@ -20,30 +20,28 @@ from pldemu.lowering.common import (
     check_dims,
     check_fully_valid,
     check_signal,
-    check_window,
-    emit_barrier,
+    check_target_dtype,
     emit_comm,
-    emit_epilogue,
+    emit_single_phase_end,
     same_extent,
     show,
     stage_tile,
     subst_nr,
     tensor_arg,
+    window_target,
 )
 
 
 def lower_allgather(call: Call, fb: FunctionBuilder, ctx: LoweringContext) -> Lowered:
     """Lower one allgather."""
     local, lt = tensor_arg(ctx, call, 0, "local_data")
-    target, t = tensor_arg(ctx, call, 1, "target")
-    check_window(ctx, "target", t)
+    target, t = window_target(ctx, call, 1)
     if ctx.root(local) & ctx.root(target):
         raise ctx.error("local_data", "a buffer other than the target (it is pushed into the target of every "
                         "rank, its own included)", f"{local.name} aliases {target.name}")
     check_dims(ctx, "target", t, [lambda n: n, None], "[NR, SIZE]")
     check_dims(ctx, "local_data", lt, [lambda n: 1, None], "[1, SIZE]")
-    if lt.dtype is not t.dtype:
-        raise ctx.error("local_data", f"of the target's dtype {t.dtype.value}", lt.dtype.value)
+    check_target_dtype(ctx, "local_data", lt, t)
     size = t.shape[1]
     if not same_extent(lt.shape[1], size, ctx.nranks):
         raise ctx.error("local_data", f"[1, {show(size)}] (one row of the target)", show(lt.shape))
@@ -57,8 +55,7 @@ def lower_allgather(call: Call, fb: FunctionBuilder, ctx: LoweringContext) -> Lo
     n = subst_nr(size, comm.nr)
     with fb.for_range(0, comm.nr, hint="peer") as peer:
         fb.pld.tile.put(target, peer, local, stage, [comm.me, 0], [0, 0], [1, n])
-    emit_barrier(fb, comm, 1)  # the gathered rows are complete on every rank only after this
-    emit_epilogue(fb, comm, 1)
+    emit_single_phase_end(fb, comm)  # the gathered rows are complete on every rank only after its barrier
     return Lowered(target, Const(1), None, None, shape)
 
 

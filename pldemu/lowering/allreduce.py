@@ -19,9 +19,8 @@ from pldemu.lowering.common import (
     check_layout,
     check_packed,
     check_signal,
-    check_window,
     reduce_op,
-    tensor_arg,
+    window_target,
 )
 
 ModeRule = Callable[[Call, FunctionBuilder, LoweringContext, Var, Var, Op], Lowered]
@@ -40,8 +39,7 @@ def lower_allreduce(call: Call, fb: FunctionBuilder, ctx: LoweringContext) -> Lo
         legal = ", ".join(m.name for m in AllreduceMode)
         raise ctx.error("mode", f"one of {legal}", repr(mode))
     tile_op = reduce_op(ctx, call)
-    target, t = tensor_arg(ctx, call, 0, "target")
-    check_window(ctx, "target", t)
+    target, t = window_target(ctx, call, 0)
     check_dtype(ctx, "target", t, REDUCE_DTYPES)
     check_packed(ctx, "target", t)
     check_layout(ctx, "target", t)

@@ -37,32 +37,29 @@ from pldemu.lowering.common import (
     Geometry,
     Lowered,
     LoweringContext,
+    bind_runtime,
     emit_barrier,
     emit_comm,
     emit_epilogue,
     emit_peer_loop,
     numel,
-    partial_valid,
     show,
     subst_nr,
+    target_geometry,
 )
 
 
 def lower_allreduce_mesh(call: Call, fb: FunctionBuilder, ctx: LoweringContext, target: Var, signal: Var,
                          tile_op: Op) -> Lowered:
     """Emit the mesh recipe (arguments already validated by ``lower_allreduce``)."""
-    t = target.type
-    assert isinstance(t, TensorType)
-    geo = Geometry.of(t.dtype)
-    valid = partial_valid(t)
+    t, geo, valid = target_geometry(target)
     if valid is not None:
         return _rectangle(fb, ctx, target, signal, tile_op, t, valid, geo)
 
     comm = emit_comm(fb, ctx, target, signal)
     n_sym = numel(t.shape)
     n: Expr = subst_nr(n_sym, comm.nr)
-    if static_int(n) is None:
-        n = fb.let("size", n)  # a runtime extent: the chunk loop bound and every tail width
+    n = bind_runtime(fb, "size", n)  # a runtime extent: the chunk loop bound and every tail width
     c = geo.chunk_cols(n_sym)
     flat = fb.pld.tensor.view(target, [1, n])
     emit_barrier(fb, comm, 1)  # ready: every rank's input is staged before anyone reads it
@@ -79,7 +76,7 @@ def lower_allreduce_mesh(call: Call, fb: FunctionBuilder, ctx: LoweringContext, 
     # (only the ready credit when the variant drops the post-reduce barrier).
     total_sym = 1 + chunks_sym if comm.variant.mesh_post_reduce_barrier else Const(1)
     total = subst_nr(total_sym, comm.nr)
-    emit_epilogue(fb, comm, total if static_int(total) is not None else fb.let("credits", total))
+    emit_epilogue(fb, comm, bind_runtime(fb, "credits", total))
     return Lowered(target, total_sym, None, chunks_sym, None)
 
 

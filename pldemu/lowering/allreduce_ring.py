@@ -22,7 +22,6 @@ from pldemu.ir.nodes import (
     Const,
     Expr,
     ExprLike,
-    TensorType,
     Var,
     ceildiv,
     emax,
@@ -35,25 +34,23 @@ from pldemu.lowering.common import (
     Geometry,
     Lowered,
     LoweringContext,
+    bind_runtime,
     emit_barrier,
     emit_comm,
     emit_epilogue,
     numel,
-    partial_valid,
     ring_boundary,
     ring_max_segment,
     show,
     subst_nr,
+    target_geometry,
 )
 
 
 def lower_allreduce_ring(call: Call, fb: FunctionBuilder, ctx: LoweringContext, target: Var, signal: Var,
                          tile_op: Op) -> Lowered:
     """Emit the ring recipe (arguments already validated by ``lower_allreduce``)."""
-    t = target.type
-    assert isinstance(t, TensorType)
-    geo = Geometry.of(t.dtype)
-    valid = partial_valid(t)
+    t, geo, valid = target_geometry(target)
     if valid is not None and not _is_linear_prefix(valid, t.shape):
         raise ctx.error("target", "a contiguous row-major prefix when a partial valid_shape is used with "
                         "mode=ring (the ring reduces one linear stream)", f"valid {show(valid)} of shape {show(t.shape)}")
@@ -63,8 +60,7 @@ def lower_allreduce_ring(call: Call, fb: FunctionBuilder, ctx: LoweringContext, 
     size_sym = numel(valid if valid is not None else t.shape)
     size: Expr = subst_nr(size_sym, nr)
     phys = subst_nr(numel(t.shape), nr)
-    if static_int(size) is None:
-        size = fb.let("size", size)  # a runtime extent, used by every boundary below
+    size = bind_runtime(fb, "size", size)  # a runtime extent, used by every boundary below
     c = geo.chunk_cols(size_sym)  # no segment is longer than SIZE, so a short SIZE shrinks the chunk
     chunks_sym: Expr = ceildiv(ring_max_segment(size_sym, NR, geo), c)
     static_size = static_int(size_sym)
@@ -92,15 +88,11 @@ def lower_allreduce_ring(call: Call, fb: FunctionBuilder, ctx: LoweringContext, 
     rows = 2 * (nr - 1)
     if comm.variant.ring_push_done:
         credits_sym = 2 * chunks_sym
-        emit_epilogue(fb, comm, _bind(fb, "credits", 2 * chunks), rows)
+        emit_epilogue(fb, comm, bind_runtime(fb, "credits", 2 * chunks), rows)
     else:  # one (ready) barrier per subchunk: ``chunks`` credits per row
         credits_sym = chunks_sym
         emit_epilogue(fb, comm, chunks, rows)
     return Lowered(target, credits_sym, 2 * (NR - 1), chunks_sym, (1, c))
-
-
-def _bind(fb: FunctionBuilder, hint: str, e: Expr) -> Expr:
-    return e if static_int(e) is not None else fb.let(hint, e)
 
 
 def _is_linear_prefix(valid: tuple[Expr, ...], shape: tuple[Expr, ...]) -> bool:
@@ -172,7 +164,7 @@ class _Ring:
     def generation(self, k: Expr) -> Expr:
         """Ready generation 2k + 1 of subchunk k (push-done is one more); k + 1 without push-done."""
         per_subchunk = 2 if self.comm.variant.ring_push_done else 1
-        return _bind(self.fb, "ready", per_subchunk * k + 1)
+        return bind_runtime(self.fb, "ready", per_subchunk * k + 1)
 
     def push_done(self, ready: Expr, row: ExprLike) -> None:
         """Push-done barrier (ready + 1): every push of the subchunk has landed before anyone reads
@@ -186,7 +178,7 @@ class _Ring:
         recv_lo, recv_len = self.segment(self.seg_index(s, -1, "recv_seg"), "recv")
 
         def subchunk(k: Expr) -> None:
-            col = _bind(fb, "col", k * self.c)
+            col = bind_runtime(fb, "col", k * self.c)
             send_n = self.extent(send_len, col, "send_n")
             recv_n = self.extent(recv_len, col, "recv_n")
             at = recv_lo + col
@@ -213,7 +205,7 @@ class _Ring:
         lo, length = self.segment(self.seg_index(s, 1, "fwd_seg"), "fwd")
 
         def subchunk(k: Expr) -> None:
-            col = _bind(fb, "col", k * self.c)
+            col = bind_runtime(fb, "col", k * self.c)
             n = self.extent(length, col, "fwd_n")
             ready = self.generation(k)
             # Ready: every rank finished the previous round, so the forwarded slot holds final data

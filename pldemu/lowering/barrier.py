@@ -12,9 +12,8 @@ from pldemu.lowering.common import (
     Lowered,
     LoweringContext,
     check_signal,
-    emit_barrier,
     emit_comm,
-    emit_epilogue,
+    emit_single_phase_end,
 )
 
 
@@ -22,8 +21,7 @@ def lower_barrier(call: Call, fb: FunctionBuilder, ctx: LoweringContext) -> Lowe
     """Lower one barrier."""
     signal = check_signal(ctx, call, 0)
     comm = emit_comm(fb, ctx, signal, signal)
-    emit_barrier(fb, comm, 1)
-    emit_epilogue(fb, comm, 1)
+    emit_single_phase_end(fb, comm)
     return Lowered(signal, Const(1))
 
 

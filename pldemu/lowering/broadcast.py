@@ -20,12 +20,11 @@ from pldemu.lowering.common import (
     LoweringContext,
     check_fully_valid,
     check_signal,
-    check_window,
     emit_barrier,
     emit_comm,
     emit_epilogue,
     stage_tile,
-    tensor_arg,
+    window_target,
 )
 
 
@@ -36,8 +35,7 @@ def lower_broadcast(call: Call, fb: FunctionBuilder, ctx: LoweringContext) -> Lo
         raise ctx.error("root", "a non-negative integer rank", repr(root))
     if ctx.nranks is not None and root >= ctx.nranks:
         raise ctx.error("root", f"a rank below the pinned NR = {ctx.nranks}", str(root))
-    target, t = tensor_arg(ctx, call, 0, "target")
-    check_window(ctx, "target", t)
+    target, t = window_target(ctx, call, 0)
     check_fully_valid(ctx, "target", t)
     signal = check_signal(ctx, call, 1)
 

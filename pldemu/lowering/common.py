@@ -349,6 +349,13 @@ def emit_barrier(fb: FunctionBuilder, comm: Comm, g: ExprLike, row: ExprLike | N
         emit_notify_all(fb, comm, row, g)
 
 
+def emit_single_phase_end(fb: FunctionBuilder, comm: Comm) -> None:
+    """The end of a collective with one barrier phase: barrier(1) (every rank's data has landed),
+    then the epilogue retiring that one credit per cell."""
+    emit_barrier(fb, comm, 1)
+    emit_epilogue(fb, comm, 1)
+
+
 def emit_epilogue(fb: FunctionBuilder, comm: Comm, n: ExprLike, rows: ExprLike | None = None) -> None:
     """Retire this call's ``n`` credits per peer from every non-self cell (of every row, for ring).
 
@@ -408,6 +415,20 @@ def check_window(ctx: LoweringContext, name: str, t: TensorType) -> None:
         raise ctx.error(name, "a window (DistributedTensor) so peers can reach it", describe(t))
 
 
+def window_target(ctx: LoweringContext, call: Call, index: int) -> tuple[Var, TensorType]:
+    """The ``index``-th argument as the collective's target: a tensor variable that is a window
+    (every collective's result lands where peers can write it)."""
+    target, t = tensor_arg(ctx, call, index, "target")
+    check_window(ctx, "target", t)
+    return target, t
+
+
+def check_target_dtype(ctx: LoweringContext, name: str, arg: TensorType, t: TensorType) -> None:
+    """The data argument ``name`` moves into the target as it is: it must have the target's dtype."""
+    if arg.dtype is not t.dtype:
+        raise ctx.error(name, f"of the target's dtype {t.dtype.value}", arg.dtype.value)
+
+
 def check_dtype(ctx: LoweringContext, name: str, t: TensorType, allowed: Sequence[DType]) -> None:
     if t.dtype not in allowed:
         legal = " or ".join(d.value.upper() for d in allowed)
@@ -435,6 +456,19 @@ def check_separate_input(ctx: LoweringContext, src: Var, it: TensorType, target:
         raise ctx.error("input", "a buffer other than the target", f"{src.name} aliases {target.name}")
     check_fully_valid(ctx, "target", t)
     check_fully_valid(ctx, "input", it)
+
+
+def bind_runtime(fb: FunctionBuilder, hint: str, e: Expr) -> Expr:
+    """``e`` itself when it is a static integer, else a ``let`` named ``hint`` (a runtime extent is
+    computed once, then used by every bound and width that needs it)."""
+    return e if static_int(e) is not None else fb.let(hint, e)
+
+
+def target_geometry(target: Var) -> tuple[TensorType, Geometry, tuple[Expr, ...] | None]:
+    """A validated allreduce target's type, its dtype's geometry and its partial valid shape (if any)."""
+    t = target.type
+    assert isinstance(t, TensorType)
+    return t, Geometry.of(t.dtype), partial_valid(t)
 
 
 def partial_valid(t: TensorType) -> tuple[Expr, ...] | None:
@@ -498,9 +532,46 @@ def check_layout(ctx: LoweringContext, name: str, t: TensorType) -> None:
 
 
 __all__ = [
-    "ALIGN_BYTES", "CHUNK_BYTES", "REDUCE_DTYPES", "Comm", "Geometry", "Lowered", "LoweringContext",
-    "LoweringError", "Rule", "check_dims", "check_dtype", "check_fully_valid", "check_layout", "check_packed",
-    "check_separate_input", "check_signal", "check_window", "emit_barrier", "emit_comm", "emit_epilogue", "emit_notify_all",
-    "emit_peer_loop", "emit_wait", "emit_wait_all", "eval_nr", "matches_nr", "numel", "partial_valid", "reduce_op",
-    "ring_boundary", "ring_max_segment", "same_extent", "show", "show_nr", "stage_tile", "subst_nr", "tensor_arg",
+    "ALIGN_BYTES",
+    "CHUNK_BYTES",
+    "REDUCE_DTYPES",
+    "Comm",
+    "Geometry",
+    "Lowered",
+    "LoweringContext",
+    "LoweringError",
+    "Rule",
+    "bind_runtime",
+    "check_dims",
+    "check_dtype",
+    "check_fully_valid",
+    "check_layout",
+    "check_packed",
+    "check_separate_input",
+    "check_signal",
+    "check_target_dtype",
+    "check_window",
+    "emit_barrier",
+    "emit_comm",
+    "emit_epilogue",
+    "emit_notify_all",
+    "emit_peer_loop",
+    "emit_single_phase_end",
+    "emit_wait",
+    "emit_wait_all",
+    "eval_nr",
+    "matches_nr",
+    "numel",
+    "partial_valid",
+    "reduce_op",
+    "ring_boundary",
+    "ring_max_segment",
+    "same_extent",
+    "show",
+    "show_nr",
+    "stage_tile",
+    "subst_nr",
+    "target_geometry",
+    "tensor_arg",
+    "window_target",
 ]

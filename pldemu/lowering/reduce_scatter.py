@@ -32,22 +32,20 @@ from pldemu.lowering.common import (
     check_fully_valid,
     check_packed,
     check_signal,
-    check_window,
     emit_barrier,
     emit_comm,
     emit_epilogue,
     emit_peer_loop,
     reduce_op,
     subst_nr,
-    tensor_arg,
+    window_target,
 )
 
 
 def lower_reduce_scatter(call: Call, fb: FunctionBuilder, ctx: LoweringContext) -> Lowered:
     """Lower one reduce_scatter: FP16/FP32, Sum/Max/Min/Prod."""
     tile_op = reduce_op(ctx, call)
-    target, t = tensor_arg(ctx, call, 0, "target")
-    check_window(ctx, "target", t)
+    target, t = window_target(ctx, call, 0)
     check_dtype(ctx, "target", t, REDUCE_DTYPES)
     check_packed(ctx, "target", t)
     check_dims(ctx, "target", t, [lambda n: n, None], "[NR, SIZE]")

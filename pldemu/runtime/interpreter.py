@@ -15,7 +15,6 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from dataclasses import fields as dataclass_fields
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -45,7 +44,7 @@ from pldemu.runtime.shm import unlink_named_segments
 from pldemu.runtime.sites import CallSite, OpEvent
 from pldemu.runtime.status import NFIELDS, RankState, StatusBoard
 from pldemu.runtime.values import Buffer, buffer_tensor
-from pldemu.windows import Window, WindowSet, WindowStats, allocate_window, host_layout
+from pldemu.windows import FreedOnExit, Window, WindowSet, WindowStats, allocate_window, host_layout
 
 if TYPE_CHECKING:  # imported at run time only when instrumentation is asked for
     from pldemu.runtime.instrument.invariants import InvariantChecker
@@ -127,7 +126,7 @@ class _Prepared:
     sites_by_function: dict[str, list[CallSite]] = field(default_factory=dict)
 
 
-class ProgramInstance:
+class ProgramInstance(FreedOnExit):
     """One rank's instantiation of a LOWERED program on a communicator.
 
     Construction is collective (every rank of ``comm`` must construct it with the same program and
@@ -343,19 +342,12 @@ class ProgramInstance:
             self._instruments.close()  # collective: rank 0 writes the trace
         self._free()
 
-    def __enter__(self) -> ProgramInstance:
-        return self
+    def free(self) -> None:
+        """:meth:`close` (what leaving a ``with`` block normally does)."""
+        self.close()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self._closed = True  # see the class docstring: no collective free on a failure path
+    def abandon(self) -> None:
+        self._closed = True  # see the class docstring: no collective free on a failure path
 
     # -- internals ---------------------------------------------------------------------------------
 

@@ -272,12 +272,18 @@ def region_layout(view_shape: Shape, shape: Shape) -> tuple[tuple[int, int], ...
 
 
 class FreedOnExit:
-    """A collective resource used as a context manager: leaving the ``with`` block calls ``free()``
-    (on every rank, error or not, so that the collective free cannot hang)."""
+    """A collective resource used as a context manager: leaving the ``with`` block calls ``free()``,
+    and after an exception :meth:`abandon` (by default ``free()`` too: on every rank, error or not,
+    so that the collective free cannot hang)."""
 
     def free(self) -> None:
         """Collectively release the resource; idempotent."""
         raise NotImplementedError
+
+    def abandon(self) -> None:
+        """Leave the block after an exception; a resource whose free would hang when only this rank
+        failed overrides it to leave the release to the MPI job's teardown."""
+        self.free()
 
     def __enter__(self) -> Self:
         return self
@@ -288,7 +294,10 @@ class FreedOnExit:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.free()
+        if exc_type is None:
+            self.free()
+        else:
+            self.abandon()
 
 
 class Window(FreedOnExit, ABC):

@@ -17,7 +17,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "pldemu"
 
 FLOORS: tuple[tuple[str, ...], ...] = (
-    ("pldemu.npdtypes", "pldemu.ir"),
+    ("pldemu.npdtypes", "pldemu.ir", "pldemu.mismatch"),
     ("pldemu.neuron", "pldemu.lowering", "pldemu.collectives", "pldemu.mutants", "pldemu.mpi", "pldemu.windows"),
     ("pldemu.runtime",),
     ("pldemu.job",),
