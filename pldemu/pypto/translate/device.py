@@ -20,11 +20,11 @@ from typing import Any
 
 from pldemu.ir.builder import FunctionBuilder
 from pldemu.ir.nodes import BinOp, BinOpKind, SourcePos, TensorType, TileType, Var, as_expr
-from pldemu.pypto.capture import CapturedFunction, CapturedProgram, Kind
+from pldemu.pypto.capture import CapturedFunction, CapturedProgram
 from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.translate.evaluator import Evaluator
 from pldemu.pypto.translate.ops import DEVICE_OPS, is_ir
-from pldemu.pypto.types import DslOp, PyDType, ScalarAnn, TensorAnn
+from pldemu.pypto.types import DslOp, ScalarAnn, TensorAnn
 
 _IR_CMP = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge"}
 
@@ -57,6 +57,8 @@ class _Carry:
 
 class DeviceTranslator(Evaluator):
     """Translates one function body (a fresh environment per inlined call)."""
+
+    WHERE = "in a device function"
 
     def __init__(self, emit: Emit, fn: CapturedFunction, env: dict[str, Any]) -> None:
         super().__init__(emit.prog, env, emit.dims)
@@ -196,25 +198,14 @@ class DeviceTranslator(Evaluator):
 
     # -- expressions -------------------------------------------------------------------------------
 
-    def eval_Call(self, node: ast.Call) -> Any:
-        func = node.func
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
-            return self.call_function(node, func.attr)
-        callee = self.eval(func)
-        if isinstance(callee, DslOp):
-            handler = DEVICE_OPS.get(callee.name)
-            if handler is None:
-                raise self.error(f"{callee.name} is not supported in a device function", node)
-            return handler(self, node)
-        if callable(callee) and (isinstance(getattr(callee, "__self__", None), PyDType)
-                                 or callee in (range, len, min, max, int, abs)):
-            return callee(*[self.eval(a) for a in node.args])
-        raise self.error(f"{ast.unparse(func)} cannot be called in a device function", node)
+    def call_dsl(self, name: str, node: ast.Call) -> Any:
+        handler = DEVICE_OPS.get(name)
+        if handler is None:
+            raise self.error(f"{name} is not supported in a device function", node)
+        return handler(self, node)
 
-    def call_function(self, node: ast.Call, name: str) -> Any:
-        fn = self.prog.functions.get(name)
-        if fn is None or fn.kind is Kind.HOST:
-            raise self.error(f"self.{name} is not an Orchestration or InCore function of the program", node)
+    def call_self(self, node: ast.Call, name: str) -> Any:
+        fn = self.callee_function(node, name)
         if any(kw.arg == "device" for kw in node.keywords):
             raise self.error("device= is a HOST-level dispatch argument", node)
         args = [self.eval(a) for a in node.args]

@@ -13,9 +13,9 @@ import operator
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pldemu.pypto.capture import CapturedProgram
+from pldemu.pypto.capture import CapturedFunction, CapturedProgram, Kind
 from pldemu.pypto.errors import FrontendError
-from pldemu.pypto.types import DynExpr, DynVar
+from pldemu.pypto.types import DslOp, DynExpr, DynVar, PyDType
 
 _BINOPS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
@@ -29,8 +29,15 @@ _BUILTINS: dict[str, Any] = {"True": True, "False": False, "None": None, "range"
                              "min": min, "max": max, "int": int, "abs": abs}
 
 
+_PY_CALLABLES = (range, len, min, max, int, abs)
+
+
 class Evaluator:
-    """Evaluates expressions of one function body in ``env``."""
+    """Evaluates expressions of one function body in ``env``. A level says what a call means there:
+    ``call_self`` (``self.f(...)``: a dispatch at HOST level, an inlined body in a device function) and
+    ``call_dsl`` (a ``pl.*`` / ``pld.*`` name); ``WHERE`` ends its "cannot be called" error."""
+
+    WHERE = "here"
 
     def __init__(self, prog: CapturedProgram, env: dict[str, Any], dims: Mapping[str, int]) -> None:
         self.prog = prog
@@ -117,6 +124,30 @@ class Evaluator:
             raise self.error(f"{ast.unparse(node)}: {err}", node) from None
 
     # -- operators (the device level extends these to IR expressions) -----------------------------
+
+    def eval_Call(self, node: ast.Call) -> Any:
+        func = node.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+            return self.call_self(node, func.attr)
+        callee = self.eval(func)
+        if isinstance(callee, DslOp):
+            return self.call_dsl(callee.name, node)
+        if callable(callee) and (isinstance(getattr(callee, "__self__", None), PyDType) or callee in _PY_CALLABLES):
+            return callee(*[self.eval(a) for a in node.args])
+        raise self.error(f"{ast.unparse(func)} cannot be called {self.WHERE}", node)
+
+    def call_self(self, node: ast.Call, name: str) -> Any:
+        raise self.error(f"self.{name}(...) cannot be called {self.WHERE}", node)
+
+    def call_dsl(self, name: str, node: ast.Call) -> Any:
+        raise self.error(f"{name} cannot be called {self.WHERE}", node)
+
+    def callee_function(self, node: ast.Call, name: str) -> CapturedFunction:
+        """``self.name``: an Orchestration or InCore function of the program (HOST functions are not called)."""
+        fn = self.prog.functions.get(name)
+        if fn is None or fn.kind is Kind.HOST:
+            raise self.error(f"self.{name} is not an Orchestration or InCore function of the program", node)
+        return fn
 
     def binary(self, op: ast.operator, lhs: Any, rhs: Any, node: ast.AST) -> Any:
         fn = _BINOPS.get(type(op))

@@ -17,10 +17,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from pldemu.ir.nodes import NR
-from pldemu.pypto.capture import CapturedProgram, Kind
+from pldemu.pypto.capture import CapturedProgram
 from pldemu.pypto.translate.evaluator import Evaluator, bind_call
 from pldemu.pypto.translate.values import Alloc, Dispatch, Event, HostCollective, HostTensor, HostView
-from pldemu.pypto.types import INT32, DslOp, PyDType, SymInt
+from pldemu.pypto.types import INT32, PyDType, SymInt
 
 
 class _Return(Exception):
@@ -29,6 +29,8 @@ class _Return(Exception):
 
 class HostProjection(Evaluator):
     """Evaluates the host body for ``rank`` of ``nranks``, collecting :attr:`events`."""
+
+    WHERE = "at HOST level"
 
     def __init__(self, prog: CapturedProgram, env: dict[str, Any], dims: Mapping[str, int], rank: int,
                  nranks: int, allocs: dict[int, Alloc]) -> None:
@@ -102,22 +104,9 @@ class HostProjection(Evaluator):
         finally:
             self._loops -= 1
 
-    def eval_Call(self, node: ast.Call) -> Any:
-        func = node.func
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
-            return self.dispatch(node, func.attr)
-        callee = self.eval(func)
-        if isinstance(callee, DslOp):
-            return self.dsl(callee.name, node)
-        if callable(callee) and (isinstance(getattr(callee, "__self__", None), PyDType)
-                                 or callee in (range, len, min, max, int, abs)):
-            return callee(*[self.eval(a) for a in node.args])
-        raise self.error(f"{ast.unparse(func)} cannot be called at HOST level", node)
-
-    def dispatch(self, node: ast.Call, name: str) -> Any:
-        fn = self.prog.functions.get(name)
-        if fn is None or fn.kind is Kind.HOST:
-            raise self.error(f"self.{name} is not an Orchestration or InCore function of the program", node)
+    def call_self(self, node: ast.Call, name: str) -> Any:
+        """``self.f(..., device=d)``: a dispatch, which this rank runs when ``d`` is its rank."""
+        self.callee_function(node, name)
         device = 0
         kwargs: list[tuple[str, Any]] = []
         for kw in node.keywords:
@@ -134,7 +123,7 @@ class HostProjection(Evaluator):
                                         node.lineno))
         return None
 
-    def dsl(self, name: str, node: ast.Call) -> Any:
+    def call_dsl(self, name: str, node: ast.Call) -> Any:
         if name == "pld.world_size":
             return SymInt(self.nranks, NR)
         if name == "pl.range":
