@@ -66,7 +66,6 @@ class DeviceTranslator(Evaluator):
         self.fn = fn
         self.fb = emit.fb
         self.carries: list[_Carry] = []
-        self.lhs: str | None = None
 
     # -- entry -------------------------------------------------------------------------------------
 
@@ -105,36 +104,12 @@ class DeviceTranslator(Evaluator):
             second = self.block(rest)
         return second if second is not None else first
 
-    def stmt(self, s: ast.stmt) -> None:
-        if isinstance(s, ast.Expr):
-            if not isinstance(s.value, ast.Constant):
-                self.eval(s.value)
-        elif isinstance(s, (ast.Assign, ast.AnnAssign)):
-            targets = s.targets if isinstance(s, ast.Assign) else [s.target]
-            self.lhs = targets[0].id if isinstance(targets[0], ast.Name) and targets[0].id != "_" else None
-            value = self.eval(s.value) if s.value is not None else None
-            self.lhs = None
-            for t in targets:
-                self.assign(t, value)
-        elif isinstance(s, ast.For):
-            self.loop(s)
-        elif isinstance(s, ast.If):
-            self.branch(s)
-        elif not isinstance(s, ast.Pass):
-            raise self.error(f"unsupported statement {type(s).__name__} in a pypto function", s)
-
-    def assign(self, target: ast.expr, value: Any) -> None:
-        if isinstance(target, ast.Name):
-            old = self.env.get(target.id)
-            if (isinstance(old, Var) and isinstance(value, Var) and old != value
-                    and not isinstance(old.type, TensorType) and self.fb.retarget_last(value, old)):
-                value = old  # re-binding a tile or scalar: one variable, so loops and branches see it
-            self.env[target.id] = value
-        elif isinstance(target, ast.Tuple) and isinstance(value, (tuple, list)) and len(value) == len(target.elts):
-            for t, v in zip(target.elts, value, strict=True):
-                self.assign(t, v)
-        else:
-            raise self.error(f"cannot assign {type(value).__name__} to {ast.unparse(target)!r}", target)
+    def bind(self, name: str, value: Any) -> None:
+        old = self.env.get(name)
+        if (isinstance(old, Var) and isinstance(value, Var) and old != value
+                and not isinstance(old.type, TensorType) and self.fb.retarget_last(value, old)):
+            value = old  # re-binding a tile or scalar: one variable, so loops and branches see it
+        self.env[name] = value
 
     def branch(self, s: ast.If) -> None:
         cond = self.eval(s.test)

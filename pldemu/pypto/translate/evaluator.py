@@ -44,6 +44,7 @@ class Evaluator:
         self.env = env
         self.dims = dims
         """The dynamic dims bound at call time: ``pl.dynamic`` values in the closure evaluate to them."""
+        self.lhs: str | None = None
 
     def error(self, message: str, node: ast.AST) -> FrontendError:
         return self.prog.error(message, node)
@@ -70,6 +71,57 @@ class Evaluator:
             raise self.error(f"unsupported expression {type(node).__name__} "
                              f"({ast.unparse(node)!r}) in a pypto program", node)
         return method(node)
+
+    # -- statements: ``stmt_<Kind>``, as ``eval_<Kind>`` for expressions --------------------------------
+
+    def stmt(self, s: ast.stmt) -> None:
+        method = getattr(self, "stmt_" + type(s).__name__, None)
+        if method is None:
+            raise self.error(f"unsupported statement {type(s).__name__} {self.WHERE}", s)
+        method(s)
+
+    def stmt_Expr(self, s: ast.Expr) -> None:
+        if not isinstance(s.value, ast.Constant):  # a docstring or a bare literal does nothing
+            self.eval(s.value)
+
+    def stmt_Assign(self, s: ast.Assign | ast.AnnAssign) -> None:
+        targets = s.targets if isinstance(s, ast.Assign) else [s.target]
+        # The name being bound, while its value is evaluated: it names what the value allocates.
+        self.lhs = targets[0].id if isinstance(targets[0], ast.Name) and targets[0].id != "_" else None
+        value = self.eval(s.value) if s.value is not None else None
+        self.lhs = None
+        for t in targets:
+            self.assign(t, value)
+
+    stmt_AnnAssign = stmt_Assign
+
+    def stmt_Pass(self, s: ast.Pass) -> None:
+        return None
+
+    def stmt_For(self, s: ast.For) -> None:
+        self.loop(s)
+
+    def stmt_If(self, s: ast.If) -> None:
+        self.branch(s)
+
+    def loop(self, s: ast.For) -> None:
+        raise self.error(f"a for loop cannot be used {self.WHERE}", s)
+
+    def branch(self, s: ast.If) -> None:
+        raise self.error(f"an if cannot be used {self.WHERE}", s)
+
+    def assign(self, target: ast.expr, value: Any) -> None:
+        """Bind ``target`` (a name, or a tuple of targets unpacking a tuple value) to ``value``."""
+        if isinstance(target, ast.Name):
+            self.bind(target.id, value)
+        elif isinstance(target, ast.Tuple) and isinstance(value, (tuple, list)) and len(value) == len(target.elts):
+            for t, v in zip(target.elts, value, strict=True):
+                self.assign(t, v)
+        else:
+            raise self.error(f"cannot assign {type(value).__name__} to {ast.unparse(target)!r} {self.WHERE}", target)
+
+    def bind(self, name: str, value: Any) -> None:
+        self.env[name] = value
 
     def eval_Constant(self, node: ast.Constant) -> Any:
         return node.value
@@ -149,19 +201,23 @@ class Evaluator:
             raise self.error(f"self.{name} is not an Orchestration or InCore function of the program", node)
         return fn
 
-    def binary(self, op: ast.operator, lhs: Any, rhs: Any, node: ast.AST) -> Any:
-        fn = _BINOPS.get(type(op))
+    def operator(self, table: Mapping[type, Callable[[Any, Any], Any]], op: ast.AST, what: str,
+                 node: ast.AST) -> Callable[[Any, Any], Any]:
+        """The Python function of ``op`` in ``table``; an unsupported ``what`` at ``node`` otherwise."""
+        fn = table.get(type(op))
         if fn is None:
-            raise self.error(f"unsupported operator in {ast.unparse(node)!r}", node)
+            raise self.error(f"unsupported {what} in {ast.unparse(node)!r}", node)
+        return fn
+
+    def binary(self, op: ast.operator, lhs: Any, rhs: Any, node: ast.AST) -> Any:
+        fn = self.operator(_BINOPS, op, "operator", node)
         try:
             return fn(lhs, rhs)
         except (TypeError, ZeroDivisionError) as err:
             raise self.error(f"{ast.unparse(node)}: {err}", node) from None
 
     def compare(self, op: ast.cmpop, lhs: Any, rhs: Any, node: ast.AST) -> Any:
-        fn = _CMPOPS.get(type(op))
-        if fn is None:
-            raise self.error(f"unsupported comparison in {ast.unparse(node)!r}", node)
+        fn = self.operator(_CMPOPS, op, "comparison", node)
         try:
             return fn(lhs, rhs)
         except TypeError:

@@ -40,7 +40,6 @@ class HostProjection(Evaluator):
         self.events: list[Event] = []
         self.allocs = allocs
         """Allocation per host line: every rank sees the same Alloc objects."""
-        self._lhs: str | None = None
         self._loops = 0
         """How many HOST loops enclose the statement being evaluated."""
 
@@ -53,42 +52,23 @@ class HostProjection(Evaluator):
         for s in body:
             self.stmt(s)
 
-    def stmt(self, s: ast.stmt) -> None:
-        if isinstance(s, ast.Expr):
-            if not isinstance(s.value, ast.Constant):
-                self.eval(s.value)
-        elif isinstance(s, (ast.Assign, ast.AnnAssign)):
-            targets = s.targets if isinstance(s, ast.Assign) else [s.target]
-            self._lhs = targets[0].id if isinstance(targets[0], ast.Name) else None
-            value = self.eval(s.value) if s.value is not None else None
-            self._lhs = None
-            for t in targets:
-                self.assign(t, value)
-        elif isinstance(s, ast.For):
-            self.loop(s)
-        elif isinstance(s, ast.If):
-            cond = self.eval(s.test)
-            if not isinstance(cond, (bool, int)):
-                raise self.error("host control flow must not depend on tensor data (the per-rank "
-                                 f"projection evaluates it statically): {ast.unparse(s.test)!r}", s)
-            self.block(s.body if cond else s.orelse)
-        elif isinstance(s, ast.Return):
-            raise _Return
-        elif not isinstance(s, ast.Pass):
-            raise self.error(f"unsupported statement {type(s).__name__} at HOST level", s)
+    def branch(self, s: ast.If) -> None:
+        cond = self.eval(s.test)
+        if not isinstance(cond, (bool, int)):
+            raise self.error("host control flow must not depend on tensor data (the per-rank "
+                             f"projection evaluates it statically): {ast.unparse(s.test)!r}", s)
+        self.block(s.body if cond else s.orelse)
+
+    def stmt_Return(self, s: ast.Return) -> None:
+        raise _Return
 
     def assign(self, target: ast.expr, value: Any) -> None:
-        if isinstance(target, ast.Name):
-            self.env[target.id] = value
-        elif isinstance(target, ast.Tuple) and value is None:
+        if isinstance(target, ast.Tuple) and value is None:
             # The results of a dispatch stay on its device: host code may name them, not read them.
             for t in target.elts:
                 self.assign(t, None)
-        elif isinstance(target, ast.Tuple) and isinstance(value, (tuple, list)) and len(value) == len(target.elts):
-            for t, v in zip(target.elts, value, strict=True):
-                self.assign(t, v)
         else:
-            raise self.error(f"unsupported assignment target {ast.unparse(target)!r} at HOST level", target)
+            super().assign(target, value)
 
     def loop(self, s: ast.For) -> None:
         it = self.eval(s.iter)
@@ -173,7 +153,7 @@ class HostProjection(Evaluator):
         return HostView(found, (SymInt(self.nranks, NR), lanes), INT32, node.lineno)
 
     def alloc(self, node: ast.Call) -> Alloc:
-        if self._lhs is None:
+        if self.lhs is None:
             raise self.error("pld.alloc_window_buffer(...) must be assigned to a name", node)
         if len(node.args) != 1 or node.keywords:
             raise self.error("pld.alloc_window_buffer(nbytes) takes one size in bytes", node)
@@ -182,7 +162,7 @@ class HostProjection(Evaluator):
             raise self.error(f"pld.alloc_window_buffer: size must be a positive int, got {nbytes!r}", node)
         found = self.allocs.get(node.lineno)
         if found is None:
-            found = self.allocs[node.lineno] = Alloc(self._lhs, nbytes, node.lineno)
+            found = self.allocs[node.lineno] = Alloc(self.lhs, nbytes, node.lineno)
         return found
 
 
