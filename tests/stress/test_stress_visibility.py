@@ -68,6 +68,34 @@ def test_a_rank_reads_its_own_writes() -> None:
         assert (inst.local("got") == 7).all()
 
 
+def _atomic_from_own_window() -> Program:
+    """Store 5 into my own window `src`, then atomically add `src` into my own window `acc` (a put to
+    self whose source is a window: pypto's put of a staged DistributedTensor)."""
+    pb = ProgramBuilder("atomic_src")
+    sig = pb.signal("sig", [NR, 1])
+    src = pb.window("src", "int32", [1, 4])
+    acc = pb.window("acc", "int32", [1, 4])
+    fb = pb.function("main")
+    pld = fb.pld
+    me = pld.system.rank(pld.system.get_comm_ctx(sig))
+    pld.tile.store(pld.tile.full([1, 4], 5, "int32"), [0, 0], src)
+    pld.tile.put(acc, me, src, pld.tile.create([1, 4], "int32"), atomic="Add")
+    return pb.build()
+
+
+@pytest.mark.parametrize("visibility", ["deferred", "fenced"])
+def test_an_atomic_put_reads_the_ranks_own_stores_from_its_source_window(visibility: str) -> None:
+    results = []
+    for mode in ("eager", visibility):
+        with ProgramInstance(_atomic_from_own_window(), MPI.COMM_SELF,
+                             RuntimeOptions(visibility=mode, timeout=10, insert_fences=False)) as inst:
+            inst.run()
+            if inst.schedule is not None:
+                inst.schedule.host_sync()
+            results.append(inst.local("acc").tolist())
+    assert results[1] == results[0], "the put carried the source window's memory, not the rank's own store"
+
+
 def _stores() -> Program:
     """tile.store and tensor.write into my own window, read back by tile.load / tensor.read."""
     pb = ProgramBuilder("stores")

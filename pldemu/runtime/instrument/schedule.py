@@ -344,10 +344,10 @@ class _Deferred:
         wb = self._wb
         wb.tick()
         atomic = site.attrs["atomic"]
+        if isinstance(args[2], TensorRef) and args[2].buffer.window is not None:
+            wb.flush_self()  # read-your-writes: the put reads this rank's own stores, deferred or not
         if _data_window(args[0]) is None or (atomic and not self.buffers_atomics):
             return self._inner[Op.PUT](m, site, args)  # signals (and, deferred, atomics) are never deferred
-        if isinstance(args[2], TensorRef) and args[2].buffer.window is not None:
-            wb.flush_self()  # read-your-writes: the snapshot sees this rank's own stores
         plan = plan_put(m.rank, site, args)
         if plan is None:
             return None
