@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from mpi4py import MPI
@@ -66,6 +66,10 @@ from pldemu.ir import ReduceOp
 from pldemu.ir.dtypes import numpy_dtype
 from pldemu.runtime.options import RuntimeOptions
 from pldemu.windows import allocate_window
+
+if TYPE_CHECKING:
+    from pldemu.runtime.interpreter import ProgramInstance
+
 
 CONSUME_FENCE = frozenset({"allgather", "all_to_all", "broadcast"})
 """Collectives that need an MPI barrier after the result is consumed (see the module docstring)."""
@@ -439,7 +443,7 @@ def _header_line(case: CheckCase, iters: int, block: int, backend: str, options:
     )
 
 
-def _check_buffers(case: CheckCase, inst: Any, names: dict[str, str | None]) -> None:
+def _check_buffers(case: CheckCase, inst: ProgramInstance, names: dict[str, str | None]) -> None:
     """Fail early, with a clear message, if the program's buffers do not have the expected geometry."""
     want: dict[str, tuple[int, ...] | None] = {"target": case.target_shape}
     nr, m, size = case.nranks, case.max_recv, case.size

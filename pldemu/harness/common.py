@@ -15,12 +15,16 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 import numpy as np
 from mpi4py import MPI
 
 from pldemu.mpi import HOST_POLICY, BoundedComm, PollPolicy
+
+if TYPE_CHECKING:
+    from pldemu.runtime.interpreter import ProgramInstance
+
 
 
 class CheckError(RuntimeError):
@@ -145,7 +149,7 @@ def record_failure(log: FailureLog, report: Callable[[str], None] | None, line: 
 # ----------------------------------------------------------------------------------------------
 
 
-def signal_cells(inst: Any, name: str) -> np.ndarray:
+def signal_cells(inst: ProgramInstance, name: str) -> np.ndarray:
     """Atomic reads of every cell of this rank's signal window ``name``."""
     win = inst.window(name)
     read = getattr(win, "read_cell", None)
@@ -155,7 +159,7 @@ def signal_cells(inst: Any, name: str) -> np.ndarray:
     return flat.reshape(win.shape)
 
 
-def checkpoint_checkers(comm: MPI.Intracomm, inst: Any, sync: float, log: FailureLog,
+def checkpoint_checkers(comm: MPI.Intracomm, inst: ProgramInstance, sync: float, log: FailureLog,
                         report: Callable[[str], None] | None) -> tuple[list[Any], list[Any]]:
     """Collective block-end checkpoint of the instance's invariant checker and race detector (each
     only when the instance has it): record this rank's first violation and rank 0 the first race in

@@ -10,10 +10,14 @@ error; under a pldemu launcher the messages are left for it, which prints each f
 from __future__ import annotations
 
 import sys
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from pldemu.job.exits import EXIT_ERROR, EXIT_USAGE, UsageError, usage_error
 from pldemu.job.launch import RankFailure, note_failure
+
+if TYPE_CHECKING:
+    from mpi4py import MPI
+
 
 ABORT_GRACE = 0.5
 """Seconds between a failing rank's message and its MPI_Abort (see :func:`abort_with`)."""
@@ -28,7 +32,7 @@ def say(text: str) -> None:
     sys.stderr.flush()
 
 
-def abort_with(comm: Any, text: str, *, head: str = "", key: str = "", hint: str = "",
+def abort_with(comm: MPI.Intracomm, text: str, *, head: str = "", key: str = "", hint: str = "",
                full: bool = True) -> NoReturn:
     """End the whole job (exit 3) after this rank's failure ``text`` (empty: nothing to say).
 
@@ -53,7 +57,7 @@ def _tell(failure: RankFailure) -> None:
         say(failure.line + (f"\n{failure.hint}" if failure.hint else ""))
 
 
-def abort_on_error(comm: Any, head: str, err: BaseException, hint: str = "") -> NoReturn:
+def abort_on_error(comm: MPI.Intracomm, head: str, err: BaseException, hint: str = "") -> NoReturn:
     """End the job after ``err`` (a refused access, a program error): ranks that fail at one program
     location with one error type are one failure (their messages name their own ranks)."""
     from pldemu.runtime.errors import failure_key
@@ -65,7 +69,7 @@ DEADLOCK_KEY = "DeadlockError: a wait timed out"
 """What every rank whose wait gave up has in common (the rank that saw it first prints the report)."""
 
 
-def abort_on_deadlock(comm: Any, head: str, err: Any, hint: str = "") -> NoReturn:
+def abort_on_deadlock(comm: MPI.Intracomm, head: str, err: Any, hint: str = "") -> NoReturn:
     """End the job after a ``DeadlockError``: the rank that saw the deadlock first gives the whole
     wait-for report, every other rank one line, so the graph is printed once."""
     if err.primary:
@@ -84,7 +88,7 @@ def check_job_size(requested: int | None, size: int) -> None:
         raise UsageError(f"-n {requested} but this MPI job has {size} ranks")
 
 
-def refuse(comm: Any, command: str, err: Exception) -> int:
+def refuse(comm: MPI.Intracomm, command: str, err: Exception) -> int:
     """A usage error every rank reached identically before any MPI traffic: rank 0 prints it once;
     every rank returns :data:`~pldemu.job.exits.EXIT_USAGE`."""
     if comm.Get_rank() == 0:

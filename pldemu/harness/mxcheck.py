@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import ml_dtypes
 import numpy as np
@@ -26,6 +26,10 @@ from pldemu.ir import DType, FunctionBuilder, Op, Program, ProgramBuilder, Var
 from pldemu.ir.dtypes import numpy_dtype
 from pldemu.lowering import lower_composite_ops
 from pldemu.runtime.options import RuntimeOptions
+
+if TYPE_CHECKING:
+    from mpi4py import MPI
+
 
 GROUP = 32
 E4M3_LARGEST = 448.0
@@ -242,7 +246,7 @@ def compare(case: str, x: np.ndarray, axis: int, q: np.ndarray, s: np.ndarray) -
     return res
 
 
-def run_mx_check(comm: Any, axis: int, dtype: str, shape: tuple[int, int], options: RuntimeOptions
+def run_mx_check(comm: MPI.Intracomm, axis: int, dtype: str, shape: tuple[int, int], options: RuntimeOptions
                  ) -> list[MxResult]:
     """Every case on every rank through the lowered program; results summed over ranks."""
     from pldemu.runtime.interpreter import ProgramInstance  # MPI: the launcher imports this module too

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from mpi4py import MPI
@@ -35,6 +35,10 @@ from pldemu.harness.common import Failure, RowTotals, record_failure, signal_cel
 from pldemu.harness.oracle import compare
 from pldemu.ir import BufferKind, Program
 from pldemu.runtime.options import RuntimeOptions
+
+if TYPE_CHECKING:
+    from pldemu.runtime.interpreter import ProgramInstance
+
 
 MAX_KEPT = 32
 """Invariant violations and race reports kept for the final report (the rest are only counted)."""
@@ -132,7 +136,7 @@ def signal_buffers(program: Program) -> tuple[str, ...]:
     return tuple(d.var.name for d in program.buffers if d.kind is BufferKind.SIGNAL)
 
 
-def cells_at_rest(inst: Any, names: tuple[str, ...], me: int, it: int, log: Any,
+def cells_at_rest(inst: ProgramInstance, names: tuple[str, ...], me: int, it: int, log: Any,
                   report: Callable[[str], None] | None) -> int:
     """Count this rank's non-zero cells of the signal buffers ``names``; record the first one."""
     total = 0

@@ -40,7 +40,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mpi4py import MPI
 
@@ -60,6 +60,10 @@ from pldemu.job.outcome import (
 from pldemu.mpi import BoundedComm
 from pldemu.runtime.errors import Cause, DeadlockError
 from pldemu.runtime.options import RuntimeOptions
+
+if TYPE_CHECKING:
+    from pldemu.runtime.interpreter import ProgramInstance
+
 
 PROGRESS_EVERY = 2.0
 """Seconds between progress lines (and progress-file updates)."""
@@ -153,7 +157,7 @@ def stress(comm: MPI.Intracomm, job: StressJob, options: RuntimeOptions) -> Stre
         raise ValueError("stress: lower and consume_fence apply to a built-in collective, not a user's program")
     me = comm.Get_rank()
     progress = _Progress(job, me)
-    instance: list[Any] = []
+    instance: list[ProgramInstance] = []
     hooks = Hooks(emit=silent, before_run=progress, on_instance=instance.append, stop_after=stop_at_failure)
     try:
         result: CheckResult | RepeatResult
@@ -178,7 +182,8 @@ def stress(comm: MPI.Intracomm, job: StressJob, options: RuntimeOptions) -> Stre
     return outcome
 
 
-def _deadlock_outcome(err: DeadlockError, progress: _Progress, inst: Any, replay: str, me: int) -> StressOutcome:
+def _deadlock_outcome(err: DeadlockError, progress: _Progress, inst: ProgramInstance | None, replay: str,
+                      me: int) -> StressOutcome:
     """The outcome this rank reports for a deadlock: its root cause (an invariant broken or a race
     found before it, ``err.causes``) when one is known, else the deadlock."""
     it = progress.current
@@ -212,7 +217,7 @@ def _outcome(result: CheckResult | RepeatResult, kinds: dict[str, Failure], seco
                          job.replay, True, min(known) if known else None, _seen(its))
 
 
-def _mixing_causes(inst: Any) -> tuple[Cause, ...]:
+def _mixing_causes(inst: ProgramInstance | None) -> tuple[Cause, ...]:
     """Set/AtomicAdd mixing on any rank, read one-sidedly from the shadows (a deadlock's root cause when
     the board did not name one)."""
     checker = getattr(inst, "invariants", None)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,6 +24,10 @@ from pldemu.lowering import lower_composite_ops, lower_composite_ops_with_report
 from pldemu.lowering.backend import Backend
 from pldemu.runtime.interpreter import ProgramInstance
 from pldemu.runtime.options import RuntimeOptions
+
+if TYPE_CHECKING:
+    from mpi4py import MPI
+
 
 SWEEP = 2 * np.pi * 1024
 """The validated input range of the trig recipe: |x| <= 2*pi*1024."""
@@ -84,7 +88,7 @@ class TrigStats:
         self.max_ulp = max(self.max_ulp, float(np.max(err / ulp)))
         self.over_tol += int(np.count_nonzero(err > TOLERANCE))
 
-    def combine(self, comm: Any) -> TrigStats:
+    def combine(self, comm: MPI.Intracomm) -> TrigStats:
         rows = comm.allgather(self)
         best = max(rows, key=lambda s: s.max_abs)
         return TrigStats(sum(s.points for s in rows), best.max_abs, best.worst_x, max(s.max_ulp for s in rows),
@@ -96,7 +100,7 @@ class TrigStats:
         return self.over_tol == 0 and self.nan_ok and self.special_max <= TOLERANCE
 
 
-def run_trig_check(comm: Any, fn: str, cols: int, iters: int, backend: Backend,
+def run_trig_check(comm: MPI.Intracomm, fn: str, cols: int, iters: int, backend: Backend,
                    options: RuntimeOptions) -> TrigStats:
     """Run the lowered sin/cos recipe ``iters`` times on this rank's sweep slice; all-rank stats."""
     program = trig_program(fn, SIN_ROWS, cols, backend)
@@ -263,7 +267,7 @@ def _bits(a: np.ndarray) -> np.ndarray:
     return a.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize])
 
 
-def run_select_case(comm: Any, case: SelectCase, backend: Backend, options: RuntimeOptions) -> SelectResult:
+def run_select_case(comm: MPI.Intracomm, case: SelectCase, backend: Backend, options: RuntimeOptions) -> SelectResult:
     """One select case on every rank: wrong elements in the valid region, touched ones outside it."""
     report = lower_composite_ops_with_report(select_source(case), backend=backend)
     emitted = "; ".join(c.lowered.note or "" for c in report.calls)
@@ -292,7 +296,7 @@ def select_row(r: SelectResult) -> str:
     return f" {r.case.label:<44} {r.emitted:<56} {r.wrong:>7} {r.outside:>7}  {'PASS' if r.ok else 'FAIL'}"
 
 
-def run_select_check(comm: Any, backend: Backend, options: RuntimeOptions,
+def run_select_check(comm: MPI.Intracomm, backend: Backend, options: RuntimeOptions,
                      cases: Sequence[SelectCase] = SELECT_CASES) -> list[SelectResult]:
     """Every select case the backend can lower (8-bit on a2a3 is refused at lowering, never run)."""
     return [run_select_case(comm, c, backend, options) for c in cases]

@@ -8,7 +8,13 @@ The work is in ``pldemu.harness.mxcheck``; rank 0 prints one row per case. A mis
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mpi4py import MPI
+
+    from pldemu.runtime.options import RuntimeOptions
+
 
 MX_CHECKS = ("tquant_mx",)
 DEFAULT_SHAPE = (128, 256)
@@ -77,7 +83,7 @@ def mx_usage_error(args: argparse.Namespace) -> str | None:
     return None
 
 
-def run_mx_checks(comm: Any, args: argparse.Namespace, options: Any) -> bool:
+def run_mx_checks(comm: MPI.Intracomm, args: argparse.Namespace, options: RuntimeOptions) -> bool:
     """Run the tquant_mx check(s) ``args`` ask for on ``comm``; rank 0 prints the rows."""
     from pldemu.harness import mxcheck as mc
 

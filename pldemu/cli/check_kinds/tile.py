@@ -7,9 +7,15 @@ nccl-tests style rows. Returns False on any mismatch (exit 1).
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pldemu.cli.args import backend_of
+
+if TYPE_CHECKING:
+    from mpi4py import MPI
+
+    from pldemu.runtime.options import RuntimeOptions
+
 
 TILE_CHECKS = ("sin", "cos", "select")
 
@@ -29,7 +35,7 @@ def tile_names(name: str) -> tuple[str, ...]:
     return TILE_CHECKS if name == "all" else (name,) if name in TILE_CHECKS else ()
 
 
-def run_tile_checks(comm: Any, args: argparse.Namespace, options: Any) -> bool:
+def run_tile_checks(comm: MPI.Intracomm, args: argparse.Namespace, options: RuntimeOptions) -> bool:
     """Run the tile checks of ``args.collective`` on ``comm``; rank 0 prints the rows."""
     from pldemu.harness import tilecheck as tc
 

@@ -18,7 +18,7 @@ import argparse
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,6 +33,10 @@ from pldemu.job import flags
 from pldemu.job.argtypes import positive_int
 from pldemu.job.exits import EXIT_FAIL, EXIT_OK, UsageError
 from pldemu.runtime.options import RuntimeOptions
+
+if TYPE_CHECKING:
+    from mpi4py import MPI
+
 
 DEFAULT_RANKS = 4
 
@@ -207,7 +211,7 @@ class _Ran:
     cells: np.ndarray
 
 
-def _demo(comm: Any, args: argparse.Namespace, options: RuntimeOptions) -> int:
+def _demo(comm: MPI.Intracomm, args: argparse.Namespace, options: RuntimeOptions) -> int:
     from pldemu.harness.common import rank0_printer  # in the job only: it imports MPI
     from pldemu.lowering import lower_composite_ops_with_report
 
@@ -233,7 +237,7 @@ def _demo(comm: Any, args: argparse.Namespace, options: RuntimeOptions) -> int:
     return _verdict(comm, cfg, ran, checks, say)
 
 
-def _run_program(comm: Any, cfg: DemoConfig, lowered: Program, options: RuntimeOptions) -> _Ran:
+def _run_program(comm: MPI.Intracomm, cfg: DemoConfig, lowered: Program, options: RuntimeOptions) -> _Ran:
     """Run the lowered demo program once on this rank; copy out what the checks read."""
     from pldemu.runtime.interpreter import ProgramInstance
 
@@ -283,7 +287,7 @@ def _checks(cfg: DemoConfig, me: int, ran: _Ran) -> list[tuple[str, int]]:
     ]
 
 
-def _verdict(comm: Any, cfg: DemoConfig, ran: _Ran, checks: list[tuple[str, int]],
+def _verdict(comm: MPI.Intracomm, cfg: DemoConfig, ran: _Ran, checks: list[tuple[str, int]],
              say: Callable[..., None]) -> int:
     """Reduce the checks and figures over ranks; rank 0 prints them. The exit code."""
     from mpi4py import MPI
