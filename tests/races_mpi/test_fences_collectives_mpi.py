@@ -37,6 +37,8 @@ pytestmark = [
 ]
 
 ITERS = 3
+"""Calls per run, all in one block: a writer's unfenced puts land only at the block end (the host's
+barrier), after its peers' reads of the first two calls, so a failure does not depend on timing."""
 PUBLISHES: dict[str, bool] = {"allreduce-mesh": False, "allreduce-ring": True, "allgather": True,
                               "reduce_scatter": False, "broadcast": False, "barrier": False, "all_to_all": True,
                               "all_to_all_v": True}
