@@ -506,7 +506,8 @@ def run_all_mutants(args: argparse.Namespace) -> int:
             outcomes.append(outcome)
             kind = "no result" if outcome is None else (outcome.kind or "passed")
             at = "" if outcome is None or outcome.iteration is None else f" at iteration {outcome.iteration}"
-            print(f"#   {name} seed {seed}: {kind}{at} ({secs[-1]:.1f} s)", flush=True)
+            model = " (fenced model: --visibility fenced --no-insert-fences)" if m.drop is not None else ""
+            print(f"#   {name} seed {seed}: {kind}{at} ({secs[-1]:.1f} s){model}", flush=True)
             if outcome is not None and outcome.caught == m.must_pass:
                 print(f"#     replay: {replay_command(argv, ranks)}", flush=True)
         rows.append(MutantRow(name, m.must_pass, m.expected, tuple(outcomes), tuple(secs)))
