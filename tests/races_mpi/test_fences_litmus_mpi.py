@@ -47,7 +47,9 @@ EXPECT: dict[str, Expect] = {
     "mp_atomic": Expect((1,), (0, 0), 1.0, 0.0, 1.0),
     "mp_get": Expect((0,), (0, 0), 1.0, None, 1.0),
     "mp_get_fence": Expect((0,), (0, 0), 1.0, 1.0, 1.0),
+    "mp_store": Expect((1,), (0, 0), 1.0, None, 1.0),
     "mp_scalar": Expect((1,), (0, 3), 5.0, 5.0, 5.0),
+    "mp_scalar_fence_only": Expect((1,), (0, 3), 5.0, 0.0, 5.0),  # a fence does not clean the line
     "mp_scalar_line1": Expect((1,), (0, 4), 5.0, 0.0, 0.0),  # the region form cleans line 0 only
     "mp_scalar_whole": Expect((1,), (0, 4), 5.0, 5.0, 5.0),
     "mp_noinv": Expect((1,), (0, 0), 1.0, None, 1.0),
