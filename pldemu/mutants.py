@@ -135,8 +135,10 @@ class Mutant:
         return self.lowering()(self.program)
 
     def lower_correct(self) -> Program:
-        """The same call lowered with the specified recipe (and, for a ``drop`` entry, every marker)."""
-        return _lower(self.program, CORRECT, None if self.drop is None else InsertCommFence())
+        """The same call lowered with the specified recipe (for a ``drop`` entry: with its variant,
+        which is then another correct recipe, and every marker)."""
+        return _lower(self.program, CORRECT if self.drop is None else self.variant,
+                      None if self.drop is None else InsertCommFence())
 
     def lowering(self) -> Callable[[Program], Program]:
         """LowerCompositeOps with this mutant's variant (then InsertCommFence without the dropped
@@ -249,6 +251,13 @@ MUTANTS: MappingProxyType[str, Mutant] = _catalogue(
         "InsertCommFence without the system.fence after allgather's put: the rows are still pending at the barrier",
         _NOTIFY_OVERTAKES, ("wrong-data", "race"), iterations=20, conditions=("fenced",),
         drop=DropMarker(Marker.PUT_FENCE, 0),
+    ),
+    Mutant(
+        "allgather-pull-drop-write-fence", CollectiveSpec("allgather", size=64), RecipeVariant(allgather_pull=True),
+        "pull allgather, InsertCommFence without the system.fence after the own-row tile.store into the target",
+        "PTOAS #995: a publish-side marker lost (there the region cacheinvalid lowered to nothing), the suite green",
+        ("wrong-data", "race"), iterations=20, conditions=("fenced",),
+        drop=DropMarker(Marker.WRITE_FENCE, 0),
     ),
     Mutant(
         "ring-drop-put-fence", _RING, CORRECT,
