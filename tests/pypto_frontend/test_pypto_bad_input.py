@@ -81,6 +81,11 @@ def _host_program(body: str):  # type: ignore[no-untyped-def]
                  w: pl.InOut[pld.DistributedTensor[[1, COLS], pl.FP32]]) -> pl.Tensor[[1, COLS], pl.FP32]:
             return pl.store(pl.load(x, [0, 0], [1, COLS]), [0, 0], y)
 
+        @pl.function(type=pl.FunctionType.InCore)
+        def loaded(self, x: pl.Tensor[[1, COLS], pl.FP32],
+                   w: pl.InOut[pld.DistributedTensor[[1, COLS], pl.FP32]]) -> pl.Tensor[[1, COLS], pl.FP32]:
+            return pl.load(x, [0, 0], [1, COLS])
+
         @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
         def host_orch(self, xs: pl.Tensor[[NR, 1, COLS], pl.FP32],
                       ys: pl.Out[pl.Tensor[[NR, 1, COLS], pl.FP32]]) -> pl.Tensor[[NR, 1, COLS], pl.FP32]:
@@ -94,6 +99,12 @@ def _host_program(body: str):  # type: ignore[no-untyped-def]
             elif body == "two-writers":
                 for r in pl.range(pld.world_size()):
                     self.fine(xs[0], ys[0], w, device=r)  # MARK-two-writers
+            elif body == "written-then-read":
+                self.fine(xs[0], ys[0], w, device=0)
+                self.fine(ys[0], ys[1], w, device=1)  # MARK-written-then-read
+            elif body == "opaque-result":
+                tile = self.loaded(xs[0], w)
+                self.fine(tile, ys[0], w)  # MARK-opaque-result
             elif body == "bad-device":
                 self.fine(xs[0], ys[0], w, device=7)  # MARK-bad-device
             elif body == "unsignalled-in-loop":
@@ -120,6 +131,8 @@ def _args(n: int) -> tuple[np.ndarray, np.ndarray]:
     ("while", "MARK-while", "unsupported statement While"),
     ("data-dependent", "MARK-data-dependent", "host control flow must not depend on tensor data"),
     ("two-writers", "MARK-two-writers", "is written by device 0 and device 1"),
+    ("written-then-read", "MARK-written-then-read", "host tensor ys[0] is written by device 0 and read by device 1"),
+    ("opaque-result", "MARK-opaque-result", "passes on a result of self.loaded (line"),
     ("bad-device", "MARK-bad-device", "device=7 is outside the 2 devices"),
     ("unsignalled-in-loop", "MARK-unsignalled-in-loop", "without an explicit signal is not supported inside a HOST loop"),
     ("unsignalled-ring", "MARK-unsignalled-ring", "mode='ring') at HOST level needs an explicit signal"),

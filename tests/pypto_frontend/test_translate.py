@@ -107,3 +107,44 @@ def test_lower_rank_tile_into_higher_rank_tensor() -> None:
     store = next(c for c in calls if c.op is Op.TILE_STORE)
     assert [getattr(d, "value", None) for d in view.type.shape] == [3, COLS]  # type: ignore[union-attr]
     assert [getattr(o, "value", None) for o in store.args[1].items] == [2, 0]  # type: ignore[union-attr]
+
+
+@pl.program
+class PassedOn:
+    """Dispatch results passed on: a window through pl.store and a loop carry, and a tuple."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def publish(self, inp: pl.Tensor[[1, COLS], pl.FP32], out: pl.Out[pl.Tensor[[1, COLS], pl.FP32]],
+                win: pl.InOut[pld.DistributedTensor[[1, COLS], pl.FP32]]
+                ) -> tuple[pld.DistributedTensor[[1, COLS], pl.FP32], pl.Tensor[[1, COLS], pl.FP32]]:
+        for _, (w,) in pl.range(1, init_values=(win,)):
+            w = pl.store(pl.load(inp, [0, 0], [1, COLS]), [0, 0], w)
+            staged = pl.yield_(w)
+        return staged, out
+
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def publish_orch(self, inp: pl.Tensor[[1, COLS], pl.FP32], out: pl.Out[pl.Tensor[[1, COLS], pl.FP32]],
+                     win: pl.InOut[pld.DistributedTensor[[1, COLS], pl.FP32]]
+                     ) -> tuple[pld.DistributedTensor[[1, COLS], pl.FP32], pl.Tensor[[1, COLS], pl.FP32]]:
+        win, out = self.publish(inp, out, win)
+        return win, out
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, inputs: pl.Tensor[[NR, 1, COLS], pl.FP32],
+                  outputs: pl.Out[pl.Tensor[[NR, 1, COLS], pl.FP32]]) -> pl.Tensor[[NR, 1, COLS], pl.FP32]:
+        win_buf = pld.alloc_window_buffer(COLS * pl.FP32.get_byte())
+        sig_buf = pld.alloc_window_buffer(pld.world_size() * pl.INT32.get_byte())
+        win = pld.window(win_buf, [1, COLS], dtype=pl.FP32)
+        for r in pl.range(pld.world_size()):
+            win, _ = self.publish_orch(inputs[r], outputs[r], win, device=r)
+        win = pld.tensor.allreduce(win, pld.window(sig_buf, [pld.world_size()], dtype=pl.INT32))
+        return outputs
+
+
+def test_a_dispatch_result_is_the_argument_it_returns() -> None:
+    """``win, _ = self.orch(..., win, device=r)`` rebinds ``win`` to the window itself on every rank (also
+    where another device runs that dispatch), so the host allreduce after the loop gets the window."""
+    inputs = np.zeros((2, 1, COLS), np.float32)
+    built, _ = translate(PassedOn, 2, (inputs, np.zeros_like(inputs)))
+    (coll,) = built.collectives
+    assert coll.op == "pld.tensor.allreduce" and coll.args[0].alloc.name == "win_buf"

@@ -36,7 +36,7 @@ class AllReduceFp16Chunks:
         data = pld.tensor.allreduce(staged, signal, op=pld.ReduceOp.Sum)
         whole = pl.load(data, [0, 0], [1, WIDE], valid_shape=[1, SZ])
         out = pl.store(whole, [0, 0], out)
-        for col, (count,) in pl.range(0, SZ, STAGE, init_values=(0,)):
+        for _, (count,) in pl.range(0, SZ, STAGE, init_values=(0,)):
             counted = pl.yield_(count + 1)
         pl.write(chunks, [0, 0], counted)
         return out, chunks
