@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pldemu.pypto.errors import FrontendError
+from pldemu.pypto.errors import AnnotationError, FrontendError
 from pldemu.pypto.execute import run, translate
 from pldemu.pypto.session import FrontendOptions
 from pldemu.pypto.surface import ir
@@ -51,9 +51,18 @@ def test_unknown_variable_at_decoration() -> None:
     _where(err, "MARK-undef")
 
 
-def test_bad_annotation_is_a_clear_type_error() -> None:
-    with pytest.raises(TypeError, match=re.escape("pl.Tensor[[dims], dtype] expected")):
-        pl.Tensor[COLS, pl.FP32]
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda: pl.Tensor[COLS, pl.FP32], "pl.Tensor[[dims], dtype] expected"),
+    (lambda: pld.DistributedTensor[[COLS, "x"], pl.FP32], "dim 'x' is not an int or pl.dynamic expression"),
+    (lambda: pl.Out[[COLS], pl.FP32], "pl.Out[...] takes a tensor type"),
+    (lambda: pl.Scalar[int], "pl.Scalar[dtype] expected"),
+])
+def test_bad_annotation_is_one_error_at_its_line(make, message: str) -> None:  # type: ignore[no-untyped-def]
+    """A TypeError (as Python's own subscript errors) that is a FrontendError at the line that wrote it."""
+    with pytest.raises(AnnotationError, match=re.escape(message)) as err:
+        make()
+    assert isinstance(err.value, TypeError) and err.value.file == __file__
+    assert err.value.line == inspect.getsourcelines(make)[1]
 
 
 def test_method_without_pl_function() -> None:
