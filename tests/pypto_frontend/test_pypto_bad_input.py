@@ -96,7 +96,7 @@ def _host_program(body: str):  # type: ignore[no-untyped-def]
             return pl.load(x, [0, 0], [1, COLS])
 
         @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
-        def host_orch(self, xs: pl.Tensor[[NR, 1, COLS], pl.FP32],
+        def host_orch(self, xs: pl.Tensor[[NR, 1, COLS], pl.FP32],  # MARK-host-orch
                       ys: pl.Out[pl.Tensor[[NR, 1, COLS], pl.FP32]]) -> pl.Tensor[[NR, 1, COLS], pl.FP32]:
             buf = pld.alloc_window_buffer(COLS * pl.FP32.get_byte())
             w = pld.window(buf, [1, COLS], dtype=pl.FP32)
@@ -156,8 +156,9 @@ def test_host_and_device_mistakes(body: str, marker: str, message: str) -> None:
 def test_rank_count_against_nr() -> None:
     compiled = ir.compile(_host_program("ok"), distributed_config=DistributedConfig(device_ids=[0, 1]))
     with pytest.raises(FrontendError, match=re.escape("NR = 3 from the host tensors' shapes, but the program "
-                                                      "runs on 2 devices")):
+                                                      "runs on 2 devices")) as err:
         compiled(*_args(3))
+    _where(err, "MARK-host-orch")
 
 
 def test_wrong_host_argument_count() -> None:
