@@ -171,8 +171,10 @@ def _yield(tr: DeviceTranslator, node: ast.Call) -> Any:
     if len(values) != len(carry.values):
         raise tr.error(f"pl.yield_ gives {len(values)} values for {len(carry.values)} init_values", node)
     for i, (old, new) in enumerate(zip(carry.values, values, strict=True)):
-        if isinstance(old.type, (TensorType, TileType)):
+        if isinstance(old.type, TensorType):
             carry.values[i] = new
+        elif isinstance(old.type, TileType):
+            tr.fb.assign(old, _tile(tr, new, "pl.yield_ of a carried tile", node))
         else:
             tr.fb.assign(old, _typed(new, old.type.dtype))
     return carry.values[0] if len(values) == 1 else tuple(carry.values)
