@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pldemu.ir.builder import FunctionBuilder
-from pldemu.ir.nodes import BinOp, BinOpKind, SourcePos, TensorType, TileType, Var, as_expr
+from pldemu.ir.nodes import BinOp, BinOpKind, SourcePos, TensorType, Var, as_expr
 from pldemu.pypto.capture import CapturedFunction, CapturedProgram
 from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.translate.evaluator import Evaluator
