@@ -148,3 +148,29 @@ def test_a_dispatch_result_is_the_argument_it_returns() -> None:
     built, _ = translate(PassedOn, 2, (inputs, np.zeros_like(inputs)))
     (coll,) = built.collectives
     assert coll.op == "pld.tensor.allreduce" and coll.args[0].alloc.name == "win_buf"
+
+
+@pl.program
+class PyptoKeywords:
+    """Every op called with pypto's own keyword names (``pl.cast(input=, target_type=)``, ``pl.read(src=,
+    offset=)``, ``pl.write(dst=, offset=, value=)``, ``pld.tile.remote_store(src_tile=, ...)``), and a
+    tensor pushed by ``pld.tensor.remote_store`` (loaded whole on core first)."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, x: pl.Tensor[[1, COLS], pl.FP32], n: pl.Tensor[[1, 1], pl.INT32],
+          win: pl.InOut[pld.DistributedTensor[[1, COLS], pl.FP32]]) -> None:
+        count = pl.cast(input=pl.read(src=n, offset=[0, 0]), target_type=pl.INDEX)
+        pl.write(dst=n, offset=[0, 0], value=pl.cast(count + 1, target_type=pl.INT32))
+        pld.tile.remote_store(src_tile=pl.load(x, [0, 0], [1, COLS]), target=win, peer=0, offsets=[0, 0])
+        pld.tensor.remote_store(src=x, target=win, peer=0, offsets=[0, 0])
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, xs: pl.Tensor[[1, COLS], pl.FP32], ns: pl.InOut[pl.Tensor[[1, 1], pl.INT32]]) -> None:
+        win_buf = pld.alloc_window_buffer(COLS * pl.FP32.get_byte())
+        self.k(xs, ns, pld.window(win_buf, [1, COLS], dtype=pl.FP32))
+
+
+def test_ops_take_pyptos_keyword_names() -> None:
+    built, _ = translate(PyptoKeywords, 1, (np.zeros((1, COLS), np.float32), np.zeros((1, 1), np.int32)))
+    ops = _ops(built.program)
+    assert ops.count(Op.PUT) == 2 and Op.TENSOR_READ in ops and Op.TENSOR_WRITE in ops

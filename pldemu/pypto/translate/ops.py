@@ -134,8 +134,8 @@ def _const(tr: DeviceTranslator, node: ast.Call) -> Const:
 
 
 def _cast(tr: DeviceTranslator, node: ast.Call) -> Any:
-    b = bind_call(tr, node, ("value", "dtype"), {"mode": None}, "pl.cast")
-    dtype, v = b["dtype"], b["value"]
+    b = bind_call(tr, node, ("input", "target_type"), {"mode": None}, "pl.cast")
+    dtype, v = b["target_type"], b["input"]
     if not isinstance(dtype, PyDType):
         raise tr.error("pl.cast(value, dtype): dtype must be a pl dtype", node)
     if not is_ir(v):
@@ -148,14 +148,14 @@ def _cast(tr: DeviceTranslator, node: ast.Call) -> Any:
 
 
 def _read(tr: DeviceTranslator, node: ast.Call) -> Var:
-    b = bind_call(tr, node, ("tensor", "indices"), {}, "pl.read")
-    return tr.fb.pld.tensor.read(_tensor(tr, b["tensor"], "pl.read: tensor", node), list(b["indices"]))
+    b = bind_call(tr, node, ("src", "offset"), {}, "pl.read")
+    return tr.fb.pld.tensor.read(_tensor(tr, b["src"], "pl.read: src", node), list(b["offset"]))
 
 
 def _write(tr: DeviceTranslator, node: ast.Call) -> None:
-    b = bind_call(tr, node, ("tensor", "indices", "value"), {}, "pl.write")
-    t = _tensor(tr, b["tensor"], "pl.write: tensor", node)
-    tr.fb.pld.tensor.write(t, list(b["indices"]), _typed(b["value"], ttype(t).dtype))
+    b = bind_call(tr, node, ("dst", "offset", "value"), {}, "pl.write")
+    t = _tensor(tr, b["dst"], "pl.write: dst", node)
+    tr.fb.pld.tensor.write(t, list(b["offset"]), _typed(b["value"], ttype(t).dtype))
 
 
 def _typed(value: Any, dtype: Any) -> Any:
@@ -224,11 +224,20 @@ def _remote_load(tr: DeviceTranslator, node: ast.Call) -> Var:
                                       hint=tr.hint("rtile"))
 
 
-def _remote_store(tr: DeviceTranslator, node: ast.Call) -> None:
-    b = bind_call(tr, node, ("src", "target", "peer", "offsets"), {"atomic": AtomicType.None_},
-                  "pld.tile.remote_store")
-    tile = _tile(tr, b["src"], "pld.tile.remote_store: src", node)
-    dst = _tensor(tr, b["target"], "pld.tile.remote_store: target", node)
+def _remote_store(name: str, src: str, tensor_level: bool) -> Rule:
+    """``pld.tile.remote_store(src_tile, ...)`` / ``pld.tensor.remote_store(src, ...)`` (whose tensor
+    source is loaded whole on core first): a put from the tile."""
+
+    def rule(tr: DeviceTranslator, node: ast.Call) -> None:
+        b = bind_call(tr, node, (src, "target", "peer", "offsets"), {"atomic": AtomicType.None_}, name)
+        value = _on_core(tr, b[src], node) if tensor_level else b[src]
+        _put_tile(tr, _tile(tr, value, f"{name}: {src}", node), _tensor(tr, b["target"], f"{name}: target", node),
+                  b)
+
+    return rule
+
+
+def _put_tile(tr: DeviceTranslator, tile: Var, dst: Var, b: dict[str, Any]) -> None:
     shape = list(tltype(tile).shape)
     stage = tr.fb.pld.tile.create(shape, tltype(tile).dtype, hint="stage")
     tr.fb.pld.tile.put(dst, b["peer"], tile, stage, list(b["offsets"]), [0] * len(shape), shape,
@@ -385,8 +394,8 @@ DEVICE_OPS: Mapping[str, Rule] = MappingProxyType({
     "pld.system.notify": _notify,
     "pld.system.wait": _wait,
     "pld.tile.remote_load": _remote_load,
-    "pld.tile.remote_store": _remote_store,
-    "pld.tensor.remote_store": _remote_store,
+    "pld.tile.remote_store": _remote_store("pld.tile.remote_store", "src_tile", tensor_level=False),
+    "pld.tensor.remote_store": _remote_store("pld.tensor.remote_store", "src", tensor_level=True),
     "pld.tensor.put": _transfer(get=False),
     "pld.tensor.get": _transfer(get=True),
     **{name: _collective(name, *spec) for name, spec in COLLECTIVE_PARAMS.items()},
