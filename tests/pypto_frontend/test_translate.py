@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pldemu.ir.nodes import Program
+from pldemu.ir.nodes import Const, Program
 from pldemu.ir.ops import Op
 from pldemu.ir.walk import function_calls, walk_stmts
 from pldemu.pypto.execute import translate
@@ -153,8 +153,9 @@ def test_a_dispatch_result_is_the_argument_it_returns() -> None:
 @pl.program
 class PyptoKeywords:
     """Every op called with pypto's own keyword names (``pl.cast(input=, target_type=)``, ``pl.read(src=,
-    offset=)``, ``pl.write(dst=, offset=, value=)``, ``pld.tile.remote_store(src_tile=, ...)``), and a
-    tensor pushed by ``pld.tensor.remote_store`` (loaded whole on core first)."""
+    offset=)``, ``pl.write(dst=, offset=, value=)``, ``pld.tile.remote_store(src_tile=, ...)``), a
+    tensor pushed by ``pld.tensor.remote_store`` (loaded whole on core first), a window allocated by
+    shape and dtype."""
 
     @pl.function(type=pl.FunctionType.InCore)
     def k(self, x: pl.Tensor[[1, COLS], pl.FP32], n: pl.Tensor[[1, 1], pl.INT32],
@@ -166,7 +167,7 @@ class PyptoKeywords:
 
     @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
     def host_orch(self, xs: pl.Tensor[[1, COLS], pl.FP32], ns: pl.InOut[pl.Tensor[[1, 1], pl.INT32]]) -> None:
-        win_buf = pld.alloc_window_buffer(COLS * pl.FP32.get_byte())
+        win_buf = pld.alloc_window_buffer([1, COLS], dtype=pl.FP32)  # pypto's shape + dtype form
         self.k(xs, ns, pld.window(win_buf, [1, COLS], dtype=pl.FP32))
 
 
@@ -174,3 +175,4 @@ def test_ops_take_pyptos_keyword_names() -> None:
     built, _ = translate(PyptoKeywords, 1, (np.zeros((1, COLS), np.float32), np.zeros((1, 1), np.int32)))
     ops = _ops(built.program)
     assert ops.count(Op.PUT) == 2 and Op.TENSOR_READ in ops and Op.TENSOR_WRITE in ops
+    assert built.program.buffer("win_buf").var.type.shape == (Const(1), Const(COLS))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -166,9 +167,13 @@ class HostProjection(Evaluator):
     def alloc(self, node: ast.Call) -> Alloc:
         if self.lhs is None:
             raise self.error("pld.alloc_window_buffer(...) must be assigned to a name", node)
-        if len(node.args) != 1 or node.keywords:
-            raise self.error("pld.alloc_window_buffer(nbytes) takes one size in bytes", node)
-        nbytes = self.eval(node.args[0])
+        b = bind_call(self, node, ("size",), {"dtype": None}, "pld.alloc_window_buffer")
+        nbytes, dtype = b["size"], b["dtype"]
+        if isinstance(nbytes, (list, tuple)) and isinstance(dtype, PyDType):
+            # pypto's shape + dtype form: product(shape) x dtype.get_byte() bytes.
+            nbytes = math.prod([dtype.nbytes, *nbytes])
+        elif dtype is not None or isinstance(nbytes, (list, tuple)):
+            raise self.error("pld.alloc_window_buffer takes a size in bytes, or a shape and dtype=", node)
         if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes <= 0:
             raise self.error(f"pld.alloc_window_buffer: size must be a positive int, got {nbytes!r}", node)
         found = self.allocs.get(node.lineno)
