@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from pldemu.ir.enums import AtomicType, NotifyOp, ReduceOp, WaitCmp
+from pldemu.ir.enums import AtomicType, CastMode, NotifyOp, ReduceOp, WaitCmp
 from pldemu.ir.nodes import NR, BinOp, BinOpKind, Const, ExprOps, TensorType, TileType, Var, as_expr, eval_nr
 from pldemu.ir.ops import Op
 from pldemu.pypto.translate.evaluator import bind_call
@@ -140,11 +140,23 @@ def _cast(tr: DeviceTranslator, node: ast.Call) -> Any:
         raise tr.error("pl.cast(value, dtype): dtype must be a pl dtype", node)
     if not is_ir(v):
         return int(v) if dtype.ir.is_int else float(v)
+    if isinstance(v, Var) and isinstance(v.type, TileType):
+        return tr.fb.pld.tile.cast(v, dtype.ir, hint=tr.hint("cast"), mode=_cast_mode(tr, b["mode"], node))
     src = v.type.dtype if hasattr(v.type, "dtype") else None
     if src is None or not (src.is_int and dtype.ir.is_int):
         raise tr.error("pl.cast of a scalar is supported between integer types (INT32 / INDEX) only", node)
     # pldemu's scalars are exact integers whatever their width: INT32 <-> INDEX changes no value.
     return v
+
+
+def _cast_mode(tr: DeviceTranslator, mode: Any, node: ast.AST) -> CastMode:
+    """pypto's cast mode: a name (``"rint"``), its number, or absent (``"round"``, pypto's default)."""
+    if mode is None:
+        return CastMode.ROUND
+    try:
+        return CastMode(mode) if isinstance(mode, int) else CastMode["None_" if mode == "none" else mode.upper()]
+    except (KeyError, ValueError, AttributeError):
+        raise tr.error(f"pl.cast: unknown mode {mode!r} (none, rint, round, floor, ceil, trunc, odd)", node) from None
 
 
 def _read(tr: DeviceTranslator, node: ast.Call) -> Var:

@@ -1,7 +1,8 @@
 """Pushes in pypto's style on BF16 data: each device writes its row into its successor's window, the two
 halves with ``pld.tile.remote_store`` and, into a second window, the doubled row computed with the
 tensor-level ``pl.tensor.add`` and pushed by ``pld.tensor.remote_store`` (no global-memory round trip).
-Two InCore calls in one Orchestration; the handshake sits in the second."""
+Two InCore calls in one Orchestration; the handshake sits in the second, which doubles the pushed row
+again in FP32 (``pl.cast`` of a tile there and back, ``mode="rint"``)."""
 
 import pypto.language as pl
 import pypto.language.distributed as pld
@@ -47,7 +48,9 @@ class RemoteStoreBf16:
         got = pl.load(halves, [0, 0], [1, COLS])
         out = pl.store(got, [0, 0], out)
         twice = pl.load(doubled, [0, 0], [1, COLS])
-        return pl.store(twice, [1, 0], out)
+        wide = pl.cast(twice, pl.FP32)  # accumulate in FP32, back to BF16 with an explicit round mode
+        back = pl.cast(pl.add(wide, wide), target_type=pl.BF16, mode="rint")
+        return pl.store(back, [1, 0], out)
 
     @pl.function(type=pl.FunctionType.Orchestration)
     def chip_orch(
@@ -92,5 +95,5 @@ def test_remote_store_bf16(test_config, device_ids, n_ranks):
     compiled(inputs, outputs)
     for r in range(n_ranks):
         before = inputs[(r - 1) % n_ranks]
-        expected = torch.cat([before, before + before], dim=0)
+        expected = torch.cat([before, before * 4], dim=0)
         assert torch.equal(outputs[r], expected), (r, outputs[r], expected)
