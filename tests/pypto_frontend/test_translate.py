@@ -200,3 +200,29 @@ def test_a_tile_cast_keeps_pyptos_modes() -> None:
     casts = [c for f in built.program.functions for c in function_calls(f) if c.op is Op.TILE_CAST]
     assert [(c.attr("dtype").value, c.attr("mode")) for c in casts] == [("fp32", CastMode.ROUND),
                                                                           ("bf16", CastMode.FLOOR)]
+
+
+@pl.program
+class TileSpellings:
+    """``pl.tile.*`` (pypto's tile-op module) and a scalar subtracted from a tile."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, x: pl.Tensor[[1, COLS], pl.FP32], y: pl.Out[pl.Tensor[[1, COLS], pl.FP32]],
+          w: pld.DistributedTensor[[1, COLS], pl.FP32]) -> None:
+        me = pld.rank(pld.get_comm_ctx(w))
+        t = pl.tile.muls(pl.tile.load(x, [0, 0], [1, COLS]), 2.0)
+        pl.tile.store(pl.sub(pl.tile.sub(t, 1.5), pl.cast(me, pl.INT32)), [0, 0], y)
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, xs: pl.Tensor[[1, COLS], pl.FP32], ys: pl.Out[pl.Tensor[[1, COLS], pl.FP32]]) -> None:
+        w_buf = pld.alloc_window_buffer(COLS * pl.FP32.get_byte())
+        self.k(xs, ys, pld.window(w_buf, [1, COLS], dtype=pl.FP32))
+
+
+def test_tile_module_spellings_and_scalar_subtraction() -> None:
+    built, _ = translate(TileSpellings, 1, (np.zeros((1, COLS), np.float32), np.zeros((1, COLS), np.float32)))
+    calls = [c for f in built.program.functions for c in function_calls(f)]
+    assert [c.op for c in calls if c.op in (Op.TILE_MULS, Op.TILE_ADDS, Op.TILE_SUB)] == [Op.TILE_MULS, Op.TILE_ADDS,
+                                                                                            Op.TILE_ADDS]
+    adds = [c for c in calls if c.op is Op.TILE_ADDS]
+    assert getattr(adds[0].args[1], "value", None) == -1.5  # x - 1.5 is x + -1.5

@@ -96,8 +96,9 @@ def _on_core(tr: DeviceTranslator, v: Any, node: ast.AST) -> Any:
     return tr.fb.pld.tile.load(v, [0] * len(shape), shape, hint=f"{v.name}_tile")
 
 
-def _binary(tile_op: Op, scalar_op: Op | None, name: str, tensor_level: bool = False) -> Rule:
-    """``pl.<op>`` on tiles; ``pl.tensor.<op>`` (``tensor_level``) also takes tensors, as whole tiles."""
+def _binary(tile_op: Op, scalar_op: Op | None, name: str, tensor_level: bool = False, negate: bool = False) -> Rule:
+    """``pl.<op>`` on tiles; ``pl.tensor.<op>`` (``tensor_level``) also takes tensors, as whole tiles.
+    A scalar right operand goes to ``scalar_op``, negated first when ``negate`` (``x - s`` is ``x + -s``)."""
 
     def rule(tr: DeviceTranslator, node: ast.Call) -> Var:
         b = bind_call(tr, node, ("lhs", "rhs"), {}, name)
@@ -109,6 +110,8 @@ def _binary(tile_op: Op, scalar_op: Op | None, name: str, tensor_level: bool = F
             return tr.fb.pld.tile.binary(tile_op, lhs, rhs, hint=tr.hint("acc"))
         if scalar_op is None:
             raise tr.error(f"{name}: rhs must be a tile", node)
+        if negate:
+            rhs = as_expr(0) - rhs if is_ir(rhs) else -rhs
         out = tr.fb.op(scalar_op, [lhs, as_expr(rhs)], hint=tr.hint("acc"))
         assert out is not None
         return out
@@ -379,16 +382,16 @@ def _world_size(tr: DeviceTranslator, node: ast.Call) -> int:
     return SymInt(tr.emit.nranks, NR)
 
 
-DEVICE_OPS: Mapping[str, Rule] = MappingProxyType({
+_OPS: dict[str, Rule] = {
     "pl.load": _load,
     "pl.store": _store,
     "pl.add": _binary(Op.TILE_ADD, Op.TILE_ADDS, "pl.add"),
-    "pl.sub": _binary(Op.TILE_SUB, None, "pl.sub"),
+    "pl.sub": _binary(Op.TILE_SUB, Op.TILE_ADDS, "pl.sub", negate=True),
     "pl.mul": _binary(Op.TILE_MUL, Op.TILE_MULS, "pl.mul"),
     "pl.maximum": _binary(Op.TILE_MAXIMUM, None, "pl.maximum"),
     "pl.minimum": _binary(Op.TILE_MINIMUM, None, "pl.minimum"),
     "pl.tensor.add": _binary(Op.TILE_ADD, Op.TILE_ADDS, "pl.tensor.add", tensor_level=True),
-    "pl.tensor.sub": _binary(Op.TILE_SUB, None, "pl.tensor.sub", tensor_level=True),
+    "pl.tensor.sub": _binary(Op.TILE_SUB, Op.TILE_ADDS, "pl.tensor.sub", tensor_level=True, negate=True),
     "pl.tensor.mul": _binary(Op.TILE_MUL, Op.TILE_MULS, "pl.tensor.mul", tensor_level=True),
     "pl.tensor.maximum": _binary(Op.TILE_MAXIMUM, None, "pl.tensor.maximum", tensor_level=True),
     "pl.tensor.minimum": _binary(Op.TILE_MINIMUM, None, "pl.tensor.minimum", tensor_level=True),
@@ -411,7 +414,16 @@ DEVICE_OPS: Mapping[str, Rule] = MappingProxyType({
     "pld.tensor.put": _transfer(get=False),
     "pld.tensor.get": _transfer(get=True),
     **{name: _collective(name, *spec) for name, spec in COLLECTIVE_PARAMS.items()},
+}
+
+TILE_ALIASES: Mapping[str, str] = MappingProxyType({
+    "load": "pl.load", "store": "pl.store", "add": "pl.add", "sub": "pl.sub", "mul": "pl.mul",
+    "maximum": "pl.maximum", "minimum": "pl.minimum", "adds": "pl.add", "muls": "pl.mul",
 })
+"""``pl.tile.<name>``: pypto's tile-op module spells the unified tile ops so."""
+
+DEVICE_OPS: Mapping[str, Rule] = MappingProxyType({
+    **_OPS, **{f"pl.tile.{name}": _OPS[unified] for name, unified in TILE_ALIASES.items()}})
 """Every device-level DSL op; a name missing here is reported as unsupported at its line."""
 
-__all__ = ["COLLECTIVE_PARAMS", "DEVICE_OPS", "collective", "is_ir"]
+__all__ = ["COLLECTIVE_PARAMS", "DEVICE_OPS", "TILE_ALIASES", "collective", "is_ir"]

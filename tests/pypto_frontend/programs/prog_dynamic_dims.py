@@ -2,7 +2,8 @@
 shaped ``[M * 2, COLS]`` and ``NR`` from ``[NR, ...]``; two Orchestrations each return a tuple; the
 first dispatch has no ``device=`` (it runs on device 0), the second runs on every device and pulls
 device 0's result with ``pld.tile.remote_load`` after a notify / wait. Each device also adds its rank
-(``pl.Scalar[pl.INDEX]`` from the host) to its half."""
+(``pl.Scalar[pl.INDEX]`` from the host) with ``pl.tile.adds`` and subtracts a scalar with ``pl.sub``
+(the ``pl.tile.*`` spellings of pypto's tile-op module)."""
 
 import pypto.language as pl
 import pypto.language.distributed as pld
@@ -54,7 +55,8 @@ class DynamicDims:
     ) -> pl.Tensor[[M, COLS], pl.FP32]:
         pld.system.wait(signal=ready, offsets=[0, 0], expected=1, cmp=pld.WaitCmp.Ge)
         got = pld.tile.remote_load(shared, peer=0, offsets=[0, 0], shape=[M, COLS])
-        return pl.store(pl.add(got, pl.cast(shift, pl.INT32)), [0, 0], out)
+        shifted = pl.tile.adds(got, pl.cast(shift, pl.INT32))
+        return pl.tile.store(pl.sub(shifted, 0.5), [0, 0], out)
 
     @pl.function(type=pl.FunctionType.Orchestration)
     def fetch_orch(
@@ -97,4 +99,4 @@ def test_dynamic_dims_and_tuples(test_config, device_ids, n_ranks):
     compiled(x, top, outs)
     assert torch.equal(top, x[:m]), top
     summed = x[:m] + x[m:]
-    assert torch.equal(outs, torch.stack([summed + r for r in range(n_ranks)])), outs
+    assert torch.equal(outs, torch.stack([summed + r - 0.5 for r in range(n_ranks)])), outs
