@@ -140,7 +140,7 @@ def _cast(tr: DeviceTranslator, node: ast.Call) -> Any:
     b = bind_call(tr, node, ("input", "target_type"), {"mode": None}, "pl.cast")
     dtype, v = b["target_type"], b["input"]
     if not isinstance(dtype, PyDType):
-        raise tr.error("pl.cast(value, dtype): dtype must be a pl dtype", node)
+        raise tr.error("pl.cast(input, target_type): target_type must be a pl dtype", node)
     if not is_ir(v):
         return int(v) if dtype.ir.is_int else float(v)
     if isinstance(v, Var) and isinstance(v.type, TileType):
@@ -382,7 +382,7 @@ def _world_size(tr: DeviceTranslator, node: ast.Call) -> int:
     return SymInt(tr.emit.nranks, NR)
 
 
-_OPS: dict[str, Rule] = {
+_OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.load": _load,
     "pl.store": _store,
     "pl.add": _binary(Op.TILE_ADD, Op.TILE_ADDS, "pl.add"),
@@ -414,7 +414,7 @@ _OPS: dict[str, Rule] = {
     "pld.tensor.put": _transfer(get=False),
     "pld.tensor.get": _transfer(get=True),
     **{name: _collective(name, *spec) for name, spec in COLLECTIVE_PARAMS.items()},
-}
+})
 
 TILE_ALIASES: Mapping[str, str] = MappingProxyType({
     "load": "pl.load", "store": "pl.store", "add": "pl.add", "sub": "pl.sub", "mul": "pl.mul",
