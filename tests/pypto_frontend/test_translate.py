@@ -112,14 +112,14 @@ def test_lower_rank_tile_into_higher_rank_tensor() -> None:
 
 @pl.program
 class PassedOn:
-    """Dispatch results passed on: a window through pl.store and a loop carry, and a tuple."""
+    """Dispatch results passed on: a window through pl.tile.store and a loop carry, and a tuple."""
 
     @pl.function(type=pl.FunctionType.InCore)
     def publish(self, inp: pl.Tensor[[1, COLS], pl.FP32], out: pl.Out[pl.Tensor[[1, COLS], pl.FP32]],
                 win: pl.InOut[pld.DistributedTensor[[1, COLS], pl.FP32]]
                 ) -> tuple[pld.DistributedTensor[[1, COLS], pl.FP32], pl.Tensor[[1, COLS], pl.FP32]]:
         for _, (w,) in pl.range(1, init_values=(win,)):
-            w = pl.store(pl.load(inp, [0, 0], [1, COLS]), [0, 0], w)
+            w = pl.tile.store(pl.load(inp, [0, 0], [1, COLS]), [0, 0], w)
             staged = pl.yield_(w)
         return staged, out
 

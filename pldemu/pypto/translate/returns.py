@@ -19,6 +19,7 @@ from typing import Any
 from pldemu.pypto.capture import CapturedFunction, CapturedProgram
 from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.translate.evaluator import Evaluator
+from pldemu.pypto.translate.ops import TILE_ALIASES
 from pldemu.pypto.translate.values import Unresolved
 from pldemu.pypto.types import DslOp
 
@@ -89,6 +90,8 @@ class _Walk:
         except FrontendError:
             return None
         name = op.name if isinstance(op, DslOp) else None
+        if name is not None and name.startswith("pl.tile."):
+            name = TILE_ALIASES.get(name.removeprefix("pl.tile."), name)
         if name == "pl.yield_":
             values = tuple(self.expr(a) for a in node.args)
             return values[0] if len(values) == 1 else values
