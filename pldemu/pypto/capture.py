@@ -142,8 +142,8 @@ def _annotation(value: Any, closure: Mapping[str, Any], file: str, fn: ast.Funct
     try:
         return eval(value, {"__builtins__": builtins}, dict(closure))
     except Exception as err:
-        raise FrontendError(f"annotation {value!r} of {fn.name}: {type(err).__name__}: {err}", file,
-                            fn.lineno) from None
+        what = err.message if isinstance(err, FrontendError) else f"{type(err).__name__}: {err}"
+        raise FrontendError(f"annotation {value!r} of {fn.name}: {what}", file, fn.lineno) from None
 
 
 _KNOWN_BUILTINS = frozenset({"True", "False", "None", "range", "len", "min", "max", "int", "float", "abs"})

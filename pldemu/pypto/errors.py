@@ -15,4 +15,9 @@ class FrontendError(Exception):
         super().__init__(where + message)
 
 
-__all__ = ["FrontendError"]
+class AnnotationError(FrontendError, TypeError):
+    """A malformed annotation (``pl.Tensor[64, pl.FP32]``), at the line where Python evaluates it; a
+    ``TypeError`` too, as Python's own subscript errors are."""
+
+
+__all__ = ["AnnotationError", "FrontendError"]

@@ -225,14 +225,17 @@ def _pypto_module(name: str) -> str:
 
 
 class PyptoModule(pytest.Module):
-    """A test module whose import stops at a pypto name the layer lacks fails to collect with one line
-    (``file:line: pypto.x.Y is not provided ...``), not pytest's import traceback."""
+    """A test module whose import stops at a pypto name the layer lacks, or at a bad program it defines
+    (a :class:`FrontendError`), fails to collect with one line (``file:line: pypto.x.Y is not provided
+    ...``, ``file:line: pl.Tensor[[dims], dtype] expected ...``), not pytest's import traceback."""
 
     def _getobj(self) -> Any:
         try:
             return super()._getobj()
-        except (self.CollectError, AttributeError) as err:
+        except (self.CollectError, AttributeError, FrontendError) as err:
             cause = err.__cause__ if isinstance(err, self.CollectError) else err
+            if isinstance(cause, FrontendError):  # a program the module defines at import, at its line
+                raise self.CollectError(str(cause)) from None
             name = missing_pypto_name(cause) if cause is not None else None
             if name is None or cause is None:
                 raise

@@ -11,10 +11,12 @@ from __future__ import annotations
 import dataclasses
 import enum
 import operator
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from pldemu.ir.dtypes import DType
+from pldemu.pypto.errors import AnnotationError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,6 +145,13 @@ class ScalarAnn:
     dtype: PyDType
 
 
+def _bad(message: str) -> AnnotationError:
+    """The error of a malformed annotation, at the user's line: the frame that subscripted
+    (``_bad`` is called from the factory's ``__getitem__``)."""
+    frame = sys._getframe(2)
+    return AnnotationError(message, frame.f_code.co_filename, frame.f_lineno)
+
+
 class _TensorFactory:
     def __init__(self, distributed: bool) -> None:
         self.distributed = distributed
@@ -151,10 +160,10 @@ class _TensorFactory:
         what = "pld.DistributedTensor" if self.distributed else "pl.Tensor"
         if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], (list, tuple))
                 and isinstance(item[1], PyDType)):
-            raise TypeError(f"{what}[[dims], dtype] expected, got {what}[{item!r}]")
+            raise _bad(f"{what}[[dims], dtype] expected, got {what}[{item!r}]")
         for d in item[0]:
             if isinstance(d, bool) or not isinstance(d, (int, DynVar, DynExpr)):
-                raise TypeError(f"{what}: dim {d!r} is not an int or pl.dynamic expression")
+                raise _bad(f"{what}: dim {d!r} is not an int or pl.dynamic expression")
         return TensorAnn(tuple(item[0]), item[1], self.distributed)
 
 
@@ -164,14 +173,14 @@ class _DirectionFactory:
 
     def __getitem__(self, item: object) -> TensorAnn:
         if not isinstance(item, TensorAnn):
-            raise TypeError(f"pl.{self.direction.value}[...] takes a tensor type, got {item!r}")
+            raise _bad(f"pl.{self.direction.value}[...] takes a tensor type, got {item!r}")
         return dataclasses.replace(item, direction=self.direction)
 
 
 class _ScalarFactory:
     def __getitem__(self, item: object) -> ScalarAnn:
         if not isinstance(item, PyDType):
-            raise TypeError(f"pl.Scalar[dtype] expected, got pl.Scalar[{item!r}]")
+            raise _bad(f"pl.Scalar[dtype] expected, got pl.Scalar[{item!r}]")
         return ScalarAnn(item)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pldemu.pypto.errors import FrontendError
+from pldemu.pypto.errors import AnnotationError, FrontendError
 from pldemu.pypto.execute import run, translate
 from pldemu.pypto.session import FrontendOptions
 from pldemu.pypto.surface import ir
@@ -51,9 +51,18 @@ def test_unknown_variable_at_decoration() -> None:
     _where(err, "MARK-undef")
 
 
-def test_bad_annotation_is_a_clear_type_error() -> None:
-    with pytest.raises(TypeError, match=re.escape("pl.Tensor[[dims], dtype] expected")):
-        pl.Tensor[COLS, pl.FP32]
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda: pl.Tensor[COLS, pl.FP32], "pl.Tensor[[dims], dtype] expected"),
+    (lambda: pld.DistributedTensor[[COLS, "x"], pl.FP32], "dim 'x' is not an int or pl.dynamic expression"),
+    (lambda: pl.Out[[COLS], pl.FP32], "pl.Out[...] takes a tensor type"),
+    (lambda: pl.Scalar[int], "pl.Scalar[dtype] expected"),
+])
+def test_bad_annotation_is_one_error_at_its_line(make, message: str) -> None:  # type: ignore[no-untyped-def]
+    """A TypeError (as Python's own subscript errors) that is a FrontendError at the line that wrote it."""
+    with pytest.raises(AnnotationError, match=re.escape(message)) as err:
+        make()
+    assert isinstance(err.value, TypeError) and err.value.file == __file__
+    assert err.value.line == inspect.getsourcelines(make)[1]
 
 
 def test_method_without_pl_function() -> None:
@@ -81,8 +90,13 @@ def _host_program(body: str):  # type: ignore[no-untyped-def]
                  w: pl.InOut[pld.DistributedTensor[[1, COLS], pl.FP32]]) -> pl.Tensor[[1, COLS], pl.FP32]:
             return pl.store(pl.load(x, [0, 0], [1, COLS]), [0, 0], y)
 
+        @pl.function(type=pl.FunctionType.InCore)
+        def loaded(self, x: pl.Tensor[[1, COLS], pl.FP32],
+                   w: pl.InOut[pld.DistributedTensor[[1, COLS], pl.FP32]]) -> pl.Tensor[[1, COLS], pl.FP32]:
+            return pl.load(x, [0, 0], [1, COLS])
+
         @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
-        def host_orch(self, xs: pl.Tensor[[NR, 1, COLS], pl.FP32],
+        def host_orch(self, xs: pl.Tensor[[NR, 1, COLS], pl.FP32],  # MARK-host-orch
                       ys: pl.Out[pl.Tensor[[NR, 1, COLS], pl.FP32]]) -> pl.Tensor[[NR, 1, COLS], pl.FP32]:
             buf = pld.alloc_window_buffer(COLS * pl.FP32.get_byte())
             w = pld.window(buf, [1, COLS], dtype=pl.FP32)
@@ -94,6 +108,12 @@ def _host_program(body: str):  # type: ignore[no-untyped-def]
             elif body == "two-writers":
                 for r in pl.range(pld.world_size()):
                     self.fine(xs[0], ys[0], w, device=r)  # MARK-two-writers
+            elif body == "written-then-read":
+                self.fine(xs[0], ys[0], w, device=0)
+                self.fine(ys[0], ys[1], w, device=1)  # MARK-written-then-read
+            elif body == "opaque-result":
+                tile = self.loaded(xs[0], w)
+                self.fine(tile, ys[0], w)  # MARK-opaque-result
             elif body == "bad-device":
                 self.fine(xs[0], ys[0], w, device=7)  # MARK-bad-device
             elif body == "unsignalled-in-loop":
@@ -120,6 +140,8 @@ def _args(n: int) -> tuple[np.ndarray, np.ndarray]:
     ("while", "MARK-while", "unsupported statement While"),
     ("data-dependent", "MARK-data-dependent", "host control flow must not depend on tensor data"),
     ("two-writers", "MARK-two-writers", "is written by device 0 and device 1"),
+    ("written-then-read", "MARK-written-then-read", "host tensor ys[0] is written by device 0 and read by device 1"),
+    ("opaque-result", "MARK-opaque-result", "passes on a result of self.loaded (line"),
     ("bad-device", "MARK-bad-device", "device=7 is outside the 2 devices"),
     ("unsignalled-in-loop", "MARK-unsignalled-in-loop", "without an explicit signal is not supported inside a HOST loop"),
     ("unsignalled-ring", "MARK-unsignalled-ring", "mode='ring') at HOST level needs an explicit signal"),
@@ -134,8 +156,9 @@ def test_host_and_device_mistakes(body: str, marker: str, message: str) -> None:
 def test_rank_count_against_nr() -> None:
     compiled = ir.compile(_host_program("ok"), distributed_config=DistributedConfig(device_ids=[0, 1]))
     with pytest.raises(FrontendError, match=re.escape("NR = 3 from the host tensors' shapes, but the program "
-                                                      "runs on 2 devices")):
+                                                      "runs on 2 devices")) as err:
         compiled(*_args(3))
+    _where(err, "MARK-host-orch")
 
 
 def test_wrong_host_argument_count() -> None:

@@ -171,3 +171,39 @@ def test_a_pypto_name_the_layer_lacks_is_one_collection_line(tmp_path: Path, sou
     assert res.returncode == 1 and "1 passed, 1 error" in res.stdout, show(res)  # the other file still runs
     want = f"test_missing.py:{line}: {name} is not provided by pldemu's pypto layer"
     assert want in res.stdout and "Traceback" not in res.stdout and "ImportError" not in res.stdout, show(res)
+
+
+BAD_PROGRAMS = """
+    import pypto.language as pl
+
+    {module_level}
+    def test_bad_annotation():
+        @pl.program
+        class Bad:
+            @pl.function(type=pl.FunctionType.InCore)
+            def k(self, x: pl.Tensor[8, pl.FP32]) -> pl.Tensor[[1, 8], pl.FP32]:
+                return x
+"""
+
+MODULE_LEVEL = """
+    @pl.program
+    class Top:
+        @pl.function(type=pl.FunctionType.InCore)
+        def k(self, x: pl.InOut[[8], pl.FP32]) -> pl.Tensor[[1, 8], pl.FP32]:
+            return x
+"""
+
+
+@pytest.mark.parametrize("module_level", [False, True])
+def test_a_bad_program_is_one_line_at_its_line_without_pldemu_internals(tmp_path: Path, module_level: bool) -> None:
+    """A bad annotation in a test fails the test, one in a module-level program fails its collection:
+    either way one line at the user's file:line, no frame of pldemu."""
+    source = textwrap.dedent(BAD_PROGRAMS).format(module_level=textwrap.dedent(MODULE_LEVEL) if module_level else "")
+    write(tmp_path / "test_bad.py", source)
+    res = inner_pytest(tmp_path, "-q", "test_bad.py")
+    assert res.returncode in (1, 2), show(res)
+    if module_level:
+        assert "test_bad.py:8: pl.InOut[...] takes a tensor type, got ([8], pl.FP32)" in res.stdout, show(res)
+    else:
+        assert "test_bad.py:9: pl.Tensor[[dims], dtype] expected" in res.stdout, show(res)
+    assert "pldemu/pypto" not in res.stdout and "Traceback" not in res.stdout, show(res)

@@ -1,6 +1,8 @@
-"""End to end through ``pldemu pytest``: pypto-style test files (tests/pypto_frontend/programs, not
-collected by pldemu's own suite) pass at 1-5 ranks, and a race, a deadlock and an unknown ``pl`` name
-each fail with pldemu's report at the program's own file:line, never a traceback from inside pldemu."""
+"""End to end through ``pldemu pytest``: pldemu's own pypto-style programs (tests/pypto_frontend/programs,
+written here, not collected by pldemu's own suite) pass at every rank count 1-5 against their torch
+goldens, and a race, a deadlock and an unknown ``pl`` name each fail with pldemu's report at the
+program's own file:line, never a traceback from inside pldemu. One ``pldemu pytest`` session runs them
+all (``--device 0-4``; each program test is parametrized by its rank count)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,33 @@ from pathlib import Path
 import pytest
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"
+RANKS = (1, 2, 3, 4, 5)
+
+PASSING: dict[str, tuple[str, int]] = {
+    "prog_ring_shift.py": ("test_ring_shift", 1),
+    "prog_put_chunked.py": ("test_chunked_ring_put", 1),
+    "prog_put_regions.py": ("test_put_region_forms", 1),
+    "prog_get_regions.py": ("test_get_both_region_forms", 1),
+    "prog_atomic_root.py": ("test_atomic_add_into_root", 1),
+    "prog_remote_store_bf16.py": ("test_remote_store_bf16", 1),
+    "prog_scalars.py": ("test_scalar_arithmetic", 1),
+    "prog_dynamic_dims.py": ("test_dynamic_dims_and_tuples", 1),
+    "prog_allreduce_fp16_chunks.py": ("test_allreduce_fp16_chunks", 1),
+    "prog_allreduce_ring_max.py": ("test_ring_allreduce_max_fp16", 2),
+    "prog_gather_scatter.py": ("test_gather_scatter_one_signal", 1),
+    "prog_broadcast_rounds.py": ("test_broadcast_rounds_one_signal", 1),
+    "prog_all_to_all_v.py": ("test_all_to_all_and_v", 1),
+    "prog_host_allreduce.py": ("test_host_allreduce_synthesised_and_ring", 1),
+    "prog_host_gather_scatter.py": ("test_host_gather_scatter_barrier", 1),
+    "prog_host_exchange.py": ("test_host_broadcast_and_exchanges", 1),
+    "prog_host_rounds.py": ("test_host_rounds_reuse_one_signal", 1),
+}
+"""Program file -> its test function and the fewest ranks it runs at (below: skipped with a reason)."""
+
+FAILING = ("prog_reuse_race.py", "prog_missing_notify.py", "prog_unknown_name.py")
+
+Outcome = tuple[str, str]
+"""(passed | failed | skipped, the failure or skip text)."""
 
 
 def line_of(name: str, text: str) -> str:
@@ -21,33 +50,48 @@ def line_of(name: str, text: str) -> str:
     return f"{name}:{next(i for i, line in enumerate(lines, 1) if text in line)}"
 
 
+def _outcome(case: ET.Element) -> Outcome:
+    for kind in ("failure", "error", "skipped"):
+        found = case.find(kind)
+        if found is not None:
+            return ("failed" if kind != "skipped" else kind), (found.text or "") + found.get("message", "")
+    return "passed", ""
+
+
 @pytest.fixture(scope="module")
-def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, str]]:
-    """test name -> (outcome, failure text) of one ``pldemu pytest`` run over every program."""
+def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
+    """test name -> outcome of one ``pldemu pytest`` run over every program."""
     report = tmp_path_factory.mktemp("programs") / "report.xml"
+    files = [str(PROGRAMS / name) for name in (*PASSING, *FAILING)]
     res = subprocess.run([sys.executable, "-m", "pldemu", "pytest", "-p", "no:cacheprovider", "--device", "0-4",
-                          "--pldemu-timeout", "30", f"--junitxml={report}", str(PROGRAMS / "prog_ring_shift.py"),
-                          str(PROGRAMS / "prog_reuse_race.py"), str(PROGRAMS / "prog_missing_notify.py"),
-                          str(PROGRAMS / "prog_unknown_name.py")], capture_output=True, text=True, timeout=600,
-                         check=False, stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+                          "--pldemu-timeout", "30", f"--junitxml={report}", *files], capture_output=True, text=True,
+                         timeout=900, check=False, stdin=subprocess.DEVNULL,
+                         env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
     assert res.returncode == 1, f"exit {res.returncode}\n{res.stdout}\n{res.stderr}"
     assert "Traceback" not in res.stdout + res.stderr, res.stdout
-    found = {}
-    for case in ET.parse(report).getroot().iter("testcase"):
-        failure = case.find("failure")
-        found[case.get("name", "")] = ("passed", "") if failure is None else ("failed", failure.text or "")
-    return found
+    return {case.get("name", ""): _outcome(case) for case in ET.parse(report).getroot().iter("testcase")}
 
 
 pytestmark = pytest.mark.launcher
 
 
-def test_ring_shift_passes_at_one_to_five_ranks(outcomes: dict[str, tuple[str, str]]) -> None:
-    for devices in (1, 2, 3, 5):
-        assert outcomes[f"test_ring_shift[{devices}]"][0] == "passed", outcomes
+def test_every_program_file_is_run() -> None:
+    assert {p.name for p in PROGRAMS.glob("prog_*.py")} == {*PASSING, *FAILING}
+    assert len(PASSING) >= 15
 
 
-def test_a_race_names_both_accesses_at_the_programs_lines(outcomes: dict[str, tuple[str, str]]) -> None:
+@pytest.mark.parametrize("program", sorted(PASSING))
+def test_program_passes_at_every_rank_count(outcomes: dict[str, Outcome], program: str) -> None:
+    test, fewest = PASSING[program]
+    for n in RANKS:
+        outcome, text = outcomes.get(f"{test}[{n}]", ("missing", ""))
+        if n < fewest:
+            assert outcome == "skipped" and "needs 2 devices" in text, (n, outcome, text)
+        else:
+            assert outcome == "passed", (n, outcome, text)
+
+
+def test_a_race_names_both_accesses_at_the_programs_lines(outcomes: dict[str, Outcome]) -> None:
     outcome, text = outcomes["test_early_reuse"]
     assert outcome == "failed" and "races found" in text, text
     read, write = line_of("prog_reuse_race.py", "pld.tile.remote_load"), line_of("prog_reuse_race.py", "second, [0, 0]")
@@ -55,12 +99,12 @@ def test_a_race_names_both_accesses_at_the_programs_lines(outcomes: dict[str, tu
     assert line_of("prog_reuse_race.py", "compiled(rows, gots)") in text  # the test's own line
 
 
-def test_a_deadlock_shows_the_wait_for_graph_at_the_programs_line(outcomes: dict[str, tuple[str, str]]) -> None:
+def test_a_deadlock_shows_the_wait_for_graph_at_the_programs_line(outcomes: dict[str, Outcome]) -> None:
     outcome, text = outcomes["test_missing_notify"]
     assert outcome == "failed" and "wait-for graph" in text, text
     assert f"[{line_of('prog_missing_notify.py', 'pld.system.wait')}]" in text, text
 
 
-def test_an_unknown_pl_name_is_one_error_at_its_line(outcomes: dict[str, tuple[str, str]]) -> None:
+def test_an_unknown_pl_name_is_one_error_at_its_line(outcomes: dict[str, Outcome]) -> None:
     outcome, text = outcomes["test_unknown_name"]
     assert outcome == "failed" and f"{line_of('prog_unknown_name.py', 'pl.frobnicate')}: pl.frobnicate" in text, text

@@ -95,6 +95,42 @@ def test_carried_scalar_early_return_read_write() -> None:
     np.testing.assert_array_equal(counts, [[[10, 2, 3, 4]], [[5, 6, 7, 52]]])
 
 
+ROWS = 4
+
+
+@pl.program
+class CarriedTiles:
+    """Running row sums: a tile and a tensor carried together through ``pl.range(init_values=)``."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def prefix(self, x: pl.Tensor[[ROWS, COLS], pl.FP32], out: pl.Out[pl.Tensor[[ROWS, COLS], pl.FP32]]
+               ) -> pl.Tensor[[ROWS, COLS], pl.FP32]:
+        first = pl.load(x, [0, 0], [1, COLS])
+        out = pl.store(first, [0, 0], out)
+        for i, (acc, total) in pl.range(1, ROWS, init_values=(first, out)):
+            acc2 = pl.add(acc, pl.load(x, [i, 0], [1, COLS]))
+            total2 = pl.store(acc2, [i, 0], total)
+            acc_out, total_out = pl.yield_(acc2, total2)
+        return pl.store(pl.add(acc_out, acc_out), [0, 0], total_out)
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, xs: pl.Tensor[[ROWS, COLS], pl.FP32], ys: pl.Out[pl.Tensor[[ROWS, COLS], pl.FP32]]
+                  ) -> pl.Tensor[[ROWS, COLS], pl.FP32]:
+        self.prefix(xs, ys)
+        return ys
+
+
+def test_a_carried_tile_is_one_variable_the_loop_reassigns() -> None:
+    """Each iteration adds to the previous iteration's tile (not to the initial one), and the tile
+    yielded out of the loop is defined after it."""
+    xs = np.arange(ROWS * COLS, dtype=np.float32).reshape(ROWS, COLS)
+    ys = np.zeros_like(xs)
+    ir.compile(CarriedTiles, distributed_config=_config(1))(xs, ys)
+    want = np.cumsum(xs, axis=0)
+    want[0] = 2 * want[-1]
+    np.testing.assert_array_equal(ys, want)
+
+
 def _make_host_allreduce(explicit_signal: bool):  # type: ignore[no-untyped-def]
     """Two dispatch loops around a HOST-level allreduce (pypto's B' shape): on a [world_size] signal, or
     on none (then two call sites, each with the private [world_size, 1] window pypto synthesises)."""

@@ -144,7 +144,27 @@ def test_assert_close() -> None:
 
 def test_missing_names_say_to_install_torch() -> None:
     with pytest.raises(AttributeError, match="install torch"):
-        torch.randn(3)  # type: ignore[operator]
+        torch.sort(grid())  # type: ignore[attr-defined]
+
+
+def test_seeded_random_inputs() -> None:
+    """The same seed gives the same inputs; torch's dtypes and argument forms."""
+    torch.manual_seed(7)
+    first = (torch.randn(2, 3), torch.rand((4,)), torch.randint(0, 5, (2, 2), dtype=torch.int32), torch.randint(3, (6,)))
+    torch.manual_seed(7)
+    again = (torch.randn(2, 3), torch.rand((4,)), torch.randint(0, 5, (2, 2), dtype=torch.int32), torch.randint(3, (6,)))
+    assert all(torch.equal(a, b) for a, b in zip(first, again, strict=True))
+    assert [t.dtype for t in first] == [torch.float32, torch.float32, torch.int32, torch.int64]
+    assert first[1].min().item() >= 0 and first[1].max().item() < 1
+    assert first[3].shape == (6,) and first[3].min().item() >= 0 and first[3].max().item() < 3
+
+
+def test_roll_flip_cumsum() -> None:
+    t = torch.arange(6).reshape(3, 2)
+    assert torch.roll(t, 1, dims=0).tolist() == [[4, 5], [0, 1], [2, 3]]
+    assert torch.roll(torch.arange(4), -1).tolist() == [1, 2, 3, 0]
+    assert torch.flip(t, dims=[1]).tolist() == [[1, 0], [3, 2], [5, 4]]
+    assert torch.cumsum(t, dim=0).tolist() == [[0, 1], [2, 4], [6, 9]]
 
 
 def test_import_torch_gives_the_stand_in_only_while_active() -> None:

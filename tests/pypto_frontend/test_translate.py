@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from pldemu.ir.nodes import Program
+from pldemu.ir.enums import CastMode
+from pldemu.ir.nodes import Const, Program
 from pldemu.ir.ops import Op
 from pldemu.ir.walk import function_calls, walk_stmts
 from pldemu.pypto.execute import translate
@@ -107,3 +108,121 @@ def test_lower_rank_tile_into_higher_rank_tensor() -> None:
     store = next(c for c in calls if c.op is Op.TILE_STORE)
     assert [getattr(d, "value", None) for d in view.type.shape] == [3, COLS]  # type: ignore[union-attr]
     assert [getattr(o, "value", None) for o in store.args[1].items] == [2, 0]  # type: ignore[union-attr]
+
+
+@pl.program
+class PassedOn:
+    """Dispatch results passed on: a window through pl.tile.store and a loop carry, and a tuple."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def publish(self, inp: pl.Tensor[[1, COLS], pl.FP32], out: pl.Out[pl.Tensor[[1, COLS], pl.FP32]],
+                win: pl.InOut[pld.DistributedTensor[[1, COLS], pl.FP32]]
+                ) -> tuple[pld.DistributedTensor[[1, COLS], pl.FP32], pl.Tensor[[1, COLS], pl.FP32]]:
+        for _, (w,) in pl.range(1, init_values=(win,)):
+            w = pl.tile.store(pl.load(inp, [0, 0], [1, COLS]), [0, 0], w)
+            staged = pl.yield_(w)
+        return staged, out
+
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def publish_orch(self, inp: pl.Tensor[[1, COLS], pl.FP32], out: pl.Out[pl.Tensor[[1, COLS], pl.FP32]],
+                     win: pl.InOut[pld.DistributedTensor[[1, COLS], pl.FP32]]
+                     ) -> tuple[pld.DistributedTensor[[1, COLS], pl.FP32], pl.Tensor[[1, COLS], pl.FP32]]:
+        win, out = self.publish(inp, out, win)
+        return win, out
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, inputs: pl.Tensor[[NR, 1, COLS], pl.FP32],
+                  outputs: pl.Out[pl.Tensor[[NR, 1, COLS], pl.FP32]]) -> pl.Tensor[[NR, 1, COLS], pl.FP32]:
+        win_buf = pld.alloc_window_buffer(COLS * pl.FP32.get_byte())
+        sig_buf = pld.alloc_window_buffer(pld.world_size() * pl.INT32.get_byte())
+        win = pld.window(win_buf, [1, COLS], dtype=pl.FP32)
+        for r in pl.range(pld.world_size()):
+            win, _ = self.publish_orch(inputs[r], outputs[r], win, device=r)
+        win = pld.tensor.allreduce(win, pld.window(sig_buf, [pld.world_size()], dtype=pl.INT32))
+        return outputs
+
+
+def test_a_dispatch_result_is_the_argument_it_returns() -> None:
+    """``win, _ = self.orch(..., win, device=r)`` rebinds ``win`` to the window itself on every rank (also
+    where another device runs that dispatch), so the host allreduce after the loop gets the window."""
+    inputs = np.zeros((2, 1, COLS), np.float32)
+    built, _ = translate(PassedOn, 2, (inputs, np.zeros_like(inputs)))
+    (coll,) = built.collectives
+    assert coll.op == "pld.tensor.allreduce" and coll.args[0].alloc.name == "win_buf"
+
+
+@pl.program
+class PyptoKeywords:
+    """Every op called with pypto's own keyword names (``pl.cast(input=, target_type=)``, ``pl.read(src=,
+    offset=)``, ``pl.write(dst=, offset=, value=)``, ``pld.tile.remote_store(src_tile=, ...)``), a
+    tensor pushed by ``pld.tensor.remote_store`` (loaded whole on core first), a window allocated by
+    shape and dtype."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, x: pl.Tensor[[1, COLS], pl.FP32], n: pl.Tensor[[1, 1], pl.INT32],
+          win: pl.InOut[pld.DistributedTensor[[1, COLS], pl.FP32]]) -> None:
+        count = pl.cast(input=pl.read(src=n, offset=[0, 0]), target_type=pl.INDEX)
+        pl.write(dst=n, offset=[0, 0], value=pl.cast(count + 1, target_type=pl.INT32))
+        pld.tile.remote_store(src_tile=pl.load(x, [0, 0], [1, COLS]), target=win, peer=0, offsets=[0, 0])
+        pld.tensor.remote_store(src=x, target=win, peer=0, offsets=[0, 0])
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, xs: pl.Tensor[[1, COLS], pl.FP32], ns: pl.InOut[pl.Tensor[[1, 1], pl.INT32]]) -> None:
+        win_buf = pld.alloc_window_buffer([1, COLS], dtype=pl.FP32)  # pypto's shape + dtype form
+        self.k(xs, ns, pld.window(win_buf, [1, COLS], dtype=pl.FP32))
+
+
+def test_ops_take_pyptos_keyword_names() -> None:
+    built, _ = translate(PyptoKeywords, 1, (np.zeros((1, COLS), np.float32), np.zeros((1, 1), np.int32)))
+    ops = _ops(built.program)
+    assert ops.count(Op.PUT) == 2 and Op.TENSOR_READ in ops and Op.TENSOR_WRITE in ops
+    assert built.program.buffer("win_buf").var.type.shape == (Const(1), Const(COLS))
+
+
+@pl.program
+class TileCasts:
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, x: pl.Tensor[[1, COLS], pl.BF16], y: pl.Out[pl.Tensor[[1, COLS], pl.BF16]]) -> None:
+        wide = pl.cast(pl.load(x, [0, 0], [1, COLS]), pl.FP32)
+        pl.store(pl.cast(wide, target_type=pl.BF16, mode="floor"), [0, 0], y)
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, xs: pl.Tensor[[1, COLS], pl.BF16], ys: pl.Out[pl.Tensor[[1, COLS], pl.BF16]]) -> None:
+        self.k(xs, ys)
+
+
+def test_a_tile_cast_keeps_pyptos_modes() -> None:
+    """``pl.cast`` of a tile is ``tile.cast``; pypto's default mode is ``round``, a named mode is kept."""
+    import ml_dtypes
+
+    x = np.zeros((1, COLS), ml_dtypes.bfloat16)
+    built, _ = translate(TileCasts, 1, (x, np.zeros_like(x)))
+    casts = [c for f in built.program.functions for c in function_calls(f) if c.op is Op.TILE_CAST]
+    assert [(c.attr("dtype").value, c.attr("mode")) for c in casts] == [("fp32", CastMode.ROUND),
+                                                                          ("bf16", CastMode.FLOOR)]
+
+
+@pl.program
+class TileSpellings:
+    """``pl.tile.*`` (pypto's tile-op module) and a scalar subtracted from a tile."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, x: pl.Tensor[[1, COLS], pl.FP32], y: pl.Out[pl.Tensor[[1, COLS], pl.FP32]],
+          w: pld.DistributedTensor[[1, COLS], pl.FP32]) -> None:
+        me = pld.rank(pld.get_comm_ctx(w))
+        t = pl.tile.muls(pl.tile.load(x, [0, 0], [1, COLS]), 2.0)
+        pl.tile.store(pl.sub(pl.tile.sub(t, 1.5), pl.cast(me, pl.INT32)), [0, 0], y)
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, xs: pl.Tensor[[1, COLS], pl.FP32], ys: pl.Out[pl.Tensor[[1, COLS], pl.FP32]]) -> None:
+        w_buf = pld.alloc_window_buffer(COLS * pl.FP32.get_byte())
+        self.k(xs, ys, pld.window(w_buf, [1, COLS], dtype=pl.FP32))
+
+
+def test_tile_module_spellings_and_scalar_subtraction() -> None:
+    built, _ = translate(TileSpellings, 1, (np.zeros((1, COLS), np.float32), np.zeros((1, COLS), np.float32)))
+    calls = [c for f in built.program.functions for c in function_calls(f)]
+    assert [c.op for c in calls if c.op in (Op.TILE_MULS, Op.TILE_ADDS, Op.TILE_SUB)] == [Op.TILE_MULS, Op.TILE_ADDS,
+                                                                                            Op.TILE_ADDS]
+    adds = [c for c in calls if c.op is Op.TILE_ADDS]
+    assert getattr(adds[0].args[1], "value", None) == -1.5  # x - 1.5 is x + -1.5

@@ -9,7 +9,8 @@ broadcasting arithmetic under torch's type-promotion rules.
 
 A Tensor holds one numpy array; ``tensor.numpy()`` is that array (not a copy), which is how a compiled
 pypto call writes its Out / InOut results back in place (real torch CPU tensors share memory the same
-way). A torch name the stand-in lacks (``torch.randn``, ``torch.manual_seed``, ...) is an
+way). ``manual_seed`` / ``rand`` / ``randn`` / ``randint`` draw from numpy's generator (the same inputs
+for the same seed, not torch's numbers). A torch name the stand-in lacks (``torch.sort``, ...) is an
 AttributeError that says so and names the fix: install torch.
 """
 
@@ -41,9 +42,11 @@ from pldemu.pypto.torchlite.functions import (
     as_tensor,
     cat,
     concat,
+    cumsum,
     empty,
     empty_like,
     equal,
+    flip,
     from_numpy,
     full,
     full_like,
@@ -61,6 +64,7 @@ from pldemu.pypto.torchlite.functions import (
     prod,
     promote_types,
     remainder,
+    roll,
     stack,
     sum,
     tensor,
@@ -68,6 +72,7 @@ from pldemu.pypto.torchlite.functions import (
     zeros,
     zeros_like,
 )
+from pldemu.pypto.torchlite.random import manual_seed, rand, randint, randn
 from pldemu.pypto.torchlite.tensor import Size, Tensor
 
 float = float32
@@ -98,11 +103,13 @@ __all__ = [
     "bool",
     "cat",
     "concat",
+    "cumsum",
     "double",
     "dtype",
     "empty",
     "empty_like",
     "equal",
+    "flip",
     "float",
     "float16",
     "float32",
@@ -120,6 +127,7 @@ __all__ = [
     "is_tensor",
     "isclose",
     "long",
+    "manual_seed",
     "matmul",
     "max",
     "maximum",
@@ -130,7 +138,11 @@ __all__ = [
     "ones_like",
     "prod",
     "promote_types",
+    "rand",
+    "randint",
+    "randn",
     "remainder",
+    "roll",
     "stack",
     "sum",
     "tensor",

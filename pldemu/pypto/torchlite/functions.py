@@ -194,6 +194,19 @@ def where(condition: Tensor, a: Any, b: Any) -> Tensor:
     return Tensor(np.where(as_array(condition).astype(bool), x, y))
 
 
+def roll(t: Tensor, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Tensor:
+    """Elements shifted ``shifts`` places along ``dims`` (the flattened tensor when None), wrapping round."""
+    return Tensor(np.roll(t._a, shifts, axis=dims))
+
+
+def flip(t: Tensor, dims: Sequence[int]) -> Tensor:
+    return Tensor(np.flip(t._a, axis=tuple(dims)).copy())
+
+
+def cumsum(t: Tensor, dim: int, *, dtype: dt.dtype | None = None) -> Tensor:
+    return Tensor(np.cumsum(t._a, axis=dim, dtype=(dtype or t.dtype).numpy))
+
+
 def is_tensor(value: Any) -> bool:
     return isinstance(value, Tensor)
 

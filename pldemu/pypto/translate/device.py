@@ -4,7 +4,7 @@ Every statement is emitted with the pypto file:line as its origin, so verifier e
 and wait-for graphs name the user's line. Python-valued expressions (closure ints, ``pld.world_size()``,
 host scalars) fold here; anything touching the rank becomes an IR expression. Semantics kept from
 pypto: ``pl.store`` and the collectives return their tensor (tensors are references, so
-``init_values`` / ``pl.yield_`` on tensors is plain rebinding); a scalar carried through
+``init_values`` / ``pl.yield_`` on tensors is plain rebinding); a tile or scalar carried through
 ``pl.range(init_values=)`` is a variable re-assigned by ``pl.yield_``; an ``if`` whose body returns
 early takes the rest of the block as its else branch. ``%`` is Python's (floor) modulo, as pldemu's
 evaluator: for a negative left operand it differs from C's truncation, so keep operands non-negative
@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pldemu.ir.builder import FunctionBuilder
-from pldemu.ir.nodes import BinOp, BinOpKind, SourcePos, TensorType, TileType, Var, as_expr
+from pldemu.ir.nodes import BinOp, BinOpKind, SourcePos, TensorType, Var, as_expr
 from pldemu.pypto.capture import CapturedFunction, CapturedProgram
 from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.translate.evaluator import Evaluator
@@ -50,7 +50,7 @@ class _Returned(Exception):
 
 @dataclasses.dataclass
 class _Carry:
-    """Loop-carried values of one ``pl.range(init_values=)``: a Var per scalar, the tensor itself else."""
+    """Loop-carried values of one ``pl.range(init_values=)``: a Var per tile or scalar, a tensor itself."""
 
     values: list[Any]
 
@@ -165,9 +165,10 @@ class DeviceTranslator(Evaluator):
     def start_carry(self, inits: Any) -> _Carry:
         values = []
         for v in (inits if isinstance(inits, (tuple, list)) else (inits,)):
-            if is_ir(v) and isinstance(v.type, (TensorType, TileType)):
+            if is_ir(v) and isinstance(v.type, TensorType):
                 values.append(v)
             else:
+                # A tile or scalar is a value: one variable the loop's pl.yield_ re-assigns.
                 values.append(self.fb.let("carry", as_expr(v)))
         return _Carry(values)
 

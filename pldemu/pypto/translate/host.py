@@ -13,13 +13,23 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from pldemu.ir.nodes import NR
 from pldemu.pypto.capture import CapturedProgram
 from pldemu.pypto.translate.evaluator import Evaluator, bind_call
-from pldemu.pypto.translate.values import Alloc, Dispatch, Event, HostCollective, HostTensor, HostView
+from pldemu.pypto.translate.returns import dispatch_result
+from pldemu.pypto.translate.values import (
+    Alloc,
+    Dispatch,
+    Event,
+    HostCollective,
+    HostTensor,
+    HostView,
+    Unresolved,
+)
 from pldemu.pypto.types import INT32, PyDType, SymInt
 
 
@@ -63,10 +73,10 @@ class HostProjection(Evaluator):
         raise _Return
 
     def assign(self, target: ast.expr, value: Any) -> None:
-        if isinstance(target, ast.Tuple) and value is None:
-            # The results of a dispatch stay on its device: host code may name them, not read them.
+        if isinstance(target, ast.Tuple) and isinstance(value, Unresolved):
+            # A dispatch result that is none of its arguments: host code may name it, not pass it on.
             for t in target.elts:
-                self.assign(t, None)
+                self.assign(t, value)
         else:
             super().assign(target, value)
 
@@ -85,8 +95,9 @@ class HostProjection(Evaluator):
             self._loops -= 1
 
     def call_self(self, node: ast.Call, name: str) -> Any:
-        """``self.f(..., device=d)``: a dispatch, which this rank runs when ``d`` is its rank."""
-        self.callee_function(node, name)
+        """``self.f(..., device=d)``: a dispatch, which this rank runs when ``d`` is its rank; its value is
+        what ``f`` returns of its arguments (``pldemu.pypto.translate.returns``), on every rank."""
+        fn = self.callee_function(node, name)
         device = 0
         kwargs: list[tuple[str, Any]] = []
         for kw in node.keywords:
@@ -98,10 +109,11 @@ class HostProjection(Evaluator):
             raise self.error(f"device= must evaluate to an int at HOST level, got {device!r}", node)
         if not 0 <= device < self.nranks:
             raise self.error(f"device={device} is outside the {self.nranks} devices of the job", node)
+        args = tuple(self.eval(a) for a in node.args)
         if device == self.rank:
-            self.events.append(Dispatch(name, tuple(self.eval(a) for a in node.args), tuple(kwargs),
-                                        node.lineno))
-        return None
+            self.events.append(Dispatch(name, args, tuple(kwargs), node.lineno))
+        return dispatch_result(self.prog, fn, {**dict(zip(fn.params, args, strict=False)), **dict(kwargs)},
+                               node.lineno)
 
     def call_dsl(self, name: str, node: ast.Call) -> Any:
         if name == "pld.world_size":
@@ -155,9 +167,13 @@ class HostProjection(Evaluator):
     def alloc(self, node: ast.Call) -> Alloc:
         if self.lhs is None:
             raise self.error("pld.alloc_window_buffer(...) must be assigned to a name", node)
-        if len(node.args) != 1 or node.keywords:
-            raise self.error("pld.alloc_window_buffer(nbytes) takes one size in bytes", node)
-        nbytes = self.eval(node.args[0])
+        b = bind_call(self, node, ("size",), {"dtype": None}, "pld.alloc_window_buffer")
+        nbytes, dtype = b["size"], b["dtype"]
+        if isinstance(nbytes, (list, tuple)) and isinstance(dtype, PyDType):
+            # pypto's shape + dtype form: product(shape) x dtype.get_byte() bytes.
+            nbytes = math.prod([dtype.nbytes, *nbytes])
+        elif dtype is not None or isinstance(nbytes, (list, tuple)):
+            raise self.error("pld.alloc_window_buffer takes a size in bytes, or a shape and dtype=", node)
         if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes <= 0:
             raise self.error(f"pld.alloc_window_buffer: size must be a positive int, got {nbytes!r}", node)
         found = self.allocs.get(node.lineno)

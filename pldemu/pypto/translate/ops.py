@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from pldemu.ir.enums import AtomicType, NotifyOp, ReduceOp, WaitCmp
+from pldemu.ir.enums import AtomicType, CastMode, NotifyOp, ReduceOp, WaitCmp
 from pldemu.ir.nodes import NR, BinOp, BinOpKind, Const, ExprOps, TensorType, TileType, Var, as_expr, eval_nr
 from pldemu.ir.ops import Op
 from pldemu.pypto.translate.evaluator import bind_call
@@ -96,8 +96,9 @@ def _on_core(tr: DeviceTranslator, v: Any, node: ast.AST) -> Any:
     return tr.fb.pld.tile.load(v, [0] * len(shape), shape, hint=f"{v.name}_tile")
 
 
-def _binary(tile_op: Op, scalar_op: Op | None, name: str, tensor_level: bool = False) -> Rule:
-    """``pl.<op>`` on tiles; ``pl.tensor.<op>`` (``tensor_level``) also takes tensors, as whole tiles."""
+def _binary(tile_op: Op, scalar_op: Op | None, name: str, tensor_level: bool = False, negate: bool = False) -> Rule:
+    """``pl.<op>`` on tiles; ``pl.tensor.<op>`` (``tensor_level``) also takes tensors, as whole tiles.
+    A scalar right operand goes to ``scalar_op``, negated first when ``negate`` (``x - s`` is ``x + -s``)."""
 
     def rule(tr: DeviceTranslator, node: ast.Call) -> Var:
         b = bind_call(tr, node, ("lhs", "rhs"), {}, name)
@@ -109,6 +110,8 @@ def _binary(tile_op: Op, scalar_op: Op | None, name: str, tensor_level: bool = F
             return tr.fb.pld.tile.binary(tile_op, lhs, rhs, hint=tr.hint("acc"))
         if scalar_op is None:
             raise tr.error(f"{name}: rhs must be a tile", node)
+        if negate:
+            rhs = as_expr(0) - rhs if is_ir(rhs) else -rhs
         out = tr.fb.op(scalar_op, [lhs, as_expr(rhs)], hint=tr.hint("acc"))
         assert out is not None
         return out
@@ -134,12 +137,14 @@ def _const(tr: DeviceTranslator, node: ast.Call) -> Const:
 
 
 def _cast(tr: DeviceTranslator, node: ast.Call) -> Any:
-    b = bind_call(tr, node, ("value", "dtype"), {"mode": None}, "pl.cast")
-    dtype, v = b["dtype"], b["value"]
+    b = bind_call(tr, node, ("input", "target_type"), {"mode": None}, "pl.cast")
+    dtype, v = b["target_type"], b["input"]
     if not isinstance(dtype, PyDType):
-        raise tr.error("pl.cast(value, dtype): dtype must be a pl dtype", node)
+        raise tr.error("pl.cast(input, target_type): target_type must be a pl dtype", node)
     if not is_ir(v):
         return int(v) if dtype.ir.is_int else float(v)
+    if isinstance(v, Var) and isinstance(v.type, TileType):
+        return tr.fb.pld.tile.cast(v, dtype.ir, hint=tr.hint("cast"), mode=_cast_mode(tr, b["mode"], node))
     src = v.type.dtype if hasattr(v.type, "dtype") else None
     if src is None or not (src.is_int and dtype.ir.is_int):
         raise tr.error("pl.cast of a scalar is supported between integer types (INT32 / INDEX) only", node)
@@ -147,15 +152,25 @@ def _cast(tr: DeviceTranslator, node: ast.Call) -> Any:
     return v
 
 
+def _cast_mode(tr: DeviceTranslator, mode: Any, node: ast.AST) -> CastMode:
+    """pypto's cast mode: a name (``"rint"``), its number, or absent (``"round"``, pypto's default)."""
+    if mode is None:
+        return CastMode.ROUND
+    try:
+        return CastMode(mode) if isinstance(mode, int) else CastMode["None_" if mode == "none" else mode.upper()]
+    except (KeyError, ValueError, AttributeError):
+        raise tr.error(f"pl.cast: unknown mode {mode!r} (none, rint, round, floor, ceil, trunc, odd)", node) from None
+
+
 def _read(tr: DeviceTranslator, node: ast.Call) -> Var:
-    b = bind_call(tr, node, ("tensor", "indices"), {}, "pl.read")
-    return tr.fb.pld.tensor.read(_tensor(tr, b["tensor"], "pl.read: tensor", node), list(b["indices"]))
+    b = bind_call(tr, node, ("src", "offset"), {}, "pl.read")
+    return tr.fb.pld.tensor.read(_tensor(tr, b["src"], "pl.read: src", node), list(b["offset"]))
 
 
 def _write(tr: DeviceTranslator, node: ast.Call) -> None:
-    b = bind_call(tr, node, ("tensor", "indices", "value"), {}, "pl.write")
-    t = _tensor(tr, b["tensor"], "pl.write: tensor", node)
-    tr.fb.pld.tensor.write(t, list(b["indices"]), _typed(b["value"], ttype(t).dtype))
+    b = bind_call(tr, node, ("dst", "offset", "value"), {}, "pl.write")
+    t = _tensor(tr, b["dst"], "pl.write: dst", node)
+    tr.fb.pld.tensor.write(t, list(b["offset"]), _typed(b["value"], ttype(t).dtype))
 
 
 def _typed(value: Any, dtype: Any) -> Any:
@@ -171,8 +186,10 @@ def _yield(tr: DeviceTranslator, node: ast.Call) -> Any:
     if len(values) != len(carry.values):
         raise tr.error(f"pl.yield_ gives {len(values)} values for {len(carry.values)} init_values", node)
     for i, (old, new) in enumerate(zip(carry.values, values, strict=True)):
-        if isinstance(old.type, (TensorType, TileType)):
+        if isinstance(old.type, TensorType):
             carry.values[i] = new
+        elif isinstance(old.type, TileType):
+            tr.fb.assign(old, _tile(tr, new, "pl.yield_ of a carried tile", node))
         else:
             tr.fb.assign(old, _typed(new, old.type.dtype))
     return carry.values[0] if len(values) == 1 else tuple(carry.values)
@@ -222,11 +239,20 @@ def _remote_load(tr: DeviceTranslator, node: ast.Call) -> Var:
                                       hint=tr.hint("rtile"))
 
 
-def _remote_store(tr: DeviceTranslator, node: ast.Call) -> None:
-    b = bind_call(tr, node, ("src", "target", "peer", "offsets"), {"atomic": AtomicType.None_},
-                  "pld.tile.remote_store")
-    tile = _tile(tr, b["src"], "pld.tile.remote_store: src", node)
-    dst = _tensor(tr, b["target"], "pld.tile.remote_store: target", node)
+def _remote_store(name: str, src: str, tensor_level: bool) -> Rule:
+    """``pld.tile.remote_store(src_tile, ...)`` / ``pld.tensor.remote_store(src, ...)`` (whose tensor
+    source is loaded whole on core first): a put from the tile."""
+
+    def rule(tr: DeviceTranslator, node: ast.Call) -> None:
+        b = bind_call(tr, node, (src, "target", "peer", "offsets"), {"atomic": AtomicType.None_}, name)
+        value = _on_core(tr, b[src], node) if tensor_level else b[src]
+        _put_tile(tr, _tile(tr, value, f"{name}: {src}", node), _tensor(tr, b["target"], f"{name}: target", node),
+                  b)
+
+    return rule
+
+
+def _put_tile(tr: DeviceTranslator, tile: Var, dst: Var, b: dict[str, Any]) -> None:
     shape = list(tltype(tile).shape)
     stage = tr.fb.pld.tile.create(shape, tltype(tile).dtype, hint="stage")
     tr.fb.pld.tile.put(dst, b["peer"], tile, stage, list(b["offsets"]), [0] * len(shape), shape,
@@ -356,16 +382,16 @@ def _world_size(tr: DeviceTranslator, node: ast.Call) -> int:
     return SymInt(tr.emit.nranks, NR)
 
 
-DEVICE_OPS: Mapping[str, Rule] = MappingProxyType({
+_OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.load": _load,
     "pl.store": _store,
     "pl.add": _binary(Op.TILE_ADD, Op.TILE_ADDS, "pl.add"),
-    "pl.sub": _binary(Op.TILE_SUB, None, "pl.sub"),
+    "pl.sub": _binary(Op.TILE_SUB, Op.TILE_ADDS, "pl.sub", negate=True),
     "pl.mul": _binary(Op.TILE_MUL, Op.TILE_MULS, "pl.mul"),
     "pl.maximum": _binary(Op.TILE_MAXIMUM, None, "pl.maximum"),
     "pl.minimum": _binary(Op.TILE_MINIMUM, None, "pl.minimum"),
     "pl.tensor.add": _binary(Op.TILE_ADD, Op.TILE_ADDS, "pl.tensor.add", tensor_level=True),
-    "pl.tensor.sub": _binary(Op.TILE_SUB, None, "pl.tensor.sub", tensor_level=True),
+    "pl.tensor.sub": _binary(Op.TILE_SUB, Op.TILE_ADDS, "pl.tensor.sub", tensor_level=True, negate=True),
     "pl.tensor.mul": _binary(Op.TILE_MUL, Op.TILE_MULS, "pl.tensor.mul", tensor_level=True),
     "pl.tensor.maximum": _binary(Op.TILE_MAXIMUM, None, "pl.tensor.maximum", tensor_level=True),
     "pl.tensor.minimum": _binary(Op.TILE_MINIMUM, None, "pl.tensor.minimum", tensor_level=True),
@@ -383,12 +409,21 @@ DEVICE_OPS: Mapping[str, Rule] = MappingProxyType({
     "pld.system.notify": _notify,
     "pld.system.wait": _wait,
     "pld.tile.remote_load": _remote_load,
-    "pld.tile.remote_store": _remote_store,
-    "pld.tensor.remote_store": _remote_store,
+    "pld.tile.remote_store": _remote_store("pld.tile.remote_store", "src_tile", tensor_level=False),
+    "pld.tensor.remote_store": _remote_store("pld.tensor.remote_store", "src", tensor_level=True),
     "pld.tensor.put": _transfer(get=False),
     "pld.tensor.get": _transfer(get=True),
     **{name: _collective(name, *spec) for name, spec in COLLECTIVE_PARAMS.items()},
 })
+
+TILE_ALIASES: Mapping[str, str] = MappingProxyType({
+    "load": "pl.load", "store": "pl.store", "add": "pl.add", "sub": "pl.sub", "mul": "pl.mul",
+    "maximum": "pl.maximum", "minimum": "pl.minimum", "adds": "pl.add", "muls": "pl.mul",
+})
+"""``pl.tile.<name>``: pypto's tile-op module spells the unified tile ops so."""
+
+DEVICE_OPS: Mapping[str, Rule] = MappingProxyType({
+    **_OPS, **{f"pl.tile.{name}": _OPS[unified] for name, unified in TILE_ALIASES.items()}})
 """Every device-level DSL op; a name missing here is reported as unsupported at its line."""
 
-__all__ = ["COLLECTIVE_PARAMS", "DEVICE_OPS", "collective", "is_ir"]
+__all__ = ["COLLECTIVE_PARAMS", "DEVICE_OPS", "TILE_ALIASES", "collective", "is_ir"]

@@ -19,12 +19,20 @@ import numpy as np
 from pldemu.ir.builder import FunctionBuilder
 from pldemu.ir.dtypes import DType
 from pldemu.ir.nodes import NR, BufferDecl, BufferKind, Program, SourcePos, TensorType, Var
-from pldemu.pypto.capture import CapturedProgram
+from pldemu.pypto.capture import CapturedFunction, CapturedProgram
 from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.translate.device import DeviceTranslator, Emit, inline
 from pldemu.pypto.translate.ops import COLLECTIVE_PARAMS, collective
-from pldemu.pypto.translate.values import Alloc, Dispatch, Event, HostCollective, HostTensor, HostView
-from pldemu.pypto.types import INT32, Direction, dim_expr
+from pldemu.pypto.translate.values import (
+    Alloc,
+    Dispatch,
+    Event,
+    HostCollective,
+    HostTensor,
+    HostView,
+    Unresolved,
+)
+from pldemu.pypto.types import INT32, Direction, TensorAnn, dim_expr
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +63,8 @@ class _Plan:
     locals_: dict[str, Var] = dataclasses.field(default_factory=dict)
     slices: list[dict[tuple[str, tuple[int, ...]], str]] = dataclasses.field(default_factory=list)
     arrays: dict[tuple[str, tuple[int, ...]], HostTensor] = dataclasses.field(default_factory=dict)
-    writers: dict[tuple[str, tuple[int, ...]], int] = dataclasses.field(default_factory=dict)
+    users: dict[tuple[str, tuple[int, ...]], dict[int, bool]] = dataclasses.field(default_factory=dict)
+    """Per Out / InOut host slice: the devices that use it, and whether each writes it."""
     shapes: dict[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
     """Every buffer's numeric shape at this call's rank count."""
 
@@ -73,7 +82,7 @@ class _Plan:
                              f"needs every view of one buffer to have the first view's shape and dtype", view.line)
         return var
 
-    def host_slice(self, rank: int, t: HostTensor, line: int) -> Var:
+    def host_slice(self, rank: int, t: HostTensor, line: int, writes: bool) -> Var:
         mine = self.slices[rank]
         key = (t.param, t.key)
         name = mine.get(key)
@@ -81,13 +90,8 @@ class _Plan:
             k = sum(1 for p, _ in mine if p == t.param)
             name = mine[key] = t.param if k == 0 else f"{t.param}_{k}"
             self.arrays[key] = t
-            if t.direction is not Direction.IN:
-                other = self.writers.setdefault(key, rank)
-                if other != rank:
-                    raise self.error(f"host tensor {t.param}{list(t.key)} is written by device {other} and "
-                                     f"device {rank}: pypto would order them through host memory, pldemu "
-                                     "projects each device onto its own rank (give each device its own slice)",
-                                     line)
+        if t.direction is not Direction.IN:
+            self.share(rank, t, line, writes)
         dims = t.dims if len(t.dims) == len(t.shape) else t.shape
         t_ir = TensorType(t.dtype.ir, tuple(dim_expr(d) for d in dims))
         var = self.locals_.setdefault(name, Var(name, t_ir))
@@ -97,16 +101,36 @@ class _Plan:
                              "shape on another device", line)
         return var
 
-    def bind(self, rank: int, value: Any, line: int) -> Any:
+    def share(self, rank: int, t: HostTensor, line: int, writes: bool) -> None:
+        """A host slice that one device writes is used by no other device."""
+        users = self.users.setdefault((t.param, t.key), {})
+        users[rank] = users.get(rank, False) or writes
+        others = [r for r in users if r != rank]
+        writer = next((r for r in others if users[r]), None)
+        if writer is not None:
+            how = f"device {writer} and device {rank}" if writes else f"device {writer} and read by device {rank}"
+        elif writes and others:
+            how = f"device {rank} and read by device {others[0]}"
+        else:
+            return
+        raise self.error(f"host tensor {t.param}{list(t.key)} is written by {how}: pypto would order them "
+                         "through host memory, pldemu projects each device onto its own rank (give each device "
+                         "its own slice, or pass the data through a window)", line)
+
+    def bind(self, rank: int, value: Any, line: int, writes: bool = True) -> Any:
         if isinstance(value, HostView):
             return self.window(value)
         if isinstance(value, HostTensor):
-            return self.host_slice(rank, value, line)
+            return self.host_slice(rank, value, line, writes)
         if isinstance(value, Alloc):
             raise self.error(f"{value.name} is an alloc_window_buffer: pass pld.window({value.name}, shape, "
                              "dtype=) to a device function", line)
+        if isinstance(value, Unresolved):
+            raise self.error(f"this passes on a result of self.{value.func} (line {value.line}) that is not one "
+                             "of its tensor arguments: pldemu's projection passes a dispatch's result on only "
+                             "when the Orchestration returns one of its tensor parameters", line)
         if isinstance(value, (list, tuple)):
-            return type(value)(self.bind(rank, v, line) for v in value)
+            return type(value)(self.bind(rank, v, line, writes) for v in value)
         return value
 
 
@@ -144,9 +168,18 @@ def build(prog: CapturedProgram, events: list[list[Event]], dims: Mapping[str, i
 
 
 def _bind_event(plan: _Plan, rank: int, ev: Event) -> Event:
-    args = tuple(plan.bind(rank, a, ev.line) for a in ev.args)
-    kwargs = tuple((k, plan.bind(rank, v, ev.line)) for k, v in ev.kwargs)
+    fn = plan.prog.functions[ev.func] if isinstance(ev, Dispatch) else None
+    params = fn.params if fn is not None else ()
+    args = tuple(plan.bind(rank, a, ev.line, _writes(fn, params[i] if i < len(params) else ""))
+                 for i, a in enumerate(ev.args))
+    kwargs = tuple((k, plan.bind(rank, v, ev.line, _writes(fn, k))) for k, v in ev.kwargs)
     return dataclasses.replace(ev, args=args, kwargs=kwargs)
+
+
+def _writes(fn: CapturedFunction | None, param: str) -> bool:
+    """Whether a dispatch of ``fn`` may write its argument ``param`` (a host collective may write any)."""
+    ann = fn.annotations.get(param) if fn is not None else None
+    return not (isinstance(ann, TensorAnn) and ann.direction is Direction.IN)
 
 
 def _kind(plan: _Plan, var: Var, signals: set[str]) -> BufferKind:

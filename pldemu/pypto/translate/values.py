@@ -73,6 +73,15 @@ class HostCollective:
     line: int
 
 
+@dataclasses.dataclass(frozen=True)
+class Unresolved:
+    """What a dispatch returns when it is not one of its tensor arguments: the host may name it, not
+    pass it on (see ``pldemu.pypto.translate.returns``)."""
+
+    func: str
+    line: int
+
+
 Event = Dispatch | HostCollective
 
-__all__ = ["Alloc", "Dispatch", "Event", "HostCollective", "HostTensor", "HostView"]
+__all__ = ["Alloc", "Dispatch", "Event", "HostCollective", "HostTensor", "HostView", "Unresolved"]

@@ -63,7 +63,7 @@ def ring_shift_program(devices: int):
     return RingShift
 
 
-@pytest.mark.parametrize("devices", [1, 2, 3, 5])
+@pytest.mark.parametrize("devices", [1, 2, 3, 4, 5])
 def test_ring_shift(test_config, device_ids, devices):
     if len(device_ids) < devices:
         pytest.skip(f"needs {devices} devices, got {device_ids}")

@@ -76,8 +76,9 @@ const = DslOp("pl.const")
 read = DslOp("pl.read")
 write = DslOp("pl.write")
 tensor = Namespace("pl.tensor", ("add", "sub", "mul", "maximum", "minimum"))
+tile = Namespace("pl.tile", ("load", "store", "add", "sub", "mul", "maximum", "minimum", "adds", "muls"))
 
 __all__ = ["BF16", "FP16", "FP32", "INDEX", "INT32", "FunctionType", "InOut", "Level", "Out", "PyDType",
            "Role", "Scalar", "Tensor", "add", "cast", "const", "dynamic", "function", "load", "max",
            "maximum", "min", "minimum", "mul", "program", "range", "read", "store", "sub", "tensor",
-           "unroll", "write", "yield_"]
+           "tile", "unroll", "write", "yield_"]
