@@ -67,7 +67,11 @@ class Instruments:
             self.tracer = Tracer(comm, self.options.trace, machine.buffers, machine.sites, program)
         if self.options.race_detect:
             clock = self.tracer.clock.now if self.tracer is not None else None
-            self.races = RaceDetector(comm, machine.buffers, machine.sites, clock=clock)
+            from pldemu.runtime.instrument.fenced import LineCache
+
+            cache = self.schedule.cache if self.schedule is not None else None
+            self.races = RaceDetector(comm, machine.buffers, machine.sites, clock=clock,
+                                      cache=cache if isinstance(cache, LineCache) else None)
             machine.pending_races = self.races.deadlock_causes  # a deadlock report names the hanging call's races
             if self.tracer is not None:
                 self.races.on_reports = self.tracer.add_races

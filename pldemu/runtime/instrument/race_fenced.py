@@ -1,0 +1,191 @@
+"""The race detector's stamps under ``--visibility fenced``: when a write completes, which fill a
+scalar read used, and the markers that did nothing (facts: shared/reference/fences.md, section 5.4).
+
+Why stamps and not timing: in fenced mode a missing fence gives wrong data only where the fence
+would have mattered in this run's interleaving. The detector instead asks whether the protocol
+*allows* the bad order, which no schedule or seed changes:
+
+* **A write is an interval, from its issue to its completion.** A put (atomic data puts too), a
+  ``tile.store`` into a window or a get's destination write is *pending* from its issue until the
+  rank's next ``system.fence``, an all-rank join (the host's barrier) or the end of the call (the
+  kernel's exit completes everything); a ``tensor.write`` of a data window is pending in its cached
+  line until a ``system.cacheinvalid`` covering that line cleans it, then until a fence (or a call's
+  end, the tail flush). The first release (notify, Set of a signal) issued while a write is pending is
+  remembered: it is the notify a ``missing fence`` report names.
+* **A scalar read is an interval, from its line's fill to the read.** A ``tensor.read`` of a data
+  window returns what the line held when it was filled (the fill the line cache made on a miss,
+  ``LineCache.fill_of``), so it is ordered after a peer's write only if the write completed before
+  the *fill*; the waits between the fill and the read are kept for a ``missing cacheinvalid`` report.
+
+The conflict check is the detector's own (``races.find_races``): x happens before y iff x's
+completion (its interval's end) is known to y's start. A write fenced before the notify that
+publishes it, or a read whose line was filled after the wait, is a point, as in the other modes.
+
+**Notes** (:class:`MarkerNotes`): per marker site and rank, how often it ran and how often it was
+useless or insufficient: a fence with no write pending, a ``cacheinvalid`` that dropped no cached
+line, a region ``cacheinvalid`` that left a dirty line of its tensor uncovered (the device cleans only
+the line of the view's base). A note is printed only when it held on every execution of the site.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pldemu.runtime.instrument.fenced import LineCache
+    from pldemu.runtime.values import Buffer
+
+INF_EPOCH = (1 << 62, 0)
+"""The completion epoch of a write still pending at the checkpoint: after everything of this epoch."""
+
+Interval = tuple[int, int]
+LineKey = tuple[int, int]
+
+
+@dataclass(slots=True)
+class Pending:
+    """One write not yet complete (see the module docstring)."""
+
+    target: int
+    buf: Buffer
+    kind: int
+    site: int
+    ivs: list[Interval]
+    seg: int
+    turn: int
+    run: int
+    t: float
+    release: int = -1
+    """Site of the first release this rank issued while the write was pending (-1: none)."""
+    cached: bool = False
+    """The write was still in the rank's data cache at that release (a scalar write not cleaned)."""
+
+
+@dataclass
+class _Count:
+    runs: int = 0
+    held: int = 0
+    example: str = ""
+
+
+@dataclass
+class MarkerNotes:
+    """Per marker site: executions and how many of them were useless / insufficient (this rank)."""
+
+    fence: dict[int, _Count] = field(default_factory=dict)
+    inval: dict[int, _Count] = field(default_factory=dict)
+    scope: dict[int, _Count] = field(default_factory=dict)
+
+    @staticmethod
+    def count(table: dict[int, _Count], site: int, held: bool, example: str = "") -> None:
+        c = table.setdefault(site, _Count())
+        c.runs += 1
+        if held:
+            c.held += 1
+            c.example = c.example or example
+
+    def wire(self) -> dict[str, dict[int, tuple[int, int, str]]]:
+        """Plain data for the gather."""
+        return {name: {s: (c.runs, c.held, c.example) for s, c in getattr(self, name).items()}
+                for name in ("fence", "inval", "scope")}
+
+
+def merge_notes(parts: list[dict[str, dict[int, tuple[int, int, str]]]]) -> dict[str, dict[int, _Count]]:
+    """Every rank's counts, summed per kind and site."""
+    out: dict[str, dict[int, _Count]] = {"fence": {}, "inval": {}, "scope": {}}
+    for part in parts:
+        for name, table in part.items():
+            for site, (runs, held, example) in table.items():
+                c = out[name].setdefault(site, _Count())
+                c.runs += runs
+                c.held += held
+                c.example = c.example or example
+    return out
+
+
+class FenceLedger:
+    """One rank's pending writes, dirty scalar writes, line fills and marker counts (fenced mode)."""
+
+    def __init__(self, cache: LineCache) -> None:
+        self.cache = cache
+        self.pending: list[Pending] = []
+        """Issued DMA writes and cleaned scalar writes: the next fence completes them."""
+        self.dirty: dict[LineKey, list[Pending]] = {}
+        """Scalar writes still in their cached line, by line."""
+        self.fills: dict[int, tuple[int, int, int]] = {}
+        """Fill number (``LineCache.fill_of``) -> (segment, turn, site) of the access that filled it."""
+        self.notes = MarkerNotes()
+
+    def released(self, site: int) -> None:
+        """A release by this rank: every pending write without one remembers it."""
+        for p in self.pending:
+            if p.release < 0:
+                p.release = site
+        for ps in self.dirty.values():
+            for p in ps:
+                if p.release < 0:
+                    p.release, p.cached = site, True
+
+    def fence(self, site: int) -> list[Pending]:
+        """A ``system.fence``: every pending write completes (dirty lines stay dirty)."""
+        done, self.pending = self.pending, []
+        self.notes.count(self.notes.fence, site, not done)
+        return done
+
+    def invalidate(self, site: int, key: LineKey | None, buf: int | None, where: Any) -> None:
+        """A ``system.cacheinvalid`` (``key`` None: whole memory; else the line of the view's base in
+        buffer ``buf``): the dirty writes of the lines it covers become pending, for the next fence."""
+        dropped = self.cache.cached_lines() if key is None else int(self.cache.is_cached(key))
+        self.notes.count(self.notes.inval, site, dropped == 0)
+        keys = list(self.dirty) if key is None else [key]
+        for k in keys:
+            self.pending.extend(self.dirty.pop(k, []))
+        if key is not None and buf is not None:
+            left = sorted(k[1] for k in self.dirty if k[0] == buf)
+            example = ""
+            if left:
+                w = self.dirty[(buf, left[0])][0]
+                example = f"the tensor.write at {where(w.site)} is in line {left[0]}"
+            self.notes.count(self.notes.scope, site, bool(left), example)
+
+    def complete_all(self) -> list[Pending]:
+        """A join or a call's end: every write completes, dirty lines written back."""
+        done, self.pending = self.pending, []
+        for ps in self.dirty.values():
+            done.extend(ps)
+        self.dirty = {}
+        return done
+
+    def fill(self, buffer: Buffer, cell: int, epoch: tuple[int, int], site: int) -> tuple[int, int, int]:
+        """(segment, turn, site) of the fill of the line ``cell`` is served from; this access's own if it
+        filled the line (or the line is unknown: filled before the last checkpoint)."""
+        n = self.cache.fill_of(buffer, cell)
+        if n is None:
+            return (*epoch, site)
+        got = self.fills.get(n)
+        if got is None:
+            got = self.fills[n] = (*epoch, site)
+        return got
+
+
+def fence_notes(counts: dict[str, dict[int, _Count]], where: Any) -> list[str]:
+    """The notes of markers that were useless or insufficient on every execution."""
+    out = []
+    for site, c in sorted(counts["fence"].items()):
+        if c.runs and c.held == c.runs:
+            out.append(f"note: system.fence at {where(site)} ordered nothing (no write pending) in "
+                       f"{c.held}/{c.runs} executions")
+    for site, c in sorted(counts["inval"].items()):
+        if c.runs and c.held == c.runs:
+            out.append(f"note: system.cacheinvalid at {where(site)} dropped no cached line in "
+                       f"{c.held}/{c.runs} executions (no tensor.read or tensor.write of a data window used one)")
+    for site, c in sorted(counts["scope"].items()):
+        if c.runs and c.held == c.runs:
+            out.append(f"note: the region system.cacheinvalid at {where(site)} covers only the line of the view's "
+                       f"base on the device; {c.example} and stays in the cache ({c.held}/{c.runs} executions; "
+                       "system.cacheinvalid() or a region based at that line cleans it)")
+    return out
+
+
+__all__ = ["INF_EPOCH", "FenceLedger", "MarkerNotes", "Pending", "fence_notes", "merge_notes"]
