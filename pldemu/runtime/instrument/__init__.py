@@ -6,7 +6,7 @@ no instrument and imports neither the race detector nor the tracer), else the :c
 the invariant checker are made at once (before the program is compiled: they fill
 ``machine.overrides``, which the compiler reads); the tracer and the race detector are made by
 :meth:`Instruments.start` once the windows exist (collective). The modules: ``schedule``,
-``invariants``, ``races`` (with ``race_clocks``), ``trace``.
+``invariants``, ``races`` (with ``race_clocks`` and ``race_fenced``), ``trace``.
 """
 
 from __future__ import annotations

@@ -35,6 +35,16 @@ elements, with no release by that rank between them (its own clock entry unchang
 puts from one rank to one target land in order and a notify flushes them, but nothing completes a
 put before a later read (under ``--visibility deferred`` the read returns the old value).
 
+**Fenced mode** (``--visibility fenced``, ``race_fenced``): a write is an interval from its issue to
+the fence (join, call end) that completes it, a scalar ``tensor.read`` from its line's fill to the
+read; x happens before y iff x's end is known to y's start. A conflict that a write completed at its
+issue (or a read filled at its time) would have avoided is reported as ``missing fence`` (with the
+release the write was pending at) or ``missing cacheinvalid`` (with the fill and the wait); same
+origin then needs a completion, not a release, between the put and the read.
+
+**Lost updates** (every mode): two Set releases into one signal cell by different ranks that
+happens-before does not order (``lost_updates``, on rank 0 from the replayed sync logs).
+
 **Records.** Every access to a data window is recorded by the accessing rank: (target rank, buffer,
 read / write / atomic write, flat element intervals ``[start, stop)`` of the packed buffer, VC, call
 site, call number). Puts, atomic puts, gets, ``remote_load`` (their regions decoded by the one transfer planner,
