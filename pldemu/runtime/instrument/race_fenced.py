@@ -60,6 +60,8 @@ class Pending:
     """Site of the first release this rank issued while the write was pending (-1: none)."""
     cached: bool = False
     """The write was still in the rank's data cache at that release (a scalar write not cleaned)."""
+    in_cache: bool = False
+    """A scalar write its line holds (not cleaned yet)."""
 
 
 @dataclass
@@ -116,20 +118,30 @@ class FenceLedger:
         self.fills: dict[int, tuple[int, int, int]] = {}
         """Fill number (``LineCache.fill_of``) -> (segment, turn, site) of the access that filled it."""
         self.notes = MarkerNotes()
+        self._fresh: list[Pending] = []
+        """Writes issued since this rank's last release and still pending: the next release marks them."""
+
+    def issue(self, p: Pending) -> None:
+        """A DMA write: pending until a fence."""
+        self.pending.append(p)
+        self._fresh.append(p)
+
+    def store(self, key: LineKey, p: Pending) -> None:
+        """A scalar write into cached line ``key``: dirty until a cacheinvalid covering the line."""
+        p.in_cache = True
+        self.dirty.setdefault(key, []).append(p)
+        self._fresh.append(p)
 
     def released(self, site: int) -> None:
-        """A release by this rank: every pending write without one remembers it."""
-        for p in self.pending:
-            if p.release < 0:
-                p.release = site
-        for ps in self.dirty.values():
-            for p in ps:
-                if p.release < 0:
-                    p.release, p.cached = site, True
+        """A release by this rank: every pending write issued since the last one remembers it."""
+        for p in self._fresh:
+            p.release, p.cached = site, p.in_cache
+        self._fresh = []
 
     def fence(self, site: int) -> list[Pending]:
         """A ``system.fence``: every pending write completes (dirty lines stay dirty)."""
         done, self.pending = self.pending, []
+        self._fresh = [p for p in self._fresh if p.in_cache]
         self.notes.count(self.notes.fence, site, not done)
         return done
 
@@ -140,7 +152,9 @@ class FenceLedger:
         self.notes.count(self.notes.inval, site, dropped == 0)
         keys = list(self.dirty) if key is None else [key]
         for k in keys:
-            self.pending.extend(self.dirty.pop(k, []))
+            for p in self.dirty.pop(k, []):
+                p.in_cache = False
+                self.pending.append(p)
         if key is not None and buf is not None:
             left = sorted(k[1] for k in self.dirty if k[0] == buf)
             example = ""
@@ -155,6 +169,7 @@ class FenceLedger:
         for ps in self.dirty.values():
             done.extend(ps)
         self.dirty = {}
+        self._fresh = []
         return done
 
     def fill(self, buffer: Buffer, cell: int, epoch: tuple[int, int], site: int) -> tuple[int, int, int]:

@@ -502,8 +502,8 @@ class RaceDetector(MonitorBase):
                 self._wrote_remote = False
         if self._ledger is not None and kind != READ and isinstance(site, int):
             # Fenced mode: a program's write is pending until what completes it (race_fenced).
-            self._ledger.pending.append(Pending(target, buf, kind, site, ivs, len(self._sync), self._turn,
-                                                self._run, self._clock()))
+            self._ledger.issue(Pending(target, buf, kind, site, ivs, len(self._sync), self._turn, self._run,
+                                       self._clock()))
             return
         key = (len(self._sync), self._run, target, buf.index, kind, site, self._turn)
         rec = self._log.get(key)
@@ -590,9 +590,9 @@ class RaceDetector(MonitorBase):
             self._record(self.rank, buf, WRITE, site.id, [(flat, flat + 1)])
             return
         ledger.fill(buf, flat, (len(self._sync), self._turn), site.id)  # a write miss fills the line too
-        ledger.dirty.setdefault(ledger.cache.key_of(buf, flat), []).append(
-            Pending(self.rank, buf, WRITE, site.id, [(flat, flat + 1)], len(self._sync), self._turn, self._run,
-                    self._clock()))
+        ledger.store(ledger.cache.key_of(buf, flat),
+                     Pending(self.rank, buf, WRITE, site.id, [(flat, flat + 1)], len(self._sync), self._turn,
+                             self._run, self._clock()))
 
     # -- fenced mode (race_fenced) ---------------------------------------------------------------
 
@@ -612,8 +612,12 @@ class RaceDetector(MonitorBase):
             rec[1].append((flat, flat + 1))
 
     def _complete(self, done: list[Pending], hi: tuple[int, int]) -> None:
-        """Log writes completed at epoch ``hi`` as intervals from their issue."""
+        """Log writes completed at epoch ``hi`` as intervals from their issue; a write to this rank's
+        own window completed in the segment it was issued in is a point (no same-origin question)."""
         for p in done:
+            if p.target == self.rank and p.seg == hi[0]:
+                self._log_point(p)
+                continue
             key = (p.seg, p.turn, hi[0], hi[1], p.run, p.target, p.buf.index, p.kind, p.site,
                    ("fence", p.release, p.cached))
             rec = self._spans.get(key)
@@ -622,21 +626,31 @@ class RaceDetector(MonitorBase):
             else:
                 rec[1].extend(p.ivs)
 
-    def _completion(self) -> tuple[int, int]:
-        """A completion point: a new turn (same-origin order), and its epoch."""
-        self._turn += 1
+    def _log_point(self, p: Pending) -> None:
+        key = (p.seg, p.run, p.target, p.buf.index, p.kind, p.site, p.turn)
+        rec = self._log.get(key)
+        if rec is None:
+            self._log[key] = [p.t, list(p.ivs)]
+        else:
+            rec[1].extend(p.ivs)
+
+    def _completion(self, done: list[Pending]) -> tuple[int, int]:
+        """A completion point's epoch; a new turn if it completed a remote write (the same-origin
+        check's order: a read of that turn or later comes after the completion)."""
+        if any(p.target != self.rank for p in done):
+            self._turn += 1
         return len(self._sync), self._turn
 
     def _fence(self, site: CallSite, args: tuple[Any, ...]) -> None:
         assert self._ledger is not None
         done = self._ledger.fence(site.id)
-        self._complete(done, self._completion())
+        self._complete(done, self._completion(done))
 
     def _complete_all(self) -> None:
         if self._ledger is not None:
             done = self._ledger.complete_all()
             if done:
-                self._complete(done, self._completion())
+                self._complete(done, self._completion(done))
 
     def _cacheinvalid(self, site: CallSite, args: tuple[Any, ...]) -> None:
         assert self._ledger is not None
