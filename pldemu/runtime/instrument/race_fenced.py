@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from pldemu.runtime.instrument.fenced import LineCache
     from pldemu.runtime.values import Buffer
 
-INF_EPOCH = (1 << 62, 0)
+INF_EPOCH = (1 << 62, 1 << 62)
 """The completion epoch of a write still pending at the checkpoint: after everything of this epoch."""
 
 Interval = tuple[int, int]
