@@ -31,7 +31,7 @@ def _point(rank: int, kind: int, vc: tuple[int, ...], where: str, epoch: tuple[i
 
 def test_a_put_completed_after_the_notify_its_reader_acquired_is_a_missing_fence() -> None:
     # rank 0 puts at clock (1, 0), notifies (release clock (1, 0)), fences at (2, 0); rank 1 acquired (1, 0)
-    put = _span(0, WRITE, (1, 0), (2, 0), ("fence", "main:14 notify", False), "main:13 put")
+    put = _span(0, WRITE, (1, 0), (2, 0), ("fence", ((1, "main:14 notify", False),)), "main:13 put")
     read = _point(1, READ, (1, 1), "main:19 load")
     (r,) = find_races(1, BUF, [put, read])
     assert (r.reason, r.first.location, r.second.location, r.via) == (MISSING_FENCE, "main:13 put", "main:19 load",
@@ -39,13 +39,25 @@ def test_a_put_completed_after_the_notify_its_reader_acquired_is_a_missing_fence
     assert "was still pending at main:14 notify (no system.fence between)" in r.describe()
 
 
+def test_the_report_names_the_release_the_peer_acquired_and_whether_the_write_was_still_cached() -> None:
+    # a scalar write pending at three releases (entries 1, 2, 3), cleaned after the first; rank 1 knows entry 2
+    releases = ((1, "main:4 notify A", True), (2, "main:6 notify B", False), (3, "main:8 notify C", False))
+    write = _span(0, WRITE, (1, 0), (4, 0), ("fence", releases), "main:3 tensor.write")
+    (r,) = find_races(1, BUF, [write, _point(1, READ, (2, 1), "main:9 load")])
+    assert r.via == ("main:6 notify B", "")
+    assert "was still pending at main:6 notify B" in r.describe()
+    (r,) = find_races(1, BUF, [write, _point(1, READ, (1, 1), "main:9 load")])
+    assert r.via == ("main:4 notify A", "cached")
+    assert "was still in rank 0's data cache at main:4 notify A" in r.describe()
+
+
 def test_a_put_fenced_before_the_notify_is_ordered() -> None:
-    put = _span(0, WRITE, (1, 0), (1, 0), ("fence", "", False), "main:13 put")
+    put = _span(0, WRITE, (1, 0), (1, 0), ("fence", ()), "main:13 put")
     assert find_races(1, BUF, [put, _point(1, READ, (1, 1), "main:19 load")]) == []
 
 
 def test_a_write_never_completed_is_unordered_with_every_later_access() -> None:
-    put = _span(0, WRITE, (1, 1), INF, ("fence", "main:14 notify", False), "main:13 put")
+    put = _span(0, WRITE, (1, 1), INF, ("fence", ((1, "main:14 notify", False),)), "main:13 put")
     (r,) = find_races(1, BUF, [put, _point(1, READ, (5, 3), "main:30 load")])
     assert r.reason == MISSING_FENCE
     # ... but not with an access that happens before its issue (rank 0 had acquired rank 1's entry 1)
@@ -53,7 +65,7 @@ def test_a_write_never_completed_is_unordered_with_every_later_access() -> None:
 
 
 def test_a_read_from_a_line_filled_before_the_wait_is_a_missing_cacheinvalid() -> None:
-    put = _span(0, WRITE, (1, 0), (1, 0), ("fence", "", False), "main:13 put")
+    put = _span(0, WRITE, (1, 0), (1, 0), ("fence", ()), "main:13 put")
     waits = (((1, 2), "main:22 wait"),)
     read = _span(1, READ, (0, 1), (1, 2), ("fill", "main:20 early read", waits), "main:23 late read")
     (r,) = find_races(1, BUF, [put, read])
@@ -64,13 +76,13 @@ def test_a_read_from_a_line_filled_before_the_wait_is_a_missing_cacheinvalid() -
 
 
 def test_an_unordered_write_with_no_interval_is_a_plain_race() -> None:
-    a = _span(0, WRITE, (1, 0), (1, 0), ("fence", "", False), "main:3 put")
+    a = _span(0, WRITE, (1, 0), (1, 0), ("fence", ()), "main:3 put")
     (r,) = find_races(1, BUF, [a, _point(1, READ, (0, 1), "main:5 load")])
     assert r.reason == ""
 
 
 def test_same_origin_in_fenced_mode_needs_a_completion_between_put_and_read() -> None:
-    put = _span(0, WRITE, (1, 0), (1, 0), ("fence", "", False), "main:13 put", epoch=(0, 0), hi_epoch=(0, 2))
+    put = _span(0, WRITE, (1, 0), (1, 0), ("fence", ()), "main:13 put", epoch=(0, 0), hi_epoch=(0, 2))
     before = _point(0, READ, (1, 0), "main:14 load", epoch=(0, 1))
     after = _point(0, READ, (1, 0), "main:16 load", epoch=(0, 2))
     (r,) = find_races(1, BUF, [put, before, after])

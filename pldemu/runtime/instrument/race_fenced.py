@@ -10,8 +10,9 @@ would have mattered in this run's interleaving. The detector instead asks whethe
   rank's next ``system.fence``, an all-rank join (the host's barrier) or the end of the call (the
   kernel's exit completes everything); a ``tensor.write`` of a data window is pending in its cached
   line until a ``system.cacheinvalid`` covering that line cleans it, then until a fence (or a call's
-  end, the tail flush). The first release (notify, Set of a signal) issued while a write is pending is
-  remembered: it is the notify a ``missing fence`` report names.
+  end, the tail flush). The releases (notify, Set of a signal) the rank issued while a write was
+  pending are read back from its sync log at the checkpoint: a ``missing fence`` report names the one
+  the peer's access is ordered after.
 * **A scalar read is an interval, from its line's fill to the read.** A ``tensor.read`` of a data
   window returns what the line held when it was filled (the fill the line cache made on a miss,
   ``LineCache.fill_of``), so it is ordered after a peer's write only if the write completed before
@@ -56,12 +57,9 @@ class Pending:
     turn: int
     run: int
     t: float
-    release: int = -1
-    """Site of the first release this rank issued while the write was pending (-1: none)."""
-    cached: bool = False
-    """The write was still in the rank's data cache at that release (a scalar write not cleaned)."""
-    in_cache: bool = False
-    """A scalar write its line holds (not cleaned yet)."""
+    cleaned: int = -1
+    """The segment in which a cacheinvalid cleaned this scalar write out of its line (INF_EPOCH[0]
+    while its line holds it; -1: a DMA write, never cached)."""
 
 
 @dataclass
@@ -118,42 +116,28 @@ class FenceLedger:
         self.fills: dict[int, tuple[int, int, int]] = {}
         """Fill number (``LineCache.fill_of``) -> (segment, turn, site) of the access that filled it."""
         self.notes = MarkerNotes()
-        self._fresh: list[Pending] = []
-        """Writes issued since this rank's last release and still pending: the next release marks them."""
-
-    def issue(self, p: Pending) -> None:
-        """A DMA write: pending until a fence."""
-        self.pending.append(p)
-        self._fresh.append(p)
 
     def store(self, key: LineKey, p: Pending) -> None:
         """A scalar write into cached line ``key``: dirty until a cacheinvalid covering the line."""
-        p.in_cache = True
+        p.cleaned = INF_EPOCH[0]
         self.dirty.setdefault(key, []).append(p)
-        self._fresh.append(p)
-
-    def released(self, site: int) -> None:
-        """A release by this rank: every pending write issued since the last one remembers it."""
-        for p in self._fresh:
-            p.release, p.cached = site, p.in_cache
-        self._fresh = []
 
     def fence(self, site: int) -> list[Pending]:
         """A ``system.fence``: every pending write completes (dirty lines stay dirty)."""
         done, self.pending = self.pending, []
-        self._fresh = [p for p in self._fresh if p.in_cache]
         self.notes.count(self.notes.fence, site, not done)
         return done
 
-    def invalidate(self, site: int, key: LineKey | None, buf: int | None, where: Any) -> None:
-        """A ``system.cacheinvalid`` (``key`` None: whole memory; else the line of the view's base in
-        buffer ``buf``): the dirty writes of the lines it covers become pending, for the next fence."""
+    def invalidate(self, site: int, key: LineKey | None, buf: int | None, where: Any, seg: int) -> None:
+        """A ``system.cacheinvalid`` in segment ``seg`` (``key`` None: whole memory; else the line of
+        the view's base in buffer ``buf``): the dirty writes of the lines it covers become pending, for
+        the next fence."""
         dropped = self.cache.cached_lines() if key is None else int(self.cache.is_cached(key))
         self.notes.count(self.notes.inval, site, dropped == 0)
         keys = list(self.dirty) if key is None else [key]
         for k in keys:
             for p in self.dirty.pop(k, []):
-                p.in_cache = False
+                p.cleaned = seg
                 self.pending.append(p)
         if key is not None and buf is not None:
             left = sorted(k[1] for k in self.dirty if k[0] == buf)
@@ -169,7 +153,6 @@ class FenceLedger:
         for ps in self.dirty.values():
             done.extend(ps)
         self.dirty = {}
-        self._fresh = []
         return done
 
     def fill(self, buffer: Buffer, cell: int, epoch: tuple[int, int], site: int) -> tuple[int, int, int]:

@@ -118,6 +118,9 @@ as a possible false positive for such programs."""
 MERGE_AT = 64
 """Merge a record's interval list once it holds this many entries (bounded memory in loops)."""
 
+MAX_NAMED = 16
+"""Releases a pending write remembers for its report (the one the peer acquired is usually the first)."""
+
 MAX_REPORTS = 200
 """Distinct reports kept per check (a broken recipe repeats the same race every call)."""
 
@@ -416,8 +419,6 @@ class RaceDetector(MonitorBase):
                 for b in self._signals if b.window is not None}
 
     def _release(self, site: int, peer: int, buffer: int, cell: int, value: int, is_set: bool) -> None:
-        if self._ledger is not None:
-            self._ledger.released(site)
         self._sync.append((REL, self._clock(), peer, buffer, cell, value, is_set))
         self._meta.append((site, self._run))
         self._vc[self.rank] += 1
@@ -502,8 +503,8 @@ class RaceDetector(MonitorBase):
                 self._wrote_remote = False
         if self._ledger is not None and kind != READ and isinstance(site, int):
             # Fenced mode: a program's write is pending until what completes it (race_fenced).
-            self._ledger.issue(Pending(target, buf, kind, site, ivs, len(self._sync), self._turn, self._run,
-                                       self._clock()))
+            self._ledger.pending.append(Pending(target, buf, kind, site, ivs, len(self._sync), self._turn,
+                                                self._run, self._clock()))
             return
         key = (len(self._sync), self._run, target, buf.index, kind, site, self._turn)
         rec = self._log.get(key)
@@ -618,8 +619,7 @@ class RaceDetector(MonitorBase):
             if p.target == self.rank and p.seg == hi[0]:
                 self._log_point(p)
                 continue
-            key = (p.seg, p.turn, hi[0], hi[1], p.run, p.target, p.buf.index, p.kind, p.site,
-                   ("fence", p.release, p.cached))
+            key = (p.seg, p.turn, hi[0], hi[1], p.run, p.target, p.buf.index, p.kind, p.site, ("fence", p.cleaned))
             rec = self._spans.get(key)
             if rec is None:
                 self._spans[key] = [p.t, list(p.ivs)]
@@ -666,7 +666,7 @@ class RaceDetector(MonitorBase):
             except Exception:  # the handler raises the proper error itself
                 return
             key, buf = self._ledger.cache.key_of(b, base), b.index
-        self._ledger.invalidate(site.id, key, buf, self._where)
+        self._ledger.invalidate(site.id, key, buf, self._where, len(self._sync))
 
     def _tile_load(self, site: CallSite, args: tuple[Any, ...]) -> None:
         t = args[0]
@@ -790,11 +790,16 @@ class RaceDetector(MonitorBase):
 
     def _span_detail(self, how: tuple[Any, ...], seg: int, hi_seg: int,
                      segments: Sequence[tuple[int, ...]]) -> tuple[Any, ...]:
-        """What a fenced-mode report says of an interval: for a write, the release it was pending at
-        (and whether it was still in the cache); for a read, the access that filled its line and the
-        waits between that fill and the read (each with the clock it left)."""
+        """What a fenced-mode report says of an interval: for a write, the releases it was pending at
+        (my own clock entry at each, where, and whether the write was still in the data cache then; the
+        first MAX_NAMED); for a read, the access that filled its line and the waits between that fill and
+        the read (each with the clock it left)."""
+        me = self.rank
         if how[0] == "fence":
-            return ("fence", self._where(how[1]) if how[1] >= 0 else "", how[2])
+            sync, end = self._sync, min(hi_seg, len(self._sync))
+            named = tuple((segments[i][me], self._where(self._meta[i][0]), i < how[1]) for i in range(seg, end)
+                          if sync[i][0] == REL)
+            return ("fence", named[:MAX_NAMED])
         waits = tuple((segments[i + 1], self._where(self._meta[i][0])) for i in range(seg, min(hi_seg, len(self._sync)))
                       if self._sync[i][0] == ACQ and segments[i + 1] != segments[i])
         return ("fill", self._where(how[1]), waits)
@@ -993,8 +998,10 @@ def _explain(a: _Wire, b: _Wire) -> tuple[tuple[str, ...], _Wire, _Wire] | None:
         if x[2] == READ or x[3][r] > y_end:  # completed at its issue, x would still not come before y
             continue
         if len(x) > 9 and _hi(x)[r] > y_end:
-            _, release, cached = x[9][2]
-            return (MISSING_FENCE, release, "cached" if cached else ""), x, y
+            # The release y is ordered after: the last one of x's rank whose clock y knows.
+            named = [(where, cached) for own, where, cached in x[9][2][1] if own <= y_end]
+            where, cached = named[-1] if named else ("", False)
+            return (MISSING_FENCE, where, "cached" if cached else ""), x, y
         if len(y) > 9 and y[2] == READ:
             _, filler, waits = y[9][2]
             wait = next((w for vc, w in waits if vc[r] >= _hi(x)[r]), "")
