@@ -73,6 +73,12 @@ PAIRS: dict[str, tuple[str, Verdict, str, Verdict]] = {
                                                        "[mp_noinv.pld:24]", "[mp_noinv.pld:17]")),
               "mp_inv", Verdict(None, note="dropped no cached line")),
     "noinv_pass": ("mp_noinv", Verdict(MISSING_INVALIDATE, ("[mp_noinv.pld:25]",)), "mp_noinv" + WITH_PASS, CLEAN),
+    # ... of a signal cell (a count) whose line a scalar read filled before the wait on another cell
+    "counts": ("counts_noinv", Verdict(MISSING_INVALIDATE, ("[counts_noinv.pld:24]", "[counts_noinv.pld:20]",
+                                                            "[counts_noinv.pld:22]", "[counts_noinv.pld:16]")),
+               "counts_inv", Verdict(None, note="dropped no cached line")),
+    "counts_pass": ("counts_noinv", Verdict(MISSING_INVALIDATE, ("[counts_noinv.pld:24]",)),
+                    "counts_noinv" + WITH_PASS, CLEAN),
     # lost update: the two Sets, in every visibility mode
     "set_clear": ("set_clear_late", Verdict(LOST_UPDATE, ("[set_clear_late.pld:14]", "[set_clear_late.pld:20]"),
                                             modes=("eager", "deferred", "fenced")),

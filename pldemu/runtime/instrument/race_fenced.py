@@ -17,6 +17,10 @@ would have mattered in this run's interleaving. The detector instead asks whethe
   window returns what the line held when it was filled (the fill the line cache made on a miss,
   ``LineCache.fill_of``), so it is ordered after a peer's write only if the write completed before
   the *fill*; the waits between the fill and the read are kept for a ``missing cacheinvalid`` report.
+* **A scalar read of a signal cell** (signals stay uncached in the value model) is judged the same
+  way at the checkpoint (``races.stale_signal_reads``): the detector keeps when each signal line was
+  filled (a read, or a wait, which cleans its own line), and a release into the cell ordered before
+  the read but not before that fill is a ``missing cacheinvalid``.
 
 The conflict check is the detector's own (``races.find_races``): x happens before y iff x's
 completion (its interval's end) is known to y's start. A write fenced before the notify that
@@ -116,6 +120,12 @@ class FenceLedger:
         self.fills: dict[int, tuple[int, int, int]] = {}
         """Fill number (``LineCache.fill_of``) -> (segment, turn, site) of the access that filled it."""
         self.notes = MarkerNotes()
+        self.signal_fills: dict[LineKey, tuple[int, int, bool]] = {}
+        """Signal line (buffer, line) -> (segment, site, by a read) of the scalar read or the wait that last
+        filled it (a line only a wait filled serves no read a cacheinvalid could have refreshed)."""
+        self.signal_reads: list[tuple[int, int, int, int, int, int, int, float]] = []
+        """Scalar reads of a signal cell served from a line filled in an earlier segment: (fill segment,
+        fill site, the read's sync-event index, buffer, cell, site, call, time), judged at the checkpoint."""
 
     def store(self, key: LineKey, p: Pending) -> None:
         """A scalar write into cached line ``key``: dirty until a cacheinvalid covering the line."""
@@ -128,12 +138,16 @@ class FenceLedger:
         self.notes.count(self.notes.fence, site, not done)
         return done
 
-    def invalidate(self, site: int, key: LineKey | None, buf: int | None, where: Any, seg: int) -> None:
+    def invalidate(self, site: int, key: LineKey | None, buf: int | None, where: Any, seg: int,
+                   signal_lines: int) -> None:
         """A ``system.cacheinvalid`` in segment ``seg`` (``key`` None: whole memory; else the line of
-        the view's base in buffer ``buf``): the dirty writes of the lines it covers become pending, for
-        the next fence."""
-        dropped = self.cache.cached_lines() if key is None else int(self.cache.is_cached(key))
-        self.notes.count(self.notes.inval, site, dropped == 0)
+        the view's base in data buffer ``buf``; ``signal_lines``: the signal lines it dropped): the
+        dirty writes of the lines it covers become pending, for the next fence."""
+        if key is None:
+            dropped = self.cache.cached_lines()
+        else:
+            dropped = int(buf is not None and self.cache.is_cached(key))
+        self.notes.count(self.notes.inval, site, dropped + signal_lines == 0)
         keys = list(self.dirty) if key is None else [key]
         for k in keys:
             for p in self.dirty.pop(k, []):
@@ -148,7 +162,8 @@ class FenceLedger:
             self.notes.count(self.notes.scope, site, bool(left), example)
 
     def complete_all(self) -> list[Pending]:
-        """A join or a call's end: every write completes, dirty lines written back."""
+        """A join or a call's end: every write completes, dirty lines written back (signal lines too)."""
+        self.signal_fills.clear()
         done, self.pending = self.pending, []
         for ps in self.dirty.values():
             done.extend(ps)
@@ -177,7 +192,8 @@ def fence_notes(counts: dict[str, dict[int, _Count]], where: Any) -> list[str]:
     for site, c in sorted(counts["inval"].items()):
         if c.runs and c.held == c.runs:
             out.append(f"note: system.cacheinvalid at {where(site)} dropped no cached line in "
-                       f"{c.held}/{c.runs} executions (no tensor.read or tensor.write of a data window used one)")
+                       f"{c.held}/{c.runs} executions (no tensor.read or tensor.write since the last "
+                       "cacheinvalid had filled a line it covers)")
     for site, c in sorted(counts["scope"].items()):
         if c.runs and c.held == c.runs:
             out.append(f"note: the region system.cacheinvalid at {where(site)} covers only the line of the view's "

@@ -562,6 +562,9 @@ class RaceDetector(MonitorBase):
         if cell is not None:
             # The wait needed the cell to reach (or equal) ``expected``, whatever it read.
             self._acquire(site.id, sig.buffer.index, cell, site.attrs["cmp"] is WaitCmp.Eq, operator.index(args[2]))
+            if self._ledger is not None:  # TWAIT cleans its cell's line before every poll: fresh now
+                self._ledger.signal_fills[(sig.buffer.index, cell // SIGNAL_LINE_CELLS)] = (len(self._sync), site.id,
+                                                                                            False)
 
     def _tensor_read(self, site: CallSite, args: tuple[Any, ...], result: Any = None) -> None:
         t = args[0]
@@ -570,6 +573,8 @@ class RaceDetector(MonitorBase):
         if t.buffer.kind is BufferKind.SIGNAL:
             cell = self._cell(t, args[1], self.rank)
             if cell is not None:
+                if self._ledger is not None:
+                    self._signal_line(site, t.buffer.index, cell)
                 # The read saw the cell equal to what it returned.
                 value = int(result) if isinstance(result, int | np.integer) else None
                 self._acquire(site.id, t.buffer.index, cell, True, value)
@@ -611,6 +616,18 @@ class RaceDetector(MonitorBase):
             self._spans[key] = [self._clock(), [(flat, flat + 1)]]
         else:
             rec[1].append((flat, flat + 1))
+
+    def _signal_line(self, site: CallSite, buf: int, cell: int) -> None:
+        """A scalar read of a signal cell goes through the data cache on the device (only TWAIT cleans
+        its own line): if the line was filled in an earlier segment, keep the read for the checkpoint."""
+        assert self._ledger is not None
+        key = (buf, cell // SIGNAL_LINE_CELLS)
+        fill = self._ledger.signal_fills.get(key)
+        now = len(self._sync)
+        if fill is None:
+            self._ledger.signal_fills[key] = (now, site.id, True)
+        elif fill[0] < now:
+            self._ledger.signal_reads.append((fill[0], fill[1], now, buf, cell, site.id, self._run, self._clock()))
 
     def _complete(self, done: list[Pending], hi: tuple[int, int]) -> None:
         """Log writes completed at epoch ``hi`` as intervals from their issue; a write to this rank's
@@ -656,17 +673,34 @@ class RaceDetector(MonitorBase):
         assert self._ledger is not None
         key: tuple[int, int] | None = None
         buf: int | None = None
-        if args:
+        fills = self._ledger.signal_fills
+        signal_lines = sum(f[2] for f in fills.values())
+        if not args:
+            fills.clear()
+        else:
             t = args[0]
             b = _data_window(t)
-            if b is None:
+            base = self._base_cell(t, args[2])
+            if base is None:
                 return
-            try:
-                base = flat_cell("race", self.rank, self.rank, t, tuple(operator.index(i) for i in args[2]))
-            except Exception:  # the handler raises the proper error itself
-                return
-            key, buf = self._ledger.cache.key_of(b, base), b.index
-        self._ledger.invalidate(site.id, key, buf, self._where, len(self._sync))
+            if b is not None:
+                key, buf = self._ledger.cache.key_of(b, base), b.index
+            else:  # a signal view (rank-local tensors are not cached)
+                key = (t.buffer.index, base // SIGNAL_LINE_CELLS)
+                if t.buffer.index not in self._signal_index:
+                    return
+            gone = fills.pop(key, None) if b is None else None
+            signal_lines = int(gone is not None and gone[2])
+        self._ledger.invalidate(site.id, key, buf, self._where, len(self._sync), signal_lines)
+
+    def _base_cell(self, t: Any, offsets: Any) -> int | None:
+        """The flat cell of a region cacheinvalid's view base (None: the handler refuses it)."""
+        if not isinstance(t, TensorRef):
+            return None
+        try:
+            return flat_cell("race", self.rank, self.rank, t, tuple(operator.index(i) for i in offsets))
+        except Exception:  # the handler raises the proper error itself
+            return None
 
     def _tile_load(self, site: CallSite, args: tuple[Any, ...]) -> None:
         t = args[0]
@@ -740,15 +774,20 @@ class RaceDetector(MonitorBase):
         """The clocks of my segments this epoch: rank 0 replays every rank's sync log (one replay,
         not one per rank: the others wait, backing off, instead of repeating it on shared cores); and,
         on rank 0, the lost updates among the epoch's Set notifies."""
-        logs = self._bounded.gather((self._sync, self._init, self._meta), "the sync-log gather")
+        stale = self._ledger.signal_reads if self._ledger is not None else []
+        logs = self._bounded.gather((self._sync, self._init, self._meta, stale), "the sync-log gather")
+        if self._ledger is not None:
+            self._ledger.signal_reads = []
         parts: list[Any] = [None] * self.nranks
         lost: list[RaceReport] = []
         if logs is not None:
             try:
-                res = replay([log for log, _, _ in logs], [init for _, init, _ in logs])
+                res = replay([log for log, _, _, _ in logs], [init for _, init, _, _ in logs])
                 parts = [(res.segments[r], res.exact[r], res.coarse[r]) for r in range(self.nranks)]
-                sync = [(log, meta) for log, _, meta in logs]
+                sync = [(log, meta) for log, _, meta, _ in logs]
                 lost = lost_updates(sync, res.segments, self._buffers, self._where)
+                lost += stale_signal_reads(sync, res.segments, [reads for *_, reads in logs], self._buffers,
+                                           self._where)
                 if self._ledger is not None:
                     self._notes.update(shared_line_notes(sync, self._buffers, self._sites))
             except RuntimeError as err:
@@ -888,6 +927,39 @@ def lost_updates(sync: Sequence[tuple[Sequence[SyncEvent], Sequence[tuple[int, i
                             buf.name, buf.shape, target, cell, cell + 1, 1,
                             RaceAccess(ra, SET, where(first[1]), first[2], first[3]),
                             RaceAccess(rb, SET, where(second[1]), second[2], second[3]), reason=LOST_UPDATE)
+    return list(found.values())[:MAX_REPORTS]
+
+
+def stale_signal_reads(sync: Sequence[tuple[Sequence[SyncEvent], Sequence[tuple[int, int]]]],
+                       segments: Sequence[Sequence[tuple[int, ...]]], reads: Sequence[Sequence[tuple[Any, ...]]],
+                       buffers: Sequence[Buffer], where: Callable[[int], str]) -> list[RaceReport]:
+    """Fenced mode: a ``tensor.read`` of a signal cell served from a line filled before a release
+    into that cell by another rank that is ordered before the read (through another cell: the
+    all_to_all_v ``recv_counts`` pattern) but not before the fill, with no cacheinvalid between:
+    on the device the read can return the old count (``missing cacheinvalid``)."""
+    releases: dict[tuple[int, int, int], list[tuple[int, tuple[int, ...], int, int, float, bool]]] = {}
+    for w, (log, meta) in enumerate(sync):
+        for j, ev in enumerate(log):
+            if ev[0] == REL and ev[2] != w:
+                releases.setdefault((ev[2], ev[3], ev[4]), []).append(
+                    (w, segments[w][j], meta[j][0], meta[j][1], ev[1], bool(ev[6])))
+    found: dict[tuple[Any, ...], RaceReport] = {}
+    for r, mine in enumerate(reads):
+        log, meta = sync[r]
+        for fill_seg, fill_site, i, b, cell, site, run, t in mine:
+            fill, pre = segments[r][fill_seg], segments[r][i]
+            for w, c, rel_site, rel_run, rel_t, is_set in releases.get((r, b, cell), []):
+                if not fill[w] < c[w] <= pre[w]:
+                    continue
+                wait = next((where(meta[k][0]) for k in range(fill_seg, i)
+                             if log[k][0] == ACQ and segments[r][k + 1][w] >= c[w]), "")
+                key = (b, r, cell, w, rel_site, site)
+                old = found.get(key)
+                buf = buffers[b]
+                found[key] = replace(old, count=old.count + 1) if old is not None else RaceReport(
+                    buf.name, buf.shape, r, cell, cell + 1, 1,
+                    RaceAccess(w, SET if is_set else ATOMIC, where(rel_site), rel_run, rel_t),
+                    RaceAccess(r, READ, where(site), run, t), reason=MISSING_INVALIDATE, via=(where(fill_site), wait))
     return list(found.values())[:MAX_REPORTS]
 
 
