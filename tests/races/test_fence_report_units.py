@@ -104,6 +104,12 @@ def test_two_unordered_sets_into_one_cell_are_a_lost_update() -> None:
     assert "two Set notifies into one signal cell that nothing orders" in r.describe()
 
 
+def test_a_lost_update_names_the_lower_rank_first_whichever_set_came_first() -> None:
+    late_rank0 = [([(REL, 9.0, 0, 0, 1, 1, True)], [(7, 1)]), ([(REL, 1.0, 0, 0, 1, 1, True)], [(9, 1)])]
+    (r,) = lost_updates(late_rank0, [[(1, 0), (2, 0)], [(0, 1), (0, 2)]], BUF, lambda s: f"main:{s} notify")
+    assert (r.first.rank, r.first.location, r.second.rank) == (0, "main:7 notify", 1)
+
+
 def test_ordered_sets_and_atomic_adds_are_not_lost_updates() -> None:
     where = str
     ordered = [(_set_log((0, 1, 1)), [(7, 1)]), (_set_log((0, 1, 1)), [(9, 1)])]

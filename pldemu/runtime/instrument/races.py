@@ -919,14 +919,14 @@ def lost_updates(sync: Sequence[tuple[Sequence[SyncEvent], Sequence[tuple[int, i
                 q_own, q_of_p = [c[q] for c, *_ in qs], [c[p] for c, *_ in qs]
                 for a in per[p]:
                     for c in qs[bisect_right(q_own, a[0][q]) : bisect_left(q_of_p, a[0][p])]:
-                        first, second = (a, c) if a[3] <= c[3] else (c, a)
-                        ra, rb = (p, q) if first is a else (q, p)
-                        key = (b, target, cell, ra, first[1], rb, second[1])
+                        # The lower rank first, not the earlier Set: either may land second, and the
+                        # report (and its count) must not depend on which did in this run.
+                        key = (b, target, cell, p, a[1], q, c[1])
                         old = found.get(key)
                         found[key] = replace(old, count=old.count + 1) if old is not None else RaceReport(
                             buf.name, buf.shape, target, cell, cell + 1, 1,
-                            RaceAccess(ra, SET, where(first[1]), first[2], first[3]),
-                            RaceAccess(rb, SET, where(second[1]), second[2], second[3]), reason=LOST_UPDATE)
+                            RaceAccess(p, SET, where(a[1]), a[2], a[3]),
+                            RaceAccess(q, SET, where(c[1]), c[2], c[3]), reason=LOST_UPDATE)
     return list(found.values())[:MAX_REPORTS]
 
 
