@@ -8,7 +8,10 @@ the entry names.
 A mutant is a recipe variant (``pldemu.lowering.RecipeVariant``, threaded through the lowering,
 never patched into the IR afterwards) plus a usage: the collective and its geometry, the rank count,
 an iteration budget and whether the harness may fence between calls. ``broadcast-rewrite-race`` is a
-pure usage mutant: the specified recipe called back to back without the consume fence.
+pure usage mutant: the specified recipe called back to back without the consume fence. A ``drop``
+entry lives in the fenced model (``--visibility fenced``): the specified recipe, then InsertCommFence
+leaving out one marker (``pldemu.lowering.DropMarker``); it runs under fenced visibility as lowered
+(the runtime does not run the pass again, which would put the marker back).
 
     from pldemu.mutants import MUTANTS
     m = MUTANTS["wait-eq"]
@@ -29,7 +32,7 @@ from types import MappingProxyType
 from pldemu.collectives import CollectiveSpec, collective_program
 from pldemu.ir.enums import AllreduceMode, NotifyOp, WaitCmp
 from pldemu.ir.nodes import Program
-from pldemu.lowering import CORRECT, RecipeVariant, lower_composite_ops
+from pldemu.lowering import CORRECT, DropMarker, InsertCommFence, Marker, RecipeVariant, lower_composite_ops
 
 FAILURE_KINDS: tuple[str, ...] = ("wrong-data", "invariant", "deadlock", "race")
 """How a run can catch a mutant:
@@ -52,6 +55,8 @@ CONDITIONS: MappingProxyType[str, str] = MappingProxyType({
     "timeout": "every wait bounded: the failure is a hang that must end in a timeout, not a stuck job",
     "straggler": "one rank slowed before every primitive (the entry's straggler), so fast peers lap it between "
                  "its notify and its wait: the window opens on every call, not by luck",
+    "fenced": "fenced visibility (--visibility fenced): only system.fence lands a write, a notify releases nothing; "
+              "the program runs with InsertCommFence's markers as the entry placed them",
 })
 """What a harness must provide for a mutant to show (for a must_pass entry: what it must survive)."""
 
@@ -84,6 +89,10 @@ class Mutant:
     """The straggler schedule ``(rank, microseconds)`` a harness applies unless its user chose one.
     Set where the bug needs one rank to be late at a precise point (a timing window that random jitter
     opens only by luck, so a quiet machine would let the mutant survive)."""
+    drop: DropMarker | None = None
+    """The InsertCommFence marker this entry leaves out (None: no fences placed by the entry). Set
+    for the entries of the fenced model, which a harness runs under ``--visibility fenced`` with the
+    runtime's own InsertCommFence off (``--no-insert-fences``), so the missing marker stays missing."""
 
     def __post_init__(self) -> None:
         if not self.name or any(c.isspace() for c in self.name):
@@ -105,6 +114,8 @@ class Mutant:
             raise ValueError(f"{self.name}: a straggler schedule and the 'straggler' condition go together")
         if self.straggler is not None and not (0 <= self.straggler[0] < self.ranks and self.straggler[1] > 0):
             raise ValueError(f"{self.name}: straggler must be (rank < ranks, microseconds > 0), got {self.straggler}")
+        if (self.drop is not None) != ("fenced" in self.conditions):
+            raise ValueError(f"{self.name}: a dropped fence marker and the 'fenced' condition go together")
 
     @property
     def collective(self) -> str:
@@ -119,17 +130,27 @@ class Mutant:
         return collective_program(self.spec).program
 
     def lower(self) -> Program:
-        """The mutant: one call of ``spec`` lowered with ``variant``."""
-        return lower_composite_ops(self.program, variant=self.variant)
+        """The mutant: one call of ``spec`` lowered with ``variant`` (and, for a ``drop`` entry,
+        InsertCommFence without that marker)."""
+        return self.lowering()(self.program)
 
     def lower_correct(self) -> Program:
-        """The same call lowered with the specified recipe."""
-        return lower_composite_ops(self.program, variant=CORRECT)
+        """The same call lowered with the specified recipe (for a ``drop`` entry: with its variant,
+        which is then another correct recipe, and every marker)."""
+        return _lower(self.program, CORRECT if self.drop is None else self.variant,
+                      None if self.drop is None else InsertCommFence())
 
     def lowering(self) -> Callable[[Program], Program]:
-        """LowerCompositeOps with this mutant's variant, for hooks that take a lowering function
+        """LowerCompositeOps with this mutant's variant (then InsertCommFence without the dropped
+        marker, for a ``drop`` entry), for hooks that take a lowering function
         (``pldemu.harness.check.run_check(..., lower=m.lowering())``)."""
-        return partial(lower_composite_ops, variant=self.variant)
+        fences = None if self.drop is None else InsertCommFence(drop=self.drop)
+        return partial(_lower, variant=self.variant, fences=fences)
+
+
+def _lower(program: Program, variant: RecipeVariant, fences: InsertCommFence | None) -> Program:
+    lowered = lower_composite_ops(program, variant=variant)
+    return lowered if fences is None else fences.apply(lowered)
 
 
 def _catalogue(*mutants: Mutant) -> MappingProxyType[str, Mutant]:
@@ -143,6 +164,7 @@ def _catalogue(*mutants: Mutant) -> MappingProxyType[str, Mutant]:
 # each at least one alignment unit), small enough for thousands of iterations.
 _MESH = CollectiveSpec("allreduce", size=64)
 _RING = CollectiveSpec("allreduce", mode=AllreduceMode.ring, size=64)
+_NOTIFY_OVERTAKES = "PTOAS #711/#744, pypto #1561: the notify overtakes the data, the peer's wait returns onto stale bytes"
 
 MUTANTS: MappingProxyType[str, Mutant] = _catalogue(
     Mutant(
@@ -223,6 +245,25 @@ MUTANTS: MappingProxyType[str, Mutant] = _catalogue(
         "the fixed broadcast: a read-complete barrier (g=2) after the get, epilogue retires 2",
         "the fix of pypto #2175: no rank, the root included, leaves the call before every get has finished",
         (), must_pass=True, consume_fence=False, iterations=500, conditions=("restage", "no-fence", "jitter"),
+    ),
+    Mutant(
+        "allgather-drop-put-fence", CollectiveSpec("allgather", size=64), CORRECT,
+        "InsertCommFence without the system.fence after allgather's put: the rows are still pending at the barrier",
+        _NOTIFY_OVERTAKES, ("wrong-data", "race"), iterations=20, conditions=("fenced",),
+        drop=DropMarker(Marker.PUT_FENCE, 0),
+    ),
+    Mutant(
+        "allgather-pull-drop-write-fence", CollectiveSpec("allgather", size=64), RecipeVariant(allgather_pull=True),
+        "pull allgather, InsertCommFence without the system.fence after the own-row tile.store into the target",
+        "PTOAS #995: a publish-side marker lost (there the region cacheinvalid lowered to nothing), the suite green",
+        ("wrong-data", "race"), iterations=20, conditions=("fenced",),
+        drop=DropMarker(Marker.WRITE_FENCE, 0),
+    ),
+    Mutant(
+        "ring-drop-put-fence", _RING, CORRECT,
+        "InsertCommFence without the system.fence after the ring's reduce-scatter push (the allgather push keeps it)",
+        _NOTIFY_OVERTAKES, ("wrong-data", "race"), iterations=20, conditions=("fenced",),
+        drop=DropMarker(Marker.PUT_FENCE, 0),
     ),
 )
 """Every catalogue entry by name (immutable)."""

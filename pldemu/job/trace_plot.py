@@ -257,126 +257,190 @@ def _race_line(sides: list[dict[str, Any]]) -> str:
     return f"{region} of rank {a0.get('target')}: " + " || ".join(parts)
 
 
+@dataclass
+class _Plot:
+    """One drawing in progress: the trace, the visible span, the axes and what has been drawn."""
+
+    tr: Trace
+    view: PlotView
+    x: TimeMap
+    lo: float
+    hi: float
+    lane: dict[int, int]
+    pairs: dict[Any, list[dict[str, Any]]]
+    ax: Any = None
+    kinds_seen: set[str] = field(default_factory=set)
+    slices: int = 0
+    flows: int = 0
+
+    def visible(self, t0: float, t1: float) -> bool:
+        return t1 >= self.lo and t0 <= self.hi
+
+    @property
+    def span(self) -> tuple[float, float]:
+        """The visible span in plot x."""
+        return self.x(self.lo), self.x(self.hi)
+
+
+def _race_pairs(tr: Trace, lane: dict[int, int], lo: float, hi: float) -> dict[Any, list[dict[str, Any]]]:
+    """The visible race reports, both sides of each under its pair id."""
+    pairs: dict[Any, list[dict[str, Any]]] = {}
+    for ev in tr.races:
+        if int(ev["pid"]) in lane and lo <= float(ev["ts"]) <= hi:
+            pairs.setdefault(ev.get("args", {}).get("pair", id(ev)), []).append(ev)
+    return pairs
+
+
+def _draw_gaps(p: _Plot) -> None:
+    """Cut gaps: hatched, with their real length."""
+    n = len(p.lane)
+    for a, b, xa, xb in p.x.gaps:
+        p.ax.axvspan(xa, xb, facecolor="white", edgecolor="#c8c8c8", hatch="////", lw=0, zorder=-2)
+        p.ax.text((xa + xb) / 2, n - 0.5, f"+{(b - a) * 1e-3:.3g} ms", fontsize=7, color="#6f6f6f", ha="center",
+                  va="bottom", rotation=90, zorder=8)
+
+
+def _draw_calls(p: _Plot) -> None:
+    """Calls: pale alternating bands behind each lane's ops (red when the call failed), labelled."""
+    x, x_lo = p.x, p.span[0]
+    for ev in p.tr.calls:
+        t0, t1 = float(ev["ts"]), float(ev["ts"]) + float(ev.get("dur", 0))
+        if not p.visible(t0, t1):
+            continue
+        call = int(ev.get("args", {}).get("call", 0))
+        y = p.lane[int(ev["pid"])]
+        face = "#fbe3e3" if ev.get("args", {}).get("failed") else ("#e6e6e6" if call % 2 else "#f2f2f2")
+        p.ax.broken_barh([(x(t0), x(t1) - x(t0))], (y - 0.46, 0.92), facecolors=face, edgecolors="#c3c7cd",
+                         linewidth=0.6, zorder=0)
+        p.ax.text(max(x(t0), x_lo), y - 0.44, f" call {call}", fontsize=7, color="#5a6270", va="top", ha="left",
+                  zorder=1, clip_on=True)
+
+
+def _draw_ops(p: _Plot) -> None:
+    """Ops, one broken_barh per (lane, kind) so that thousands of slices stay cheap."""
+    x_lo, x_hi = p.span
+    min_w = (x_hi - x_lo) * MIN_BAR
+    bars: dict[tuple[int, str], list[tuple[float, float]]] = {}
+    for ev in p.tr.slices:
+        t0, t1 = float(ev["ts"]), float(ev["ts"]) + float(ev.get("dur", 0))
+        if p.visible(t0, t1):
+            bars.setdefault((p.lane[int(ev["pid"])], str(ev.get("cat", "compute"))), []).append(
+                (p.x(t0), max(p.x(t1) - p.x(t0), min_w)))
+    order = list(COLOURS)
+    for (y, kind), spans in sorted(bars.items(), key=lambda kv: order.index(kv[0][1]) if kv[0][1] in order else 99):
+        p.kinds_seen.add(kind)
+        tall = 0.5 if kind == "wait" else 0.62
+        p.ax.broken_barh(spans, (y - tall / 2, tall), facecolors=COLOURS.get(kind, "#444444"),
+                         edgecolors="none", zorder=2 if kind == "wait" else 3)
+    p.slices = sum(len(v) for v in bars.values())
+
+
+def _draw_flows(p: _Plot) -> None:
+    """Notify -> satisfied wait arrows, from and to the bar edges facing each other."""
+    from matplotlib.patches import FancyArrowPatch
+
+    for ts, src, tf, dst in p.tr.flows if p.view.flows else ():
+        if not (p.visible(ts, ts) or p.visible(tf, tf)) or src not in p.lane or dst not in p.lane:
+            continue
+        p.flows += 1
+        y0, y1 = p.lane[src], p.lane[dst]
+        dy = 0.0 if y0 == y1 else (0.31 if y1 > y0 else -0.31)
+        # A patch (not an annotation) so that arrows from outside the window are clipped to the axes.
+        p.ax.add_patch(FancyArrowPatch((p.x(ts), y0 + dy), (p.x(tf), y1 - dy), arrowstyle="-|>", color="#3b3b3b",
+                                       alpha=0.5, lw=0.7, shrinkA=0, shrinkB=0, mutation_scale=7, zorder=4))
+
+
+def _draw_races(p: _Plot) -> list[str]:
+    """Both sides of each race as red crosses joined by a dashed line, numbered; returns the lines
+    listed under the plot."""
+    texts: list[str] = []
+    ordered = sorted(p.pairs.values(), key=lambda sides: min(float(e["ts"]) for e in sides))
+    for k, sides in enumerate(ordered, 1):
+        xs = [p.x(float(e["ts"])) for e in sides]
+        ys = [p.lane[int(e["pid"])] for e in sides]
+        if len(sides) == 2:
+            p.ax.plot(xs, ys, color="#d62728", lw=0.9, ls="--", alpha=0.7, zorder=5)
+        p.ax.scatter(xs, ys, marker="X", s=70, color="#d62728", edgecolors="white", linewidths=0.6, zorder=6)
+        if k <= MAX_LISTED_RACES:
+            for xv, yv in zip(xs, ys, strict=True):
+                p.ax.text(xv, yv + 0.24, str(k), color="#b01b1b", fontsize=7, fontweight="bold", ha="center",
+                          va="top", zorder=7)
+            texts.append(f"race {k}: {_race_line(sides)}")
+    if len(p.pairs) > MAX_LISTED_RACES:
+        texts.append(f"... and {len(p.pairs) - MAX_LISTED_RACES} more race reports in this window")
+    return texts
+
+
+def _draw_errors(p: _Plot) -> None:
+    """Failures as black stars."""
+    for ev in p.tr.errors:
+        pid = int(ev["pid"])
+        if pid in p.lane and p.visible(float(ev["ts"]), float(ev["ts"])):
+            p.ax.scatter([p.x(float(ev["ts"]))], [p.lane[pid]], marker="*", s=160, color="black", zorder=7)
+
+
+def _draw_axes(p: _Plot) -> None:
+    """Lanes, the time axis (real ms at the ticks, whatever was cut), the legend and the title."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    ax, n = p.ax, len(p.lane)
+    x_lo, x_hi = p.span
+    ax.set_xlim(x_lo, x_hi)
+    ax.set_ylim(n - 0.5, -0.5)
+    ax.set_yticks(range(n))
+    ax.set_yticklabels([f"rank {r}" for r in p.tr.ranks])
+    pos, labels = p.x.ticks(per_ms=10.0 / max(x_hi - x_lo, 1e-9))
+    ax.set_xticks(pos)
+    ax.set_xticklabels(labels)
+    ax.set_xlabel("time (ms since the first event, common clock of all ranks"
+                  + ("; hatched: idle gaps cut short)" if p.x.gaps else ")"))
+    ax.grid(axis="x", color="#e3e3e3", lw=0.6, zorder=-1)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    handles: list[Any] = [Patch(facecolor=COLOURS[k], label=k) for k in COLOURS if k in p.kinds_seen]
+    if p.flows:
+        handles.append(Line2D([], [], color="#3b3b3b", alpha=0.6, lw=0.9, marker=">", markersize=4,
+                              label="notify -> wait"))
+    if p.pairs:
+        handles.append(Line2D([], [], color="#d62728", ls="--", marker="X", markersize=7, label="race"))
+    if p.tr.errors:
+        handles.append(Line2D([], [], color="black", ls="", marker="*", markersize=10, label="failure"))
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8, frameon=False)
+    ax.set_title(p.view.title if p.view.title is not None else _title(p), fontsize=10, loc="left")
+
+
+def _title(p: _Plot) -> str:
+    """Program, ranks, calls and race reports."""
+    ncalls = len({int(e.get("args", {}).get("call", 0)) for e in p.tr.calls})
+    npairs = len(p.pairs)
+    title = f"{p.tr.program or 'trace'}: {len(p.lane)} ranks, {ncalls} call{'s' if ncalls != 1 else ''}"
+    return title + (f", {npairs} race report{'s' if npairs != 1 else ''}" if npairs else ", no race reports")
+
+
 def draw(tr: Trace, out: str, view: PlotView) -> dict[str, int]:
     """Draw ``tr`` into ``out``; returns what was drawn (counts), for the caller's message."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import FancyArrowPatch, Patch
 
     origin, lo, hi = _window(tr, view)
-    x = TimeMap(_busy(tr, lo, hi), lo, hi, origin, compress=view.compress)
     lane = {r: i for i, r in enumerate(tr.ranks)}
-    n = len(tr.ranks)
-    x_lo, x_hi = x(lo), x(hi)
-
-    def visible(t0: float, t1: float) -> bool:
-        return t1 >= lo and t0 <= hi
-
-    # Race pairs first: how many get listed under the plot decides the figure height.
-    pairs: dict[Any, list[dict[str, Any]]] = {}
-    for ev in tr.races:
-        if int(ev["pid"]) in lane and visible(float(ev["ts"]), float(ev["ts"])):
-            pairs.setdefault(ev.get("args", {}).get("pair", id(ev)), []).append(ev)
-    listed = min(len(pairs), MAX_LISTED_RACES)
-    foot = 0.22 * listed + (0.22 if len(pairs) > listed else 0.0)
-    height = 1.5 + 0.9 * n + foot
-    fig, ax = plt.subplots(figsize=(view.width, height))
-    # Cut gaps: hatched, with their real length.
-    for a, b, xa, xb in x.gaps:
-        ax.axvspan(xa, xb, facecolor="white", edgecolor="#c8c8c8", hatch="////", lw=0, zorder=-2)
-        ax.text((xa + xb) / 2, n - 0.5, f"+{(b - a) * 1e-3:.3g} ms", fontsize=7, color="#6f6f6f", ha="center",
-                va="bottom", rotation=90, zorder=8)
-    # Calls: pale alternating bands behind each lane's ops, labelled at their start.
-    for ev in tr.calls:
-        t0, t1 = float(ev["ts"]), float(ev["ts"]) + float(ev.get("dur", 0))
-        if not visible(t0, t1):
-            continue
-        call = int(ev.get("args", {}).get("call", 0))
-        y = lane[int(ev["pid"])]
-        failed = bool(ev.get("args", {}).get("failed"))
-        face = "#fbe3e3" if failed else ("#e6e6e6" if call % 2 else "#f2f2f2")
-        ax.broken_barh([(x(t0), x(t1) - x(t0))], (y - 0.46, 0.92), facecolors=face, edgecolors="#c3c7cd",
-                       linewidth=0.6, zorder=0)
-        ax.text(max(x(t0), x_lo), y - 0.44, f" call {call}", fontsize=7, color="#5a6270", va="top", ha="left",
-                zorder=1, clip_on=True)
-    # Ops, one broken_barh per (lane, kind) so thousands of slices stay cheap.
-    min_w = (x_hi - x_lo) * MIN_BAR
-    bars: dict[tuple[int, str], list[tuple[float, float]]] = {}
-    for ev in tr.slices:
-        t0, t1 = float(ev["ts"]), float(ev["ts"]) + float(ev.get("dur", 0))
-        if not visible(t0, t1):
-            continue
-        bars.setdefault((lane[int(ev["pid"])], str(ev.get("cat", "compute"))), []).append(
-            (x(t0), max(x(t1) - x(t0), min_w)))
-    kinds_seen: set[str] = set()
-    order = list(COLOURS)
-    for (y, kind), spans in sorted(bars.items(), key=lambda kv: order.index(kv[0][1]) if kv[0][1] in order else 99):
-        kinds_seen.add(kind)
-        tall = 0.5 if kind == "wait" else 0.62
-        ax.broken_barh(spans, (y - tall / 2, tall), facecolors=COLOURS.get(kind, "#444444"),
-                       edgecolors="none", zorder=2 if kind == "wait" else 3)
-    # Flows: notify -> satisfied wait, from/to the bar edges facing each other.
-    nflows = 0
-    if view.flows:
-        for ts, src, tf, dst in tr.flows:
-            if not (visible(ts, ts) or visible(tf, tf)) or src not in lane or dst not in lane:
-                continue
-            nflows += 1
-            y0, y1 = lane[src], lane[dst]
-            dy = 0.0 if y0 == y1 else (0.31 if y1 > y0 else -0.31)
-            # A patch (not an annotation) so that arrows from outside the window are clipped to the axes.
-            ax.add_patch(FancyArrowPatch((x(ts), y0 + dy), (x(tf), y1 - dy), arrowstyle="-|>", color="#3b3b3b",
-                                         alpha=0.5, lw=0.7, shrinkA=0, shrinkB=0, mutation_scale=7, zorder=4))
-    # Races: both sides as red crosses joined by a dashed line, numbered; the reports listed below.
-    texts: list[str] = []
-    for k, (_, sides) in enumerate(sorted(pairs.items(), key=lambda kv: min(float(e["ts"]) for e in kv[1])), 1):
-        xs = [x(float(e["ts"])) for e in sides]
-        ys = [lane[int(e["pid"])] for e in sides]
-        if len(sides) == 2:
-            ax.plot(xs, ys, color="#d62728", lw=0.9, ls="--", alpha=0.7, zorder=5)
-        ax.scatter(xs, ys, marker="X", s=70, color="#d62728", edgecolors="white", linewidths=0.6, zorder=6)
-        if k <= MAX_LISTED_RACES:
-            for xv, yv in zip(xs, ys, strict=True):
-                ax.text(xv, yv + 0.24, str(k), color="#b01b1b", fontsize=7, fontweight="bold", ha="center",
-                        va="top", zorder=7)
-            texts.append(f"race {k}: {_race_line(sides)}")
-    if len(pairs) > listed:
-        texts.append(f"... and {len(pairs) - listed} more race reports in this window")
-    for ev in tr.errors:
-        pid = int(ev["pid"])
-        if pid in lane and visible(float(ev["ts"]), float(ev["ts"])):
-            ax.scatter([x(float(ev["ts"]))], [lane[pid]], marker="*", s=160, color="black", zorder=7)
-    # Axes, legend, title, race list.
-    ax.set_xlim(x_lo, x_hi)
-    ax.set_ylim(n - 0.5, -0.5)
-    ax.set_yticks(range(n))
-    ax.set_yticklabels([f"rank {r}" for r in tr.ranks])
-    pos, labels = x.ticks(per_ms=10.0 / max(x_hi - x_lo, 1e-9))
-    ax.set_xticks(pos)
-    ax.set_xticklabels(labels)
-    ax.set_xlabel("time (ms since the first event, common clock of all ranks"
-                  + ("; hatched: idle gaps cut short)" if x.gaps else ")"))
-    ax.grid(axis="x", color="#e3e3e3", lw=0.6, zorder=-1)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
-    handles: list[Any] = [Patch(facecolor=COLOURS[k], label=k) for k in order if k in kinds_seen]
-    if nflows:
-        handles.append(Line2D([], [], color="#3b3b3b", alpha=0.6, lw=0.9, marker=">", markersize=4,
-                              label="notify -> wait"))
-    if pairs:
-        handles.append(Line2D([], [], color="#d62728", ls="--", marker="X", markersize=7, label="race"))
-    if tr.errors:
-        handles.append(Line2D([], [], color="black", ls="", marker="*", markersize=10, label="failure"))
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8, frameon=False)
-    title = view.title
-    if title is None:
-        ncalls = len({int(e.get("args", {}).get("call", 0)) for e in tr.calls})
-        title = f"{tr.program or 'trace'}: {n} ranks, {ncalls} call{'s' if ncalls != 1 else ''}"
-        title += f", {len(pairs)} race report{'s' if len(pairs) != 1 else ''}" if pairs else ", no race reports"
-    ax.set_title(title, fontsize=10, loc="left")
+    p = _Plot(tr, view, TimeMap(_busy(tr, lo, hi), lo, hi, origin, compress=view.compress), lo, hi, lane,
+              _race_pairs(tr, lane, lo, hi))
+    # How many races get listed under the plot decides the figure height.
+    listed = min(len(p.pairs), MAX_LISTED_RACES)
+    foot = 0.22 * listed + (0.22 if len(p.pairs) > listed else 0.0)
+    height = 1.5 + 0.9 * len(lane) + foot
+    fig, p.ax = plt.subplots(figsize=(view.width, height))
+    _draw_gaps(p)
+    _draw_calls(p)
+    _draw_ops(p)
+    _draw_flows(p)
+    texts = _draw_races(p)
+    _draw_errors(p)
+    _draw_axes(p)
     fig.tight_layout(rect=(0, foot / height, 1, 1))
     for i, line in enumerate(texts):
         fig.text(0.01, (foot - 0.22 * (i + 0.8)) / height, line, fontsize=7.5, color="#8b1a1a", ha="left",
@@ -384,7 +448,7 @@ def draw(tr: Trace, out: str, view: PlotView) -> dict[str, int]:
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=view.dpi)
     plt.close(fig)
-    return {"ranks": n, "slices": sum(len(v) for v in bars.values()), "flows": nflows, "races": len(pairs)}
+    return {"ranks": len(lane), "slices": p.slices, "flows": p.flows, "races": len(p.pairs)}
 
 
 __all__ = ["COLOURS", "PlotError", "PlotView", "TimeMap", "Trace", "draw", "load"]

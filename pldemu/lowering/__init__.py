@@ -13,7 +13,7 @@ InsertCommFence (the memory-ordering markers ``--visibility fenced`` needs), run
 """
 
 from pldemu.lowering.common import LoweringError
-from pldemu.lowering.insert_comm_fence import InsertCommFence
+from pldemu.lowering.insert_comm_fence import DropMarker, InsertCommFence, Marker
 from pldemu.lowering.pass_ import (
     CallReport,
     LowerCompositeOps,
@@ -29,10 +29,12 @@ __all__ = [
     "CORRECT",
     "RULES",
     "CallReport",
+    "DropMarker",
     "InsertCommFence",
     "LowerCompositeOps",
     "LoweringError",
     "LoweringReport",
+    "Marker",
     "RecipeVariant",
     "composite_calls",
     "lower_composite_ops",

@@ -21,10 +21,17 @@ that stand for orchestration or host code). The pass is idempotent: a write alre
 ``cacheinvalid; fence`` pair, a put by its fence, and a wait (or wait run, or pure wait loop) by a
 whole-memory ``cacheinvalid()`` are left alone. An inserted marker carries the origin of the
 statement it follows, so every report names the user's line.
+
+``drop`` (a :class:`DropMarker`) leaves out the k-th marker of one kind, counted in program order
+over the whole program: a known-broken placement for the mutant catalogue (``pldemu.mutants``),
+made by the pass itself rather than patched into its output. Such a program runs as written
+(``insert_fences=False``): running the pass again would put the marker back.
 """
 
 from __future__ import annotations
 
+import enum
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -36,6 +43,36 @@ from pldemu.ir.walk import stmt_calls, walk_stmts
 
 _LOCAL_WRITE_TARGET = {Op.TILE_STORE: 2, Op.TENSOR_WRITE: 0, Op.GET: 0}
 """Position of the destination of each local write (a publishing write when it is a window)."""
+
+
+class Marker(enum.Enum):
+    """The four markers the pass places, by what they follow."""
+
+    PUT_FENCE = "put-fence"
+    """``system.fence()`` after a put."""
+    WRITE_INVALIDATE = "write-invalidate"
+    """The region ``system.cacheinvalid(dst, ...)`` after a local write into a window."""
+    WRITE_FENCE = "write-fence"
+    """``system.fence()`` after a local write into a window (after its region cacheinvalid)."""
+    WAIT_INVALIDATE = "wait-invalidate"
+    """The whole-memory ``system.cacheinvalid()`` after a wait, a run of waits or a pure wait loop."""
+
+
+@dataclass(frozen=True)
+class DropMarker:
+    """Leave out marker number ``index`` (0-based, in program order) of kind ``kind``."""
+
+    kind: Marker
+    index: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.kind, Marker):
+            raise ValueError(f"DropMarker.kind must be a Marker, got {self.kind!r}")
+        if isinstance(self.index, bool) or not isinstance(self.index, int) or self.index < 0:
+            raise ValueError(f"DropMarker.index must be an integer >= 0, got {self.index!r}")
+
+    def __str__(self) -> str:
+        return f"{self.kind.value} #{self.index}"
 
 
 def fence_stmt(origin: SourcePos | None = None) -> Eval:
@@ -128,45 +165,62 @@ class InsertCommFence:
     host: frozenset[str] = field(default_factory=frozenset)
     """Functions that are not kernel (InCore) code and stay untouched."""
 
+    drop: DropMarker | None = None
+    """One marker to leave out (the mutant catalogue's broken placements); None: place every marker."""
+
     def apply(self, program: Program) -> Program:
         """Mark every kernel function of ``program``."""
-        functions = tuple(f if f.name in self.host else Function(f.name, f.params, _mark(f.body))
+        placer = _Placer(self.drop)
+        functions = tuple(f if f.name in self.host else Function(f.name, f.params, placer.mark(f.body))
                           for f in program.functions)
         return Program(program.name, program.buffers, functions, program.entry, program.nranks)
 
 
-def _mark(body: Seq) -> Seq:
-    return Seq(tuple(_marked(body.stmts)))
+class _Placer:
+    """One application of the pass: the markers placed so far, by kind (for ``drop``)."""
+
+    def __init__(self, drop: DropMarker | None) -> None:
+        self._drop = drop
+        self._placed: Counter[Marker] = Counter()
+
+    def _place(self, kind: Marker, stmt: Eval) -> Iterator[Stmt]:
+        k = self._placed[kind]
+        self._placed[kind] += 1
+        if self._drop is None or (self._drop.kind, self._drop.index) != (kind, k):
+            yield stmt
+
+    def mark(self, body: Seq) -> Seq:
+        return Seq(tuple(self._marked(body.stmts)))
+
+    def _marked(self, stmts: tuple[Stmt, ...]) -> Iterator[Stmt]:
+        n = len(stmts)
+        for i, s in enumerate(stmts):
+            nxt = stmts[i + 1] if i + 1 < n else None
+            after = stmts[i + 2] if i + 2 < n else None
+            pure_loop = _pure_wait_loop(s)
+            yield s if pure_loop else self._recurse(s)  # a pure wait loop gets one invalidate after it
+            target = _published_window(s)
+            if target is not None:
+                if not (_is_region_invalidate_of(nxt, target) and _is_op(after, Op.FENCE)):
+                    yield from self._place(Marker.WRITE_INVALIDATE, cacheinvalid_region_stmt(target, _origin(s)))
+                    yield from self._place(Marker.WRITE_FENCE, fence_stmt(_origin(s)))
+            elif _is_op(s, Op.PUT) and not _is_op(nxt, Op.FENCE):
+                yield from self._place(Marker.PUT_FENCE, fence_stmt(_origin(s)))
+            if _waits(s) and not _waits(nxt) and not _is_op(nxt, Op.CACHEINVALID, 0):
+                # one per run of consecutive waits
+                yield from self._place(Marker.WAIT_INVALIDATE, cacheinvalid_all_stmt(_origin(s)))
+
+    def _recurse(self, s: Stmt) -> Stmt:
+        if isinstance(s, Seq):
+            return self.mark(s)
+        if isinstance(s, For):
+            return For(s.var, s.start, s.stop, s.step, self.mark(s.body))
+        if isinstance(s, While):
+            return While(s.cond, self.mark(s.body))
+        if isinstance(s, If):
+            return If(s.cond, self.mark(s.then), None if s.orelse is None else self.mark(s.orelse))
+        return s
 
 
-def _marked(stmts: tuple[Stmt, ...]) -> Iterator[Stmt]:
-    n = len(stmts)
-    for i, s in enumerate(stmts):
-        nxt = stmts[i + 1] if i + 1 < n else None
-        after = stmts[i + 2] if i + 2 < n else None
-        pure_loop = _pure_wait_loop(s)
-        yield s if pure_loop else _recurse(s)  # a pure wait loop gets one invalidate after it
-        target = _published_window(s)
-        if target is not None:
-            if not (_is_region_invalidate_of(nxt, target) and _is_op(after, Op.FENCE)):
-                yield cacheinvalid_region_stmt(target, _origin(s))
-                yield fence_stmt(_origin(s))
-        elif _is_op(s, Op.PUT) and not _is_op(nxt, Op.FENCE):
-            yield fence_stmt(_origin(s))
-        if _waits(s) and not _waits(nxt) and not _is_op(nxt, Op.CACHEINVALID, 0):
-            yield cacheinvalid_all_stmt(_origin(s))  # one per run of consecutive waits
-
-
-def _recurse(s: Stmt) -> Stmt:
-    if isinstance(s, Seq):
-        return _mark(s)
-    if isinstance(s, For):
-        return For(s.var, s.start, s.stop, s.step, _mark(s.body))
-    if isinstance(s, While):
-        return While(s.cond, _mark(s.body))
-    if isinstance(s, If):
-        return If(s.cond, _mark(s.then), None if s.orelse is None else _mark(s.orelse))
-    return s
-
-
-__all__ = ["InsertCommFence", "cacheinvalid_all_stmt", "cacheinvalid_region_stmt", "fence_stmt"]
+__all__ = ["DropMarker", "InsertCommFence", "Marker", "cacheinvalid_all_stmt", "cacheinvalid_region_stmt",
+           "fence_stmt"]

@@ -75,6 +75,12 @@ class RecipeVariant:
     into its recv_counts and target. False: no wait (the readiness notify stays), so a sender may
     publish before the destination has reset its counts or consumed its previous result."""
 
+    allgather_pull: bool = False
+    """Not a bug but another recipe: allgather pulls (every rank stores its own row into its own
+    target, barrier, gets every peer's row, read-complete barrier, epilogue 2) instead of pushing.
+    Its own-row stores are published to peers within the call, so in the fenced model they need
+    the fence after a window write (the mutant ``allgather-pull-drop-write-fence``)."""
+
     broadcast_read_complete: bool = False
     """The one non-default that is a fix, not a bug: broadcast adds a read-complete barrier (g=2)
     after the get and retires 2, so the root cannot leave the call (and rewrite its window) while a

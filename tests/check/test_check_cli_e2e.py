@@ -78,6 +78,27 @@ def test_check_all_prints_a_summary_table() -> None:
         assert label in res.stdout, label
 
 
+PUBLISHING_BY_PUT = ("allreduce ring", "allgather", "all_to_all ", "all_to_all_v")
+"""The summary rows of the recipes that hand data to a peer by put (all_to_all without its _v)."""
+
+
+@pytest.mark.parametrize("insert", [True, False], ids=["with-pass", "no-insert-fences"])
+def test_check_all_in_fenced_visibility(insert: bool) -> None:
+    """``pldemu check all --visibility fenced``, bounded: every case passes with InsertCommFence;
+    as written (``--no-insert-fences``) exactly the recipes that publish by put fail (exit 1). One block
+    of 3 calls: a writer's unfenced puts land only at its block end (the host's barrier), after its
+    peers' first two reads, so the failures do not depend on timing."""
+    res = pldemu("check", "all", "-n", "2", "--iters", "3", "--block", "3", "--size", "64", "--visibility", "fenced",
+                 *(() if insert else ("--no-insert-fences",)))
+    assert res.returncode == (0 if insert else 1), _report(res)
+    summary = res.stdout.split("# summary", 1)[1].split("# ", 2)[1]
+    rows = [line for line in summary.splitlines()[1:] if line.strip()]
+    assert len(rows) == 8, _report(res)
+    for row in rows:
+        publishes = any(row.strip().startswith(label) for label in PUBLISHING_BY_PUT)
+        assert row.rstrip().endswith("FAIL" if publishes and not insert else "PASS"), row
+
+
 def test_check_broadcast_from_every_root() -> None:
     res = pldemu(
         "check", "broadcast", "--root", "all", "-n", "3", "--iters", "20", "--size", "32", "--block", "10"

@@ -8,7 +8,7 @@ import pytest
 
 from pldemu.ir import Program, format_program, parse_program
 from pldemu.ir.verifier import verify
-from pldemu.lowering import InsertCommFence
+from pldemu.lowering import DropMarker, InsertCommFence, Marker
 
 HEADER = """\
 program p {
@@ -278,3 +278,48 @@ def test_marker_keeps_the_origin_of_the_statement_it_follows() -> None:
     out = InsertCommFence().apply(program("tile.store(t, [0, 0], win)"))
     store, inv, fence = out.function().body.stmts[-3:]
     assert inv.origin == store.origin == fence.origin and store.origin is not None
+
+
+# ----------------------------------------------------------------------------------------------
+# drop: one marker left out (the mutant catalogue's broken placements)
+# ----------------------------------------------------------------------------------------------
+
+DROP_BODY = """tile.store(t, [0, 0], win)
+           pld.tile.put(win, peer, loc, stage)
+           pld.system.wait(sig, [0, 0], 1)
+           pld.tile.put(win_b, peer, loc, stage)
+           pld.system.wait(sig, [1, 0], 1)
+           tile.store(t, [0, 0], win)"""
+
+
+@pytest.mark.parametrize("kind, index, gone", [
+    (Marker.WRITE_INVALIDATE, 0, 0), (Marker.WRITE_FENCE, 0, 1), (Marker.PUT_FENCE, 0, 2),
+    (Marker.WAIT_INVALIDATE, 0, 3), (Marker.PUT_FENCE, 1, 4), (Marker.WAIT_INVALIDATE, 1, 5),
+    (Marker.WRITE_INVALIDATE, 1, 6), (Marker.WRITE_FENCE, 1, 7),
+])
+def test_drop_leaves_out_exactly_the_kth_marker_of_its_kind(kind: Marker, index: int, gone: int) -> None:
+    """``gone``: the position of the dropped marker among all markers, in program order."""
+    full = InsertCommFence().apply(program(DROP_BODY))
+    dropped = InsertCommFence(drop=DropMarker(kind, index)).apply(program(DROP_BODY))
+    lines = [line.strip() for line in format_program(full).splitlines()]
+    markers = [i for i, line in enumerate(lines) if line.startswith("system.")]
+    assert len(markers) == 8  # (inv, fence) after each store, a fence after each put, inv after each wait
+    want = lines[:markers[gone]] + lines[markers[gone] + 1:]
+    assert [line.strip() for line in format_program(dropped).splitlines()] == want
+    verify(dropped)
+    again = InsertCommFence().apply(dropped)  # the pass puts the marker back (a write: its whole pair)
+    if kind in (Marker.PUT_FENCE, Marker.WAIT_INVALIDATE):
+        assert again == full
+    else:
+        assert len(format_program(again).splitlines()) == len(format_program(full).splitlines()) + 1
+
+
+def test_drop_beyond_the_last_marker_changes_nothing() -> None:
+    before = program(DROP_BODY)
+    assert InsertCommFence(drop=DropMarker(Marker.PUT_FENCE, 2)).apply(before) == InsertCommFence().apply(before)
+
+
+@pytest.mark.parametrize("kind, index", [("put-fence", 0), (Marker.PUT_FENCE, -1), (Marker.PUT_FENCE, True)])
+def test_drop_marker_validation(kind: object, index: object) -> None:
+    with pytest.raises(ValueError, match="DropMarker"):
+        DropMarker(kind, index)  # type: ignore[arg-type]

@@ -8,7 +8,7 @@ from types import MappingProxyType
 import pytest
 
 from pldemu.collectives import CollectiveSpec
-from pldemu.lowering import CORRECT, RecipeVariant
+from pldemu.lowering import CORRECT, DropMarker, Marker, RecipeVariant
 from pldemu.mutants import CONDITIONS, FAILURE_KINDS, MUTANTS, Mutant
 
 REQUIRED = {
@@ -40,8 +40,9 @@ def test_entry_is_well_formed(name: str) -> None:
     assert "\n" not in m.description and "\n" not in m.models
     assert m.ranks == 4 and m.spec.nranks is None and m.spec.dtype.value == "fp32"
     assert m.spec.name == "barrier" or m.spec.size <= 64  # barrier has no data
-    # A mutant changes the recipe, or (broadcast-rewrite-race) only how it is used.
-    assert (m.variant != CORRECT) or not m.consume_fence
+    # A mutant changes the recipe, its fences, or (broadcast-rewrite-race) only how it is used.
+    assert (m.variant != CORRECT) or m.drop is not None or not m.consume_fence
+    assert (m.drop is not None) == ("fenced" in m.conditions)
     if "deadlock" in m.expected:
         assert "timeout" in m.conditions
     if "invariant" in m.expected:
@@ -73,6 +74,8 @@ def test_barrier_fixed_threshold_combines_three_deviations() -> None:
     ({"conditions": ("straggler",)}, "go together"),
     ({"straggler": (4, 500.0), "conditions": ("straggler",)}, "rank < ranks"),
     ({"straggler": (1, 0.0), "conditions": ("straggler",)}, "microseconds > 0"),
+    ({"drop": DropMarker(Marker.PUT_FENCE)}, "go together"),
+    ({"conditions": ("fenced",)}, "go together"),
 ])
 def test_mutant_validation(kwargs: dict[str, object], fragment: str) -> None:
     base: dict[str, object] = {"name": "m", "spec": CollectiveSpec("barrier"), "variant": RecipeVariant(epilogue=False),
@@ -96,3 +99,4 @@ def test_wait_eq_carries_the_straggler_that_opens_its_window() -> None:
     m = MUTANTS["wait-eq"]
     assert m.straggler is not None and "straggler" in m.conditions
     assert 0 <= m.straggler[0] < m.ranks and m.straggler[1] >= 500
+

@@ -16,7 +16,13 @@ from pldemu.collectives import CollectiveSpec, collective_program
 from pldemu.ir import AllreduceMode, DType, NotifyOp, Program, WaitCmp, format_program, verify
 from pldemu.ir.nodes import Call, Var, format_expr
 from pldemu.ir.ops import Op
-from pldemu.lowering import CORRECT, RecipeVariant, lower_composite_ops, lower_composite_ops_with_report
+from pldemu.lowering import (
+    CORRECT,
+    InsertCommFence,
+    RecipeVariant,
+    lower_composite_ops,
+    lower_composite_ops_with_report,
+)
 from pldemu.mutants import MUTANTS, Mutant
 
 ALL_SPECS = [s for size in (17, 4097, 65537) for dt in (DType.FP32, DType.FP16) for s in specs_all(size, dt)] + [
@@ -117,6 +123,7 @@ AFFECTS: dict[str, set[tuple[str, AllreduceMode]]] = {
     "ring_push_done": {("allreduce", AllreduceMode.ring)},
     "a2av_readiness_wait": {("all_to_all_v", AllreduceMode.mesh)},
     "broadcast_read_complete": {("broadcast", AllreduceMode.mesh)},
+    "allgather_pull": {("allgather", AllreduceMode.mesh)},
 }
 SINGLE_FIELD: dict[str, object] = {
     "notify_before_wait": False, "wait_cmp": WaitCmp.Eq, "credit_op": NotifyOp.Set,
@@ -221,6 +228,15 @@ def _broadcast_read_complete(m: Mutant, good: Program, bad: Program) -> None:
     assert order == [Op.WAIT, Op.GET, Op.WAIT]  # the read-complete round comes after the get
 
 
+def _drop_marker(m: Mutant, good: Program, bad: Program) -> None:
+    """Exactly the one marker is gone; the correct program is the specified recipe with every marker."""
+    assert m.drop is not None
+    assert text(good) == text(InsertCommFence().apply(lower(m.spec, m.variant)))
+    removed, added = changed_lines(good, bad)
+    assert added == [] and [line.strip() for line in removed] == ["system.fence()"]
+    assert text(InsertCommFence().apply(bad)) != text(bad)  # the runtime's pass would put a fence back
+
+
 CHECKS: dict[str, Callable[[Mutant, Program, Program], None]] = {
     "barrier-fixed-threshold": _barrier_fixed_threshold,
     "wait-eq": _wait_eq,
@@ -234,6 +250,9 @@ CHECKS: dict[str, Callable[[Mutant, Program, Program], None]] = {
     "wait-before-notify": _wait_before_notify,
     "broadcast-rewrite-race": _broadcast_rewrite_race,
     "broadcast-read-complete": _broadcast_read_complete,
+    "allgather-drop-put-fence": _drop_marker,
+    "ring-drop-put-fence": _drop_marker,
+    "allgather-pull-drop-write-fence": _drop_marker,
 }
 
 
@@ -247,7 +266,8 @@ def test_mutant_differs_exactly_where_described(name: str) -> None:
     good, bad = m.lower_correct(), m.lower()
     verify(bad)
     roundtrip(bad)
-    assert text(good) == text(lower(m.spec))
+    if m.drop is None:
+        assert text(good) == text(lower(m.spec))
     CHECKS[name](m, good, bad)
 
 

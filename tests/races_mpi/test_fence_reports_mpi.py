@@ -88,8 +88,8 @@ PAIRS: dict[str, tuple[str, Verdict, str, Verdict]] = {
                      "mp_fence", Verdict(None, note="ordered nothing")),
     "useless_inv": ("mp_dma_inv", Verdict(None, note="dropped no cached line", note_site="[mp_dma_inv.pld:21]"),
                     "mp_inv", Verdict(None, note="dropped no cached line")),
-    "shared_line": ("set_shared_line", Verdict(None, note="pto-isa#322", note_site="[set_shared_line.pld:11]"),
-                    "set_own_line", Verdict(None, note="pto-isa#322")),
+    "shared_line": ("store_shared_line", Verdict(None, note="pto-isa#322", note_site="[store_shared_line.pld:11]"),
+                    "store_own_line", Verdict(None, note="pto-isa#322")),
 }
 """Per case: the bug (reported, or noted), its fix (not), each as a litmus name (+ the pass)."""
 

@@ -92,13 +92,13 @@ def _write_table(out: TextIO, mutants: Sequence[Mutant]) -> None:
 
 def _write_tsv(out: TextIO, mutants: Sequence[Mutant]) -> None:
     fields = ("name", "collective", "expected", "must_pass", "consume_fence", "iterations", "ranks",
-              "conditions", "straggler", "variant", "description", "models")
+              "conditions", "straggler", "variant", "drop", "description", "models")
     out.write("\t".join(fields) + "\n")
     for m in mutants:
         values = (m.name, m.collective, ",".join(m.expected), str(m.must_pass).lower(),
                   str(m.consume_fence).lower(), str(m.iterations), str(m.ranks), ",".join(m.conditions),
                   "" if m.straggler is None else f"{m.straggler[0]}:{m.straggler[1]:g}",
-                  ",".join(m.variant.deviations()), m.description, m.models)
+                  ",".join(m.variant.deviations()), "" if m.drop is None else str(m.drop), m.description, m.models)
         out.write("\t".join(values) + "\n")
 
 
@@ -121,7 +121,8 @@ def _spec_text(spec: CollectiveSpec) -> str:
 
 def _write_details(out: TextIO, m: Mutant) -> None:
     fence = "harness default" if m.consume_fence else "none (never fence between calls)"
-    variant = ", ".join(m.variant.deviations()) or "the specified recipe (the mutant is the usage)"
+    usage = "its fences" if m.drop is not None else "the usage"
+    variant = ", ".join(m.variant.deviations()) or f"the specified recipe (the mutant is {usage})"
     out.write(f"# {'control' if m.must_pass else 'mutant'} {m.name}: {m.description}\n")
     out.write(f"# models:     {m.models}\n")
     out.write(f"# call:       {_spec_text(m.spec)}\n")
@@ -130,6 +131,8 @@ def _write_details(out: TextIO, m: Mutant) -> None:
     out.write(f"# run:        {m.ranks} ranks, {m.iterations} back-to-back calls, consume fence: {fence}\n")
     if m.straggler is not None:
         out.write(f"# schedule:   --straggler {m.straggler[0]}:{m.straggler[1]:g} (unless the run names its own)\n")
+    if m.drop is not None:
+        out.write(f"# fences:     InsertCommFence without {m.drop}; runs with --visibility fenced --no-insert-fences\n")
     for i, key in enumerate(m.conditions):
         out.write(f"# {'conditions:' if i == 0 else '':<11} {key}: {CONDITIONS[key]}\n")
 

@@ -238,20 +238,28 @@ def resolve(args: argparse.Namespace) -> Target:
 
 def with_mutant_schedule(args: argparse.Namespace, mutant: str | None = None,
                          nranks: int | None = None) -> argparse.Namespace:
-    """``args`` with the catalogue entry's straggler applied, unless the user gave ``--straggler``.
+    """``args`` with the catalogue entry's schedule applied: its straggler, unless the user gave
+    ``--straggler``, and for an entry of the fenced model (``Mutant.drop``) ``--visibility fenced
+    --no-insert-fences`` whatever the flags say.
 
     A mutant whose bug needs one rank to be late at a precise point carries that schedule; running it
     without would make catching it a matter of luck (machine load). On fewer ranks than the entry's
-    straggler rank, the last rank straggles."""
+    straggler rank, the last rank straggles. A dropped fence marker is a bug only where a notify
+    releases nothing, and the runtime's InsertCommFence would put the marker back."""
     from pldemu.mutants import MUTANTS
 
     name = mutant if mutant is not None else args.mutant
     m = MUTANTS.get(name) if name is not None else None
-    if m is None or m.straggler is None or args.straggler is not None:
+    if m is None:
         return args
-    ranks = nranks or args.ranks or m.ranks
-    rank, us = m.straggler
-    return argparse.Namespace(**{**vars(args), "straggler": (min(rank, ranks - 1), us)})
+    changes: dict[str, Any] = {}
+    if m.drop is not None:
+        changes.update(visibility="fenced", no_insert_fences=True)
+    if m.straggler is not None and args.straggler is None:
+        ranks = nranks or args.ranks or m.ranks
+        rank, us = m.straggler
+        changes["straggler"] = (min(rank, ranks - 1), us)
+    return argparse.Namespace(**{**vars(args), **changes}) if changes else args
 
 
 def child_argv(args: argparse.Namespace, *, mutant: str | None = None, seed: int | None = None,
@@ -498,7 +506,8 @@ def run_all_mutants(args: argparse.Namespace) -> int:
             outcomes.append(outcome)
             kind = "no result" if outcome is None else (outcome.kind or "passed")
             at = "" if outcome is None or outcome.iteration is None else f" at iteration {outcome.iteration}"
-            print(f"#   {name} seed {seed}: {kind}{at} ({secs[-1]:.1f} s)", flush=True)
+            model = " (fenced model: --visibility fenced --no-insert-fences)" if m.drop is not None else ""
+            print(f"#   {name} seed {seed}: {kind}{at} ({secs[-1]:.1f} s){model}", flush=True)
             if outcome is not None and outcome.caught == m.must_pass:
                 print(f"#     replay: {replay_command(argv, ranks)}", flush=True)
         rows.append(MutantRow(name, m.must_pass, m.expected, tuple(outcomes), tuple(secs)))

@@ -965,26 +965,28 @@ def stale_signal_reads(sync: Sequence[tuple[Sequence[SyncEvent], Sequence[tuple[
 
 def shared_line_notes(sync: Sequence[tuple[Sequence[SyncEvent], Sequence[tuple[int, int]]]],
                       buffers: Sequence[Buffer], sites: Sequence[CallSite]) -> set[str]:
-    """A rank's ``tensor.write`` into a 64-byte line of its signal buffer that other ranks notify:
-    the device's write-back rewrites the whole line and can restore a neighbour's old value
-    (pto-isa#322; a structural note, not emulated)."""
+    """A Set (a ``tensor.write`` of a signal cell, or a Set notify: both a scalar store on the device)
+    into a 64-byte line of a signal buffer that other ranks notify: the device's write-back rewrites
+    the whole line and can restore a neighbour's old value (pto-isa#322; a structural note, the model
+    keeps signal cells atomic per cell)."""
     notified: dict[tuple[int, int, int], set[int]] = {}
     for r, (log, _) in enumerate(sync):
         for ev in log:
-            if ev[0] == REL and ev[2] != r:
+            if ev[0] == REL:
                 notified.setdefault((ev[2], ev[3], ev[4] // SIGNAL_LINE_CELLS), set()).add(r)
     out = set()
     for r, (log, meta) in enumerate(sync):
         for ev, (site, _) in zip(log, meta, strict=True):
-            if ev[0] != REL or ev[2] != r or not 0 <= site < len(sites) or sites[site].op is not Op.TENSOR_WRITE:
+            if ev[0] != REL or not ev[6] or not 0 <= site < len(sites):
                 continue
             line = ev[4] // SIGNAL_LINE_CELLS
-            others = notified.get((r, ev[3], line), set()) - {r}
+            others = notified.get((ev[2], ev[3], line), set()) - {r}
             if others:
-                out.add(f"note: the tensor.write at {sites[site].where} stores into 64-byte line {line} of signal "
-                        f"'{buffers[ev[3]].name}', which rank(s) {', '.join(map(str, sorted(others)))} also notify: on "
-                        "the device its write-back rewrites the whole line and can restore a neighbour's old value "
-                        "(pto-isa#322)")
+                what = "tensor.write" if sites[site].op is Op.TENSOR_WRITE else "Set notify"
+                out.add(f"note: the {what} at {sites[site].where} stores into 64-byte line {line} of rank {ev[2]}'s "
+                        f"signal '{buffers[ev[3]].name}', which rank(s) {', '.join(map(str, sorted(others)))} also "
+                        "notify: on the device its write-back rewrites the whole line and can restore a neighbour's "
+                        "old value (pto-isa#322)")
     return out
 
 
