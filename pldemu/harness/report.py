@@ -33,6 +33,7 @@ def format_report(program: Program, source: str, options: RuntimeOptions, plan: 
     if options.race_detect:
         parts.append(race_summary(ran.races, ran.repeated.races if ran.repeated is not None else None,
                                   bool(signal_buffers(program))))
+        parts += [f"    {note}" for note in ran.notes]
     if plan.io.checks:
         found = [m for g in ran.gathered for m in g.mismatches]
         parts.append(expectation_summary(plan.io, sum(g.checked for g in ran.gathered), found))
@@ -45,7 +46,8 @@ def json_report(program: Program, ran: Ran) -> dict[str, Any]:
     return {
         "program": program.name, "ranks": len(ran.gathered), "backend": ran.backend, "exit_code": ran.code,
         "seconds": [g.seconds for g in ran.gathered], "ops": dict(ran.ops()),
-        "races": [r.describe() for r in ran.races], "invariants": [v.describe() for v in violations],
+        "races": [r.describe() for r in ran.races], "notes": list(ran.notes),
+        "invariants": [v.describe() for v in violations],
         "mismatches": [m.describe() for g in ran.gathered for m in g.mismatches],
     }
 

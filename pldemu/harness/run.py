@@ -89,6 +89,8 @@ class Ran:
     """Buffers compared with ``--expect`` on this rank."""
     mismatches: list[Mismatch] = field(default_factory=list)
     """This rank's ``--expect`` mismatches."""
+    notes: list[str] = field(default_factory=list)
+    """The race detector's notes on fences and cacheinvalids (``--visibility fenced``), not failures."""
 
     def ops(self) -> Counter[str]:
         """Ops executed over every rank (rank 0)."""
@@ -143,6 +145,7 @@ def run_once(comm: MPI.Intracomm, program: Program, options: RuntimeOptions, pla
     seconds, repeated = _execute(comm, inst, options, plan)
     startup_mark("ran")
     violations, races = _verdicts(comm, inst, options, repeated)
+    notes = inst.races.notes() if inst.races is not None else []  # collective
     checked, mismatches = plan.io.expected(comm.Get_rank(), inst.local)
     wrong = comm.allreduce(len(mismatches))
     failed = wrong or violations or (repeated is not None and (repeated.cells_nonzero or repeated.invariant_violations))
@@ -156,7 +159,7 @@ def run_once(comm: MPI.Intracomm, program: Program, options: RuntimeOptions, pla
         _dump(Path(plan.dump), comm.Get_rank(), inst, program)
     gathered = comm.gather(mine, root=0)
     ran = Ran(seconds, repeated, violations, races, code, str(inst.backend), tuple(gathered or ()), checked,
-              mismatches)
+              mismatches, notes)
     startup_mark("reported")
     inst.close()  # collective; rank 0 writes the trace
     startup_mark("closed")

@@ -148,3 +148,22 @@ def test_the_api_forwards_no_cell_check_from_the_one_flag_definition() -> None:
     assert "--no-cell-check" in options_argv(RuntimeOptions(cell_check=False, invariants=True), "run")
     assert "--no-cell-check" not in options_argv(RuntimeOptions(invariants=True), "run")
     assert "--no-cell-check" in options_argv(RuntimeOptions(cell_check=False), "stress")
+
+
+@pytest.mark.launcher
+def test_pldemu_run_prints_fence_reports_and_notes_and_writes_them_to_the_report(tmp_path: Path) -> None:
+    """End to end under --visibility fenced: a missing fence fails the run (exit 4) with its three
+    lines; a useless fence is a note, printed and in --report's ``notes``, and the run passes."""
+    import json
+
+    fences = Path(__file__).resolve().parent / "fences"
+    flags = ("-n", "2", "--visibility", "fenced", "--no-insert-fences", "--races")
+    bug = pldemu("run", str(fences / "mp.pld"), *flags)
+    assert bug.returncode == 4, _report(bug)
+    line = next(x for x in bug.stdout.splitlines() if "missing fence" in x)
+    assert line.index("[mp.pld:14]") < line.index("[mp.pld:15]") < line.index("[mp.pld:19]"), line
+    out = tmp_path / "report.json"
+    noted = pldemu("run", str(fences / "mp_double_fence.pld"), *flags, "--report", str(out))
+    assert noted.returncode == 0, _report(noted)
+    assert "note: system.fence at" in noted.stdout and "[mp_double_fence.pld:16] ordered nothing" in noted.stdout
+    assert [n for n in json.loads(out.read_text())["notes"] if "[mp_double_fence.pld:16]" in n], out.read_text()

@@ -6,7 +6,7 @@ no instrument and imports neither the race detector nor the tracer), else the :c
 the invariant checker are made at once (before the program is compiled: they fill
 ``machine.overrides``, which the compiler reads); the tracer and the race detector are made by
 :meth:`Instruments.start` once the windows exist (collective). The modules: ``schedule``,
-``invariants``, ``races`` (with ``race_clocks``), ``trace``.
+``invariants``, ``races`` (with ``race_clocks`` and ``race_fenced``), ``trace``.
 """
 
 from __future__ import annotations
@@ -67,7 +67,11 @@ class Instruments:
             self.tracer = Tracer(comm, self.options.trace, machine.buffers, machine.sites, program)
         if self.options.race_detect:
             clock = self.tracer.clock.now if self.tracer is not None else None
-            self.races = RaceDetector(comm, machine.buffers, machine.sites, clock=clock)
+            from pldemu.runtime.instrument.fenced import LineCache
+
+            cache = self.schedule.cache if self.schedule is not None else None
+            self.races = RaceDetector(comm, machine.buffers, machine.sites, clock=clock,
+                                      cache=cache if isinstance(cache, LineCache) else None)
             machine.pending_races = self.races.deadlock_causes  # a deadlock report names the hanging call's races
             if self.tracer is not None:
                 self.races.on_reports = self.tracer.add_races

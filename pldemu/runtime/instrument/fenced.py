@@ -63,6 +63,8 @@ class _Line:
     dirty: np.ndarray
     epoch: int = 0
     hits: int = 0
+    fill: int = 0
+    """Which fill of the cache made this line (its ``fills`` count then): the race detector's stamp."""
 
 
 def _elements_per_line(buffer: Buffer) -> int:
@@ -105,9 +107,9 @@ class LineCache:
             data = np.array(buffer.array.reshape(-1)[start:stop] if buffer.array.flags.c_contiguous
                             else [buffer.array[np.unravel_index(i, buffer.shape)] for i in range(start, stop)],
                             dtype=buffer.array.dtype)
-            line = _Line(buffer, start, data, np.zeros(stop - start, dtype=bool), self._epoch)
-            self._lines[key] = line
             self.fills += 1
+            line = _Line(buffer, start, data, np.zeros(stop - start, dtype=bool), self._epoch, fill=self.fills)
+            self._lines[key] = line
         return line
 
     def read(self, site: CallSite, buffer: Buffer, cell: int) -> Any:
@@ -141,6 +143,19 @@ class LineCache:
                 self._writes.add(self.rank, partial(_write_back, line.buffer, line.start, line.data, line.dirty))
         self.progress()
         return len(keys)
+
+    def fill_of(self, buffer: Buffer, cell: int) -> int | None:
+        """The fill number of the cached line holding ``cell`` (None: not cached)."""
+        line = self._lines.get(self.key_of(buffer, cell))
+        return None if line is None else line.fill
+
+    def is_cached(self, key: tuple[int, int]) -> bool:
+        """True if line ``key`` is in the cache."""
+        return key in self._lines
+
+    def cached_lines(self) -> int:
+        """Lines in the cache now."""
+        return len(self._lines)
 
     def key_of(self, buffer: Buffer, cell: int) -> tuple[int, int]:
         """The line that holds ``cell`` of ``buffer``."""

@@ -35,6 +35,16 @@ elements, with no release by that rank between them (its own clock entry unchang
 puts from one rank to one target land in order and a notify flushes them, but nothing completes a
 put before a later read (under ``--visibility deferred`` the read returns the old value).
 
+**Fenced mode** (``--visibility fenced``, ``race_fenced``): a write is an interval from its issue to
+the fence (join, call end) that completes it, a scalar ``tensor.read`` from its line's fill to the
+read; x happens before y iff x's end is known to y's start. A conflict that a write completed at its
+issue (or a read filled at its time) would have avoided is reported as ``missing fence`` (with the
+release the write was pending at) or ``missing cacheinvalid`` (with the fill and the wait); same
+origin then needs a completion, not a release, between the put and the read.
+
+**Lost updates** (every mode): two Set releases into one signal cell by different ranks that
+happens-before does not order (``lost_updates``, on rank 0 from the replayed sync logs).
+
 **Records.** Every access to a data window is recorded by the accessing rank: (target rank, buffer,
 read / write / atomic write, flat element intervals ``[start, stop)`` of the packed buffer, VC, call
 site, call number). Puts, atomic puts, gets, ``remote_load`` (their regions decoded by the one transfer planner,
@@ -68,8 +78,8 @@ import math
 import operator
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from mpi4py import MPI
@@ -78,16 +88,27 @@ from pldemu.ir import BufferKind, NotifyOp, Op, WaitCmp
 from pldemu.mpi import CHECKPOINT_POLICY, BoundedComm
 from pldemu.runtime.errors import Cause
 from pldemu.runtime.instrument.race_clocks import ACQ, JOIN, REL, SyncEvent, replay
+from pldemu.runtime.instrument.race_fenced import INF_EPOCH, FenceLedger, Pending, fence_notes, merge_notes
 from pldemu.runtime.monitor import MonitorBase
 from pldemu.runtime.sites import CallSite, OpEvent
 from pldemu.runtime.status import RankStatus
 from pldemu.runtime.transfer import Region, plan_get, plan_put, remote_load_extent
 from pldemu.runtime.values import Buffer, Shape, TensorRef, flat_cell, unravel
 
-READ, WRITE, ATOMIC = 0, 1, 2
-"""Access kinds. Two atomic writes (element-wise MPI accumulates) do not conflict with each other."""
+if TYPE_CHECKING:
+    from pldemu.runtime.instrument.fenced import LineCache
 
-KIND_NAMES = ("read", "write", "atomic write")
+READ, WRITE, ATOMIC, SET = 0, 1, 2, 3
+"""Access kinds. Two atomic writes (element-wise MPI accumulates) do not conflict with each other;
+SET is a Set notify (or ``tensor.write``) of a signal cell, for lost-update reports."""
+
+KIND_NAMES = ("read", "write", "atomic write", "Set")
+
+MISSING_FENCE, MISSING_INVALIDATE, LOST_UPDATE = "missing fence", "missing cacheinvalid", "lost update"
+"""Report kinds besides a plain race (``RaceReport.reason``)."""
+
+SIGNAL_LINE_CELLS = 16
+"""INT32 signal cells per 64-byte line (the device's write-back granule, pto-isa#322)."""
 
 MAX_RUNS = 4096
 """A region with more contiguous runs than this is recorded as its bounding interval (a strided
@@ -96,6 +117,9 @@ as a possible false positive for such programs."""
 
 MERGE_AT = 64
 """Merge a record's interval list once it holds this many entries (bounded memory in loops)."""
+
+MAX_NAMED = 16
+"""Releases a pending write remembers for its report (the one the peer acquired is usually the first)."""
 
 MAX_REPORTS = 200
 """Distinct reports kept per check (a broken recipe repeats the same race every call)."""
@@ -164,6 +188,12 @@ class RaceReport:
     second: RaceAccess
     count: int = 1
     """How many conflicting record pairs with the same two sites and ranks this report stands for."""
+    reason: str = ""
+    """"" (a race), MISSING_FENCE, MISSING_INVALIDATE (fenced mode) or LOST_UPDATE (two Set notifies)."""
+    via: tuple[str, ...] = ()
+    """The sites a fenced-mode report names besides the two accesses: missing fence, the release the
+    write was pending at and "cached" if it was still in the data cache; missing cacheinvalid, the
+    access that filled the line and the wait after that fill."""
 
     def region_text(self) -> str:
         """``target[0, 16:32]``-style text of the first overlapping interval (flat if not a box row)."""
@@ -176,11 +206,38 @@ class RaceReport:
 
     def describe(self) -> str:
         more = f" ({self.count} times)" if self.count > 1 else ""
+        if self.reason:
+            return self._explained(more)
         why = (f"no notify by rank {self.first.rank} and no barrier between them, so nothing completes the "
                f"put before the read (it may overtake the put; under --visibility deferred it reads the old "
                f"value)" if self.same_origin else "neither happens before the other")
         return (f"race on {self.region_text()} of rank {self.target} ({self.overlap} elements){more}: "
                 f"{self.first.describe()} || {self.second.describe()}: {why}")
+
+
+    def _explained(self, more: str) -> str:
+        a, b = self.first, self.second
+        head = f"{self.reason} on {self.region_text()} of rank {self.target} ({self.overlap} elements){more}: "
+        if self.reason == LOST_UPDATE:
+            return (head + f"{a.describe()} || {b.describe()}: two Set notifies into one signal cell that nothing "
+                    "orders; whichever lands second wipes the other (a lost update on the device too, simpler#253; "
+                    "AtomicAdd keeps both)")
+        if self.reason == MISSING_INVALIDATE:
+            filler, wait = self.via
+            after = f", before {wait}" if wait else ""
+            return (head + f"rank {b.rank}'s {b.kind_name} at {b.location} (call {b.call}) used the cached line filled "
+                    f"at {filler}{after}; no system.cacheinvalid covering that line between them, so it can miss "
+                    f"{a.describe()}")
+        release = self.via[0] if self.via else ""
+        if a.rank == b.rank:
+            return (head + f"rank {a.rank}'s {a.kind_name} at {a.location} (call {a.call}) then its own {b.kind_name} "
+                    f"at {b.location} (call {b.call}) with no system.fence between them: nothing completes the write "
+                    "before the read")
+        state = ("was still in rank {r}'s data cache at {n} (no system.cacheinvalid covering its line, then "
+                 "system.fence, between)" if "cached" in self.via[1:] else
+                 "was still pending at {n} (no system.fence between)").format(r=a.rank, n=release or "its release")
+        return (head + f"rank {a.rank}'s {a.kind_name} at {a.location} (call {a.call}) {state}; "
+                f"{b.describe()} is ordered after that notify, not after the {a.kind_name}")
 
 
 def _flat_text(name: str, shape: Shape, start: int, stop: int) -> str:
@@ -279,8 +336,10 @@ def _checkpoint_timeout(what: str) -> RaceCheckTimeout:
 
 # A record as exchanged: (rank, buffer, kind, vc, intervals, location, call, t, epoch). The epoch,
 # (sync segment, turn), orders the accessing rank's records in time: the segment counts its sync
-# events, the turn its remote reads that follow a remote write (see RaceDetector._record).
-_Wire = tuple[int, int, int, tuple[int, ...], list[Interval], str, int, float, tuple[int, int]]
+# events, the turn its remote reads that follow a remote write (see RaceDetector._record). Fenced
+# mode's intervals (race_fenced) have a tenth field, (end clock, end epoch, detail for the report):
+# a write's completion, a scalar read's actual time (its clock is its line's fill).
+_Wire = tuple[Any, ...]
 
 
 class RaceDetector(MonitorBase):
@@ -292,8 +351,12 @@ class RaceDetector(MonitorBase):
     """
 
     def __init__(self, comm: MPI.Intracomm, buffers: Sequence[Buffer], sites: list[CallSite],
-                 clock: Clock | None = None, timeout: float = DEFAULT_TIMEOUT) -> None:
+                 clock: Clock | None = None, timeout: float = DEFAULT_TIMEOUT, cache: LineCache | None = None) -> None:
         self._freed = False
+        self._ledger = FenceLedger(cache) if cache is not None else None
+        """Fenced mode (``race_fenced``): writes stamped at their completion, scalar reads at their fill."""
+        self._spans: dict[tuple[Any, ...], list[Any]] = {}
+        self._notes: set[str] = set()
         self.rank = comm.Get_rank()
         self.nranks = comm.Get_size()
         self.timeout = timeout
@@ -314,6 +377,7 @@ class RaceDetector(MonitorBase):
         self._vc[self.rank] = 1
         self._run = 0
         self._sync: list[SyncEvent] = []
+        self._meta: list[tuple[int, int]] = []  # per sync event: (site id, call), for the reports
         self._log: dict[tuple[int, int, int, int, int, int | str, int], list[Any]] = {}
         # The same-origin check needs the order of this rank's remote writes and reads, which one
         # record per site and segment loses (a site's read before a put and its read after it would
@@ -338,6 +402,8 @@ class RaceDetector(MonitorBase):
             Op.TILE_LOAD: self._tile_load,
             Op.TILE_STORE: self._tile_store,
         }
+        if self._ledger is not None:
+            self._after[Op.FENCE] = self._fence
 
     # -- clocks --------------------------------------------------------------------------------
 
@@ -352,14 +418,16 @@ class RaceDetector(MonitorBase):
         return {b.index: b.window.load_words(self.rank, 0, b.numel).astype(np.int64)
                 for b in self._signals if b.window is not None}
 
-    def _release(self, peer: int, buffer: int, cell: int, value: int, is_set: bool) -> None:
+    def _release(self, site: int, peer: int, buffer: int, cell: int, value: int, is_set: bool) -> None:
         self._sync.append((REL, self._clock(), peer, buffer, cell, value, is_set))
+        self._meta.append((site, self._run))
         self._vc[self.rank] += 1
 
-    def _acquire(self, buffer: int, cell: int, eq: bool, value: int | None) -> None:
+    def _acquire(self, site: int, buffer: int, cell: int, eq: bool, value: int | None) -> None:
         """A satisfied wait for my cell to reach (Ge) or equal (Eq) ``value``: what it acquires is
         resolved at the checkpoint."""
         self._sync.append((ACQ, self._clock(), buffer, cell, eq, value))
+        self._meta.append((site, self._run))
 
     def _join_clocks(self) -> None:
         out = self._bounded.allreduce(np.array(self._vc, dtype=np.int64), MPI.MAX, "the clock join")
@@ -369,16 +437,21 @@ class RaceDetector(MonitorBase):
     def join(self, comm: MPI.Intracomm | None = None) -> None:
         """Collective: every rank's VC becomes the element-wise maximum (model an all-rank barrier of
         the caller: everything before it happens before everything after it)."""
+        self._complete_all()  # the host's barrier lands every write (Schedule.host_sync)
         self._join_clocks()
         self._sync.append((JOIN, self._clock()))
+        self._meta.append((-1, self._run))
 
     # -- monitor -------------------------------------------------------------------------------
 
     def wants(self, op: Op) -> bool:
-        return op is Op.NOTIFY or op in self._after
+        return op is Op.NOTIFY or op in self._after or (self._ledger is not None and op is Op.CACHEINVALID)
 
     def run_started(self, run: int) -> None:
         self._run = run
+
+    def run_ended(self, run: int, error: BaseException | None) -> None:
+        self._complete_all()  # the kernel's exit completes every write (and the tail flush cleans the cache)
 
     def before(self, event: OpEvent) -> None:
         op = event.op
@@ -386,14 +459,16 @@ class RaceDetector(MonitorBase):
             sig, peer = event.args[0], event.args[1]
             cell = self._cell(sig, event.args[2], peer)
             if cell is not None:
-                self._release(operator.index(peer), sig.buffer.index, cell, _int32(event.args[3]),
+                self._release(event.site.id, operator.index(peer), sig.buffer.index, cell, _int32(event.args[3]),
                               event.site.attrs["op"] is NotifyOp.Set)
         elif op is Op.TENSOR_WRITE:
             t = event.args[0]
             if isinstance(t, TensorRef) and t.buffer.kind is BufferKind.SIGNAL:
                 cell = self._cell(t, event.args[1], self.rank)
                 if cell is not None:
-                    self._release(self.rank, t.buffer.index, cell, _int32(event.args[2]), True)
+                    self._release(event.site.id, self.rank, t.buffer.index, cell, _int32(event.args[2]), True)
+        elif op is Op.CACHEINVALID and self._ledger is not None:
+            self._cacheinvalid(event.site, event.args)
 
     def after(self, event: OpEvent, result: Any) -> None:
         if event.op is Op.TENSOR_READ:
@@ -421,11 +496,16 @@ class RaceDetector(MonitorBase):
         if not ivs:
             return
         if target != self.rank:
-            if kind == WRITE:
+            if kind == WRITE or (kind == ATOMIC and self._ledger is not None):
                 self._wrote_remote = True
             elif kind == READ and self._wrote_remote:
                 self._turn += 1
                 self._wrote_remote = False
+        if self._ledger is not None and kind != READ and isinstance(site, int):
+            # Fenced mode: a program's write is pending until what completes it (race_fenced).
+            self._ledger.pending.append(Pending(target, buf, kind, site, ivs, len(self._sync), self._turn,
+                                                self._run, self._clock()))
+            return
         key = (len(self._sync), self._run, target, buf.index, kind, site, self._turn)
         rec = self._log.get(key)
         if rec is None:
@@ -481,7 +561,10 @@ class RaceDetector(MonitorBase):
         cell = self._cell(sig, args[1], self.rank)
         if cell is not None:
             # The wait needed the cell to reach (or equal) ``expected``, whatever it read.
-            self._acquire(sig.buffer.index, cell, site.attrs["cmp"] is WaitCmp.Eq, operator.index(args[2]))
+            self._acquire(site.id, sig.buffer.index, cell, site.attrs["cmp"] is WaitCmp.Eq, operator.index(args[2]))
+            if self._ledger is not None:  # TWAIT cleans its cell's line before every poll: fresh now
+                self._ledger.signal_fills[(sig.buffer.index, cell // SIGNAL_LINE_CELLS)] = (len(self._sync), site.id,
+                                                                                            False)
 
     def _tensor_read(self, site: CallSite, args: tuple[Any, ...], result: Any = None) -> None:
         t = args[0]
@@ -490,19 +573,134 @@ class RaceDetector(MonitorBase):
         if t.buffer.kind is BufferKind.SIGNAL:
             cell = self._cell(t, args[1], self.rank)
             if cell is not None:
+                if self._ledger is not None:
+                    self._signal_line(site, t.buffer.index, cell)
                 # The read saw the cell equal to what it returned.
                 value = int(result) if isinstance(result, int | np.integer) else None
-                self._acquire(t.buffer.index, cell, True, value)
+                self._acquire(site.id, t.buffer.index, cell, True, value)
             return
         flat = flat_cell("race", self.rank, self.rank, t, args[1])
+        if self._ledger is not None:
+            self._cached_read(site, t.buffer, flat)
+            return
         self._record(self.rank, t.buffer, READ, site.id, [(flat, flat + 1)])
 
     def _tensor_write(self, site: CallSite, args: tuple[Any, ...]) -> None:
         t = args[0]
         buf = _data_window(t)
-        if buf is not None:
-            flat = flat_cell("race", self.rank, self.rank, t, args[1])
+        if buf is None:
+            return
+        flat = flat_cell("race", self.rank, self.rank, t, args[1])
+        ledger = self._ledger
+        if ledger is None:
             self._record(self.rank, buf, WRITE, site.id, [(flat, flat + 1)])
+            return
+        ledger.fill(buf, flat, (len(self._sync), self._turn), site.id)  # a write miss fills the line too
+        ledger.store(ledger.cache.key_of(buf, flat),
+                     Pending(self.rank, buf, WRITE, site.id, [(flat, flat + 1)], len(self._sync), self._turn,
+                             self._run, self._clock()))
+
+    # -- fenced mode (race_fenced) ---------------------------------------------------------------
+
+    def _cached_read(self, site: CallSite, buf: Buffer, flat: int) -> None:
+        """A scalar read served from a cached line: from the line's fill to now."""
+        assert self._ledger is not None
+        now = (len(self._sync), self._turn)
+        seg, turn, filler = self._ledger.fill(buf, flat, now, site.id)
+        if seg == now[0]:
+            self._record(self.rank, buf, READ, site.id, [(flat, flat + 1)])  # no sync since the fill: a point
+            return
+        key = (seg, turn, now[0], now[1], self._run, self.rank, buf.index, READ, site.id, ("fill", filler))
+        rec = self._spans.get(key)
+        if rec is None:
+            self._spans[key] = [self._clock(), [(flat, flat + 1)]]
+        else:
+            rec[1].append((flat, flat + 1))
+
+    def _signal_line(self, site: CallSite, buf: int, cell: int) -> None:
+        """A scalar read of a signal cell goes through the data cache on the device (only TWAIT cleans
+        its own line): if the line was filled in an earlier segment, keep the read for the checkpoint."""
+        assert self._ledger is not None
+        key = (buf, cell // SIGNAL_LINE_CELLS)
+        fill = self._ledger.signal_fills.get(key)
+        now = len(self._sync)
+        if fill is None:
+            self._ledger.signal_fills[key] = (now, site.id, True)
+        elif fill[0] < now:
+            self._ledger.signal_reads.append((fill[0], fill[1], now, buf, cell, site.id, self._run, self._clock()))
+
+    def _complete(self, done: list[Pending], hi: tuple[int, int]) -> None:
+        """Log writes completed at epoch ``hi`` as intervals from their issue; a write to this rank's
+        own window completed in the segment it was issued in is a point (no same-origin question)."""
+        for p in done:
+            if p.target == self.rank and p.seg == hi[0]:
+                self._log_point(p)
+                continue
+            key = (p.seg, p.turn, hi[0], hi[1], p.run, p.target, p.buf.index, p.kind, p.site, ("fence", p.cleaned))
+            rec = self._spans.get(key)
+            if rec is None:
+                self._spans[key] = [p.t, list(p.ivs)]
+            else:
+                rec[1].extend(p.ivs)
+
+    def _log_point(self, p: Pending) -> None:
+        key = (p.seg, p.run, p.target, p.buf.index, p.kind, p.site, p.turn)
+        rec = self._log.get(key)
+        if rec is None:
+            self._log[key] = [p.t, list(p.ivs)]
+        else:
+            rec[1].extend(p.ivs)
+
+    def _completion(self, done: list[Pending]) -> tuple[int, int]:
+        """A completion point's epoch; a new turn if it completed a remote write (the same-origin
+        check's order: a read of that turn or later comes after the completion)."""
+        if any(p.target != self.rank for p in done):
+            self._turn += 1
+        return len(self._sync), self._turn
+
+    def _fence(self, site: CallSite, args: tuple[Any, ...]) -> None:
+        assert self._ledger is not None
+        done = self._ledger.fence(site.id)
+        self._complete(done, self._completion(done))
+
+    def _complete_all(self) -> None:
+        if self._ledger is not None:
+            done = self._ledger.complete_all()
+            if done:
+                self._complete(done, self._completion(done))
+
+    def _cacheinvalid(self, site: CallSite, args: tuple[Any, ...]) -> None:
+        assert self._ledger is not None
+        key: tuple[int, int] | None = None
+        buf: int | None = None
+        fills = self._ledger.signal_fills
+        signal_lines = sum(f[2] for f in fills.values())
+        if not args:
+            fills.clear()
+        else:
+            t = args[0]
+            b = _data_window(t)
+            base = self._base_cell(t, args[2])
+            if base is None:
+                return
+            if b is not None:
+                key, buf = self._ledger.cache.key_of(b, base), b.index
+            else:  # a signal view (rank-local tensors are not cached)
+                key = (t.buffer.index, base // SIGNAL_LINE_CELLS)
+                if t.buffer.index not in self._signal_index:
+                    return
+            gone = fills.pop(key, None) if b is None else None
+            signal_lines = int(gone is not None and gone[2])
+        self._ledger.invalidate(site.id, key, buf, self._where, len(self._sync), signal_lines)
+
+    def _base_cell(self, t: Any, offsets: Any) -> int | None:
+        """The flat cell of a region cacheinvalid's view base (None: the handler refuses it)."""
+        if not isinstance(t, TensorRef):
+            return None
+        try:
+            return flat_cell("race", self.rank, self.rank, t, tuple(operator.index(i) for i in offsets))
+        except Exception:  # the handler raises the proper error itself
+            return None
 
     def _tile_load(self, site: CallSite, args: tuple[Any, ...]) -> None:
         t = args[0]
@@ -534,12 +732,18 @@ class RaceDetector(MonitorBase):
         every rank's windows; return all of them (the same list on every rank); join the clocks and
         drop the records. ``comm`` is accepted for symmetry with harness code (the detector uses
         its own duplicate of the instance's communicator)."""
-        segments = self._resolve()
+        if self._ledger is not None:
+            self._complete(self._ledger.complete_all(), INF_EPOCH)  # never completed in this epoch
+        segments, lost = self._resolve()
         outgoing = self._outgoing(segments)
         self._log.clear()
+        self._spans.clear()
         self._sync = []
+        self._meta = []
+        if self._ledger is not None:
+            self._ledger.fills.clear()
         incoming = self._bounded.alltoall(outgoing, "the record exchange")
-        found = find_races(self.rank, self._buffers, [w for part in incoming for w in part])
+        found = find_races(self.rank, self._buffers, [w for part in incoming for w in part]) + lost
         everyone = self._bounded.allgather(found, "the report exchange")
         reports = sorted((r for part in everyone for r in part),
                          key=lambda r: (r.target, r.buffer, r.start, r.first.rank, r.second.rank))
@@ -566,15 +770,26 @@ class RaceDetector(MonitorBase):
             self._bounded = keep
         return tuple(Cause("race", max(r.first.call, r.second.call) - 1, r.describe()) for r in reports)
 
-    def _resolve(self) -> Sequence[tuple[int, ...]]:
+    def _resolve(self) -> tuple[Sequence[tuple[int, ...]], list[RaceReport]]:
         """The clocks of my segments this epoch: rank 0 replays every rank's sync log (one replay,
-        not one per rank: the others wait, backing off, instead of repeating it on shared cores)."""
-        logs = self._bounded.gather((self._sync, self._init), "the sync-log gather")
+        not one per rank: the others wait, backing off, instead of repeating it on shared cores); and,
+        on rank 0, the lost updates among the epoch's Set notifies."""
+        stale = self._ledger.signal_reads if self._ledger is not None else []
+        logs = self._bounded.gather((self._sync, self._init, self._meta, stale), "the sync-log gather")
+        if self._ledger is not None:
+            self._ledger.signal_reads = []
         parts: list[Any] = [None] * self.nranks
+        lost: list[RaceReport] = []
         if logs is not None:
             try:
-                res = replay([log for log, _ in logs], [init for _, init in logs])
+                res = replay([log for log, _, _, _ in logs], [init for _, init, _, _ in logs])
                 parts = [(res.segments[r], res.exact[r], res.coarse[r]) for r in range(self.nranks)]
+                sync = [(log, meta) for log, _, meta, _ in logs]
+                lost = lost_updates(sync, res.segments, self._buffers, self._where)
+                lost += stale_signal_reads(sync, res.segments, [reads for *_, reads in logs], self._buffers,
+                                           self._where)
+                if self._ledger is not None:
+                    self._notes.update(shared_line_notes(sync, self._buffers, self._sites))
             except RuntimeError as err:
                 parts = [str(err)] * self.nranks
         mine = self._bounded.alltoall(parts, "the clock scatter")[0]
@@ -586,7 +801,7 @@ class RaceDetector(MonitorBase):
         segments, exact, coarse = mine
         self.exact_acquires += exact
         self.coarse_acquires += coarse
-        return segments
+        return segments, lost
 
     def _outgoing(self, segments: Sequence[tuple[int, ...]]) -> list[list[_Wire]]:
         """My records as wires, per target, with their resolved clocks; records of one site that the
@@ -605,7 +820,38 @@ class RaceDetector(MonitorBase):
         for (vc, run, target, buf, kind, site, turn), (seg, t, ivs) in merged.items():
             outgoing[target].append((self.rank, buf, kind, vc, merge_intervals(ivs), self._where(site), run, t,
                                      (seg, turn)))
+        for (seg, turn, hi_seg, hi_turn, run, target, buf, kind, site, how), (t, ivs) in self._spans.items():
+            hi = segments[hi_seg] if hi_seg < len(segments) else (INF_EPOCH[0],) * self.nranks
+            outgoing[target].append((self.rank, buf, kind, segments[seg], merge_intervals(ivs), self._where(site),
+                                     run, t, (seg, turn), (hi, (hi_seg, hi_turn), self._span_detail(how, seg, hi_seg,
+                                                                                                     segments))))
         return outgoing
+
+    def _span_detail(self, how: tuple[Any, ...], seg: int, hi_seg: int,
+                     segments: Sequence[tuple[int, ...]]) -> tuple[Any, ...]:
+        """What a fenced-mode report says of an interval: for a write, the releases it was pending at
+        (my own clock entry at each, where, and whether the write was still in the data cache then; the
+        first MAX_NAMED); for a read, the access that filled its line and the waits between that fill and
+        the read (each with the clock it left)."""
+        me = self.rank
+        if how[0] == "fence":
+            sync, end = self._sync, min(hi_seg, len(self._sync))
+            named = tuple((segments[i][me], self._where(self._meta[i][0]), i < how[1]) for i in range(seg, end)
+                          if sync[i][0] == REL)
+            return ("fence", named[:MAX_NAMED])
+        waits = tuple((segments[i + 1], self._where(self._meta[i][0])) for i in range(seg, min(hi_seg, len(self._sync)))
+                      if self._sync[i][0] == ACQ and segments[i + 1] != segments[i])
+        return ("fill", self._where(how[1]), waits)
+
+    def notes(self) -> list[str]:
+        """Collective (fenced mode; else empty): the notes on markers that were useless or insufficient
+        on every execution since the detector was made, and on scalar writes into signal lines other
+        ranks notify (found at the checkpoints), the same list on every rank."""
+        if self._ledger is None:
+            return []
+        parts = self._bounded.allgather((self._ledger.notes.wire(), sorted(self._notes)), "the notes exchange")
+        counts = merge_notes([c for c, _ in parts])
+        return fence_notes(counts, self._where) + sorted({n for _, ns in parts for n in ns})
 
     def free(self) -> None:
         """Free the private communicator (collective; idempotent)."""
@@ -645,6 +891,105 @@ def find_races(target: int, buffers: Sequence[Buffer], records: Sequence[_Wire])
     return list(found.values())[:MAX_REPORTS]
 
 
+_SetRelease = tuple[tuple[int, ...], int, int, float]
+"""A Set release as ``lost_updates`` sees it: (its clock, site id, call, time)."""
+
+
+def lost_updates(sync: Sequence[tuple[Sequence[SyncEvent], Sequence[tuple[int, int]]]],
+                 segments: Sequence[Sequence[tuple[int, ...]]], buffers: Sequence[Buffer],
+                 where: Callable[[int], str]) -> list[RaceReport]:
+    """Two Set notifies (or ``tensor.write`` Sets) into one signal cell by different ranks that
+    happens-before does not order: whichever lands second wipes the other (simpler#253). ``sync``:
+    every rank's (sync log, per-event (site, call)); ``segments``: the replay's clocks (a release's
+    clock is the one before it). AtomicAdds never conflict. Per pair of ranks the concurrent Sets of
+    the other form a contiguous range of its program order, found by bisection, as in ``_pair``."""
+    cells: dict[tuple[int, int, int], dict[int, list[_SetRelease]]] = {}
+    for r, (log, meta) in enumerate(sync):
+        for i, ev in enumerate(log):
+            if ev[0] == REL and ev[6]:
+                cells.setdefault((ev[2], ev[3], ev[4]), {}).setdefault(r, []).append(
+                    (segments[r][i], meta[i][0], meta[i][1], ev[1]))
+    found: dict[tuple[Any, ...], RaceReport] = {}
+    for (target, b, cell), per in sorted(cells.items()):
+        ranks = sorted(per)
+        buf = buffers[b]
+        for i, p in enumerate(ranks):
+            for q in ranks[i + 1 :]:
+                qs = per[q]
+                q_own, q_of_p = [c[q] for c, *_ in qs], [c[p] for c, *_ in qs]
+                for a in per[p]:
+                    for c in qs[bisect_right(q_own, a[0][q]) : bisect_left(q_of_p, a[0][p])]:
+                        # The lower rank first, not the earlier Set: either may land second, and the
+                        # report (and its count) must not depend on which did in this run.
+                        key = (b, target, cell, p, a[1], q, c[1])
+                        old = found.get(key)
+                        found[key] = replace(old, count=old.count + 1) if old is not None else RaceReport(
+                            buf.name, buf.shape, target, cell, cell + 1, 1,
+                            RaceAccess(p, SET, where(a[1]), a[2], a[3]),
+                            RaceAccess(q, SET, where(c[1]), c[2], c[3]), reason=LOST_UPDATE)
+    return list(found.values())[:MAX_REPORTS]
+
+
+def stale_signal_reads(sync: Sequence[tuple[Sequence[SyncEvent], Sequence[tuple[int, int]]]],
+                       segments: Sequence[Sequence[tuple[int, ...]]], reads: Sequence[Sequence[tuple[Any, ...]]],
+                       buffers: Sequence[Buffer], where: Callable[[int], str]) -> list[RaceReport]:
+    """Fenced mode: a ``tensor.read`` of a signal cell served from a line filled before a release
+    into that cell by another rank that is ordered before the read (through another cell: the
+    all_to_all_v ``recv_counts`` pattern) but not before the fill, with no cacheinvalid between:
+    on the device the read can return the old count (``missing cacheinvalid``)."""
+    releases: dict[tuple[int, int, int], list[tuple[int, tuple[int, ...], int, int, float, bool]]] = {}
+    for w, (log, meta) in enumerate(sync):
+        for j, ev in enumerate(log):
+            if ev[0] == REL and ev[2] != w:
+                releases.setdefault((ev[2], ev[3], ev[4]), []).append(
+                    (w, segments[w][j], meta[j][0], meta[j][1], ev[1], bool(ev[6])))
+    found: dict[tuple[Any, ...], RaceReport] = {}
+    for r, mine in enumerate(reads):
+        log, meta = sync[r]
+        for fill_seg, fill_site, i, b, cell, site, run, t in mine:
+            fill, pre = segments[r][fill_seg], segments[r][i]
+            for w, c, rel_site, rel_run, rel_t, is_set in releases.get((r, b, cell), []):
+                if not fill[w] < c[w] <= pre[w]:
+                    continue
+                wait = next((where(meta[k][0]) for k in range(fill_seg, i)
+                             if log[k][0] == ACQ and segments[r][k + 1][w] >= c[w]), "")
+                key = (b, r, cell, w, rel_site, site)
+                old = found.get(key)
+                buf = buffers[b]
+                found[key] = replace(old, count=old.count + 1) if old is not None else RaceReport(
+                    buf.name, buf.shape, r, cell, cell + 1, 1,
+                    RaceAccess(w, SET if is_set else ATOMIC, where(rel_site), rel_run, rel_t),
+                    RaceAccess(r, READ, where(site), run, t), reason=MISSING_INVALIDATE, via=(where(fill_site), wait))
+    return list(found.values())[:MAX_REPORTS]
+
+
+def shared_line_notes(sync: Sequence[tuple[Sequence[SyncEvent], Sequence[tuple[int, int]]]],
+                      buffers: Sequence[Buffer], sites: Sequence[CallSite]) -> set[str]:
+    """A Set (a ``tensor.write`` of a signal cell, or a Set notify: both a scalar store on the device)
+    into a 64-byte line of a signal buffer that other ranks notify: the device's write-back rewrites
+    the whole line and can restore a neighbour's old value (pto-isa#322; a structural note, the model
+    keeps signal cells atomic per cell)."""
+    notified: dict[tuple[int, int, int], set[int]] = {}
+    for r, (log, _) in enumerate(sync):
+        for ev in log:
+            if ev[0] == REL:
+                notified.setdefault((ev[2], ev[3], ev[4] // SIGNAL_LINE_CELLS), set()).add(r)
+    out = set()
+    for r, (log, meta) in enumerate(sync):
+        for ev, (site, _) in zip(log, meta, strict=True):
+            if ev[0] != REL or not ev[6] or not 0 <= site < len(sites):
+                continue
+            line = ev[4] // SIGNAL_LINE_CELLS
+            others = notified.get((ev[2], ev[3], line), set()) - {r}
+            if others:
+                what = "tensor.write" if sites[site].op is Op.TENSOR_WRITE else "Set notify"
+                out.add(f"note: the {what} at {sites[site].where} stores into 64-byte line {line} of rank {ev[2]}'s "
+                        f"signal '{buffers[ev[3]].name}', which rank(s) {', '.join(map(str, sorted(others)))} also "
+                        "notify: on the device its write-back rewrites the whole line and can restore a neighbour's "
+                        "old value (pto-isa#322)")
+    return out
+
+
 def _epoch_of(w: _Wire) -> tuple[int, int]:
     return w[8]
 
@@ -658,11 +1003,15 @@ def _same_origin(buf: Buffer, target: int, ps: list[_Wire], found: dict[tuple[An
     """A rank's put into ``target``'s window followed by its own read of the same elements with no
     release of that rank between them (its own clock entry unchanged): puts land in order, and a
     notify flushes them, but nothing completes a put before a later get or remote_load. "Followed"
-    is the epoch's order, (segment, turn): a read of the write's own turn came before it."""
+    is the epoch's order, (segment, turn): a read of the write's own turn came before it. In fenced
+    mode (a write is an interval) only a completion (fence, join, call end) between them orders them."""
     p = ps[0][0]
     by_entry: dict[int, list[_Wire]] = {}
+    spans = [w for w in ps if len(w) > 9 and w[2] != READ]
+    if spans:
+        _same_origin_fenced(buf, target, spans, [w for w in ps if w[2] == READ], found)
     for w in ps:
-        if w[2] != ATOMIC:
+        if w[2] != ATOMIC and len(w) <= 9:
             by_entry.setdefault(w[3][p], []).append(w)
     for group in by_entry.values():
         writes = [w for w in group if w[2] == WRITE]
@@ -677,49 +1026,115 @@ def _same_origin(buf: Buffer, target: int, ps: list[_Wire], found: dict[tuple[An
                     _add(found, buf, target, (buf.index, "same-origin", p, a[5], b[5]), common, a, b)
 
 
+def _same_origin_fenced(buf: Buffer, target: int, writes: list[_Wire], reads: list[_Wire],
+                        found: dict[tuple[Any, ...], RaceReport]) -> None:
+    """Fenced mode: a remote write and the same rank's later remote read of it, no completion between
+    (the read's turn is after the write's and before the turn its completion started)."""
+    for a in writes:
+        lo, hi = a[8][1], a[9][1][1]
+        for b in reads:
+            if lo < b[8][1] < hi:
+                common = overlap(a[4], b[4])
+                if common is not None:
+                    _add(found, buf, target, (buf.index, "same-origin", a[0], a[5], b[5]), common, a, b,
+                         (MISSING_FENCE, ""))
+
+
 def _add(found: dict[tuple[Any, ...], RaceReport], buf: Buffer, target: int, key: tuple[Any, ...],
-         common: tuple[int, int, int], first: _Wire, second: _Wire) -> None:
-    """Count a conflict under ``key``: a new report, or one more of an existing one."""
+         common: tuple[int, int, int], first: _Wire, second: _Wire, why: tuple[str, ...] = ()) -> None:
+    """Count a conflict under ``key``: a new report, or one more of an existing one. ``why``: the
+    report's kind and its extra sites (fenced mode), empty for a plain race."""
     old = found.get(key)
     if old is not None:
-        found[key] = RaceReport(old.buffer, old.shape, old.target, old.start, old.stop, old.overlap,
-                                old.first, old.second, old.count + 1)
+        found[key] = replace(old, count=old.count + 1)
         return
     found[key] = RaceReport(
         buf.name, buf.shape, target, common[0], common[1], common[2],
         RaceAccess(first[0], first[2], first[5], first[6], first[7]),
         RaceAccess(second[0], second[2], second[5], second[6], second[7]),
+        reason=why[0] if why else "", via=tuple(why[1:]),
     )
+
+
+def _hi(w: _Wire) -> tuple[int, ...]:
+    """The clock at the end of a record's interval (its completion; a point: its clock)."""
+    return w[9][0] if len(w) > 9 else w[3]
+
+
+def _explain(a: _Wire, b: _Wire) -> tuple[tuple[str, ...], _Wire, _Wire] | None:
+    """Why two unordered records conflict when one is an interval (fenced mode): a write that would
+    be ordered before the other access had it completed at its issue (``missing fence``: the release
+    it was still pending at), or a read that would be ordered after the write had its line been filled
+    at the read (``missing cacheinvalid``: the fill and the wait after it). None: a plain race."""
+    for x, y in ((a, b), (b, a)):
+        r = x[0]
+        y_end = _hi(y)[r]
+        if x[2] == READ or x[3][r] > y_end:  # completed at its issue, x would still not come before y
+            continue
+        if len(x) > 9 and _hi(x)[r] > y_end:
+            # The release y is ordered after: the last one of x's rank whose clock y knows.
+            named = [(where, cached) for own, where, cached in x[9][2][1] if own <= y_end]
+            where, cached = named[-1] if named else ("", False)
+            return (MISSING_FENCE, where, "cached" if cached else ""), x, y
+        if len(y) > 9 and y[2] == READ:
+            _, filler, waits = y[9][2]
+            wait = next((w for vc, w in waits if vc[r] >= _hi(x)[r]), "")
+            return (MISSING_INVALIDATE, filler, wait), x, y
+    return None
 
 
 def _pair(buf: Buffer, target: int, p: int, ps: list[_Wire], q: int, qs: list[_Wire],
           found: dict[tuple[Any, ...], RaceReport]) -> None:
-    """Conflicts between rank p's and rank q's records (each list in its rank's time order)."""
-    q_own = [w[3][q] for w in qs]  # q's clock at each of its records: b -> a iff b.vc[q] <= a.vc[q]
-    q_of_p = [w[3][p] for w in qs]  # what q knew of p: a -> b iff a.vc[p] <= b.vc[p]
+    """Conflicts between rank p's and rank q's records (each list in its rank's time order). A record
+    is an interval from its clock to ``_hi`` (fenced mode; else a point): x happens before y iff x's
+    end is known to y's start. q's points are bisected (their clocks grow in time order), q's
+    intervals (fenced mode's pending writes and stale reads) are checked one by one."""
+    points = [w for w in qs if len(w) <= 9 or w[9][0] == w[3]]
+    spans = [w for w in qs if len(w) > 9 and w[9][0] != w[3]] if len(points) < len(qs) else []
+    q_own = [w[3][q] for w in points]  # q's clock at each of its records: b -> a iff b.vc[q] <= a.vc[q]
+    q_of_p = [w[3][p] for w in points]  # what q knew of p: a -> b iff a.vc[p] <= b.vc[p]
     for a in ps:
+        a_end = _hi(a)[p]
         lo = bisect_right(q_own, a[3][q])
-        hi = bisect_left(q_of_p, a[3][p])
-        for b in qs[lo:hi]:
-            if a[2] == b[2] and a[2] != WRITE:  # read/read, atomic/atomic
-                continue
-            common = overlap(a[4], b[4])
-            if common is None:
-                continue
-            first, second = (a, b) if _order(a) <= _order(b) else (b, a)
-            _add(found, buf, target, (buf.index, *sorted(((a[0], a[5], a[2]), (b[0], b[5], b[2])))), common,
-                 first, second)
+        hi = bisect_left(q_of_p, a_end)
+        for b in points[lo:hi]:
+            _conflict(buf, target, a, b, found)
+        for b in spans:
+            if _hi(b)[q] > a[3][q] and a_end > b[3][p]:
+                _conflict(buf, target, a, b, found)
+
+
+def _conflict(buf: Buffer, target: int, a: _Wire, b: _Wire, found: dict[tuple[Any, ...], RaceReport]) -> None:
+    """Report two unordered records if they overlap and at least one writes (not two atomics)."""
+    if a[2] == b[2] and a[2] != WRITE:  # read/read, atomic/atomic
+        return
+    common = overlap(a[4], b[4])
+    if common is None:
+        return
+    key = (buf.index, *sorted(((a[0], a[5], a[2]), (b[0], b[5], b[2]))))
+    told = _explain(a, b) if len(a) > 9 or len(b) > 9 else None
+    if told is not None:
+        why, first, second = told
+        _add(found, buf, target, key, common, first, second, why)
+        return
+    first, second = (a, b) if _order(a) <= _order(b) else (b, a)
+    _add(found, buf, target, key, common, first, second)
 
 
 __all__ = [
     "ATOMIC",
+    "LOST_UPDATE",
+    "MISSING_FENCE",
+    "MISSING_INVALIDATE",
     "READ",
+    "SET",
     "WRITE",
     "RaceAccess",
     "RaceCheckTimeout",
     "RaceDetector",
     "RaceReport",
     "find_races",
+    "lost_updates",
     "merge_intervals",
     "overlap",
     "region_intervals",
