@@ -19,6 +19,7 @@ from typing import Any
 from pldemu.ir.nodes import NR
 from pldemu.pypto.capture import CapturedProgram
 from pldemu.pypto.translate.evaluator import Evaluator, bind_call
+from pldemu.pypto.translate.ops import lane_count
 from pldemu.pypto.translate.values import Alloc, Dispatch, Event, HostCollective, HostTensor, HostView
 from pldemu.pypto.types import INT32, PyDType, SymInt
 
@@ -142,9 +143,7 @@ class HostProjection(Evaluator):
         if str(kwargs.get("mode", "mesh")) != "mesh":
             raise self.error("pld.tensor.allreduce(mode='ring') at HOST level needs an explicit signal of "
                              "[2 * (NR - 1) + 1, NR] (pypto synthesises mesh signals only)", node)
-        lanes = kwargs.get("core_num", 1)
-        if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes <= 0:
-            raise self.error(f"pld.tensor.allreduce: core_num must be a positive int, got {lanes!r}", node)
+        lanes = lane_count(self, "pld.tensor.allreduce", kwargs, node)
         key = -node.lineno  # apart from the allocations, which are keyed by their (positive) line
         found = self.allocs.get(key)
         if found is None:

@@ -277,9 +277,21 @@ def static(tr: DeviceTranslator, d: Any, node: ast.AST) -> int:
 def _collective(name: str, params: tuple[str, ...], attrs: dict[str, Any]) -> Rule:
     def rule(tr: DeviceTranslator, node: ast.Call) -> Var:
         b = bind_call(tr, node, params, attrs, name)
+        if lane_count(tr, name, b, node) > 1:
+            # pypto's LowerCompositeOps refuses it too: an InCore kernel is one block.
+            raise tr.error(f"{name}: core_num > 1 is supported only in a HOST orchestrator (an InCore call "
+                           "keeps core_num=1)", node)
         return collective(tr, name, b, node)
 
     return rule
+
+
+def lane_count(tr: Any, name: str, b: Mapping[str, Any], node: ast.AST) -> int:
+    """pypto's ``core_num``, a HOST allreduce's lane count (pldemu's ``lanes``)."""
+    lanes = b.get("core_num", 1)
+    if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes < 1:
+        raise tr.error(f"{name}: core_num must be a positive compile-time int, got {lanes!r}", node)
+    return lanes
 
 
 def collective(tr: Any, name: str, b: dict[str, Any], node: ast.AST) -> Var:
@@ -292,7 +304,8 @@ def collective(tr: Any, name: str, b: dict[str, Any], node: ast.AST) -> Var:
         sig = fb.pld.tensor.view(sig, [ttype(sig).shape[0], 1])
     op = name.rsplit(".", 1)[1]
     if op == "allreduce":
-        return fb.pld.tensor.allreduce(b["target"], sig, op=ReduceOp(b["op"]), mode=str(b["mode"]))
+        return fb.pld.tensor.allreduce(b["target"], sig, op=ReduceOp(b["op"]), mode=str(b["mode"]),
+                                       lanes=lane_count(tr, name, b, node))
     if op == "reduce_scatter":
         return fb.pld.tensor.reduce_scatter(b["target"], sig, op=ReduceOp(b["op"]))
     if op == "broadcast":
@@ -391,4 +404,4 @@ DEVICE_OPS: Mapping[str, Rule] = MappingProxyType({
 })
 """Every device-level DSL op; a name missing here is reported as unsupported at its line."""
 
-__all__ = ["COLLECTIVE_PARAMS", "DEVICE_OPS", "collective", "is_ir"]
+__all__ = ["COLLECTIVE_PARAMS", "DEVICE_OPS", "collective", "is_ir", "lane_count"]
