@@ -103,6 +103,8 @@ def _host_program(body: str):  # type: ignore[no-untyped-def]
                 w = pld.tensor.allreduce(w, mode="ring")  # MARK-unsignalled-ring
             elif body == "unsignalled-barrier":
                 pld.tensor.barrier()  # MARK-unsignalled-barrier
+            elif body == "barrier-core-num":
+                pld.tensor.barrier(w, core_num=2)  # MARK-barrier-core-num
             else:
                 for r in pl.range(pld.world_size()):
                     self.fine(xs[r], ys[r], w, device=r)
@@ -124,6 +126,7 @@ def _args(n: int) -> tuple[np.ndarray, np.ndarray]:
     ("unsignalled-in-loop", "MARK-unsignalled-in-loop", "without an explicit signal is not supported inside a HOST loop"),
     ("unsignalled-ring", "MARK-unsignalled-ring", "mode='ring') at HOST level needs an explicit signal"),
     ("unsignalled-barrier", "MARK-unsignalled-barrier", "pld.tensor.barrier: missing signal (pypto synthesises"),
+    ("barrier-core-num", "MARK-barrier-core-num", "pld.tensor.barrier: unknown keyword argument 'core_num'"),
 ])
 def test_host_and_device_mistakes(body: str, marker: str, message: str) -> None:
     with pytest.raises(FrontendError, match=re.escape(message)) as err:

@@ -19,7 +19,7 @@ from typing import Any
 from pldemu.ir.nodes import NR
 from pldemu.pypto.capture import CapturedProgram
 from pldemu.pypto.translate.evaluator import Evaluator, bind_call
-from pldemu.pypto.translate.ops import lane_count
+from pldemu.pypto.translate.ops import COLLECTIVE_PARAMS, lane_count
 from pldemu.pypto.translate.values import Alloc, Dispatch, Event, HostCollective, HostTensor, HostView
 from pldemu.pypto.types import INT32, PyDType, SymInt
 
@@ -123,7 +123,11 @@ class HostProjection(Evaluator):
                 raise self.error(f"pld.window of {shape} {b['dtype']!r} needs {nbytes} bytes; the buffer "
                                  f"{b['buf'].name} has {b['buf'].nbytes}", node)
             return HostView(b["buf"], shape, b["dtype"], node.lineno)
-        if name.startswith("pld.tensor."):
+        if name in COLLECTIVE_PARAMS:
+            names, defaults = COLLECTIVE_PARAMS[name]
+            for kw in node.keywords:
+                if kw.arg not in names and kw.arg not in defaults:
+                    raise self.error(f"{name}: unknown keyword argument {kw.arg!r}", kw)
             args = tuple(self.eval(a) for a in node.args)
             kwargs = tuple((kw.arg, self.eval(kw.value)) for kw in node.keywords if kw.arg is not None)
             if name == "pld.tensor.allreduce" and len(args) == 1 and "signal" not in dict(kwargs):

@@ -355,14 +355,15 @@ def _counts_vector(fb: Any, counts: Var) -> Any:
 
 COLLECTIVE_PARAMS: Mapping[str, tuple[tuple[str, ...], dict[str, Any]]] = MappingProxyType({
     "pld.tensor.allreduce": (("target", "signal"), {"op": ReduceOp.Sum, "mode": "mesh", "core_num": 1}),
-    "pld.tensor.reduce_scatter": (("target", "signal"), {"op": ReduceOp.Sum, "core_num": 1}),
-    "pld.tensor.broadcast": (("target", "signal"), {"root": 0, "core_num": 1}),
-    "pld.tensor.barrier": (("signal",), {"core_num": 1}),
-    "pld.tensor.allgather": (("local_data", "target", "signal"), {"core_num": 1}),
-    "pld.tensor.all_to_all": (("input", "target", "signal"), {"core_num": 1}),
-    "pld.tensor.all_to_all_v": (("input", "target", "signal", "send_counts", "recv_counts"), {"core_num": 1}),
+    "pld.tensor.reduce_scatter": (("target", "signal"), {"op": ReduceOp.Sum}),
+    "pld.tensor.broadcast": (("target", "signal"), {"root": 0}),
+    "pld.tensor.barrier": (("signal",), {}),
+    "pld.tensor.allgather": (("local_data", "target", "signal"), {}),
+    "pld.tensor.all_to_all": (("input", "target", "signal"), {}),
+    "pld.tensor.all_to_all_v": (("input", "target", "signal", "send_counts", "recv_counts"), {}),
 })
-"""pypto's signature of each collective: positional names, keyword defaults."""
+"""pypto's signature of each collective: positional names, keyword defaults (only allreduce has
+``core_num``)."""
 
 
 def _world_size(tr: DeviceTranslator, node: ast.Call) -> int:
