@@ -87,7 +87,10 @@ def lower_allreduce_mesh(call: Call, fb: FunctionBuilder, ctx: LoweringContext, 
     if lanes > 1:
         c = replace(geo, chunk=LANE_CHUNK).chunk_cols(n_sym)
         flat = fb.pld.tensor.view(target, [1, n])
-        return _lanes(fb, comm, flat, tile_op, n, c, lanes, target, n_sym)
+        _lanes(fb, comm, flat, tile_op, n, c, lanes)
+        # Per cell: lane 0's credits, the most any lane issues.
+        most = 1 + ceildiv(n_sym, lanes * c) if comm.variant.mesh_post_reduce_barrier else Const(1)
+        return Lowered(target, most, None, ceildiv(n_sym, c), None)
     c = geo.chunk_cols(n_sym)
     flat = fb.pld.tensor.view(target, [1, n])
     emit_barrier(fb, comm, 1)  # ready: every rank's input is staged before anyone reads it
@@ -108,8 +111,7 @@ def lower_allreduce_mesh(call: Call, fb: FunctionBuilder, ctx: LoweringContext, 
     return Lowered(target, total_sym, None, chunks_sym, None)
 
 
-def _lanes(fb: FunctionBuilder, comm: Comm, flat: Var, tile_op: Op, n: Expr, c: int, lanes: int,
-           target: Var, n_sym: Expr) -> Lowered:
+def _lanes(fb: FunctionBuilder, comm: Comm, flat: Var, tile_op: Op, n: Expr, c: int, lanes: int) -> None:
     """The recipe split into ``lanes`` lanes, each on its own signal column (module docstring)."""
     stride = lanes * c
     with fb.for_range(0, lanes, hint="lane") as lane:
@@ -120,9 +122,6 @@ def _lanes(fb: FunctionBuilder, comm: Comm, flat: Var, tile_op: Op, n: Expr, c: 
         with fb.for_range(0, count, hint="k") as k:
             _chunk(fb, mine, flat, tile_op, n, c, fb.let("col", first + k * stride), k + 2)
         emit_epilogue(fb, mine, count + 1 if comm.variant.mesh_post_reduce_barrier else 1)
-    # Per cell: lane 0's credits, the most any lane issues.
-    credits = 1 + ceildiv(n_sym, stride) if comm.variant.mesh_post_reduce_barrier else Const(1)
-    return Lowered(target, credits, None, ceildiv(n_sym, c), None)
 
 
 def _chunk(fb: FunctionBuilder, comm: Comm, flat: Var, tile_op: Op, n: Expr, c: int, col: Expr,
