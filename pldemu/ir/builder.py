@@ -291,8 +291,8 @@ class TensorNS(_Namespace):
     """``pld.tensor.*``: the collectives and global-tensor helpers."""
 
     def allreduce(self, target: ir.Var, signal: ir.Var, *, op: str | ir.AttrValue = "Sum",
-                  mode: str | ir.AttrValue = "mesh") -> ir.Var:
-        return self._result(Op.ALLREDUCE, [target, signal], {"op": op, "mode": mode}, target)
+                  mode: str | ir.AttrValue = "mesh", lanes: int = 1) -> ir.Var:
+        return self._result(Op.ALLREDUCE, [target, signal], {"op": op, "mode": mode, "lanes": lanes}, target)
 
     def allgather(self, local_data: ir.Var, target: ir.Var, signal: ir.Var) -> ir.Var:
         return self._result(Op.ALLGATHER, [local_data, target, signal], {}, target)

@@ -296,8 +296,9 @@ _LOAD_REGIONS = (Region("tensor", "offsets", "shape", valid="valid_shape"), Regi
 SIGNATURES: Mapping[Op, Signature] = MappingProxyType(
     {
         # Collectives: kinds only; their semantic contracts are checked by LowerCompositeOps.
+        # lanes: pypto's core_num (a HOST builtin's SPMD grid); 1 is the InCore recipe of the spec.
         Op.ALLREDUCE: sig([("target", T), ("signal", T)], SameAsArg(0),
-                           [_REDUCE, AttrSpec("mode", AllreduceMode, AllreduceMode.mesh)]),
+                           [_REDUCE, AttrSpec("mode", AllreduceMode, AllreduceMode.mesh), AttrSpec("lanes", int, 1)]),
         Op.ALLGATHER: sig([("local_data", T), ("target", T), ("signal", T)], SameAsArg(1)),
         Op.REDUCE_SCATTER: sig([("target", T), ("signal", T)], SameAsArg(0), [_REDUCE]),
         Op.BROADCAST: sig([("target", T), ("signal", T)], SameAsArg(0), [AttrSpec("root", int, None)]),

@@ -1,4 +1,8 @@
-"""``pld.tensor.allreduce(target, signal, op=..., mode=mesh|ring)``: validation and mode dispatch."""
+"""``pld.tensor.allreduce(target, signal, op=..., mode=mesh|ring, lanes=L)``: validation and mode dispatch.
+
+``lanes`` is pypto's ``core_num``: a HOST builtin's grid of L blocks per rank, each with its own signal
+column (see ``allreduce_mesh``). 1, the default, is the specified InCore recipe; only mesh splits.
+"""
 
 from __future__ import annotations
 
@@ -39,11 +43,16 @@ def lower_allreduce(call: Call, fb: FunctionBuilder, ctx: LoweringContext) -> Lo
         legal = ", ".join(m.name for m in AllreduceMode)
         raise ctx.error("mode", f"one of {legal}", repr(mode))
     tile_op = reduce_op(ctx, call)
+    lanes = dict(call.attrs).get("lanes")
+    if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes < 1:
+        raise ctx.error("lanes", "a positive int", repr(lanes))
+    if lanes > 1 and mode is not AllreduceMode.mesh:
+        raise ctx.error("lanes", "1 with mode=ring (the ring runs one lane; pypto: core_num=1)", str(lanes))
     target, t = window_target(ctx, call, 0)
     check_dtype(ctx, "target", t, REDUCE_DTYPES)
     check_packed(ctx, "target", t)
     check_layout(ctx, "target", t)
-    signal = check_signal(ctx, call, 1, ring=mode is AllreduceMode.ring)
+    signal = check_signal(ctx, call, 1, ring=mode is AllreduceMode.ring, lanes=lanes)
     return rule(call, fb, ctx, target, signal, tile_op)
 
 

@@ -12,11 +12,26 @@ Fully valid target (one contiguous stream)::
     epilogue(1 + ceil(N / C))
 
 Partial-valid ND target: one rectangle (leading dimensions collapsed), two barriers, epilogue 2.
+
+Split into ``lanes`` L > 1 (pypto's ``core_num``: a HOST builtin's grid of L blocks per rank), the
+fully valid stream is cut into 256-element chunks dealt block-cyclically, and each lane runs the
+recipe above on its own signal column of a ``[NR, S]`` signal (S >= L)::
+
+    for lane in range(L):
+        barrier(1) on column lane
+        for k in range(ceil(max(N - lane * C, 0) / (L * C))):    # chunks lane, lane + L, ...
+            chunk at col = lane * C + k * L * C, then barrier(k + 2) on column lane, store
+        epilogue(1 + that count) on column lane
+
+Lanes share no chunk and no signal cell, and lane c of a rank meets only lane c of its peers, so
+running them one after another on a rank is one schedule of pypto's concurrent blocks: every rank
+finishes lane c before lane c + 1, and the results are those of any interleaving.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from pldemu.ir.builder import FunctionBuilder
 from pldemu.ir.nodes import (
@@ -27,6 +42,7 @@ from pldemu.ir.nodes import (
     TensorType,
     Var,
     ceildiv,
+    emax,
     emin,
     static_int,
 )
@@ -48,29 +64,44 @@ from pldemu.lowering.common import (
     target_geometry,
 )
 
+LANE_CHUNK = 256
+"""Elements per chunk of a lane-split call: pypto's HOST allreduce builtin reduces 256-element tiles."""
+
 
 def lower_allreduce_mesh(call: Call, fb: FunctionBuilder, ctx: LoweringContext, target: Var, signal: Var,
                          tile_op: Op) -> Lowered:
     """Emit the mesh recipe (arguments already validated by ``lower_allreduce``)."""
     t, geo, valid = target_geometry(target)
+    lanes = call.attr("lanes")
+    assert isinstance(lanes, int)
     if valid is not None:
+        if lanes > 1:
+            raise ctx.error("target", "fully valid when lanes > 1 (the lanes split one linear stream)",
+                            f"valid {show(valid)} of shape {show(t.shape)}")
         return _rectangle(fb, ctx, target, signal, tile_op, t, valid, geo)
 
     comm = emit_comm(fb, ctx, target, signal)
     n_sym = numel(t.shape)
     n: Expr = subst_nr(n_sym, comm.nr)
     n = bind_runtime(fb, "size", n)  # a runtime extent: the chunk loop bound and every tail width
+    if lanes > 1:
+        c = replace(geo, chunk=LANE_CHUNK).chunk_cols(n_sym)
+        flat = fb.pld.tensor.view(target, [1, n])
+        _lanes(fb, comm, flat, tile_op, n, c, lanes)
+        # Per cell: lane 0's credits, the most any lane issues.
+        most = 1 + ceildiv(n_sym, lanes * c) if comm.variant.mesh_post_reduce_barrier else Const(1)
+        return Lowered(target, most, None, ceildiv(n_sym, c), None)
     c = geo.chunk_cols(n_sym)
     flat = fb.pld.tensor.view(target, [1, n])
     emit_barrier(fb, comm, 1)  # ready: every rank's input is staged before anyone reads it
 
     chunks_sym = ceildiv(n_sym, c)
     if static_int(chunks_sym) == 1:
-        _chunk(fb, comm, flat, tile_op, n, c, Const(0))
+        _chunk(fb, comm, flat, tile_op, n, c, Const(0), Const(0) // c + 2)
     else:
         # A loop, not an unrolled sequence: N may be large or a runtime extent.
         with fb.for_range(0, n, c, hint="col") as col:
-            _chunk(fb, comm, flat, tile_op, n, c, col)
+            _chunk(fb, comm, flat, tile_op, n, c, col, col // c + 2)
 
     # One ready credit plus one post-reduce credit per chunk, as an expression when N is runtime
     # (only the ready credit when the variant drops the post-reduce barrier).
@@ -80,8 +111,22 @@ def lower_allreduce_mesh(call: Call, fb: FunctionBuilder, ctx: LoweringContext, 
     return Lowered(target, total_sym, None, chunks_sym, None)
 
 
-def _chunk(fb: FunctionBuilder, comm: Comm, flat: Var, tile_op: Op, n: Expr, c: int, col: Expr) -> None:
-    """Reduce the chunk at ``col`` across all ranks, barrier, store it back."""
+def _lanes(fb: FunctionBuilder, comm: Comm, flat: Var, tile_op: Op, n: Expr, c: int, lanes: int) -> None:
+    """The recipe split into ``lanes`` lanes, each on its own signal column (module docstring)."""
+    stride = lanes * c
+    with fb.for_range(0, lanes, hint="lane") as lane:
+        mine = replace(comm, lane=lane)
+        first = lane * c
+        count = fb.let("lane_chunks", ceildiv(emax(n - first, 0), stride))
+        emit_barrier(fb, mine, 1)  # ready, on this lane's column
+        with fb.for_range(0, count, hint="k") as k:
+            _chunk(fb, mine, flat, tile_op, n, c, fb.let("col", first + k * stride), k + 2)
+        emit_epilogue(fb, mine, count + 1 if comm.variant.mesh_post_reduce_barrier else 1)
+
+
+def _chunk(fb: FunctionBuilder, comm: Comm, flat: Var, tile_op: Op, n: Expr, c: int, col: Expr,
+           gen: ExprLike) -> None:
+    """Reduce the chunk at ``col`` across all ranks, barrier ``gen``, store it back."""
     tile = fb.pld.tile
     width: ExprLike = emin(c, n - col)
     if static_int(width) is None:
@@ -96,7 +141,6 @@ def _chunk(fb: FunctionBuilder, comm: Comm, flat: Var, tile_op: Op, n: Expr, c: 
 
     emit_peer_loop(fb, comm, "peer", add_peer)
     if comm.variant.mesh_post_reduce_barrier:
-        gen: ExprLike = col // c + 2
         if static_int(gen) is None:
             gen = fb.let("gen", gen)
         # Post-reduce barrier: without it a fast rank could store its result over bytes a slow peer

@@ -283,10 +283,12 @@ class Comm:
     nr: Var
     signal: Var
     variant: RecipeVariant
+    lane: ExprLike = 0
+    """The mesh signal column the barriers use: 0, or lane c of a lane-split allreduce (``[NR, S]``)."""
 
     def cell(self, rank: ExprLike, row: ExprLike | None) -> list[ExprLike]:
-        """Mesh cell [rank, 0] (one per rank), or ring cell [row, rank] (one row per round)."""
-        return [rank, 0] if row is None else [row, rank]
+        """Mesh cell [rank, lane] (one per rank), or ring cell [row, rank] (one row per round)."""
+        return [rank, self.lane] if row is None else [row, rank]
 
 
 def emit_comm(fb: FunctionBuilder, lowering: LoweringContext, window: Var, signal: Var) -> Comm:
@@ -491,9 +493,10 @@ def check_dims(ctx: LoweringContext, name: str, t: TensorType, want: Sequence[Ca
         raise ctx.error(name, expected, show(t.shape))
 
 
-def check_signal(ctx: LoweringContext, call: Call, index: int, ring: bool = False) -> Var:
+def check_signal(ctx: LoweringContext, call: Call, index: int, ring: bool = False, lanes: int = 1) -> Var:
     """An INT32 signal window of the mesh [NR, 1] (or ring [2*(NR-1), NR], or pypto's [2*(NR-1)+1, NR])
-    convention, zero-initialised."""
+    convention, zero-initialised; a mesh call split into ``lanes`` > 1 lanes takes [NR, S], S >= lanes
+    (lane c's cells are column c; spare columns stay untouched)."""
     sig, t = tensor_arg(ctx, call, index, "signal")
     if t.dtype is not DType.INT32:
         raise ctx.error("signal", "an INT32 signal window", describe(t))
@@ -505,6 +508,12 @@ def check_signal(ctx: LoweringContext, call: Call, index: int, ring: bool = Fals
     elif ring:
         check_dims(ctx, "signal", t, [lambda n: 2 * (n - 1), lambda n: n],
                    "[2 * (NR - 1), NR] (one row per ring round; pypto's [2 * (NR - 1) + 1, NR] also serves)")
+    elif lanes > 1:
+        form = f"[NR, S] with a static S >= lanes = {lanes} (one column per lane)"
+        check_dims(ctx, "signal", t, [lambda n: n, None], form)
+        stride = static_int(t.shape[1])
+        if stride is None or stride < lanes:
+            raise ctx.error("signal", form, show(t.shape))
     else:
         check_dims(ctx, "signal", t, [lambda n: n, lambda n: 1], "[NR, 1] (one cell per rank)")
     for decl in ctx.program.buffers:

@@ -22,6 +22,12 @@ from pldemu.pypto.translate.values import HostCollective, HostView
 from pldemu.pypto.types import DslOp, PyDType
 
 PROGRAM_FILE = "program.py"
+MARKER = "PLDEMU.txt"
+"""The file that marks a folder as a ``compiled.output_dir`` pldemu wrote (and says what it holds)."""
+_MARKER_TEXT = """pldemu's compiled.output_dir: next_levels/builtin.tensor.<op>__<variant>/ (kernel_config.py at
+ir.compile; kernel.pld, the lowered program, at each call), translated.pld, lowered.pld, program.py and
+program.pickle. pldemu generates no pypto code: no orchestration/ host or chip sources, no kernels.
+"""
 _LOADER = '''"""The rank job's program: the translated pypto program, pickled beside this file (origins kept)."""
 import pathlib
 import pickle
@@ -50,6 +56,8 @@ def write_artifacts(built: Built, output_dir: Path, opts: FrontendOptions) -> Pa
 def write_compile_artifacts(prog: CapturedProgram, output_dir: Path, platform: str) -> None:
     """At ``ir.compile`` time (before the rank count is known): one folder per host-level collective
     with its ``kernel_config.py``; the lowered kernel (``kernel.pld``) is added by each call."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    (output_dir / MARKER).write_text(_MARKER_TEXT)
     for found in host_collectives(prog):
         folder = output_dir / "next_levels" / variant_name(found.op, found.attrs, found.dtype)
         folder.mkdir(parents=True, exist_ok=True)
@@ -59,6 +67,11 @@ def write_compile_artifacts(prog: CapturedProgram, output_dir: Path, platform: s
         (folder / "kernel_config.py").write_text(
             '"""pldemu builtin kernel of one host-level collective (kernel.pld beside it, once called)."""\n\n'
             f"KERNEL = {pprint.pformat(config)}\n")
+
+
+def output_dir_of(path: Path) -> Path | None:
+    """The pldemu ``compiled.output_dir`` that ``path`` lies in, or None."""
+    return next((d for d in path.parents if (d / MARKER).is_file()), None)
 
 
 def variant_name(op: str, attrs: dict[str, object], dtype: str) -> str:
@@ -134,4 +147,4 @@ def _static(ev: Evaluator, node: ast.expr | None) -> Any:
         return None
 
 
-__all__ = ["PROGRAM_FILE", "host_collectives", "variant_name", "write_artifacts", "write_compile_artifacts"]
+__all__ = ["MARKER", "PROGRAM_FILE", "host_collectives", "output_dir_of", "variant_name", "write_artifacts", "write_compile_artifacts"]

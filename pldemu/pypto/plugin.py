@@ -17,7 +17,10 @@
 * reports a failed compiled call (:data:`CLEAN_FAILURES`: the job's ``ProgramRunError`` or a
   :class:`pldemu.JobError`, or a ``FrontendError`` of unsupported input) as a plain failure: the test
   line that made the call, then pldemu's report (the program's file:line, races, the deadlock's
-  wait-for graph, every rank's output) without pldemu's own traceback.
+  wait-for graph, every rank's output) without pldemu's own traceback;
+* reports a read of a file pldemu does not write into ``compiled.output_dir`` (pypto's generated host
+  or orchestration sources, ``orchestration/host_orch.py``) as one line saying so, not a bare
+  ``FileNotFoundError``.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import pytest
 import pldemu.pytest_plugin as pldemu_plugin
 from pldemu.api import JobError
 from pldemu.job.launch import Interrupted
+from pldemu.pypto.artifacts import output_dir_of
 from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.execute import ProgramRunError
 from pldemu.pypto.finder import activate, deactivate
@@ -254,11 +258,26 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
         return (yield)
     except CLEAN_FAILURES as err:
         message = f"{_caller(err, item.path)}{err}"
+    except FileNotFoundError as err:
+        message = _not_written(err, item.path)
     except Interrupted as stop:
         # pytest records any other BaseException as the test's failure and carries on; a SIGTERM /
         # SIGHUP / Ctrl-C that killed the job must end the session (128 + the signal number).
         pytest.exit(f"pldemu: {stop}: the job and its processes were killed", returncode=stop.exit_code)
     pytest.fail(message, pytrace=False)  # outside the except: no "during handling" chain of pldemu frames
+
+
+def _not_written(err: FileNotFoundError, test_file: Path) -> str:
+    """One line for a file the test expects in ``compiled.output_dir`` and pldemu does not write; any
+    other missing file is the test's own error, re-raised."""
+    missing = Path(str(err.filename)) if err.filename is not None else None
+    root = output_dir_of(missing) if missing is not None else None
+    if missing is None or root is None:
+        raise err
+    where = _caller(err, test_file).split(": ", 1)[0]
+    return (f"{where + ': ' if where else ''}compiled.output_dir/{missing.relative_to(root)} does not exist: "
+            "pldemu runs the program and writes no pypto-generated code (host or orchestration sources, "
+            "kernels), only next_levels/<builtin>/ and its own programs (out of scope: see docs/pypto-frontend.md)")
 
 
 __all__ = [

@@ -170,7 +170,7 @@ program t nranks=2 {   # trailing comment
     assert program.nranks == 2
     first, second = program.function().body.stmts
     assert isinstance(first, Assign) and isinstance(first.value, Call)
-    assert first.value.attrs == (("op", ReduceOp.Max), ("mode", first.value.attr("mode")))
+    assert first.value.attrs == (("op", ReduceOp.Max), ("mode", first.value.attr("mode")), ("lanes", 1))
     assert isinstance(second, Eval) and second.call.op is Op.TILE_STORE
     verify(program)
     roundtrip(program)
@@ -283,7 +283,7 @@ def test_error_format_shows_line_and_caret() -> None:
         ("x = tile.load", 9, "op 'tile.load' must be called"),
         # attributes
         ("x = pld.tensor.allreduce(data, sig, opp=Sum)", 41,
-         "pld.tensor.allreduce has no attribute 'opp' (its attributes: op, mode); did you mean 'op'?"),
+         "pld.tensor.allreduce has no attribute 'opp' (its attributes: op, mode, lanes); did you mean 'op'?"),
         ("x = pld.tensor.allreduce(data, sig, op=Summ)", 44,
          "attribute 'op' of pld.tensor.allreduce must be one of Sum, Max, Min, Prod, got 'Summ'; "
          "did you mean 'Sum'?"),

@@ -98,7 +98,7 @@ def test_put_region_comes_together() -> None:
 
 def test_make_call_canonicalizes_attributes() -> None:
     call = make_call(Op.ALLREDUCE, [WINDOW, WINDOW], {"mode": "RING", "op": "max"})
-    assert call.attrs == (("op", ReduceOp.Max), ("mode", AllreduceMode.ring))
+    assert call.attrs == (("op", ReduceOp.Max), ("mode", AllreduceMode.ring), ("lanes", 1))
     create = make_call(Op.TILE_CREATE, [ListExpr((Const(2), Const(8)))], {"dtype": "FP16"})
     assert create.attrs == (("dtype", DType.FP16), ("mem", MemorySpace.Vec))
 

@@ -44,7 +44,8 @@ def _prog(body: Callable[[ProgramBuilder], object], nranks: int | None = None) -
 def _allreduce(dtype: str = "fp32", shape: list[ExprLike] | None = None, valid: list[ExprLike] | None = None,
                mode: str = "mesh", sig_shape: list[ExprLike] | None = None, sig_kind: str = "signal",
                sig_dtype: str = "int32", window: bool = True, layout: Layout = Layout.ND,
-               strides: list[int] | None = None, nranks: int | None = None) -> Callable[[], Program]:
+               strides: list[int] | None = None, nranks: int | None = None,
+               lanes: int = 1) -> Callable[[], Program]:
     def body(pb: ProgramBuilder) -> None:
         dims = shape or [1, 64]
         if window:
@@ -59,7 +60,7 @@ def _allreduce(dtype: str = "fp32", shape: list[ExprLike] | None = None, valid: 
             s = pb.window("s", sig_dtype, sdims)
         else:
             s = pb.local("s", sig_dtype, sdims)
-        pb.function().pld.tensor.allreduce(t, s, mode=mode)
+        pb.function().pld.tensor.allreduce(t, s, mode=mode, lanes=lanes)
 
     return _prog(body, nranks)
 
@@ -211,6 +212,16 @@ CATALOGUE: dict[str, Bad] = {
                                      ("contiguous row-major prefix", "valid [2, 5] of shape [4, 8]")),
     "partial valid outside shape": Bad(_allreduce(shape=[4, 8], valid=[5, 8]), AR, "target",
                                        ("inside the shape [4, 8]", "got [5, 8]")),
+    "lanes 0": Bad(_allreduce(lanes=0), AR, "lanes", ("a positive int", "got 0")),
+    "lanes with ring": Bad(_allreduce(mode="ring", lanes=2), AR, "lanes", ("1 with mode=ring", "got 2")),
+    "lanes on a [NR, 1] signal": Bad(_allreduce(lanes=2), AR, "signal",
+                                     ("[NR, S] with a static S >= lanes = 2", "got [NR, 1]")),
+    "lanes beyond the signal's columns": Bad(_allreduce(sig_shape=[NR, 2], lanes=3), AR, "signal",
+                                             ("S >= lanes = 3", "got [NR, 2]")),
+    "lanes on a symbolic column count": Bad(_allreduce(sig_shape=[NR, NR], lanes=2), AR, "signal",
+                                            ("a static S", "got [NR, NR]")),
+    "lanes on a partial valid target": Bad(_allreduce(shape=[4, 8], valid=[2, 8], sig_shape=[NR, 2], lanes=2), AR,
+                                           "target", ("fully valid when lanes > 1", "valid [2, 8] of shape [4, 8]")),
     "allgather local is target": Bad(_allgather([1, 16], [NR, 16], alias=True), AG, "local_data",
                                      ("other than the target", "t aliases t")),
     "allgather local is a view of target": Bad(_allgather_view_alias, AG, "local_data",

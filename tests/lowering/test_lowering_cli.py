@@ -30,7 +30,7 @@ def test_collective_before_and_after(capsys: pytest.CaptureFixture[str]) -> None
     summary = [line for line in out.splitlines() if line.startswith("# pld.tensor")]
     assert len(summary) == 1
     line = summary[0]
-    assert "[op=Max mode=ring]" in line and "pld.tile.put x2" in line and "stage [1, 32]" in line
+    assert "[op=Max mode=ring lanes=1]" in line and "pld.tile.put x2" in line and "stage [1, 32]" in line
     assert "barriers/cell 2 on each of 2 * (NR - 1) (= 6 at NR=4) rows" in line and "chunks 1" in line
 
 

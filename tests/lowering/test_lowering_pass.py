@@ -172,7 +172,7 @@ def test_every_lowered_call_is_reported_in_program_order() -> None:
     assert [c.call.op for c in rep.calls] == [Op.BARRIER, Op.ALLREDUCE]
     assert "for i" in rep.calls[1].where
     line = rep.calls[1].summary()
-    assert line.startswith("pld.tensor.allreduce [op=Max mode=mesh] at func main > stmt 2 > for i > stmt 1:")
+    assert line.startswith("pld.tensor.allreduce [op=Max mode=mesh lanes=1] at func main > stmt 2 > for i > stmt 1:")
     assert "tile.maximum x1" in line and "barriers/cell 2" in line and "chunks 1" in line
 
 

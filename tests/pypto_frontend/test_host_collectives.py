@@ -163,3 +163,51 @@ def test_all_to_all_v_with_window_send_counts() -> None:
             assert gots[dst, src, 0] == rows
             block = ys[dst, src * m:src * m + rows]
             np.testing.assert_array_equal(block, xs[src, dst * m:dst * m + rows])
+
+
+def _make_lanes(n: int, size: int, lanes: int, stride: int):  # type: ignore[no-untyped-def]
+    @pl.program
+    class HostLanes:
+        @pl.function(type=pl.FunctionType.InCore)
+        def stage(self, x: pl.Tensor[[1, size], pl.FP32], d: pl.InOut[pld.DistributedTensor[[1, size], pl.FP32]]
+                  ) -> pld.DistributedTensor[[1, size], pl.FP32]:
+            return pl.store(pl.load(x, [0, 0], [1, size]), [0, 0], d)
+
+        @pl.function(type=pl.FunctionType.InCore)
+        def drain(self, d: pld.DistributedTensor[[1, size], pl.FP32], sig: pld.DistributedTensor[[n, stride], pl.INT32],
+                  y: pl.Out[pl.Tensor[[1, size], pl.FP32]], s: pl.Out[pl.Tensor[[n, stride], pl.INT32]]
+                  ) -> pl.Tensor[[1, size], pl.FP32]:
+            for row in pl.range(n):
+                for col in pl.range(stride):
+                    pl.write(s, [row, col], pl.read(sig, [row, col]))
+            return pl.store(pl.load(d, [0, 0], [1, size]), [0, 0], y)
+
+        @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+        def host_orch(self, xs: pl.Tensor[[n, 1, size], pl.FP32], ys: pl.Out[pl.Tensor[[n, 1, size], pl.FP32]],
+                      sigs: pl.Out[pl.Tensor[[n, n, stride], pl.INT32]]) -> pl.Tensor[[n, 1, size], pl.FP32]:
+            dbuf = pld.alloc_window_buffer(size * pl.FP32.get_byte())
+            sbuf = pld.alloc_window_buffer(n * stride * pl.INT32.get_byte())
+            sig = pld.window(sbuf, [n, stride], dtype=pl.INT32)
+            for r in pl.range(n):
+                self.stage(xs[r], pld.window(dbuf, [1, size], dtype=pl.FP32), device=r)
+            d = pld.window(dbuf, [1, size], dtype=pl.FP32)
+            d = pld.tensor.allreduce(d, sig, op=pld.ReduceOp.Max, core_num=lanes)
+            d = pld.tensor.allreduce(d, sig, op=pld.ReduceOp.Sum, core_num=lanes)  # the lanes' cells reused
+            for r in pl.range(n):
+                self.drain(d, sig, ys[r], sigs[r], device=r)
+            return ys
+
+    return HostLanes
+
+
+def test_allreduce_split_into_core_num_lanes() -> None:
+    n, size, lanes, stride = 3, 1000, 3, 4  # 4 chunks of 256: lane 0 takes chunks 0 and 3; column 3 is spare
+    xs = np.random.default_rng(2).integers(-50, 50, size=(n, 1, size)).astype(np.float32)
+    ys = np.zeros_like(xs)
+    sigs = np.full((n, n, stride), -1, np.int32)
+    compiled = ir.compile(_make_lanes(n, size, lanes, stride), distributed_config=_config(n))
+    compiled(xs, ys, sigs)
+    np.testing.assert_array_equal(ys, np.broadcast_to(xs.max(axis=0) * n, xs.shape))
+    assert not sigs.any()  # every lane retired its credits; the spare column was never touched
+    kernel = (compiled.output_dir / "next_levels" / "builtin.tensor.allreduce__max__fp32" / "kernel.pld").read_text()
+    assert "for lane in range(0, 3, 1)" in kernel and "[me, lane]" in kernel

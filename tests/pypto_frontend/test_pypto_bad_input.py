@@ -123,6 +123,8 @@ def _host_program(body: str):  # type: ignore[no-untyped-def]
                 w = pld.tensor.allreduce(w, mode="ring")  # MARK-unsignalled-ring
             elif body == "unsignalled-barrier":
                 pld.tensor.barrier()  # MARK-unsignalled-barrier
+            elif body == "barrier-core-num":
+                pld.tensor.barrier(w, core_num=2)  # MARK-barrier-core-num
             else:
                 for r in pl.range(pld.world_size()):
                     self.fine(xs[r], ys[r], w, device=r)
@@ -146,6 +148,7 @@ def _args(n: int) -> tuple[np.ndarray, np.ndarray]:
     ("unsignalled-in-loop", "MARK-unsignalled-in-loop", "without an explicit signal is not supported inside a HOST loop"),
     ("unsignalled-ring", "MARK-unsignalled-ring", "mode='ring') at HOST level needs an explicit signal"),
     ("unsignalled-barrier", "MARK-unsignalled-barrier", "pld.tensor.barrier: missing signal (pypto synthesises"),
+    ("barrier-core-num", "MARK-barrier-core-num", "pld.tensor.barrier: unknown keyword argument 'core_num'"),
 ])
 def test_host_and_device_mistakes(body: str, marker: str, message: str) -> None:
     with pytest.raises(FrontendError, match=re.escape(message)) as err:
@@ -181,8 +184,8 @@ def test_out_of_scope_runtime_api_says_so() -> None:
 
 @pl.program
 class LaneSignal:
-    """A HOST allreduce on a [world_size, 2] signal (pypto's core_num lanes), which pldemu's mesh recipe
-    refuses: the refusal is at the host call's line, not a traceback out of the lowering."""
+    """A HOST allreduce of 3 lanes (pypto's core_num) on a [world_size, 2] signal, one column short, which
+    pldemu's mesh recipe refuses: the refusal is at the host call's line, not a traceback out of the lowering."""
 
     @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
     def host_orch(self, xs: pl.Tensor[[NR, 1, COLS], pl.FP32]) -> None:
@@ -190,11 +193,35 @@ class LaneSignal:
         sig_buf = pld.alloc_window_buffer(pld.world_size() * 2 * pl.INT32.get_byte())
         d = pld.window(buf, [1, COLS], dtype=pl.FP32)
         d = pld.tensor.allreduce(d, pld.window(sig_buf, [pld.world_size(), 2], dtype=pl.INT32),  # MARK-lanes
-                                 core_num=2)
+                                 core_num=3)
 
 
 def test_a_refused_lowering_is_one_error_at_the_host_call(tmp_path: Path) -> None:
     with pytest.raises(FrontendError, match=re.escape("LowerCompositeOps refused it: pld.tensor.allreduce: "
-                                                      "argument 'signal' must be shaped [NR, 1]")) as err:
+                                                      "argument 'signal' must be [NR, S] with a static S >= lanes = 3")) as err:
         run(LaneSignal, 2, (np.zeros((2, 1, COLS), np.float32),), tmp_path, FrontendOptions(codegen_only=True))
     _where(err, "MARK-lanes")
+
+
+@pl.program
+class InCoreLanes:
+    """pypto's InCore allreduce is one block: core_num > 1 is for a HOST orchestrator only."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, w: pl.InOut[pld.DistributedTensor[[1, COLS], pl.FP32]],
+          sig: pl.InOut[pld.DistributedTensor[[NR, 2], pl.INT32]]) -> pld.DistributedTensor[[1, COLS], pl.FP32]:
+        return pld.tensor.allreduce(w, sig, core_num=2)  # MARK-incore-lanes
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, xs: pl.Tensor[[NR, 1, COLS], pl.FP32]) -> None:
+        buf = pld.alloc_window_buffer(COLS * pl.FP32.get_byte())
+        sig_buf = pld.alloc_window_buffer(pld.world_size() * 2 * pl.INT32.get_byte())
+        for r in pl.range(pld.world_size()):
+            self.k(pld.window(buf, [1, COLS], dtype=pl.FP32),
+                   pld.window(sig_buf, [pld.world_size(), 2], dtype=pl.INT32), device=r)
+
+
+def test_core_num_inside_a_kernel_is_refused() -> None:
+    with pytest.raises(FrontendError, match=re.escape("core_num > 1 is supported only in a HOST orchestrator")) as err:
+        translate(InCoreLanes, 2, (np.zeros((2, 1, COLS), np.float32),))
+    _where(err, "MARK-incore-lanes")

@@ -207,3 +207,40 @@ def test_a_bad_program_is_one_line_at_its_line_without_pldemu_internals(tmp_path
     else:
         assert "test_bad.py:9: pl.Tensor[[dims], dtype] expected" in res.stdout, show(res)
     assert "pldemu/pypto" not in res.stdout and "Traceback" not in res.stdout, show(res)
+
+
+GENERATED_CODE_TEST = """
+    import pypto.language as pl
+    from pypto import ir
+    from pypto.ir.distributed_compiled_program import DistributedConfig
+
+    @pl.program
+    class Copy:
+        @pl.function(type=pl.FunctionType.InCore)
+        def k(self, x: pl.Tensor[[1, 8], pl.FP32], y: pl.Out[pl.Tensor[[1, 8], pl.FP32]]) -> pl.Tensor[[1, 8], pl.FP32]:
+            return pl.store(pl.load(x, [0, 0], [1, 8]), [0, 0], y)
+
+        @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+        def host_orch(self, x: pl.Tensor[[1, 8], pl.FP32], y: pl.Out[pl.Tensor[[1, 8], pl.FP32]]) -> None:
+            self.k(x, y)
+
+    def test_reads_generated_host_code(device_ids):
+        compiled = ir.compile(Copy, distributed_config=DistributedConfig(device_ids=device_ids[:1]))
+        (compiled.output_dir / "orchestration" / "host_orch.py").read_text()
+
+    def test_reads_its_own_missing_file(tmp_path):
+        (tmp_path / "absent.txt").read_text()
+"""
+
+
+def test_a_read_of_pyptos_generated_code_is_one_line(tmp_path: Path) -> None:
+    write(tmp_path / "test_codegen.py", GENERATED_CODE_TEST)
+    res = inner_pytest(tmp_path, "-q", "test_codegen.py")
+    assert res.returncode == 1 and "2 failed" in res.stdout, show(res)
+    want = ("test_codegen.py:18: compiled.output_dir/orchestration/host_orch.py does not exist: pldemu runs the "
+            "program and writes no pypto-generated code")
+    assert want in res.stdout, show(res)
+    generated = res.stdout.split("test_reads_generated_host_code __")[1].split("test_reads_its_own_missing_file __")[0]
+    assert "FileNotFoundError" not in generated and "Traceback" not in generated, show(res)
+    # Any other missing file is the test's own error, as it is.
+    assert "test_reads_its_own_missing_file - FileNotFoundError" in res.stdout, show(res)

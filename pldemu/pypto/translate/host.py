@@ -20,6 +20,7 @@ from typing import Any
 from pldemu.ir.nodes import NR
 from pldemu.pypto.capture import CapturedProgram
 from pldemu.pypto.translate.evaluator import Evaluator, bind_call
+from pldemu.pypto.translate.ops import COLLECTIVE_PARAMS, lane_count
 from pldemu.pypto.translate.returns import dispatch_result
 from pldemu.pypto.translate.values import (
     Alloc,
@@ -134,7 +135,11 @@ class HostProjection(Evaluator):
                 raise self.error(f"pld.window of {shape} {b['dtype']!r} needs {nbytes} bytes; the buffer "
                                  f"{b['buf'].name} has {b['buf'].nbytes}", node)
             return HostView(b["buf"], shape, b["dtype"], node.lineno)
-        if name.startswith("pld.tensor."):
+        if name in COLLECTIVE_PARAMS:
+            names, defaults = COLLECTIVE_PARAMS[name]
+            for kw in node.keywords:
+                if kw.arg not in names and kw.arg not in defaults:
+                    raise self.error(f"{name}: unknown keyword argument {kw.arg!r}", kw)
             args = tuple(self.eval(a) for a in node.args)
             kwargs = tuple((kw.arg, self.eval(kw.value)) for kw in node.keywords if kw.arg is not None)
             if name == "pld.tensor.allreduce" and len(args) == 1 and "signal" not in dict(kwargs):
@@ -154,9 +159,7 @@ class HostProjection(Evaluator):
         if str(kwargs.get("mode", "mesh")) != "mesh":
             raise self.error("pld.tensor.allreduce(mode='ring') at HOST level needs an explicit signal of "
                              "[2 * (NR - 1) + 1, NR] (pypto synthesises mesh signals only)", node)
-        lanes = kwargs.get("core_num", 1)
-        if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes <= 0:
-            raise self.error(f"pld.tensor.allreduce: core_num must be a positive int, got {lanes!r}", node)
+        lanes = lane_count(self, "pld.tensor.allreduce", kwargs, node)
         key = -node.lineno  # apart from the allocations, which are keyed by their (positive) line
         found = self.allocs.get(key)
         if found is None:

@@ -303,9 +303,21 @@ def static(tr: DeviceTranslator, d: Any, node: ast.AST) -> int:
 def _collective(name: str, params: tuple[str, ...], attrs: dict[str, Any]) -> Rule:
     def rule(tr: DeviceTranslator, node: ast.Call) -> Var:
         b = bind_call(tr, node, params, attrs, name)
+        if lane_count(tr, name, b, node) > 1:
+            # pypto's LowerCompositeOps refuses it too: an InCore kernel is one block.
+            raise tr.error(f"{name}: core_num > 1 is supported only in a HOST orchestrator (an InCore call "
+                           "keeps core_num=1)", node)
         return collective(tr, name, b, node)
 
     return rule
+
+
+def lane_count(tr: Any, name: str, b: Mapping[str, Any], node: ast.AST) -> int:
+    """pypto's ``core_num``, a HOST allreduce's lane count (pldemu's ``lanes``)."""
+    lanes = b.get("core_num", 1)
+    if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes < 1:
+        raise tr.error(f"{name}: core_num must be a positive compile-time int, got {lanes!r}", node)
+    return lanes
 
 
 def collective(tr: Any, name: str, b: dict[str, Any], node: ast.AST) -> Var:
@@ -318,7 +330,8 @@ def collective(tr: Any, name: str, b: dict[str, Any], node: ast.AST) -> Var:
         sig = fb.pld.tensor.view(sig, [ttype(sig).shape[0], 1])
     op = name.rsplit(".", 1)[1]
     if op == "allreduce":
-        return fb.pld.tensor.allreduce(b["target"], sig, op=ReduceOp(b["op"]), mode=str(b["mode"]))
+        return fb.pld.tensor.allreduce(b["target"], sig, op=ReduceOp(b["op"]), mode=str(b["mode"]),
+                                       lanes=lane_count(tr, name, b, node))
     if op == "reduce_scatter":
         return fb.pld.tensor.reduce_scatter(b["target"], sig, op=ReduceOp(b["op"]))
     if op == "broadcast":
@@ -368,14 +381,15 @@ def _counts_vector(fb: Any, counts: Var) -> Any:
 
 COLLECTIVE_PARAMS: Mapping[str, tuple[tuple[str, ...], dict[str, Any]]] = MappingProxyType({
     "pld.tensor.allreduce": (("target", "signal"), {"op": ReduceOp.Sum, "mode": "mesh", "core_num": 1}),
-    "pld.tensor.reduce_scatter": (("target", "signal"), {"op": ReduceOp.Sum, "core_num": 1}),
-    "pld.tensor.broadcast": (("target", "signal"), {"root": 0, "core_num": 1}),
-    "pld.tensor.barrier": (("signal",), {"core_num": 1}),
-    "pld.tensor.allgather": (("local_data", "target", "signal"), {"core_num": 1}),
-    "pld.tensor.all_to_all": (("input", "target", "signal"), {"core_num": 1}),
-    "pld.tensor.all_to_all_v": (("input", "target", "signal", "send_counts", "recv_counts"), {"core_num": 1}),
+    "pld.tensor.reduce_scatter": (("target", "signal"), {"op": ReduceOp.Sum}),
+    "pld.tensor.broadcast": (("target", "signal"), {"root": 0}),
+    "pld.tensor.barrier": (("signal",), {}),
+    "pld.tensor.allgather": (("local_data", "target", "signal"), {}),
+    "pld.tensor.all_to_all": (("input", "target", "signal"), {}),
+    "pld.tensor.all_to_all_v": (("input", "target", "signal", "send_counts", "recv_counts"), {}),
 })
-"""pypto's signature of each collective: positional names, keyword defaults."""
+"""pypto's signature of each collective: positional names, keyword defaults (only allreduce has
+``core_num``)."""
 
 
 def _world_size(tr: DeviceTranslator, node: ast.Call) -> int:
@@ -426,4 +440,4 @@ DEVICE_OPS: Mapping[str, Rule] = MappingProxyType({
     **_OPS, **{f"pl.tile.{name}": _OPS[unified] for name, unified in TILE_ALIASES.items()}})
 """Every device-level DSL op; a name missing here is reported as unsupported at its line."""
 
-__all__ = ["COLLECTIVE_PARAMS", "DEVICE_OPS", "TILE_ALIASES", "collective", "is_ir"]
+__all__ = ["COLLECTIVE_PARAMS", "DEVICE_OPS", "TILE_ALIASES", "collective", "is_ir", "lane_count"]
