@@ -1,9 +1,10 @@
 """Launch MPI jobs from a plain (non-MPI) pytest run.
 
 Shared by the whole test suite: ``tests/test_mpi_suites.py`` uses
-:func:`run_mpi` to run every directory of :data:`MPI_TEST_DIRS` under
-``mpiexec -n N python -m mpi4py -m pytest --with-mpi``.  To add a directory
-of pytest-mpi tests, append it to :data:`MPI_TEST_DIRS`.
+:func:`run_units` to run every directory of :data:`MPI_TEST_DIRS` under
+``mpiexec -n N python -m mpi4py -m pytest --with-mpi``, the directories of one
+size in one job, each judged by its own tests.  To add a directory of
+pytest-mpi tests, append it to :data:`MPI_TEST_DIRS`.
 
 The job runs in its own session/process group so that a hung job (all ranks
 and the process manager) can be killed as a whole on timeout.
