@@ -6,6 +6,8 @@
   jobs recursively.
 * Tests marked ``mpi`` are run by pytest-mpi under ``--with-mpi`` and skipped
   by it otherwise; a plain ``pytest`` runs them through the launcher tests.
+* In a job that runs several units (``mpi_launch.run_units``), every rank logs its outcomes
+  (``tests/job_outcomes.py``) so that each unit gets its own verdict.
 * The ``comm`` fixture is COMM_WORLD, with a barrier after the test; the ``backend`` fixture runs a
   test on every window back end (``helpers.BACKENDS``).
 * A test marked ``self_and_world`` (and not ``mpi``) that takes ``comm`` runs its one body twice,
@@ -28,7 +30,8 @@ _TESTS_DIR = str(Path(__file__).resolve().parent)
 if _TESTS_DIR not in sys.path:
     sys.path.insert(0, _TESTS_DIR)
 
-from helpers import BACKENDS  # noqa: E402  (needs the path above)
+import job_outcomes  # noqa: E402  (needs the path above)
+from helpers import BACKENDS  # noqa: E402
 from mpi_launch import MPI_TEST_DIRS, REPO_ROOT, in_mpi_job  # noqa: E402
 
 if TYPE_CHECKING:
@@ -39,6 +42,7 @@ COMM_MODES = (pytest.param("self", id="self"), pytest.param("world", id="world",
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    job_outcomes.register(config)  # a rank of a job that serves several units (mpi_launch.run_units)
     config.addinivalue_line("markers", f"{SELF_AND_WORLD}: run the test on COMM_SELF in-process and on "
                                        "COMM_WORLD under MPI (see tests/conftest.py)")
 

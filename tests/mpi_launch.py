@@ -1,9 +1,10 @@
 """Launch MPI jobs from a plain (non-MPI) pytest run.
 
 Shared by the whole test suite: ``tests/test_mpi_suites.py`` uses
-:func:`run_mpi` to run every directory of :data:`MPI_TEST_DIRS` under
-``mpiexec -n N python -m mpi4py -m pytest --with-mpi``.  To add a directory
-of pytest-mpi tests, append it to :data:`MPI_TEST_DIRS`.
+:func:`run_units` to run every directory of :data:`MPI_TEST_DIRS` under
+``mpiexec -n N python -m mpi4py -m pytest --with-mpi``, the directories of one
+size in one job, each judged by its own tests.  To add a directory of
+pytest-mpi tests, append it to :data:`MPI_TEST_DIRS`.
 
 The job runs in its own session/process group so that a hung job (all ranks
 and the process manager) can be killed as a whole on timeout.
@@ -14,10 +15,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from job_outcomes import OUTCOMES_ENV, UnitVerdict, judge, rank_log_path, read_rank_log
 
 from pldemu.job import launch
 
@@ -154,9 +158,39 @@ def pytest_mpi_argv(paths: Sequence[str], *extra: str) -> list[str]:
         "no:cacheprovider",
         f"--timeout={PER_TEST_TIMEOUT:g}",
         "--timeout-method=thread",
+        # hypothesis's plugin costs ~0.9 s of CPU per rank to import (docs/benchmarks.md, test suite), and
+        # no MPI test uses hypothesis: its @given would still run without the plugin.
+        "-p",
+        "no:hypothesispytest",
         *extra,
         *paths,
     ]
+
+
+def run_units(n: int, units: Sequence[str], timeout_per_unit: float = JOB_TIMEOUT) -> dict[str, UnitVerdict]:
+    """Run the pytest-mpi ``units`` (paths, in this order) on ``n`` ranks, sharing jobs, and judge each alone.
+
+    One ``mpiexec`` runs them all in turn (one start-up of ``n`` pytest processes instead of one per
+    unit); every rank logs its outcomes (:mod:`job_outcomes`), so a unit fails only for its own tests.
+    If the job dies in a unit (crash, abort, timeout), that unit fails with the job's report and a new
+    job runs the units it never reached; a job that fails without naming a unit reruns each alone.
+    """
+    verdicts: dict[str, UnitVerdict] = {}
+    pending = tuple(units)
+    while pending:
+        with tempfile.TemporaryDirectory(prefix="pldemu-units-") as folder:
+            result = run_mpi(n, pytest_mpi_argv(pending, "--continue-on-collection-errors"),
+                             timeout=timeout_per_unit * len(pending), env={OUTCOMES_ENV: folder})
+            logs = [read_rank_log(rank_log_path(Path(folder), r)) for r in range(n)]
+        ok = not result.timed_out and result.returncode == 0
+        settled = judge(pending, logs, ok, result.report())
+        verdicts.update(settled.verdicts)
+        if settled.rerun == pending:  # nothing settled: no unit to blame, so each runs alone
+            for unit in pending:
+                verdicts.update(run_units(n, [unit], timeout_per_unit))
+            break
+        pending = settled.rerun
+    return verdicts
 
 
 def existing_mpi_test_dirs() -> list[str]:

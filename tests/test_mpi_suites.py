@@ -1,31 +1,52 @@
 """Run every MPI test directory under ``mpiexec`` at several sizes.
 
-This is how a plain ``pytest`` exercises the tests marked ``mpi``: each
-(size, directory) pair is one ``mpiexec -n N python -m mpi4py -m pytest
---with-mpi DIR`` job.  Add directories to ``mpi_launch.MPI_TEST_DIRS``.
+This is how a plain ``pytest`` exercises the tests marked ``mpi``: each (size, directory) pair is one
+test, ``mpiexec -n N python -m mpi4py -m pytest --with-mpi DIR``. The directories selected at one size
+share one job (:func:`mpi_launch.run_units`: one start-up of N pytest processes instead of one per
+directory), and each pair is judged by its own directory's tests alone. Add directories to
+``mpi_launch.MPI_TEST_DIRS``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
-from mpi_launch import (
-    JOB_TIMEOUT,
-    MPI_SIZES,
-    MPI_TEST_DIRS,
-    REPO_ROOT,
-    pytest_mpi_argv,
-    run_mpi,
-)
+from job_outcomes import UnitVerdict
+from mpi_launch import MPI_SIZES, MPI_TEST_DIRS, REPO_ROOT, run_units
 
 pytestmark = pytest.mark.launcher
+
+SuiteVerdict = Callable[[int, str], UnitVerdict]
+
+
+def _selected_dirs(session: pytest.Session, n: int) -> list[str]:
+    """The directories whose ``test_mpi_suite[n-DIR]`` this session runs (a ``-k`` selection shares
+    only what it selected), in :data:`MPI_TEST_DIRS` order."""
+    chosen = {item.callspec.params["test_dir"] for item in session.items
+              if item.originalname == "test_mpi_suite" and item.callspec.params["n"] == n}
+    return [d for d in MPI_TEST_DIRS if d in chosen and (REPO_ROOT / d).is_dir()]
+
+
+@pytest.fixture(scope="session")
+def suite_verdict(request: pytest.FixtureRequest) -> SuiteVerdict:
+    """``verdict(n, dir)``: the first call at size ``n`` runs every selected directory in one job."""
+    by_size: dict[int, dict[str, UnitVerdict]] = {}
+
+    def verdict(n: int, test_dir: str) -> UnitVerdict:
+        done = by_size.setdefault(n, {})
+        if test_dir not in done:
+            done.update(run_units(n, [d for d in _selected_dirs(request.session, n) if d not in done] or [test_dir]))
+        return done[test_dir]
+
+    return verdict
 
 
 @pytest.mark.parametrize("test_dir", MPI_TEST_DIRS)
 @pytest.mark.parametrize("n", MPI_SIZES)
-def test_mpi_suite(n: int, test_dir: str) -> None:
+def test_mpi_suite(n: int, test_dir: str, suite_verdict: SuiteVerdict) -> None:
     """All mpi tests of ``test_dir`` pass on ``n`` ranks."""
     if not (REPO_ROOT / test_dir).is_dir():
         pytest.skip(f"{test_dir} does not exist in this checkout")
-    result = run_mpi(n, pytest_mpi_argv([test_dir]), timeout=JOB_TIMEOUT)
-    assert not result.timed_out, result.report()
-    assert result.returncode == 0, result.report()
+    result = suite_verdict(n, test_dir)
+    assert result.passed, result.detail

@@ -23,14 +23,14 @@ if TYPE_CHECKING:
 
 def format_report(program: Program, source: str, options: RuntimeOptions, plan: RunPlan, ran: Ran) -> str:
     """Rank 0's report of a single run: the figures of every rank, then each checker's verdict."""
-    from pldemu.harness.repeat import signal_buffers
-
     parts = [_header(program, source, plan.lowered, ran.backend, options, ran.gathered, plan.iters)]
     if ran.repeated is not None:
         parts.append(repeat_summary(ran.repeated))
     elif options.invariants:
         parts.append(invariant_summary(ran.violations, options.cell_check))
     if options.race_detect:
+        from pldemu.harness.repeat import signal_buffers
+
         parts.append(race_summary(ran.races, ran.repeated.races if ran.repeated is not None else None,
                                   bool(signal_buffers(program))))
         parts += [f"    {note}" for note in ran.notes]

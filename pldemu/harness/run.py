@@ -252,16 +252,17 @@ def _execute(comm: MPI.Intracomm, inst: ProgramInstance, options: RuntimeOptions
              plan: RunPlan) -> tuple[float, RepeatResult | None]:
     """Run the calls; (this rank's run() seconds, the ``RepeatResult`` of ``--iters`` K > 1 or None).
     A failing rank prints what happened and aborts the job."""
-    from pldemu.harness.blocks import Hooks
     from pldemu.harness.common import CheckError
-    from pldemu.harness.repeat import run_program_iterations
     from pldemu.runtime.errors import DeadlockError, ProgramError
     from pldemu.windows import WindowError
 
     me = comm.Get_rank()
     try:
-        if plan.iters == 1:
+        if plan.iters == 1:  # a single call needs none of the repeat harness (its imports are start-up time)
             return inst.run().seconds, None
+        from pldemu.harness.blocks import Hooks
+        from pldemu.harness.repeat import run_program_iterations
+
         hooks = Hooks(before_run=_reloader(comm, inst, options, plan.io))
         repeated = run_program_iterations(comm, inst, plan.iters, options, plan.block, hooks=hooks,
                                           cell_check=options.cell_check)
@@ -285,13 +286,13 @@ def _verdicts(comm: MPI.Intracomm, inst: ProgramInstance, options: RuntimeOption
     ``--iters`` K > 1 every block end was checked already."""
     if repeated is not None:
         return [], list(repeated.race_reports)
-    from pldemu.harness.common import signal_cells
-    from pldemu.harness.repeat import signal_buffers
-
     races = inst.races.check() if inst.races is not None else []  # collective
     violations = []
     if inst.invariants is not None:  # collective
         if options.cell_check:
+            from pldemu.harness.common import signal_cells
+            from pldemu.harness.repeat import signal_buffers
+
             # Every rank has retired its call once all have met here: no credit may be left.
             _host(comm, inst, options).block_barrier("the barrier before the at-rest check")
             names = signal_buffers(inst.program)
