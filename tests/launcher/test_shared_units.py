@@ -16,7 +16,9 @@ PASSES, FAILS, KILLS = (str(UNITS / f"unit_{name}.py") for name in ("passes", "f
 
 @pytest.mark.launcher
 def test_each_unit_of_a_shared_job_gets_its_own_verdict() -> None:
+    before = set(Path("/dev/shm").glob("mpich_*"))
     verdicts = run_units(2, [FAILS, KILLS, PASSES], timeout_per_unit=120)
+    assert set(Path("/dev/shm").glob("mpich_*")) <= before, "the planned crash left a segment in /dev/shm"
     assert list(verdicts) == [FAILS, KILLS, PASSES]
     failed = verdicts[FAILS]
     assert not failed.passed and "rank 1:" in failed.detail and "rank 1 fails this test on purpose" in failed.detail
