@@ -138,6 +138,13 @@ class Placement:
             return self.sim_hosts[0] * self.sim_hosts[1]
         return sum(count for _, count in self.hosts) or None
 
+    @property
+    def teardown_grace(self) -> float:
+        """Seconds the job's leader gets between SIGTERM and SIGKILL. Simulated hosts need more than
+        a local mpiexec: :data:`HOSTS_SCRIPT` ends its job, then deletes the hosts' namespaces and
+        bridge, and a SIGKILL in the middle (under load it takes seconds) would leave them behind."""
+        return SIM_HOSTS_TEARDOWN_GRACE if self.sim_hosts is not None else 1.0
+
     def describe(self) -> str:
         """``2x2 simulated hosts``, ``hosts a:2,b:2``, ``hostfile F`` or ``this machine``."""
         if self.sim_hosts is not None:
@@ -149,6 +156,10 @@ class Placement:
 
 LOCAL = Placement()
 """Every rank on this machine."""
+
+SIM_HOSTS_TEARDOWN_GRACE = 20.0
+"""How long a simulated-hosts job may take to tear its hosts down once told to stop (see
+:attr:`Placement.teardown_grace`); the SIGKILL after it is for a teardown that hangs."""
 
 
 def mpiexec_command(n: int, argv: Sequence[str], placement: Placement = LOCAL) -> list[str]:
@@ -416,19 +427,19 @@ def run_job(n: int, argv: Sequence[str], timeout: float | None, *, env: Mapping[
         try:
             rc = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            kill_group(proc)
+            kill_group(proc, grace=max(5.0, placement.teardown_grace))
             _finish(proc, pump, Path(pids), err)
             print(f"pldemu: the {n}-rank job ran longer than {timeout:g}s and was killed "
                   f"({time.monotonic() - start:.0f}s)", file=err, flush=True)
             return TIMED_OUT
         except BaseException as exc:
-            kill_group(proc, grace=1.0)  # the job is in another session: it did not get our signal
+            kill_group(proc, grace=placement.teardown_grace)  # the job is in another session: it did not get our signal
             _finish(proc, pump, Path(pids), err)
             if isinstance(exc, KeyboardInterrupt):
                 raise Interrupted(signal.SIGINT) from None
             raise
         finally:
-            kill_group(proc, grace=1.0)  # mpiexec is gone: a rank or proxy it left behind must not run on
+            kill_group(proc, grace=placement.teardown_grace)  # mpiexec is gone: nothing it left may run on
         _finish(proc, pump, Path(pids), err)
         return job_exit_code(rc, _rank_pids(Path(pids)), err)
 

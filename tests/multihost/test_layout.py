@@ -28,6 +28,13 @@ def test_bench_host_peers() -> None:
     assert host_peers(HostLayout(("a", "a"), ((0, 1),)), 0) is None  # one host
 
 
+def test_simulated_hosts_get_time_to_tear_their_hosts_down() -> None:
+    """A stopped simulated-hosts job is SIGKILLed only after the hosts script had time to delete its
+    namespaces and bridge (CI once found them left when the kill came after 1 s, mid-teardown)."""
+    assert Placement(sim_hosts=(2, 2)).teardown_grace >= 10.0
+    assert Placement().teardown_grace == Placement(hosts=(("a", 2),)).teardown_grace == 1.0
+
+
 def test_placement_rank_counts_and_conflicts() -> None:
     assert Placement(sim_hosts=(3, 2)).ranks == 6
     assert Placement(hosts=(("a", 2), ("b", 3))).ranks == 5
