@@ -177,6 +177,9 @@ class BoundedComm:
         self.timeout = timeout
         self._error = error
         self._policy = policy
+        self.rounds = 0
+        """Nonblocking operations completed so far: one round each, in which every rank must be scheduled
+        (an object exchange is two: its byte counts, then its bytes). Tests pin a checkpoint's count."""
 
     @property
     def rank(self) -> int:
@@ -196,6 +199,7 @@ class BoundedComm:
         """Complete ``req`` by ``deadline`` (default: :attr:`timeout` from now) or raise ``error(what)``."""
         end = self.deadline() if deadline is None else deadline
         complete(req, end, lambda: self._error(what), self._policy)
+        self.rounds += 1
 
     def barrier(self, what: str = "a barrier") -> None:
         """A bounded all-rank barrier."""
@@ -208,13 +212,17 @@ class BoundedComm:
         self.complete(self.comm.Iallreduce(send, recv, op), what)
         return recv
 
-    def allgather(self, item: Any, what: str = "an object allgather") -> list[Any]:
-        """``comm.allgather`` of a picklable object: every rank's ``item``, by rank."""
+    def allgather(self, item: Any, what: str = "an object allgather",
+                  between: Callable[[], None] | None = None) -> list[Any]:
+        """``comm.allgather`` of a picklable object: every rank's ``item``, by rank. ``between`` runs
+        after the byte counts arrived, before this rank sends its bytes: at a point where every rank
+        has entered the allgather and none has left it (each one's result needs every rank's bytes)."""
         blob = _pickle(item)
         return _vector_exchange(
             self, what, np.array([blob.size], dtype=np.int64), np.zeros(self.size, dtype=np.int64),
             self.comm.Iallgather,
             lambda counts, displs, recv: self.comm.Iallgatherv(blob, [recv, (counts, displs), MPI.BYTE]),
+            between,
         )
 
     def alltoall(self, items: Sequence[Any], what: str = "an object alltoall") -> list[Any]:
@@ -252,11 +260,14 @@ BytesCall = Callable[[np.ndarray, np.ndarray, np.ndarray], MPI.Request]
 
 
 def _vector_exchange(bc: BoundedComm, what: str, send_counts: np.ndarray, recv_counts: np.ndarray,
-                     sizes: SizesCall, data: BytesCall) -> list[Any]:
+                     sizes: SizesCall, data: BytesCall, between: Callable[[], None] | None = None) -> list[Any]:
     """The two phases of every object collective, under one deadline: exchange the byte counts
-    with ``sizes``, then the pickled bytes with ``data``; unpickle what arrived, by source rank."""
+    with ``sizes``, then (after ``between``, if given) the pickled bytes with ``data``; unpickle what
+    arrived, by source rank."""
     deadline = bc.deadline()
     bc.complete(sizes(send_counts, recv_counts), what, deadline)
+    if between is not None:
+        between()
     displs = _displs(recv_counts)
     recv = np.zeros(max(int(recv_counts.sum()), 1), dtype=np.uint8)
     bc.complete(data(recv_counts, displs, recv), what, deadline)

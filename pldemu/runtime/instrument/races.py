@@ -342,6 +342,41 @@ def _checkpoint_timeout(what: str) -> RaceCheckTimeout:
 _Wire = tuple[Any, ...]
 
 
+CHECKPOINT_ROUNDS = 4
+"""MPI rounds of one :meth:`RaceDetector.check` (two object exchanges of two rounds each); pinned by
+tests/races/test_race_single_rank.py so that a change cannot add exchanges silently."""
+
+_LogKey = tuple[int, int, int, int, int, int | str, int]
+"""A point record's key: (segment, call, target, buffer, kind, site, turn)."""
+
+
+@dataclass(frozen=True)
+class _Epoch:
+    """One rank's epoch as rank 0 judges it at the checkpoint: its sync log (with each event's site and
+    call), its signal cells at the epoch's start, fenced mode's scalar signal reads, its records (points
+    and intervals, clocks unresolved) and its program-order clock."""
+
+    rank: int
+    sync: list[SyncEvent]
+    meta: list[tuple[int, int]]
+    init: dict[int, np.ndarray]
+    stale: list[tuple[Any, ...]]
+    log: dict[_LogKey, list[Any]]
+    spans: dict[tuple[Any, ...], list[Any]]
+    vc: list[int]
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    """What rank 0 hands every rank at the checkpoint: the reports (sorted), each rank's (exact,
+    coarse) acquire counts, the joined clock, fenced mode's notes on shared signal lines."""
+
+    reports: list[RaceReport]
+    acquires: list[tuple[int, int]]
+    joined: list[int]
+    notes: set[str]
+
+
 class RaceDetector(MonitorBase):
     """This rank's sync log, program-order clock and access log; a monitor of the instance's program.
 
@@ -378,7 +413,7 @@ class RaceDetector(MonitorBase):
         self._run = 0
         self._sync: list[SyncEvent] = []
         self._meta: list[tuple[int, int]] = []  # per sync event: (site id, call), for the reports
-        self._log: dict[tuple[int, int, int, int, int, int | str, int], list[Any]] = {}
+        self._log: dict[_LogKey, list[Any]] = {}
         # The same-origin check needs the order of this rank's remote writes and reads, which one
         # record per site and segment loses (a site's read before a put and its read after it would
         # be one record): a remote read after a remote write starts a new turn, and turns split records.
@@ -731,27 +766,46 @@ class RaceDetector(MonitorBase):
         """Collective checkpoint: find the races among everything recorded since the last one, on
         every rank's windows; return all of them (the same list on every rank); join the clocks and
         drop the records. ``comm`` is accepted for symmetry with harness code (the detector uses
-        its own duplicate of the instance's communicator)."""
+        its own duplicate of the instance's communicator).
+
+        Two object exchanges (four rounds, :data:`CHECKPOINT_ROUNDS`): every rank's epoch is gathered
+        on rank 0, which replays the sync logs, gives every record its clock and checks every rank's
+        windows (one computation, not one per rank: the others wait, backing off, instead of sharing
+        the cores with it); then an allgather hands out its verdict. Each round needs every rank
+        scheduled, which on shared cores costs more than the computation it saves to spread."""
         if self._ledger is not None:
             self._complete(self._ledger.complete_all(), INF_EPOCH)  # never completed in this epoch
-        segments, lost = self._resolve()
-        outgoing = self._outgoing(segments)
+        stale = self._ledger.signal_reads if self._ledger is not None else []
+        mine = _Epoch(self.rank, self._sync, self._meta, self._init, stale, self._log, self._spans, self._vc)
+        epochs = self._bounded.gather(mine, "the epoch gather")
+        if self._ledger is not None:
+            self._ledger.signal_reads = []
+        verdict = self._judge(epochs) if epochs is not None else None
+        # Every rank is in this checkpoint once the verdict's byte counts arrived, and none can leave it
+        # before my bytes: my cells are at rest, the next epoch's starting point.
+        verdict = self._bounded.allgather(verdict, "the verdict exchange", between=self._rest)[0]
+        if isinstance(verdict, str):
+            raise RuntimeError(verdict)
+        exact, coarse = verdict.acquires[self.rank]
+        self.exact_acquires += exact
+        self.coarse_acquires += coarse
+        self._notes.update(verdict.notes)
         self._log.clear()
         self._spans.clear()
         self._sync = []
         self._meta = []
         if self._ledger is not None:
             self._ledger.fills.clear()
-        incoming = self._bounded.alltoall(outgoing, "the record exchange")
-        found = find_races(self.rank, self._buffers, [w for part in incoming for w in part]) + lost
-        everyone = self._bounded.allgather(found, "the report exchange")
-        reports = sorted((r for part in everyone for r in part),
-                         key=lambda r: (r.target, r.buffer, r.start, r.first.rank, r.second.rank))
-        self._join_clocks()
+        self._vc = list(verdict.joined)
+        self._vc[self.rank] += 1
+        reports = verdict.reports
         self.total_reports += len(reports)
         if self.on_reports is not None and reports:
             self.on_reports(reports)
         return reports
+
+    def _rest(self) -> None:
+        self._init = self._snapshot()
 
     def deadlock_causes(self, statuses: Sequence[RankStatus], wait_timeout: float) -> tuple[Cause, ...]:
         """When a wait gives up: the races among what was recorded since the last checkpoint (the
@@ -770,78 +824,28 @@ class RaceDetector(MonitorBase):
             self._bounded = keep
         return tuple(Cause("race", max(r.first.call, r.second.call) - 1, r.describe()) for r in reports)
 
-    def _resolve(self) -> tuple[Sequence[tuple[int, ...]], list[RaceReport]]:
-        """The clocks of my segments this epoch: rank 0 replays every rank's sync log (one replay,
-        not one per rank: the others wait, backing off, instead of repeating it on shared cores); and,
-        on rank 0, the lost updates among the epoch's Set notifies."""
-        stale = self._ledger.signal_reads if self._ledger is not None else []
-        logs = self._bounded.gather((self._sync, self._init, self._meta, stale), "the sync-log gather")
-        if self._ledger is not None:
-            self._ledger.signal_reads = []
-        parts: list[Any] = [None] * self.nranks
-        lost: list[RaceReport] = []
-        if logs is not None:
-            try:
-                res = replay([log for log, _, _, _ in logs], [init for _, init, _, _ in logs])
-                parts = [(res.segments[r], res.exact[r], res.coarse[r]) for r in range(self.nranks)]
-                sync = [(log, meta) for log, _, meta, _ in logs]
-                lost = lost_updates(sync, res.segments, self._buffers, self._where)
-                lost += stale_signal_reads(sync, res.segments, [reads for *_, reads in logs], self._buffers,
-                                           self._where)
-                if self._ledger is not None:
-                    self._notes.update(shared_line_notes(sync, self._buffers, self._sites))
-            except RuntimeError as err:
-                parts = [str(err)] * self.nranks
-        mine = self._bounded.alltoall(parts, "the clock scatter")[0]
-        # Every rank is in this checkpoint now and none can leave it before my join: my cells are
-        # at rest, the next epoch's starting point.
-        self._init = self._snapshot()
-        if isinstance(mine, str):
-            raise RuntimeError(mine)
-        segments, exact, coarse = mine
-        self.exact_acquires += exact
-        self.coarse_acquires += coarse
-        return segments, lost
-
-    def _outgoing(self, segments: Sequence[tuple[int, ...]]) -> list[list[_Wire]]:
-        """My records as wires, per target, with their resolved clocks; records of one site that the
-        replay gave the same clock are merged (a wait that acquired nothing new splits nothing)."""
-        merged: dict[tuple[Any, ...], list[Any]] = {}
-        for (seg, run, target, buf, kind, site, turn), (t, ivs) in self._log.items():
-            vc = segments[seg]
-            key = (vc, run, target, buf, kind, site, turn)
-            rec = merged.get(key)
-            if rec is None:
-                merged[key] = [seg, t, list(ivs)]
-            else:
-                rec[0], rec[1] = min(rec[0], seg), min(rec[1], t)
-                rec[2].extend(ivs)
-        outgoing: list[list[_Wire]] = [[] for _ in range(self.nranks)]
-        for (vc, run, target, buf, kind, site, turn), (seg, t, ivs) in merged.items():
-            outgoing[target].append((self.rank, buf, kind, vc, merge_intervals(ivs), self._where(site), run, t,
-                                     (seg, turn)))
-        for (seg, turn, hi_seg, hi_turn, run, target, buf, kind, site, how), (t, ivs) in self._spans.items():
-            hi = segments[hi_seg] if hi_seg < len(segments) else (INF_EPOCH[0],) * self.nranks
-            outgoing[target].append((self.rank, buf, kind, segments[seg], merge_intervals(ivs), self._where(site),
-                                     run, t, (seg, turn), (hi, (hi_seg, hi_turn), self._span_detail(how, seg, hi_seg,
-                                                                                                     segments))))
-        return outgoing
-
-    def _span_detail(self, how: tuple[Any, ...], seg: int, hi_seg: int,
-                     segments: Sequence[tuple[int, ...]]) -> tuple[Any, ...]:
-        """What a fenced-mode report says of an interval: for a write, the releases it was pending at
-        (my own clock entry at each, where, and whether the write was still in the data cache then; the
-        first MAX_NAMED); for a read, the access that filled its line and the waits between that fill and
-        the read (each with the clock it left)."""
-        me = self.rank
-        if how[0] == "fence":
-            sync, end = self._sync, min(hi_seg, len(self._sync))
-            named = tuple((segments[i][me], self._where(self._meta[i][0]), i < how[1]) for i in range(seg, end)
-                          if sync[i][0] == REL)
-            return ("fence", named[:MAX_NAMED])
-        waits = tuple((segments[i + 1], self._where(self._meta[i][0])) for i in range(seg, min(hi_seg, len(self._sync)))
-                      if self._sync[i][0] == ACQ and segments[i + 1] != segments[i])
-        return ("fill", self._where(how[1]), waits)
+    def _judge(self, epochs: Sequence[_Epoch]) -> _Verdict | str:
+        """Rank 0's part of the checkpoint: every rank's epoch replayed (``race_clocks``), its records
+        given their clocks and checked on their target's windows, the lost updates among the Set
+        notifies; or the replay's error, for every rank to raise."""
+        try:
+            res = replay([e.sync for e in epochs], [e.init for e in epochs])
+            sync = [(e.sync, e.meta) for e in epochs]
+            lost = lost_updates(sync, res.segments, self._buffers, self._where)
+            if any(e.stale for e in epochs):
+                lost += stale_signal_reads(sync, res.segments, [e.stale for e in epochs], self._buffers, self._where)
+            notes = shared_line_notes(sync, self._buffers, self._sites) if self._ledger is not None else set()
+        except RuntimeError as err:
+            return str(err)
+        wires = [_wires(e, res.segments[e.rank], self._where) for e in epochs]
+        found: list[RaceReport] = []
+        for target in range(self.nranks):
+            found += find_races(target, self._buffers, [w for out in wires for w in out[target]])
+            if target == 0:
+                found += lost
+        reports = sorted(found, key=lambda r: (r.target, r.buffer, r.start, r.first.rank, r.second.rank))
+        joined = [max(col) for col in zip(*(e.vc for e in epochs), strict=True)]
+        return _Verdict(reports, list(zip(res.exact, res.coarse, strict=True)), joined, notes)
 
     def notes(self) -> list[str]:
         """Collective (fenced mode; else empty): the notes on markers that were useless or insufficient
@@ -869,6 +873,47 @@ def _int32(value: Any) -> int:
 
 def _wtime_us() -> float:
     return MPI.Wtime() * 1e6
+
+
+def _wires(ep: _Epoch, segments: Sequence[tuple[int, ...]], where: Callable[[int | str], str]) -> list[list[_Wire]]:
+    """Rank ``ep.rank``'s records as wires, per target, with their resolved clocks; records of one site
+    that the replay gave the same clock are merged (a wait that acquired nothing new splits nothing)."""
+    merged: dict[tuple[Any, ...], list[Any]] = {}
+    for (seg, run, target, buf, kind, site, turn), (t, ivs) in ep.log.items():
+        vc = segments[seg]
+        key = (vc, run, target, buf, kind, site, turn)
+        rec = merged.get(key)
+        if rec is None:
+            merged[key] = [seg, t, list(ivs)]
+        else:
+            rec[0], rec[1] = min(rec[0], seg), min(rec[1], t)
+            rec[2].extend(ivs)
+    nranks = len(ep.vc)
+    outgoing: list[list[_Wire]] = [[] for _ in range(nranks)]
+    for (vc, run, target, buf, kind, site, turn), (seg, t, ivs) in merged.items():
+        outgoing[target].append((ep.rank, buf, kind, vc, merge_intervals(ivs), where(site), run, t, (seg, turn)))
+    for (seg, turn, hi_seg, hi_turn, run, target, buf, kind, site, how), (t, ivs) in ep.spans.items():
+        hi = segments[hi_seg] if hi_seg < len(segments) else (INF_EPOCH[0],) * nranks
+        detail = _span_detail(ep, how, (seg, hi_seg), segments, where)
+        outgoing[target].append((ep.rank, buf, kind, segments[seg], merge_intervals(ivs), where(site), run, t,
+                                 (seg, turn), (hi, (hi_seg, hi_turn), detail)))
+    return outgoing
+
+
+def _span_detail(ep: _Epoch, how: tuple[Any, ...], span: tuple[int, int], segments: Sequence[tuple[int, ...]],
+                 where: Callable[[int | str], str]) -> tuple[Any, ...]:
+    """What a fenced-mode report says of an interval (segments ``span``): for a write, the releases it
+    was pending at (its rank's own clock entry at each, where, and whether the write was still in the
+    data cache then; the first MAX_NAMED); for a read, the access that filled its line and the waits
+    between that fill and the read (each with the clock it left)."""
+    me, sync, meta = ep.rank, ep.sync, ep.meta
+    seg, end = span[0], min(span[1], len(sync))
+    if how[0] == "fence":
+        named = tuple((segments[i][me], where(meta[i][0]), i < how[1]) for i in range(seg, end) if sync[i][0] == REL)
+        return ("fence", named[:MAX_NAMED])
+    waits = tuple((segments[i + 1], where(meta[i][0])) for i in range(seg, end)
+                  if sync[i][0] == ACQ and segments[i + 1] != segments[i])
+    return ("fill", where(how[1]), waits)
 
 
 def find_races(target: int, buffers: Sequence[Buffer], records: Sequence[_Wire]) -> list[RaceReport]:
@@ -1123,6 +1168,7 @@ def _conflict(buf: Buffer, target: int, a: _Wire, b: _Wire, found: dict[tuple[An
 
 __all__ = [
     "ATOMIC",
+    "CHECKPOINT_ROUNDS",
     "LOST_UPDATE",
     "MISSING_FENCE",
     "MISSING_INVALIDATE",
