@@ -54,7 +54,7 @@ def test_a_checkpoint_costs_its_fixed_number_of_rounds() -> None:
                 inst.run()
             before = det._bounded.rounds
             assert det.check() == []
-            assert det._bounded.rounds - before == CHECKPOINT_ROUNDS == 4
+            assert det._bounded.rounds - before == CHECKPOINT_ROUNDS == 2
 
 
 def test_options_are_validated() -> None:

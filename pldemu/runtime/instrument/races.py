@@ -342,9 +342,12 @@ def _checkpoint_timeout(what: str) -> RaceCheckTimeout:
 _Wire = tuple[Any, ...]
 
 
-CHECKPOINT_ROUNDS = 4
-"""MPI rounds of one :meth:`RaceDetector.check` (two object exchanges of two rounds each); pinned by
-tests/races/test_race_single_rank.py so that a change cannot add exchanges silently."""
+CHECKPOINT_ROUNDS = 2
+"""MPI rounds of one :meth:`RaceDetector.check` (``BoundedComm.rounds``: two one-hop exchanges); pinned
+by tests/races/test_race_single_rank.py so that a change cannot add exchanges silently."""
+
+CHECK_TAGS = 1 << 13
+"""Checkpoints before the message tags repeat (two tags each, within MPI's guaranteed 32767)."""
 
 _LogKey = tuple[int, int, int, int, int, int | str, int]
 """A point record's key: (segment, call, target, buffer, kind, site, turn)."""
@@ -359,7 +362,8 @@ class _Epoch:
     rank: int
     sync: list[SyncEvent]
     meta: list[tuple[int, int]]
-    init: dict[int, np.ndarray]
+    init: dict[int, np.ndarray] | None
+    """Its signal cells at the epoch's start, at the first checkpoint only (then rank 0 keeps them)."""
     stale: list[tuple[Any, ...]]
     log: dict[_LogKey, list[Any]]
     spans: dict[tuple[Any, ...], list[Any]]
@@ -402,7 +406,10 @@ class RaceDetector(MonitorBase):
         self._signals = [b for b in buffers if b.kind is BufferKind.SIGNAL and b.window is not None]
         self._signal_index = {b.index for b in self._signals}
         # Before the Dup below returns on any rank, no rank has notified yet.
-        self._init = self._snapshot()
+        self._init: dict[int, np.ndarray] | None = self._snapshot(self.rank)
+        """My cells at the start of the first epoch; rank 0 snapshots every rank's at each checkpoint."""
+        self._rest: list[dict[int, np.ndarray]] = []
+        self._checks = 0
         # Our exchanges never match the program's or the harness's messages.
         self._comm: MPI.Intracomm = comm.Dup()
         self._bounded = BoundedComm(self._comm, timeout, _checkpoint_timeout, CHECKPOINT_POLICY)
@@ -448,9 +455,9 @@ class RaceDetector(MonitorBase):
         releases); what its waits acquired is resolved at the checkpoint (``race_clocks``)."""
         return tuple(self._vc)
 
-    def _snapshot(self) -> dict[int, np.ndarray]:
-        """The values of this rank's signal cells (the epoch's starting point for the replay)."""
-        return {b.index: b.window.load_words(self.rank, 0, b.numel).astype(np.int64)
+    def _snapshot(self, rank: int) -> dict[int, np.ndarray]:
+        """The values of rank ``rank``'s signal cells (an epoch's starting point for the replay)."""
+        return {b.index: b.window.load_words(rank, 0, b.numel).astype(np.int64)
                 for b in self._signals if b.window is not None}
 
     def _release(self, site: int, peer: int, buffer: int, cell: int, value: int, is_set: bool) -> None:
@@ -768,22 +775,24 @@ class RaceDetector(MonitorBase):
         drop the records. ``comm`` is accepted for symmetry with harness code (the detector uses
         its own duplicate of the instance's communicator).
 
-        Two object exchanges (four rounds, :data:`CHECKPOINT_ROUNDS`): every rank's epoch is gathered
-        on rank 0, which replays the sync logs, gives every record its clock and checks every rank's
-        windows (one computation, not one per rank: the others wait, backing off, instead of sharing
-        the cores with it); then an allgather hands out its verdict. Each round needs every rank
-        scheduled, which on shared cores costs more than the computation it saves to spread."""
+        Two exchanges of one hop each (:data:`CHECKPOINT_ROUNDS`, point-to-point, no tree): every
+        rank sends its epoch straight to rank 0, which replays the sync logs, gives every record its
+        clock and checks every rank's windows (one computation, not one per rank: the others wait,
+        backing off, instead of sharing the cores with it); then rank 0 sends each rank the verdict.
+        Each round needs the ranks it waits for scheduled, which on shared cores costs more than the
+        computation it would save to spread."""
         if self._ledger is not None:
             self._complete(self._ledger.complete_all(), INF_EPOCH)  # never completed in this epoch
         stale = self._ledger.signal_reads if self._ledger is not None else []
         mine = _Epoch(self.rank, self._sync, self._meta, self._init, stale, self._log, self._spans, self._vc)
-        epochs = self._bounded.gather(mine, "the epoch gather")
+        self._init = None  # rank 0 snapshots every rank's cells from now on
+        tag = 2 * (self._checks % CHECK_TAGS)  # a timed-out checkpoint's messages never match a later one
+        self._checks += 1
+        epochs = self._bounded.gather_direct(mine, "the epoch gather", tag)
         if self._ledger is not None:
             self._ledger.signal_reads = []
         verdict = self._judge(epochs) if epochs is not None else None
-        # Every rank is in this checkpoint once the verdict's byte counts arrived, and none can leave it
-        # before my bytes: my cells are at rest, the next epoch's starting point.
-        verdict = self._bounded.allgather(verdict, "the verdict exchange", between=self._rest)[0]
+        verdict = self._bounded.bcast_direct(verdict, "the verdict", tag + 1)
         if isinstance(verdict, str):
             raise RuntimeError(verdict)
         exact, coarse = verdict.acquires[self.rank]
@@ -803,9 +812,6 @@ class RaceDetector(MonitorBase):
         if self.on_reports is not None and reports:
             self.on_reports(reports)
         return reports
-
-    def _rest(self) -> None:
-        self._init = self._snapshot()
 
     def deadlock_causes(self, statuses: Sequence[RankStatus], wait_timeout: float) -> tuple[Cause, ...]:
         """When a wait gives up: the races among what was recorded since the last checkpoint (the
@@ -828,8 +834,14 @@ class RaceDetector(MonitorBase):
         """Rank 0's part of the checkpoint: every rank's epoch replayed (``race_clocks``), its records
         given their clocks and checked on their target's windows, the lost updates among the Set
         notifies; or the replay's error, for every rank to raise."""
+        known = self._rest
+        # Every rank is in this checkpoint (its epoch arrived) and none can leave it before the verdict:
+        # every signal cell is at rest, the next epoch's starting point.
+        self._rest = [self._snapshot(r) for r in range(self.nranks)]
         try:
-            res = replay([e.sync for e in epochs], [e.init for e in epochs])
+            if any(e.init is None for e in epochs) and not known:
+                raise RuntimeError("race detector: an earlier checkpoint timed out; its epoch cannot be replayed")
+            res = replay([e.sync for e in epochs], [e.init if e.init is not None else known[e.rank] for e in epochs])
             sync = [(e.sync, e.meta) for e in epochs]
             lost = lost_updates(sync, res.segments, self._buffers, self._where)
             if any(e.stale for e in epochs):
