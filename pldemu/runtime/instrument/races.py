@@ -59,12 +59,14 @@ Harnesses record their own host-side accesses with :meth:`RaceDetector.host_acce
 rank's inputs into its window, consuming its result).
 
 **Checkpoint.** :meth:`RaceDetector.check` is collective and meant for the points where a harness
-synchronises all ranks anyway (between iteration blocks, at the end). Its exchanges are bounded
-(``pldemu.mpi.BoundedComm``: a rank that never arrives raises RaceCheckTimeout). The ranks gather
-every rank's sync log and each replays it (the same deterministic result everywhere) to give its
-records their clocks; then they exchange their records so that each target rank checks the accesses to its own windows, gather the reports
-everywhere, join their clocks and drop the records (everything recorded so far happens before
-everything after the join, so nothing later can race with it). Two records conflict when they are on
+synchronises all ranks anyway (between iteration blocks, at the end). Its two exchanges are bounded
+(``pldemu.mpi.BoundedComm``: a rank that never arrives raises RaceCheckTimeout) and one hop each
+(point-to-point, :data:`CHECKPOINT_ROUNDS`): every rank sends its epoch (sync log, records) to rank 0,
+which snapshots every rank's signal cells (all are in the checkpoint, none can leave before the
+verdict: the next epoch's starting values), replays the sync logs, gives the records their clocks,
+checks every rank's windows and sends every rank the verdict: the reports and the joined clock. Each
+rank then drops its records (everything recorded so far happens before everything after the join,
+so nothing later can race with it). Two records conflict when they are on
 the same target and buffer, from different ranks, overlap, at least one writes (two atomic puts do
 not conflict) and neither VC is <= the other; or from the same rank on another rank's window, a write
 then a read with that rank's own entry unchanged (same origin, above). Per pair of ranks the concurrent records of the other
