@@ -44,7 +44,15 @@ from pldemu.runtime.shm import unlink_named_segments
 from pldemu.runtime.sites import CallSite, OpEvent
 from pldemu.runtime.status import NFIELDS, RankState, StatusBoard
 from pldemu.runtime.values import Buffer, buffer_tensor
-from pldemu.windows import FreedOnExit, Window, WindowSet, WindowStats, allocate_window, host_layout
+from pldemu.windows import (
+    FreedOnExit,
+    Window,
+    WindowSet,
+    WindowSpec,
+    WindowStats,
+    allocate_window,
+    host_layout,
+)
 
 if TYPE_CHECKING:  # imported at run time only when instrumentation is asked for
     from pldemu.runtime.instrument.invariants import InvariantChecker
@@ -204,8 +212,7 @@ class ProgramInstance(FreedOnExit):
             # Every rank has mapped MPICH's per-node segment of MPI_Init once the window set exists
             # (a collective): drop its name now, so a failure below cannot leave it in /dev/shm.
             unlink_named_segments()
-            for b in buffers:
-                self._allocate(b)
+            self._allocate(buffers)
             if self._invariants is not None:
                 self._invariants.attach(self._window_set)  # collective: its writer-kind windows
             return allocate_window(intra, STATUS_WINDOW, NFIELDS, np.int64, backend="auto", fill=0, layout=self.hosts)
@@ -391,15 +398,22 @@ class ProgramInstance(FreedOnExit):
             self._prepared.functions[key] = compiled
         return compiled
 
-    def _allocate(self, b: Buffer) -> None:
-        if b.kind is BufferKind.LOCAL:
-            b.array = self._machine.poison.array(b.shape, b.dtype.np)
-            return
+    def _allocate(self, buffers: list[Buffer]) -> None:
+        """Every buffer's memory: a poisoned local array, or a window of the set (all of them with one
+        argument check: one allgather per program, not one per window)."""
         assert self._window_set is not None
+        windowed = [b for b in buffers if b.kind is not BufferKind.LOCAL]
+        for b in buffers:
+            if b.kind is BufferKind.LOCAL:
+                b.array = self._machine.poison.array(b.shape, b.dtype.np)
+        for b, window in zip(windowed, self._window_set.allocate_many([self._spec(b) for b in windowed]), strict=True):
+            b.window = window
+            b.array = window.local
+
+    def _spec(self, b: Buffer) -> WindowSpec:
         signal = b.kind is BufferKind.SIGNAL
-        fill = None if signal or self.options.poison else 0
-        b.window = self._window_set.allocate(b.name, b.shape, b.dtype.np, fill=fill, signal=signal)
-        b.array = b.window.local
+        fill = None if signal or self.options.poison else 0  # None: signals 0, data poisoned (the window's default)
+        return WindowSpec(b.name, b.shape, b.dtype.np, fill=fill, signal=signal)
 
     def _free(self) -> None:
         ws, self._window_set = self._window_set, None

@@ -33,6 +33,7 @@ Typical use::
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, SupportsIndex
 
 import numpy as np
@@ -87,6 +88,7 @@ __all__ = [
     "WindowError",
     "WindowFreedError",
     "WindowSet",
+    "WindowSpec",
     "WindowStats",
     "allocate_window",
     "choose_backend",
@@ -229,19 +231,35 @@ def _signature(name: str, shape: Any, dtype: Any, *rest: Any) -> tuple[Any, ...]
     return (name, shp, dt, *(repr(r) for r in rest))
 
 
-def _check_same_everywhere(comm: MPI.Intracomm, signature: tuple[Any, ...]) -> None:
+def _check_same_everywhere(comm: MPI.Intracomm, signature: tuple[Any, ...],
+                           fields: str = "(name, shape, dtype, backend, fill, signal)") -> None:
     """Raise ``ValueError`` on every rank unless all passed the same arguments.
 
-    One small allgather per allocation; it turns a mismatched collective call
-    (which would otherwise hang or corrupt memory) into a clear error.
+    One small allgather per call (one per window, or one for a whole :meth:`WindowSet.allocate_many`);
+    it turns a mismatched collective call (which would otherwise hang or corrupt memory) into a clear error.
     """
     sigs = comm.allgather(signature)
     if any(s != sigs[0] for s in sigs):
         diff = [r for r, s in enumerate(sigs) if s != sigs[0]]
         raise ValueError(
-            f"allocate_window: ranks disagree on (name, shape, dtype, backend, fill, signal): "
+            f"allocate_window: ranks disagree on {fields}: "
             f"rank 0 passed {sigs[0]}, ranks {diff} passed {[sigs[r] for r in diff]}"
         )
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """One window of :meth:`WindowSet.allocate_many`: the arguments of :meth:`WindowSet.allocate`."""
+
+    name: str
+    shape: int | Sequence[SupportsIndex]
+    dtype: Any
+    fill: Any = None
+    signal: bool = False
+
+    def signature(self) -> tuple[Any, ...]:
+        """The normalised arguments every rank must agree on."""
+        return _signature(self.name, self.shape, self.dtype, self.fill, self.signal)
 
 
 class WindowSet(FreedOnExit):
@@ -297,10 +315,27 @@ class WindowSet(FreedOnExit):
         """
         self._check_live("allocate")
         _check_same_everywhere(self._comm, _signature(name, shape, dtype, fill, signal))
-        if name in self._windows:
-            raise ValueError(f"window set: a window named '{name}' already exists")
-        win = _allocate(self._comm, name, shape, dtype, self._backend, fill, signal, self._wakes)
-        self._windows[name] = win
+        return self._add(WindowSpec(name, shape, dtype, fill, signal))
+
+    def allocate_many(self, specs: Sequence[WindowSpec]) -> list[Window]:
+        """Collectively allocate every window of ``specs`` in order (see :meth:`allocate`), with one
+        argument check for all of them: ranks that disagree on any window get the error on every rank
+        before the first one is allocated, and the check is one allgather, not one per window."""
+        self._check_live("allocate")
+        names = [spec.name for spec in specs]
+        _check_same_everywhere(self._comm, tuple(spec.signature() for spec in specs),
+                               "the windows (name, shape, dtype, fill, signal) to allocate")
+        repeated = sorted({n for n in names if names.count(n) > 1 or n in self._windows})
+        if repeated:  # identical on every rank (checked above), so every rank raises before any allocation
+            raise ValueError(f"window set: more than one window named {', '.join(map(repr, repeated))}")
+        return [self._add(spec) for spec in specs]
+
+    def _add(self, spec: WindowSpec) -> Window:
+        if spec.name in self._windows:
+            raise ValueError(f"window set: a window named '{spec.name}' already exists")
+        win = _allocate(self._comm, spec.name, spec.shape, spec.dtype, self._backend, spec.fill, spec.signal,
+                        self._wakes)
+        self._windows[spec.name] = win
         return win
 
     def __getitem__(self, name: str) -> Window:

@@ -159,10 +159,12 @@ class InvariantChecker(MonitorBase):
 
     def attach(self, ws: windows.WindowSet) -> None:
         """Collectively allocate the writer-kind shadow of every signal buffer (after the buffers)."""
-        for b in self._buffers:
-            if b.kind is BufferKind.SIGNAL:
-                self._writers[b.index] = ws.allocate(f"{b.name}.writers", b.shape, np.int32, signal=True)
-                self._posters[b.index] = ws.allocate(f"{b.name}.posters", b.shape, np.int32, signal=True)
+        signals = [b for b in self._buffers if b.kind is BufferKind.SIGNAL]
+        made = iter(ws.allocate_many([windows.WindowSpec(f"{b.name}.{what}", b.shape, np.int32, signal=True)
+                                      for b in signals for what in ("writers", "posters")]))
+        for b in signals:
+            self._writers[b.index] = next(made)
+            self._posters[b.index] = next(made)
 
     def _posted_to(self, buf: Buffer, target: int, cell: int) -> None:
         key = (buf.index, target, cell)
