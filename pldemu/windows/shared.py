@@ -187,7 +187,7 @@ class SharedWindow(Window):
         # Segment base addresses for the CPU atomics (the mapping lives as long as the window).
         self._addrs = [int(p.ctypes.data) for p in peers]
         self._atomics = atomics
-        self._raw_ops: Mapping[NotifyOp, RawAtomicFn] = atomics.raw if atomics is not None else {}
+        self._raw_ops: dict[NotifyOp, RawAtomicFn] = dict(atomics.raw) if atomics is not None else {}
         self._ptrs: dict[int, ctypes.c_void_p] = {}  # peer * numel + cell -> the cell's address (notify)
         # This rank's cells as a ctypes array: indexing it is one plain 4-byte load returning an int.
         self._cells = (ctypes.c_int32 * self._numel).from_address(self._addrs[self._rank]) if int32 else None
