@@ -39,7 +39,7 @@ from pldemu.ir.walk import expr_calls, stmt_bodies
 from pldemu.runtime.errors import ProgramError, locate
 from pldemu.runtime.machine import Machine
 from pldemu.runtime.monitor import Monitor
-from pldemu.runtime.ops import HANDLERS, decode_attrs
+from pldemu.runtime.ops import HANDLERS, SIGNAL_OPS, decode_attrs
 from pldemu.runtime.sites import CallSite, Location, OpEvent
 
 Frame = list[Any]
@@ -64,6 +64,9 @@ class CompiledFunction:
     lines: Mapping[int, str]
     """Generated line -> location of the IR statement it belongs to."""
     codes: frozenset[CodeType]
+    numeric: bool = True
+    """Whether running it may compute on numpy data (so ``run()`` silences numpy's floating-point
+    warnings around it); False when every call site is a plain handler of ``ops.SIGNAL_OPS``."""
 
     def run(self, frame: Frame) -> tuple[Any, ...]:
         """Execute the body; an error leaves located at the statement that raised it."""
@@ -182,6 +185,7 @@ class FunctionCompiler:
         self._bound: dict[str, Any] = {"_m": machine, **_BUILTINS}
         self._temps = 0
         self._in_frame = False
+        self._numeric = False
 
     # -- entry -----------------------------------------------------------------------------------
 
@@ -209,7 +213,8 @@ class FunctionCompiler:
         exec(code, namespace)  # our own source: identifiers and literals only (module docstring)
         codes = frozenset(v.__code__ for v in namespace.values() if isinstance(v, FunctionType)
                           and v.__code__.co_filename == code.co_filename)
-        return CompiledFunction(fn.name, namespace[entry], len(self.slots), tuple(names), source, lines, codes)
+        return CompiledFunction(fn.name, namespace[entry], len(self.slots), tuple(names), source, lines, codes,
+                                self._numeric)
 
     def _slot(self, name: str) -> int:
         slot = self.slots.get(name)
@@ -396,7 +401,10 @@ class FunctionCompiler:
         args = _tuple(self._operands(call.args, loc, indent))
         # Only the monitors that asked for this op are compiled in; without any, nothing changes.
         monitors = tuple(mon for mon in self.monitors if mon.wants(op))
-        if monitors or self.listeners is not None:
+        observed = bool(monitors) or self.listeners is not None
+        # Listeners, monitors and overriding handlers may compute on numpy data whatever the op.
+        self._numeric |= observed or op not in SIGNAL_OPS or handler is not HANDLERS[op]
+        if observed:
             run = _observed(self.m, site, handler, self.listeners or (), monitors)
             return f"{self._bind('_c', run)}({args})"
         return f"{self._bind('_h', handler)}(_m, {self._bind('_s', site)}, {args})"

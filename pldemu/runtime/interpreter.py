@@ -8,6 +8,7 @@ often as asked. Ops dispatch through ``pldemu.runtime.ops.HANDLERS``; listeners 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import operator
 import time
@@ -64,13 +65,17 @@ _STAT_FIELDS = tuple(f.name for f in dataclass_fields(WindowStats))
 _STATS_OF = operator.attrgetter(*_STAT_FIELDS)
 """A window's counters as a tuple, in ``_STAT_FIELDS`` order."""
 
+_NO_ERRSTATE = contextlib.nullcontext()
+"""What ``run()`` enters instead of ``np.errstate`` for a function without numpy work (reentrant)."""
+
 STATUS_WINDOW = "pldemu.status"
 """Name of the status board window (a dot: no program buffer can be called that)."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class RunStats:
-    """What one ``run()`` did on this rank.
+    """What one ``run()`` did on this rank (a plain record, like ``WindowStats``: building a frozen
+    dataclass cost a fifth of a barrier's ``run()``).
 
     ``window_ops`` sums the windows layer's counters over this run (puts, atomic_puts, gets,
     notifies, waits, polls, bytes_put, bytes_got); ``returned`` holds the entry function's return values.
@@ -303,11 +308,13 @@ class ProgramInstance(FreedOnExit):
 
     def run(self, entry: str | None = None) -> RunStats:
         """Execute ``entry`` (default: the program's entry function) once on this rank; collective."""
-        self._check_open("run")
+        if self._closed:
+            self._check_open("run")  # raises
         name = entry or self.program.entry
         if name not in self._lines:
             raise ProgramError(f"program {self.program.name} has no function {name!r}")
-        fn = self._function(name, traced=bool(self._listeners or self._monitors))
+        traced = bool(self._listeners or self._monitors)
+        fn = self._prepared.functions.get((name, traced)) or self._function(name, traced)
         board = self._machine.status
         assert board is not None
         self._runs += 1
@@ -318,13 +325,15 @@ class ProgramInstance(FreedOnExit):
             mon.run_started(self._runs)
         start = time.perf_counter()
         try:
-            # FP16 overflow to inf, NaN poison in casts etc. are program behaviour, not warnings.
-            with np.errstate(all="ignore"):
+            # FP16 overflow to inf, NaN poison in casts etc. are program behaviour, not warnings
+            # (a function of signal ops alone computes on no numpy data: see CompiledFunction.numeric).
+            with np.errstate(all="ignore") if fn.numeric else _NO_ERRSTATE:
                 try:
                     returned = fn.run(frame)
                 finally:
                     # Peers may sleep on cells the last notifies changed: a run ends the burst.
-                    self._flush_wakes()
+                    if self._window_set is not None:
+                        self._window_set.flush_wakes()
         except DeadlockError as err:
             self._run_ended(err)
             raise  # the board already says TIMED_OUT
@@ -333,7 +342,7 @@ class ProgramInstance(FreedOnExit):
             self._run_ended(err)
             raise
         seconds = time.perf_counter() - start
-        board.set_state(RankState.DONE)
+        board.run_done()
         self._run_ended(None)
         ops = _WindowOps(before, self._window_counters())
         return RunStats(self.rank, self.nranks, name, self._runs, seconds, ops, returned)
@@ -368,11 +377,6 @@ class ProgramInstance(FreedOnExit):
         except KeyError:
             names = ", ".join(self._buffers) or "none"
             raise KeyError(f"program {self.program.name} has no buffer {name!r} (buffers: {names})") from None
-
-    def _flush_wakes(self) -> None:
-        ws = self._window_set
-        if ws is not None:
-            ws.flush_wakes()
 
     def _run_ended(self, error: BaseException | None) -> None:
         for mon in self._monitors:

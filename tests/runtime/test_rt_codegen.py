@@ -142,3 +142,20 @@ def test_a_fault_in_a_range_bound_is_located_at_the_for() -> None:
         inst.local("n")[0] = 0
         with pytest.raises(ProgramError, match=r"^main:\d+ for \w+ in range\(0, 4, n_val\): ValueError"):
             inst.run()
+
+
+def test_only_functions_that_may_compute_on_numpy_data_run_under_errstate() -> None:
+    from pldemu.collectives import CollectiveSpec, collective_program
+    from pldemu.lowering import lower_composite_ops
+
+    barrier = lower_composite_ops(collective_program(CollectiveSpec("barrier")).program)
+    with instance(barrier) as inst:
+        assert not inst._function("main", traced=False).numeric  # signal ops and rank queries only
+        inst.add_listener(OpCounter())  # a listener may do anything: its variant keeps np.errstate
+        inst.run()
+        assert inst._function("main", traced=True).numeric
+    pb = ProgramBuilder("write")
+    out = pb.local("out", "int32", [1])
+    pb.function().pld.tensor.write(out, [0], 1)
+    with instance(pb.build()) as inst:
+        assert inst._function("main", traced=False).numeric

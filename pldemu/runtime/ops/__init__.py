@@ -56,9 +56,14 @@ HANDLERS: Mapping[Op, Handler] = MappingProxyType(
 )
 """The one dispatch table: every non-collective op; collectives must be lowered before running."""
 
+SIGNAL_OPS: frozenset[Op] = frozenset({Op.NOTIFY, Op.WAIT, Op.GET_COMM_CTX, Op.RANK, Op.NRANKS, Op.FENCE,
+                                       Op.CACHEINVALID})
+"""Ops whose handlers (the table's own) never compute on numpy data: a function made of them alone
+(a lowered barrier) runs without ``np.errstate``, which cost a sixth of a barrier's ``run()``."""
+
 _missing = sorted(op.text for op in Op if not op.is_composite and op not in HANDLERS)
 _collective = sorted(op.text for op in HANDLERS if op.is_composite)
 if _missing or _collective:  # pragma: no cover - import-time completeness check
     raise RuntimeError(f"runtime handler table: missing {_missing}, collectives that must not run {_collective}")
 
-__all__ = ["HANDLERS", "Handler", "decode_attrs"]
+__all__ = ["HANDLERS", "SIGNAL_OPS", "Handler", "decode_attrs"]

@@ -25,6 +25,7 @@ from pldemu.runtime.values import (
     prefix,
     wrap_int32,
 )
+from pldemu.windows.base import INT32_MAX, INT32_MIN
 
 # ---------------------------------------------------------------------------------------------
 # Distributed primitives
@@ -56,24 +57,39 @@ def _remote_load(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
 
 
 def _notify(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
-    sig: TensorRef = args[0]
-    peer = args[1]
-    cell = flat_cell("notify", m.rank, peer, sig, args[2])
-    window_of(site, sig).notify(peer, cell, wrap_int32(operator.index(args[3])), site.attrs["op"])
+    sig: TensorRef
+    sig, peer, index, value = args
+    cell = flat_cell("notify", m.rank, peer, sig, index)
+    w = sig.buffer.window
+    if w is None:
+        w = window_of(site, sig)  # raises: a rank-local tensor
+    if type(value) is not int or not INT32_MIN <= value <= INT32_MAX:  # plain INT32 values skip the calls
+        value = wrap_int32(operator.index(value))
+    w.notify(peer, cell, value, site.attrs["op"])
 
 
 def _wait(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
-    sig: TensorRef = args[0]
-    cell = flat_cell("wait", m.rank, m.rank, sig, args[1])
-    expected = operator.index(args[2])
-    w = window_of(site, sig)
+    sig: TensorRef
+    sig, index, expected = args
+    cell = flat_cell("wait", m.rank, m.rank, sig, index)
+    if type(expected) is not int:
+        expected = operator.index(expected)
+    w = sig.buffer.window
+    if w is None:
+        w = window_of(site, sig)  # raises: a rank-local tensor
     # Most waits of a running recipe are already satisfied: one poll first, and only a wait that
     # blocks is published on the status board (its record then names the last wait that blocked,
     # which is all the deadlock report needs; publishing every wait cost ~2 us per wait).
-    if w.test(cell, expected, site.attrs["cmp"]):
-        return
+    if not w.test(cell, expected, site.attrs["cmp"]):
+        _block(m, site, sig, cell, expected)
+
+
+def _block(m: Machine, site: CallSite, sig: TensorRef, cell: int, expected: int) -> None:
+    """The rest of a wait that its first poll did not satisfy: published on the status board."""
     board = m.status
     assert board is not None
+    w = sig.buffer.window
+    assert w is not None  # _wait checked
     board.wait_started(site.id, sig.buffer.index, cell, expected, site.attrs["cmp_code"])
     try:
         w.wait(cell, expected, site.attrs["cmp"], time.monotonic() + m.timeout, hook=board.hook,
