@@ -1,7 +1,8 @@
 """The launcher of ``pldemu run`` (the process outside MPI that parses, lowers, verifies and prechecks
 the program, then spawns ``mpiexec``) imports neither numpy nor ml_dtypes: about 150 ms of a trivial
 job's start-up on this machine (docs/benchmarks.md, issue 23). Only a flag that reads arrays
-(``--inputs``, ``--expect``) loads numpy there. Each probe runs the real command, spawn included, in a
+(``--inputs``, ``--expect``) loads numpy there. ``pldemu check`` (whose launcher builds its cases with
+the numpy harness) loads ml_dtypes for the MX check only. Each probe runs the real command, spawn included, in a
 fresh interpreter and lists what the launching process imported."""
 
 from __future__ import annotations
@@ -49,7 +50,12 @@ collective, a barrier and a bf16 buffer: what the launcher lowers and prechecks.
 def _launcher_imports(tmp_path: Path, text: str, *flags: str) -> tuple[int, list[str]]:
     program = tmp_path / "p.pld"
     program.write_text(text)
-    res = subprocess.run([sys.executable, "-c", PROBE, "run", str(program), "-n", "2", *flags], capture_output=True,
+    return _command_imports("run", str(program), "-n", "2", *flags)
+
+
+def _command_imports(*argv: str) -> tuple[int, list[str]]:
+    """(exit code, numpy and ml_dtypes modules the launching process imported) of ``pldemu ARGV``."""
+    res = subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True,
                          text=True, timeout=300, check=False, stdin=subprocess.DEVNULL)
     line = next((x for x in res.stdout.splitlines() if x.startswith("LAUNCHER-IMPORTED")), None)
     assert line is not None, res.stdout + res.stderr
@@ -77,4 +83,11 @@ def test_inputs_load_numpy_when_they_are_given(tmp_path: Path) -> None:
     (tmp_path / "in").mkdir()
     np.save(tmp_path / "in" / "x.npy", np.ones((1, 16), np.float32))
     code, heavy = _launcher_imports(tmp_path, TRIVIAL_PROGRAM, "--inputs", str(tmp_path / "in"))
+    assert code == 0 and "numpy" in heavy and "ml_dtypes" not in heavy
+
+
+def test_a_collective_check_does_not_load_ml_dtypes() -> None:
+    """``pldemu check`` builds its cases with the numpy harness, but ml_dtypes (0.5 s to import with
+    some releases) only for the MX check."""
+    code, heavy = _command_imports("check", "allreduce", "-n", "1", "--iters", "1")
     assert code == 0 and "numpy" in heavy and "ml_dtypes" not in heavy
