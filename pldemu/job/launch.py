@@ -14,6 +14,7 @@ import functools
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -199,6 +200,23 @@ def job_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     if extra:
         env.update(extra)
     return env
+
+
+def wait_exit(proc: subprocess.Popen[Any], timeout: float | None) -> int:
+    """``proc.wait(timeout)``, woken by the exit itself: ``Popen.wait`` with a timeout polls (sleeps of
+    up to 50 ms, so it sees a job's end up to 50 ms late); a pidfd (Linux) blocks until the exit or
+    the timeout. Signal handlers run as usual (``select`` is restarted after them)."""
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # not Linux >= 5.3, or the process is already reaped
+        return proc.wait(timeout=timeout)
+    try:
+        ready, _, _ = select.select([fd], [], [], timeout)
+    finally:
+        os.close(fd)
+    if not ready:
+        raise subprocess.TimeoutExpired(proc.args, timeout if timeout is not None else 0.0)
+    return proc.wait()
 
 
 def kill_group(proc: subprocess.Popen[Any], grace: float = 5.0) -> None:
@@ -425,7 +443,7 @@ def run_job(n: int, argv: Sequence[str], timeout: float | None, *, env: Mapping[
         pump.start()
         start = time.monotonic()
         try:
-            rc = proc.wait(timeout=timeout)
+            rc = wait_exit(proc, timeout)
         except subprocess.TimeoutExpired:
             kill_group(proc, grace=max(5.0, placement.teardown_grace))
             _finish(proc, pump, Path(pids), err)
@@ -536,4 +554,5 @@ __all__ = [
     "run_job",
     "spawn",
     "startup_mark",
+    "wait_exit",
 ]
