@@ -16,7 +16,6 @@ are :mod:`pldemu.job.buffer_io`'s.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -207,6 +206,8 @@ def expectation_summary(io: JobIO, checked: int, mismatches: Sequence[Mismatch])
 
 def write_report(path: Path, data: Mapping[str, Any]) -> None:
     """Write the ``--report`` JSON atomically (a reader never sees half a file)."""
+    import json
+
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
     os.replace(tmp, path)

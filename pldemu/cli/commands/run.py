@@ -27,7 +27,6 @@ bad options), 3 the program failed while running (deadlock, refused access, prog
 from __future__ import annotations
 
 import argparse
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -143,6 +142,8 @@ def run(args: argparse.Namespace) -> int:
     startup_mark("checked")
     if inside:
         return run_in_job(program, options, source=args.program, plan=plan_of(args, io))
+    import tempfile
+
     placement = common.placement(args)
     with tempfile.TemporaryDirectory(prefix="pldemu-job-") as work:
         argv = child_argv(args, n)
