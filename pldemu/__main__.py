@@ -17,7 +17,4 @@ if in_mpi_job():
     # A non-zero exit under ``python -m mpi4py`` ends in MPI_Abort, which skips MPI_Finalize: drop the
     # names of MPI's /dev/shm segments (every local rank mapped them long ago) before leaving.
     unlink_named_segments()
-    from pldemu.harness.injob import leave
-
-    leave(code)  # returns only after a failure with MPI still up: mpi4py then aborts the job
 sys.exit(code)

@@ -9,12 +9,10 @@ error; under a pldemu launcher the messages are left for it, which prints each f
 
 from __future__ import annotations
 
-import contextlib
-import os
 import sys
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from pldemu.job.exits import EXIT_ERROR, EXIT_OK, EXIT_USAGE, UsageError, usage_error
+from pldemu.job.exits import EXIT_ERROR, EXIT_USAGE, UsageError, usage_error
 from pldemu.job.launch import RankFailure, note_failure
 
 if TYPE_CHECKING:
@@ -84,23 +82,6 @@ def abort_on_deadlock(comm: MPI.Intracomm, head: str, err: Any, hint: str = "") 
     abort_with(comm, "")
 
 
-def leave(code: int) -> None:
-    """End this rank's process with ``code`` now, without the interpreter's teardown (freeing every
-    module and object a rank loaded: 30-80 ms of CPU per rank here, about a tenth of a trivial job;
-    docs/benchmarks.md): MPI is finalized first when the rank succeeded (what mpi4py's exit hook
-    would do), and the output is flushed. Returns, so that the caller exits the ordinary way, after a
-    failure with MPI still up: ``python -m mpi4py`` then aborts the job, as it must."""
-    mpi = sys.modules.get("mpi4py.MPI")
-    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
-        if code != EXIT_OK:
-            return
-        mpi.Finalize()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more can be said
-            stream.flush()
-    os._exit(code)
-
-
 def check_job_size(requested: int | None, size: int) -> None:
     """Refuse (UsageError) a ``-n`` that disagrees with the MPI job this rank is part of."""
     if requested is not None and requested != size:
@@ -116,4 +97,4 @@ def refuse(comm: MPI.Intracomm, command: str, err: Exception) -> int:
 
 
 __all__ = ["ABORT_GRACE", "DEADLOCK_KEY", "NONPRIMARY_GRACE", "abort_on_deadlock", "abort_on_error", "abort_with",
-           "check_job_size", "leave", "refuse", "say"]
+           "check_job_size", "refuse", "say"]

@@ -163,25 +163,3 @@ def test_wait_exit_times_out_and_leaves_the_process_running():
     finally:
         proc.kill()
         proc.wait()
-
-
-LEAVE = """\
-import atexit, sys
-from mpi4py import MPI
-from pldemu.harness.injob import leave
-atexit.register(lambda: print("teardown ran"))
-print("out", end="")
-leave(int(sys.argv[1]))
-print(" returned, finalized:", MPI.Is_finalized(), end="")
-sys.exit(int(sys.argv[1]))
-"""
-
-
-@pytest.mark.parametrize(("code", "out"), [(0, "out"), (3, "out returned, finalized: False")])
-def test_a_rank_leaves_without_the_interpreters_teardown_unless_mpi_must_abort(code: int, out: str):
-    """A rank that succeeded finalizes MPI, flushes and exits at once (no exit hook runs); after a
-    failure with MPI up it returns, and the ordinary exit (mpi4py's abort under ``-m mpi4py``) follows."""
-    res = subprocess.run([sys.executable, "-c", LEAVE, str(code)], capture_output=True, text=True, timeout=120,
-                         stdin=subprocess.DEVNULL, check=False)
-    assert res.returncode == code, res.stderr
-    assert res.stdout == out + ("" if code == 0 else "teardown ran\n"), res.stdout
