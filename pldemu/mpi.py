@@ -15,6 +15,10 @@ with the back-off, and a missed deadline raises the caller's error (``CheckTimeo
 ``RaceCheckTimeout``, ``BenchError``, ...). It carries the numeric collectives the harnesses need
 (barrier, allreduce) and the pickled-object ones (allgather, alltoall, gather), which share one
 size-then-bytes exchange (:func:`_vector_exchange`, given the two MPI primitives it drives).
+:meth:`BoundedComm.gather_direct` and :meth:`BoundedComm.bcast_direct` move a pickled object in one
+hop instead: point-to-point messages straight to (from) the root, each receiver probing a message for
+its size, so no rank waits for a tree's inner ranks or for a byte-count phase (the race detector's
+checkpoint, where every round needs every rank scheduled on shared cores).
 """
 
 from __future__ import annotations
@@ -177,6 +181,9 @@ class BoundedComm:
         self.timeout = timeout
         self._error = error
         self._policy = policy
+        self.rounds = 0
+        """Rounds of the exchanges so far (a barrier or an allreduce is one, an object collective two:
+        its byte counts, then its bytes; a direct one is one hop). Tests pin a checkpoint's count."""
 
     @property
     def rank(self) -> int:
@@ -199,12 +206,14 @@ class BoundedComm:
 
     def barrier(self, what: str = "a barrier") -> None:
         """A bounded all-rank barrier."""
+        self.rounds += 1
         self.complete(self.comm.Ibarrier(), what)
 
     def allreduce(self, values: Sequence[Any] | np.ndarray, op: MPI.Op, what: str = "an allreduce") -> np.ndarray:
         """Element-wise ``op`` of ``values`` (same length and dtype on every rank) over all ranks."""
         send = np.ascontiguousarray(values)
         recv = np.empty_like(send)
+        self.rounds += 1
         self.complete(self.comm.Iallreduce(send, recv, op), what)
         return recv
 
@@ -234,6 +243,7 @@ class BoundedComm:
         blob = _pickle(item)
         if self.rank != root:
             deadline = self.deadline()
+            self.rounds += 2
             self.complete(self.comm.Igather(np.array([blob.size], dtype=np.int64), None, root=root), what, deadline)
             self.complete(self.comm.Igatherv(blob, None, root=root), what, deadline)
             return None
@@ -242,6 +252,46 @@ class BoundedComm:
             lambda send, recv: self.comm.Igather(send, recv, root=root),
             lambda counts, displs, recv: self.comm.Igatherv(blob, [recv, (counts, displs), MPI.BYTE], root=root),
         )
+
+    def gather_direct(self, item: Any, what: str, tag: int, root: int = 0) -> list[Any] | None:
+        """:meth:`gather` in one hop: every rank sends its pickled ``item`` straight to ``root`` with
+        ``tag``; on ``root`` every rank's item, by rank (its own as given), None elsewhere. A message of
+        an exchange that timed out stays unmatched if the next exchange uses another tag."""
+        self.rounds += 1
+        deadline = self.deadline()
+        if self.rank != root:
+            self.complete(self.comm.Isend([_pickle(item), MPI.BYTE], root, tag), what, deadline)
+            return None
+        out: list[Any] = [None] * self.size
+        out[root] = item
+        for _ in range(self.size - 1):
+            source, got = self._receive(MPI.ANY_SOURCE, tag, what, deadline)
+            out[source] = got
+        return out
+
+    def bcast_direct(self, item: Any, what: str, tag: int, root: int = 0) -> Any:
+        """``root``'s ``item`` on every rank in one hop: ``root`` sends it to each rank with ``tag``."""
+        self.rounds += 1
+        deadline = self.deadline()
+        if self.rank != root:
+            return self._receive(root, tag, what, deadline)[1]
+        blob = _pickle(item)  # alive until every send completed
+        sends = [self.comm.Isend([blob, MPI.BYTE], r, tag) for r in range(self.size) if r != root]
+        for req in sends:
+            self.complete(req, what, deadline)
+        return item
+
+    def _receive(self, source: int, tag: int, what: str, deadline: float) -> tuple[int, Any]:
+        """(sender, unpickled object) of the next message from ``source`` with ``tag``, probed for its
+        size with the back-off."""
+        status = MPI.Status()
+        backoff = Backoff(self._policy, deadline)
+        while (msg := self.comm.Improbe(source, tag, status)) is None:
+            if not backoff.pause():
+                raise self._error(what)
+        buf = np.empty(status.Get_count(MPI.BYTE), dtype=np.uint8)
+        self.complete(msg.Irecv([buf, MPI.BYTE]), what, deadline)
+        return status.Get_source(), pickle.loads(buf.tobytes())
 
 
 SizesCall = Callable[[np.ndarray, np.ndarray], MPI.Request]
@@ -256,6 +306,7 @@ def _vector_exchange(bc: BoundedComm, what: str, send_counts: np.ndarray, recv_c
     """The two phases of every object collective, under one deadline: exchange the byte counts
     with ``sizes``, then the pickled bytes with ``data``; unpickle what arrived, by source rank."""
     deadline = bc.deadline()
+    bc.rounds += 2
     bc.complete(sizes(send_counts, recv_counts), what, deadline)
     displs = _displs(recv_counts)
     recv = np.zeros(max(int(recv_counts.sum()), 1), dtype=np.uint8)

@@ -79,10 +79,11 @@ def mpiexec_command(n: int) -> list[str]:
     return launch.mpiexec_command(n, [])
 
 
-def job_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+def job_env(extra: Mapping[str, str] | None = None, *, local_ranks: int | None = None) -> dict[str, str]:
     """pldemu's job environment (an enclosing job's process-manager variables removed, unbuffered
-    output) plus the recursion guard :data:`IN_JOB_ENV`."""
-    return launch.job_env({IN_JOB_ENV: "1", **(extra or {})})
+    output, MPICH's gentle waits for ``local_ranks`` above the cores) plus the recursion guard
+    :data:`IN_JOB_ENV`."""
+    return launch.job_env({IN_JOB_ENV: "1", **(extra or {})}, local_ranks=local_ranks)
 
 
 def _text(data: str | bytes | None) -> str:
@@ -114,7 +115,7 @@ def run_mpi(
         stderr=subprocess.PIPE,
         text=True,
         errors="replace",
-        env=job_env(env),
+        env=job_env(env, local_ranks=n),
         cwd=cwd if cwd is not None else REPO_ROOT,
         start_new_session=True,
     )

@@ -9,6 +9,7 @@ from helpers import instance
 from shared_programs import self_sync_program
 
 from pldemu.runtime import RuntimeOptions
+from pldemu.runtime.instrument.races import CHECKPOINT_ROUNDS
 
 
 def test_detector_records_window_accesses_and_moves_its_clock() -> None:
@@ -40,6 +41,20 @@ def test_a_wait_on_my_own_credits_resolves_exactly() -> None:
         # Only the self-notifies touched the cell: the replay knows them, nothing remote to acquire.
         assert det.check() == []
         assert det.exact_acquires == 1 and det.coarse_acquires == 0  # the wait needed only my own credit
+
+
+def test_a_checkpoint_costs_its_fixed_number_of_rounds() -> None:
+    # Each round needs every rank scheduled: on shared cores they, not the computation, are the
+    # checkpoint's cost (docs/benchmarks.md, issue 23), so a change must not add one silently.
+    with instance(self_sync_program(), race_detect=True) as inst:
+        det = inst.races
+        assert det is not None
+        for records in (True, False):  # a checkpoint with nothing to check costs the same
+            if records:
+                inst.run()
+            before = det._bounded.rounds
+            assert det.check() == []
+            assert det._bounded.rounds - before == CHECKPOINT_ROUNDS == 2
 
 
 def test_options_are_validated() -> None:

@@ -223,6 +223,52 @@ def test_check_clears_the_log_and_later_blocks_start_clean(comm: MPI.Intracomm) 
         agree(comm, bool(np.all(np.isfinite(inst.local("data")))), "poisoned data")
 
 
+def _credit_across_checkpoint() -> Program:
+    """``credit``: rank 0 posts a credit to rank 1, left in rank 1's counter at the checkpoint after it.
+    ``publish``: rank 0 writes rank 1's window and posts a second credit; rank 1 waits for its cell to
+    reach 1 (the leftover credit already does), loads, retires both."""
+    pb = ProgramBuilder("credit_across_checkpoint")
+    sig = pb.signal("sig", [NR, 1])
+    data = pb.window("data", "fp32", [1, 4])
+    out = pb.local("out", "fp32", [1, 4])
+    fb = pb.function("credit")
+    pld = fb.pld
+    me = pld.system.rank(pld.system.get_comm_ctx(sig))
+    with fb.if_(me.eq(0)):
+        pld.system.notify(sig, 1, [0, 0], 1)
+    fb = pb.function("publish")
+    pld = fb.pld
+    me = pld.system.rank(pld.system.get_comm_ctx(sig))
+    with fb.if_(me.eq(0)):
+        pld.tile.put(data, 1, pld.tile.full([1, 4], 3.0, "fp32"), pld.tile.create([1, 4], "fp32"))
+        pld.system.notify(sig, 1, [0, 0], 1)
+    with fb.if_(me.eq(1)):
+        pld.system.wait(sig, [0, 0], 1)
+        pld.tile.store(pld.tile.load(data, [0, 0], [1, 4]), [0, 0], out)
+        pld.system.notify(sig, 1, [0, 0], -2)
+    return pb.build(entry="credit")
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_credit_left_at_a_checkpoint_is_the_next_epochs_starting_value(comm: MPI.Intracomm) -> None:
+    # Rank 0 snapshots every rank's signal cells at the checkpoint. Rank 1's cell starts the next epoch
+    # at 1, so its wait for 1 needs no credit of that epoch and the put races the load; a snapshot
+    # that missed the leftover credit would have the wait acquire the credit after the put instead.
+    with ProgramInstance(_credit_across_checkpoint(), comm, OPTS) as inst:
+        det = inst.races
+        assert det is not None
+        comm.Barrier()
+        inst.run("credit")
+        comm.Barrier()
+        first = det.check()
+        inst.run("publish")
+        comm.Barrier()
+        reports = det.check()
+    agree(comm, not first, describe(first))
+    agree(comm, len(reports) == 1 and reports[0].target == 1 and {reports[0].first.rank, reports[0].second.rank}
+          == {0, 1}, describe(reports))
+
+
 def _two_credits() -> Program:
     """``phase1``: rank 0 posts credit 1 to rank 1, writes rank 1's window, posts credit 2.
     ``phase2``: rank 1 waits for its cell to reach ``G`` (a 1-element local tensor), loads, retires."""

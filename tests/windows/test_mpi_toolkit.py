@@ -31,6 +31,28 @@ def test_object_collectives_deliver_every_rank_s_object(comm: MPI.Intracomm) -> 
 
 
 @pytest.mark.mpi
+def test_direct_exchanges_deliver_in_one_hop_each(comm: MPI.Intracomm) -> None:
+    r, n = comm.Get_rank(), comm.Get_size()
+    bc = BoundedComm(comm, 60.0)
+    root = n - 1
+    for tag in (7, 8):  # two in a row, past the eager limit: each takes exactly its own tag's messages
+        gathered = bc.gather_direct({"rank": r, "tag": tag, "pad": "x" * 40000 * r}, "the gather", tag, root=root)
+        want = [{"rank": s, "tag": tag, "pad": "x" * 40000 * s} for s in range(n)] if r == root else None
+        agree(comm, gathered == want, f"gather_direct {str(gathered)[:200]}")
+        got = bc.bcast_direct((tag, "verdict") if r == root else None, "the verdict", tag + 100, root=root)
+        agree(comm, got == (tag, "verdict"), f"bcast_direct {got}")
+    agree(comm, bc.rounds == 4, f"rounds {bc.rounds}")
+
+
+def test_a_direct_receive_that_never_comes_raises_the_callers_error() -> None:
+    bc = BoundedComm(MPI.COMM_SELF, 0.05, lambda what: Stuck(f"{what} is stuck"))
+    # On one rank the root of a broadcast receives nothing; a receive from myself never sent is stuck.
+    with pytest.raises(Stuck, match="the verdict is stuck"):
+        bc._receive(0, 99, "the verdict", time.monotonic() + 0.05)
+    assert bc.gather_direct("mine", "the gather", 5) == ["mine"] and bc.bcast_direct(3, "the verdict", 6) == 3
+
+
+@pytest.mark.mpi
 def test_numeric_collectives(comm: MPI.Intracomm) -> None:
     r, n = comm.Get_rank(), comm.Get_size()
     bc = BoundedComm(comm, 60.0)

@@ -59,12 +59,14 @@ Harnesses record their own host-side accesses with :meth:`RaceDetector.host_acce
 rank's inputs into its window, consuming its result).
 
 **Checkpoint.** :meth:`RaceDetector.check` is collective and meant for the points where a harness
-synchronises all ranks anyway (between iteration blocks, at the end). Its exchanges are bounded
-(``pldemu.mpi.BoundedComm``: a rank that never arrives raises RaceCheckTimeout). The ranks gather
-every rank's sync log and each replays it (the same deterministic result everywhere) to give its
-records their clocks; then they exchange their records so that each target rank checks the accesses to its own windows, gather the reports
-everywhere, join their clocks and drop the records (everything recorded so far happens before
-everything after the join, so nothing later can race with it). Two records conflict when they are on
+synchronises all ranks anyway (between iteration blocks, at the end). Its two exchanges are bounded
+(``pldemu.mpi.BoundedComm``: a rank that never arrives raises RaceCheckTimeout) and one hop each
+(point-to-point, :data:`CHECKPOINT_ROUNDS`): every rank sends its epoch (sync log, records) to rank 0,
+which snapshots every rank's signal cells (all are in the checkpoint, none can leave before the
+verdict: the next epoch's starting values), replays the sync logs, gives the records their clocks,
+checks every rank's windows and sends every rank the verdict: the reports and the joined clock. Each
+rank then drops its records (everything recorded so far happens before everything after the join,
+so nothing later can race with it). Two records conflict when they are on
 the same target and buffer, from different ranks, overlap, at least one writes (two atomic puts do
 not conflict) and neither VC is <= the other; or from the same rank on another rank's window, a write
 then a read with that rank's own entry unchanged (same origin, above). Per pair of ranks the concurrent records of the other
@@ -275,6 +277,45 @@ def _checkpoint_timeout(what: str) -> RaceCheckTimeout:
 _Wire = tuple[Any, ...]
 
 
+CHECKPOINT_ROUNDS = 2
+"""MPI rounds of one :meth:`RaceDetector.check` (``BoundedComm.rounds``: two one-hop exchanges); pinned
+by tests/races/test_race_single_rank.py so that a change cannot add exchanges silently."""
+
+CHECK_TAGS = 1 << 13
+"""Checkpoints before the message tags repeat (two tags each, within MPI's guaranteed 32767)."""
+
+_LogKey = tuple[int, int, int, int, int, int | str, int]
+"""A point record's key: (segment, call, target, buffer, kind, site, turn)."""
+
+
+@dataclass(frozen=True)
+class _Epoch:
+    """One rank's epoch as rank 0 judges it at the checkpoint: its sync log (with each event's site and
+    call), its signal cells at the epoch's start, fenced mode's scalar signal reads, its records (points
+    and intervals, clocks unresolved) and its program-order clock."""
+
+    rank: int
+    sync: list[SyncEvent]
+    meta: list[tuple[int, int]]
+    init: dict[int, np.ndarray] | None
+    """Its signal cells at the epoch's start, at the first checkpoint only (then rank 0 keeps them)."""
+    stale: list[tuple[Any, ...]]
+    log: dict[_LogKey, list[Any]]
+    spans: dict[tuple[Any, ...], list[Any]]
+    vc: list[int]
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    """What rank 0 hands every rank at the checkpoint: the reports (sorted), each rank's (exact,
+    coarse) acquire counts, the joined clock, fenced mode's notes on shared signal lines."""
+
+    reports: list[RaceReport]
+    acquires: list[tuple[int, int]]
+    joined: list[int]
+    notes: set[str]
+
+
 class RaceDetector(MonitorBase):
     """This rank's sync log, program-order clock and access log; a monitor of the instance's program.
 
@@ -300,7 +341,10 @@ class RaceDetector(MonitorBase):
         self._signals = [b for b in buffers if b.kind is BufferKind.SIGNAL and b.window is not None]
         self._signal_index = {b.index for b in self._signals}
         # Before the Dup below returns on any rank, no rank has notified yet.
-        self._init = self._snapshot()
+        self._init: dict[int, np.ndarray] | None = self._snapshot(self.rank)
+        """My cells at the start of the first epoch; rank 0 snapshots every rank's at each checkpoint."""
+        self._rest: list[dict[int, np.ndarray]] = []
+        self._checks = 0
         # Our exchanges never match the program's or the harness's messages.
         self._comm: MPI.Intracomm = comm.Dup()
         self._bounded = BoundedComm(self._comm, timeout, _checkpoint_timeout, CHECKPOINT_POLICY)
@@ -311,7 +355,7 @@ class RaceDetector(MonitorBase):
         self._run = 0
         self._sync: list[SyncEvent] = []
         self._meta: list[tuple[int, int]] = []  # per sync event: (site id, call), for the reports
-        self._log: dict[tuple[int, int, int, int, int, int | str, int], list[Any]] = {}
+        self._log: dict[_LogKey, list[Any]] = {}
         # The same-origin check needs the order of this rank's remote writes and reads, which one
         # record per site and segment loses (a site's read before a put and its read after it would
         # be one record): a remote read after a remote write starts a new turn, and turns split records.
@@ -346,9 +390,9 @@ class RaceDetector(MonitorBase):
         releases); what its waits acquired is resolved at the checkpoint (``race_clocks``)."""
         return tuple(self._vc)
 
-    def _snapshot(self) -> dict[int, np.ndarray]:
-        """The values of this rank's signal cells (the epoch's starting point for the replay)."""
-        return {b.index: b.window.load_words(self.rank, 0, b.numel).astype(np.int64)
+    def _snapshot(self, rank: int) -> dict[int, np.ndarray]:
+        """The values of rank ``rank``'s signal cells (an epoch's starting point for the replay)."""
+        return {b.index: b.window.load_words(rank, 0, b.numel).astype(np.int64)
                 for b in self._signals if b.window is not None}
 
     def _release(self, site: int, peer: int, buffer: int, cell: int, value: int, is_set: bool) -> None:
@@ -664,23 +708,41 @@ class RaceDetector(MonitorBase):
         """Collective checkpoint: find the races among everything recorded since the last one, on
         every rank's windows; return all of them (the same list on every rank); join the clocks and
         drop the records. ``comm`` is accepted for symmetry with harness code (the detector uses
-        its own duplicate of the instance's communicator)."""
+        its own duplicate of the instance's communicator).
+
+        Two exchanges of one hop each (:data:`CHECKPOINT_ROUNDS`, point-to-point, no tree): every
+        rank sends its epoch straight to rank 0, which replays the sync logs, gives every record its
+        clock and checks every rank's windows (one computation, not one per rank: the others wait,
+        backing off, instead of sharing the cores with it); then rank 0 sends each rank the verdict.
+        Each round needs the ranks it waits for scheduled, which on shared cores costs more than the
+        computation it would save to spread."""
         if self._ledger is not None:
             self._complete(self._ledger.complete_all(), INF_EPOCH)  # never completed in this epoch
-        segments, lost = self._resolve()
-        outgoing = self._outgoing(segments)
+        stale = self._ledger.signal_reads if self._ledger is not None else []
+        mine = _Epoch(self.rank, self._sync, self._meta, self._init, stale, self._log, self._spans, self._vc)
+        self._init = None  # rank 0 snapshots every rank's cells from now on
+        tag = 2 * (self._checks % CHECK_TAGS)  # a timed-out checkpoint's messages never match a later one
+        self._checks += 1
+        epochs = self._bounded.gather_direct(mine, "the epoch gather", tag)
+        if self._ledger is not None:
+            self._ledger.signal_reads = []
+        verdict = self._judge(epochs) if epochs is not None else None
+        verdict = self._bounded.bcast_direct(verdict, "the verdict", tag + 1)
+        if isinstance(verdict, str):
+            raise RuntimeError(verdict)
+        exact, coarse = verdict.acquires[self.rank]
+        self.exact_acquires += exact
+        self.coarse_acquires += coarse
+        self._notes.update(verdict.notes)
         self._log.clear()
         self._spans.clear()
         self._sync = []
         self._meta = []
         if self._ledger is not None:
             self._ledger.fills.clear()
-        incoming = self._bounded.alltoall(outgoing, "the record exchange")
-        found = find_races(self.rank, self._buffers, [w for part in incoming for w in part]) + lost
-        everyone = self._bounded.allgather(found, "the report exchange")
-        reports = sorted((r for part in everyone for r in part),
-                         key=lambda r: (r.target, r.buffer, r.start, r.first.rank, r.second.rank))
-        self._join_clocks()
+        self._vc = list(verdict.joined)
+        self._vc[self.rank] += 1
+        reports = verdict.reports
         self.total_reports += len(reports)
         if self.on_reports is not None and reports:
             self.on_reports(reports)
@@ -703,78 +765,34 @@ class RaceDetector(MonitorBase):
             self._bounded = keep
         return tuple(Cause("race", max(r.first.call, r.second.call) - 1, r.describe()) for r in reports)
 
-    def _resolve(self) -> tuple[Sequence[tuple[int, ...]], list[RaceReport]]:
-        """The clocks of my segments this epoch: rank 0 replays every rank's sync log (one replay,
-        not one per rank: the others wait, backing off, instead of repeating it on shared cores); and,
-        on rank 0, the lost updates among the epoch's Set notifies."""
-        stale = self._ledger.signal_reads if self._ledger is not None else []
-        logs = self._bounded.gather((self._sync, self._init, self._meta, stale), "the sync-log gather")
-        if self._ledger is not None:
-            self._ledger.signal_reads = []
-        parts: list[Any] = [None] * self.nranks
-        lost: list[RaceReport] = []
-        if logs is not None:
-            try:
-                res = replay([log for log, _, _, _ in logs], [init for _, init, _, _ in logs])
-                parts = [(res.segments[r], res.exact[r], res.coarse[r]) for r in range(self.nranks)]
-                sync = [(log, meta) for log, _, meta, _ in logs]
-                lost = lost_updates(sync, res.segments, self._buffers, self._where)
-                lost += stale_signal_reads(sync, res.segments, [reads for *_, reads in logs], self._buffers,
-                                           self._where)
-                if self._ledger is not None:
-                    self._notes.update(shared_line_notes(sync, self._buffers, self._sites))
-            except RuntimeError as err:
-                parts = [str(err)] * self.nranks
-        mine = self._bounded.alltoall(parts, "the clock scatter")[0]
-        # Every rank is in this checkpoint now and none can leave it before my join: my cells are
-        # at rest, the next epoch's starting point.
-        self._init = self._snapshot()
-        if isinstance(mine, str):
-            raise RuntimeError(mine)
-        segments, exact, coarse = mine
-        self.exact_acquires += exact
-        self.coarse_acquires += coarse
-        return segments, lost
-
-    def _outgoing(self, segments: Sequence[tuple[int, ...]]) -> list[list[_Wire]]:
-        """My records as wires, per target, with their resolved clocks; records of one site that the
-        replay gave the same clock are merged (a wait that acquired nothing new splits nothing)."""
-        merged: dict[tuple[Any, ...], list[Any]] = {}
-        for (seg, run, target, buf, kind, site, turn), (t, ivs) in self._log.items():
-            vc = segments[seg]
-            key = (vc, run, target, buf, kind, site, turn)
-            rec = merged.get(key)
-            if rec is None:
-                merged[key] = [seg, t, list(ivs)]
-            else:
-                rec[0], rec[1] = min(rec[0], seg), min(rec[1], t)
-                rec[2].extend(ivs)
-        outgoing: list[list[_Wire]] = [[] for _ in range(self.nranks)]
-        for (vc, run, target, buf, kind, site, turn), (seg, t, ivs) in merged.items():
-            outgoing[target].append((self.rank, buf, kind, vc, merge_intervals(ivs), self._where(site), run, t,
-                                     (seg, turn)))
-        for (seg, turn, hi_seg, hi_turn, run, target, buf, kind, site, how), (t, ivs) in self._spans.items():
-            hi = segments[hi_seg] if hi_seg < len(segments) else (INF_EPOCH[0],) * self.nranks
-            outgoing[target].append((self.rank, buf, kind, segments[seg], merge_intervals(ivs), self._where(site),
-                                     run, t, (seg, turn), (hi, (hi_seg, hi_turn), self._span_detail(how, seg, hi_seg,
-                                                                                                     segments))))
-        return outgoing
-
-    def _span_detail(self, how: tuple[Any, ...], seg: int, hi_seg: int,
-                     segments: Sequence[tuple[int, ...]]) -> tuple[Any, ...]:
-        """What a fenced-mode report says of an interval: for a write, the releases it was pending at
-        (my own clock entry at each, where, and whether the write was still in the data cache then; the
-        first MAX_NAMED); for a read, the access that filled its line and the waits between that fill and
-        the read (each with the clock it left)."""
-        me = self.rank
-        if how[0] == "fence":
-            sync, end = self._sync, min(hi_seg, len(self._sync))
-            named = tuple((segments[i][me], self._where(self._meta[i][0]), i < how[1]) for i in range(seg, end)
-                          if sync[i][0] == REL)
-            return ("fence", named[:MAX_NAMED])
-        waits = tuple((segments[i + 1], self._where(self._meta[i][0])) for i in range(seg, min(hi_seg, len(self._sync)))
-                      if self._sync[i][0] == ACQ and segments[i + 1] != segments[i])
-        return ("fill", self._where(how[1]), waits)
+    def _judge(self, epochs: Sequence[_Epoch]) -> _Verdict | str:
+        """Rank 0's part of the checkpoint: every rank's epoch replayed (``race_clocks``), its records
+        given their clocks and checked on their target's windows, the lost updates among the Set
+        notifies; or the replay's error, for every rank to raise."""
+        known = self._rest
+        # Every rank is in this checkpoint (its epoch arrived) and none can leave it before the verdict:
+        # every signal cell is at rest, the next epoch's starting point.
+        self._rest = [self._snapshot(r) for r in range(self.nranks)]
+        try:
+            if any(e.init is None for e in epochs) and not known:
+                raise RuntimeError("race detector: an earlier checkpoint timed out; its epoch cannot be replayed")
+            res = replay([e.sync for e in epochs], [e.init if e.init is not None else known[e.rank] for e in epochs])
+            sync = [(e.sync, e.meta) for e in epochs]
+            lost = lost_updates(sync, res.segments, self._buffers, self._where)
+            if any(e.stale for e in epochs):
+                lost += stale_signal_reads(sync, res.segments, [e.stale for e in epochs], self._buffers, self._where)
+            notes = shared_line_notes(sync, self._buffers, self._sites) if self._ledger is not None else set()
+        except RuntimeError as err:
+            return str(err)
+        wires = [_wires(e, res.segments[e.rank], self._where) for e in epochs]
+        found: list[RaceReport] = []
+        for target in range(self.nranks):
+            found += find_races(target, self._buffers, [w for out in wires for w in out[target]])
+            if target == 0:
+                found += lost
+        reports = sorted(found, key=lambda r: (r.target, r.buffer, r.start, r.first.rank, r.second.rank))
+        joined = [max(col) for col in zip(*(e.vc for e in epochs), strict=True)]
+        return _Verdict(reports, list(zip(res.exact, res.coarse, strict=True)), joined, notes)
 
     def notes(self) -> list[str]:
         """Collective (fenced mode; else empty): the notes on markers that were useless or insufficient
@@ -802,6 +820,47 @@ def _int32(value: Any) -> int:
 
 def _wtime_us() -> float:
     return MPI.Wtime() * 1e6
+
+
+def _wires(ep: _Epoch, segments: Sequence[tuple[int, ...]], where: Callable[[int | str], str]) -> list[list[_Wire]]:
+    """Rank ``ep.rank``'s records as wires, per target, with their resolved clocks; records of one site
+    that the replay gave the same clock are merged (a wait that acquired nothing new splits nothing)."""
+    merged: dict[tuple[Any, ...], list[Any]] = {}
+    for (seg, run, target, buf, kind, site, turn), (t, ivs) in ep.log.items():
+        vc = segments[seg]
+        key = (vc, run, target, buf, kind, site, turn)
+        rec = merged.get(key)
+        if rec is None:
+            merged[key] = [seg, t, list(ivs)]
+        else:
+            rec[0], rec[1] = min(rec[0], seg), min(rec[1], t)
+            rec[2].extend(ivs)
+    nranks = len(ep.vc)
+    outgoing: list[list[_Wire]] = [[] for _ in range(nranks)]
+    for (vc, run, target, buf, kind, site, turn), (seg, t, ivs) in merged.items():
+        outgoing[target].append((ep.rank, buf, kind, vc, merge_intervals(ivs), where(site), run, t, (seg, turn)))
+    for (seg, turn, hi_seg, hi_turn, run, target, buf, kind, site, how), (t, ivs) in ep.spans.items():
+        hi = segments[hi_seg] if hi_seg < len(segments) else (INF_EPOCH[0],) * nranks
+        detail = _span_detail(ep, how, (seg, hi_seg), segments, where)
+        outgoing[target].append((ep.rank, buf, kind, segments[seg], merge_intervals(ivs), where(site), run, t,
+                                 (seg, turn), (hi, (hi_seg, hi_turn), detail)))
+    return outgoing
+
+
+def _span_detail(ep: _Epoch, how: tuple[Any, ...], span: tuple[int, int], segments: Sequence[tuple[int, ...]],
+                 where: Callable[[int | str], str]) -> tuple[Any, ...]:
+    """What a fenced-mode report says of an interval (segments ``span``): for a write, the releases it
+    was pending at (its rank's own clock entry at each, where, and whether the write was still in the
+    data cache then; the first MAX_NAMED); for a read, the access that filled its line and the waits
+    between that fill and the read (each with the clock it left)."""
+    me, sync, meta = ep.rank, ep.sync, ep.meta
+    seg, end = span[0], min(span[1], len(sync))
+    if how[0] == "fence":
+        named = tuple((segments[i][me], where(meta[i][0]), i < how[1]) for i in range(seg, end) if sync[i][0] == REL)
+        return ("fence", named[:MAX_NAMED])
+    waits = tuple((segments[i + 1], where(meta[i][0])) for i in range(seg, end)
+                  if sync[i][0] == ACQ and segments[i + 1] != segments[i])
+    return ("fill", where(how[1]), waits)
 
 
 def find_races(target: int, buffers: Sequence[Buffer], records: Sequence[_Wire]) -> list[RaceReport]:
@@ -1056,6 +1115,7 @@ def _conflict(buf: Buffer, target: int, a: _Wire, b: _Wire, found: dict[tuple[An
 
 __all__ = [
     "ATOMIC",
+    "CHECKPOINT_ROUNDS",
     "LOST_UPDATE",
     "MISSING_FENCE",
     "MISSING_INVALIDATE",
