@@ -8,14 +8,18 @@ Two judges use it with different semantics, each spelled as an explicit paramete
   equals NaN (a poisoned element the expectation also leaves NaN is not wrong), any shape difference
   counts every element wrong.
 
-Plain NumPy (no MPI), so the launcher side and the harnesses in a job can both import it.
+Plain NumPy (no MPI), so the launcher side and the harnesses in a job can both import it; numpy is
+imported where an array is compared, so that the launcher of ``pldemu run`` can hold a
+:class:`Tolerance` without it (tests/launcher/test_launcher_imports.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,8 @@ def compare(expected: np.ndarray, seen: np.ndarray, *, what: str, mask: np.ndarr
     ``nan_equal``: a NaN seen where NaN is expected is right (else a NaN never equals anything).
     ``flat_same_size``: an array of the expected size but another shape is compared flat (else any
     shape difference counts every element wrong). Floats within a tolerance compare in float64."""
+    import numpy as np
+
     exp, got = np.asarray(expected), np.asarray(seen)
     if exp.shape != got.shape:
         if not flat_same_size or exp.size != got.size:
@@ -120,6 +126,8 @@ def compare(expected: np.ndarray, seen: np.ndarray, *, what: str, mask: np.ndarr
 
 
 def _close(got: np.ndarray, expected: np.ndarray, tol: Tolerance, nan_equal: bool) -> np.ndarray:
+    import numpy as np
+
     numeric = got.dtype.kind in "fc" or expected.dtype.kind in "fc" or got.dtype.kind == "V"
     if tol == EXACT and not (numeric and nan_equal):
         return np.asarray(got == expected)
@@ -130,11 +138,15 @@ def _close(got: np.ndarray, expected: np.ndarray, tol: Tolerance, nan_equal: boo
 
 
 def _show(value: object) -> str:
+    import numpy as np
+
     return repr(value.item()) if isinstance(value, np.generic) else repr(value)
 
 
 def _scalar(x: object) -> object:
     """A NumPy scalar as the Python number it prints as (anything else unchanged)."""
+    import numpy as np
+
     if not isinstance(x, np.generic):
         return x
     return int(x) if np.issubdtype(x.dtype, np.integer) else float(x)

@@ -28,9 +28,17 @@ def __getattr__(name: str) -> Any:
     kind = _ML_DTYPES.get(name)
     if kind is None:
         raise AttributeError(f"module 'pldemu.npdtypes' has no attribute {name!r}")
+    return dtype_named(kind)
+
+
+def dtype_named(name: str) -> np.dtype[Any]:
+    """The numpy dtype called ``name``: numpy's own, or one of the ml_dtypes types (``"bfloat16"``,
+    ``"float8_e4m3fn"``, ``"float8_e8m0fnu"``; ml_dtypes is imported on the first such ask)."""
+    if name not in _EXTENSION_FLOATS:
+        return np.dtype(name)
     import ml_dtypes
 
-    return np.dtype(getattr(ml_dtypes, kind))
+    return np.dtype(getattr(ml_dtypes, name))
 
 
 def is_float_dtype(dtype: np.dtype[Any]) -> bool:
@@ -43,4 +51,4 @@ BFLOAT16: np.dtype[Any]
 FLOAT8_E4M3FN: np.dtype[Any]
 FLOAT8_E8M0: np.dtype[Any]
 
-__all__ = ["BFLOAT16", "FLOAT8_E4M3FN", "FLOAT8_E8M0", "is_float_dtype"]
+__all__ = ["BFLOAT16", "FLOAT8_E4M3FN", "FLOAT8_E8M0", "dtype_named", "is_float_dtype"]

@@ -89,10 +89,15 @@ def check_job_size(requested: int | None, size: int) -> None:
 
 
 def refuse(comm: MPI.Intracomm, command: str, err: Exception) -> int:
-    """A usage error every rank reached identically before any MPI traffic: rank 0 prints it once;
-    every rank returns :data:`~pldemu.job.exits.EXIT_USAGE`."""
+    """A usage error every rank reached identically before any MPI traffic: rank 0 prints it once,
+    then every rank ends MPI cleanly (collective), so that no rank's non-zero exit aborts the job
+    before rank 0's message is out (and MPI's shared-memory segments go with MPI_Finalize); every
+    rank returns :data:`~pldemu.job.exits.EXIT_USAGE`."""
+    from mpi4py import MPI
+
     if comm.Get_rank() == 0:
         usage_error(command, str(err))
+    MPI.Finalize()
     return EXIT_USAGE
 
 

@@ -231,8 +231,6 @@ def _instance(comm: MPI.Intracomm, program: Program, options: RuntimeOptions,
     """The program instance, or None after a usage error (raised identically on every rank before
     any window exists: ends MPI cleanly, which also removes MPI's shared-memory segments that an
     abort would leave behind)."""
-    from mpi4py import MPI
-
     from pldemu.runtime.errors import AllocationError, ProgramError
     from pldemu.runtime.interpreter import ProgramInstance
 
@@ -243,8 +241,7 @@ def _instance(comm: MPI.Intracomm, program: Program, options: RuntimeOptions,
         _failure_file(plan.io, comm.Get_rank(), str(err))
         injob.abort_with(comm, str(err), head=HEAD)
     except (UsageError, ProgramError) as err:
-        injob.refuse(comm, "run", err)
-        MPI.Finalize()
+        injob.refuse(comm, "run", err)  # also ends MPI
         return None
 
 

@@ -1,12 +1,18 @@
-"""Element types of the IR: one enum, with the numpy dtype and text name of each."""
+"""Element types of the IR: one enum, with the numpy dtype and text name of each.
+
+NumPy-free at import: the launcher of ``pldemu run`` parses, verifies and checks programs without
+numpy (tests/launcher/test_launcher_imports.py); each type's numpy dtype is resolved on first use of
+:attr:`DType.np` (:func:`pldemu.npdtypes.dtype_named`).
+"""
 
 from __future__ import annotations
 
 import enum
+import functools
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from pldemu import npdtypes
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class DType(enum.Enum):
@@ -47,16 +53,25 @@ class DType(enum.Enum):
                         DType.INDEX)
 
     def int_range(self) -> tuple[int, int]:
-        """The smallest and largest value of an integer dtype (a literal outside is refused)."""
-        info = np.iinfo(self.np)
-        return int(info.min), int(info.max)
+        """The smallest and largest value of an integer dtype (a literal outside is refused): those of
+        ``numpy.iinfo(self.np)``, from the storage width (tests/ir/test_dtypes_numpy_free.py)."""
+        if not self.is_int:
+            raise ValueError(f"{self.value} is not an integer dtype")
+        bits = 8 * self.itemsize
+        if self in _UNSIGNED:
+            return 0, (1 << bits) - 1
+        return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+    @property
+    def numpy_name(self) -> str:
+        """The name of :attr:`np` (``"float32"``, ``"bfloat16"``), known without importing numpy."""
+        return _NUMPY_NAME[self]
 
     @property
     def np(self) -> np.dtype:
         """The numpy dtype used to hold values of this type (BF16 is ``ml_dtypes.bfloat16``, imported
         on first use)."""
-        found = _NUMPY.get(self)
-        return found if found is not None else getattr(npdtypes, _ML_DTYPES[self])
+        return _numpy_of(self)
 
     @classmethod
     def parse(cls, text: str) -> DType:
@@ -84,22 +99,34 @@ _ITEMSIZE: dict[DType, int] = {
     DType.FP8E8M0: 1,
 }
 
-# BF16 is a real 2-byte type: ml_dtypes' bfloat16 numpy extension (round-to-nearest-even casts).
-_NUMPY: dict[DType, np.dtype] = {
-    DType.BOOL: np.dtype("bool"),
-    DType.INT8: np.dtype("int8"),
-    DType.UINT8: np.dtype("uint8"),
-    DType.INT16: np.dtype("int16"),
-    DType.UINT16: np.dtype("uint16"),
-    DType.INT32: np.dtype("int32"),
-    DType.UINT32: np.dtype("uint32"),
-    DType.INT64: np.dtype("int64"),
-    DType.INDEX: np.dtype("int64"),
-    DType.FP16: np.dtype("float16"),
-    DType.FP32: np.dtype("float32"),
+_UNSIGNED = frozenset((DType.UINT8, DType.UINT16, DType.UINT32))
+
+# The numpy dtype name of each type. BF16 is a real 2-byte type: ml_dtypes' bfloat16 numpy extension
+# (round-to-nearest-even casts); it and the FP8 types are ml_dtypes', imported on first use.
+_NUMPY_NAME: dict[DType, str] = {
+    DType.BOOL: "bool",
+    DType.INT8: "int8",
+    DType.UINT8: "uint8",
+    DType.INT16: "int16",
+    DType.UINT16: "uint16",
+    DType.INT32: "int32",
+    DType.UINT32: "uint32",
+    DType.INT64: "int64",
+    DType.INDEX: "int64",
+    DType.FP16: "float16",
+    DType.BF16: "bfloat16",
+    DType.FP32: "float32",
+    DType.FP8E4M3FN: "float8_e4m3fn",
+    DType.FP8E8M0: "float8_e8m0fnu",
 }
-# The ml_dtypes types, by their pldemu.npdtypes name (resolved on first use: importing ml_dtypes costs).
-_ML_DTYPES: dict[DType, str] = {DType.BF16: "BFLOAT16", DType.FP8E4M3FN: "FLOAT8_E4M3FN", DType.FP8E8M0: "FLOAT8_E8M0"}
+
+
+@functools.cache
+def _numpy_of(dtype: DType) -> np.dtype:
+    # Memoised: the interpreter asks per buffer and per call site; numpy is imported on the first ask.
+    from pldemu.npdtypes import dtype_named
+
+    return dtype_named(_NUMPY_NAME[dtype])
 
 
 def numpy_dtype(value: DType | str | np.dtype | type) -> np.dtype:
@@ -108,4 +135,6 @@ def numpy_dtype(value: DType | str | np.dtype | type) -> np.dtype:
         return value.np
     if isinstance(value, str):
         return DType.parse(value).np
+    import numpy as np
+
     return np.dtype(value)

@@ -25,13 +25,15 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from pldemu.ir import DType
 from pldemu.job.precheck import StaticBuffer
 from pldemu.mismatch import EXACT, Mismatch, Tolerance
 from pldemu.mismatch import compare as compare_buffers
+
+if TYPE_CHECKING:
+    import numpy as np
 
 RANK_DIR = "rank{rank}"
 """Sub-directory of a per-rank file (``DIR/rank3/x.npy``), also the layout of ``--dump``."""
@@ -56,6 +58,8 @@ class BufferFiles:
 
     def load(self, rank: int) -> dict[str, np.ndarray]:
         """Rank ``rank``'s arrays (read now; the caller copies them into its buffers)."""
+        import numpy as np
+
         return {name: as_declared(np.load(path, allow_pickle=False), self.dtypes[name], file_tag(path))
                 for name, path in self.files[rank].items()}
 
@@ -164,6 +168,8 @@ def _check_file(path: Path, name: str, specs: Mapping[str, StaticBuffer], what: 
     if spec is None:
         known = ", ".join(sorted(specs)) or "none"
         raise BufferFileError(f"{what} {path}: the program has no buffer {name!r} (buffers: {known})")
+    import numpy as np  # a file to read: the program's data needs numpy from here on
+
     try:
         arr = np.load(path, mmap_mode="r", allow_pickle=False)  # the header only: no data read
     except (OSError, ValueError) as err:

@@ -11,21 +11,23 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import os
 import re
-import shutil
 import signal
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import IO, Any, NoReturn
+from typing import IO, TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:
+    import subprocess
+
+# subprocess, tempfile, shutil, select and json are imported where the launcher uses them: a rank
+# imports this module too (its pid, start-up marks, failure notes) and spawns nothing.
 
 LAUNCHER_VARS = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK")
 """Variables a process manager (MPICH hydra, PMIx, Open MPI) sets in every rank it starts."""
@@ -90,6 +92,8 @@ def find_mpiexec() -> str:
     local = Path(sys.executable).parent / "mpiexec"
     if local.is_file() and os.access(local, os.X_OK):
         return str(local)
+    import shutil
+
     found = shutil.which("mpiexec")
     if found is None:
         raise FileNotFoundError("mpiexec not found next to the Python interpreter nor on PATH "
@@ -100,6 +104,8 @@ def find_mpiexec() -> str:
 @functools.lru_cache(maxsize=8)
 def _is_open_mpi(mpiexec: str) -> bool:
     """Whether ``mpiexec`` is Open MPI's (asked once per executable: it costs a subprocess)."""
+    import subprocess
+
     try:
         out = subprocess.run([mpiexec, "--version"], capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired):
@@ -234,8 +240,30 @@ def job_env(extra: Mapping[str, str] | None = None, *, local_ranks: int | None =
     return env
 
 
+def wait_exit(proc: subprocess.Popen[Any], timeout: float | None) -> int:
+    """``proc.wait(timeout)``, woken by the exit itself: ``Popen.wait`` with a timeout polls (sleeps of
+    up to 50 ms, so it sees a job's end up to 50 ms late); a pidfd (Linux) blocks until the exit or
+    the timeout. Signal handlers run as usual (``select`` is restarted after them)."""
+    import select
+    import subprocess
+
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # not Linux >= 5.3, or the process is already reaped
+        return proc.wait(timeout=timeout)
+    try:
+        ready, _, _ = select.select([fd], [], [], timeout)
+    finally:
+        os.close(fd)
+    if not ready:
+        raise subprocess.TimeoutExpired(proc.args, timeout if timeout is not None else 0.0)
+    return proc.wait()
+
+
 def kill_group(proc: subprocess.Popen[Any], grace: float = 5.0) -> None:
     """SIGTERM the job's process group, then SIGKILL whatever is still there after ``grace``."""
+    import subprocess
+
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(proc.pid, sig)
@@ -370,6 +398,8 @@ def note_failure(failure: RankFailure, environ: Mapping[str, str] | None = None)
     path = Path(folder, _FAILURE_FILE.format(rank=failure.rank))
     try:
         partial = path.with_suffix(".tmp")
+        import json
+
         partial.write_text(json.dumps(asdict(failure)))
         partial.replace(path)  # the launcher never reads half a message
     except OSError:
@@ -379,6 +409,8 @@ def note_failure(failure: RankFailure, environ: Mapping[str, str] | None = None)
 
 def read_failures(folder: Path) -> list[RankFailure]:
     """The failures the ranks of a job left in ``folder`` (:func:`note_failure`), by rank."""
+    import json
+
     out: list[RankFailure] = []
     for f in folder.glob(_FAILURE_FILE.format(rank="*")):
         with contextlib.suppress(OSError, ValueError, TypeError):
@@ -448,6 +480,9 @@ def run_job(n: int, argv: Sequence[str], timeout: float | None, *, env: Mapping[
     SIGKILL) and ``TIMED_OUT`` (124) returned; on SIGTERM / SIGHUP / Ctrl-C it is killed and
     :class:`Interrupted` raised. However the job ends, no process of its group survives this call.
     """
+    import subprocess
+    import tempfile
+
     cmd = mpiexec_command(n, argv, placement)
     err = sys.stderr if stderr is None else stderr
     with tempfile.TemporaryDirectory(prefix="pldemu-pids-") as pids, interruptible():
@@ -459,7 +494,7 @@ def run_job(n: int, argv: Sequence[str], timeout: float | None, *, env: Mapping[
         pump.start()
         start = time.monotonic()
         try:
-            rc = proc.wait(timeout=timeout)
+            rc = wait_exit(proc, timeout)
         except subprocess.TimeoutExpired:
             kill_group(proc, grace=max(5.0, placement.teardown_grace))
             _finish(proc, pump, Path(pids), err)
@@ -572,4 +607,5 @@ __all__ = [
     "spawn",
     "startup_mark",
     "usable_cores",
+    "wait_exit",
 ]

@@ -26,8 +26,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from pldemu.ir import BufferKind, DType, Op, Program, TensorType, format_expr
 from pldemu.ir.enums import AtomicType
@@ -36,6 +35,9 @@ from pldemu.ir.signatures import SIGNATURES, Region, Signature
 from pldemu.ir.walk import function_calls, walk_stmts
 from pldemu.runtime.options import RuntimeOptions
 
+if TYPE_CHECKING:
+    import numpy as np
+
 
 class PrecheckError(ValueError):
     """The program cannot run at this rank count; the message has one line per problem."""
@@ -43,12 +45,17 @@ class PrecheckError(ValueError):
 
 @dataclass(frozen=True)
 class StaticBuffer:
-    """A declared buffer at a given rank count: its name, numpy dtype and shape."""
+    """A declared buffer at a given rank count: its name, element type and shape."""
 
     name: str
-    dtype: np.dtype
+    element: DType
     shape: tuple[int, ...]
     signal: bool = False
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The numpy dtype of its elements (imports numpy: the launcher's checks use :attr:`element`)."""
+        return self.element.np
 
 
 def static_buffers(program: Program, nranks: int) -> dict[str, StaticBuffer]:
@@ -70,7 +77,7 @@ def static_buffers(program: Program, nranks: int) -> dict[str, StaticBuffer]:
                 raise PrecheckError(f"buffer {name}: shape entry {format_expr(d)} is {value} with NR={nranks}; "
                                     "extents must not be negative")
             dims.append(value)
-        out[name] = StaticBuffer(name, np.dtype(t.dtype.np), tuple(dims), decl.kind is BufferKind.SIGNAL)
+        out[name] = StaticBuffer(name, t.dtype, tuple(dims), decl.kind is BufferKind.SIGNAL)
     return out
 
 

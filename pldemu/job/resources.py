@@ -90,7 +90,7 @@ def job_memory(buffers: Iterable[StaticBuffer], nranks: int, races: bool, copies
     ``races`` :data:`RACE_CELL_BYTES` and with ``invariants`` :data:`INVARIANT_CELL_BYTES` per signal
     cell."""
     buffers = list(buffers)
-    data = sum(math.prod(b.shape) * b.dtype.itemsize for b in buffers)
+    data = sum(math.prod(b.shape) * b.element.itemsize for b in buffers)
     signal_cells = sum(math.prod(b.shape) for b in buffers if b.signal)
     per_cell = (RACE_CELL_BYTES if races else 0) + (INVARIANT_CELL_BYTES if invariants else 0)
     return MemoryEstimate(nranks, data, signal_cells * per_cell, copies)

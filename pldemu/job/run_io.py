@@ -16,17 +16,13 @@ are :mod:`pldemu.job.buffer_io`'s.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from pldemu.ir import Program
 from pldemu.job.buffer_io import (
     EXACT,
     BufferFileError,
@@ -40,6 +36,11 @@ from pldemu.job.buffer_io import (
 )
 from pldemu.job.outputs import output_file
 from pldemu.job.precheck import StaticBuffer, static_buffers
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from pldemu.ir import Program
 
 
 def _tolerance(text: str) -> float:
@@ -190,8 +191,9 @@ def check_pair(pair: tuple[str, str], specs: Mapping[str, StaticBuffer]) -> None
             known = ", ".join(sorted(specs)) or "none"
             raise BufferFileError(f"{flag}: the program has no buffer {name!r} (buffers: {known})")
     a, b = specs[pair[0]], specs[pair[1]]
-    if a.shape != b.shape or a.dtype != b.dtype:
-        raise BufferFileError(f"{flag}: {pair[0]} is {a.dtype}{list(a.shape)} but {pair[1]} is {b.dtype}{list(b.shape)} "
+    da, db = a.element.numpy_name, b.element.numpy_name
+    if a.shape != b.shape or da != db:
+        raise BufferFileError(f"{flag}: {pair[0]} is {da}{list(a.shape)} but {pair[1]} is {db}{list(b.shape)} "
                               "(the same dtype and shape are compared)")
     if pair[0] == pair[1]:
         raise BufferFileError(f"{flag}: a buffer compared with itself always matches")
@@ -204,6 +206,8 @@ def expectation_summary(io: JobIO, checked: int, mismatches: Sequence[Mismatch])
 
 def write_report(path: Path, data: Mapping[str, Any]) -> None:
     """Write the ``--report`` JSON atomically (a reader never sees half a file)."""
+    import json
+
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
     os.replace(tmp, path)

@@ -13,7 +13,7 @@ bound by the pass to the final ``tile.mul`` as the LHS of the last assignment.
 
 from __future__ import annotations
 
-import numpy as np
+import struct
 
 from pldemu.ir.builder import FunctionBuilder
 from pldemu.ir.dtypes import DType
@@ -25,8 +25,10 @@ from pldemu.lowering.common import Lowered, LoweringContext
 
 
 def _f32(literal: str) -> float:
-    """The FP32 value of a C++ ``...f`` literal, held exactly as a Python float."""
-    return float(np.float32(literal))
+    """The FP32 value of a C++ ``...f`` literal, held exactly as a Python float: rounded to nearest
+    (ties even) from its double, as ``numpy.float32(literal)`` does (struct keeps numpy out of the
+    launcher; tests/lowering/test_sincos_constants.py checks every constant against numpy)."""
+    return float(struct.unpack("<f", struct.pack("<f", float(literal)))[0])
 
 
 PI_INV = _f32("0.31830988732818603515625")

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from pldemu.ir.builder import FunctionBuilder
 from pldemu.ir.dtypes import DType
 from pldemu.ir.enums import MemorySpace
@@ -47,8 +45,8 @@ def _retyped(c: Const, dtype: DType) -> Const | None:
     if isinstance(v, float) and (not math.isfinite(v) or v != int(v)):
         return None
     iv = int(v)
-    lim = np.iinfo(dtype.np)
-    return Const(iv, dtype) if lim.min <= iv <= lim.max else None
+    lo, hi = dtype.int_range()
+    return Const(iv, dtype) if lo <= iv <= hi else None
 
 
 def _scratch(fb: FunctionBuilder, ctx: LoweringContext, plan: ScratchPlan, role: str) -> Var:

@@ -48,10 +48,9 @@ keep the timed back-off.  Seam for a back end composing this one (hybrid windows
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import platform
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import ClassVar
@@ -102,11 +101,20 @@ class CpuAtomics:
     raw: Mapping[NotifyOp, RawAtomicFn]
 
 
+def _libatomic_names() -> Iterator[str]:
+    """Where libatomic may be: its usual soname, then what ``ctypes.util.find_library`` finds, asked
+    only if that fails (it runs ldconfig: about 20 ms of every rank's start-up)."""
+    yield "libatomic.so.1"
+    import ctypes.util
+
+    found = ctypes.util.find_library("atomic")
+    if found:
+        yield found
+
+
 def _load_atomics() -> CpuAtomics | None:
     """libatomic's 4-byte atomics, or None (then MPI accumulates are used)."""
-    for name in ("libatomic.so.1", ctypes.util.find_library("atomic")):
-        if not name:
-            continue
+    for name in _libatomic_names():
         try:
             lib = ctypes.CDLL(name)
             add = getattr(lib, "__atomic_fetch_add_4")

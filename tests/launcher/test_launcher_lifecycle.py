@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pldemu.job.launch import DOCUMENTED_EXITS, JOB_FAILED, job_exit_code
+from pldemu.job.launch import DOCUMENTED_EXITS, JOB_FAILED, job_exit_code, wait_exit
 
 pytestmark = pytest.mark.launcher
 
@@ -145,3 +145,21 @@ def test_documented_codes_pass_through(tmp_path: Path):
     with (tmp_path / "err.txt").open("w") as err:
         assert [job_exit_code(rc, {}, err) for rc in DOCUMENTED_EXITS] == list(DOCUMENTED_EXITS)
     assert (tmp_path / "err.txt").read_text() == ""
+
+
+@pytest.mark.parametrize("timeout", [None, 60.0])
+def test_wait_exit_returns_the_exit_code(timeout: float | None):
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(7)"])
+    assert wait_exit(proc, timeout) == 7 and proc.returncode == 7
+    assert wait_exit(proc, timeout) == 7  # already reaped: Popen's own answer
+
+
+def test_wait_exit_times_out_and_leaves_the_process_running():
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            wait_exit(proc, 0.2)
+        assert proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait()

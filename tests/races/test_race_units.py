@@ -8,17 +8,14 @@ import math
 import pytest
 from race_helpers import data_buffer
 
+from pldemu.runtime.instrument.intervals import MAX_RUNS, merge_intervals, overlap, region_intervals
 from pldemu.runtime.instrument.races import (
     ATOMIC,
-    MAX_RUNS,
     READ,
     WRITE,
     RaceAccess,
     RaceReport,
     find_races,
-    merge_intervals,
-    overlap,
-    region_intervals,
 )
 
 

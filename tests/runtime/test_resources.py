@@ -9,15 +9,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
+from pldemu.ir import DType
 from pldemu.job.precheck import StaticBuffer
 from pldemu.job.resources import GIB, MIB, RANK_OVERHEAD, ResourceError, check_fits, job_memory
 
 
 def buffers(elements: int) -> list[StaticBuffer]:
-    return [StaticBuffer("x", np.dtype(np.float32), (1, elements)), StaticBuffer("s", np.dtype(np.int32), (4, 1), True)]
+    return [StaticBuffer("x", DType.FP32, (1, elements)), StaticBuffer("s", DType.INT32, (4, 1), True)]
 
 
 def test_estimate_counts_buffers_ranks_and_race_shadow():
@@ -34,7 +34,7 @@ def test_race_estimate_does_not_grow_with_the_square_of_the_ranks():
     """The removed shadow-clock window held NR histories of 8 releases per cell on every rank: 74 KiB per
     rank for an [NR, 1] signal at 8 ranks, growing as NR^2 per cell. The detector now keeps one INT64
     snapshot per cell (and rank 0's copy of every rank's): a constant per cell."""
-    signal = [StaticBuffer("s", np.dtype(np.int32), (512, 1), True)]
+    signal = [StaticBuffer("s", DType.INT32, (512, 1), True)]
     small, large = job_memory(signal, 2, races=True), job_memory(signal, 64, races=True)
     assert small.shadow == large.shadow == 512 * 16
     assert "8 KiB checker shadows" in large.describe()

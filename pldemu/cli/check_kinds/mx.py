@@ -69,10 +69,10 @@ def _shape(args: argparse.Namespace) -> tuple[int, int]:
 
 def mx_usage_error(args: argparse.Namespace) -> str | None:
     """The refusal of the tquant_mx part of the command line (lowering it once), or None."""
-    from pldemu.harness.mxcheck import tquant_program
-
     if args.collective not in MX_CHECKS:
         return "--dtype bf16 is for the tquant_mx check only" if args.dtype == "bf16" else None
+    from pldemu.harness.mxcheck import tquant_program  # numpy and ml_dtypes: only for an MX check
+
     if args.shape is not None and len(args.shape) != 2:
         return f"--shape must be MxK (2-D), got {'x'.join(map(str, args.shape))}"
     for axis in _axes(args):

@@ -27,15 +27,11 @@ bad options), 3 the program failed while running (deadlock, refused access, prog
 from __future__ import annotations
 
 import argparse
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pldemu.cli import common
-from pldemu.harness.report import format_report, json_report
-from pldemu.harness.run import RunPlan, run_once
-from pldemu.ir import Program
 from pldemu.job import exits, flags
 from pldemu.job.argtypes import format_number, positive_int
 from pldemu.job.exits import EXIT_FAIL, EXIT_OK, EXIT_RACES, EXIT_USAGE, UsageError
@@ -53,6 +49,8 @@ from pldemu.job.run_io import (
 from pldemu.runtime.options import RuntimeOptions
 
 if TYPE_CHECKING:
+    from pldemu.harness.run import RunPlan
+    from pldemu.ir import Program
     from pldemu.runtime.sites import OpEvent
 
 DEFAULT_RANKS = 4
@@ -117,6 +115,8 @@ def child_argv(args: argparse.Namespace, n: int) -> list[str]:
 
 def plan_of(args: argparse.Namespace, io: JobIO | None = None) -> RunPlan:
     """The :class:`~pldemu.harness.run.RunPlan` the parsed command line describes."""
+    from pldemu.harness.run import RunPlan
+
     return RunPlan(args.ranks, args.dump, not args.no_lower, args.iters, args.block, io if io is not None else NO_IO)
 
 
@@ -142,6 +142,8 @@ def run(args: argparse.Namespace) -> int:
     startup_mark("checked")
     if inside:
         return run_in_job(program, options, source=args.program, plan=plan_of(args, io))
+    import tempfile
+
     placement = common.placement(args)
     with tempfile.TemporaryDirectory(prefix="pldemu-job-") as work:
         argv = child_argv(args, n)
@@ -157,6 +159,9 @@ def run_in_job(program: Program, options: RuntimeOptions, *, source: str = "",
     """The in-job half of ``pldemu run``: :func:`pldemu.harness.run.run_once` on COMM_WORLD, then rank 0
     prints the report (and writes ``--report``). Returns the exit code, the same on every rank."""
     from mpi4py import MPI
+
+    from pldemu.harness.report import format_report, json_report
+    from pldemu.harness.run import RunPlan, run_once
 
     plan = plan if plan is not None else RunPlan()
     comm = MPI.COMM_WORLD

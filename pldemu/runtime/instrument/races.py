@@ -76,7 +76,6 @@ about the number of records plus the number of concurrent pairs.
 
 from __future__ import annotations
 
-import math
 import operator
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
@@ -89,6 +88,7 @@ from mpi4py import MPI
 from pldemu.ir import BufferKind, NotifyOp, Op, WaitCmp
 from pldemu.mpi import CHECKPOINT_POLICY, BoundedComm
 from pldemu.runtime.errors import Cause
+from pldemu.runtime.instrument.intervals import MERGE_AT, Interval, merge_intervals, overlap, region_intervals
 from pldemu.runtime.instrument.race_clocks import ACQ, JOIN, REL, SyncEvent, replay
 from pldemu.runtime.instrument.race_fenced import INF_EPOCH, FenceLedger, Pending, fence_notes, merge_notes
 from pldemu.runtime.monitor import MonitorBase
@@ -112,14 +112,6 @@ MISSING_FENCE, MISSING_INVALIDATE, LOST_UPDATE = "missing fence", "missing cache
 SIGNAL_LINE_CELLS = 16
 """INT32 signal cells per 64-byte line (the device's write-back granule, pto-isa#322)."""
 
-MAX_RUNS = 4096
-"""A region with more contiguous runs than this is recorded as its bounding interval (a strided
-access touching thousands of runs; collectives never make one). That over-approximates: documented
-as a possible false positive for such programs."""
-
-MERGE_AT = 64
-"""Merge a record's interval list once it holds this many entries (bounded memory in loops)."""
-
 MAX_NAMED = 16
 """Releases a pending write remembers for its report (the one the peer acquired is usually the first)."""
 
@@ -133,7 +125,6 @@ STUCK_SLACK = 5.0
 """Seconds beyond the wait timeout that the checkpoint of a deadlocked job may take
 (:meth:`RaceDetector.deadlock_causes`): the last rank's report settling, the replay, the exchanges."""
 
-Interval = tuple[int, int]
 Clock = Callable[[], float]
 
 
@@ -255,64 +246,6 @@ def _flat_text(name: str, shape: Shape, start: int, stop: int) -> str:
 # ---------------------------------------------------------------------------------------------
 # Regions
 # ---------------------------------------------------------------------------------------------
-
-
-def region_intervals(view: Shape, offsets: Shape, extent: Shape) -> list[Interval]:
-    """Flat element intervals (sorted, disjoint) of the region ``offsets``/``extent`` of a packed
-    buffer viewed with ``view``. The trailing dims the region spans fully make one contiguous run;
-    the leading dims enumerate the runs."""
-    n = len(view)
-    if n == 0:
-        return [(0, 1)]
-    if 0 in extent:
-        return []
-    strides = [1] * n
-    for i in range(n - 2, -1, -1):
-        strides[i] = strides[i + 1] * view[i + 1]
-    j = n - 1
-    while j > 0 and extent[j] == view[j]:
-        j -= 1
-    run = extent[j] * strides[j]
-    base = sum(o * s for o, s in zip(offsets, strides, strict=True))
-    outer = [(extent[d], strides[d]) for d in range(j) if extent[d] != 1]
-    if not outer:
-        return [(base, base + run)]
-    if math.prod(e for e, _ in outer) > MAX_RUNS:
-        return [(base, base + sum((e - 1) * s for e, s in outer) + run)]
-    starts = [base]
-    for e, s in outer:
-        starts = [st + i * s for st in starts for i in range(e)]
-    return merge_intervals([(st, st + run) for st in starts])
-
-
-def merge_intervals(ivs: Sequence[Interval]) -> list[Interval]:
-    """Sorted, disjoint, adjacent runs joined."""
-    out: list[Interval] = []
-    for lo, hi in sorted(ivs):
-        if out and lo <= out[-1][1]:
-            if hi > out[-1][1]:
-                out[-1] = (out[-1][0], hi)
-        else:
-            out.append((lo, hi))
-    return out
-
-
-def overlap(a: Sequence[Interval], b: Sequence[Interval]) -> tuple[int, int, int] | None:
-    """First common interval of two sorted disjoint interval lists and the total common length."""
-    i = j = 0
-    first: tuple[int, int] | None = None
-    total = 0
-    while i < len(a) and j < len(b):
-        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        if lo < hi:
-            if first is None:
-                first = (lo, hi)
-            total += hi - lo
-        if a[i][1] <= b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return None if first is None else (first[0], first[1], total)
 
 
 def _whole(buf: Buffer) -> list[Interval]:
@@ -1195,7 +1128,4 @@ __all__ = [
     "RaceReport",
     "find_races",
     "lost_updates",
-    "merge_intervals",
-    "overlap",
-    "region_intervals",
 ]

@@ -5,7 +5,7 @@ A fresh data window or local tensor holds its fill (poison: NaN, the integer min
 copied from elsewhere, an E8M0 NaN scale), so "never written" cannot be read off the contents. The
 writer records it instead: every ``tile.store``, ``tensor.write``, put and get destination this rank
 executes, as flat element intervals of the packed buffer per (buffer, rank whose buffer it is), with
-the regions the race detector uses (:func:`pldemu.runtime.instrument.races.region_intervals`), and the host's
+the regions the race detector uses (:func:`pldemu.runtime.instrument.intervals.region_intervals`), and the host's
 writes (``--inputs``). Puts write a peer's window, so the ranks exchange what they wrote into whose
 buffers (:func:`unwritten_elements`) before the report. Signal buffers are synchronisation, zeroed
 at allocation, and are not tracked.
@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pldemu.ir import BufferKind, Op
-from pldemu.runtime.instrument.races import MERGE_AT, Interval, merge_intervals, region_intervals
+from pldemu.runtime.instrument.intervals import MERGE_AT, Interval, merge_intervals, region_intervals
 from pldemu.runtime.monitor import MonitorBase
 from pldemu.runtime.sites import OpEvent
 from pldemu.runtime.transfer import Region, plan_get, plan_put
