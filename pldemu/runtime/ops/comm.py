@@ -81,15 +81,14 @@ def _wait(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
     # blocks is published on the status board (its record then names the last wait that blocked,
     # which is all the deadlock report needs; publishing every wait cost ~2 us per wait).
     if not w.test(cell, expected, site.attrs["cmp"]):
-        _block(m, site, sig, cell, expected)
+        _block(m, site, sig, w, cell, expected)
 
 
-def _block(m: Machine, site: CallSite, sig: TensorRef, cell: int, expected: int) -> None:
-    """The rest of a wait that its first poll did not satisfy: published on the status board."""
+def _block(m: Machine, site: CallSite, sig: TensorRef, w: windows.Window, cell: int, expected: int) -> None:
+    """The rest of a wait on ``w`` (``sig``'s window) that its first poll did not satisfy: published
+    on the status board."""
     board = m.status
     assert board is not None
-    w = sig.buffer.window
-    assert w is not None  # _wait checked
     board.wait_started(site.id, sig.buffer.index, cell, expected, site.attrs["cmp_code"])
     try:
         w.wait(cell, expected, site.attrs["cmp"], time.monotonic() + m.timeout, hook=board.hook,
