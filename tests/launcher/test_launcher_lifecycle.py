@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -37,6 +39,18 @@ PRIVATE_SHM = os.geteuid() == 0 and shutil.which("unshare") is not None
 namespace; ``exec`` keeps the launcher's pid), so what it leaves there can be listed afterwards."""
 
 
+@pytest.fixture(autouse=True)
+def _reap(tmp_path: Path) -> Iterator[None]:
+    """Whatever a failed test left (a launcher that did not die, its spinning ranks: the program never
+    ends and its job may run an hour) is killed, so one failure does not slow the rest of the suite."""
+    yield
+    token = str(tmp_path).encode()
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, ValueError):
+            if entry.name.isdigit() and token in (entry / "cmdline").read_bytes():
+                os.kill(int(entry.name), signal.SIGKILL)
+
+
 def start(tmp_path: Path) -> subprocess.Popen[str]:
     prog = tmp_path / "spin.pld"
     prog.write_text(SPIN)
@@ -46,7 +60,15 @@ def start(tmp_path: Path) -> subprocess.Popen[str]:
         (tmp_path / "shm").mkdir()
         cmd = ["unshare", "--mount", "sh", "-c", 'mount --bind "$0" /dev/shm && exec "$@"', str(tmp_path / "shm"),
                *cmd]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=_default_signals)
+
+
+def _default_signals() -> None:
+    """The launcher under test gets the signals it is sent: a pytest started in the background of a
+    non-interactive shell (``cmd &``) ignores SIGINT, and an ignored signal stays ignored in its children."""
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, signal.SIG_DFL)
 
 
 def rank_pids(tmp_path: Path, n: int = 2) -> dict[int, int]:
