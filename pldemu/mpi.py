@@ -23,9 +23,11 @@ checkpoint, where every round needs every rank scheduled on shared cores).
 
 from __future__ import annotations
 
+import ctypes
 import math
 import os
 import pickle
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -86,6 +88,46 @@ block of 10 barriers (``pldemu stress barrier -n 4``, cProfile of rank 0 on 2 lo
 larger part of the detector's cost (docs/benchmarks.md, issue 23)."""
 
 
+PR_SET_TIMERSLACK, PR_GET_TIMERSLACK = 29, 30
+"""``prctl(2)`` options: set / get the calling thread's timer slack, in nanoseconds."""
+
+TIMER_SLACK_NS = 1_000
+"""The timer slack of the back-off's own sleeps. Linux lets a timer expire up to the thread's slack
+late so that wake-ups coalesce; the default, 50 us, made every 10-100 us sleep of the back-off last
+60-150 us: a barrier round on 4 ranks / 2 cores took 78 us where it took 38 us with 1 us of slack
+(docs/benchmarks.md, "Timer slack"). Only the back-off's sleeps are tightened, not the thread: MPICH's
+progress throttle (``launch.MPICH_OVERSUBSCRIBED``) sleeps between polls and relies on the default
+slack to sleep long; with the thread's slack at 1 us a 4-rank test job spent 6x its CPU in the kernel."""
+
+
+def _load_prctl() -> Callable[..., int] | None:
+    """libc's ``prctl``, or None where there is none (not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _load_prctl()
+
+
+def precise_sleep(seconds: float) -> None:
+    """``time.sleep(seconds)`` with :data:`TIMER_SLACK_NS` of slack (Linux; elsewhere a plain sleep):
+    the calling thread's slack is tightened for the sleep and restored after it."""
+    prctl = _PRCTL
+    if prctl is None:
+        time.sleep(seconds)
+        return
+    before = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0)
+    prctl(PR_SET_TIMERSLACK, TIMER_SLACK_NS, 0, 0, 0)
+    try:
+        time.sleep(seconds)
+    finally:
+        prctl(PR_SET_TIMERSLACK, before, 0, 0, 0)
+
+
 Blocker = Callable[[float], bool]
 """``block(timeout)``: sleep in the kernel until the awaited word may have changed, at most
 ``timeout`` seconds; False when blocking failed and the wait must use timed sleeps from now on."""
@@ -138,7 +180,7 @@ class Backoff:
             if not self._block(min(self.deadline, self._next_hook) - now):
                 self._block = None
         else:
-            time.sleep(self._sleep)
+            precise_sleep(self._sleep)
             self._sleep = min(self._sleep * 2, self._policy.max_sleep)
         return True
 
