@@ -68,6 +68,10 @@ class PollPolicy:
     preempting the notifier mid-barrier (two context switches per credit), and a barrier's waiter
     is woken once per credit where a timed sleep collects several (measured: docs/benchmarks.md,
     "The back-off's defaults").  Long waits still sleep in the kernel."""
+    tight_sleeps: bool = True
+    """Sleep with :data:`TIMER_SLACK_NS` of timer slack (:func:`precise_sleep`), so that a sleep lasts
+    what it asks for; False keeps the thread's own slack (50 us by default), whose late, coalesced
+    wake-ups suit a wait for peers that run a whole block of calls first."""
 
 
 DEFAULT_POLICY = PollPolicy()
@@ -76,7 +80,7 @@ DEFAULT_POLICY = PollPolicy()
 TIMED_POLICY = PollPolicy(block=False)
 """:data:`DEFAULT_POLICY` without kernel sleeps: the fallback back-off, forced."""
 
-HOST_POLICY = PollPolicy(spin_polls=0, yield_polls=0, min_sleep=1e-5, max_sleep=1e-3)
+HOST_POLICY = PollPolicy(spin_polls=0, yield_polls=0, min_sleep=1e-5, max_sleep=1e-3, tight_sleeps=False)
 """The back-off of the harnesses' and checkers' own exchanges: they wait for peers that may run a
 whole block of calls first, so they sleep at once and let those peers have the cores."""
 
@@ -140,8 +144,8 @@ class Backoff:
     ``block`` (and ``policy.block``), the sleeping phase sleeps in the kernel instead, never past
     the deadline or the next hook call."""
 
-    __slots__ = ("_block", "_hook", "_next_hook", "_pauses", "_policy", "_sleep", "_spin_end", "_yield_end",
-                 "deadline", "now", "start")
+    __slots__ = ("_block", "_hook", "_next_hook", "_pauses", "_policy", "_sleep", "_sleeper", "_spin_end",
+                 "_yield_end", "deadline", "now", "start")
 
     def __init__(self, policy: PollPolicy = DEFAULT_POLICY, deadline: float = math.inf,
                  hook: Callable[[], None] | None = None, block: Blocker | None = None) -> None:
@@ -156,6 +160,7 @@ class Backoff:
         self._spin_end = policy.spin_polls
         self._yield_end = policy.spin_polls + policy.yield_polls
         self._sleep = policy.min_sleep
+        self._sleeper = precise_sleep if policy.tight_sleeps else time.sleep
 
     @property
     def waited(self) -> float:
@@ -180,7 +185,7 @@ class Backoff:
             if not self._block(min(self.deadline, self._next_hook) - now):
                 self._block = None
         else:
-            precise_sleep(self._sleep)
+            self._sleeper(self._sleep)
             self._sleep = min(self._sleep * 2, self._policy.max_sleep)
         return True
 
