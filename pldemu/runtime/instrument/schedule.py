@@ -58,7 +58,6 @@ decodes it, and a deferred put is refused at issue time by the window's own chec
 from __future__ import annotations
 
 import operator
-import time
 from collections.abc import Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
@@ -66,6 +65,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from pldemu.ir import BufferKind, Op
+from pldemu.mpi import precise_sleep
 from pldemu.runtime.errors import ProgramError
 from pldemu.runtime.machine import Handler, Machine
 from pldemu.runtime.monitor import MonitorBase
@@ -254,7 +254,7 @@ class Schedule(MonitorBase):
     def delay(self) -> None:
         us = self.next_delay_us()
         if us > 0:
-            time.sleep(us * 1e-6)
+            precise_sleep(us * 1e-6)  # a 20 us jitter lasts 20 us, not the thread's 50 us of timer slack more
 
     # -- host synchronisation (the harness calls these) -------------------------------------------
 
@@ -282,7 +282,7 @@ class Schedule(MonitorBase):
         if self.skew_us:
             us = self.next_skew_us()
             if us > 0:
-                time.sleep(us * 1e-6)
+                precise_sleep(us * 1e-6)
 
 
 def delayed(sched: Schedule, inner: Handler) -> Handler:
