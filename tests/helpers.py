@@ -5,6 +5,7 @@
 * :func:`pldemu` / :func:`report`: the ``pldemu`` command as a user runs it (outside any MPI job).
 * :data:`BACKENDS`: the window back ends the ``backend`` fixture of ``tests/conftest.py`` runs
   (:data:`MATRIX_BACKENDS`: the two the check matrix alternates).
+* :func:`slack_while` / :data:`HAS_TIMER_SLACK`: a thread's Linux timer slack before, during and after a call.
 * :func:`lowered_then` / :func:`call_of`: a broken recipe for the harness tests (LowerCompositeOps, then
   every statement of main mapped or dropped).
 
@@ -16,8 +17,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mpi_launch import IN_JOB_ENV, REPO_ROOT, job_env
@@ -123,3 +127,33 @@ def lowered_then(fn: StmtMap) -> Callable[[Program], Program]:
         return lowered.replace_function(type(main)(main.name, main.params, map_statements(main.body, fn)))
 
     return lower
+
+
+HAS_TIMER_SLACK = Path("/proc/self/timerslack_ns").exists()
+"""Linux shows a task's timer slack in ``/proc/<tid>/timerslack_ns`` (a thread id names its task there)."""
+
+
+def _slack_of(tid: int) -> int:
+    return int(Path(f"/proc/{tid}/timerslack_ns").read_text())
+
+
+def slack_while(call: Callable[[], object], settle: float = 0.2) -> dict[str, int]:
+    """Run ``call`` (which must sleep well over ``settle`` seconds) in a thread and read that thread's
+    timer slack before the call, ``settle`` seconds into it (from outside), and after it."""
+    seen: dict[str, int] = {}
+
+    def body() -> None:
+        seen["before"] = _slack_of(threading.get_native_id())
+        call()
+        seen["after"] = _slack_of(threading.get_native_id())
+
+    worker = threading.Thread(target=body)
+    worker.start()
+    deadline = time.monotonic() + 5.0
+    while "before" not in seen and time.monotonic() < deadline:
+        time.sleep(0.001)
+    time.sleep(settle)
+    assert worker.native_id is not None
+    seen["during"] = _slack_of(worker.native_id)
+    worker.join()
+    return seen

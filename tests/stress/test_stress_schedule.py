@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from helpers import HAS_TIMER_SLACK, slack_while
 
+from pldemu.mpi import TIMER_SLACK_NS
 from pldemu.runtime.errors import ProgramError
 from pldemu.runtime.instrument.schedule import VISIBILITY_SPAN, Schedule, Stream, WriteBuffer
 from pldemu.runtime.options import RuntimeOptions
@@ -89,3 +91,11 @@ def test_read_your_writes_lands_up_to_the_last_write_to_self() -> None:
     assert wb.pending == 2
     wb.flush()
     assert log == ["self", "self2", "to0", "to1"]
+
+
+@pytest.mark.skipif(not HAS_TIMER_SLACK, reason="needs Linux's timer slack in /proc")
+def test_a_delay_sleeps_with_the_back_offs_tight_slack() -> None:
+    # --jitter 50 must mean 50 us: with the thread's default 50 us of slack it lasted up to twice that.
+    straggler = Schedule(RuntimeOptions(straggler=(0, 500_000.0)), 0, 2)
+    seen = slack_while(straggler.delay)
+    assert seen["during"] == TIMER_SLACK_NS != seen["before"] == seen["after"], seen

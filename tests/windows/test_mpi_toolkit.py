@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import agree
+from helpers import HAS_TIMER_SLACK, agree, slack_while
 from mpi4py import MPI
 
 from pldemu.mpi import TIMER_SLACK_NS, Backoff, BoundedComm, PollPolicy, complete
@@ -108,33 +106,13 @@ def test_backoff_spins_then_gives_up_at_the_deadline_and_calls_the_hook() -> Non
     assert not expired.pause()
 
 
-def _thread_slack(tid: int) -> int:
-    return int(Path(f"/proc/{tid}/timerslack_ns").read_text())  # a thread id names its task there too
-
-
-@pytest.mark.skipif(not Path("/proc/self/timerslack_ns").exists(), reason="needs Linux's timer slack in /proc")
+@pytest.mark.skipif(not HAS_TIMER_SLACK, reason="needs Linux's timer slack in /proc")
 @pytest.mark.parametrize("tight", [True, False], ids=["tight", "host"])
 def test_the_backoffs_sleeps_have_a_tight_timer_slack_and_the_thread_keeps_its_own(tight: bool) -> None:
     # MPICH's progress throttle sleeps rely on the thread's own slack: only the back-off's sleeps
-    # may be tightened, and only a policy's that asks. The sleeping thread's slack is read from
-    # outside while it sleeps.
-    seen: dict[str, int] = {}
+    # may be tightened, and only a policy's that asks.
     policy = PollPolicy(spin_polls=0, yield_polls=0, min_sleep=0.5, max_sleep=0.5, block=False, tight_sleeps=tight)
-
-    def sleeper() -> None:
-        seen["before"] = _thread_slack(threading.get_native_id())
-        Backoff(policy, time.monotonic() + 10.0).pause()
-        seen["after"] = _thread_slack(threading.get_native_id())
-
-    worker = threading.Thread(target=sleeper)
-    worker.start()
-    deadline = time.monotonic() + 5.0
-    while "before" not in seen and time.monotonic() < deadline:
-        time.sleep(0.001)
-    time.sleep(0.2)  # inside the 0.5 s sleep
-    assert worker.native_id is not None
-    seen["during"] = _thread_slack(worker.native_id)
-    worker.join()
+    seen = slack_while(lambda: Backoff(policy, time.monotonic() + 10.0).pause())
     assert seen["before"] != TIMER_SLACK_NS, seen
     assert seen["during"] == (TIMER_SLACK_NS if tight else seen["before"]), seen
     assert seen["after"] == seen["before"], seen
