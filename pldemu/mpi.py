@@ -98,8 +98,8 @@ PR_SET_TIMERSLACK, PR_GET_TIMERSLACK = 29, 30
 TIMER_SLACK_NS = 1_000
 """The timer slack of the back-off's own sleeps. Linux lets a timer expire up to the thread's slack
 late so that wake-ups coalesce; the default, 50 us, made every 10-100 us sleep of the back-off last
-60-150 us: a barrier round on 4 ranks / 2 cores took 78 us where it took 38 us with 1 us of slack
-(docs/benchmarks.md, "Timer slack"). Only the back-off's sleeps are tightened, not the thread: MPICH's
+60-150 us: the barrier round on 4 ranks / 2 cores went from 76-109 to 54-66 us with 1 us of slack
+(docs/benchmarks.md, "Item 4, fourth pass: timer slack"). Only the back-off's sleeps are tightened, not the thread: MPICH's
 progress throttle (``launch.MPICH_OVERSUBSCRIBED``) sleeps between polls and relies on the default
 slack to sleep long; with the thread's slack at 1 us a 4-rank test job spent 6x its CPU in the kernel."""
 
