@@ -5,6 +5,7 @@
 * :func:`pldemu` / :func:`report`: the ``pldemu`` command as a user runs it (outside any MPI job).
 * :data:`BACKENDS`: the window back ends the ``backend`` fixture of ``tests/conftest.py`` runs
   (:data:`MATRIX_BACKENDS`: the two the check matrix alternates).
+* :func:`processes_with`: the processes of the machine whose command line holds a token.
 * :func:`slack_while` / :data:`HAS_TIMER_SLACK`: a thread's Linux timer slack before, during and after a call.
 * :func:`lowered_then` / :func:`call_of`: a broken recipe for the harness tests (LowerCompositeOps, then
   every statement of main mapped or dropped).
@@ -157,3 +158,18 @@ def slack_while(call: Callable[[], object], settle: float = 0.2) -> dict[str, in
     seen["during"] = _slack_of(worker.native_id)
     worker.join()
     return seen
+
+
+def processes_with(token: str) -> list[int]:
+    """PIDs whose command line contains ``token``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if token.encode() in cmdline:
+            found.append(int(proc.name))
+    return found

@@ -8,24 +8,10 @@ import uuid
 from pathlib import Path
 
 import pytest
+from helpers import processes_with
 from mpi_launch import mpiexec_command, run_mpi
 
 pytestmark = pytest.mark.launcher
-
-
-def _processes_with(token: str) -> list[int]:
-    """PIDs whose command line contains ``token``."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if token.encode() in cmdline:
-            found.append(int(proc.name))
-    return found
 
 
 def test_output_and_exit_code(tmp_path: Path) -> None:
@@ -62,7 +48,7 @@ def test_timeout_kills_the_whole_job() -> None:
     assert "TIMED OUT" in result.report()
     assert "started" in result.stdout, result.report()
     assert result.duration < 60
-    assert _processes_with(token) == [], "ranks survived the timeout kill"
+    assert processes_with(token) == [], "ranks survived the timeout kill"
 
 
 def test_environment_marks_the_job() -> None:

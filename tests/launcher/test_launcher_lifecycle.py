@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import processes_with
 
 from pldemu.job.launch import DOCUMENTED_EXITS, JOB_FAILED, job_exit_code, wait_exit
 
@@ -44,11 +45,9 @@ def _reap(tmp_path: Path) -> Iterator[None]:
     """Whatever a failed test left (a launcher that did not die, its spinning ranks: the program never
     ends and its job may run an hour) is killed, so one failure does not slow the rest of the suite."""
     yield
-    token = str(tmp_path).encode()
-    for entry in Path("/proc").iterdir():
-        with contextlib.suppress(OSError, ValueError):
-            if entry.name.isdigit() and token in (entry / "cmdline").read_bytes():
-                os.kill(int(entry.name), signal.SIGKILL)
+    for pid in processes_with(str(tmp_path)):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def start(tmp_path: Path) -> subprocess.Popen[str]:
