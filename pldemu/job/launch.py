@@ -261,7 +261,48 @@ def wait_exit(proc: subprocess.Popen[Any], timeout: float | None) -> int:
 
 
 def kill_group(proc: subprocess.Popen[Any], grace: float = 5.0) -> None:
-    """SIGTERM the job's process group, then SIGKILL whatever is still there after ``grace``."""
+    """SIGTERM the job's process group, then SIGKILL whatever is still there after ``grace``; then
+    unlink MPI's named /dev/shm segments its processes mapped (:func:`_job_segments`)."""
+    try:
+        os.killpg(proc.pid, 0)
+    except ProcessLookupError:
+        return  # the job ended by itself: its ranks dropped their segments' names
+    segments = _job_segments(proc.pid)
+    try:
+        _kill(proc, grace)
+    finally:
+        from pldemu.runtime.shm import unlink_segment
+
+        for path in segments:
+            unlink_segment(path)
+
+
+def _job_segments(root: int) -> list[str]:
+    """MPI's named /dev/shm segments mapped by ``root`` (mpiexec) and its descendants in this mount
+    namespace (hydra starts each rank in a session of its own, so the job is a process tree, not a
+    group). A rank killed inside ``MPI_Init``, before :func:`prepare_rank` gave it a SIGTERM that
+    drops them, would leave them behind; only the launcher can remove them then."""
+    from pldemu.runtime.shm import mapped_segments
+
+    parent: dict[int, int] = {}
+    with contextlib.suppress(OSError):
+        mine = os.readlink("/proc/self/ns/mnt")
+        for entry in Path("/proc").iterdir():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                if entry.name.isdigit() and os.readlink(entry / "ns" / "mnt") == mine:
+                    parent[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    tree, grew = {root}, True
+    while grew:
+        added = {pid for pid, ppid in parent.items() if ppid in tree and pid not in tree}
+        tree |= added
+        grew = bool(added)
+    found: set[str] = set()
+    for pid in tree:
+        found.update(mapped_segments(Path(f"/proc/{pid}/maps")))
+    return sorted(found)
+
+
+def _kill(proc: subprocess.Popen[Any], grace: float) -> None:
     import subprocess
 
     for sig in (signal.SIGTERM, signal.SIGKILL):

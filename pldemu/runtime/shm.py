@@ -17,10 +17,11 @@ _PREFIXES = ("mpich_",)
 """Segment names we own through MPI. Window segments (``mpich_shar_tmp*``) are already unlinked."""
 
 
-def mapped_segments() -> list[str]:
-    """Paths of named /dev/shm segments this process maps that still have a name (Linux only)."""
+def mapped_segments(maps: Path = _MAPS) -> list[str]:
+    """Paths of named /dev/shm segments this process (or the one whose ``/proc/<pid>/maps`` is
+    ``maps``) maps that still have a name (Linux only)."""
     try:
-        text = _MAPS.read_text()
+        text = maps.read_text()
     except OSError:
         return []
     found: set[str] = set()
