@@ -42,17 +42,19 @@ class PollPolicy:
     """How a waiter backs off between two polls.
 
     Spin ``spin_polls`` times (lowest latency when the peer has its own core), then
-    ``os.sched_yield()`` for ``yield_polls`` more polls, then sleep, doubling from ``min_sleep``
-    up to ``max_sleep`` seconds (in the kernel until woken, after ``block_after``, see ``block``).  Never busy-spin for long: oversubscribed ranks that spin starve
-    the very peer they are waiting for.  Sleep early rather than keep yielding: a yield only moves
-    this rank's deadline back, so under load (more runnable tasks than cores, other jobs included)
-    a rank that yields again and again is picked last, while a rank that wakes from a short sleep
-    is placed fairly.  The measurements behind the defaults: docs/benchmarks.md, "The back-off's
-    defaults".
+    ``os.sched_yield()`` for up to ``yield_polls`` more polls, then sleep, doubling from ``min_sleep``
+    up to ``max_sleep`` seconds (in the kernel until woken, after ``block_after``, see ``block``).
+    Never busy-spin for long: oversubscribed ranks that spin starve the very peer they are waiting
+    for.  Yield rather than sleep while a yield hands the core to a peer of the same job that has
+    work and gets it back soon (the peer waits too); stop yielding once a yield returned late
+    (``yield_lost``): a yield only moves this rank's deadline back, so where another job keeps the
+    core a rank that yields again and again is picked last, while a rank that wakes from a short
+    sleep is placed fairly.  The measurements behind the defaults: docs/benchmarks.md, "The
+    back-off's defaults" and "Item 4, fifth pass".
     """
 
-    spin_polls: int = 16
-    yield_polls: int = 8
+    spin_polls: int = 4
+    yield_polls: int = 32
     min_sleep: float = 10e-6
     max_sleep: float = 100e-6
     hook_interval: float = 0.05
@@ -68,6 +70,10 @@ class PollPolicy:
     preempting the notifier mid-barrier (two context switches per credit), and a barrier's waiter
     is woken once per credit where a timed sleep collects several (measured: docs/benchmarks.md,
     "The back-off's defaults").  Long waits still sleep in the kernel."""
+    yield_lost: float = 200e-6
+    """Seconds a yield may keep this rank off its core before the wait stops yielding and sleeps:
+    a yield that returns late handed the core to a task that kept it (another job, or a peer with
+    work to do), and yielding again would put this rank last in line once more."""
     tight_sleeps: bool = True
     """Sleep with :data:`TIMER_SLACK_NS` of timer slack (:func:`precise_sleep`), so that a sleep lasts
     what it asks for; False keeps the thread's own slack (50 us by default), whose late, coalesced
@@ -145,7 +151,7 @@ class Backoff:
     the deadline or the next hook call."""
 
     __slots__ = ("_block", "_hook", "_next_hook", "_pauses", "_policy", "_sleep", "_sleeper", "_spin_end",
-                 "_yield_end", "deadline", "now", "start")
+                 "_yield_end", "_yielded", "deadline", "now", "start")
 
     def __init__(self, policy: PollPolicy = DEFAULT_POLICY, deadline: float = math.inf,
                  hook: Callable[[], None] | None = None, block: Blocker | None = None) -> None:
@@ -159,6 +165,7 @@ class Backoff:
         self._pauses = 0
         self._spin_end = policy.spin_polls
         self._yield_end = policy.spin_polls + policy.yield_polls
+        self._yielded = math.inf
         self._sleep = policy.min_sleep
         self._sleeper = precise_sleep if policy.tight_sleeps else time.sleep
 
@@ -179,7 +186,8 @@ class Backoff:
             if self._hook is not None:
                 self._hook()
             self._next_hook = time.monotonic() + self._policy.hook_interval
-        if self._pauses < self._yield_end:
+        if self._pauses < self._yield_end and now - self._yielded < self._policy.yield_lost:
+            self._yielded = now
             os.sched_yield()
         elif self._block is not None and now - self.start >= self._policy.block_after:
             if not self._block(min(self.deadline, self._next_hook) - now):

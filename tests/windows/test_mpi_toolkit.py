@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -104,6 +105,19 @@ def test_backoff_spins_then_gives_up_at_the_deadline_and_calls_the_hook() -> Non
     assert 2 <= len(calls) <= 20 and pauses > 10
     expired = Backoff(PollPolicy(spin_polls=0), t0 - 1.0)
     assert not expired.pause()
+
+
+@pytest.mark.parametrize("lost", [0.0, math.inf], ids=["every-yield-late", "never-late"])
+def test_a_wait_stops_yielding_once_a_yield_returned_late(lost: float) -> None:
+    # A yield that kept the rank off its core longer than yield_lost ends the yielding phase: the
+    # wait sleeps from then on instead of queueing behind the task that took the core. With a
+    # budget of 0 every yield after the first is late; with none the wait yields all the time.
+    policy = PollPolicy(spin_polls=0, yield_polls=10**9, min_sleep=0.02, max_sleep=0.02, block=False, yield_lost=lost)
+    b = Backoff(policy, time.monotonic() + 0.1)
+    pauses = 0
+    while b.pause():
+        pauses += 1
+    assert pauses <= 10 if lost == 0.0 else pauses > 100, pauses
 
 
 @pytest.mark.skipif(not HAS_TIMER_SLACK, reason="needs Linux's timer slack in /proc")
