@@ -274,16 +274,15 @@ class WindowSet(FreedOnExit):
     def __init__(self, comm: MPI.Intracomm, *, backend: str = "auto", layout: HostLayout | None = None,
                  batch_wakes: bool = True) -> None:
         """Resolve the back end for ``comm`` (collective; none with ``layout``, see :func:`choose_backend`).
-        ``batch_wakes``: the set's windows defer the kernel wake-ups of this rank's notifies to the end
-        of its burst of notifies (one :class:`~pldemu.windows.futex.WakeBatch` for the set: its next
-        wait, test or read_cell on any of them, :meth:`flush_wakes`, :meth:`free`); False wakes at
-        every notify."""
+        ``batch_wakes``: the set's windows defer the kernel wake-ups of this rank's notifies, and RMA
+        windows the completion (``Flush``) of its notifies, to the end of its burst of notifies (one
+        :class:`~pldemu.windows.futex.WakeBatch` for the set: its next wait, test or read_cell on any
+        of them, :meth:`flush_wakes`, :meth:`free`); False wakes and flushes at every notify."""
         self._comm = comm
         self._backend: BackendName = choose_backend(comm, backend, layout)
         self._windows: dict[str, Window] = {}
         self._freed = False
-        futex = shared.FUTEX
-        self._wakes = WakeBatch(futex) if batch_wakes and futex is not None else None
+        self._wakes = WakeBatch(shared.FUTEX) if batch_wakes else None
 
     @property
     def comm(self) -> MPI.Intracomm:
@@ -356,7 +355,8 @@ class WindowSet(FreedOnExit):
         return {name: w.stats.as_dict() for name, w in self._windows.items()}
 
     def flush_wakes(self) -> None:
-        """Send the wake-ups this rank's notifies on the set's windows deferred (see ``batch_wakes``).
+        """Send the wake-ups and complete the notifies this rank's notifies on the set's windows
+        deferred (see ``batch_wakes``).
         Call it before blocking outside the windows layer (an MPI collective, a sleep) while peers
         may wait for cells this rank changed."""
         if self._wakes is not None:

@@ -35,6 +35,15 @@ Ordering contract: a data put returns only once it is complete at the target
 ``notify`` -- even on *another* window -- guarantees the data is visible once
 the notify is observed by ``wait`` on the target, which ends with a memory
 barrier of its own.
+
+Completion of a notify: a window of its own completes every notify before it
+returns (an RMA accumulate is flushed).  The RMA windows of a
+:class:`~pldemu.windows.WindowSet` leave the flush to the set's batch
+(``futex.WakeBatch``), which completes them together where the notifier's burst
+ends: its next ``wait``, ``test`` or ``read_cell`` on any window of the set,
+``flush_wakes``, ``free``, the end of an interpreter ``run()``, or
+``WAKE_BOUND`` after the burst began -- the same points that send a shared
+window's deferred wake-ups.  Peers observe the notify no later than that.
 """
 
 from __future__ import annotations
@@ -171,6 +180,11 @@ class WindowStats:
     def as_dict(self) -> dict[str, int]:
         """The counters as a plain dict (for status reports / JSON)."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+PENDING_NOTIFIES = 64
+"""Notifies of one window an RMA rank may leave incomplete before it flushes them itself (each
+needs its own origin cell until the Flush)."""
 
 
 def poison_value(dtype: np.dtype[Any]) -> Any:
@@ -357,6 +371,11 @@ class Window(FreedOnExit, ABC):
         )
         self._cell_buf = np.zeros(1, dtype=SIGNAL_DTYPE)  # notify origin, reused to avoid allocations
         self._cell_origin = [self._cell_buf, 1, MPI.INT32_T]  # its MPI spec, built once
+        # The origins of notifies not completed yet (see _cell_atomic), one cell each: MPI may read
+        # an origin until the Flush, and mpi4py keeps none alive for us.
+        self._origins = np.zeros(PENDING_NOTIFIES, dtype=SIGNAL_DTYPE)
+        self._origin_specs = [[self._origins[i:i + 1], 1, MPI.INT32_T] for i in range(PENDING_NOTIFIES)]
+        self._incomplete = 0
         self._int32 = dtype == SIGNAL_DTYPE  # signal ops allowed (checked per op, so precomputed)
         # Never allocate 0 bytes: some MPI libraries hand back NULL segments
         # for them, which numpy cannot wrap; the view is cut to numel anyway.
@@ -651,7 +670,10 @@ class Window(FreedOnExit, ABC):
 
         Ordered after every put this rank issued before (on any window): the
         data is visible to whoever observes the notify.  ``peer == rank``
-        goes through the same atomic path as a remote notify.
+        goes through the same atomic path as a remote notify.  Complete at
+        the target on return, except on RMA windows of a window set, which
+        complete it at the end of this rank's burst of notifies (see the
+        module docstring).
         """
         self._notify(peer, cell, value, op, False)
 
@@ -687,9 +709,23 @@ class Window(FreedOnExit, ABC):
         # local stores still need ordering: a memory barrier before the accumulate.
         win.Sync()
         if not fetch:
-            self._cell_buf[0] = value
-            win.Accumulate(self._cell_origin, peer, (cell, 1, MPI.INT32_T), mpi_op)
-            win.Flush(peer)
+            batch = self._wakes
+            if batch is None:
+                self._cell_buf[0] = value
+                win.Accumulate(self._cell_origin, peer, (cell, 1, MPI.INT32_T), mpi_op)
+                win.Flush(peer)
+                return 0
+            # In a window set the Flush is deferred to the end of the burst (the set's batch: this
+            # rank's next wait, test or read_cell, the end of a run, free): one Flush_all for a
+            # barrier's credits instead of one round trip each (docs/benchmarks.md, issue 23).
+            k = self._incomplete
+            self._origins[k] = value
+            win.Accumulate(self._origin_specs[k], peer, (cell, 1, MPI.INT32_T), mpi_op)
+            self._incomplete = k + 1
+            if k == 0:
+                batch.defer_completion(self)
+            if k + 1 == PENDING_NOTIFIES:
+                self.complete_notifies()
             return 0
         buf = np.array([value, 0], dtype=SIGNAL_DTYPE)
         win.Fetch_and_op([buf[0:1], 1, MPI.INT32_T], [buf[1:2], 1, MPI.INT32_T], peer, cell, mpi_op)
@@ -806,12 +842,19 @@ class Window(FreedOnExit, ABC):
     # ------------------------------------------------------------------- free
 
     def flush_wakes(self) -> None:
-        """Send the wake-ups this rank's notifies deferred (see :class:`pldemu.windows.futex.WakeBatch`;
-        a no-op on windows that do not defer them).  Call it before blocking outside the windows
-        layer while peers may sleep on cells this rank changed; ``wait``, ``test``, ``read_cell``
-        and ``free`` call it themselves."""
+        """Send the wake-ups and complete the notifies this rank deferred (see
+        :class:`pldemu.windows.futex.WakeBatch`; a no-op on windows that defer neither).  Call it
+        before blocking outside the windows layer while peers may wait for cells this rank
+        changed; ``wait``, ``test``, ``read_cell`` and ``free`` call it themselves."""
         if self._wakes is not None:
             self._wakes.flush()
+
+    def complete_notifies(self) -> None:
+        """Complete this rank's notifies on the window whose ``Flush`` was deferred (see
+        :meth:`_cell_atomic`; the window set's batch calls it at the end of a burst)."""
+        if self._incomplete and self._win is not None:
+            self._incomplete = 0
+            self._win.Flush_all()
 
     def free(self) -> None:
         """Collectively free the window; idempotent.  All ranks must call it."""

@@ -119,6 +119,7 @@ class HybridWindow(RmaWindow):
         self._host, self._shm = host, shm
         win.Set_name(self._name[:120])
         self._poll_buf = np.zeros(2, dtype=SIGNAL_DTYPE)  # as RmaWindow's: NO_OP origin, fetched value
+        self._wakes = self._wake_batch  # as RmaWindow's: notifies complete at the end of a burst
         return win, segment_array(shm_win.tomemory(), self._dtype, self._numel)
 
     def _release(self) -> None:

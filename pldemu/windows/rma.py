@@ -39,6 +39,7 @@ class RmaWindow(Window):
         # [0] is the (ignored) NO_OP origin, [1] the fetched value: MPI wants
         # origin and result buffers disjoint.
         self._poll_buf = np.zeros(2, dtype=SIGNAL_DTYPE)
+        self._wakes = self._wake_batch  # notifies complete at the end of a burst (Window._cell_atomic)
         return win, local
 
     def _store(self, peer: int, plan: RegionPlan, data: np.ndarray) -> None:

@@ -13,8 +13,9 @@ from helpers import agree
 from mpi4py import MPI
 
 from pldemu.mpi import PollPolicy
-from pldemu.windows import NotifyOp, WaitCmp, WaitTimeout, Window, WindowSet
+from pldemu.windows import NotifyOp, WaitCmp, WaitTimeout, Window, WindowSet, allocate_window
 from pldemu.windows import shared as shared_backend
+from pldemu.windows.base import PENDING_NOTIFIES
 from pldemu.windows.futex import Futex, WakeBatch
 
 HOOKLESS = PollPolicy(spin_polls=0, yield_polls=0, hook_interval=3600.0, block_after=0.0)
@@ -58,6 +59,58 @@ def test_a_burst_longer_than_the_bound_is_sent_by_the_next_defer() -> None:
     assert rec.woken == [4, 8] and batch.pending == 0
     batch.defer(12)  # a new burst: deferred again
     assert rec.woken == [4, 8] and batch.pending == 1
+
+
+class _Incomplete:
+    """Stands in for a window with notifies to complete: counts the calls."""
+
+    def __init__(self) -> None:
+        self.completed = 0
+
+    def complete_notifies(self) -> None:
+        self.completed += 1
+
+
+def test_a_batch_completes_deferred_notifies_before_it_wakes_and_after_the_bound() -> None:
+    batch, rec = _batch(bound=0.01)
+    win = _Incomplete()
+    batch.defer_completion(win)
+    batch.defer(4)
+    assert (win.completed, rec.woken, batch.incomplete) == (0, [], 1)
+    batch.flush()
+    assert (win.completed, rec.woken, batch.incomplete) == (1, [4], 0)
+    batch.defer_completion(win)
+    time.sleep(0.02)
+    batch.defer_completion(win)  # the burst outlived the bound: this defer sends the batch
+    assert (win.completed, batch.incomplete) == (3, 0)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("backend", ["rma", "hybrid"])
+def test_rma_notifies_are_completed_at_the_end_of_the_burst(comm: MPI.Intracomm, backend: str) -> None:
+    """In a window set an RMA notify leaves its Flush to the set's batch (one Flush_all when the
+    rank next waits, tests, reads a cell or flushes); a window of its own flushes every notify, and
+    a burst of PENDING_NOTIFIES completes itself."""
+    r, n = comm.Get_rank(), comm.Get_size()
+    right, left = (r + 1) % n, (r - 1) % n
+    with WindowSet(comm, backend=backend) as ws, allocate_window(comm, "wb-alone", n, np.int32, backend=backend,
+                                                                  signal=True) as alone:
+        sig = ws.allocate("wb-rma", n, np.int32, signal=True)
+        batch = ws._wakes
+        assert batch is not None
+        sig.notify(right, r, 1, NotifyOp.AtomicAdd)
+        deferred = (sig._incomplete, batch.incomplete)
+        got = sig.wait(left, 1, WaitCmp.Ge, timeout=30.0)  # its flush completes the credit first
+        after = (sig._incomplete, batch.incomplete)
+        alone.notify(right, r, 1, NotifyOp.AtomicAdd)
+        for _ in range(PENDING_NOTIFIES):
+            sig.notify(r, r, 0, NotifyOp.AtomicAdd)
+        full = sig._incomplete
+        ws.flush_wakes()
+        ok = deferred == (1, 1) and got == 1 and after == (0, 0) and alone._incomplete == 0 and full == 0
+        agree(comm, ok, f"deferred {deferred}, waited {got}, after the wait {after}, "
+                        f"own window {alone._incomplete}, after {PENDING_NOTIFIES} notifies {full}")
+        comm.Barrier()
 
 
 def _sleeping(comm: MPI.Intracomm) -> bool:
@@ -119,14 +172,16 @@ def _jittered_barriers(credit: Window, done: Window, rounds: int, rng: random.Ra
 
 
 @pytest.mark.mpi
-def test_no_batched_wake_up_is_lost_over_many_jittered_barriers(comm: MPI.Intracomm) -> None:
+@pytest.mark.parametrize("backend", ["shared", "rma"])
+def test_no_batched_wake_up_is_lost_over_many_jittered_barriers(comm: MPI.Intracomm, backend: str) -> None:
     """2,000 rounds of two jittered barrier phases at 8 ranks (on this 2-core machine: 4 ranks per
-    core), 500 at other sizes, in a batching window set, waits that sleep in the kernel at once
-    and end only when woken or at the 60 s deadline: one lost wake-up is a WaitTimeout. Every cell
-    is back to 0 at the end."""
+    core), 500 at other sizes and on RMA windows (whose notifies the batch completes), in a
+    batching window set, waits that sleep in the kernel at once (shared) and end only when woken
+    or at the 60 s deadline: one lost wake-up or notify is a WaitTimeout. Every cell is back to 0
+    at the end."""
     n = comm.Get_size()
-    rounds = 2_000 if n == 8 else 500
-    with WindowSet(comm, backend="shared") as ws:
+    rounds = 2_000 if n == 8 and backend == "shared" else 500
+    with WindowSet(comm, backend=backend) as ws:
         credit = ws.allocate("wb-credit", max(n, 1), np.int32, signal=True)
         done = ws.allocate("wb-done", max(n, 1), np.int32, signal=True)
         comm.Barrier()
