@@ -1,6 +1,7 @@
 """Poll policies against each other through the interpreter, alternating in one MPI job.
 
     mpiexec -n 4 python -m mpi4py scripts/policy_ab.py ring|mesh|barrier [--size BYTES] [--samples K]
+        [--windows shared|rma|hybrid]
 
 One ``ProgramInstance`` of the lowered ``pld.tensor.barrier`` or allreduce (``--size`` bytes of FP32
 per rank) runs with each policy of :data:`POLICIES` in turn, ``--samples`` times round (200 barriers
@@ -36,6 +37,7 @@ def main() -> int:
     parser.add_argument("what", choices=("ring", "mesh", "barrier"))
     parser.add_argument("--size", type=int, default=16 << 20, help="allreduce bytes per rank (FP32)")
     parser.add_argument("--samples", type=int, default=7)
+    parser.add_argument("--windows", choices=("shared", "rma", "hybrid"), default="shared", help="window back end")
     args = parser.parse_args()
     comm = MPI.COMM_WORLD
     n = comm.Get_size()
@@ -45,7 +47,7 @@ def main() -> int:
         spec, calls = CollectiveSpec("allreduce", nranks=n, size=args.size // 4, mode=AllreduceMode[args.what]), 1
     got: dict[str, list[tuple[float, float]]] = {name: [] for name in POLICIES}
     with ProgramInstance(lower_composite_ops(collective_program(spec).program), comm,
-                         RuntimeOptions(windows="shared")) as inst:
+                         RuntimeOptions(windows=args.windows)) as inst:
         inst.run()
         for _ in range(args.samples):
             for name, policy in POLICIES.items():

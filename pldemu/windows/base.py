@@ -369,12 +369,9 @@ class Window(FreedOnExit, ABC):
         self._atomic_add_ok = (
             self._base_is_predefined and dtype.kind in "iufc" and dtype != np.dtype(np.float16)
         )
-        self._cell_buf = np.zeros(1, dtype=SIGNAL_DTYPE)  # notify origin, reused to avoid allocations
-        self._cell_origin = [self._cell_buf, 1, MPI.INT32_T]  # its MPI spec, built once
-        # The origins of notifies not completed yet (see _cell_atomic), one cell each: MPI may read
-        # an origin until the Flush, and mpi4py keeps none alive for us.
+        # Notify origins, one cell per notify not completed yet (see _cell_atomic): MPI may read an
+        # origin until the Flush, and mpi4py keeps none alive for us.
         self._origins = np.zeros(PENDING_NOTIFIES, dtype=SIGNAL_DTYPE)
-        self._origin_specs = [[self._origins[i:i + 1], 1, MPI.INT32_T] for i in range(PENDING_NOTIFIES)]
         self._incomplete = 0
         self._int32 = dtype == SIGNAL_DTYPE  # signal ops allowed (checked per op, so precomputed)
         # Never allocate 0 bytes: some MPI libraries hand back NULL segments
@@ -390,20 +387,23 @@ class Window(FreedOnExit, ABC):
         self._local: np.ndarray | None = local[: self._numel].reshape(shape)
         self._locked = False
         try:
-            # Passive-target epoch for the window's whole life.  We never take
-            # exclusive locks, so NOCHECK is valid and saves lock traffic.
-            win.Lock_all(MPI.MODE_NOCHECK)
-            self._locked = True
-            try:
-                _fill_array(self._local, dtype, fill)
-                win.Sync()  # make the fill visible before anyone may access it
-            finally:
-                # Even on a failed fill every rank must reach the barrier,
-                # or the others would hang in it.
-                comm.Barrier()
+            self._open_epoch(win, self._local, fill)
         except BaseException:
             self._release()
             raise
+
+    def _open_epoch(self, win: MPI.Win, local: np.ndarray, fill: Any) -> None:
+        """Start the passive-target epoch of the window's whole life and fill this rank's segment;
+        collective (ends in a barrier every rank reaches, even after a failed fill)."""
+        # We never take exclusive locks, so NOCHECK is valid and saves lock traffic.
+        win.Lock_all(MPI.MODE_NOCHECK)
+        self._locked = True
+        try:
+            _fill_array(local, self._dtype, fill)
+            win.Sync()  # make the fill visible before anyone may access it
+        finally:
+            # Even on a failed fill every rank must reach the barrier, or the others would hang in it.
+            self._comm.Barrier()
 
     # ----------------------------------------------------------------- back end
 
@@ -709,18 +709,17 @@ class Window(FreedOnExit, ABC):
         # local stores still need ordering: a memory barrier before the accumulate.
         win.Sync()
         if not fetch:
+            k = self._incomplete
+            origins = self._origins
+            origins[k] = value
+            win.Accumulate([origins[k:k + 1], 1, MPI.INT32_T], peer, (cell, 1, MPI.INT32_T), mpi_op)
             batch = self._wakes
             if batch is None:
-                self._cell_buf[0] = value
-                win.Accumulate(self._cell_origin, peer, (cell, 1, MPI.INT32_T), mpi_op)
-                win.Flush(peer)
+                win.Flush(peer)  # k is 0: nothing is ever left incomplete here
                 return 0
             # In a window set the Flush is deferred to the end of the burst (the set's batch: this
             # rank's next wait, test or read_cell, the end of a run, free): one Flush_all for a
             # barrier's credits instead of one round trip each (docs/benchmarks.md, issue 23).
-            k = self._incomplete
-            self._origins[k] = value
-            win.Accumulate(self._origin_specs[k], peer, (cell, 1, MPI.INT32_T), mpi_op)
             self._incomplete = k + 1
             if k == 0:
                 batch.defer_completion(self)
