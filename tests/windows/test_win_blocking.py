@@ -53,9 +53,11 @@ def test_backoff_sleeps_through_the_blocker_until_it_fails() -> None:
 def test_the_blocker_waits_for_block_after() -> None:
     """Timed sleeps first: the kernel sleeps start once the wait has lasted ``block_after``."""
     first: list[float] = []
-    b = Backoff(PollPolicy(spin_polls=0, yield_polls=0, block_after=0.02), time.monotonic() + 0.04,
+    # A deadline far past block_after, left at the first kernel sleep: with 4 ranks per core one
+    # timed sleep can overrun by tens of milliseconds, and a deadline of 2x block_after was missed.
+    b = Backoff(PollPolicy(spin_polls=0, yield_polls=0, block_after=0.02), time.monotonic() + 30.0,
                 block=lambda t: first.append(time.monotonic() - b.start) is None)
-    while b.pause():
+    while not first and b.pause():
         pass
     assert first and first[0] >= 0.02
 
