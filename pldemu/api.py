@@ -265,13 +265,18 @@ def _input_array(name: str, value: ArrayLike, specs: Mapping[str, StaticBuffer],
 
 def _run(ranks: int, argv: list[str], limit: float, work: Path, where: Placement,
          specs: Callable[[], Mapping[str, StaticBuffer]]) -> RunResult:
-    from pldemu.job.launch import pldemu_argv, run_job
+    from pldemu.job.launch import LOCAL, pldemu_argv, run_job
+    from pldemu.pool.client import current_pool
 
     log = work / "output.txt"
     start = time.monotonic()
+    pool = current_pool() if where == LOCAL else None
     with log.open("w") as out:
         # The job's own --job-timeout is not relied on: mpiexec is killed from here as a whole.
-        code = run_job(ranks, pldemu_argv(argv), limit + 5.0, stdout=out, stderr=out, placement=where)
+        if pool is not None:
+            code = pool.run(ranks, argv, limit + 5.0, stdout=out, stderr=out)
+        else:
+            code = run_job(ranks, pldemu_argv(argv), limit + 5.0, stdout=out, stderr=out, placement=where)
     code = code if 0 <= code <= 255 else 3
     wall = time.monotonic() - start
     return _collect(ranks, code, log.read_text(errors="replace"), wall, work, specs)

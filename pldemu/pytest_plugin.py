@@ -7,12 +7,14 @@
 
 The marker parametrises the test over rank counts (ids ``2ranks``, ``3ranks``, ...); the
 ``pldemu_run`` fixture runs a program with :func:`pldemu.launch` at the test's rank count and timeout,
-each call an isolated ``mpiexec`` job, and fails the test (not the session) with the job's exit code,
+each call served by the session's warm job of that rank count (:mod:`pldemu.pool`: a failed run's
+report is the one a job of its own gives; ``--no-pldemu-warm-jobs``: an ``mpiexec`` job per call), and fails the test (not the session) with the job's exit code,
 every rank's output, the race / invariant / deadlock reports and, with ``expect=``, the ``#wrong`` rows.
 Command-line options apply to every marked test: ``--pldemu-ranks 2,4`` (replaces the marker's list),
 ``--pldemu-timeout S``, ``--pldemu-seed N``, and the schedule flags ``--pldemu-jitter US``,
 ``--pldemu-straggler R:US``, ``--pldemu-skew US``, ``--pldemu-visibility deferred``,
-``--pldemu-races`` (``--no-pldemu-races``), ``--pldemu-invariants``, which override the test's own ``RuntimeOptions``; and
+``--pldemu-races`` (``--no-pldemu-races``), ``--pldemu-invariants``, which override the test's own ``RuntimeOptions``;
+``--no-pldemu-warm-jobs``; and
 ``--pldemu-sim-hosts HxR`` (every job on H simulated hosts of R ranks, root only).
 
 Marked tests are skipped inside an MPI job (pytest-mpi's ``--with-mpi``, or a rank of ``mpiexec``):
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -32,6 +34,7 @@ import pytest
 from pldemu.api import DEFAULT_TIMEOUT, Inputs, PerRank, RunResult, launch
 from pldemu.job.argtypes import host_shape, microseconds, nonneg_int, positive_float, positive_int, straggler
 from pldemu.job.launch import Placement, in_mpi_job
+from pldemu.pool.client import JobPool, use_pool
 from pldemu.runtime.options import VISIBILITY_MODES, RuntimeOptions
 
 MARKER = "pldemu"
@@ -60,6 +63,9 @@ _OPTIONS: Mapping[str, tuple[str | None, dict[str, Any]]] = {
     "races": ("race_detect", {"action": argparse.BooleanOptionalAction, "default": None,
                               "help": "detect data races (--no-pldemu-races: do not)"}),
     "invariants": ("invariants", {"action": "store_true", "default": None, "help": "check protocol invariants"}),
+    "warm-jobs": (None, {"action": argparse.BooleanOptionalAction, "default": True,
+                         "help": "serve the session's runs from one warm mpiexec job per rank count (default; "
+                                 "--no-pldemu-warm-jobs: a job of its own per run; see pldemu.pool)"}),
 }
 
 
@@ -107,6 +113,7 @@ class Runner:
     timeout: float
     overrides: Mapping[str, Any]
     placement: Placement | None = None
+    pool: JobPool | None = None
 
     def __call__(self, program: Any, *, inputs: Inputs | None = None, options: RuntimeOptions | None = None,
                  expect: Mapping[str, PerRank] | None = None, rtol: float = 0.0, atol: float = 0.0,
@@ -118,9 +125,10 @@ class Runner:
         opts = options if options is not None else RuntimeOptions(timeout=max(1.0, min(30.0, self.timeout / 3)))
         if self.overrides:
             opts = dataclasses.replace(opts, **self.overrides)
-        result = launch(program, self.ranks, inputs=inputs, options=opts, timeout=self.timeout,
-                        iters=iters, check=False, placement=self.placement, expect_buffers=expect_buffers,
-                        rtol=rtol if expect_buffers else 0.0, atol=atol if expect_buffers else 0.0)
+        with use_pool(self.pool):
+            result = launch(program, self.ranks, inputs=inputs, options=opts, timeout=self.timeout,
+                            iters=iters, check=False, placement=self.placement, expect_buffers=expect_buffers,
+                            rtol=rtol if expect_buffers else 0.0, atol=atol if expect_buffers else 0.0)
         if check and not result.ok:
             pytest.fail(result.describe_failure(), pytrace=False)
         if check and expect is not None:
@@ -145,15 +153,28 @@ def runtime_overrides(config: pytest.Config) -> dict[str, Any]:
             if field is not None and (value := config.getoption(f"pldemu_{name}")) is not None}
 
 
+@pytest.fixture(scope="session")
+def pldemu_job_pool(request: pytest.FixtureRequest) -> Iterator[JobPool | None]:
+    """The session's warm jobs (:class:`pldemu.pool.JobPool`, one per rank count, ended with the
+    session), or None under ``--no-pldemu-warm-jobs`` or ``--pldemu-sim-hosts``."""
+    if not request.config.getoption("pldemu_warm_jobs") or request.config.getoption("pldemu_sim_hosts"):
+        yield None
+        return
+    with JobPool() as pool:
+        yield pool
+
+
 @pytest.fixture
-def pldemu_run(request: pytest.FixtureRequest, pldemu_ranks: int) -> Callable[..., RunResult]:
+def pldemu_run(request: pytest.FixtureRequest, pldemu_ranks: int,
+               pldemu_job_pool: JobPool | None) -> Callable[..., RunResult]:
     """Run a program on this test's rank count (see :class:`Runner`)."""
     marker = request.node.get_closest_marker(MARKER)
     timeout = request.config.getoption("pldemu_timeout") or (
         marker.kwargs.get("timeout", DEFAULT_TIMEOUT) if marker is not None else DEFAULT_TIMEOUT)
     overrides = runtime_overrides(request.config)
     hosts = request.config.getoption("pldemu_sim_hosts")
-    return Runner(pldemu_ranks, float(timeout), overrides, Placement(sim_hosts=hosts) if hosts else None)
+    return Runner(pldemu_ranks, float(timeout), overrides, Placement(sim_hosts=hosts) if hosts else None,
+                  pldemu_job_pool)
 
 
-__all__ = ["MARKER", "Runner", "pldemu_ranks", "pldemu_run", "runtime_overrides"]
+__all__ = ["MARKER", "Runner", "pldemu_job_pool", "pldemu_ranks", "pldemu_run", "runtime_overrides"]

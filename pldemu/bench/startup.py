@@ -6,7 +6,9 @@ alternates, in every iteration (A B ..., then ... B A), after warm-up:
 * ``pldemu run TRIVIAL -n N`` (one ``tile.full`` + ``tile.store``) against
   ``mpiexec -n N python -c "import numpy; from mpi4py import MPI; MPI.COMM_WORLD.Barrier()"``;
 * ``pldemu --help`` against ``python -c "import numpy"``;
-* one call of ``pldemu.launch(TRIVIAL, N)`` from this process (the library's per-call cost).
+* one call of ``pldemu.launch(TRIVIAL, N)`` from this process (the library's per-call cost), with a
+  job of its own and in a warm job (:mod:`pldemu.pool`, what ``pldemu pytest`` and the pytest
+  plugin's ``pldemu_run`` use; its CPU includes the warm job's processes).
 
 Each figure is the median over iterations of the wall time (spawn to exit) and of the CPU time
 (user + system) of every process the contender ran (``getrusage`` of this process and its waited-for
@@ -30,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pldemu.job.launch import STARTUP_LOG_VAR, job_env, mpiexec_command
+from pldemu.pool.client import JobPool, use_pool
 
 TRIVIAL_PROGRAM = """\
 program trivial {
@@ -114,7 +117,9 @@ BARE = "mpiexec -n {n} python (numpy, mpi4py, barrier)"
 HELP = "pldemu --help"
 NUMPY = "python -c 'import numpy'"
 LAUNCH = "pldemu.launch(trivial, {n}) per call"
-PAIRS: tuple[tuple[str, str], ...] = ((BARE, ""), (RUN, BARE), (LAUNCH, BARE), (NUMPY, ""), (HELP, NUMPY))
+WARM = "the same, in a warm job (pldemu.pool)"
+PAIRS: tuple[tuple[str, str], ...] = ((BARE, ""), (RUN, BARE), (LAUNCH, BARE), (WARM, BARE), (NUMPY, ""),
+                                      (HELP, NUMPY))
 """(contender, its reference) in print order."""
 
 
@@ -134,21 +139,22 @@ def _process(argv: Sequence[str], env: dict[str, str] | None = None) -> Callable
     return run
 
 
-def _launch(path: Path, ranks: int) -> Callable[[], None]:
+def _launch(path: Path, ranks: int, pool: JobPool | None = None) -> Callable[[], None]:
     def run() -> None:
         import pldemu
 
-        result = pldemu.launch(path, ranks)
+        with use_pool(pool):
+            result = pldemu.launch(path, ranks)
         if not result.ok:
             raise RuntimeError(f"pldemu.launch failed: {result.describe_failure()}")
 
     return run
 
 
-def _cpu_seconds() -> float:
-    """User + system seconds of this process and of every child it has waited for."""
+def _cpu_seconds(pool: JobPool) -> float:
+    """User + system seconds of this process, of every child it has waited for and of the warm jobs."""
     me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
+    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime + pool.cpu_seconds()
 
 
 def phase_times(log: str, start: float, end: float) -> dict[str, float]:
@@ -169,7 +175,7 @@ def bench_startup(config: StartupConfig, emit: Callable[[str], None]) -> Startup
     """Run every contender ``warmup + iters`` times, alternating, and return the figures."""
     report = StartupReport(config)
     n = config.ranks
-    with tempfile.TemporaryDirectory(prefix="pldemu-bench-startup-") as work:
+    with tempfile.TemporaryDirectory(prefix="pldemu-bench-startup-") as work, JobPool() as pool:
         program = Path(work, "trivial.pld")
         program.write_text(TRIVIAL_PROGRAM)
         log = Path(work, "marks.log")
@@ -178,6 +184,7 @@ def bench_startup(config: StartupConfig, emit: Callable[[str], None]) -> Startup
             BARE: _process(mpiexec_command(n, [sys.executable, "-c", BARE_RANK])),
             RUN: _process([*pldemu_command(), "run", str(program), "-n", str(n)], run_env),
             LAUNCH: _launch(program, n),
+            WARM: _launch(program, n, pool),
             NUMPY: _process([sys.executable, "-c", "import numpy"]),
             HELP: _process([*pldemu_command(), "--help"]),
         }
@@ -186,9 +193,9 @@ def bench_startup(config: StartupConfig, emit: Callable[[str], None]) -> Startup
             order = names if it % 2 == 0 else names[::-1]
             for name in order:
                 log.unlink(missing_ok=True)
-                c0, t0 = _cpu_seconds(), time.time()
+                c0, t0 = _cpu_seconds(pool), time.time()
                 contenders[name]()
-                t1, c1 = time.time(), _cpu_seconds()
+                t1, c1 = time.time(), _cpu_seconds(pool)
                 if it < config.warmup:
                     continue
                 report.times.setdefault(name, []).append(t1 - t0)

@@ -378,6 +378,17 @@ def prepare_rank(environ: Mapping[str, str] | None = None) -> None:
         signal.signal(signal.SIGTERM, _terminated)
 
 
+POOL_VAR = "PLDEMU_POOL_JOB"
+"""Set in a pool job's environment (:mod:`pldemu.pool`): its ranks serve one run after another, so a
+run that ends with a check's failure keeps MPI initialised for the next (:func:`serves_pool`)."""
+
+
+def serves_pool(environ: Mapping[str, str] | None = None) -> bool:
+    """True in a rank of a pool job: it must not finalise MPI after a run (the next run needs it)."""
+    env = os.environ if environ is None else environ
+    return env.get(POOL_VAR) == "1"
+
+
 STARTUP_LOG_VAR = "PLDEMU_STARTUP_LOG"
 """File to which the launcher and every rank append one ``PHASE RANK TIME`` line as they pass each
 start-up phase (:func:`startup_mark`; ``pldemu bench startup`` sets it to break a job's cost down)."""
@@ -560,12 +571,19 @@ def _finish(proc: subprocess.Popen[Any], pump: threading.Thread, folder: Path, e
     pump.join(timeout=5.0)  # a process that left the group may hold the pipe: do not wait for it
     if not pump.is_alive() and proc.stderr is not None:
         proc.stderr.close()
+    report_failures(folder, err)
+
+
+def report_failures(folder: Path, err: IO[Any]) -> bool:
+    """Print every failure the ranks left in ``folder`` once (:func:`failure_report`) and consume
+    them; False when there was none."""
     failures = read_failures(folder)
     for f in folder.glob(_FAILURE_FILE.format(rank="*")):
         with contextlib.suppress(OSError):
             f.unlink()
     if failures:
         print(failure_report(failures), file=err, flush=True)
+    return bool(failures)
 
 
 DOCUMENTED_EXITS = (0, 1, 2, 3, 4, TIMED_OUT)
@@ -623,6 +641,7 @@ __all__ = [
     "MPICH_OVERSUBSCRIBED",
     "MPI_ABORT_CHATTER",
     "PID_DIR_VAR",
+    "POOL_VAR",
     "STARTUP_LOG_VAR",
     "TIMED_OUT",
     "Interrupted",
@@ -644,7 +663,9 @@ __all__ = [
     "prepare_rank",
     "rank_set_text",
     "read_failures",
+    "report_failures",
     "run_job",
+    "serves_pool",
     "spawn",
     "startup_mark",
     "usable_cores",

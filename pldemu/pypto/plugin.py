@@ -39,6 +39,7 @@ import pytest
 import pldemu.pytest_plugin as pldemu_plugin
 from pldemu.api import JobError
 from pldemu.job.launch import Interrupted
+from pldemu.pool.client import JobPool, use_pool
 from pldemu.pypto.artifacts import output_dir_of
 from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.execute import ProgramRunError
@@ -184,9 +185,10 @@ def test_config(request: pytest.FixtureRequest, device_ids: list[int]) -> SuiteC
 
 
 @pytest.fixture(autouse=True)
-def _pldemu_pypto_options(request: pytest.FixtureRequest) -> Iterator[FrontendOptions]:
-    """Every test's compiled calls read the session's options (:func:`pldemu.pypto.session.current_options`)."""
-    with use_options(request.config.stash[_OPTIONS]) as opts:
+def _pldemu_pypto_options(request: pytest.FixtureRequest, pldemu_job_pool: JobPool | None) -> Iterator[FrontendOptions]:
+    """Every test's compiled calls read the session's options (:func:`pldemu.pypto.session.current_options`)
+    and run in the session's warm jobs (:mod:`pldemu.pool`; ``--no-pldemu-warm-jobs``: a job per call)."""
+    with use_options(request.config.stash[_OPTIONS]) as opts, use_pool(pldemu_job_pool):
         yield opts
 
 

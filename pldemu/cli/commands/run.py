@@ -162,6 +162,7 @@ def run_in_job(program: Program, options: RuntimeOptions, *, source: str = "",
 
     from pldemu.harness.report import format_report, json_report
     from pldemu.harness.run import RunPlan, run_once
+    from pldemu.job.launch import serves_pool
 
     plan = plan if plan is not None else RunPlan()
     comm = MPI.COMM_WORLD
@@ -174,8 +175,9 @@ def run_in_job(program: Program, options: RuntimeOptions, *, source: str = "",
             write_report(plan.io.report, json_report(program, ran))
         if options.trace:
             print(f"  trace: {options.trace} (draw it: pldemu trace-plot {options.trace} -o FILE.png)", flush=True)
-    # Every rank got the same verdict: end MPI cleanly so that a non-zero exit is not an abort.
-    if ran.code != EXIT_OK:
+    # Every rank got the same verdict: end MPI cleanly so that a non-zero exit is not an abort (a pool
+    # job's ranks carry on with the next run instead: pldemu.pool).
+    if ran.code != EXIT_OK and not serves_pool():
         MPI.Finalize()
     return ran.code
 
