@@ -18,8 +18,9 @@ job then runs :func:`pldemu.harness.repeat.run_program_iterations` through the s
 :func:`pldemu.harness.stress.stress`. A program has no oracle: its failure kinds are invariant,
 deadlock, race and error, never wrong-data.
 
-``--all-mutants`` runs every mutant of ``pldemu.mutants.MUTANTS`` as its own job (a deadlocking
-mutant aborts its job, so one job each), with the mutant's recommended iteration budget unless
+``--all-mutants`` runs every mutant of ``pldemu.mutants.MUTANTS`` as its own run (each seed too), in
+warm jobs on this machine (:mod:`pldemu.pool`: a mutant caught by its checks keeps the job, one that
+deadlocks ends it, and the next gets a new one), with the mutant's recommended iteration budget unless
 ``--iters`` is given, and prints one row per mutant and seed. A control (``must_pass``) must survive.
 
 Exit codes: 0 no failure (``--all-mutants``: every mutant caught with an expected kind and every
@@ -31,6 +32,7 @@ unexpected kind, or a control failed); 2 bad arguments; 3 a deadlock or crash; 1
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import shlex
 import statistics
@@ -56,8 +58,10 @@ from pldemu.ir import DType
 from pldemu.job import exits, flags
 from pldemu.job.argtypes import positive_int
 from pldemu.job.exits import EXIT_ERROR, EXIT_FAIL, EXIT_JOB_TIMEOUT, EXIT_OK, EXIT_USAGE, UsageError
+from pldemu.job.launch import LOCAL
 from pldemu.job.load import load_program
 from pldemu.job.prelaunch import add_force_argument, check_before_launch
+from pldemu.pool.client import JobPool
 from pldemu.runtime.options import RuntimeOptions
 
 EXIT_FOUND = EXIT_FAIL
@@ -348,16 +352,21 @@ def _job_timeout(args: argparse.Namespace, default: float) -> float:
 
 
 def _spawn_one(args: argparse.Namespace, ranks: int, argv: list[str], job_timeout: float,
-               log: Any) -> tuple[Any, int]:
-    """Run one stress job; return its outcome (None if it left none) and exit code."""
+               log: Any, pool: JobPool | None = None) -> tuple[Any, int]:
+    """Run one stress job (in ``pool``'s warm job of ``ranks`` when given); return its outcome (None if
+    it left none) and exit code."""
     from pldemu.job.launch import TIMED_OUT, pldemu_argv, run_job
     from pldemu.job.outcome import StressOutcome, read_outcome, read_progress
 
     with tempfile.TemporaryDirectory(prefix="pldemu-stress-") as tmp:
         path = str(Path(tmp) / "outcome.json")
         start = time.monotonic()
-        rc = run_job(ranks, pldemu_argv([*argv, "--result-file", path]), job_timeout, stdout=log, stderr=log,
-                     placement=common.placement(args))
+        child = [*argv, "--result-file", path]
+        if pool is not None:
+            rc = pool.run(ranks, child, job_timeout, stdout=log, stderr=log)
+        else:
+            rc = run_job(ranks, pldemu_argv(child), job_timeout, stdout=log, stderr=log,
+                         placement=common.placement(args))
         outcome = read_outcome(path)
         if outcome is None and rc == TIMED_OUT:
             # No rank reported a deadlock (each wait has its own deadline): the run was slow, not stuck.
@@ -479,8 +488,30 @@ class MutantRow:
 TABLE_HEAD = f"{'mutant':<38} {'caught':>10} {'kind':<24} {'med.iters':>9} {'med.s':>8}  result"
 
 
+def _mutant_row(args: argparse.Namespace, name: str, m: Any, seeds: range, job_timeout: float, logdir: Path,
+                pool: JobPool | None) -> MutantRow:
+    """One catalogue entry, each seed its own run (printed as it ends)."""
+    outcomes, secs = [], []
+    ranks = args.ranks or m.ranks
+    margs = with_mutant_schedule(args, name)
+    for seed in seeds:
+        argv = child_argv(margs, mutant=name, seed=seed, iters=args.iters or m.iterations)
+        start = time.monotonic()
+        with open(logdir / f"{name}.seed{seed}.log", "w") as log:
+            outcome, _ = _spawn_one(margs, ranks, argv, job_timeout, log, pool)
+        secs.append(time.monotonic() - start)
+        outcomes.append(outcome)
+        kind = "no result" if outcome is None else (outcome.kind or "passed")
+        at = "" if outcome is None or outcome.iteration is None else f" at iteration {outcome.iteration}"
+        model = " (fenced model: --visibility fenced --no-insert-fences)" if m.drop is not None else ""
+        print(f"#   {name} seed {seed}: {kind}{at} ({secs[-1]:.1f} s){model}", flush=True)
+        if outcome is not None and outcome.caught == m.must_pass:
+            print(f"#     replay: {replay_command(argv, ranks)}", flush=True)
+    return MutantRow(name, m.must_pass, m.expected, tuple(outcomes), tuple(secs))
+
+
 def run_all_mutants(args: argparse.Namespace) -> int:
-    """Run every catalogue entry (each seed its own job) and print the table."""
+    """Run every catalogue entry (each seed its own run) and print the table."""
     from pldemu.mutants import MUTANTS
 
     if call_flags := _call_flags_given(args):
@@ -493,24 +524,11 @@ def run_all_mutants(args: argparse.Namespace) -> int:
           f"visibility {args.visibility}, wait timeout {args.timeout:g} s", flush=True)
     rows: list[MutantRow] = []
     logdir = Path(tempfile.mkdtemp(prefix="pldemu-mutants-"))
-    for name, m in MUTANTS.items():
-        outcomes, secs = [], []
-        ranks = args.ranks or m.ranks
-        margs = with_mutant_schedule(args, name)
-        for seed in seeds:
-            argv = child_argv(margs, mutant=name, seed=seed, iters=args.iters or m.iterations)
-            start = time.monotonic()
-            with open(logdir / f"{name}.seed{seed}.log", "w") as log:
-                outcome, _ = _spawn_one(margs, ranks, argv, job_timeout, log)
-            secs.append(time.monotonic() - start)
-            outcomes.append(outcome)
-            kind = "no result" if outcome is None else (outcome.kind or "passed")
-            at = "" if outcome is None or outcome.iteration is None else f" at iteration {outcome.iteration}"
-            model = " (fenced model: --visibility fenced --no-insert-fences)" if m.drop is not None else ""
-            print(f"#   {name} seed {seed}: {kind}{at} ({secs[-1]:.1f} s){model}", flush=True)
-            if outcome is not None and outcome.caught == m.must_pass:
-                print(f"#     replay: {replay_command(argv, ranks)}", flush=True)
-        rows.append(MutantRow(name, m.must_pass, m.expected, tuple(outcomes), tuple(secs)))
+    # The entries' jobs share warm jobs on this machine (pldemu.pool): an entry caught by its checks
+    # keeps the job, one that deadlocks ends it with the same report as a job of its own.
+    with JobPool() if common.placement(args) == LOCAL else contextlib.nullcontext() as pool:
+        for name, m in MUTANTS.items():
+            rows.append(_mutant_row(args, name, m, seeds, job_timeout, logdir, pool))
     print(flush=True)
     print(TABLE_HEAD, flush=True)
     for row in rows:
