@@ -519,6 +519,12 @@ def _forward(source: IO[bytes], sink: IO[Any]) -> None:
             sink.flush()
 
 
+def report_timeout(n: int, timeout: float | None, elapsed: float, err: IO[Any]) -> None:
+    """The one line a launcher prints when it killed an ``n``-rank job that outlived ``timeout``."""
+    print(f"pldemu: the {n}-rank job ran longer than {timeout:g}s and was killed ({elapsed:.0f}s)",
+          file=err, flush=True)
+
+
 def run_job(n: int, argv: Sequence[str], timeout: float | None, *, env: Mapping[str, str] | None = None,
             cwd: str | os.PathLike[str] | None = None, stdout: IO[Any] | None = None,
             stderr: IO[Any] | None = None, placement: Placement = LOCAL) -> int:
@@ -550,8 +556,7 @@ def run_job(n: int, argv: Sequence[str], timeout: float | None, *, env: Mapping[
         except subprocess.TimeoutExpired:
             kill_group(proc, grace=max(5.0, placement.teardown_grace))
             _finish(proc, pump, Path(pids), err)
-            print(f"pldemu: the {n}-rank job ran longer than {timeout:g}s and was killed "
-                  f"({time.monotonic() - start:.0f}s)", file=err, flush=True)
+            report_timeout(n, timeout, time.monotonic() - start, err)
             return TIMED_OUT
         except BaseException as exc:
             kill_group(proc, grace=placement.teardown_grace)  # the job is in another session: it did not get our signal

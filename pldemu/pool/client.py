@@ -44,6 +44,7 @@ from pldemu.job.launch import (
     pldemu_argv,
     read_failures,
     report_failures,
+    report_timeout,
     run_job,
 )
 
@@ -111,7 +112,8 @@ class JobPool:
             job = self._job(n)
             folder = job.folder / f"run{next(job.runs)}"
             folder.mkdir()
-            deadline = None if timeout is None else time.monotonic() + timeout
+            start = time.monotonic()
+            deadline = None if timeout is None else start + timeout
             try:
                 codes = self._ask(job, {"argv": list(args), "folder": str(folder), "cwd": os.getcwd()}, deadline)
             except BaseException:
@@ -120,8 +122,7 @@ class JobPool:
             if codes == TIMED_OUT:
                 self._retire(n)
                 _copy_output(folder, n, stdout, stderr)
-                print(f"pldemu: the {n}-rank job ran longer than {timeout:g}s and was killed", file=stderr,
-                      flush=True)
+                report_timeout(n, timeout, time.monotonic() - start, stderr)
                 return TIMED_OUT
             if isinstance(codes, list) and len(set(codes)) == 1 and codes[0] in CLEAN_EXITS:
                 self.stats.served += 1
@@ -155,7 +156,8 @@ class JobPool:
         ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
         total = 0
         for job in self._jobs.values():
-            ranks = [int(p.read_text()) for p in (job.folder / "pids").glob("rank*.pid") if p.read_text().isdigit()]
+            texts = [p.read_text() for p in (job.folder / "pids").glob("rank*.pid")]
+            ranks = [int(text) for text in texts if text.isdigit()]
             for pid in (job.proc.pid, *ranks):
                 with suppress(OSError, ValueError, IndexError):
                     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
