@@ -17,7 +17,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -261,15 +261,31 @@ def wait_exit(proc: subprocess.Popen[Any], timeout: float | None) -> int:
 
 
 def kill_group(proc: subprocess.Popen[Any], grace: float = 5.0) -> None:
-    """SIGTERM the job's process group, then SIGKILL whatever is still there after ``grace``; then
-    unlink MPI's named /dev/shm segments its processes mapped (:func:`_job_segments`)."""
+    """End the job: its ranks SIGKILLed where they stand (:func:`_freeze`), mpiexec's process group
+    SIGTERMed once, then SIGKILLed after ``grace``; then unlink MPI's named /dev/shm segments the
+    ranks held (:func:`_held_segments`)."""
     try:
         os.killpg(proc.pid, 0)
     except ProcessLookupError:
         return  # the job ended by itself: its ranks dropped their segments' names
-    segments = _job_segments(proc.pid)
+    depth = _freeze(proc.pid)
     try:
-        _kill(proc, grace)
+        segments = _held_segments(depth)
+        for pid in (pid for pid, level in depth.items() if level >= 2):
+            # A rank resumed with a SIGTERM pending may first finish MPI_Init (the signal waits for
+            # Python code) and create a segment nobody has seen; a killed one creates nothing.
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            # Pending until each resumes: mpiexec (or the hosts script, whose trap must not be hit
+            # twice) forwards it to the ranks on other hosts.
+            os.killpg(proc.pid, signal.SIGTERM)
+    finally:
+        for pid in depth:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+    try:
+        _reap(proc, grace)
     finally:
         from pldemu.runtime.shm import unlink_segment
 
@@ -277,13 +293,23 @@ def kill_group(proc: subprocess.Popen[Any], grace: float = 5.0) -> None:
             unlink_segment(path)
 
 
-def _job_segments(root: int) -> list[str]:
-    """MPI's named /dev/shm segments mapped by ``root`` (mpiexec) and its descendants in this mount
-    namespace (hydra starts each rank in a session of its own, so the job is a process tree, not a
-    group). A rank killed inside ``MPI_Init``, before :func:`prepare_rank` gave it a SIGTERM that
-    drops them, would leave them behind; only the launcher can remove them then."""
-    from pldemu.runtime.shm import mapped_segments
+def _freeze(root: int) -> dict[int, int]:
+    """SIGSTOP ``root`` (mpiexec) and its descendants in this mount namespace until no new one
+    appears (hydra starts each rank in a session of its own, so the job is a process tree, not a
+    group); returns each one's depth below ``root`` (1: a proxy, 2 and more: ranks)."""
+    stopped: dict[int, int] = {}
+    while True:
+        fresh = {pid: level for pid, level in _descendants(root).items() if pid not in stopped}
+        if not fresh:
+            return stopped
+        for pid in fresh:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+        stopped |= fresh
 
+
+def _descendants(root: int) -> dict[int, int]:
+    """``root`` and every process below it in this mount namespace, with its depth below ``root``."""
     parent: dict[int, int] = {}
     with contextlib.suppress(OSError):
         mine = os.readlink("/proc/self/ns/mnt")
@@ -291,33 +317,45 @@ def _job_segments(root: int) -> list[str]:
             with contextlib.suppress(OSError, ValueError, IndexError):
                 if entry.name.isdigit() and os.readlink(entry / "ns" / "mnt") == mine:
                     parent[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-    tree, grew = {root}, True
-    while grew:
-        added = {pid for pid, ppid in parent.items() if ppid in tree and pid not in tree}
-        tree |= added
-        grew = bool(added)
+    tree, level = {root: 0}, [root]
+    while level:
+        level = [pid for pid, ppid in parent.items() if ppid in level and pid not in tree]
+        tree |= {pid: tree[parent[pid]] + 1 for pid in level}
+    return tree
+
+
+def _held_segments(pids: Iterable[int]) -> list[str]:
+    """MPI's named /dev/shm segments the (stopped) processes ``pids`` map, or hold open between
+    creating and mapping one. A rank killed inside ``MPI_Init``, before :func:`prepare_rank` gave
+    it a SIGTERM that drops them, would leave them behind; only the launcher can remove them then."""
+    from pldemu.runtime.shm import mapped_segments
+
     found: set[str] = set()
-    for pid in tree:
+    for pid in pids:
         found.update(mapped_segments(Path(f"/proc/{pid}/maps")))
+        with contextlib.suppress(OSError):
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                with contextlib.suppress(OSError):
+                    target = os.readlink(fd)
+                    if target.startswith("/dev/shm/") and not target.endswith("(deleted)"):
+                        found.add(target)
     return sorted(found)
 
 
-def _kill(proc: subprocess.Popen[Any], grace: float) -> None:
+def _reap(proc: subprocess.Popen[Any], grace: float) -> None:
+    """Wait up to ``grace`` for the SIGTERMed process manager, then SIGKILL its group; once it is
+    gone, SIGKILL whatever of its group outlived it."""
     import subprocess
 
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            continue
-        # The process manager is gone; make sure no rank of its group outlives it.
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        return
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=grace)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 class Interrupted(BaseException):
