@@ -261,7 +261,7 @@ def wait_exit(proc: subprocess.Popen[Any], timeout: float | None) -> int:
 
 
 def kill_group(proc: subprocess.Popen[Any], grace: float = 5.0) -> None:
-    """End the job: its ranks SIGKILLed where they stand (:func:`_freeze`), mpiexec's process group
+    """End the job: its ranks and local proxies SIGKILLed where they stand (:func:`_freeze`), mpiexec's process group
     SIGTERMed once, then SIGKILLed after ``grace``; then unlink MPI's named /dev/shm segments the
     ranks held (:func:`_held_segments`)."""
     try:
@@ -271,9 +271,10 @@ def kill_group(proc: subprocess.Popen[Any], grace: float = 5.0) -> None:
     depth = _freeze(proc.pid)
     try:
         segments = _held_segments(depth)
-        for pid in (pid for pid, level in depth.items() if level >= 2):
+        for pid in (pid for pid, level in depth.items() if level >= 2 or _is_proxy(pid)):
             # A rank resumed with a SIGTERM pending may first finish MPI_Init (the signal waits for
-            # Python code) and create a segment nobody has seen; a killed one creates nothing.
+            # Python code) and create a segment nobody has seen, and a resumed proxy may start one
+            # more rank; a killed one does neither.
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
@@ -306,6 +307,14 @@ def _freeze(root: int) -> dict[int, int]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGSTOP)
         stopped |= fresh
+
+
+def _is_proxy(pid: int) -> bool:
+    """Whether ``pid`` is a hydra proxy (MPICH's per-host process that starts the ranks)."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip() == "hydra_pmi_proxy"
+    except OSError:
+        return False
 
 
 def _descendants(root: int) -> dict[int, int]:
