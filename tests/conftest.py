@@ -8,6 +8,9 @@
   by it otherwise; a plain ``pytest`` runs them through the launcher tests.
 * In a job that runs several units (``mpi_launch.run_units``), every rank logs its outcomes
   (``tests/job_outcomes.py``) so that each unit gets its own verdict.
+* In a plain ``pytest``, the MPI suites' jobs (``tests/test_mpi_suites.py``) run in a background
+  thread from the end of collection (``tests/mpi_background.py``) while the rest runs; their tests
+  are moved to the end of the session, where they collect the verdicts.
 * The ``comm`` fixture is COMM_WORLD, with a barrier after the test; the ``backend`` fixture runs a
   test on every window back end (``helpers.BACKENDS``).
 * A test marked ``self_and_world`` (and not ``mpi``) that takes ``comm`` runs its one body twice,
@@ -32,10 +35,13 @@ if _TESTS_DIR not in sys.path:
 
 import job_outcomes  # noqa: E402  (needs the path above)
 from helpers import BACKENDS  # noqa: E402
+from mpi_background import SUITE_RUNNER, SuiteRunner  # noqa: E402
 from mpi_launch import MPI_TEST_DIRS, REPO_ROOT, in_mpi_job  # noqa: E402
 
 if TYPE_CHECKING:
     from mpi4py import MPI
+
+MPI_SUITE_TEST = "test_mpi_suite"
 
 SELF_AND_WORLD = "self_and_world"
 COMM_MODES = (pytest.param("self", id="self"), pytest.param("world", id="world", marks=pytest.mark.mpi))
@@ -55,8 +61,10 @@ def _inside_mpi(config: pytest.Config) -> bool:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Inside an MPI job skip ``launcher`` tests (no recursive mpiexec) and the ``[self]`` cases of
-    ``self_and_world`` tests (the plain pytest process runs them; every rank would repeat them alone)."""
+    ``self_and_world`` tests (the plain pytest process runs them; every rank would repeat them alone).
+    Outside, the MPI suites' tests go last: their jobs run meanwhile (:func:`pytest_collection_finish`)."""
     if not _inside_mpi(config):
+        items.sort(key=lambda item: getattr(item, "originalname", "") == MPI_SUITE_TEST)  # stable
         return
     launcher = pytest.mark.skip(reason="launcher tests do not run inside an MPI job")
     self_case = pytest.mark.skip(reason="the [self] case runs in the plain pytest process")
@@ -66,6 +74,42 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         callspec = getattr(item, "callspec", None)
         if callspec is not None and callspec.params.get("comm_mode") == "self":
             item.add_marker(self_case)
+
+
+def _suite_plan(items: list[pytest.Item]) -> dict[int, list[str]]:
+    """Size -> the MPI suite directories this session selected at that size, in suite order."""
+    plan: dict[int, list[str]] = {}
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if getattr(item, "originalname", "") == MPI_SUITE_TEST and callspec is not None:
+            test_dir = callspec.params["test_dir"]
+            if (REPO_ROOT / test_dir).is_dir():
+                plan.setdefault(callspec.params["n"], []).append(test_dir)
+    return {n: [d for d in MPI_TEST_DIRS if d in dirs] for n, dirs in sorted(plan.items())}
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the selected MPI suites' jobs in the background (not under ``--collect-only``, not in an
+    MPI job, not in a pytest-xdist worker, which runs only some of the items it collected)."""
+    config = session.config
+    if config.option.collectonly or _inside_mpi(config) or hasattr(config, "workerinput"):
+        return
+    plan = _suite_plan(session.items)
+    if plan:
+        session.stash[SUITE_RUNNER] = SuiteRunner(plan)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """However the session ends, no job of the background runner outlives it. In a rank of a failing
+    session, MPI's /dev/shm segment names go first: ``python -m mpi4py`` turns the non-zero exit into
+    MPI_Abort, which skips the MPI_Finalize that would unlink them (every rank mapped them long ago)."""
+    if in_mpi_job() and exitstatus != 0:
+        from pldemu.runtime.shm import unlink_named_segments
+
+        unlink_named_segments()
+    runner = session.stash.get(SUITE_RUNNER, None)
+    if runner is not None:
+        runner.close()
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

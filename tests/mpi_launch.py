@@ -16,9 +16,10 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from job_outcomes import OUTCOMES_ENV, UnitVerdict, judge, rank_log_path, read_rank_log
@@ -74,6 +75,41 @@ class MpiResult:
             raise AssertionError(self.report())
 
 
+class Cancelled(Exception):
+    """The :class:`LiveJobs` a job would have started under was closed."""
+
+
+@dataclass
+class LiveJobs:
+    """The jobs a thread has in flight (:func:`run_mpi`'s ``jobs``), so that another thread (the
+    session, when it ends) can kill them: :meth:`close` kills each one's whole process tree, and no
+    job starts under it afterwards."""
+
+    _procs: set[subprocess.Popen[str]] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    closed: bool = False
+
+    def add(self, proc: subprocess.Popen[str]) -> None:
+        """Track ``proc``; killed at once (and :class:`Cancelled` raised) if already closed."""
+        with self._lock:
+            if not self.closed:
+                self._procs.add(proc)
+                return
+        launch.kill_group(proc, grace=1.0)
+        raise Cancelled("the jobs were closed")
+
+    def discard(self, proc: subprocess.Popen[str]) -> None:
+        with self._lock:
+            self._procs.discard(proc)
+
+    def close(self) -> None:
+        """Kill every tracked job; refuse new ones."""
+        with self._lock:
+            self.closed, procs = True, list(self._procs)
+        for proc in procs:
+            launch.kill_group(proc, grace=1.0)
+
+
 def mpiexec_command(n: int) -> list[str]:
     """``mpiexec -n N`` with the flags this MPI needs to oversubscribe (pldemu's own launcher decides)."""
     return launch.mpiexec_command(n, [])
@@ -98,13 +134,15 @@ def run_mpi(
     timeout: float,
     env: Mapping[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
+    jobs: LiveJobs | None = None,
 ) -> MpiResult:
     """Run ``mpiexec -n N argv...`` in a new session and capture its output.
 
     On timeout the whole process group (process manager and ranks) gets
     SIGTERM, then SIGKILL, and the result has ``timed_out=True`` together
     with whatever output was captured.  ``env`` entries are added to the
-    current environment; ``PYTHONUNBUFFERED=1`` is always set.
+    current environment; ``PYTHONUNBUFFERED=1`` is always set. Under ``jobs`` the job can be killed
+    from another thread (:class:`LiveJobs`).
     """
     args = [*mpiexec_command(n), *argv]
     start = time.monotonic()
@@ -120,6 +158,8 @@ def run_mpi(
         start_new_session=True,
     )
     timed_out = False
+    if jobs is not None:
+        jobs.add(proc)
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -135,6 +175,11 @@ def run_mpi(
         # e.g. Ctrl-C in the outer pytest: never leave ranks behind.
         launch.kill_group(proc, grace=1.0)
         raise
+    finally:
+        if jobs is not None:
+            jobs.discard(proc)
+    if jobs is not None and jobs.closed:
+        raise Cancelled("the jobs were closed")
     return MpiResult(
         args=args,
         returncode=proc.returncode if proc.returncode is not None else -1,
@@ -168,27 +213,29 @@ def pytest_mpi_argv(paths: Sequence[str], *extra: str) -> list[str]:
     ]
 
 
-def run_units(n: int, units: Sequence[str], timeout_per_unit: float = JOB_TIMEOUT) -> dict[str, UnitVerdict]:
+def run_units(n: int, units: Sequence[str], timeout_per_unit: float = JOB_TIMEOUT,
+              jobs: LiveJobs | None = None) -> dict[str, UnitVerdict]:
     """Run the pytest-mpi ``units`` (paths, in this order) on ``n`` ranks, sharing jobs, and judge each alone.
 
     One ``mpiexec`` runs them all in turn (one start-up of ``n`` pytest processes instead of one per
     unit); every rank logs its outcomes (:mod:`job_outcomes`), so a unit fails only for its own tests.
     If the job dies in a unit (crash, abort, timeout), that unit fails with the job's report and a new
     job runs the units it never reached; a job that fails without naming a unit reruns each alone.
+    Its jobs run under ``jobs`` (:func:`run_mpi`).
     """
     verdicts: dict[str, UnitVerdict] = {}
     pending = tuple(units)
     while pending:
         with tempfile.TemporaryDirectory(prefix="pldemu-units-") as folder:
             result = run_mpi(n, pytest_mpi_argv(pending, "--continue-on-collection-errors"),
-                             timeout=timeout_per_unit * len(pending), env={OUTCOMES_ENV: folder})
+                             timeout=timeout_per_unit * len(pending), env={OUTCOMES_ENV: folder}, jobs=jobs)
             logs = [read_rank_log(rank_log_path(Path(folder), r)) for r in range(n)]
         ok = not result.timed_out and result.returncode == 0
         settled = judge(pending, logs, ok, result.report())
         verdicts.update(settled.verdicts)
         if settled.rerun == pending:  # nothing settled: no unit to blame, so each runs alone
             for unit in pending:
-                verdicts.update(run_units(n, [unit], timeout_per_unit))
+                verdicts.update(run_units(n, [unit], timeout_per_unit, jobs))
             break
         pending = settled.rerun
     return verdicts

@@ -3,7 +3,9 @@
 This is how a plain ``pytest`` exercises the tests marked ``mpi``: each (size, directory) pair is one
 test, ``mpiexec -n N python -m mpi4py -m pytest --with-mpi DIR``. The directories selected at one size
 share one job (:func:`mpi_launch.run_units`: one start-up of N pytest processes instead of one per
-directory), and each pair is judged by its own directory's tests alone. Add directories to
+directory), and each pair is judged by its own directory's tests alone. In a plain session those jobs
+run in the background from the end of collection (``tests/mpi_background.py``, started by
+``tests/conftest.py``), and these tests, run last, collect the verdicts. Add directories to
 ``mpi_launch.MPI_TEST_DIRS``.
 """
 
@@ -13,6 +15,7 @@ from collections.abc import Callable
 
 import pytest
 from job_outcomes import UnitVerdict
+from mpi_background import SUITE_RUNNER
 from mpi_launch import MPI_SIZES, MPI_TEST_DIRS, REPO_ROOT, run_units
 
 pytestmark = pytest.mark.launcher
@@ -30,10 +33,14 @@ def _selected_dirs(session: pytest.Session, n: int) -> list[str]:
 
 @pytest.fixture(scope="session")
 def suite_verdict(request: pytest.FixtureRequest) -> SuiteVerdict:
-    """``verdict(n, dir)``: the first call at size ``n`` runs every selected directory in one job."""
+    """``verdict(n, dir)``: from the session's background runner when it runs that pair; else the
+    first call at size ``n`` runs every selected directory in one job."""
     by_size: dict[int, dict[str, UnitVerdict]] = {}
+    runner = request.session.stash.get(SUITE_RUNNER, None)
 
     def verdict(n: int, test_dir: str) -> UnitVerdict:
+        if runner is not None and runner.planned(n, test_dir):
+            return runner.verdict(n, test_dir)
         done = by_size.setdefault(n, {})
         if test_dir not in done:
             done.update(run_units(n, [d for d in _selected_dirs(request.session, n) if d not in done] or [test_dir]))

@@ -4,14 +4,19 @@ reached run again in a new job."""
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import CancelledError
 from pathlib import Path
 
 import pytest
+from helpers import processes_with
 from job_outcomes import RankLog, judge, read_rank_log
-from mpi_launch import REPO_ROOT, run_units
+from mpi_background import SuiteRunner
+from mpi_launch import REPO_ROOT, Cancelled, run_units
 
 UNITS = Path(__file__).resolve().parent.relative_to(REPO_ROOT) / "units"
-PASSES, FAILS, KILLS = (str(UNITS / f"unit_{name}.py") for name in ("passes", "fails_on_rank1", "kills_the_job"))
+PASSES, FAILS, KILLS, HANGS = (str(UNITS / f"unit_{name}.py")
+                               for name in ("passes", "fails_on_rank1", "kills_the_job", "hangs"))
 
 
 @pytest.mark.launcher
@@ -26,6 +31,29 @@ def test_each_unit_of_a_shared_job_gets_its_own_verdict() -> None:
     killed = verdicts[KILLS]
     assert not killed.passed and f"the job ended during {KILLS}" in killed.detail, killed.detail
     assert verdicts[PASSES].passed, verdicts[PASSES].detail  # rerun in a job of its own
+
+
+@pytest.mark.launcher
+def test_the_background_runner_gives_each_size_its_verdicts_and_closing_it_kills_its_job() -> None:
+    before = set(Path("/dev/shm").glob("mpich_*"))
+    runner = SuiteRunner({2: [FAILS, PASSES], 3: [HANGS], 4: [PASSES]}, timeout_per_unit=600)
+    try:
+        assert runner.planned(2, PASSES) and not runner.planned(2, HANGS) and not runner.planned(5, PASSES)
+        assert runner.verdict(2, PASSES).passed and not runner.verdict(2, FAILS).passed
+        deadline = time.monotonic() + 120
+        while len(processes_with(HANGS)) < 3 and time.monotonic() < deadline:  # its job started
+            time.sleep(0.2)
+        assert len(processes_with(HANGS)) >= 3, "the 3-rank job never started"
+    finally:
+        start = time.monotonic()
+        runner.close()
+    assert time.monotonic() - start < 30, "closing waited for the job instead of killing it"
+    assert not processes_with(HANGS), "a rank of the killed job outlived close()"
+    assert set(Path("/dev/shm").glob("mpich_*")) <= before, "the killed job left a segment in /dev/shm"
+    with pytest.raises(Cancelled):
+        runner.verdict(3, HANGS)
+    with pytest.raises(CancelledError):  # the size after it never started
+        runner.verdict(4, PASSES)
 
 
 def _log(*finished: str, failures: tuple[tuple[str, str], ...] = ()) -> RankLog:

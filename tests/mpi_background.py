@@ -1,0 +1,50 @@
+"""The MPI suites of a plain ``pytest`` run beside the rest of the session.
+
+The suites' jobs (``tests/test_mpi_suites.py``: every MPI test directory at every size) are about
+half of the suite's wall time, and neither they nor the rest keep both cores of a 2-core machine busy
+(the rest waits on timeouts and on its own small jobs). :class:`SuiteRunner` starts them when
+collection ends, one job at a time in a thread of its own, while the main thread runs everything
+else; each ``test_mpi_suite[N-DIR]`` (moved to the end of the session) then only collects its
+verdict. One job at a time, never two oversubscribed MPI jobs of the suites at once: those spend the
+cores polling ("Item 4, fourth pass" in docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import pytest
+from job_outcomes import UnitVerdict
+from mpi_launch import JOB_TIMEOUT, LiveJobs, run_units
+
+
+class SuiteRunner:
+    """Runs ``plan`` (size -> the directories selected at that size), in this order, one job at a
+    time, in a background thread; :meth:`verdict` waits for a size's job. :meth:`close` kills the job
+    in flight and drops the rest (the session ended early: ``-x``, Ctrl-C)."""
+
+    def __init__(self, plan: Mapping[int, Sequence[str]], timeout_per_unit: float = JOB_TIMEOUT) -> None:
+        self._plan = {n: tuple(dirs) for n, dirs in plan.items()}
+        self._jobs = LiveJobs()
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mpi-suites")
+        self._sizes: dict[int, Future[dict[str, UnitVerdict]]] = {
+            n: self._pool.submit(run_units, n, dirs, timeout_per_unit, self._jobs) for n, dirs in self._plan.items()}
+
+    def planned(self, n: int, test_dir: str) -> bool:
+        """Whether this runner runs ``test_dir`` at ``n`` ranks."""
+        return test_dir in self._plan.get(n, ())
+
+    def verdict(self, n: int, test_dir: str) -> UnitVerdict:
+        """``test_dir``'s verdict at ``n`` ranks, once that size's job has ended."""
+        return self._sizes[n].result()[test_dir]
+
+    def close(self) -> None:
+        """Kill the job in flight, cancel the sizes not started; returns once the thread is idle."""
+        self._pool.shutdown(wait=False, cancel_futures=True)  # first: no size starts after the kill
+        self._jobs.close()
+        self._pool.shutdown(wait=True)
+
+
+SUITE_RUNNER = pytest.StashKey[SuiteRunner]()
+"""Where a session keeps its :class:`SuiteRunner` (``tests/conftest.py`` starts it)."""
