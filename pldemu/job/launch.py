@@ -261,15 +261,17 @@ def wait_exit(proc: subprocess.Popen[Any], timeout: float | None) -> int:
 
 
 def kill_group(proc: subprocess.Popen[Any], grace: float = 5.0) -> None:
-    """End the job: its ranks and local proxies SIGKILLed where they stand (:func:`_freeze`), mpiexec's process group
-    SIGTERMed once, then SIGKILLed after ``grace``; then unlink MPI's named /dev/shm segments the
-    ranks held (:func:`_held_segments`)."""
+    """End the job: its ranks and local proxies SIGKILLed where they stand (:func:`_freeze`),
+    mpiexec's process group SIGTERMed once, then SIGKILLed after ``grace``; then unlink MPI's named
+    /dev/shm segments the ranks held (:func:`_held_segments`)."""
     try:
         os.killpg(proc.pid, 0)
     except ProcessLookupError:
         return  # the job ended by itself: its ranks dropped their segments' names
-    depth = _freeze(proc.pid)
+    depth: dict[int, int] = {}
+    segments: list[str] = []
     try:
+        _freeze(proc.pid, depth)
         segments = _held_segments(depth)
         for pid in (pid for pid, level in depth.items() if level >= 2 or _is_proxy(pid)):
             # A rank resumed with a SIGTERM pending may first finish MPI_Init (the signal waits for
@@ -282,7 +284,7 @@ def kill_group(proc: subprocess.Popen[Any], grace: float = 5.0) -> None:
             # twice) forwards it to the ranks on other hosts.
             os.killpg(proc.pid, signal.SIGTERM)
     finally:
-        for pid in depth:
+        for pid in depth:  # even when interrupted halfway: nothing of the job stays stopped
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGCONT)
     try:
@@ -294,19 +296,19 @@ def kill_group(proc: subprocess.Popen[Any], grace: float = 5.0) -> None:
             unlink_segment(path)
 
 
-def _freeze(root: int) -> dict[int, int]:
-    """SIGSTOP ``root`` (mpiexec) and its descendants in this mount namespace until no new one
-    appears (hydra starts each rank in a session of its own, so the job is a process tree, not a
-    group); returns each one's depth below ``root`` (1: a proxy, 2 and more: ranks)."""
-    stopped: dict[int, int] = {}
+def _freeze(root: int, stopped: dict[int, int]) -> None:
+    """SIGSTOP ``root`` (mpiexec, or the hosts script above it) and its descendants in this mount
+    namespace until no new one appears (hydra starts each rank in a session of its own, so the job
+    is a process tree, not a group), recording in ``stopped`` each one's depth below ``root`` (for
+    a local mpiexec, 1: its proxy, 2 and more: ranks)."""
     while True:
         fresh = {pid: level for pid, level in _descendants(root).items() if pid not in stopped}
         if not fresh:
-            return stopped
-        for pid in fresh:
+            return
+        for pid, level in fresh.items():
+            stopped[pid] = level  # before the signal: an interruption still resumes it
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGSTOP)
-        stopped |= fresh
 
 
 def _is_proxy(pid: int) -> bool:
