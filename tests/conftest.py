@@ -35,13 +35,11 @@ if _TESTS_DIR not in sys.path:
 
 import job_outcomes  # noqa: E402  (needs the path above)
 from helpers import BACKENDS  # noqa: E402
-from mpi_background import SUITE_RUNNER, SuiteRunner  # noqa: E402
+from mpi_background import MPI_SUITE_TEST, SUITE_RUNNER, SuiteRunner, suite_plan  # noqa: E402
 from mpi_launch import MPI_TEST_DIRS, REPO_ROOT, in_mpi_job  # noqa: E402
 
 if TYPE_CHECKING:
     from mpi4py import MPI
-
-MPI_SUITE_TEST = "test_mpi_suite"
 
 SELF_AND_WORLD = "self_and_world"
 COMM_MODES = (pytest.param("self", id="self"), pytest.param("world", id="world", marks=pytest.mark.mpi))
@@ -76,25 +74,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(self_case)
 
 
-def _suite_plan(items: list[pytest.Item]) -> dict[int, list[str]]:
-    """Size -> the MPI suite directories this session selected at that size, in suite order."""
-    plan: dict[int, list[str]] = {}
-    for item in items:
-        callspec = getattr(item, "callspec", None)
-        if getattr(item, "originalname", "") == MPI_SUITE_TEST and callspec is not None:
-            test_dir = callspec.params["test_dir"]
-            if (REPO_ROOT / test_dir).is_dir():
-                plan.setdefault(callspec.params["n"], []).append(test_dir)
-    return {n: [d for d in MPI_TEST_DIRS if d in dirs] for n, dirs in sorted(plan.items())}
-
-
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Start the selected MPI suites' jobs in the background (not under ``--collect-only``, not in an
     MPI job, not in a pytest-xdist worker, which runs only some of the items it collected)."""
     config = session.config
     if config.option.collectonly or _inside_mpi(config) or hasattr(config, "workerinput"):
         return
-    plan = _suite_plan(session.items)
+    plan = suite_plan(session.items)
     if plan:
         session.stash[SUITE_RUNNER] = SuiteRunner(plan)
 

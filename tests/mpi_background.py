@@ -16,7 +16,23 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 from job_outcomes import UnitVerdict
-from mpi_launch import JOB_TIMEOUT, LiveJobs, run_units
+from mpi_launch import JOB_TIMEOUT, MPI_TEST_DIRS, REPO_ROOT, LiveJobs, run_units
+
+MPI_SUITE_TEST = "test_mpi_suite"
+"""The name of ``tests/test_mpi_suites.py``'s test, parametrised over ``n`` and ``test_dir``."""
+
+
+def suite_plan(items: Sequence[pytest.Item]) -> dict[int, list[str]]:
+    """Size -> the existing MPI suite directories selected at that size (in :data:`MPI_TEST_DIRS`
+    order; a ``-k`` selection runs only what it selected), by increasing size."""
+    chosen: dict[int, set[str]] = {}
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if getattr(item, "originalname", "") == MPI_SUITE_TEST and callspec is not None:
+            chosen.setdefault(callspec.params["n"], set()).add(callspec.params["test_dir"])
+    plan = {n: [d for d in MPI_TEST_DIRS if d in dirs and (REPO_ROOT / d).is_dir()]
+            for n, dirs in sorted(chosen.items())}
+    return {n: dirs for n, dirs in plan.items() if dirs}
 
 
 class SuiteRunner:
@@ -25,15 +41,10 @@ class SuiteRunner:
     in flight and drops the rest (the session ended early: ``-x``, Ctrl-C)."""
 
     def __init__(self, plan: Mapping[int, Sequence[str]], timeout_per_unit: float = JOB_TIMEOUT) -> None:
-        self._plan = {n: tuple(dirs) for n, dirs in plan.items()}
         self._jobs = LiveJobs()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mpi-suites")
         self._sizes: dict[int, Future[dict[str, UnitVerdict]]] = {
-            n: self._pool.submit(run_units, n, dirs, timeout_per_unit, self._jobs) for n, dirs in self._plan.items()}
-
-    def planned(self, n: int, test_dir: str) -> bool:
-        """Whether this runner runs ``test_dir`` at ``n`` ranks."""
-        return test_dir in self._plan.get(n, ())
+            n: self._pool.submit(run_units, n, tuple(dirs), timeout_per_unit, self._jobs) for n, dirs in plan.items()}
 
     def verdict(self, n: int, test_dir: str) -> UnitVerdict:
         """``test_dir``'s verdict at ``n`` ranks, once that size's job has ended."""

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import pytest
 from job_outcomes import UnitVerdict
-from mpi_background import SUITE_RUNNER
+from mpi_background import SUITE_RUNNER, suite_plan
 from mpi_launch import MPI_SIZES, MPI_TEST_DIRS, REPO_ROOT, run_units
 
 pytestmark = pytest.mark.launcher
@@ -23,27 +23,21 @@ pytestmark = pytest.mark.launcher
 SuiteVerdict = Callable[[int, str], UnitVerdict]
 
 
-def _selected_dirs(session: pytest.Session, n: int) -> list[str]:
-    """The directories whose ``test_mpi_suite[n-DIR]`` this session runs (a ``-k`` selection shares
-    only what it selected), in :data:`MPI_TEST_DIRS` order."""
-    chosen = {item.callspec.params["test_dir"] for item in session.items
-              if item.originalname == "test_mpi_suite" and item.callspec.params["n"] == n}
-    return [d for d in MPI_TEST_DIRS if d in chosen and (REPO_ROOT / d).is_dir()]
-
-
 @pytest.fixture(scope="session")
 def suite_verdict(request: pytest.FixtureRequest) -> SuiteVerdict:
-    """``verdict(n, dir)``: from the session's background runner when it runs that pair; else the
-    first call at size ``n`` runs every selected directory in one job."""
+    """``verdict(n, dir)``: from the session's background runner, which runs every selected pair;
+    without one (pytest-xdist workers) the first call at size ``n`` runs every selected directory in
+    one job."""
     by_size: dict[int, dict[str, UnitVerdict]] = {}
     runner = request.session.stash.get(SUITE_RUNNER, None)
 
     def verdict(n: int, test_dir: str) -> UnitVerdict:
-        if runner is not None and runner.planned(n, test_dir):
+        if runner is not None:
             return runner.verdict(n, test_dir)
         done = by_size.setdefault(n, {})
         if test_dir not in done:
-            done.update(run_units(n, [d for d in _selected_dirs(request.session, n) if d not in done] or [test_dir]))
+            selected = suite_plan(request.session.items).get(n, [])
+            done.update(run_units(n, [d for d in selected if d not in done] or [test_dir]))
         return done[test_dir]
 
     return verdict

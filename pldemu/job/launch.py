@@ -336,21 +336,12 @@ def _descendants(root: int) -> dict[int, int]:
 
 
 def _held_segments(pids: Iterable[int]) -> list[str]:
-    """MPI's named /dev/shm segments the (stopped) processes ``pids`` map, or hold open between
-    creating and mapping one. A rank killed inside ``MPI_Init``, before :func:`prepare_rank` gave
-    it a SIGTERM that drops them, would leave them behind; only the launcher can remove them then."""
-    from pldemu.runtime.shm import mapped_segments
+    """MPI's named /dev/shm segments the (stopped) processes ``pids`` map or hold open. A rank killed
+    inside ``MPI_Init``, before :func:`prepare_rank` gave it a SIGTERM that drops them, would leave
+    them behind; only the launcher can remove them then."""
+    from pldemu.runtime.shm import held_segments
 
-    found: set[str] = set()
-    for pid in pids:
-        found.update(mapped_segments(Path(f"/proc/{pid}/maps")))
-        with contextlib.suppress(OSError):
-            for fd in Path(f"/proc/{pid}/fd").iterdir():
-                with contextlib.suppress(OSError):
-                    target = os.readlink(fd)
-                    if target.startswith("/dev/shm/") and not target.endswith("(deleted)"):
-                        found.add(target)
-    return sorted(found)
+    return sorted({path for pid in pids for path in held_segments(pid)})
 
 
 def _reap(proc: subprocess.Popen[Any], grace: float) -> None:

@@ -34,6 +34,24 @@ def mapped_segments(maps: Path = _MAPS) -> list[str]:
     return sorted(found)
 
 
+def held_segments(pid: int) -> list[str]:
+    """Paths of named /dev/shm segments process ``pid`` maps (:func:`mapped_segments`) or holds open
+    (created, not yet mapped), that still have a name (Linux only)."""
+    found = set(mapped_segments(Path(f"/proc/{pid}/maps")))
+    try:
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return sorted(found)
+    for fd in fds:
+        try:
+            path = os.readlink(fd)
+        except OSError:  # closed meanwhile
+            continue
+        if path.startswith(_SHM_DIR) and not path.endswith("(deleted)"):
+            found.add(path)
+    return sorted(found)
+
+
 def unlink_segment(path: str) -> bool:
     """Unlink one of MPI's named segments (by its /dev/shm path); False if it was already gone or is
     not ours to remove. Only ``mpich_*`` names under /dev/shm are touched."""
@@ -55,4 +73,4 @@ def unlink_named_segments() -> list[str]:
     return [path for path in mapped_segments() if unlink_segment(path)]
 
 
-__all__ = ["mapped_segments", "unlink_named_segments", "unlink_segment"]
+__all__ = ["held_segments", "mapped_segments", "unlink_named_segments", "unlink_segment"]

@@ -38,7 +38,6 @@ def test_the_background_runner_gives_each_size_its_verdicts_and_closing_it_kills
     before = set(Path("/dev/shm").glob("mpich_*"))
     runner = SuiteRunner({2: [FAILS, PASSES], 3: [HANGS], 4: [PASSES]}, timeout_per_unit=600)
     try:
-        assert runner.planned(2, PASSES) and not runner.planned(2, HANGS) and not runner.planned(5, PASSES)
         assert runner.verdict(2, PASSES).passed and not runner.verdict(2, FAILS).passed
         deadline = time.monotonic() + 120
         while len(processes_with(HANGS)) < 3 and time.monotonic() < deadline:  # its job started
