@@ -110,6 +110,35 @@ def test_values_are_recomputable_and_vary(op: ReduceOp | None) -> None:
         assert set(np.abs(a).tolist()) == {0.5, 1.0, 2.0}
 
 
+def _reference_value(op: ReduceOp | None, seed: int, rank: int, iteration: int, pos: int) -> float:
+    """One value by the module docstring's recipe, in Python integers: splitmix64 of the position, then
+    the op's level (the stream every replay command relies on)."""
+    mask = (1 << 64) - 1
+    key = int(data._key(seed, rank, iteration, data._STREAM[op]))
+    z = (pos * 0x9E3779B97F4A7C15 + key) & mask
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+    h = z ^ (z >> 31)
+    if op is ReduceOp.Sum:
+        return (h % 31 - 15) / 2
+    if op is ReduceOp.Prod:
+        sign = -1.0 if (h >> 40) & 1 else 1.0
+        return sign if rank >= data.PROD_SCALING_RANKS else sign * 2.0 ** (h % 3 - 1)
+    return (h % (2 * data.DATA_MAX_HALVES) - data.DATA_MAX_HALVES) / 2
+
+
+@pytest.mark.parametrize("op", [None, *ReduceOp])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_values_follow_the_recipe_at_every_position(op: ReduceOp | None, dtype: type) -> None:
+    """The vectorised stream (in-place hashing, level tables) is the recipe, position by position,
+    at sizes past NumPy's small-array paths and at ranks on both sides of the Prod scaling limit."""
+    for rank in (0, data.PROD_SCALING_RANKS - 1, data.PROD_SCALING_RANKS):
+        got = data.values(dtype, op, 11, rank, 3, 70_000, start=5)
+        assert got.dtype == np.dtype(dtype) and got.flags.writeable
+        for pos in (*range(5, 70), 4101, 65_541, 70_004):
+            assert got[pos - 5] == _reference_value(op, 11, rank, 3, pos), (rank, pos)
+
+
 def test_values_fp16_equal_fp32() -> None:
     """The same values in both dtypes (so FP16 and FP32 runs check the same arithmetic)."""
     for op in [None, *ReduceOp]:
