@@ -86,9 +86,13 @@ DEFAULT_POLICY = PollPolicy()
 TIMED_POLICY = PollPolicy(block=False)
 """:data:`DEFAULT_POLICY` without kernel sleeps: the fallback back-off, forced."""
 
-HOST_POLICY = PollPolicy(spin_polls=0, yield_polls=0, min_sleep=1e-5, max_sleep=1e-3, tight_sleeps=False)
+HOST_POLICY = PollPolicy(spin_polls=0, yield_polls=0, min_sleep=1e-5, max_sleep=2e-4, tight_sleeps=False)
 """The back-off of the harnesses' and checkers' own exchanges: they wait for peers that may run a
-whole block of calls first, so they sleep at once and let those peers have the cores."""
+whole block of calls first, so they sleep at once and let those peers have the cores. The sleeps
+stop doubling at 200 us: with a 1 ms cap every exchange overslept its last peer by up to a
+millisecond, with every rank asleep and the cores idle. The 8-rank job of the MPI test suites took
+120 s (147 s of CPU) with the 1 ms cap and 98-102 s (130-139 s) with this one; ``pldemu stress barrier
+-n 4 --iters 1000 --no-races`` 1.6-2.0 s against 1.2 s (docs/benchmarks.md, "Item 3, ninth pass")."""
 
 IDLE_POLICY = PollPolicy(spin_polls=0, yield_polls=0, min_sleep=1e-4, max_sleep=2e-2, tight_sleeps=False)
 """The back-off of a warm job's ranks between two runs (``pldemu.pool``): a run that follows at once
@@ -100,7 +104,7 @@ of an idle rank cost about 80 us of CPU at 3 ranks on 2 cores: with 5 ms sleeps,
 CHECKPOINT_POLICY = PollPolicy(spin_polls=16, yield_polls=0, min_sleep=1e-5, max_sleep=1e-4)
 """The back-off of the race detector's checkpoint exchanges, nine in a row with every rank already
 there: a few polls, then sleeps of at most 100 us.  With :data:`HOST_POLICY`'s sleeps doubling to
-1 ms each exchange overslept by up to a millisecond: the checkpoint took 41 ms of rank 0's time per
+1 ms (its cap then) each exchange overslept by up to a millisecond: the checkpoint took 41 ms of rank 0's time per
 block of 10 barriers (``pldemu stress barrier -n 4``, cProfile of rank 0 on 2 loaded cores), the
 larger part of the detector's cost (docs/benchmarks.md, issue 23)."""
 

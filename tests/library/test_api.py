@@ -80,7 +80,9 @@ def test_deadlock_raises_job_error_with_the_wait_for_graph():
 
 
 def test_check_false_returns_the_failed_result():
-    result = pldemu.launch(parse_program(DEADLOCK_PLD), 2, timeout=12, check=False)
+    # An explicit 2 s wait timeout (the test above covers the one derived from the job's timeout).
+    result = pldemu.launch(parse_program(DEADLOCK_PLD), 2, options=pldemu.RuntimeOptions(timeout=2.0), timeout=60,
+                           check=False)
     assert result.exit_code == 3 and set(result.failures) == {0, 1}
 
 
