@@ -345,19 +345,17 @@ def _held_segments(pids: Iterable[int]) -> list[str]:
 
 
 def _reap(proc: subprocess.Popen[Any], grace: float) -> None:
-    """Wait up to ``grace`` for the SIGTERMed process manager, then SIGKILL its group; once it is
-    gone, SIGKILL whatever of its group outlived it."""
+    """Wait up to ``grace`` for the SIGTERMed process manager, then SIGKILL its group: whatever of it
+    outlived the manager, or the manager too if it is still there (then wait for it once more)."""
     import subprocess
 
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=grace)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
+    if proc.returncode is None:  # it outlived the grace: now it has been SIGKILLed too
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=grace)
 
 
 class Interrupted(BaseException):

@@ -27,11 +27,15 @@ def mapped_segments(maps: Path = _MAPS) -> list[str]:
     found: set[str] = set()
     for line in text.splitlines():
         parts = line.split(None, 5)
-        if len(parts) == 6:
-            path = parts[5].strip()
-            if path.startswith(_SHM_DIR) and not path.endswith("(deleted)"):
-                found.add(path)
+        if len(parts) == 6 and _named(path := parts[5].strip()):
+            found.add(path)
     return sorted(found)
+
+
+def _named(path: str) -> bool:
+    """Whether ``path`` (a mapping's or an open file's, as /proc shows it) is a /dev/shm segment that
+    still has a name."""
+    return path.startswith(_SHM_DIR) and not path.endswith("(deleted)")
 
 
 def held_segments(pid: int) -> list[str]:
@@ -47,7 +51,7 @@ def held_segments(pid: int) -> list[str]:
             path = os.readlink(fd)
         except OSError:  # closed meanwhile
             continue
-        if path.startswith(_SHM_DIR) and not path.endswith("(deleted)"):
+        if _named(path):
             found.add(path)
     return sorted(found)
 
