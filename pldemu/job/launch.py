@@ -17,7 +17,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -260,35 +260,42 @@ def wait_exit(proc: subprocess.Popen[Any], timeout: float | None) -> int:
     return proc.wait()
 
 
-def kill_group(proc: subprocess.Popen[Any], grace: float = 5.0) -> None:
+def kill_group(proc: subprocess.Popen[Any], grace: float = 5.0, marker: str | None = None) -> None:
     """End the job: its ranks and local proxies SIGKILLed where they stand (:func:`_freeze`),
     mpiexec's process group SIGTERMed once, then SIGKILLed after ``grace``; then unlink MPI's named
-    /dev/shm segments the ranks held (:func:`_held_segments`)."""
-    try:
-        os.killpg(proc.pid, 0)
-    except ProcessLookupError:
+    /dev/shm segments the ranks held (:func:`_held_segments`).
+
+    ``marker`` is the job's :data:`PID_DIR_VAR` value: every process of the job carries it, which
+    finds what outlived mpiexec. Hydra's proxies are not in its group, and a job that ends with
+    ``MPI_Abort`` ends mpiexec before its proxies have killed the other ranks: those are SIGKILLed
+    too, and waited for (up to ``grace``), so that nothing of the job writes after this returns."""
+    group = _group_alive(proc.pid)
+    if not group and marker is None:
         return  # the job ended by itself: its ranks dropped their segments' names
     depth: dict[int, int] = {}
     segments: list[str] = []
     try:
-        _freeze(proc.pid, depth)
+        _freeze(lambda: _marked(marker) | (_descendants(proc.pid) if group else {}), depth)
         segments = _held_segments(depth)
-        for pid in (pid for pid, level in depth.items() if level >= 2 or _is_proxy(pid)):
+        for pid in (pid for pid, level in depth.items() if level >= 2 or _is_proxy(pid) or _outside(pid, proc.pid)):
             # A rank resumed with a SIGTERM pending may first finish MPI_Init (the signal waits for
             # Python code) and create a segment nobody has seen, and a resumed proxy may start one
-            # more rank; a killed one does neither.
+            # more rank; a killed one does neither. What left mpiexec's group gets no signal of it.
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError):
-            # Pending until each resumes: mpiexec (or the hosts script, whose trap must not be hit
-            # twice) forwards it to the ranks on other hosts.
-            os.killpg(proc.pid, signal.SIGTERM)
+        if group:
+            with contextlib.suppress(ProcessLookupError):
+                # Pending until each resumes: mpiexec (or the hosts script, whose trap must not be hit
+                # twice) forwards it to the ranks on other hosts.
+                os.killpg(proc.pid, signal.SIGTERM)
     finally:
         for pid in depth:  # even when interrupted halfway: nothing of the job stays stopped
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGCONT)
     try:
-        _reap(proc, grace)
+        if group:
+            _reap(proc, grace)
+        _await_exits([pid for pid in depth if pid != proc.pid], grace)
     finally:
         from pldemu.runtime.shm import unlink_segment
 
@@ -296,13 +303,69 @@ def kill_group(proc: subprocess.Popen[Any], grace: float = 5.0) -> None:
             unlink_segment(path)
 
 
-def _freeze(root: int, stopped: dict[int, int]) -> None:
-    """SIGSTOP ``root`` (mpiexec, or the hosts script above it) and its descendants in this mount
-    namespace until no new one appears (hydra starts each rank in a session of its own, so the job
-    is a process tree, not a group), recording in ``stopped`` each one's depth below ``root`` (for
-    a local mpiexec, 1: its proxy, 2 and more: ranks)."""
+def _outside(pid: int, pgid: int) -> bool:
+    """Whether ``pid`` (still there) is outside process group ``pgid``."""
+    try:
+        return os.getpgid(pid) != pgid
+    except ProcessLookupError:
+        return False
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+STRAY = 2
+"""The depth :func:`_marked` gives a process of the job that is no longer below mpiexec: killed as a
+rank is."""
+
+
+def _marked(marker: str | None) -> dict[int, int]:
+    """The processes in this mount namespace whose environment holds ``PID_DIR_VAR=marker`` (a job's
+    own folder, so no other process has it), each at depth :data:`STRAY`; empty for None."""
+    if marker is None:
+        return {}
+    entry, found = f"{PID_DIR_VAR}={marker}".encode(), {}
+    with contextlib.suppress(OSError):
+        mine = os.readlink("/proc/self/ns/mnt")
+        for proc_dir in os.scandir("/proc"):
+            with contextlib.suppress(OSError):
+                if proc_dir.name.isdigit() and os.readlink(f"{proc_dir.path}/ns/mnt") == mine:
+                    with open(f"{proc_dir.path}/environ", "rb") as f:
+                        if entry in f.read().split(b"\0"):
+                            found[int(proc_dir.name)] = STRAY
+    return found
+
+
+def _await_exits(pids: Iterable[int], timeout: float) -> None:
+    """Wait until each of ``pids`` (not our children: killed processes of a job) has exited, up to
+    ``timeout`` in all; a pidfd (Linux) is readable once its process has ended."""
+    import select
+
+    deadline = time.monotonic() + timeout
+    for pid in pids:
+        try:
+            fd = os.pidfd_open(pid)
+        except (AttributeError, OSError):  # gone already, or no pidfds here
+            continue
+        try:
+            select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        finally:
+            os.close(fd)
+
+
+def _freeze(discover: Callable[[], dict[int, int]], stopped: dict[int, int]) -> None:
+    """SIGSTOP the job's processes (``discover``: mpiexec, or the hosts script above it, and its
+    descendants in this mount namespace, with the job's strays) until no new one appears (hydra
+    starts each rank in a session of its own, so the job is a process tree, not a group), recording
+    in ``stopped`` each one's depth below mpiexec (for a local mpiexec, 1: its proxy, 2 and more:
+    ranks)."""
     while True:
-        fresh = {pid: level for pid, level in _descendants(root).items() if pid not in stopped}
+        fresh = {pid: level for pid, level in discover().items() if pid not in stopped}
         if not fresh:
             return
         for pid, level in fresh.items():
@@ -592,18 +655,18 @@ def run_job(n: int, argv: Sequence[str], timeout: float | None, *, env: Mapping[
         try:
             rc = wait_exit(proc, timeout)
         except subprocess.TimeoutExpired:
-            kill_group(proc, grace=max(5.0, placement.teardown_grace))
+            kill_group(proc, grace=max(5.0, placement.teardown_grace), marker=pids)
             _finish(proc, pump, Path(pids), err)
             report_timeout(n, timeout, time.monotonic() - start, err)
             return TIMED_OUT
         except BaseException as exc:
-            kill_group(proc, grace=placement.teardown_grace)  # the job is in another session: it did not get our signal
+            kill_group(proc, grace=placement.teardown_grace, marker=pids)  # the job is in another session: it did not get our signal
             _finish(proc, pump, Path(pids), err)
             if isinstance(exc, KeyboardInterrupt):
                 raise Interrupted(signal.SIGINT) from None
             raise
         finally:
-            kill_group(proc, grace=placement.teardown_grace)  # mpiexec is gone: nothing it left may run on
+            kill_group(proc, grace=placement.teardown_grace, marker=pids)  # mpiexec is gone: nothing it left may run on
         _finish(proc, pump, Path(pids), err)
         return job_exit_code(rc, _rank_pids(Path(pids)), err)
 

@@ -144,6 +144,7 @@ class JobPool:
             rc = job.proc.wait(timeout=CLOSE_GRACE)
         except subprocess.TimeoutExpired:
             return None
+        kill_group(job.proc, grace=5.0, marker=str(job.folder / "pids"))  # ranks mpiexec left behind: their notes are final
         if rc == 0 or rc not in DOCUMENTED_EXITS or not read_failures(job.folder / "pids"):
             return None
         _copy_output(folder, n=job.n, stdout=stdout, stderr=stderr)
@@ -213,7 +214,7 @@ class JobPool:
                 job.proc.stdin.close()  # end of input: the ranks leave their loop and finalise MPI
             with suppress(subprocess.TimeoutExpired):
                 job.proc.wait(timeout=grace)
-        kill_group(job.proc, grace=5.0)
+        kill_group(job.proc, grace=5.0, marker=str(job.folder / "pids"))
         for pipe in (job.proc.stdin, job.proc.stdout):
             with suppress(OSError):
                 if pipe is not None:

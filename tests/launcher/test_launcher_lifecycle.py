@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from helpers import processes_with
 
-from pldemu.job.launch import DOCUMENTED_EXITS, JOB_FAILED, job_exit_code, wait_exit
+from pldemu.job.launch import DOCUMENTED_EXITS, JOB_FAILED, PID_DIR_VAR, job_exit_code, kill_group, wait_exit
 
 pytestmark = pytest.mark.launcher
 
@@ -184,3 +184,37 @@ def test_wait_exit_times_out_and_leaves_the_process_running():
     finally:
         proc.kill()
         proc.wait()
+
+
+STRAYS = """\
+import os, subprocess, sys, time
+# A stand-in for hydra's proxy: a session of its own (outside mpiexec's group), a "rank" below it
+# that writes a file once mpiexec is gone, and mpiexec (this process) exiting first, as it does
+# when a rank calls MPI_Abort.
+if os.fork() == 0:
+    os.setsid()
+    subprocess.Popen([sys.executable, "-c", "import time, sys; time.sleep(1.0); open(sys.argv[1], 'w').close()",
+                      sys.argv[1]])
+    time.sleep(30)
+    os._exit(0)
+time.sleep(0.3)
+"""
+
+
+@pytest.mark.parametrize("timed_out", [False, True], ids=["ended", "killed"])
+def test_kill_group_ends_what_outlived_mpiexec(tmp_path: Path, timed_out: bool):
+    """Every process that carries the job's marker is gone when kill_group returns, also those no
+    longer below mpiexec nor in its group: the late "rank" never writes."""
+    marker, late = str(tmp_path / "pids"), tmp_path / "late"
+    proc = subprocess.Popen([sys.executable, "-c", STRAYS, str(late)], start_new_session=True,
+                            env={**os.environ, PID_DIR_VAR: marker})
+    if not timed_out:
+        proc.wait()  # mpiexec ended by itself; its proxy and rank run on
+    else:
+        time.sleep(0.2)
+    strays = [p for p in processes_with(str(late)) if p != proc.pid]
+    assert strays, "the stand-in job did not start"
+    kill_group(proc, grace=5.0, marker=marker)
+    assert not [p for p in strays if alive(p)]
+    time.sleep(1.2)
+    assert not late.exists(), "a process of the job ran on after kill_group returned"
