@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from types import CodeType, FunctionType, TracebackType
 from typing import Any
 
+import numpy as np
+
 from pldemu import ir
 from pldemu.ir.nodes import BinOpKind, FoldError, NotStatic, evaluate, fold_binop
 from pldemu.ir.printer import format_function
@@ -69,9 +71,15 @@ class CompiledFunction:
     warnings around it); False when every call site is a plain handler of ``ops.SIGNAL_OPS``."""
 
     def run(self, frame: Frame) -> tuple[Any, ...]:
-        """Execute the body; an error leaves located at the statement that raised it."""
+        """Execute the body; an error leaves located at the statement that raised it. FP16 overflow to
+        inf, NaN poison in casts etc. are program behaviour, not warnings: numpy's floating-point
+        warnings are silenced around a body that may compute on numpy data (:attr:`numeric`)."""
         try:
-            out = self.body(frame)
+            if self.numeric:
+                with np.errstate(all="ignore"):
+                    out = self.body(frame)
+            else:
+                out = self.body(frame)
         except Exception as err:
             where = self.where(err.__traceback__)
             if where is None:

@@ -8,7 +8,6 @@ often as asked. Ops dispatch through ``pldemu.runtime.ops.HANDLERS``; listeners 
 
 from __future__ import annotations
 
-import contextlib
 import math
 import operator
 import time
@@ -64,9 +63,6 @@ if TYPE_CHECKING:  # imported at run time only when instrumentation is asked for
 _STAT_FIELDS = tuple(f.name for f in dataclass_fields(WindowStats))
 _STATS_OF = operator.attrgetter(*_STAT_FIELDS)
 """A window's counters as a tuple, in ``_STAT_FIELDS`` order."""
-
-_NO_ERRSTATE = contextlib.nullcontext()
-"""What ``run()`` enters instead of ``np.errstate`` for a function without numpy work (reentrant)."""
 
 STATUS_WINDOW = "pldemu.status"
 """Name of the status board window (a dot: no program buffer can be called that)."""
@@ -201,6 +197,7 @@ class ProgramInstance(FreedOnExit):
         if self.hosts.spans_hosts:
             self._machine.hosts = self.hosts.names
         self._globals: list[Any] = [self.nranks, *(buffer_tensor(b) for b in buffers)]
+        self._nglobals = len(self._globals)
         self._window_stats = [b.window.stats for b in buffers if b.window is not None]
         if self._instruments is not None:
             for mon in self._instruments.start(intra, program.name):  # collective: tracer, race detector
@@ -311,29 +308,32 @@ class ProgramInstance(FreedOnExit):
         if self._closed:
             self._check_open("run")  # raises
         name = entry or self.program.entry
-        if name not in self._lines:
-            raise ProgramError(f"program {self.program.name} has no function {name!r}")
-        traced = bool(self._listeners or self._monitors)
-        fn = self._prepared.functions.get((name, traced)) or self._function(name, traced)
+        monitors = self._monitors
+        traced = bool(self._listeners or monitors)
+        # Every attribute load and call counts here: a barrier is a few microseconds of ops, and a
+        # benchmark or a stress loop runs it once per run() (docs/benchmarks.md, issue 23).
+        fn = self._prepared.functions.get((name, traced))
+        if fn is None:
+            if name not in self._lines:
+                raise ProgramError(f"program {self.program.name} has no function {name!r}")
+            fn = self._function(name, traced)
         board = self._machine.status
         assert board is not None
-        self._runs += 1
-        before = self._window_counters()
-        frame = [*self._globals, *([None] * (fn.nslots - len(self._globals)))]
-        board.run_started(self._runs)
-        for mon in self._monitors:
-            mon.run_started(self._runs)
+        self._runs = runs = self._runs + 1
+        stats = self._window_stats
+        before = [_STATS_OF(st) for st in stats]
+        frame = self._globals + [None] * (fn.nslots - self._nglobals)
+        board.run_started(runs)
+        for mon in monitors:
+            mon.run_started(runs)
         start = time.perf_counter()
         try:
-            # FP16 overflow to inf, NaN poison in casts etc. are program behaviour, not warnings
-            # (a function of signal ops alone computes on no numpy data: see CompiledFunction.numeric).
-            with np.errstate(all="ignore") if fn.numeric else _NO_ERRSTATE:
-                try:
-                    returned = fn.run(frame)
-                finally:
-                    # Peers may sleep on cells the last notifies changed: a run ends the burst.
-                    if self._window_set is not None:
-                        self._window_set.flush_wakes()
+            try:
+                returned = fn.run(frame)
+            finally:
+                # Peers may sleep on cells the last notifies changed: a run ends the burst.
+                if self._window_set is not None:
+                    self._window_set.flush_wakes()
         except DeadlockError as err:
             self._run_ended(err)
             raise  # the board already says TIMED_OUT
@@ -343,9 +343,10 @@ class ProgramInstance(FreedOnExit):
             raise
         seconds = time.perf_counter() - start
         board.run_done()
-        self._run_ended(None)
-        ops = _WindowOps(before, self._window_counters())
-        return RunStats(self.rank, self.nranks, name, self._runs, seconds, ops, returned)
+        if monitors:
+            self._run_ended(None)
+        return RunStats(self.rank, self.nranks, name, runs, seconds,
+                        _WindowOps(before, [_STATS_OF(st) for st in stats]), returned)
 
     def close(self) -> None:
         """Free every window (collective); idempotent."""

@@ -122,6 +122,10 @@ def region(op: str, rank: int, peer: int, what: str | Buffer, view: Shape, offse
     """
     if len(offsets) == len(extent) == len(view):
         # Hot path (every tile load/store and put/get): no message is built unless something fails.
+        if len(view) == 2:  # the recipes' [rows, cols] views, unrolled: a third of the loop's cost
+            (o0, o1), (n0, n1), (v0, v1) = offsets, extent, view
+            if o0 >= 0 and n0 >= 0 and o0 + n0 <= v0 and o1 >= 0 and n1 >= 0 and o1 + n1 <= v1:
+                return (slice(o0, o0 + n0), slice(o1, o1 + n1))
         out = []
         for o, n, v in zip(offsets, extent, view, strict=True):
             if o < 0 or n < 0 or o + n > v:

@@ -133,7 +133,7 @@ class WakeBatch:
     sleep on the same cell, which polls again.
     """
 
-    __slots__ = ("_futex", "_incomplete", "_oldest", "_pending", "bound")
+    __slots__ = ("_futex", "_incomplete", "_oldest", "_pending", "bound", "busy")
 
     def __init__(self, futex: Futex | None, bound: float = WAKE_BOUND) -> None:
         self._futex = futex
@@ -142,12 +142,15 @@ class WakeBatch:
         self._oldest = 0.0
         self.bound = bound
         """Seconds after which :meth:`defer` or :meth:`defer_completion` sends the batch itself."""
+        self.busy = False
+        """Whether anything is deferred: a poll reads this attribute rather than call :meth:`flush`."""
 
     def defer(self, addr: int) -> None:
         """Record a wake of ``addr`` (a cell just changed whose owner may sleep on it); only windows
         with a futex defer wakes."""
         late = self._started()
         self._pending[addr] = None
+        self.busy = True
         if late:
             self.flush()
 
@@ -157,6 +160,7 @@ class WakeBatch:
         ``complete_notifies()``. A window registers once per burst, at its first pending notify."""
         late = self._started()
         self._incomplete.append(window)
+        self.busy = True
         if late:
             self.flush()
 
@@ -170,18 +174,19 @@ class WakeBatch:
     def flush(self) -> None:
         """Complete every deferred notify, then send every deferred wake (one ``FUTEX_WAKE`` per
         address, in order)."""
-        incomplete = self._incomplete
-        if incomplete:
-            self._incomplete = []
+        if not self.busy:
+            return
+        incomplete, pending = self._incomplete, self._pending
+        self._incomplete, self._pending, self.busy = [], {}, False
+        try:
             for window in incomplete:
                 window.complete_notifies()
-        pending = self._pending
-        if pending:
-            self._pending = {}
-            assert self._futex is not None  # only windows with a futex defer wakes
-            wake = self._futex.wake
-            for addr in pending:
-                wake(addr)
+        finally:  # the wakes are sent even when a completion failed: a lost wake could hang a peer
+            if pending:
+                assert self._futex is not None  # only windows with a futex defer wakes
+                wake = self._futex.wake
+                for addr in pending:
+                    wake(addr)
 
     @property
     def pending(self) -> int:

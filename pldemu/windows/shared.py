@@ -59,6 +59,8 @@ import numpy as np
 from mpi4py import MPI
 
 from .base import (
+    ATOMIC_ADD,
+    CMP_GE,
     INT32_MAX,
     INT32_MIN,
     SIGNAL_DTYPE,
@@ -66,6 +68,7 @@ from .base import (
     CellSleeper,
     NotifyOp,
     RegionPlan,
+    WaitCmp,
     Window,
     segment_array,
 )
@@ -203,10 +206,12 @@ class SharedWindow(Window):
         self._can_sleep = futex is not None
         self._waiters = [a + nbytes for a in self._addrs]  # each segment's sleeper word, after its cells
         self._sleepers: list[ctypes.c_int32] = []
+        self._tso_sleepers: list[ctypes.c_int32] | None = None  # the sleeper words where a plain load reads them
         if futex is not None:
             # Zeroed before the allocation's closing barrier (Window.__init__): no peer reads it earlier.
             ctypes.c_int32.from_address(self._waiters[self._rank]).value = 0
             self._sleepers = [ctypes.c_int32.from_address(a) for a in self._waiters]
+            self._tso_sleepers = self._sleepers if _RMW_IS_FULL_BARRIER else None
             self._wakes = self._wake_batch
         return win, peers[self._rank]
 
@@ -214,12 +219,14 @@ class SharedWindow(Window):
         self._peers = []  # drop our aliases of peer memory before it is unmapped
         self._ptrs = {}
         self._cells = None
+        self._tso_sleepers = None
         super()._release()
 
-    def notify(self, peer: int, cell: int, value: int, op: NotifyOp = NotifyOp.AtomicAdd) -> None:
+    def notify(self, peer: int, cell: int, value: int, op: NotifyOp = ATOMIC_ADD) -> None:
         """:meth:`Window.notify`.  Fast path of an INT32 window with CPU atomics: plain in-range
         ints, the general path's checks inlined and one ctypes call without argument conversion
-        (``CpuAtomics.raw``); every other case, and every refusal, goes the general way."""
+        (``CpuAtomics.raw``); every other case, and every refusal, goes the general way.  Every
+        call and attribute load counts here: a barrier round is nine of these and tests."""
         fn = self._raw_ops.get(op) if self._win is not None and type(op) is NotifyOp else None
         if (fn is None or type(peer) is not int or type(cell) is not int or type(value) is not int
                 or not (0 <= peer < self._size and 0 <= cell < self._numel and INT32_MIN <= value <= INT32_MAX)):
@@ -230,9 +237,34 @@ class SharedWindow(Window):
         if ptr is None:
             ptr = self._ptrs[key] = ctypes.c_void_p(self._addrs[peer] + 4 * cell)
         fn(ptr, value, _SEQ_CST)  # a sequentially consistent atomic: see _cell_atomic
-        if peer != self._rank and self._sleepers and self._sleeper_of(peer) == cell + 1:
-            self._wake(self._addrs[peer] + 4 * cell)
+        if peer != self._rank:
+            words = self._tso_sleepers
+            if words is not None:  # the sleeper word, as _sleeper_of reads it on x86
+                if words[peer].value == cell + 1:
+                    self._wake(self._addrs[peer] + 4 * cell)
+            elif self._sleepers and self._sleeper_of(peer) == cell + 1:
+                self._wake(self._addrs[peer] + 4 * cell)
         self._stats.notifies += 1
+
+    def test(self, cell: int, expected: int, cmp: WaitCmp = CMP_GE) -> bool:
+        """:meth:`Window.test` with its steps inlined for an INT32 window (a satisfied wait's
+        first poll is this); anything unusual goes the general way."""
+        cells = self._cells
+        if cells is None or type(cell) is not int or not 0 <= cell < self._numel or type(cmp) is not WaitCmp:
+            return super().test(cell, expected, cmp)
+        wakes = self._wakes
+        if wakes is not None and wakes.busy:
+            wakes.flush()  # a poll ends this rank's burst of notifies (see futex.WakeBatch)
+        value = cells[cell]
+        st = self._stats
+        st.polls += 1
+        if value >= expected if cmp is CMP_GE else value == expected:
+            win = self._win
+            assert win is not None  # live: it has cells
+            win.Sync()  # acquire, as in Window.test
+            st.waits += 1
+            return True
+        return False
 
     def _store(self, peer: int, plan: RegionPlan, data: np.ndarray) -> None:
         self._peers[peer].reshape(plan.view_shape)[plan.slices] = data.reshape(plan.shape)

@@ -22,7 +22,8 @@ from pldemu.runtime.status import (
     format_report,
     source_rank,
 )
-from pldemu.runtime.values import stage_pieces
+from pldemu.runtime.values import region, stage_pieces
+from pldemu.windows import WindowAccessError
 
 
 def _blocked(rank: int, src: int, nranks: int, state: RankState = RankState.WAITING, cmp: int = CMP_GE,
@@ -90,6 +91,28 @@ def test_stage_pieces_tile_the_region_in_order() -> None:
     assert len(pieces) == 6 and sum(a * b for _, (a, b) in pieces) == 30
     assert stage_pieces((2, 3, 5), (1, 8)) == [((i, j, 0), (1, 1, 5)) for i in range(2) for j in range(3)]
     assert stage_pieces((9,), (1, 4)) == [((0,), (4,)), ((4,), (4,)), ((8,), (1,))]
+
+
+@pytest.mark.parametrize("view", [(4, 6), (24,), (2, 3, 4)])
+def test_region_accepts_exactly_the_boxes_inside_the_view(view: tuple[int, ...]) -> None:
+    """``region`` (with its unrolled 2-D path) against the definition: every box of offsets and
+    extents in [-1, dim + 1] is sliced iff it lies inside the view, and its slices select it."""
+    import itertools
+
+    import numpy as np
+
+    arr = np.arange(24).reshape(view)
+    ranges = [range(-1, d + 2) for d in view]
+    for offsets in itertools.product(*ranges):
+        for extent in itertools.product(*ranges):
+            inside = all(o >= 0 and n >= 0 and o + n <= d for o, n, d in zip(offsets, extent, view, strict=True))
+            if not inside:
+                with pytest.raises(WindowAccessError, match="region offsets"):
+                    region("tile.load", 0, 0, "tile 't'", view, offsets, extent)
+                continue
+            got = arr[region("tile.load", 0, 0, "tile 't'", view, offsets, extent)]
+            want = arr[tuple(slice(o, o + n) for o, n in zip(offsets, extent, strict=True))]
+            assert got.shape == extent and (got == want).all()
 
 
 def test_launch_helpers() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -190,3 +191,25 @@ def test_refused_access(
         untouched = bool(np.isnan(data.local).all()) and bool((sig.local == 0).all())
         agree(comm, untouched, f"{case_id}: refused access wrote something: {data.local!r} {sig.local!r}")
         assert data.stats.puts == data.stats.atomic_puts == data.stats.gets == sig.stats.notifies == 0
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("op", ["get", "remote_load"])
+def test_a_planned_region_still_checks_the_peer(comm: MPI.Intracomm, backend: str, op: str) -> None:
+    """Region plans are cached per (view, offsets, shape), not per peer: a region read once is still
+    refused for a peer outside the job or of the wrong type, and read for an index-like one."""
+    r, n = comm.Get_rank(), comm.Get_size()
+    with WindowSet(comm, backend=backend) as ws:
+        data = ws.allocate("planned", (4, 6), np.float64)
+        data.local[...] = float(r)
+        read = getattr(data, op)
+        comm.Barrier()
+        assert read(r, (4, 6), (1, 0), (1, 6)).tolist() == [[float(r)] * 6]  # plans the region
+        for bad, fragment in ((n, f"peer {n} out of range [0, {n})"), (-1, "peer -1 out of range"),
+                              (1.5, "peer must be an int")):
+            with pytest.raises(WindowAccessError, match=re.escape(fragment)) as info:
+                read(bad, (4, 6), (1, 0), (1, 6))
+            assert f"{op}:" in str(info.value)
+        peer = (r + 1) % n
+        assert read(np.int64(peer), (4, 6), (1, 0), (1, 6)).tolist() == [[float(peer)] * 6]
+        comm.Barrier()

@@ -118,11 +118,44 @@ def _sleeping(comm: MPI.Intracomm) -> bool:
     return bool(comm.allreduce(ok, MPI.LAND))
 
 
+def test_busy_says_whether_anything_is_deferred() -> None:
+    batch, rec = _batch()
+    win = _Incomplete()
+    assert not batch.busy
+    batch.flush()  # nothing deferred: nothing sent
+    assert (rec.woken, win.completed, batch.busy) == ([], 0, False)
+    batch.defer(4)
+    assert batch.busy
+    batch.flush()
+    assert not batch.busy and rec.woken == [4]
+    batch.defer_completion(win)
+    assert batch.busy
+    batch.flush()
+    assert not batch.busy and win.completed == 1
+
+
+class _Failing:
+    def complete_notifies(self) -> None:
+        raise RuntimeError("flush failed")
+
+
+def test_a_failed_completion_still_sends_the_wakes() -> None:
+    """A lost wake could leave a peer asleep until its timeout: the batch sends its wakes even when
+    completing a window's notifies raised, and is empty afterwards."""
+    batch, rec = _batch()
+    batch.defer_completion(_Failing())
+    batch.defer(4)
+    with pytest.raises(RuntimeError, match="flush failed"):
+        batch.flush()
+    assert (rec.woken, batch.pending, batch.incomplete, batch.busy) == ([4], 0, 0, False)
+
+
 @pytest.mark.mpi
-def test_a_wake_is_held_until_the_notifier_flushes(comm: MPI.Intracomm) -> None:
+@pytest.mark.parametrize("how", ["flush_wakes", "test"])
+def test_a_wake_is_held_until_the_notifier_flushes(comm: MPI.Intracomm, how: str) -> None:
     """Rank 1 sleeps in the kernel on its cell 0; rank 0 notifies it: the cell changes at once, the
-    wake waits in rank 0's batch (rank 1 is still asleep 0.2 s later), and ``flush_wakes`` ends the
-    sleep. Other ranks only watch."""
+    wake waits in rank 0's batch (rank 1 is still asleep 0.2 s later), and ``flush_wakes`` or a poll
+    of any cell (``test``, unsatisfied here) ends the sleep. Other ranks only watch."""
     if not _sleeping(comm):
         pytest.skip("needs shared windows with futexes and 2 ranks")
     r = comm.Get_rank()
@@ -142,8 +175,11 @@ def test_a_wake_is_held_until_the_notifier_flushes(comm: MPI.Intracomm) -> None:
             pending = ws._wakes.pending if ws._wakes is not None else -1
             time.sleep(0.2)
             still = sig._sleeper_of(1)
-            ws.flush_wakes()
-            ok = pending == 1 and still == 1
+            if how == "test":
+                assert not sig.test(1, 1, WaitCmp.Ge)  # rank 0's own cell 1 stays 0
+            else:
+                ws.flush_wakes()
+            ok = pending == 1 and still == 1 and ws._wakes is not None and ws._wakes.pending == 0
             detail = f"{pending} wakes pending after the notify, rank 1's sleeper word {still} 0.2 s later"
         agree(comm, ok, detail)
         comm.Barrier()

@@ -47,8 +47,11 @@ def _get(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
 def _remote_load(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
     t: TensorRef = args[0]
     shape: Shape = args[3]
-    valid = remote_load_extent(args)
-    got = window_of(site, t).remote_load(args[1], t.shape, args[2], valid)
+    valid = remote_load_extent(args) if len(args) > 4 and args[4] != shape else shape
+    w = t.buffer.window
+    if w is None:
+        w = window_of(site, t)  # raises: a rank-local tensor
+    got = w.remote_load(args[1], t.shape, args[2], valid)
     if valid == shape:
         return Tile(got, shape)
     data = m.poison.array(shape, got.dtype)
