@@ -37,11 +37,11 @@ import numpy as np
 from pldemu import ir
 from pldemu.ir.nodes import BinOpKind, FoldError, NotStatic, evaluate, fold_binop
 from pldemu.ir.printer import format_function
-from pldemu.ir.walk import expr_calls, stmt_bodies
+from pldemu.ir.walk import expr_calls, stmt_bodies, walk_stmts
 from pldemu.runtime.errors import ProgramError, locate
 from pldemu.runtime.machine import Machine
 from pldemu.runtime.monitor import Monitor
-from pldemu.runtime.ops import HANDLERS, SIGNAL_OPS, decode_attrs
+from pldemu.runtime.ops import BINDINGS, HANDLERS, SIGNAL_OPS, Binding, decode_attrs
 from pldemu.runtime.sites import CallSite, Location, OpEvent
 
 Frame = list[Any]
@@ -194,6 +194,8 @@ class FunctionCompiler:
         self._temps = 0
         self._in_frame = False
         self._numeric = False
+        self._buffers = {b.name: b for b in machine.buffers}
+        self._rebound: frozenset[str] = frozenset()
 
     # -- entry -----------------------------------------------------------------------------------
 
@@ -201,6 +203,7 @@ class FunctionCompiler:
         self.func = fn.name
         self.line = header_line
         self._in_frame = _block_depth(fn.body) > _MAX_DEPTH
+        self._rebound = _bound_names(fn)
         for p in fn.params:
             self._slot(p.name)
         self._block(fn.body, 1, 0)
@@ -406,16 +409,45 @@ class FunctionCompiler:
                                f"(pldemu.lowering.lower_composite_ops) before running it", loc.printed)
         handler = self.m.overrides.get(op) or HANDLERS[op]
         site = self._site(call, loc)  # before the arguments: site ids in the order they always had
-        args = _tuple(self._operands(call.args, loc, indent))
         # Only the monitors that asked for this op are compiled in; without any, nothing changes.
         monitors = tuple(mon for mon in self.monitors if mon.wants(op))
         observed = bool(monitors) or self.listeners is not None
         # Listeners, monitors and overriding handlers may compute on numpy data whatever the op.
         self._numeric |= observed or op not in SIGNAL_OPS or handler is not HANDLERS[op]
+        binding = BINDINGS.get(op) if not observed and handler is HANDLERS[op] else None
+        if binding is not None:
+            bound = self._bound_call(binding, call, site, loc, indent)
+            if bound is not None:
+                return bound
+        args = _tuple(self._operands(call.args, loc, indent))
         if observed:
             run = _observed(self.m, site, handler, self.listeners or (), monitors)
             return f"{self._bind('_c', run)}({args})"
         return f"{self._bind('_h', handler)}(_m, {self._bind('_s', site)}, {args})"
+
+    def _bound_call(self, binding: Binding, call: ir.Call, site: CallSite, loc: Location, indent: int) -> str | None:
+        """The call through its site's specialised entry (``ops.BINDINGS``), or None when the site is
+        not eligible: its first operand must name a program buffer the function never rebinds (so it
+        is that buffer on every execution), and its index list be spelled out with one item per dim."""
+        sig, index = call.args[0], call.args[binding.index_arg]
+        buf = self._buffers.get(sig.name) if isinstance(sig, ir.Var) and sig.name not in self._rebound else None
+        if buf is None or not isinstance(index, ir.ListExpr) or len(index.items) != len(buf.shape):
+            return None
+        entry = binding.bind(self.m, site, buf)
+        if entry is None:
+            return None
+        pos = binding.index_arg
+        operands = self._operands([*call.args[1:pos], *index.items, *call.args[pos + 1:]], loc, indent)
+        return f"{self._bind('_b', entry)}({', '.join(operands)})"
+
+
+def _bound_names(fn: ir.Function) -> frozenset[str]:
+    """Every name ``fn`` binds: its parameters, assignment targets and loop variables."""
+    names = {p.name for p in fn.params}
+    for st in walk_stmts(fn.body.stmts):
+        if isinstance(st, (ir.Assign, ir.For)):
+            names.add(st.var.name)
+    return frozenset(names)
 
 
 def _tuple(items: Sequence[str]) -> str:

@@ -24,7 +24,7 @@ from typing import Any
 
 from pldemu.ir import AtomicType, Call, DType, Op, WaitCmp
 from pldemu.runtime.machine import Handler
-from pldemu.runtime.ops.comm import COMM_HANDLERS
+from pldemu.runtime.ops.comm import COMM_BINDINGS, COMM_HANDLERS, Binding
 from pldemu.runtime.ops.mx import MX_HANDLERS
 from pldemu.runtime.ops.tensor import TENSOR_HANDLERS
 from pldemu.runtime.ops.tile import TILE_HANDLERS
@@ -56,6 +56,10 @@ HANDLERS: Mapping[Op, Handler] = MappingProxyType(
 )
 """The one dispatch table: every non-collective op; collectives must be lowered before running."""
 
+BINDINGS: Mapping[Op, Binding] = COMM_BINDINGS
+"""The call-site specialisations of the table's handlers (``comm.Binding``): used by the compiler only
+where a site runs the table's own handler, unobserved."""
+
 SIGNAL_OPS: frozenset[Op] = frozenset({Op.NOTIFY, Op.WAIT, Op.GET_COMM_CTX, Op.RANK, Op.NRANKS, Op.FENCE,
                                        Op.CACHEINVALID})
 """Ops whose handlers (the table's own) never compute on numpy data: a function made of them alone
@@ -66,4 +70,4 @@ _collective = sorted(op.text for op in HANDLERS if op.is_composite)
 if _missing or _collective:  # pragma: no cover - import-time completeness check
     raise RuntimeError(f"runtime handler table: missing {_missing}, collectives that must not run {_collective}")
 
-__all__ = ["HANDLERS", "SIGNAL_OPS", "Handler", "decode_attrs"]
+__all__ = ["BINDINGS", "HANDLERS", "SIGNAL_OPS", "Binding", "Handler", "decode_attrs"]

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import operator
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
@@ -18,9 +19,11 @@ from pldemu.runtime.machine import Handler, Machine
 from pldemu.runtime.sites import CallSite
 from pldemu.runtime.transfer import plan_get, plan_put, remote_load_extent, window_of
 from pldemu.runtime.values import (
+    Buffer,
     Shape,
     TensorRef,
     Tile,
+    buffer_tensor,
     flat_cell,
     prefix,
     wrap_int32,
@@ -84,21 +87,81 @@ def _wait(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
     # blocks is published on the status board (its record then names the last wait that blocked,
     # which is all the deadlock report needs; publishing every wait cost ~2 us per wait).
     if not w.test(cell, expected, site.attrs["cmp"]):
-        _block(m, site, sig, w, cell, expected)
+        _block(m, site, sig.buffer, w, cell, expected)
 
 
-def _block(m: Machine, site: CallSite, sig: TensorRef, w: windows.Window, cell: int, expected: int) -> None:
-    """The rest of a wait on ``w`` (``sig``'s window) that its first poll did not satisfy: published
+def _block(m: Machine, site: CallSite, buf: Buffer, w: windows.Window, cell: int, expected: int) -> None:
+    """The rest of a wait on ``w`` (``buf``'s window) that its first poll did not satisfy: published
     on the status board."""
     board = m.status
     assert board is not None
-    board.wait_started(site.id, sig.buffer.index, cell, expected, site.attrs["cmp_code"])
+    board.wait_started(site.id, buf.index, cell, expected, site.attrs["cmp_code"])
     try:
         w.wait(cell, expected, site.attrs["cmp"], time.monotonic() + m.timeout, hook=board.hook,
                policy=m.wait_policy)
     except windows.WaitTimeout as err:
-        raise m.deadlock(site, sig.buffer, err) from None
+        raise m.deadlock(site, buf, err) from None
     board.wait_ended()
+
+
+# ---------------------------------------------------------------------------------------------
+# Bound signal ops: a call site whose signal is a program buffer, specialised once
+# ---------------------------------------------------------------------------------------------
+
+Bound = Callable[..., Any]
+"""A call site's specialised entry: the call's operands after the signal, with the index list spelled
+out (``notify(peer, i, j, value)``, ``wait(i, j, expected)``)."""
+
+
+@dataclass(frozen=True)
+class Binding:
+    """How the compiler may specialise a call site of an op whose first operand is a program buffer
+    named directly (``pld.system.notify(sig, ...)`` with ``sig`` a buffer the function never rebinds):
+    ``bind(machine, site, buffer)`` returns the site's :data:`Bound` entry, or None where the buffer's
+    shape is not one it handles; ``index_arg`` is the position of the index list it takes spelled out.
+
+    The entry does what the handler does for the common case (in-range index, a plain INT32 int) with
+    the decoding done once: a barrier round is nine signal ops, and the handler's argument tuples,
+    index decoding and attribute lookups were a fifth of its CPU (docs/benchmarks.md, issue 23). Any
+    other call goes to the handler itself, which indexes, wraps or refuses it as always."""
+
+    index_arg: int
+    bind: Callable[[Machine, CallSite, Buffer], Bound | None]
+
+
+def _bind_notify(m: Machine, site: CallSite, buf: Buffer) -> Bound | None:
+    if len(buf.shape) != 2:
+        return None
+    rows, cols = buf.shape
+    op = site.attrs["op"]
+
+    def notify(peer: int, i: int, j: int, value: int) -> None:
+        w = buf.window
+        if (w is not None and 0 <= i < rows and 0 <= j < cols and type(value) is int
+                and INT32_MIN <= value <= INT32_MAX):
+            w.notify(peer, i * cols + j, value, op)
+        else:
+            _notify(m, site, (buffer_tensor(buf), peer, (i, j), value))
+
+    return notify
+
+
+def _bind_wait(m: Machine, site: CallSite, buf: Buffer) -> Bound | None:
+    if len(buf.shape) != 2:
+        return None
+    rows, cols = buf.shape
+    cmp = site.attrs["cmp"]
+
+    def wait(i: int, j: int, expected: int) -> None:
+        w = buf.window
+        if w is not None and 0 <= i < rows and 0 <= j < cols and type(expected) is int:
+            cell = i * cols + j
+            if not w.test(cell, expected, cmp):
+                _block(m, site, buf, w, cell, expected)
+        else:
+            _wait(m, site, (buffer_tensor(buf), (i, j), expected))
+
+    return wait
 
 
 def _marker(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
@@ -133,4 +196,12 @@ COMM_HANDLERS: Mapping[Op, Handler] = MappingProxyType({
 })
 
 
-__all__ = ["COMM_HANDLERS"]
+COMM_BINDINGS: Mapping[Op, Binding] = MappingProxyType({
+    Op.NOTIFY: Binding(2, _bind_notify),
+    Op.WAIT: Binding(1, _bind_wait),
+})
+"""The ops whose call sites the compiler may specialise (``Binding``); every other op, and every site
+not eligible, calls its handler."""
+
+
+__all__ = ["COMM_BINDINGS", "COMM_HANDLERS", "Binding", "Bound"]
