@@ -812,9 +812,14 @@ class Window(FreedOnExit, ABC):
                 end = math.inf if deadline is None else deadline
                 if timeout is not None:
                     end = min(end, time.monotonic() + timeout)
-                sleeper = self._sleeper(cell)
-                backoff = Backoff(policy or DEFAULT_POLICY, end, None if hook is None else lambda: hook(value),
-                                  None if sleeper is None else lambda timeout: sleeper(value, timeout))
+
+                def block(timeout: float) -> bool:
+                    # Looked up when the back-off first sleeps in the kernel (after block_after), not
+                    # for every wait that blocks a moment; False where this window cannot.
+                    sleeper = self._sleeper(cell)
+                    return sleeper is not None and sleeper(value, timeout)
+
+                backoff = Backoff(policy or DEFAULT_POLICY, end, None if hook is None else lambda: hook(value), block)
                 while True:
                     if not backoff.pause():
                         raise WaitTimeout(window=self._name, rank=self._rank, cell=cell, expected=expected,
