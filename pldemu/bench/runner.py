@@ -34,6 +34,7 @@ from pldemu.bench.signals import bench_signals
 from pldemu.collectives import COLLECTIVE_NAMES
 from pldemu.harness.common import rank0_printer
 from pldemu.ir import DType
+from pldemu.job.launch import PIN_VAR
 from pldemu.runtime.options import RuntimeOptions
 
 SECTIONS = ("signals", "bulk", "micro")
@@ -131,7 +132,9 @@ def run_bench(
         f"{config.warmup} warm-up + {config.iters} timed iterations ({config.short_iters} for signals and bulk), sizes "
         f"{','.join(format_size(s) for s in config.sizes)}; times: max over ranks, median over iterations"
     )
-    emit(f"# machine: {os.cpu_count()} cores, load average {_load()} at start (other jobs share the cores)")
+    placement = _placement(bounded(comm).gather(_cores(), "the ranks' cores"))
+    emit(f"# machine: {os.cpu_count()} cores, load average {_load()} at start (other jobs share the cores); "
+         f"{placement}")
     run = _Run(comm, config, options, report, emit, progress)
     if config.run_signals:
         run.signals()
@@ -214,6 +217,24 @@ class _Run:
             for t in tgts:
                 self.emit(t.format())
         self.emit(f"# load average {_load()} at the end")
+
+
+def _cores() -> list[int] | None:
+    """The cores this rank may run on (None where the platform does not say)."""
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+
+
+def _placement(every: list[list[int] | None] | None) -> str:
+    """Where the ranks run, from every rank's :func:`_cores` (rank 0; elsewhere ``every`` is None):
+    ``ranks pinned to cores 0,1,0,1`` when the launcher pinned them (:data:`PIN_VAR`)."""
+    if every is None:
+        return ""
+    if os.environ.get(PIN_VAR) and all(c is not None and len(c) == 1 for c in every):
+        return f"ranks pinned to cores {','.join(str(c[0]) for c in every if c is not None)} ({PIN_VAR})"
+    return "ranks placed by the scheduler"
 
 
 def _load() -> str:

@@ -226,6 +226,19 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+PIN_VAR = "PLDEMU_PIN_CORES"
+"""The cores (comma-separated) among which a job's ranks bind themselves, rank ``i`` to the
+``i % len``-th (:func:`pin_to_core`, called by :func:`prepare_rank`); unset or empty: the ranks run
+where the scheduler puts them. ``pldemu bench`` sets it (:func:`pin_env`) when its ranks outnumber
+this machine's cores: with 4 ranks on 2 cores Linux leaves 3 ranks on one core and 1 on the other in
+about one job of three, and a barrier then takes twice as long for the whole job (90-100 us against
+45-55 us a round), so two runs of one benchmark disagree by 2x (docs/benchmarks.md, issue 23, "Item
+4, sixth pass"). Other commands leave placement to the scheduler: its variety is part of the
+interleavings a stress or check run explores (a 3-rank ``--sim-hosts 3x1`` stress run of the
+``wait-eq`` mutant, pinned 2 + 1, found nothing in 40 iterations where unpinned runs deadlock at once).
+Set it yourself to pin any job."""
+
+
 def job_env(extra: Mapping[str, str] | None = None, *, local_ranks: int | None = None) -> dict[str, str]:
     """Our environment minus an enclosing job's process-manager variables, unbuffered Python output;
     with ``local_ranks`` (the job's ranks on this machine) above :func:`usable_cores`, also
@@ -477,6 +490,41 @@ def prepare_rank(environ: Mapping[str, str] | None = None) -> None:
             Path(folder, f"rank{rank}.pid").write_text(str(os.getpid()))
     if rank is not None and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminated)
+    pin_to_core(env)
+
+
+def pin_env(local_ranks: int | None) -> dict[str, str]:
+    """What a job that measures adds to its environment (:data:`PIN_VAR`): this process's cores when
+    the job's ranks on this machine (``local_ranks``; None: real hosts take them) outnumber them and
+    the environment does not say already, else nothing."""
+    if local_ranks is None or local_ranks <= usable_cores() or PIN_VAR in os.environ:
+        return {}
+    try:
+        return {PIN_VAR: ",".join(map(str, sorted(os.sched_getaffinity(0))))}
+    except (AttributeError, OSError):
+        return {}
+
+
+def pin_to_core(environ: Mapping[str, str] | None = None) -> int | None:
+    """Bind this rank to one core of :data:`PIN_VAR`'s list, the one its rank (as the process manager
+    announced it) picks in turn; return that core, or None where nothing asks for it or the list or
+    the rank is missing or unusable (the rank then runs where the scheduler puts it). The job's rank,
+    not the rank on its host: the launcher asks for this only when every rank runs on this machine,
+    simulated hosts included, whose ranks each count from 0 on their host."""
+    env = os.environ if environ is None else environ
+    rank = job_rank(env)
+    try:
+        cores = [int(c) for c in env.get(PIN_VAR, "").split(",") if c.strip()]
+    except ValueError:
+        return None
+    if not cores or rank is None:
+        return None
+    core = cores[rank % len(cores)]
+    try:
+        os.sched_setaffinity(0, {core})
+    except (AttributeError, OSError):
+        return None
+    return core
 
 
 POOL_VAR = "PLDEMU_POOL_JOB"
@@ -747,6 +795,7 @@ __all__ = [
     "MPICH_OVERSUBSCRIBED",
     "MPI_ABORT_CHATTER",
     "PID_DIR_VAR",
+    "PIN_VAR",
     "POOL_VAR",
     "STARTUP_LOG_VAR",
     "TIMED_OUT",
@@ -765,6 +814,8 @@ __all__ = [
     "kill_group",
     "mpiexec_command",
     "note_failure",
+    "pin_env",
+    "pin_to_core",
     "pldemu_argv",
     "prepare_rank",
     "rank_set_text",

@@ -134,7 +134,7 @@ def child_argv(args: argparse.Namespace, n: int) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``pldemu bench``."""
-    from pldemu.job.launch import job_rank, spawn
+    from pldemu.job.launch import job_rank, pin_env, spawn
 
     problem = validate(args)
     if problem is not None:
@@ -144,7 +144,10 @@ def run(args: argparse.Namespace) -> int:
     if in_mpi_job():
         return _run_in_job(args)
     n = args.ranks or DEFAULT_RANKS
-    return spawn(n, child_argv(args, n), args.job_timeout, placement=common.placement(args))
+    placement = common.placement(args)
+    # One rank per core in turn where they outnumber the cores: a measurement must not depend on
+    # where the scheduler happened to leave them (launch.PIN_VAR).
+    return spawn(n, child_argv(args, n), args.job_timeout, env=pin_env(placement.local_ranks(n)), placement=placement)
 
 
 def _run_startup(args: argparse.Namespace) -> int:
