@@ -1,7 +1,7 @@
 """What the interpreter's hot ops cost: per handler call on one process, per recipe call in a job.
 
     python scripts/op_costs.py handlers
-    mpiexec -n 4 python -m mpi4py scripts/op_costs.py recipes [SAMPLES]
+    mpiexec -n 4 python -m mpi4py scripts/op_costs.py recipes [SAMPLES] [--pin]
 
 ``handlers``: one process (COMM_SELF), the handlers a mesh allreduce chunk runs, called directly
 with a 16 KiB FP32 chunk's arguments (best of 7 repeats of 20,000 calls, ns per call), the chunk's
@@ -10,13 +10,15 @@ numpy floors under them. Only this process's CPU: the figure the machine's other
 
 ``recipes``: ``pld.tensor.barrier`` (200 calls a sample), mesh and ring allreduce of 16 MiB FP32 at
 the job's rank count (one call a sample): wall time (max over ranks) and CPU per rank (mean), median
-over SAMPLES (default 5). Run it with ``pldemu.job.launch.MPICH_OVERSUBSCRIBED``'s variables when the
+over SAMPLES (default 5); ``--pin`` binds rank ``i`` to core ``i % cores`` first, as ``pldemu bench``
+does (``pldemu.job.launch.PIN_VAR``), done here by hand so that any version of pldemu can be timed. Run it with ``pldemu.job.launch.MPICH_OVERSUBSCRIBED``'s variables when the
 ranks outnumber the cores, as pldemu's launcher does (docs/benchmarks.md, issue 23, "Item 4, sixth
 pass").
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 import time
@@ -74,9 +76,12 @@ def _ns(stmt: str, env: dict[str, Any], number: int = 20000) -> float:
     return min(timeit.repeat(stmt, globals=env, number=number, repeat=7)) / number * 1e9
 
 
-def recipes(samples: int) -> None:
+def recipes(samples: int, pin: bool) -> None:
     comm = MPI.COMM_WORLD
     n = comm.Get_size()
+    if pin:
+        cores = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cores[comm.Get_rank() % len(cores)]})
     cases = [("barrier", CollectiveSpec("barrier", nranks=n), 200),
              ("mesh allreduce 16 MiB", CollectiveSpec("allreduce", nranks=n, size=SIZE, mode=AllreduceMode.mesh), 1),
              ("ring allreduce 16 MiB", CollectiveSpec("allreduce", nranks=n, size=SIZE, mode=AllreduceMode.ring), 1)]
@@ -104,7 +109,8 @@ def main() -> int:
     if sys.argv[1] == "handlers":
         handlers()
     else:
-        recipes(int(sys.argv[2]) if len(sys.argv) > 2 else 5)
+        rest = [a for a in sys.argv[2:] if a != "--pin"]
+        recipes(int(rest[0]) if rest else 5, "--pin" in sys.argv[2:])
     return 0
 
 
