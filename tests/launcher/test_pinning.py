@@ -23,10 +23,11 @@ from pldemu.job.launch import (
 
 pytestmark = pytest.mark.launcher
 
-REPORT = ("from pldemu.job.launch import job_rank, prepare_rank; prepare_rank(); import os; "
-          "print(job_rank(), sorted(os.sched_getaffinity(0)))")
+REPORT = ("from pldemu.job.launch import job_rank, prepare_rank; prepare_rank(); import os, pathlib, sys; "
+          "pathlib.Path(sys.argv[1], f'rank{job_rank()}').write_text(str(sorted(os.sched_getaffinity(0))))")
 """A rank's first steps in ``python -m pldemu`` and ``pldemu.pool.server`` (``prepare_rank``), then
-its rank and the cores it may run on."""
+the cores it may run on, written to ``rankR`` in the folder it is given (ranks printing at once
+interleave their lines)."""
 
 
 def _cores() -> list[int]:
@@ -75,12 +76,11 @@ def test_an_oversubscribed_job_binds_each_rank_to_one_core_in_turn(pin: bool, tm
     n = 2 * len(cores)
     asked = pin_env(n) if pin else {PIN_VAR: ""}
     env = job_env({PID_DIR_VAR: str(tmp_path), **asked}, local_ranks=n)
-    proc = subprocess.run(mpiexec_command(n, [sys.executable, "-c", REPORT]), env=env, capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(mpiexec_command(n, [sys.executable, "-c", REPORT, str(tmp_path)]), env=env,
+                          capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    seen = dict(line.split(" ", 1) for line in proc.stdout.strip().splitlines())
-    want = {str(r): str([cores[r % len(cores)]] if pin else cores) for r in range(n)}
-    assert seen == want
+    seen = [(tmp_path / f"rank{r}").read_text() for r in range(n)]
+    assert seen == [str([cores[r % len(cores)]] if pin else cores) for r in range(n)]
 
 
 @pytest.mark.skipif(usable_cores() > 4, reason="a job of more ranks than cores would be too large here")
