@@ -13,6 +13,8 @@
   are moved to the end of the session, where they collect the verdicts.
 * The ``comm`` fixture is COMM_WORLD, with a barrier after the test; the ``backend`` fixture runs a
   test on every window back end (``helpers.BACKENDS``).
+* A test marked ``prefetch`` gets its long ``pldemu`` command started in the background from the end
+  of collection too (``tests/prefetch.py``), and its result when it asks.
 * A test marked ``self_and_world`` (and not ``mpi``) that takes ``comm`` runs its one body twice,
   as mpi4py's own suite does with its Self/World test classes: ``[self]`` on COMM_SELF in the plain
   pytest process, ``[world]`` (marked ``mpi``) on COMM_WORLD inside the launcher's jobs.  It must live
@@ -37,6 +39,7 @@ import job_outcomes  # noqa: E402  (needs the path above)
 from helpers import BACKENDS  # noqa: E402
 from mpi_background import MPI_SUITE_TEST, SUITE_RUNNER, SuiteRunner, suite_plan  # noqa: E402
 from mpi_launch import MPI_TEST_DIRS, REPO_ROOT, in_mpi_job  # noqa: E402
+from prefetch import PREFETCH, PREFETCHER, Prefetcher, commands  # noqa: E402
 
 if TYPE_CHECKING:
     from mpi4py import MPI
@@ -49,6 +52,8 @@ def pytest_configure(config: pytest.Config) -> None:
     job_outcomes.register(config)  # a rank of a job that serves several units (mpi_launch.run_units)
     config.addinivalue_line("markers", f"{SELF_AND_WORLD}: run the test on COMM_SELF in-process and on "
                                        "COMM_WORLD under MPI (see tests/conftest.py)")
+    config.addinivalue_line("markers", f"{PREFETCH}(key, *argv): the test's long pldemu command, started in the "
+                                       "background when collection ends (see tests/prefetch.py)")
 
 
 def _inside_mpi(config: pytest.Config) -> bool:
@@ -75,14 +80,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Start the selected MPI suites' jobs in the background (not under ``--collect-only``, not in an
-    MPI job, not in a pytest-xdist worker, which runs only some of the items it collected)."""
+    """Start the selected MPI suites' jobs and the selected tests' prefetched commands in the background
+    (not under ``--collect-only``, not in an MPI job, not in a pytest-xdist worker, which runs only
+    some of the items it collected)."""
     config = session.config
     if config.option.collectonly or _inside_mpi(config) or hasattr(config, "workerinput"):
         return
     plan = suite_plan(session.items)
     if plan:
         session.stash[SUITE_RUNNER] = SuiteRunner(plan)
+    early = commands(session.items)
+    if early:
+        session.stash[PREFETCHER] = Prefetcher(early)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -96,6 +105,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     runner = session.stash.get(SUITE_RUNNER, None)
     if runner is not None:
         runner.close()
+    early = session.stash.get(PREFETCHER, None)
+    if early is not None:
+        early.close()
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

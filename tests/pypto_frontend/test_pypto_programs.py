@@ -6,13 +6,11 @@ all (``--device 0-4``; each program test is parametrized by its rank count)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from prefetch import prefetched
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 RANKS = (1, 2, 3, 4, 5)
@@ -59,20 +57,20 @@ def _outcome(case: ET.Element) -> Outcome:
 
 
 @pytest.fixture(scope="module")
-def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
-    """test name -> outcome of one ``pldemu pytest`` run over every program."""
-    report = tmp_path_factory.mktemp("programs") / "report.xml"
-    files = [str(PROGRAMS / name) for name in (*PASSING, *FAILING)]
-    res = subprocess.run([sys.executable, "-m", "pldemu", "pytest", "-p", "no:cacheprovider", "--device", "0-4",
-                          "--pldemu-timeout", "30", f"--junitxml={report}", *files], capture_output=True, text=True,
-                         timeout=900, check=False, stdin=subprocess.DEVNULL,
-                         env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+def outcomes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
+    """test name -> outcome of one ``pldemu pytest`` run over every program (this module's prefetched
+    command: it runs in the background from the end of collection, see tests/prefetch.py)."""
+    done = prefetched(request, tmp_path_factory)
+    res = done.result
     assert res.returncode == 1, f"exit {res.returncode}\n{res.stdout}\n{res.stderr}"
     assert "Traceback" not in res.stdout + res.stderr, res.stdout
-    return {case.get("name", ""): _outcome(case) for case in ET.parse(report).getroot().iter("testcase")}
+    return {case.get("name", ""): _outcome(case) for case in ET.parse(done.tmp / "report.xml").getroot().iter("testcase")}
 
 
-pytestmark = pytest.mark.launcher
+pytestmark = [pytest.mark.launcher,
+              pytest.mark.prefetch("pypto-programs", "pytest", "-p", "no:cacheprovider", "--device", "0-4",
+                                   "--pldemu-timeout", "30", "--junitxml={tmp}/report.xml",
+                                   *(str(PROGRAMS / name) for name in (*PASSING, *FAILING)))]
 
 
 def test_every_program_file_is_run() -> None:

@@ -10,17 +10,20 @@ import shlex
 import pytest
 from helpers import pldemu
 from helpers import report as _report
+from prefetch import prefetched
 
 from pldemu.mutants import MUTANTS
 
 pytestmark = pytest.mark.launcher
 
 
-def test_every_mutant_is_caught_and_the_control_passes() -> None:
+@pytest.mark.prefetch("stress-catalogue", "stress", "--all-mutants", "-n", "4", "--timeout", "2")
+def test_every_mutant_is_caught_and_the_control_passes(request: pytest.FixtureRequest,
+                                                       tmp_path_factory: pytest.TempPathFactory) -> None:
     """The catalogue's own budgets bound the iterations (at most 500 calls per mutant). A 2 s wait
     timeout: the deadlock mutants hang at once, and the default 5 s made the two of them 14 of the
-    run's 19 s."""
-    res = pldemu("stress", "--all-mutants", "-n", "4", "--timeout", "2")
+    run's 19 s. The command runs in the background from the end of collection (tests/prefetch.py)."""
+    res = prefetched(request, tmp_path_factory).result
     assert res.returncode == 0, _report(res)
     rows = {line.split()[0]: line for line in res.stdout.splitlines() if line.split() and line.split()[0] in MUTANTS}
     assert set(rows) == set(MUTANTS), _report(res)
