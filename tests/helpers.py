@@ -5,7 +5,8 @@
 * :func:`pldemu` / :func:`report`: the ``pldemu`` command as a user runs it (outside any MPI job).
 * :data:`BACKENDS`: the window back ends the ``backend`` fixture of ``tests/conftest.py`` runs
   (:data:`MATRIX_BACKENDS`: the two the check matrix alternates).
-* :func:`processes_with`: the processes of the machine whose command line holds a token.
+* :func:`processes_with`: the processes of the machine whose command line holds a token; :data:`SPIN`,
+  a program whose job runs until it is killed.
 * :func:`slack_while` / :data:`HAS_TIMER_SLACK`: a thread's Linux timer slack before, during and after a call.
 * :func:`lowered_then` / :func:`call_of`: a broken recipe for the harness tests (LowerCompositeOps, then
   every statement of main mapped or dropped).
@@ -40,6 +41,19 @@ MATRIX_BACKENDS: tuple[str, ...] = ("shared", "rma")
 """The back ends the check matrix alternates (hybrid on one node is shared data with MPI signals; the
 check of every collective on real hybrid windows runs in ``tests/multihost``)."""
 """The window back ends every ``backend``-parametrised test runs on."""
+
+SPIN = """\
+program spin {
+  signal sig: int32[NR, 1]
+  func main() {
+    k = 0:int32
+    while k >= 0:int32 {
+      k = (k + 1:int32) % 1000:int32
+    }
+  }
+}
+"""
+"""A program whose ranks spin forever once started (no MPI traffic): the job a kill test kills."""
 
 StmtMap = Callable[[Stmt], Stmt | None]
 """A statement rewrite for :func:`lowered_then`: the new statement, or None to drop it."""

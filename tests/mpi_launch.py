@@ -136,24 +136,34 @@ def run_mpi(
     cwd: str | os.PathLike[str] | None = None,
     jobs: LiveJobs | None = None,
 ) -> MpiResult:
-    """Run ``mpiexec -n N argv...`` in a new session and capture its output.
+    """Run ``mpiexec -n N argv...`` in a new session and capture its output (:func:`run_tracked`).
+    ``env`` entries are added to the current environment; ``PYTHONUNBUFFERED=1`` is always set."""
+    return run_tracked([*mpiexec_command(n), *argv], timeout, job_env(env, local_ranks=n), cwd, jobs)
 
-    On timeout the whole process group (process manager and ranks) gets
-    SIGTERM, then SIGKILL, and the result has ``timed_out=True`` together
-    with whatever output was captured.  ``env`` entries are added to the
-    current environment; ``PYTHONUNBUFFERED=1`` is always set. Under ``jobs`` the job can be killed
-    from another thread (:class:`LiveJobs`).
+
+def run_tracked(
+    args: Sequence[str],
+    timeout: float,
+    env: Mapping[str, str],
+    cwd: str | os.PathLike[str] | None = None,
+    jobs: LiveJobs | None = None,
+) -> MpiResult:
+    """Run ``args`` (a job, or a command that launches jobs) in a new session with environment ``env``
+    and capture its output.
+
+    On timeout its whole process tree gets killed (:func:`pldemu.job.launch.kill_group`), and the
+    result has ``timed_out=True`` together with whatever output was captured. Under ``jobs`` it can be
+    killed from another thread (:class:`LiveJobs`), and :class:`Cancelled` is raised then.
     """
-    args = [*mpiexec_command(n), *argv]
     start = time.monotonic()
     proc = subprocess.Popen(
-        args,
+        list(args),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         errors="replace",
-        env=job_env(env, local_ranks=n),
+        env=dict(env),
         cwd=cwd if cwd is not None else REPO_ROOT,
         start_new_session=True,
     )
@@ -170,7 +180,7 @@ def run_mpi(
         except subprocess.TimeoutExpired as exc:
             # Something outside the group still holds the pipes; report what we have.
             stdout = _text(exc.stdout)
-            stderr = _text(exc.stderr) + "\n[run_mpi: output pipes still open after killing the group]"
+            stderr = _text(exc.stderr) + "\n[run_tracked: output pipes still open after killing the group]"
     except BaseException:
         # e.g. Ctrl-C in the outer pytest: never leave ranks behind.
         launch.kill_group(proc, grace=1.0)
@@ -181,7 +191,7 @@ def run_mpi(
     if jobs is not None and jobs.closed:
         raise Cancelled("the jobs were closed")
     return MpiResult(
-        args=args,
+        args=list(args),
         returncode=proc.returncode if proc.returncode is not None else -1,
         stdout=stdout or "",
         stderr=stderr or "",

@@ -18,7 +18,6 @@ command outlives it (:meth:`Prefetcher.close` kills the one in flight, process t
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -27,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from mpi_launch import IN_JOB_ENV, REPO_ROOT, Cancelled, LiveJobs, job_env
+from mpi_launch import IN_JOB_ENV, REPO_ROOT, LiveJobs, MpiResult, job_env, run_tracked
 
 PREFETCH = "prefetch"
 """The marker: ``@pytest.mark.prefetch(KEY, *ARGV)``."""
@@ -38,9 +37,10 @@ COMMAND_TIMEOUT = 900.0
 
 @dataclass(frozen=True)
 class Prefetched:
-    """A command's outcome and the folder ``{tmp}`` named (its files are there until the session ends)."""
+    """A command's outcome (``returncode``, ``stdout``, ``stderr``, ``timed_out``) and the folder
+    ``{tmp}`` named (its files are there until the session ends)."""
 
-    result: subprocess.CompletedProcess[str]
+    result: MpiResult
     tmp: Path
 
 
@@ -57,28 +57,11 @@ def commands(items: Sequence[pytest.Item]) -> dict[str, tuple[str, ...]]:
 
 def run(argv: Sequence[str], tmp: Path, jobs: LiveJobs | None = None) -> Prefetched:
     """``python -m pldemu ARGV`` (``{tmp}`` replaced by ``tmp``) as a user runs it, killed with its
-    whole tree after :data:`COMMAND_TIMEOUT` or when ``jobs`` is closed."""
-    from pldemu.job.launch import kill_group
-
+    whole tree after :data:`COMMAND_TIMEOUT` or when ``jobs`` is closed (:func:`mpi_launch.run_tracked`)."""
     env = job_env({"PYTHONDONTWRITEBYTECODE": "1"})  # pldemu is byte-compiled; the tests' own files stay clean
     env.pop(IN_JOB_ENV, None)
     cmd = [sys.executable, "-m", "pldemu", *(a.replace("{tmp}", str(tmp)) for a in argv)]
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            errors="replace", env=env, cwd=REPO_ROOT, start_new_session=True)
-    if jobs is not None:
-        jobs.add(proc)
-    try:
-        stdout, stderr = proc.communicate(timeout=COMMAND_TIMEOUT)
-    except BaseException:
-        kill_group(proc, grace=1.0)
-        proc.communicate()
-        raise
-    finally:
-        if jobs is not None:
-            jobs.discard(proc)
-    if jobs is not None and jobs.closed:
-        raise Cancelled("the prefetched commands were closed")
-    return Prefetched(subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr), tmp)
+    return Prefetched(run_tracked(cmd, COMMAND_TIMEOUT, env, REPO_ROOT, jobs), tmp)
 
 
 class Prefetcher:

@@ -14,23 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import processes_with
+from helpers import SPIN, processes_with
 
 from pldemu.job.launch import DOCUMENTED_EXITS, JOB_FAILED, PID_DIR_VAR, job_exit_code, kill_group, wait_exit
 
 pytestmark = pytest.mark.launcher
 
-SPIN = """\
-program spin {
-  signal sig: int32[NR, 1]
-  func main() {
-    k = 0:int32
-    while k >= 0:int32 {
-      k = (k + 1:int32) % 1000:int32
-    }
-  }
-}
-"""
 STARTUP = 60.0
 """Seconds the ranks of a 2-rank job may take to start on a loaded 2-core machine."""
 

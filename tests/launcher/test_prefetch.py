@@ -9,23 +9,11 @@ from concurrent.futures import CancelledError
 from pathlib import Path
 
 import pytest
-from helpers import processes_with
+from helpers import SPIN, processes_with
 from mpi_launch import Cancelled
 from prefetch import Prefetcher
 
 pytestmark = pytest.mark.launcher
-
-SPIN = """\
-program prefetch_spin {
-  signal sig: int32[NR, 1]
-  func main() {
-    k = 0:int32
-    while k >= 0:int32 {
-      k = (k + 1:int32) % 1000:int32
-    }
-  }
-}
-"""
 
 
 def test_outcomes_are_the_commands_own_and_tmp_is_a_folder_of_its_own(tmp_path: Path) -> None:
