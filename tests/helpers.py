@@ -6,7 +6,8 @@
 * :data:`BACKENDS`: the window back ends the ``backend`` fixture of ``tests/conftest.py`` runs
   (:data:`MATRIX_BACKENDS`: the two the check matrix alternates).
 * :func:`processes_with`: the processes of the machine whose command line holds a token; :data:`SPIN`,
-  a program whose job runs until it is killed.
+  a program whose job runs until it is killed; :func:`shm_names` / :func:`shm_left`: MPI's /dev/shm
+  segments, and those a job left behind.
 * :func:`slack_while` / :data:`HAS_TIMER_SLACK`: a thread's Linux timer slack before, during and after a call.
 * :func:`lowered_then` / :func:`call_of`: a broken recipe for the harness tests (LowerCompositeOps, then
   every statement of main mapped or dropped).
@@ -172,6 +173,26 @@ def slack_while(call: Callable[[], object], settle: float = 0.2) -> dict[str, in
     seen["during"] = _slack_of(worker.native_id)
     worker.join()
     return seen
+
+
+def shm_names() -> set[str]:
+    """MPI's named /dev/shm segments on this machine now (``mpich_*``)."""
+    shm = Path("/dev/shm")
+    return {p.name for p in shm.glob("mpich_*")} if shm.is_dir() else set()
+
+
+def shm_left(before: set[str]) -> set[str]:
+    """The names of :func:`shm_names` not in ``before`` that no live process maps or holds open: what
+    a job that has ended left behind. A name some process holds belongs to a job still running (the
+    session's background jobs start theirs at any time), not to a leak."""
+    from pldemu.runtime.shm import held_segments
+
+    new = shm_names() - before
+    if not new:
+        return set()
+    held = {Path(path).name for proc in Path("/proc").iterdir() if proc.name.isdigit()
+            for path in held_segments(int(proc.name))}
+    return new - held
 
 
 def processes_with(token: str) -> list[int]:

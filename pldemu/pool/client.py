@@ -156,14 +156,19 @@ class JobPool:
         far (Linux ``/proc``; 0 elsewhere): a warm run's CPU is the difference across it."""
         ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
         total = 0
+        for pid in (*(job.proc.pid for job in self._jobs.values()), *self.rank_pids()):
+            with suppress(OSError, ValueError, IndexError):
+                fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+                total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+        return total / ticks
+
+    def rank_pids(self) -> list[int]:
+        """The processes of the live jobs' ranks, as their pid files say."""
+        out: list[int] = []
         for job in self._jobs.values():
             texts = [p.read_text() for p in (job.folder / "pids").glob("rank*.pid")]
-            ranks = [int(text) for text in texts if text.isdigit()]
-            for pid in (job.proc.pid, *ranks):
-                with suppress(OSError, ValueError, IndexError):
-                    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-                    total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
-        return total / ticks
+            out += [int(text) for text in texts if text.isdigit()]
+        return out
 
     def close(self) -> None:
         """End every pool job (its input closes; killed after :data:`CLOSE_GRACE`); idempotent."""

@@ -57,11 +57,16 @@ def serve() -> int:
     from mpi4py import MPI
 
     from pldemu.mpi import IDLE_POLICY, BoundedComm
+    from pldemu.runtime.shm import unlink_named_segments
 
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
     polite = BoundedComm(comm, math.inf)  # waits that sleep: the machine's cores are the runs' own
     idle = BoundedComm(comm, math.inf, policy=IDLE_POLICY)
+    idle.barrier("the job's start")
+    # Every local rank has mapped MPI_Init's named segment now: drop the name at once, not at the first
+    # run, so that a pool idle for a long time shows nothing in /dev/shm (and leaves nothing if killed).
+    unlink_named_segments()
     while True:
         line = sys.stdin.readline() if rank == 0 else ""
         idle.barrier("the next request")  # the others sleep here while rank 0 reads

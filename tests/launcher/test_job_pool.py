@@ -186,3 +186,16 @@ def test_the_pytest_plugin_gives_marked_tests_warm_jobs_unless_told_not_to(tmp_p
                              cwd=tmp_path, check=False)
         assert res.returncode == 0, res.stdout + res.stderr
         assert want in res.stdout
+
+
+def test_an_idle_pool_job_holds_no_named_segment(pool: JobPool, tmp_path: Path) -> None:
+    """The ranks of a warm job drop the name of MPI_Init's /dev/shm segment as soon as every one has
+    mapped it, not at their first program: a pool idle for long shows nothing in /dev/shm, and a killed
+    one leaves nothing. A request that builds no program (``--help``) leaves the job started and idle."""
+    from pldemu.runtime.shm import held_segments
+
+    code, _ = _pool_run(pool, 2, ["--help"], 60, tmp_path / "help.log")
+    assert code == 0
+    ranks = pool.rank_pids()
+    assert len(ranks) == 2 and all(_alive(pid) for pid in ranks), ranks
+    assert [path for pid in ranks for path in held_segments(pid)] == []

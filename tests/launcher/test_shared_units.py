@@ -9,7 +9,7 @@ from concurrent.futures import CancelledError
 from pathlib import Path
 
 import pytest
-from helpers import processes_with
+from helpers import processes_with, shm_left, shm_names
 from job_outcomes import RankLog, judge, read_rank_log
 from mpi_background import SuiteRunner
 from mpi_launch import REPO_ROOT, Cancelled, run_units
@@ -21,9 +21,9 @@ PASSES, FAILS, KILLS, HANGS = (str(UNITS / f"unit_{name}.py")
 
 @pytest.mark.launcher
 def test_each_unit_of_a_shared_job_gets_its_own_verdict() -> None:
-    before = set(Path("/dev/shm").glob("mpich_*"))
+    before = shm_names()
     verdicts = run_units(2, [FAILS, KILLS, PASSES], timeout_per_unit=120)
-    assert set(Path("/dev/shm").glob("mpich_*")) <= before, "the planned crash left a segment in /dev/shm"
+    assert not shm_left(before), "the planned crash left a segment in /dev/shm"
     assert list(verdicts) == [FAILS, KILLS, PASSES]
     failed = verdicts[FAILS]
     assert not failed.passed and "rank 1:" in failed.detail and "rank 1 fails this test on purpose" in failed.detail
@@ -35,7 +35,7 @@ def test_each_unit_of_a_shared_job_gets_its_own_verdict() -> None:
 
 @pytest.mark.launcher
 def test_the_background_runner_gives_each_size_its_verdicts_and_closing_it_kills_its_job() -> None:
-    before = set(Path("/dev/shm").glob("mpich_*"))
+    before = shm_names()
     runner = SuiteRunner({2: [FAILS, PASSES], 3: [HANGS], 4: [PASSES]}, timeout_per_unit=600)
     try:
         assert runner.verdict(2, PASSES).passed and not runner.verdict(2, FAILS).passed
@@ -48,7 +48,7 @@ def test_the_background_runner_gives_each_size_its_verdicts_and_closing_it_kills
         runner.close()
     assert time.monotonic() - start < 30, "closing waited for the job instead of killing it"
     assert not processes_with(HANGS), "a rank of the killed job outlived close()"
-    assert set(Path("/dev/shm").glob("mpich_*")) <= before, "the killed job left a segment in /dev/shm"
+    assert not shm_left(before), "the killed job left a segment in /dev/shm"
     with pytest.raises(Cancelled):
         runner.verdict(3, HANGS)
     with pytest.raises(CancelledError):  # the size after it never started

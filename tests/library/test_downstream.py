@@ -15,6 +15,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from helpers import shm_left, shm_names
 
 pytestmark = pytest.mark.launcher
 
@@ -37,11 +38,6 @@ def run_project(tmp_path: Path, *args: str) -> dict[str, tuple[str, str, float]]
     return cases
 
 
-def shm_segments() -> set[str]:
-    shm = Path("/dev/shm")
-    return {p.name for p in shm.glob("mpich_shm_*")} if shm.is_dir() else set()
-
-
 def job_processes() -> list[str]:
     found = []
     for proc in Path("/proc").iterdir():
@@ -56,7 +52,7 @@ def job_processes() -> list[str]:
 
 
 def test_downstream_project(tmp_path: Path):
-    before = shm_segments()
+    before = shm_names()
     cases = run_project(tmp_path)
     for n in (2, 3, 5):
         assert cases[f"test_allreduce_matches_numpy[{n}ranks]"][0] == "passed", cases
@@ -70,7 +66,8 @@ def test_downstream_project(tmp_path: Path):
     outcome, text, _ = cases["test_crashing_rank[2ranks]"]
     assert outcome == "failed" and "rank 1 failed:\nWindowAccessError" in text, text
     assert cases["test_session_survives"][0] == "passed"
-    assert shm_segments() <= before, f"left in /dev/shm: {sorted(shm_segments() - before)}"
+    left = shm_left(before)
+    assert not left, f"left in /dev/shm: {sorted(left)}"
     assert job_processes() == []
 
 
