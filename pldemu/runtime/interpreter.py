@@ -197,7 +197,6 @@ class ProgramInstance(FreedOnExit):
         if self.hosts.spans_hosts:
             self._machine.hosts = self.hosts.names
         self._globals: list[Any] = [self.nranks, *(buffer_tensor(b) for b in buffers)]
-        self._nglobals = len(self._globals)
         self._window_stats = [b.window.stats for b in buffers if b.window is not None]
         if self._instruments is not None:
             for mon in self._instruments.start(intra, program.name):  # collective: tracer, race detector
@@ -322,7 +321,7 @@ class ProgramInstance(FreedOnExit):
         self._runs = runs = self._runs + 1
         stats = self._window_stats
         before = [_STATS_OF(st) for st in stats]
-        frame = self._globals + [None] * (fn.nslots - self._nglobals)
+        frame = self._globals + [None] * (fn.nslots - len(self._globals))
         board.run_started(runs)
         for mon in monitors:
             mon.run_started(runs)

@@ -801,39 +801,46 @@ class Window(FreedOnExit, ABC):
         if wakes is not None:
             wakes.flush()  # the end of this rank's burst of notifies (see futex.WakeBatch)
         st = self._stats
+        st.waits += 1
+        st.polls += 1
         # One poll before any bookkeeping: inside a running recipe most waits
         # are already satisfied (the credit arrived while this rank worked).
         value = self._poll_cell(cell, 0)
-        ge = cmp is CMP_GE
-        polls = 1
-        st.waits += 1
+        if not (value >= expected if cmp is CMP_GE else value == expected):
+            end = math.inf if deadline is None else deadline
+            if timeout is not None:
+                end = min(end, time.monotonic() + timeout)
+            value = self._poll_until(cell, expected, cmp, value, end, hook, policy or DEFAULT_POLICY)
+        # Acquire side of the put->notify ordering: loads of local data
+        # after this see what the notifier wrote before.
+        win.Sync()
+        return value
+
+    def _poll_until(self, cell: int, expected: int, cmp: WaitCmp, observed: int, end: float,
+                    hook: WaitHook | None, policy: PollPolicy) -> int:
+        """The rest of a :meth:`wait` whose first poll saw ``observed``: poll between the pauses of
+        ``policy``'s back-off until the cell meets ``expected``; return the value seen then, or raise
+        :class:`WaitTimeout` once ``end`` has passed."""
+        value, polls, ge = observed, 1, cmp is CMP_GE
+
+        def block(timeout: float) -> bool:
+            # Looked up when the back-off first sleeps in the kernel (after block_after), not for
+            # every wait that blocks a moment; False where this window cannot.
+            sleeper = self._sleeper(cell)
+            return sleeper is not None and sleeper(value, timeout)
+
+        backoff = Backoff(policy, end, None if hook is None else lambda: hook(value), block)
         try:
-            if not (value >= expected if ge else value == expected):
-                end = math.inf if deadline is None else deadline
-                if timeout is not None:
-                    end = min(end, time.monotonic() + timeout)
-
-                def block(timeout: float) -> bool:
-                    # Looked up when the back-off first sleeps in the kernel (after block_after), not
-                    # for every wait that blocks a moment; False where this window cannot.
-                    sleeper = self._sleeper(cell)
-                    return sleeper is not None and sleeper(value, timeout)
-
-                backoff = Backoff(policy or DEFAULT_POLICY, end, None if hook is None else lambda: hook(value), block)
-                while True:
-                    if not backoff.pause():
-                        raise WaitTimeout(window=self._name, rank=self._rank, cell=cell, expected=expected,
-                                          cmp=cmp, observed=value, waited=backoff.waited, polls=polls)
-                    value = self._poll_cell(cell, polls)
-                    polls += 1
-                    if value >= expected if ge else value == expected:
-                        break
-            # Acquire side of the put->notify ordering: loads of local data
-            # after this see what the notifier wrote before.
-            win.Sync()
-            return value
+            while True:
+                if not backoff.pause():
+                    raise WaitTimeout(window=self._name, rank=self._rank, cell=cell, expected=expected,
+                                      cmp=cmp, observed=value, waited=backoff.waited, polls=polls)
+                value = self._poll_cell(cell, polls)
+                polls += 1
+                if value >= expected if ge else value == expected:
+                    return value
         finally:
-            st.polls += polls
+            self._stats.polls += polls - 1  # the first poll was counted by wait()
 
     def _sleeper(self, cell: int) -> CellSleeper | None:
         """How a wait on this rank's ``cell`` sleeps in the kernel until the cell changes, or None:
@@ -960,18 +967,15 @@ class Window(FreedOnExit, ABC):
         costs one dictionary lookup and the peer's check (the plan does not
         depend on the peer); only a miss normalises the arguments.
         """
-        key = None
         if type(view_shape) is tuple and type(offsets) is tuple and type(shape) is tuple:
-            key = (view_shape, offsets, shape)
-            cached = self._plans.get(key)
+            cached = self._plans.get((view_shape, offsets, shape))
             if cached is not None:
                 if not (type(peer) is int and 0 <= peer < self._size):
                     self._check_peer(op, peer)  # raises, or normalises an index-like peer
                 return cached
         p = self._check_peer(op, peer)
         shape = as_shape(shape, "shape")
-        if key is None and type(view_shape) is tuple and type(offsets) is tuple:
-            key = (view_shape, offsets, shape)
+        key = (view_shape, offsets, shape) if type(view_shape) is tuple and type(offsets) is tuple else None
         vs = as_shape(view_shape, "view_shape")
         off = as_shape(offsets, "offsets")
         self._check_view(vs, op, p)

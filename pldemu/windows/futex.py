@@ -143,7 +143,7 @@ class WakeBatch:
         self.bound = bound
         """Seconds after which :meth:`defer` or :meth:`defer_completion` sends the batch itself."""
         self.busy = False
-        """Whether anything is deferred: a poll reads this attribute rather than call :meth:`flush`."""
+        """Whether anything is deferred (:meth:`flush` returns at once when not: every poll calls it)."""
 
     def defer(self, addr: int) -> None:
         """Record a wake of ``addr`` (a cell just changed whose owner may sleep on it); only windows

@@ -206,12 +206,10 @@ class SharedWindow(Window):
         self._can_sleep = futex is not None
         self._waiters = [a + nbytes for a in self._addrs]  # each segment's sleeper word, after its cells
         self._sleepers: list[ctypes.c_int32] = []
-        self._tso_sleepers: list[ctypes.c_int32] | None = None  # the sleeper words where a plain load reads them
         if futex is not None:
             # Zeroed before the allocation's closing barrier (Window.__init__): no peer reads it earlier.
             ctypes.c_int32.from_address(self._waiters[self._rank]).value = 0
             self._sleepers = [ctypes.c_int32.from_address(a) for a in self._waiters]
-            self._tso_sleepers = self._sleepers if _RMW_IS_FULL_BARRIER else None
             self._wakes = self._wake_batch
         return win, peers[self._rank]
 
@@ -219,7 +217,6 @@ class SharedWindow(Window):
         self._peers = []  # drop our aliases of peer memory before it is unmapped
         self._ptrs = {}
         self._cells = None
-        self._tso_sleepers = None
         super()._release()
 
     def notify(self, peer: int, cell: int, value: int, op: NotifyOp = ATOMIC_ADD) -> None:
@@ -237,13 +234,8 @@ class SharedWindow(Window):
         if ptr is None:
             ptr = self._ptrs[key] = ctypes.c_void_p(self._addrs[peer] + 4 * cell)
         fn(ptr, value, _SEQ_CST)  # a sequentially consistent atomic: see _cell_atomic
-        if peer != self._rank:
-            words = self._tso_sleepers
-            if words is not None:  # the sleeper word, as _sleeper_of reads it on x86
-                if words[peer].value == cell + 1:
-                    self._wake(self._addrs[peer] + 4 * cell)
-            elif self._sleepers and self._sleeper_of(peer) == cell + 1:
-                self._wake(self._addrs[peer] + 4 * cell)
+        if peer != self._rank and self._sleepers and self._sleeper_of(peer) == cell + 1:
+            self._wake(self._addrs[peer] + 4 * cell)
         self._stats.notifies += 1
 
     def test(self, cell: int, expected: int, cmp: WaitCmp = CMP_GE) -> bool:
@@ -253,7 +245,7 @@ class SharedWindow(Window):
         if cells is None or type(cell) is not int or not 0 <= cell < self._numel or type(cmp) is not WaitCmp:
             return super().test(cell, expected, cmp)
         wakes = self._wakes
-        if wakes is not None and wakes.busy:
+        if wakes is not None:
             wakes.flush()  # a poll ends this rank's burst of notifies (see futex.WakeBatch)
         value = cells[cell]
         st = self._stats

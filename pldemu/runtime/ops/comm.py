@@ -50,7 +50,7 @@ def _get(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
 def _remote_load(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
     t: TensorRef = args[0]
     shape: Shape = args[3]
-    valid = remote_load_extent(args) if len(args) > 4 and args[4] != shape else shape
+    valid = remote_load_extent(args)
     w = t.buffer.window
     if w is None:
         w = window_of(site, t)  # raises: a rank-local tensor
