@@ -21,14 +21,18 @@ from types import ModuleType
 from typing import Any
 
 from pldemu.pypto.errors import FrontendError
+from pldemu.pypto.types import plain_annotation
 
 
 class Kind(enum.Enum):
-    """What a ``@pl.function`` is: a kernel, a per-device orchestration, or the host orchestrator."""
+    """What a ``@pl.function`` is: a kernel, a per-device orchestration, the host orchestrator, or a
+    helper spliced at its call sites (``pl.jit.inline`` / ``pl.jit.opaque``)."""
 
     INCORE = "InCore"
     ORCHESTRATION = "Orchestration"
     HOST = "HOST"
+    INLINE = "Inline"
+    OPAQUE = "Opaque"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,13 +64,18 @@ def function(type: Any = None, level: Any = None, role: Any = None) -> Callable[
 
 @dataclasses.dataclass(frozen=True)
 class CapturedFunction:
-    """One ``@pl.function`` method: its AST (lines already in file coordinates) and annotations."""
+    """One ``@pl.function`` method or ``pl.jit`` function: its AST (lines already in file coordinates),
+    annotations, the file it is written in and the names its body sees (``closure``)."""
 
     name: str
     kind: Kind
     node: ast.FunctionDef
     params: tuple[str, ...]
     annotations: Mapping[str, Any]
+    file: str
+    closure: Mapping[str, Any]
+    defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """Parameter defaults (``pl.jit`` functions; a ``@pl.program`` method has none)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +86,14 @@ class CapturedProgram:
     file: str
     functions: Mapping[str, CapturedFunction]
     closure: Mapping[str, Any]
+    specialized: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """Host scalar parameters baked into the program (``pl.jit``: a scalar argument is specialised, its
+    value part of the cache key); a call's own value for them is not read."""
+    jit_names: Mapping[Any, str] = dataclasses.field(default_factory=dict, compare=False)
+    """``pl.jit`` function object -> the name of its function in this program."""
+    node_files: Mapping[int, str] = dataclasses.field(default_factory=dict, compare=False)
+    """``id(node)`` -> file, for the AST nodes of functions written in another file than ``file``
+    (``pl.jit`` helpers imported from another module)."""
 
     def host(self) -> CapturedFunction:
         hosts = [f for f in self.functions.values() if f.kind is Kind.HOST]
@@ -87,8 +104,20 @@ class CapturedProgram:
         return hosts[0]
 
     def error(self, message: str, node: ast.AST | None) -> FrontendError:
-        """An error at ``node``'s line of the user's file."""
-        return FrontendError(message, self.file, getattr(node, "lineno", 0))
+        """An error at ``node``'s line of the user's file (the file ``node`` is written in)."""
+        return FrontendError(message, self.file_of(node), getattr(node, "lineno", 0))
+
+    def file_of(self, node: ast.AST | None) -> str:
+        """The file ``node`` is written in."""
+        return self.node_files.get(id(node), self.file)
+
+    def function_named(self, value: Any) -> str | None:
+        """The name under which the program holds ``value``, a ``pl.jit`` function object that a body
+        calls by its bare name (or ``self.<name>``); None for anything else."""
+        try:
+            return self.jit_names.get(value)
+        except TypeError:  # unhashable: not a function object
+            return None
 
 
 def program(cls: type) -> CapturedProgram:
@@ -126,21 +155,22 @@ def _capture(cls: type, closure: Mapping[str, Any], file: str, near: int) -> Cap
                                 file, item.lineno)
         fn = cls.__dict__[item.name]
         params = tuple(a.arg for a in item.args.args[1:])
-        annotations = {k: _annotation(v, closure, file, item) for k, v in getattr(fn, "__annotations__", {}).items()}
-        functions[item.name] = CapturedFunction(item.name, attrs.kind, item, params, annotations)
+        annotations = {k: annotation(v, closure, file, item) for k, v in getattr(fn, "__annotations__", {}).items()}
+        functions[item.name] = CapturedFunction(item.name, attrs.kind, item, params, annotations, file, closure)
     prog = CapturedProgram(cls.__name__, file, functions, closure)
     for fn in functions.values():
-        _check_names(prog, fn)
+        check_names(prog, fn)
     return prog
 
 
-def _annotation(value: Any, closure: Mapping[str, Any], file: str, fn: ast.FunctionDef) -> Any:
+def annotation(value: Any, closure: Mapping[str, Any], file: str, fn: ast.FunctionDef) -> Any:
     """An annotation as a value: a string one (``from __future__ import annotations``) is evaluated in
-    the closure, as Python would have at definition time."""
+    the closure, as Python would have at definition time; a bare ``pl.Tensor`` is a shapeless
+    :class:`~pldemu.pypto.types.TensorAnn`."""
     if not isinstance(value, str):
-        return value
+        return plain_annotation(value)
     try:
-        return eval(value, {"__builtins__": builtins}, dict(closure))
+        return plain_annotation(eval(value, {"__builtins__": builtins}, dict(closure)))
     except Exception as err:
         what = err.message if isinstance(err, FrontendError) else f"{type(err).__name__}: {err}"
         raise FrontendError(f"annotation {value!r} of {fn.name}: {what}", file, fn.lineno) from None
@@ -149,7 +179,7 @@ def _annotation(value: Any, closure: Mapping[str, Any], file: str, fn: ast.Funct
 _KNOWN_BUILTINS = frozenset({"True", "False", "None", "range", "len", "min", "max", "int", "float", "abs"})
 
 
-def _check_names(prog: CapturedProgram, fn: CapturedFunction) -> None:
+def check_names(prog: CapturedProgram, fn: CapturedFunction) -> None:
     """Every name a body reads is a parameter, a local, the closure or a builtin; every ``pl.x`` /
     ``pld.x.y`` chain exists in the surface."""
     local = set(fn.params) | {"self"}
@@ -160,13 +190,13 @@ def _check_names(prog: CapturedProgram, fn: CapturedFunction) -> None:
         if n is fn.node:
             continue
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
-            if n.id not in local and n.id not in prog.closure and not hasattr(builtins, n.id):
+            if n.id not in local and n.id not in fn.closure and not hasattr(builtins, n.id):
                 raise prog.error(f"unknown name {n.id!r} in {fn.name}", n)
         elif isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load):
-            _check_attribute(prog, n, local)
+            _check_attribute(prog, fn, n, local)
 
 
-def _check_attribute(prog: CapturedProgram, node: ast.Attribute, local: set[str]) -> None:
+def _check_attribute(prog: CapturedProgram, fn: CapturedFunction, node: ast.Attribute, local: set[str]) -> None:
     chain: list[str] = []
     cur: ast.expr = node
     while isinstance(cur, ast.Attribute):
@@ -174,7 +204,7 @@ def _check_attribute(prog: CapturedProgram, node: ast.Attribute, local: set[str]
         cur = cur.value
     if not isinstance(cur, ast.Name) or cur.id in local:
         return
-    base = prog.closure.get(cur.id)
+    base = fn.closure.get(cur.id)
     if not isinstance(base, ModuleType) or not base.__name__.startswith("pldemu.pypto.surface"):
         return
     obj: Any = base
@@ -190,4 +220,5 @@ def _check_attribute(prog: CapturedProgram, node: ast.Attribute, local: set[str]
         spelled += "." + attr
 
 
-__all__ = ["CapturedFunction", "CapturedProgram", "FunctionAttrs", "Kind", "function", "program"]
+__all__ = ["CapturedFunction", "CapturedProgram", "FunctionAttrs", "Kind", "annotation", "check_names", "function",
+           "program"]

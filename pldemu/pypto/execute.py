@@ -58,6 +58,21 @@ def _torch_int16(value: Any) -> Any:
     return torch.int16
 
 
+def host_scalar(prog: CapturedProgram, param: str, value: Any) -> Any:
+    """A host ``pl.Scalar`` argument's value: a Python number, or a one-element (0-dim) tensor, as
+    pypto-lib's harness passes its scalars."""
+    if isinstance(value, (bool, int, float)):
+        return value
+    try:
+        arr = as_array(value)
+    except TypeError:
+        arr = None
+    if arr is None or arr.size != 1:
+        raise prog.error(f"host argument {param} is a pl.Scalar: pass a number (or a one-element tensor), got "
+                         f"{type(value).__name__}", prog.host().node)
+    return arr.reshape(()).item()
+
+
 def bind_dims(prog: CapturedProgram, arrays: dict[str, np.ndarray]) -> dict[str, int]:
     """Dynamic dims from the host parameters' shapes (a bare ``NR`` directly, ``M * 2`` by solving the
     linear expression); every dim is then checked against the actual shape."""
@@ -66,7 +81,7 @@ def bind_dims(prog: CapturedProgram, arrays: dict[str, np.ndarray]) -> dict[str,
     pending: list[tuple[str, int, Any, int]] = []
     for p in host.params:
         ann = host.annotations.get(p)
-        if not isinstance(ann, TensorAnn):
+        if not isinstance(ann, TensorAnn) or ann.dims is None:
             continue
         shape = arrays[p].shape
         if len(shape) != len(ann.dims):
@@ -110,16 +125,17 @@ def translate(prog: CapturedProgram, nranks: int, args: Sequence[Any]) -> tuple[
     arrays: dict[str, np.ndarray] = {}
     for p, a in zip(host.params, args, strict=True):
         ann = host.annotations.get(p)
-        if isinstance(ann, TensorAnn):
+        if isinstance(ann, TensorAnn) and not ann.bare:
             try:
                 arrays[p] = as_array(a)
             except TypeError as err:
                 raise prog.error(f"host argument {p}: {err}", host.node) from None
             env[p] = ann
         elif isinstance(ann, ScalarAnn):
-            env[p] = a
+            env[p] = prog.specialized[p] if p in prog.specialized else host_scalar(prog, p, a)
         else:
-            raise prog.error(f"host parameter {p} needs a pl.Tensor or pl.Scalar annotation", host.node)
+            raise prog.error(f"host parameter {p} needs a pl.Tensor[[dims], dtype] or pl.Scalar annotation",
+                             host.node)
     dims: dict[str, int] = bind_dims(prog, arrays)
     if RANK_DIM in dims and dims[RANK_DIM] != nranks:
         raise prog.error(f"{RANK_DIM} = {dims[RANK_DIM]} from the host tensors' shapes, but the program runs "

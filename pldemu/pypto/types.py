@@ -43,6 +43,22 @@ INDEX = PyDType("INDEX", DType.INDEX, 8)
 DTYPES = (FP32, FP16, BF16, INT32, INDEX)
 
 
+def dtype_of_array(arr: Any) -> PyDType:
+    """The pypto dtype of a host array's elements (an integer array is never ``INDEX``)."""
+    found = next((d for d in DTYPES if d is not INDEX and d.ir.np == arr.dtype), None)
+    if found is None:
+        raise TypeError(f"no pypto dtype for a {arr.dtype} tensor")
+    return found
+
+
+def dtype_of_ir(dtype: DType) -> PyDType:
+    """The pypto dtype (``pl.FP32``) of a pldemu dtype."""
+    found = next((d for d in DTYPES if d.ir is dtype), None)
+    if found is None:
+        raise TypeError(f"no pypto dtype for {dtype.value}")
+    return found
+
+
 class _DynOps:
     """Arithmetic that builds :class:`DynExpr` trees."""
 
@@ -130,12 +146,17 @@ class Direction(enum.Enum):
 
 @dataclasses.dataclass(frozen=True)
 class TensorAnn:
-    """``pl.Tensor[[dims], dtype]`` / ``pld.DistributedTensor[...]``, with its direction."""
+    """``pl.Tensor[[dims], dtype]`` / ``pld.DistributedTensor[...]``, with its direction. A bare
+    ``pl.Tensor`` (``pl.jit``: specialised from the argument) has ``dims`` and ``dtype`` None."""
 
-    dims: tuple[Any, ...]
-    dtype: PyDType
+    dims: tuple[Any, ...] | None
+    dtype: PyDType | None
     distributed: bool = False
     direction: Direction = Direction.IN
+
+    @property
+    def bare(self) -> bool:
+        return self.dims is None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,6 +177,10 @@ class _TensorFactory:
     def __init__(self, distributed: bool) -> None:
         self.distributed = distributed
 
+    def bare(self) -> TensorAnn:
+        """The annotation ``pl.Tensor`` alone: shape and dtype come from the argument (``pl.jit``)."""
+        return TensorAnn(None, None, self.distributed)
+
     def __getitem__(self, item: object) -> TensorAnn:
         what = "pld.DistributedTensor" if self.distributed else "pl.Tensor"
         if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], (list, tuple))
@@ -172,6 +197,8 @@ class _DirectionFactory:
         self.direction = direction
 
     def __getitem__(self, item: object) -> TensorAnn:
+        if isinstance(item, _TensorFactory):
+            item = item.bare()
         if not isinstance(item, TensorAnn):
             raise _bad(f"pl.{self.direction.value}[...] takes a tensor type, got {item!r}")
         return dataclasses.replace(item, direction=self.direction)
@@ -189,6 +216,28 @@ DistributedTensor = _TensorFactory(True)
 Out = _DirectionFactory(Direction.OUT)
 InOut = _DirectionFactory(Direction.INOUT)
 Scalar = _ScalarFactory()
+
+
+def plain_annotation(value: Any) -> Any:
+    """An annotation as the translator reads it: a bare ``pl.Tensor`` / ``pld.DistributedTensor`` is
+    the :class:`TensorAnn` whose shape and dtype the argument gives."""
+    return value.bare() if isinstance(value, _TensorFactory) else value
+
+
+def bare_tensor(ann: Any) -> bool:
+    """A tensor annotation without shape and dtype."""
+    return isinstance(ann, TensorAnn) and ann.bare
+
+
+class _Runtime:
+    """``pl.RUNTIME``: in ``compile(n=pl.RUNTIME)`` (signature mode), a scalar parameter left a runtime
+    value instead of being specialised."""
+
+    def __repr__(self) -> str:
+        return "pl.RUNTIME"
+
+
+RUNTIME = _Runtime()
 
 
 def dynamic(name: str) -> DynVar:
@@ -224,9 +273,34 @@ class Namespace:
         return self._prefix
 
 
-__all__ = ["BF16", "DTYPES", "FP16", "FP32", "INDEX", "INT32", "Direction", "DistributedTensor", "DslOp",
-           "DynExpr", "DynVar", "InOut", "Namespace", "Out", "PyDType", "Scalar", "ScalarAnn", "Tensor",
-           "TensorAnn", "dim_value", "dynamic"]
+__all__ = [
+    "BF16",
+    "DTYPES",
+    "FP16",
+    "FP32",
+    "INDEX",
+    "INT32",
+    "RUNTIME",
+    "Direction",
+    "DistributedTensor",
+    "DslOp",
+    "DynExpr",
+    "DynVar",
+    "InOut",
+    "Namespace",
+    "Out",
+    "PyDType",
+    "Scalar",
+    "ScalarAnn",
+    "Tensor",
+    "TensorAnn",
+    "bare_tensor",
+    "dim_value",
+    "dtype_of_array",
+    "dtype_of_ir",
+    "dynamic",
+    "plain_annotation",
+]
 
 
 class SymInt(int):

@@ -19,12 +19,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from pldemu.ir.builder import FunctionBuilder
-from pldemu.ir.nodes import BinOp, BinOpKind, SourcePos, TensorType, Var, as_expr
+from pldemu.ir.nodes import BinOp, BinOpKind, Const, SourcePos, TensorType, Var, as_expr, eval_nr
 from pldemu.pypto.capture import CapturedFunction, CapturedProgram
 from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.translate.evaluator import Evaluator
 from pldemu.pypto.translate.ops import DEVICE_OPS, is_ir
-from pldemu.pypto.types import DslOp, ScalarAnn, TensorAnn
+from pldemu.pypto.types import DslOp, ScalarAnn, SymInt, TensorAnn
 
 _IR_CMP = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge"}
 
@@ -61,7 +61,7 @@ class DeviceTranslator(Evaluator):
     WHERE = "in a device function"
 
     def __init__(self, emit: Emit, fn: CapturedFunction, env: dict[str, Any]) -> None:
-        super().__init__(emit.prog, env, emit.dims)
+        super().__init__(emit.prog, env, emit.dims, fn)
         self.emit = emit
         self.fn = fn
         self.fb = emit.fb
@@ -78,6 +78,11 @@ class DeviceTranslator(Evaluator):
             line = self.fb.origin.line if self.fb.origin is not None else self.fn.node.lineno
             raise FrontendError(f"in {self.fn.name}: {err}", self.prog.file, line) from None
 
+    def tensor_shape(self, value: Any) -> tuple[int, ...] | None:
+        if not (isinstance(value, Var) and isinstance(value.type, TensorType)):
+            return None
+        return tuple(_extent(d, self.emit.nranks) for d in value.type.shape)
+
     def hint(self, default: str) -> str:
         return self.lhs or default
 
@@ -86,7 +91,7 @@ class DeviceTranslator(Evaluator):
     def block(self, body: list[ast.stmt]) -> Any:
         """Translate ``body``; the value of its ``return`` (None when it falls off the end)."""
         for i, s in enumerate(body):
-            self.fb.origin = SourcePos(self.prog.file, s.lineno)
+            self.fb.origin = SourcePos(self.fn.file, s.lineno)
             if isinstance(s, ast.Return):
                 return self.eval(s.value) if s.value is not None else None
             if isinstance(s, ast.If) and _returns(s.body) and not s.orelse:
@@ -214,6 +219,14 @@ class DeviceTranslator(Evaluator):
         return as_expr(value).eq(False) if is_ir(value) else not value
 
 
+def _extent(d: Any, nranks: int) -> int:
+    """A shape entry as the int it is at ``nranks`` ranks (a :class:`SymInt` where it depends on ``NR``)."""
+    value = eval_nr(d, nranks)
+    if value is None:
+        return d  # not static: the IR expression itself
+    return value if isinstance(d, Const) else SymInt(value, d)
+
+
 def _returns(body: list[ast.stmt]) -> bool:
     return bool(body) and isinstance(body[-1], ast.Return)
 
@@ -245,6 +258,8 @@ def inline(emit: Emit, fn: CapturedFunction, args: list[Any], kwargs: dict[str, 
         if k not in fn.params or k in bound:
             raise emit.prog.error(f"self.{fn.name}: unexpected or repeated argument {k!r}", node)
         bound[k] = v
+    for p, default in fn.defaults.items():
+        bound.setdefault(p, default)
     missing = [p for p in fn.params if p not in bound]
     if missing:
         raise emit.prog.error(f"self.{fn.name}: missing argument(s) {', '.join(missing)}", node)
@@ -264,17 +279,17 @@ def check_argument(prog: CapturedProgram, fn: CapturedFunction, param: str, valu
         t = getattr(value, "type", None)
         if not isinstance(t, TensorType):
             raise prog.error(f"self.{fn.name}: {param} is a tensor parameter, got {value!r}", node)
-        if t.dtype != ann.dtype.ir:
+        if ann.dtype is not None and t.dtype != ann.dtype.ir:
             raise prog.error(f"self.{fn.name}: {param} is {ann.dtype!r}, got a {t.dtype.value} tensor", node)
         if ann.distributed and not t.window:
             raise prog.error(f"self.{fn.name}: {param} is a pld.DistributedTensor; pass a window "
                              "(pld.window of an alloc_window_buffer), not a host tensor", node)
-        if len(ann.dims) != len(t.shape):
+        if ann.dims is not None and len(ann.dims) != len(t.shape):
             raise prog.error(f"self.{fn.name}: {param} has {len(ann.dims)} dims, the argument "
                              f"{len(t.shape)}", node)
     elif isinstance(ann, ScalarAnn) and not (is_ir(value) or isinstance(value, (int, float))):
         raise prog.error(f"self.{fn.name}: {param} is a pl.Scalar, got {value!r}", node)
-    elif ann is None and param in fn.params:
+    elif ann is None and param in fn.params and not prog.jit_names:  # pl.jit: typed by its argument
         raise prog.error(f"self.{fn.name}: parameter {param} has no annotation", fn.node)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from pldemu.pypto.capture import CapturedFunction, CapturedProgram, Kind
 from pldemu.pypto.errors import FrontendError
-from pldemu.pypto.types import DslOp, DynExpr, DynVar, PyDType
+from pldemu.pypto.types import DslOp, DynExpr, DynVar, PyDType, dtype_of_ir
 
 _BINOPS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
@@ -39,8 +39,11 @@ class Evaluator:
 
     WHERE = "here"
 
-    def __init__(self, prog: CapturedProgram, env: dict[str, Any], dims: Mapping[str, int]) -> None:
+    def __init__(self, prog: CapturedProgram, env: dict[str, Any], dims: Mapping[str, int],
+                 fn: CapturedFunction | None = None) -> None:
         self.prog = prog
+        self.closure: Mapping[str, Any] = fn.closure if fn is not None else prog.closure
+        """The names the body sees beyond its locals: its function's module and enclosing scopes."""
         self.env = env
         self.dims = dims
         """The dynamic dims bound at call time: ``pl.dynamic`` values in the closure evaluate to them."""
@@ -52,8 +55,8 @@ class Evaluator:
     def lookup(self, name: str, node: ast.AST) -> Any:
         if name in self.env:
             return self.env[name]
-        if name in self.prog.closure:
-            value = self.prog.closure[name]
+        if name in self.closure:
+            value = self.closure[name]
             if isinstance(value, (DynVar, DynExpr)):
                 try:
                     return value.evaluate(self.dims)
@@ -131,6 +134,9 @@ class Evaluator:
 
     def eval_Attribute(self, node: ast.Attribute) -> Any:
         base = self.eval(node.value)
+        meta = self.tensor_meta(base, node.attr, node)
+        if meta is not None:
+            return meta
         try:
             return getattr(base, node.attr)
         except AttributeError:
@@ -181,15 +187,50 @@ class Evaluator:
         func = node.func
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
             return self.call_self(node, func.attr)
+        if isinstance(func, ast.Attribute) and func.attr == "bind_dynamic":
+            return self.bind_dynamic(node, func)
         callee = self.eval(func)
         if isinstance(callee, DslOp):
             return self.call_dsl(callee.name, node)
+        name = self.prog.function_named(callee)
+        if name is not None:  # a pl.jit function called by its bare name: pypto's `self.<name>(...)`
+            return self.call_self(node, name)
         if callable(callee) and (isinstance(getattr(callee, "__self__", None), PyDType) or callee in _PY_CALLABLES):
             return callee(*[self.eval(a) for a in node.args])
         raise self.error(f"{ast.unparse(func)} cannot be called {self.WHERE}", node)
 
     def call_self(self, node: ast.Call, name: str) -> Any:
         raise self.error(f"self.{name}(...) cannot be called {self.WHERE}", node)
+
+    def tensor_shape(self, value: Any) -> tuple[int, ...] | None:
+        """The shape of a tensor value of this level (ints; ``NR``-aware where symbolic), or None."""
+        return None
+
+    def tensor_meta(self, value: Any, attr: str, node: ast.AST) -> Any:
+        """``t.shape`` / ``t.dtype`` of a tensor value, as pypto's ``pl.jit`` specializer folds them into
+        literals; None when ``value`` is not a tensor or ``attr`` is neither."""
+        if attr not in ("shape", "dtype"):
+            return None
+        shape = self.tensor_shape(value)
+        if shape is None:
+            return None
+        if attr == "shape":
+            return shape
+        return dtype_of_ir(value.type.dtype if hasattr(value, "type") else value.dtype.ir)
+
+    def bind_dynamic(self, node: ast.Call, func: ast.Attribute) -> None:
+        """``t.bind_dynamic(i, M)``: pypto's specializer deletes the statement (``M`` is bound from the
+        shapes already); checked here: a tensor, a dim index in range, a ``pl.dynamic`` name whose bound
+        extent is that dim's."""
+        shape = self.tensor_shape(self.eval(func.value))
+        args = [self.eval(a) for a in node.args]
+        if shape is None or len(args) != 2 or not isinstance(args[0], int) or not 0 <= args[0] < len(shape):
+            raise self.error(f"{ast.unparse(node)}: bind_dynamic(dim, pl.dynamic(...)) takes a dim index of a "
+                             "tensor and a dynamic dim", node)
+        if isinstance(args[1], int) and args[1] != shape[args[0]]:
+            raise self.error(f"{ast.unparse(node)}: dim {args[0]} is {shape[args[0]]}, the dynamic dim is "
+                             f"bound to {args[1]}", node)
+        return None
 
     def call_dsl(self, name: str, node: ast.Call) -> Any:
         raise self.error(f"{name} cannot be called {self.WHERE}", node)

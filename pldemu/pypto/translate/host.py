@@ -45,7 +45,7 @@ class HostProjection(Evaluator):
 
     def __init__(self, prog: CapturedProgram, env: dict[str, Any], dims: Mapping[str, int], rank: int,
                  nranks: int, allocs: dict[int, Alloc]) -> None:
-        super().__init__(prog, env, dims)
+        super().__init__(prog, env, dims, prog.host())
         self.rank = rank
         self.nranks = nranks
         self.events: list[Event] = []
@@ -53,6 +53,11 @@ class HostProjection(Evaluator):
         """Allocation per host line: every rank sees the same Alloc objects."""
         self._loops = 0
         """How many HOST loops enclose the statement being evaluated."""
+
+    def tensor_shape(self, value: Any) -> tuple[int, ...] | None:
+        if isinstance(value, HostTensor):
+            return value.dims if len(value.dims) == len(value.shape) else value.shape
+        return value.shape if isinstance(value, HostView) else None
 
     def run(self, body: list[ast.stmt]) -> list[Event]:
         with contextlib.suppress(_Return):

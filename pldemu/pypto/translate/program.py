@@ -143,7 +143,7 @@ def build(prog: CapturedProgram, events: list[list[Event]], dims: Mapping[str, i
     fb = FunctionBuilder("main", used_names=[*names, NR.name])
     emit = Emit(prog, fb, nranks, set(), dims)
     host_fn = prog.host()
-    fb.origin = SourcePos(prog.file, host_fn.node.lineno)
+    fb.origin = SourcePos(host_fn.file, host_fn.node.lineno)
     me: Var | None = None
     if nranks > 1:
         if not plan.windows:
@@ -206,7 +206,7 @@ def _emit_ranks(emit: Emit, host_fn: Any, bound: list[list[Event]], me: Var | No
 def _emit_events(emit: Emit, host_fn: Any, events: list[Event]) -> None:
     for ev in events:
         at = ast.Pass(lineno=ev.line, col_offset=0)
-        emit.fb.origin = SourcePos(emit.prog.file, ev.line)
+        emit.fb.origin = SourcePos(host_fn.file, ev.line)
         if isinstance(ev, Dispatch):
             inline(emit, emit.prog.functions[ev.func], list(ev.args), dict(ev.kwargs), at)
         else:

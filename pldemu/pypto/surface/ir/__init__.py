@@ -5,7 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from pldemu.pypto.capture import CapturedProgram
-from pldemu.pypto.surface.ir.distributed_compiled_program import DistributedCompiledProgram, DistributedConfig
+from pldemu.pypto.surface.ir.distributed_compiled_program import (
+    DistributedCompiledProgram,
+    DistributedConfig,
+    ParamDirection,
+)
 
 
 def compile(program: Any, platform: str | None = None, distributed_config: DistributedConfig | None = None,
@@ -18,4 +22,4 @@ def compile(program: Any, platform: str | None = None, distributed_config: Distr
     return DistributedCompiledProgram(program, config, platform)
 
 
-__all__ = ["DistributedCompiledProgram", "DistributedConfig", "compile"]
+__all__ = ["DistributedCompiledProgram", "DistributedConfig", "ParamDirection", "compile"]

@@ -8,44 +8,77 @@ execution edge pypto's ``--codegen-only`` conftest patches.
 from __future__ import annotations
 
 import dataclasses
+import enum
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pldemu.pypto.capture import CapturedProgram
+from pldemu.pypto.types import DynExpr, DynVar, ScalarAnn, TensorAnn
+
+RUNTIMES = ("tensormap_and_ringbuffer",)
+"""simpler's runtime flavours pypto accepts for an L3 program (``DistributedConfig.runtime``)."""
 
 
 @dataclasses.dataclass(frozen=True)
 class DistributedConfig:
-    """The devices of one program (``device_ids``: one rank each); the rest is accepted and unused."""
+    """The devices of one program (``device_ids``: one rank each), with pypto's other fields: checked as
+    pypto checks them, and without effect on pldemu (``runtime`` is simpler's flavour;
+    ``aicpu_thread_num`` its AICPU threads; a program has one sequential thread per rank here)."""
 
     device_ids: Sequence[int] = (0,)
     num_sub_workers: int = 0
-    aicpu_thread_num: int | None = None
+    runtime: str = "tensormap_and_ringbuffer"
+    aicpu_thread_num: int | None = 0
 
     def __post_init__(self) -> None:
         ids = list(self.device_ids)
         if not ids:
             raise ValueError("DistributedConfig.device_ids must not be empty")
+        if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):
+            raise ValueError(f"DistributedConfig.device_ids must be non-negative device indices, got {ids}")
         if len(set(ids)) != len(ids):
             raise ValueError(f"DistributedConfig.device_ids must be distinct, got {ids}")
-        if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):
-            raise ValueError(f"DistributedConfig.device_ids must be non-negative ints, got {ids}")
+        if self.num_sub_workers < 0:
+            raise ValueError(f"DistributedConfig.num_sub_workers must be non-negative, got {self.num_sub_workers}")
         if self.num_sub_workers:
             raise ValueError("SubWorkers (num_sub_workers > 0) are out of scope for pldemu's pypto layer")
+        if self.aicpu_thread_num not in (None, 0) and self.aicpu_thread_num < 2:
+            raise ValueError(f"DistributedConfig.aicpu_thread_num must be 0 (the platform default) or at least 2, "
+                             f"got {self.aicpu_thread_num}")
+
+
+class ParamDirection(enum.Enum):
+    """``pypto.ir.ParamDirection`` of a host parameter."""
+
+    In = "In"
+    Out = "Out"
+    InOut = "InOut"
+
+
+@dataclasses.dataclass(frozen=True)
+class ParamInfo:
+    """One host parameter as ``_get_metadata`` describes it (pypto's ``_ParamInfo``)."""
+
+    name: str
+    direction: ParamDirection
+    shape: list[int] | None
+    """-1 for a dynamic dim; None for a scalar."""
+    dtype: Any
 
 
 class DistributedCompiledProgram:
     """A compiled program: call it with the host tensors; Out / InOut ones are written in place."""
 
-    def __init__(self, program: CapturedProgram, config: DistributedConfig, platform: str | None) -> None:
+    def __init__(self, program: CapturedProgram, config: DistributedConfig, platform: str | None,
+                 output_dir: Path | None = None) -> None:
         from pldemu.pypto.artifacts import write_compile_artifacts
         from pldemu.pypto.execute import new_output_dir
 
         self.program = program
         self.config = config
         self.platform = platform
-        self.output_dir: Path = new_output_dir(program)
+        self.output_dir: Path = output_dir if output_dir is not None else new_output_dir(program)
         self.last: Any = None
         write_compile_artifacts(program, self.output_dir, platform or "a2a3sim")
 
@@ -53,16 +86,37 @@ class DistributedCompiledProgram:
     def nranks(self) -> int:
         return len(self.config.device_ids)
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any, config: Any = None) -> Any:
+        """Run on the compile-time devices (a call's ``config`` cannot move them, as in pypto; its other
+        fields have no effect here)."""
         __tracebackhide__ = True
-        from pldemu.pypto.surface.runtime import distributed_runner
+        from pldemu.pypto.surface.runtime import RunConfig, distributed_runner
 
+        if config is not None and not isinstance(config, RunConfig):
+            raise TypeError(f"config= takes a pypto.runtime.RunConfig, got {type(config).__name__}")
         return distributed_runner.execute_distributed(self, *args)
+
+    def _get_metadata(self) -> tuple[list[ParamInfo], list[int], list[Any]]:
+        """The HOST orchestrator's parameters (name, direction, shape, dtype), the indices of its pure
+        Out parameters, and its return types (none: pldemu's calls write in place)."""
+        infos: list[ParamInfo] = []
+        for p in self.program.host().params:
+            ann = self.program.host().annotations.get(p)
+            if isinstance(ann, TensorAnn) and ann.dims is not None:
+                shape = [-1 if isinstance(d, (DynVar, DynExpr)) else int(d) for d in ann.dims]
+                infos.append(ParamInfo(p, ParamDirection(ann.direction.value), shape, ann.dtype))
+            else:
+                infos.append(ParamInfo(p, ParamDirection.In, None, ann.dtype if isinstance(ann, ScalarAnn) else None))
+        outs = [i for i, info in enumerate(infos) if info.direction is ParamDirection.Out]
+        return infos, outs, []
 
     def prepare(self, *args: Any, **kwargs: Any) -> Any:
         """pypto's persistent-worker API: out of scope here."""
         raise NotImplementedError("DistributedCompiledProgram.prepare (persistent workers) is out of scope for "
                                   "pldemu's pypto layer")
 
+    def __str__(self) -> str:
+        return str(self.output_dir)
 
-__all__ = ["DistributedCompiledProgram", "DistributedConfig"]
+
+__all__ = ["DistributedCompiledProgram", "DistributedConfig", "ParamDirection", "ParamInfo"]

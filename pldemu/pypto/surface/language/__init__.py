@@ -12,12 +12,14 @@ import enum
 from typing import Any
 
 from pldemu.pypto.capture import function, program
+from pldemu.pypto.jit import JITFunction, jit
 from pldemu.pypto.types import (
     BF16,
     FP16,
     FP32,
     INDEX,
     INT32,
+    RUNTIME,
     DslOp,
     InOut,
     Namespace,
@@ -78,7 +80,42 @@ write = DslOp("pl.write")
 tensor = Namespace("pl.tensor", ("add", "sub", "mul", "maximum", "minimum"))
 tile = Namespace("pl.tile", ("load", "store", "add", "sub", "mul", "maximum", "minimum", "adds", "muls"))
 
-__all__ = ["BF16", "FP16", "FP32", "INDEX", "INT32", "FunctionType", "InOut", "Level", "Out", "PyDType",
-           "Role", "Scalar", "Tensor", "add", "cast", "const", "dynamic", "function", "load", "max",
-           "maximum", "min", "minimum", "mul", "program", "range", "read", "store", "sub", "tensor",
-           "tile", "unroll", "write", "yield_"]
+__all__ = [
+    "BF16",
+    "FP16",
+    "FP32",
+    "INDEX",
+    "INT32",
+    "RUNTIME",
+    "FunctionType",
+    "InOut",
+    "JITFunction",
+    "Level",
+    "Out",
+    "PyDType",
+    "Role",
+    "Scalar",
+    "Tensor",
+    "add",
+    "cast",
+    "const",
+    "dynamic",
+    "function",
+    "jit",
+    "load",
+    "max",
+    "maximum",
+    "min",
+    "minimum",
+    "mul",
+    "program",
+    "range",
+    "read",
+    "store",
+    "sub",
+    "tensor",
+    "tile",
+    "unroll",
+    "write",
+    "yield_",
+]

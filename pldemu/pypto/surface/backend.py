@@ -1,0 +1,20 @@
+"""``pypto.backend``: the code-generation backends pypto selects by platform (named, never used here)."""
+
+from __future__ import annotations
+
+import enum
+
+
+class BackendType(enum.Enum):
+    """pypto's ``BackendType``: Ascend 910B (``a2a3`` / ``a2a3sim``) and Ascend 950 (``a5`` / ``a5sim``)."""
+
+    Ascend910B = "Ascend910B"
+    Ascend950 = "Ascend950"
+
+
+def backend_for(platform: str) -> BackendType:
+    """The backend pypto's ``RunConfig`` derives from a platform."""
+    return BackendType.Ascend950 if platform.startswith("a5") else BackendType.Ascend910B
+
+
+__all__ = ["BackendType", "backend_for"]
