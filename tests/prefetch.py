@@ -60,6 +60,7 @@ def run(argv: Sequence[str], tmp: Path, jobs: LiveJobs | None = None) -> Prefetc
     whole tree after :data:`COMMAND_TIMEOUT` or when ``jobs`` is closed (:func:`mpi_launch.run_tracked`)."""
     env = job_env({"PYTHONDONTWRITEBYTECODE": "1"})  # pldemu is byte-compiled; the tests' own files stay clean
     env.pop(IN_JOB_ENV, None)
+    env["PYPTO_PROG_BUILD_DIR"] = str(tmp / "build_output")  # pl.jit programs' compiled.output_dir
     cmd = [sys.executable, "-m", "pldemu", *(a.replace("{tmp}", str(tmp)) for a in argv)]
     return Prefetched(run_tracked(cmd, COMMAND_TIMEOUT, env, REPO_ROOT, jobs), tmp)
 

@@ -30,9 +30,22 @@ from typing import TYPE_CHECKING
 
 from pldemu.ir import BufferKind, DType, Op, Program, TensorType, format_expr
 from pldemu.ir.enums import AtomicType
-from pldemu.ir.nodes import Arg, Call, Const, FoldError, For, ListExpr, NotStatic, TileType, Var, evaluate
+from pldemu.ir.nodes import (
+    Arg,
+    Assign,
+    Call,
+    Const,
+    Eval,
+    FoldError,
+    For,
+    ListExpr,
+    NotStatic,
+    TileType,
+    Var,
+    evaluate,
+)
 from pldemu.ir.signatures import SIGNATURES, Region, Signature
-from pldemu.ir.walk import function_calls, walk_stmts
+from pldemu.ir.walk import stmt_calls, walk_stmts
 from pldemu.runtime.options import RuntimeOptions
 
 if TYPE_CHECKING:
@@ -93,11 +106,14 @@ def precheck(program: Program, nranks: int, options: RuntimeOptions | None = Non
         raise PrecheckError("\n".join(problems))
     for f in program.functions:
         for s in walk_stmts(f.body.stmts):
+            # the user's line, where the statement came from one (a pypto program, a builder file)
+            origin = s.origin if isinstance(s, (Assign, Eval)) else None
+            at = f" [{origin}]" if origin is not None else ""
             if isinstance(s, For) and isinstance(s.step, Const) and s.step.value == 0:
                 problems.append(f"{f.name}: for {s.var.name} in range({format_expr(s.start)}, "
-                                f"{format_expr(s.stop)}, 0): the step must not be 0")
-        problems += [f"{f.name}: {format_expr(c)}: {why}" for c in function_calls(f)
-                     for why in _call_problems(c, nranks, buffers)]
+                                f"{format_expr(s.stop)}, 0){at}: the step must not be 0")
+            problems += [f"{f.name}: {format_expr(c)}{at}: {why}" for c in stmt_calls(s)
+                         for why in _call_problems(c, nranks, buffers)]
     if problems:
         raise PrecheckError("\n".join(dict.fromkeys(problems)))
 

@@ -49,6 +49,8 @@ def function(type: Any = None, level: Any = None, role: Any = None) -> Callable[
                                                                                   Callable[..., Any]]:
     """``@pl.function(type=pl.FunctionType.InCore)`` or ``(level=pl.Level.HOST, role=...)``."""
     if level is not None:
+        if getattr(level, "value", None) != "HOST":
+            raise TypeError(f"@pl.function: level= takes pl.Level.HOST (the HOST orchestrator), got {level!r}")
         kind = Kind.HOST
     elif type is not None and getattr(type, "value", None) in ("InCore", "Orchestration"):
         kind = Kind(type.value)

@@ -103,7 +103,10 @@ def bind_dims(prog: CapturedProgram, arrays: dict[str, np.ndarray]) -> dict[str,
             raise prog.error(f"host tensor {p}: dim {i} ({d!r}) cannot be bound from the shapes ({err})",
                              host.node) from None
         if want != n:
-            raise prog.error(f"host tensor {p}: dim {i} is {n}, its annotation {d!r} = {want}", host.node)
+            said = f"fixes it at {want}" if isinstance(d, int) else f"{d!r} = {want}"
+            hint = (" (a leading dim that follows the device count needs pl.dynamic: NR = pl.dynamic(\"NR\"))"
+                    if isinstance(d, int) and i == 0 else "")
+            raise prog.error(f"host tensor {p}: dim {i} is {n}, its annotation {said}{hint}", host.node)
     return env
 
 

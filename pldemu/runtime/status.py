@@ -185,6 +185,8 @@ class WaitTarget:
     live: int | None
     posters: tuple[int, ...] | None = None
     """Every rank that has ever notified the cell (``()``: none has); None when not known."""
+    setters: int = 0
+    """How many ranks have written the cell with ``Set`` (known with the invariant checker only)."""
 
     def cell_text(self) -> str:
         return f"{self.name}[{', '.join(map(str, self.index))}]"
@@ -333,6 +335,10 @@ def _wait_notes(statuses: Sequence[RankStatus], edges: dict[int, int], targets: 
                        "or descheduled (stopped, or starved of CPU), not part of a credit cycle")
             continue
         posters = t.posters if t is not None else None
+        if t is not None and t.setters > 1 and st.cmp != CMP_EQ:
+            out.append(f"  rank {st.rank} waits on {_cell(st, t)} >= {st.expected}: {t.setters} ranks wrote it with "
+                       "Set, which overwrites, so their counts do not add up: several ranks counting into one "
+                       "cell need NotifyOp.AtomicAdd")
         if posters == ():
             out.append(f"  rank {st.rank} waits on {_cell(st, t)}: no rank has posted to {_cell(st, t)}")
         elif st.rank in edges:

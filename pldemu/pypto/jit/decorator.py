@@ -8,30 +8,12 @@ Nothing in a body runs when it is decorated; ``compile`` / the call specialise i
 
 from __future__ import annotations
 
-import enum
 import functools
 from collections.abc import Callable
 from typing import Any
 
-from pldemu.pypto.capture import Kind
-
-
-class JitKind(enum.Enum):
-    """pypto's ``_func_type`` of a ``pl.jit`` function, and the kind of function it specialises to."""
-
-    ORCHESTRATION = "orchestration"
-    HOST = "host"
-    INCORE = "incore"
-    INLINE = "inline"
-    OPAQUE = "opaque"
-
-    @property
-    def kind(self) -> Kind:
-        return _KINDS[self]
-
-
-_KINDS = {JitKind.ORCHESTRATION: Kind.ORCHESTRATION, JitKind.HOST: Kind.HOST, JitKind.INCORE: Kind.INCORE,
-          JitKind.INLINE: Kind.INLINE, JitKind.OPAQUE: Kind.OPAQUE}
+from pldemu.pypto.jit.kinds import JitKind
+from pldemu.pypto.jit.specialize import compiled_for, lowered_for
 
 _UNSET: Any = object()
 """``auto_scope=`` not passed (a kind that does not take it refuses any explicit value, as pypto does)."""
@@ -62,15 +44,11 @@ class JITFunction:
         are never read), or from the annotations when no tensor is given (signature mode); the cached
         compiled program when the key was seen before."""
         __tracebackhide__ = True
-        from pldemu.pypto.jit.specialize import compiled_for
-
         return compiled_for(self, args, kwargs, config, signature_mode=True)[0]
 
     def __call__(self, *args: Any, config: Any = None, **kwargs: Any) -> Any:
         """Compile (or take from the cache), then run: in-place calls return None."""
         __tracebackhide__ = True
-        from pldemu.pypto.jit.specialize import compiled_for
-
         compiled, ordered = compiled_for(self, args, kwargs, config, signature_mode=False)
         return compiled(*ordered, config=config)
 
@@ -78,8 +56,6 @@ class JITFunction:
         """What pldemu runs for these arguments: the translated pldemu program (``print`` it, or
         ``.as_python()``), before LowerCompositeOps; nothing runs and nothing is cached."""
         __tracebackhide__ = True
-        from pldemu.pypto.jit.specialize import lowered_for
-
         return lowered_for(self, args, kwargs, config)
 
     def __repr__(self) -> str:
@@ -126,4 +102,4 @@ class JitDecorator(_Decorator):
                                   "layer: pldemu runs pypto's DSL, not device C++")
 
 
-__all__ = ["JITFunction", "JitDecorator", "JitKind"]
+__all__ = ["JITFunction", "JitDecorator"]

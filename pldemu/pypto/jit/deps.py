@@ -19,23 +19,23 @@ from typing import Any
 
 from pldemu.pypto.capture import CapturedFunction, annotation
 from pldemu.pypto.errors import FrontendError
-from pldemu.pypto.jit.decorator import JITFunction, JitKind
+from pldemu.pypto.jit.kinds import JitFunctionLike, JitKind, is_jit_function
 
 _HELPERS = frozenset({JitKind.INCORE, JitKind.INLINE, JitKind.OPAQUE})
 
 
-def closure_of(fn: JITFunction) -> Mapping[str, Any]:
+def closure_of(fn: JitFunctionLike) -> Mapping[str, Any]:
     """The names ``fn``'s body sees: its closure cells over its module's globals."""
     func = fn._func
     cells = dict(zip(func.__code__.co_freevars, (c.cell_contents for c in func.__closure__ or ()), strict=True))
     return collections.ChainMap(cells, func.__globals__)
 
 
-def source_file(fn: JITFunction) -> str:
+def source_file(fn: JitFunctionLike) -> str:
     return inspect.getsourcefile(fn._func) or fn._func.__code__.co_filename
 
 
-def function_node(fn: JITFunction) -> ast.FunctionDef:
+def function_node(fn: JitFunctionLike) -> ast.FunctionDef:
     """``fn``'s ``def`` statement, parsed from its file so that every line is the user's."""
     file = source_file(fn)
     linecache.checkcache(file)
@@ -61,24 +61,24 @@ def _called(node: ast.FunctionDef) -> Iterator[str]:
             yield n.func.attr
 
 
-def _admits(caller: JITFunction, callee: JITFunction) -> bool:
+def _admits(caller: JitFunctionLike, callee: JitFunctionLike) -> bool:
     if callee._kind in _HELPERS:
         return True
     return caller._kind is JitKind.HOST and callee._kind is JitKind.ORCHESTRATION
 
 
-def dependency_order(entry: JITFunction) -> list[JITFunction]:
+def dependency_order(entry: JitFunctionLike) -> list[JitFunctionLike]:
     """Every function ``entry`` reaches through admitted calls, leaf first, ``entry`` last."""
-    order: list[JITFunction] = []
+    order: list[JitFunctionLike] = []
     seen: set[int] = set()
 
-    def visit(fn: JITFunction, trail: tuple[int, ...]) -> None:
+    def visit(fn: JitFunctionLike, trail: tuple[int, ...]) -> None:
         if id(fn) in seen or id(fn) in trail:
             return
         scope = closure_of(fn)
         for name in _called(function_node(fn)):
             callee = scope.get(name)
-            if isinstance(callee, JITFunction) and callee is not fn and _admits(fn, callee):
+            if is_jit_function(callee) and callee is not fn and _admits(fn, callee):
                 visit(callee, (*trail, id(fn)))
         seen.add(id(fn))
         order.append(fn)
@@ -87,7 +87,7 @@ def dependency_order(entry: JITFunction) -> list[JITFunction]:
     return order
 
 
-def captured(fn: JITFunction, annotations: Mapping[str, Any] | None = None) -> CapturedFunction:
+def captured(fn: JitFunctionLike, annotations: Mapping[str, Any] | None = None) -> CapturedFunction:
     """``fn`` as a function of a captured program (``annotations``: specialised ones, when given)."""
     node = function_node(fn)
     file = source_file(fn)

@@ -1,6 +1,6 @@
 """From a ``pl.jit`` call to a compiled program: bind, specialise, key, cache, capture.
 
-As pypto's ``JITFunction._resolve_compiled``: the arguments are bound to the entry's signature; tensors
+As pypto's ``JitFunctionLike._resolve_compiled``: the arguments are bound to the entry's signature; tensors
 give shapes and dtypes (never contents), scalars are specialised (baked into the program and part of
 the key) unless ``pl.RUNTIME`` keeps one a runtime parameter (signature mode only); a ``compile()``
 with no tensor reads the shapes from the annotations (signature mode). Dynamic dims are ``None`` in
@@ -28,8 +28,8 @@ import numpy as np
 
 from pldemu.pypto.capture import CapturedFunction, CapturedProgram, Kind, check_names
 from pldemu.pypto.errors import FrontendError
-from pldemu.pypto.jit.decorator import JITFunction, JitKind
 from pldemu.pypto.jit.deps import captured, dependency_order, function_node, source_file
+from pldemu.pypto.jit.kinds import JitFunctionLike, JitKind
 from pldemu.pypto.types import (
     INT32,
     RUNTIME,
@@ -76,7 +76,7 @@ def _meta(value: Any) -> TensorMeta:
     return TensorMeta(tuple(int(d) for d in arr.shape), dtype_of_array(arr))
 
 
-def _scalar(fn: JITFunction, name: str, value: Any, ann: Any) -> Any:
+def _scalar(fn: JitFunctionLike, name: str, value: Any, ann: Any) -> Any:
     """A scalar argument's Python value (a 0-dim tensor for a ``pl.Scalar`` parameter: pypto-lib passes
     its host scalars so)."""
     if _is_tensor(value) and isinstance(ann, ScalarAnn):
@@ -91,10 +91,12 @@ def _scalar(fn: JITFunction, name: str, value: Any, ann: Any) -> Any:
                     f"(int, float, bool), got {type(value).__name__}")
 
 
-def bind(fn: JITFunction, args: Sequence[Any], kwargs: Mapping[str, Any], signature_mode: bool) -> Binding:
+def bind(fn: JitFunctionLike, args: Sequence[Any], kwargs: Mapping[str, Any], signature_mode: bool) -> Binding:
     """``args`` / ``kwargs`` bound to ``fn``'s signature and sorted into tensors and scalars."""
+    signature = inspect.signature(fn._func)
     try:
-        bound = inspect.signature(fn._func).bind(*args, **kwargs)
+        # compile() may leave tensor parameters out (signature mode): bind what is given
+        bound = signature.bind_partial(*args, **kwargs) if signature_mode else signature.bind(*args, **kwargs)
     except TypeError as err:
         raise TypeError(f"@pl.jit function '{fn.__name__}': {err}") from None
     bound.apply_defaults()
@@ -117,11 +119,14 @@ def bind(fn: JITFunction, args: Sequence[Any], kwargs: Mapping[str, Any], signat
         else:
             scalars[name] = _scalar(fn, name, value, anns.get(name))
     if signature_mode and no_tensor:
-        tensors = _from_annotations(fn, anns, set(bound.arguments) | set(inspect.signature(fn._func).parameters))
+        tensors = _from_annotations(fn, anns, set(signature.parameters))
+    elif len(bound.arguments) < len(signature.parameters):
+        missing = [p for p in signature.parameters if p not in bound.arguments]
+        raise TypeError(f"@pl.jit function '{fn.__name__}': missing a required argument: {missing[0]!r}")
     return Binding(dict(bound.arguments), tensors, scalars, frozenset(runtime), signature_mode and no_tensor)
 
 
-def _from_annotations(fn: JITFunction, anns: Mapping[str, Any], names: set[str]) -> dict[str, TensorMeta]:
+def _from_annotations(fn: JitFunctionLike, anns: Mapping[str, Any], names: set[str]) -> dict[str, TensorMeta]:
     """Signature mode: every tensor parameter's shape from its full annotation (dynamic dims at a
     placeholder extent)."""
     out: dict[str, TensorMeta] = {}
@@ -144,7 +149,7 @@ def _key_shape(meta: TensorMeta, ann: Any) -> tuple[int | None, ...]:
                  for i, d in enumerate(meta.shape))
 
 
-def _source_hash(funcs: Sequence[JITFunction]) -> str:
+def _source_hash(funcs: Sequence[JitFunctionLike]) -> str:
     digest = hashlib.sha256()
     for f in funcs:
         digest.update(ast.dump(function_node(f)).encode())
@@ -169,7 +174,7 @@ class Target:
     """The ``DistributedConfig`` (device 0 alone when the config gives none)."""
 
 
-def target_of(fn: JITFunction, config: Any) -> Target:
+def target_of(fn: JitFunctionLike, config: Any) -> Target:
     from pldemu.pypto.surface.ir.distributed_compiled_program import DistributedConfig
     from pldemu.pypto.surface.runtime import RunConfig
 
@@ -181,7 +186,7 @@ def target_of(fn: JITFunction, config: Any) -> Target:
     return Target(platform, dist if dist is not None else DistributedConfig(device_ids=[0]))
 
 
-def compiled_for(fn: JITFunction, args: Sequence[Any], kwargs: Mapping[str, Any], config: Any,
+def compiled_for(fn: JitFunctionLike, args: Sequence[Any], kwargs: Mapping[str, Any], config: Any,
                  signature_mode: bool) -> tuple[Any, list[Any]]:
     """The compiled program for these arguments (cached on ``fn``), and the arguments in parameter order."""
     from pldemu.pypto.surface.ir.distributed_compiled_program import DistributedCompiledProgram
@@ -205,7 +210,7 @@ def compiled_for(fn: JITFunction, args: Sequence[Any], kwargs: Mapping[str, Any]
     return compiled, list(binding.arguments.values())
 
 
-def lowered_for(fn: JITFunction, args: Sequence[Any], kwargs: Mapping[str, Any], config: Any) -> Any:
+def lowered_for(fn: JitFunctionLike, args: Sequence[Any], kwargs: Mapping[str, Any], config: Any) -> Any:
     """``fn.lower(...)``: the translated pldemu program for these arguments (signature mode without tensors)."""
     from pldemu.pypto.execute import translate
 
@@ -228,7 +233,7 @@ def _sample(meta: TensorMeta | None, scalar: Any) -> Any:
 
 @dataclasses.dataclass(frozen=True)
 class Lowered:
-    """What ``JITFunction.lower`` returns: the pldemu program a call runs (before LowerCompositeOps)."""
+    """What ``JitFunctionLike.lower`` returns: the pldemu program a call runs (before LowerCompositeOps)."""
 
     program: Any
 
@@ -242,11 +247,11 @@ class Lowered:
         return format_program(self.program)
 
 
-def program_for(entry: JITFunction, funcs: Sequence[JITFunction], binding: Binding) -> CapturedProgram:
+def program_for(entry: JitFunctionLike, funcs: Sequence[JitFunctionLike], binding: Binding) -> CapturedProgram:
     """The captured program ``_jit_<entry>``: every function of the dependency graph, the entry's
     annotations specialised, a HOST added for a single-device entry."""
     functions: dict[str, CapturedFunction] = {}
-    names: dict[JITFunction, str] = {}
+    names: dict[JitFunctionLike, str] = {}
     for f in funcs:
         found = functions.get(f.__name__)
         if found is not None:
@@ -288,14 +293,14 @@ def _scalar_dtype(value: Any) -> Any:
     return FP32 if isinstance(value, float) else INT32
 
 
-def _single_device_host(entry: CapturedFunction, fn: JITFunction) -> CapturedFunction:
+def _single_device_host(entry: CapturedFunction, fn: JitFunctionLike) -> CapturedFunction:
     """``def _host_<entry>(<params>): <entry>(<params>)`` at the entry's line: a ``@pl.jit`` or
     ``@pl.jit.incore`` entry runs as one dispatch to device 0."""
     params = ", ".join(entry.params)
     node = ast.parse(f"def _host_{entry.name}({params}):\n    {entry.name}({params})\n").body[0]
     assert isinstance(node, ast.FunctionDef)
     for n in ast.walk(node):  # every node at the entry's def line: what the host does is written there
-        if "lineno" in n._attributes:
+        if isinstance(n, (ast.stmt, ast.expr, ast.arg)):
             n.lineno = n.end_lineno = entry.node.lineno
     return CapturedFunction(node.name, Kind.HOST, node, entry.params, entry.annotations, entry.file,
                             {**entry.closure, entry.name: fn})

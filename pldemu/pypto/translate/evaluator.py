@@ -218,12 +218,20 @@ class Evaluator:
             return shape
         return dtype_of_ir(value.type.dtype if hasattr(value, "type") else value.dtype.ir)
 
+    def dynamic_dim(self, node: ast.expr) -> Any:
+        """A ``pl.dynamic`` value: its bound extent, or the unbound :class:`DynVar` itself (a dim that
+        only ``bind_dynamic`` declares has no other binding)."""
+        value = self.closure.get(node.id) if isinstance(node, ast.Name) and node.id not in self.env else None
+        if isinstance(value, DynVar) and value.name not in self.dims:
+            return value
+        return self.eval(node)
+
     def bind_dynamic(self, node: ast.Call, func: ast.Attribute) -> None:
         """``t.bind_dynamic(i, M)``: pypto's specializer deletes the statement (``M`` is bound from the
         shapes already); checked here: a tensor, a dim index in range, a ``pl.dynamic`` name whose bound
         extent is that dim's."""
         shape = self.tensor_shape(self.eval(func.value))
-        args = [self.eval(a) for a in node.args]
+        args = [self.eval(a) if i == 0 else self.dynamic_dim(a) for i, a in enumerate(node.args)]
         if shape is None or len(args) != 2 or not isinstance(args[0], int) or not 0 <= args[0] < len(shape):
             raise self.error(f"{ast.unparse(node)}: bind_dynamic(dim, pl.dynamic(...)) takes a dim index of a "
                              "tensor and a dynamic dim", node)

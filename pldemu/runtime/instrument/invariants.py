@@ -190,6 +190,17 @@ class InvariantChecker(MonitorBase):
             return None
         return tuple(r for r in range(POSTER_BITS - 1) if mask >> r & 1)
 
+    def setters(self, buffer: int, owner: int, cell: int) -> int:
+        """How many ranks have written flat cell ``cell`` of ``owner``'s signal buffer number ``buffer``
+        with Set (one-sided, from the cell's writer-kind shadow; 0 when not known)."""
+        w = self._writers.get(buffer)
+        if w is None:
+            return 0
+        try:
+            return int(w.get(owner, self._buffers[buffer].numel, cell, 1)[0]) & 0xFFFF
+        except windows.WindowError:
+            return 0
+
     def _op(self, buf: Buffer, target: int, cell: int, kind: int, site: CallSite) -> None:
         key = (buf.index, target, cell, kind)
         if key in self._counted:

@@ -50,8 +50,14 @@ class FunctionType(enum.Enum, metaclass=_DslEnumType):
 
 
 class Level(enum.Enum, metaclass=_DslEnumType):
-    """``@pl.function(level=...)``."""
+    """pypto's machine levels: ``@pl.function(level=pl.Level.HOST)``, ``@pl.jit.incore(level=...)``. A
+    kernel's core level does not change what it computes here."""
 
+    AIV = "AIV"
+    AIC = "AIC"
+    CORE_GROUP = "CORE_GROUP"
+    CHIP_DIE = "CHIP_DIE"
+    CHIP = "CHIP"
     HOST = "HOST"
 
 

@@ -52,11 +52,6 @@ class RunConfig:
         if self.platform not in PLATFORMS:
             raise ValueError(f"Invalid platform {self.platform!r}. Expected 'a2a3sim', 'a2a3', 'a5sim', or 'a5'.")
         self.backend_type = backend_for(self.platform)
-        from pldemu.pypto.surface.ir.distributed_compiled_program import DistributedConfig
-
-        if self.distributed_config is not None and not isinstance(self.distributed_config, DistributedConfig):
-            raise TypeError(f"RunConfig.distributed_config takes a DistributedConfig, got "
-                            f"{type(self.distributed_config).__name__}")
 
 
 __all__ = ["DistributedWorker", "RunConfig"]
