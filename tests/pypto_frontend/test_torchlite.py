@@ -178,3 +178,125 @@ def test_import_torch_gives_the_stand_in_only_while_active() -> None:
 
         assert imported is torch
     assert "torch" not in sys.modules
+
+
+# -- what pypto-lib's golden harness (golden/: TensorSpec, run_jit, validate_golden) and its L3 programs use --
+
+def test_set_num_threads_checks_its_argument_as_torch_does() -> None:
+    """golden/__init__.py calls it at import; torch refuses anything but a positive int."""
+    assert torch.set_num_threads(16) is None and torch.set_num_threads(np.int64(2)) is None
+    for bad in (0, -3):
+        with pytest.raises(RuntimeError, match="expects a positive integer"):
+            torch.set_num_threads(bad)
+    for bad, kind in ((True, "bool"), ("4", "str"), (2.0, "float")):
+        with pytest.raises(RuntimeError, match=f"expects an int, but got {kind}"):
+            torch.set_num_threads(bad)  # type: ignore[arg-type]
+
+
+def test_expand_as_is_a_broadcast_view_with_the_others_shape() -> None:
+    """allreduce's golden: ``out[:] = inputs.sum(dim=0, keepdim=True).expand_as(out)``."""
+    a = np.arange(6, dtype=np.float32).reshape(1, 1, 6)
+    base = torch.from_numpy(a.copy())
+    out = torch.zeros([3, 2, 6], dtype=torch.float32)
+    view = base.expand_as(out)
+    assert view.shape == (3, 2, 6) and view.dtype == torch.float32
+    np.testing.assert_array_equal(view.numpy(), np.broadcast_to(a, (3, 2, 6)))
+    base[0, 0, 2] = 100.0  # a view: the expanded tensor sees the base's writes
+    out[:] = view
+    want = np.broadcast_to(a, (3, 2, 6)).copy()
+    want[..., 2] = 100.0
+    np.testing.assert_array_equal(out.numpy(), want)
+    assert torch.tensor(7, dtype=torch.int32).expand_as(out).dtype == torch.int32
+    with pytest.raises(RuntimeError, match=r"expanded size of the tensor \(2\) must match the existing size \(3\) "
+                                           r"at non-singleton dimension 0"):
+        torch.zeros(3, 1).expand_as(torch.zeros(2, 4))
+
+
+@pytest.mark.parametrize("mask", [
+    np.array([True, False, True, True]),
+    np.arange(12).reshape(3, 4) % 5 == 0,
+    np.arange(24).reshape(2, 3, 4) % 7,  # not bool: nonzero elements count as true
+    np.zeros((2, 0), dtype=bool),
+])
+def test_where_with_a_condition_alone_gives_int64_indices_per_dimension(mask: np.ndarray) -> None:
+    got = torch.where(torch.from_numpy(mask))
+    want = np.nonzero(mask)
+    assert isinstance(got, tuple) and len(got) == len(want) == mask.ndim
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == torch.int64 and g.shape == w.shape
+        np.testing.assert_array_equal(g.numpy(), w)
+
+
+def test_where_of_a_zero_dim_condition_is_one_dimensional() -> None:
+    """numpy refuses nonzero on a 0-d array; torch treats it as one element."""
+    assert [t.tolist() for t in torch.where(torch.tensor(True))] == [[0]]
+    assert [t.tolist() for t in torch.where(torch.tensor(False))] == [[]]
+    with pytest.raises(TypeError, match="condition alone"):
+        torch.where(torch.tensor([True]), 1)
+
+
+def test_validate_golden_mismatch_report() -> None:
+    """validate_golden's report: ``torch.where(~isclose(...).flatten())[0]``, 0-d tensor indices, ``item()``."""
+    expected_np = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    actual_np = expected_np.copy()
+    actual_np[0, 1, 2], actual_np[1, 2, 3] = 99.0, -5.0
+    actual = torch.from_numpy(actual_np).to(torch.bfloat16)
+    expected = torch.from_numpy(expected_np).to(torch.bfloat16)
+    assert not torch.allclose(actual, expected, rtol=0.0, atol=0.0)
+    mismatch = torch.where(~torch.isclose(actual, expected, rtol=0.0, atol=0.0).flatten())[0]
+    flat_actual, flat_expected = actual.flatten(), expected.flatten()
+    report = [(i.item(), flat_actual[i].item(), flat_expected[i].item()) for i in mismatch[:min(20, mismatch.numel())]]
+    want = [(int(k), float(actual_np.flat[k]), float(expected_np.flat[k]))
+            for k in np.flatnonzero(actual_np != expected_np)]
+    assert report == want and all(type(v) is t for v, t in zip(report[0], (int, float, float), strict=True))
+    assert f"shape={tuple(actual.shape)} dtype={actual.dtype}" == "shape=(2, 3, 4) dtype=torch.bfloat16"
+
+
+def test_share_in_place_keeps_contiguous_tensors_and_copies_the_rest() -> None:
+    """golden/runner.py's ``_share_in_place``: a tensor that is shared and contiguous stays as it is,
+    any other becomes ``t.cpu().contiguous().share_memory_()``."""
+    base = np.arange(12, dtype=np.int32).reshape(3, 4)
+    tensors = {"kept": torch.from_numpy(base), "copied": torch.from_numpy(base).permute(1, 0)}
+    for name, t in list(tensors.items()):
+        if t.is_shared() and t.is_contiguous():
+            continue
+        tensors[name] = t.cpu().contiguous().share_memory_()
+    assert tensors["kept"].numpy() is base  # what a compiled call writes there reaches the caller's array
+    assert tensors["copied"].is_shared() and tensors["copied"].numpy().flags.c_contiguous
+    np.testing.assert_array_equal(tensors["copied"].numpy(), base.T)
+
+
+def test_golden_idioms_of_prefill_cp_zigzag() -> None:
+    """int64 tables filled element by element, bf16 markers written into rows, broadcast over ranks."""
+    idx = torch.empty(4, dtype=torch.int64)
+    for s in range(4):
+        idx[s] = 2 * s if s < 2 else 2 * (3 - s) + 1
+    table = torch.full((6,), -1, dtype=torch.int64)
+    table[4] = 3
+    assert idx.to(torch.int32).dtype == torch.int32 and idx.tolist() == [0, 2, 3, 1]
+    assert table.tolist() == [-1, -1, -1, -1, 3, -1]
+    marker = torch.zeros(4, dtype=torch.bfloat16)
+    marker[1], marker[2] = float(3), float(7)
+    logical = torch.zeros(3, 4, dtype=torch.bfloat16)
+    logical[1] = marker
+    outs = torch.zeros([2, 3, 4], dtype=torch.bfloat16)
+    outs[:] = logical.unsqueeze(0).expand(2, -1, -1)
+    stacked = torch.stack([marker, marker])
+    want = np.zeros((2, 3, 4), np.float32)
+    want[:, 1, 1:3] = [3.0, 7.0]
+    assert outs.dtype == stacked.dtype == torch.bfloat16 and stacked.shape == (2, 4)
+    np.testing.assert_array_equal(outs.numpy().astype(np.float32), want)
+
+
+def test_golden_idioms_of_prefill_kv_allgather() -> None:
+    """int32 arange -> remainder -> bf16, one column set per rank, one gathered copy broadcast to all."""
+    values = torch.arange(2 * 3 * 5, dtype=torch.int32).remainder(7).reshape((2, 3, 5)).to(torch.bfloat16)
+    for rank in range(2):
+        values[rank, :, 0] = float(rank)
+    tp, local_t, _ = values.shape
+    group = torch.zeros([2, 6, 5], dtype=torch.bfloat16)
+    group[:] = values.reshape(tp * local_t, 5).unsqueeze(0)
+    want = (np.arange(30) % 7).reshape(2, 3, 5).astype(np.float32)
+    want[:, :, 0] = [[0.0], [1.0]]
+    assert values.dtype == group.dtype == torch.bfloat16
+    np.testing.assert_array_equal(group.numpy().astype(np.float32), np.broadcast_to(want.reshape(1, 6, 5), (2, 6, 5)))

@@ -1,11 +1,13 @@
-"""A small numpy-backed stand-in for ``torch``: what pypto's distributed tests use, nothing more.
+"""A small numpy-backed stand-in for ``torch``: what pypto's distributed tests and pypto-lib's golden
+harness (``golden/``: ``TensorSpec``, ``run_jit``, ``validate_golden``) use, nothing more.
 
 While the pypto layer is active and no real torch is installed, ``import torch`` gives this package
 (:mod:`pldemu.pypto.finder`); with real torch installed the finder stays out of the way. It covers
 the dtypes (``bfloat16`` through ml_dtypes), the factories (``zeros``, ``full``, ``arange``,
 ``tensor``, ...), ``stack`` / ``cat``, ``allclose`` / ``equal`` / ``all``, ``torch.testing.assert_close``
 and a :class:`Tensor` with torch's views, reductions (``sum/prod/max/min(dim=)``), indexing and
-broadcasting arithmetic under torch's type-promotion rules.
+broadcasting arithmetic under torch's type-promotion rules. ``set_num_threads`` is checked and
+ignored (numpy has no intra-op pool to size).
 
 A Tensor holds one numpy array; ``tensor.numpy()`` is that array (not a copy), which is how a compiled
 pypto call writes its Out / InOut results back in place (real torch CPU tensors share memory the same
@@ -65,6 +67,7 @@ from pldemu.pypto.torchlite.functions import (
     promote_types,
     remainder,
     roll,
+    set_num_threads,
     stack,
     sum,
     tensor,
@@ -86,7 +89,7 @@ __version__ = "0.0+pldemu.torchlite"
 
 def __getattr__(name: str) -> NoReturn:
     raise AttributeError(f"torch.{name} is not in pldemu's torch stand-in (pldemu.pypto.torchlite, the torch "
-                         "functions pypto's distributed tests use); install torch to use it")
+                         "functions pypto's distributed tests and pypto-lib's golden harness use); install torch to use it")
 
 
 __all__ = [
@@ -143,6 +146,7 @@ __all__ = [
     "randn",
     "remainder",
     "roll",
+    "set_num_threads",
     "stack",
     "sum",
     "tensor",

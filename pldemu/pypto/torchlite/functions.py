@@ -5,7 +5,7 @@ from __future__ import annotations
 import builtins
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -189,9 +189,26 @@ def minimum(a: Tensor, b: Tensor) -> Tensor:
     return a.min(b)
 
 
-def where(condition: Tensor, a: Any, b: Any) -> Tensor:
+@overload
+def where(condition: Tensor) -> tuple[Tensor, ...]: ...
+
+
+@overload
+def where(condition: Tensor, a: Any, b: Any) -> Tensor: ...
+
+
+def where(condition: Tensor, a: Any = None, b: Any = None) -> Tensor | tuple[Tensor, ...]:
+    """``where(condition, a, b)``: ``a`` where true, else ``b`` (promoted torch's way).
+
+    ``where(condition)``: the indices of the true elements, one int64 tensor per dimension (torch's
+    ``nonzero(as_tuple=True)``)."""
+    mask = as_array(condition).astype(bool)
+    if a is None and b is None:
+        return tuple(Tensor(i.astype(np.int64)) for i in np.nonzero(np.atleast_1d(mask)))
+    if a is None or b is None:
+        raise TypeError("where() takes a condition alone, or a condition and two values")
     (x, y), _ = _operands([a, b])
-    return Tensor(np.where(as_array(condition).astype(bool), x, y))
+    return Tensor(np.where(mask, x, y))
 
 
 def roll(t: Tensor, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Tensor:
@@ -221,6 +238,15 @@ def is_floating_point(t: Tensor) -> bool:
 
 def promote_types(a: dt.dtype, b: dt.dtype) -> dt.dtype:
     return dt.promote(a, b)
+
+
+def set_num_threads(count: int) -> None:
+    """Checked as torch checks it (a positive int), then ignored: the count sizes real torch's
+    intra-op thread pool, and the stand-in's numpy work has no such pool."""
+    if isinstance(count, builtins.bool) or not isinstance(count, (int, np.integer)):
+        raise RuntimeError(f"set_num_threads expects an int, but got {type(count).__name__}")
+    if count <= 0:
+        raise RuntimeError("set_num_threads expects a positive integer")
 
 
 __all__ = [
@@ -253,6 +279,7 @@ __all__ = [
     "prod",
     "promote_types",
     "remainder",
+    "set_num_threads",
     "stack",
     "sum",
     "tensor",

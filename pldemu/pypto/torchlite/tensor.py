@@ -54,6 +54,20 @@ def _dim(dim: int, ndim: int) -> int:
     return dim % max(ndim, 1)
 
 
+def _expand_error(have: tuple[int, ...], want: tuple[int, ...]) -> RuntimeError:
+    """torch's message for an ``expand`` to a shape the tensor does not broadcast to."""
+    lead = len(want) - len(have)
+    if lead < 0:
+        return RuntimeError(f"expand: the number of sizes provided ({len(want)}) must be greater or equal to the "
+                            f"number of dimensions in the tensor ({len(have)})")
+    dim = next((i + lead for i, n in enumerate(have) if n not in (1, want[i + lead])), None)
+    if dim is None:  # every size matches: a negative one other than -1 is what numpy refused
+        return RuntimeError(f"expand: invalid target sizes {list(want)}")
+    return RuntimeError(f"The expanded size of the tensor ({want[dim]}) must match the existing size "
+                        f"({have[dim - lead]}) at non-singleton dimension {dim}.  Target sizes: {list(want)}.  "
+                        f"Tensor sizes: {list(have)}")
+
+
 def _index(key: Any) -> Any:
     """A torch index with tensors in it, as a numpy index."""
     if isinstance(key, Tensor):
@@ -229,6 +243,12 @@ class Tensor:
         """Already shared: the stand-in's tensors live in this process and write-back is in place."""
         return self
 
+    def is_shared(self) -> builtins.bool:
+        """Always True, where torch says False until ``share_memory_()``: what sharing is for (a compiled
+        call's results reaching this tensor) always holds here, so a harness that shares only unshared
+        tensors (pypto-lib's ``_share_in_place``) keeps the stand-in's as they are."""
+        return True
+
     def contiguous(self) -> Tensor:
         return self if self._a.flags.c_contiguous else Tensor(np.ascontiguousarray(self._a))
 
@@ -275,7 +295,14 @@ class Tensor:
         want = _shape_args(sizes)
         lead = len(want) - self.ndim
         shape = tuple(self._a.shape[i - lead] if s == -1 else s for i, s in enumerate(want))
-        return Tensor(np.broadcast_to(self._a, shape))
+        try:
+            return Tensor(np.broadcast_to(self._a, shape))
+        except ValueError:
+            raise _expand_error(self._a.shape, shape) from None
+
+    def expand_as(self, other: Tensor) -> Tensor:
+        """``expand(other.size())``: a broadcast view with ``other``'s shape."""
+        return self.expand(other.shape)
 
     # -- reductions -------------------------------------------------------------------------------
     def _reduce(self, fn: Callable[..., Any], dim: Any, keepdim: builtins.bool, dtype: dt.dtype | None) -> Tensor:
