@@ -14,10 +14,17 @@ from typing import Any
 from pldemu.pypto.capture import function, program
 from pldemu.pypto.types import (
     BF16,
+    BOOL,
     FP16,
     FP32,
     INDEX,
+    INT8,
+    INT16,
     INT32,
+    INT64,
+    UINT8,
+    UINT16,
+    UINT32,
     DslOp,
     InOut,
     Namespace,
@@ -78,7 +85,7 @@ write = DslOp("pl.write")
 tensor = Namespace("pl.tensor", ("add", "sub", "mul", "maximum", "minimum"))
 tile = Namespace("pl.tile", ("load", "store", "add", "sub", "mul", "maximum", "minimum", "adds", "muls"))
 
-__all__ = ["BF16", "FP16", "FP32", "INDEX", "INT32", "FunctionType", "InOut", "Level", "Out", "PyDType",
-           "Role", "Scalar", "Tensor", "add", "cast", "const", "dynamic", "function", "load", "max",
-           "maximum", "min", "minimum", "mul", "program", "range", "read", "store", "sub", "tensor",
-           "tile", "unroll", "write", "yield_"]
+__all__ = ["BF16", "BOOL", "FP16", "FP32", "INDEX", "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32",
+           "FunctionType", "InOut", "Level", "Out", "PyDType", "Role", "Scalar", "Tensor", "add", "cast", "const",
+           "dynamic", "function", "load", "max", "maximum", "min", "minimum", "mul", "program", "range", "read",
+           "store", "sub", "tensor", "tile", "unroll", "write", "yield_"]
