@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 from typing import Any
 
+from pldemu.ir.enums import AtomicType
 from pldemu.pypto.capture import function, program
 from pldemu.pypto.types import (
     BF16,
@@ -82,10 +83,12 @@ cast = DslOp("pl.cast")
 const = DslOp("pl.const")
 read = DslOp("pl.read")
 write = DslOp("pl.write")
-tensor = Namespace("pl.tensor", ("add", "sub", "mul", "maximum", "minimum"))
+slice = DslOp("pl.slice")
+assemble = DslOp("pl.assemble")
+tensor = Namespace("pl.tensor", ("add", "sub", "mul", "maximum", "minimum", "cast", "slice", "assemble", "dim"))
 tile = Namespace("pl.tile", ("load", "store", "add", "sub", "mul", "maximum", "minimum", "adds", "muls"))
 
 __all__ = ["BF16", "BOOL", "FP16", "FP32", "INDEX", "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32",
-           "FunctionType", "InOut", "Level", "Out", "PyDType", "Role", "Scalar", "Tensor", "add", "cast", "const",
-           "dynamic", "function", "load", "max", "maximum", "min", "minimum", "mul", "program", "range", "read",
-           "store", "sub", "tensor", "tile", "unroll", "write", "yield_"]
+           "AtomicType", "FunctionType", "InOut", "Level", "Out", "PyDType", "Role", "Scalar", "Tensor", "add",
+           "assemble", "cast", "const", "dynamic", "function", "load", "max", "maximum", "min", "minimum", "mul",
+           "program", "range", "read", "slice", "store", "sub", "tensor", "tile", "unroll", "write", "yield_"]
