@@ -40,7 +40,14 @@ FP16 = PyDType("FP16", DType.FP16, 2)
 BF16 = PyDType("BF16", DType.BF16, 2)
 INT32 = PyDType("INT32", DType.INT32, 4)
 INDEX = PyDType("INDEX", DType.INDEX, 8)
-DTYPES = (FP32, FP16, BF16, INT32, INDEX)
+INT8 = PyDType("INT8", DType.INT8, 1)
+INT16 = PyDType("INT16", DType.INT16, 2)
+INT64 = PyDType("INT64", DType.INT64, 8)
+UINT8 = PyDType("UINT8", DType.UINT8, 1)
+UINT16 = PyDType("UINT16", DType.UINT16, 2)
+UINT32 = PyDType("UINT32", DType.UINT32, 4)
+BOOL = PyDType("BOOL", DType.BOOL, 1)
+DTYPES = (FP32, FP16, BF16, INT32, INDEX, INT8, INT16, INT64, UINT8, UINT16, UINT32, BOOL)
 
 
 def dtype_of_array(arr: Any) -> PyDType:
@@ -273,34 +280,7 @@ class Namespace:
         return self._prefix
 
 
-__all__ = [
-    "BF16",
-    "DTYPES",
-    "FP16",
-    "FP32",
-    "INDEX",
-    "INT32",
-    "RUNTIME",
-    "Direction",
-    "DistributedTensor",
-    "DslOp",
-    "DynExpr",
-    "DynVar",
-    "InOut",
-    "Namespace",
-    "Out",
-    "PyDType",
-    "Scalar",
-    "ScalarAnn",
-    "Tensor",
-    "TensorAnn",
-    "bare_tensor",
-    "dim_value",
-    "dtype_of_array",
-    "dtype_of_ir",
-    "dynamic",
-    "plain_annotation",
-]
+__all__ = ["BF16", "BOOL", "DTYPES", "FP16", "FP32", "INDEX", "INT8", "INT16", "INT32", "INT64", "RUNTIME", "UINT8", "UINT16", "UINT32", "Direction", "DistributedTensor", "DslOp", "DynExpr", "DynVar", "InOut", "Namespace", "Out", "PyDType", "Scalar", "ScalarAnn", "Tensor", "TensorAnn", "bare_tensor", "dim_value", "dtype_of_array", "dtype_of_ir", "dynamic", "plain_annotation"]
 
 
 class SymInt(int):

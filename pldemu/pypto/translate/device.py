@@ -19,11 +19,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from pldemu.ir.builder import FunctionBuilder
-from pldemu.ir.nodes import BinOp, BinOpKind, Const, SourcePos, TensorType, Var, as_expr, eval_nr
+from pldemu.ir.nodes import BinOp, BinOpKind, Const, SourcePos, TensorType, TileType, Var, as_expr, eval_nr
 from pldemu.pypto.capture import CapturedFunction, CapturedProgram
 from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.translate.evaluator import Evaluator
 from pldemu.pypto.translate.ops import DEVICE_OPS, is_ir
+from pldemu.pypto.translate.regions import is_tensor, load_region, store_region, subscript_region
 from pldemu.pypto.types import DslOp, ScalarAnn, SymInt, TensorAnn
 
 _IR_CMP = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge"}
@@ -193,6 +194,53 @@ class DeviceTranslator(Evaluator):
         kwargs = {kw.arg: self.eval(kw.value) for kw in node.keywords if kw.arg is not None}
         return inline(self.emit, fn, args, kwargs, node)
 
+    def subscript(self, base: Any, node: ast.Subscript) -> Any:
+        """``t[i, j]`` of a tensor (all indices scalars, one per dim) is ``tensor.read``; any other
+        subscript of a tensor is its slice, loaded where it is made (pypto's ConvertTensorToTileOps)."""
+        if isinstance(base, Var) and isinstance(base.type, TileType):
+            raise self.error(f"{ast.unparse(node)}: a subscript of a tile (pypto's tile.slice / tile.read) is not "
+                             "supported by pldemu; slice or read the tensor it came from", node)
+        if not is_tensor(base):
+            return super().subscript(base, node)
+        region = subscript_region(self, base, self.indices(node), node)
+        if len(region.drop) == len(region.extents):
+            return self.fb.pld.tensor.read(base, list(region.offsets))
+        return load_region(self, base, region, node)
+
+    def indices(self, node: ast.Subscript) -> list[Any]:
+        """A subscript's items: a ``slice`` of evaluated bounds, or an evaluated scalar index."""
+        items = []
+        for e in node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]:
+            if not isinstance(e, ast.Slice):
+                items.append(self.eval(e))
+                continue
+            if e.step is not None:
+                raise self.error(f"a slice step is not supported in {ast.unparse(node)!r} (t[a:b])", node)
+            items.append(slice(None if e.lower is None else self.eval(e.lower),
+                               None if e.upper is None else self.eval(e.upper)))
+        return items
+
+    def assign(self, target: ast.expr, value: Any) -> None:
+        if isinstance(target, ast.Subscript):
+            self.assign_region(target, value)
+        else:
+            super().assign(target, value)
+
+    def assign_region(self, target: ast.Subscript, value: Any) -> None:
+        """``dst[a:b, c:d] = v``: pypto's ``dst = tensor.assemble(dst, v, [a, c])``, a store of the value
+        (a tile, or a tensor loaded whole) into the region; ``dst`` stays the same tensor."""
+        what = f"{ast.unparse(target)} = ..."
+        if not isinstance(target.value, ast.Name):
+            raise self.error(f"{what}: the target of a slice assignment must be a name (dst[a:b] = v)", target)
+        dst = self.eval(target.value)
+        if not is_tensor(dst):
+            raise self.error(f"{what}: {target.value.id} must be a tensor, got {dst!r}", target)
+        region = subscript_region(self, dst, self.indices(target), target)
+        if len(region.drop) == len(region.extents):
+            raise self.error(f"{what}: an element write is not supported (as in pypto): use pl.write(dst, "
+                             "[i, j], value), or slices (dst[i:i + 1, j:j + 1] = v)", target)
+        store_region(self, value, dst, region, target, what)
+
     def binary(self, op: ast.operator, lhs: Any, rhs: Any, node: ast.AST) -> Any:
         if not (is_ir(lhs) or is_ir(rhs)):
             return super().binary(op, lhs, rhs, node)
@@ -277,6 +325,10 @@ def check_argument(prog: CapturedProgram, fn: CapturedFunction, param: str, valu
     ann = fn.annotations.get(param)
     if isinstance(ann, TensorAnn):
         t = getattr(value, "type", None)
+        if isinstance(t, TileType):
+            raise prog.error(f"self.{fn.name}: {param} is a tensor parameter, got a tile ({value.name}): "
+                             "pldemu loads a tensor slice (x[a:b], pl.slice) or a tensor-level op's value onto "
+                             "the core where it is made; pass the tensor (and the offsets)", node)
         if not isinstance(t, TensorType):
             raise prog.error(f"self.{fn.name}: {param} is a tensor parameter, got {value!r}", node)
         if ann.dtype is not None and t.dtype != ann.dtype.ir:

@@ -174,7 +174,10 @@ class Evaluator:
         return out
 
     def eval_Subscript(self, node: ast.Subscript) -> Any:
-        base = self.eval(node.value)
+        return self.subscript(self.eval(node.value), node)
+
+    def subscript(self, base: Any, node: ast.Subscript) -> Any:
+        """``base[...]`` once ``base`` is evaluated (the device level reads tensors' regions here)."""
         index = self.eval(node.slice)
         try:
             return base[index]

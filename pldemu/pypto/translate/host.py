@@ -128,6 +128,8 @@ class HostProjection(Evaluator):
             return range(*[self.eval(a) for a in node.args])
         if name == "pld.alloc_window_buffer":
             return self.alloc(node)
+        if name == "pl.tensor.dim":
+            return self.dim(node)
         if name == "pld.window":
             b = bind_call(self, node, ("buf", "shape"), {"dtype": None}, name)
             if not isinstance(b["buf"], Alloc) or not isinstance(b["dtype"], PyDType):
@@ -153,6 +155,20 @@ class HostProjection(Evaluator):
             return args[1] if name in ("pld.tensor.allgather", "pld.tensor.all_to_all",
                                        "pld.tensor.all_to_all_v") else (args[0] if args else None)
         raise self.error(f"{name} cannot be used at HOST level", node)
+
+    def dim(self, node: ast.Call) -> int:
+        """``pl.tensor.dim(t, axis)`` of a host tensor or a window view: its dim (``NR``'s :class:`SymInt`
+        for the rank count), as in a device body."""
+        b = bind_call(self, node, ("tensor", "axis"), {}, "pl.tensor.dim")
+        t, axis = b["tensor"], b["axis"]
+        shape = t.dims if isinstance(t, HostTensor) else t.shape if isinstance(t, HostView) else None
+        if shape is None:
+            raise self.error(f"pl.tensor.dim: tensor must be a host tensor or a window, got {t!r}", node)
+        if isinstance(axis, bool) or not isinstance(axis, int) or not -len(shape) <= axis < len(shape):
+            raise self.error(f"pl.tensor.dim: axis must be a static int in [-{len(shape)}, {len(shape)}), "
+                             f"got {axis!r}", node)
+        d: int = shape[axis]
+        return d
 
     def synthesised_signal(self, node: ast.Call, kwargs: dict[str, Any]) -> HostView:
         """The signal pypto's SynthesizeAllReduceSignals gives a HOST allreduce that omits one: a private

@@ -16,9 +16,31 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from pldemu.ir.enums import AtomicType, CastMode, NotifyOp, ReduceOp, WaitCmp
-from pldemu.ir.nodes import NR, BinOp, BinOpKind, Const, ExprOps, TensorType, TileType, Var, as_expr, eval_nr
+from pldemu.ir.nodes import (
+    NR,
+    BinOp,
+    BinOpKind,
+    Const,
+    ExprOps,
+    TensorType,
+    TileType,
+    Var,
+    as_expr,
+    eval_nr,
+    static_int,
+)
 from pldemu.ir.ops import Op
 from pldemu.pypto.translate.evaluator import bind_call
+from pldemu.pypto.translate.regions import (
+    Region,
+    check_bounds,
+    dims,
+    is_tensor,
+    load_region,
+    on_core,
+    store_region,
+    tensor_dim,
+)
 from pldemu.pypto.types import PyDType, SymInt
 
 if TYPE_CHECKING:
@@ -87,24 +109,16 @@ def _store(tr: DeviceTranslator, node: ast.Call) -> Var:
     return t
 
 
-def _on_core(tr: DeviceTranslator, v: Any, node: ast.AST) -> Any:
-    """A tensor operand of a tensor-level op, loaded whole into a tile (pypto's ConvertTensorToTileOps
-    keeps the value on core); a tile or scalar passes through."""
-    if not (isinstance(v, Var) and isinstance(v.type, TensorType)):
-        return v
-    shape = [static(tr, d, node) for d in ttype(v).shape]
-    return tr.fb.pld.tile.load(v, [0] * len(shape), shape, hint=f"{v.name}_tile")
-
-
-def _binary(tile_op: Op, scalar_op: Op | None, name: str, tensor_level: bool = False, negate: bool = False) -> Rule:
-    """``pl.<op>`` on tiles; ``pl.tensor.<op>`` (``tensor_level``) also takes tensors, as whole tiles.
-    A scalar right operand goes to ``scalar_op``, negated first when ``negate`` (``x - s`` is ``x + -s``)."""
+def _binary(tile_op: Op, scalar_op: Op | None, name: str, negate: bool = False) -> Rule:
+    """``pl.<op>`` / ``pl.tensor.<op>`` on tiles or tensors (pypto's unified op dispatches on the operand:
+    a tensor is loaded whole, as ConvertTensorToTileOps keeps the value on core). A scalar right operand
+    goes to ``scalar_op``, negated first when ``negate`` (``x - s`` is ``x + -s``)."""
 
     def rule(tr: DeviceTranslator, node: ast.Call) -> Var:
-        b = bind_call(tr, node, ("lhs", "rhs"), {}, name)
-        if tensor_level:
-            b = {k: _on_core(tr, v, node) for k, v in b.items()}
-        lhs = _tile(tr, b["lhs"], f"{name}: lhs", node)
+        b = {k: on_core(tr, v, node) for k, v in bind_call(tr, node, ("lhs", "rhs"), {}, name).items()}
+        lhs = b["lhs"]
+        if not (isinstance(lhs, Var) and isinstance(lhs.type, TileType)):
+            raise tr.error(f"{name}: lhs must be a tile or a tensor, got {lhs!r}", node)
         rhs = b["rhs"]
         if isinstance(rhs, Var) and isinstance(rhs.type, TileType):
             return tr.fb.pld.tile.binary(tile_op, lhs, rhs, hint=tr.hint("acc"))
@@ -143,6 +157,7 @@ def _cast(tr: DeviceTranslator, node: ast.Call) -> Any:
         raise tr.error("pl.cast(input, target_type): target_type must be a pl dtype", node)
     if not is_ir(v):
         return int(v) if dtype.ir.is_int else float(v)
+    v = on_core(tr, v, node)
     if isinstance(v, Var) and isinstance(v.type, TileType):
         return tr.fb.pld.tile.cast(v, dtype.ir, hint=tr.hint("cast"), mode=_cast_mode(tr, b["mode"], node))
     src = v.type.dtype if hasattr(v.type, "dtype") else None
@@ -171,6 +186,95 @@ def _write(tr: DeviceTranslator, node: ast.Call) -> None:
     b = bind_call(tr, node, ("dst", "offset", "value"), {}, "pl.write")
     t = _tensor(tr, b["dst"], "pl.write: dst", node)
     tr.fb.pld.tensor.write(t, list(b["offset"]), _typed(b["value"], ttype(t).dtype))
+
+
+def _slice(name: str, source: str) -> Rule:
+    """``pl.slice(input, ...)`` / ``pl.tensor.slice(tensor, shape, offset, valid_shape=, drop_dims=,
+    pad_value=, clamp=)`` of a tensor: a ``tile.load`` of the region where the slice is made, as pypto's
+    ConvertTensorToTileOps lowers it (that path does not apply ``pad_value`` either)."""
+
+    def rule(tr: DeviceTranslator, node: ast.Call) -> Var:
+        b = bind_call(tr, node, (source, "shape", "offset"), {"valid_shape": None, "drop_dims": None,
+                                                               "pad_value": None, "clamp": False}, name)
+        t = b[source]
+        if not is_tensor(t):
+            raise tr.error(f"{name}: {source} must be a tensor (pldemu has no tile.slice), got {t!r}", node)
+        shape = _ints(tr, b["shape"], f"{name}: shape (a slice extent must be static)", node)
+        drop = sorted(set(_ints(tr, b["drop_dims"] or [], f"{name}: drop_dims", node)))
+        if any(not 0 <= d < len(shape) or shape[d] != 1 for d in drop):
+            raise tr.error(f"{name}: drop_dims {drop} must name unit axes of shape {shape}", node)
+        region = Region(tuple(_offsets(tr, b["offset"], name, node)), tuple(shape), tuple(drop))
+        check_bounds(tr, t, region, node, clamp=bool(b["clamp"]))
+        valid = _slice_valid(tr, t, region, b["valid_shape"], bool(b["clamp"]), node)
+        return load_region(tr, t, region, node, valid)
+
+    return rule
+
+
+def _offsets(tr: DeviceTranslator, v: Any, name: str, node: ast.AST) -> list[Any]:
+    if not isinstance(v, (list, tuple)):
+        raise tr.error(f"{name}: offset must be a list, got {v!r}", node)
+    return list(v)
+
+
+def _slice_valid(tr: DeviceTranslator, t: Var, region: Region, requested: Any, clamp: bool,
+                 node: ast.AST) -> list[Any] | None:
+    """The valid extents of a slice: those asked for, cut to the tensor's edge when ``clamp``."""
+    if requested is not None and (not isinstance(requested, (list, tuple)) or len(requested) != len(region.extents)):
+        raise tr.error(f"valid_shape must be a list of {len(region.extents)} extents, got {requested!r}", node)
+    if not clamp:
+        return None if requested is None else list(requested)
+    valid: list[Any] = []
+    for axis, (off, ext, dim) in enumerate(zip(region.offsets, region.extents, dims(tr, t, node), strict=True)):
+        edge = _min(ext, dim - off)
+        valid.append(edge if requested is None else _min(edge, requested[axis]))
+    return valid
+
+
+def _min(a: Any, b: Any) -> Any:
+    if not (is_ir(a) or is_ir(b)):
+        return min(a, b)
+    return BinOp(BinOpKind.MIN, as_expr(a), as_expr(b))
+
+
+def _assemble(name: str) -> Rule:
+    """``pl.assemble(target, source, offset, *, atomic=)``: the source (a tile, or a tensor loaded whole)
+    stored into the target at ``offset`` (pypto's conversion: ``tile.store``); returns the target."""
+
+    def rule(tr: DeviceTranslator, node: ast.Call) -> Var:
+        b = bind_call(tr, node, ("target", "source", "offset"), {"atomic": AtomicType.None_}, name)
+        t = b["target"]
+        if not is_tensor(t):
+            raise tr.error(f"{name}: target must be a tensor (pldemu has no tile.assemble), got {t!r}", node)
+        if AtomicType(b["atomic"]) is not AtomicType.None_:
+            raise tr.error(f"{name}: atomic= is not supported by pldemu (it has no atomic tile.store)", node)
+        src = on_core(tr, b["source"], node)
+        if not (isinstance(src, Var) and isinstance(src.type, TileType)):
+            raise tr.error(f"{name}: source must be a tensor or a tile, got {src!r}", node)
+        region = _assembled(tr, t, tltype(src), _offsets(tr, b["offset"], name, node), node)
+        check_bounds(tr, t, region, node)
+        store_region(tr, src, t, region, node, name)
+        return t
+
+    return rule
+
+
+def _assembled(tr: DeviceTranslator, t: Var, src: TileType, offsets: list[Any], node: ast.AST) -> Region:
+    """The region ``pl.assemble`` writes: the source's valid extents (pypto moves only those); a source of
+    lower rank goes into the trailing axes (pypto's reinterpreting write: a rank-2 source into a rank-3
+    target at ``[o0, o1, o2]`` fills rows ``o0 * Y + o1`` of the target viewed as ``[X * Y, Z]``)."""
+    valid = [static_int(v) for v in src.valid_shape or ()]
+    extents = src.shape if not valid or None in valid else tuple(v for v in valid if v is not None)
+    lead = len(ttype(t).shape) - len(extents)
+    if lead < 0 or len(offsets) != len(ttype(t).shape):
+        raise tr.error(f"{t.name} has {len(ttype(t).shape)} dims, the source {len(extents)} and the offset "
+                       f"{len(offsets)} entries", node)
+    return Region(tuple(offsets), (1,) * lead + extents, tuple(range(lead)))
+
+
+def _dim(tr: DeviceTranslator, node: ast.Call) -> int:
+    b = bind_call(tr, node, ("tensor", "axis"), {}, "pl.tensor.dim")
+    return tensor_dim(tr, b["tensor"], b["axis"], node)
 
 
 def _typed(value: Any, dtype: Any) -> Any:
@@ -245,7 +349,7 @@ def _remote_store(name: str, src: str, tensor_level: bool) -> Rule:
 
     def rule(tr: DeviceTranslator, node: ast.Call) -> None:
         b = bind_call(tr, node, (src, "target", "peer", "offsets"), {"atomic": AtomicType.None_}, name)
-        value = _on_core(tr, b[src], node) if tensor_level else b[src]
+        value = on_core(tr, b[src], node) if tensor_level else b[src]
         _put_tile(tr, _tile(tr, value, f"{name}: {src}", node), _tensor(tr, b["target"], f"{name}: target", node),
                   b)
 
@@ -404,17 +508,23 @@ _OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.mul": _binary(Op.TILE_MUL, Op.TILE_MULS, "pl.mul"),
     "pl.maximum": _binary(Op.TILE_MAXIMUM, None, "pl.maximum"),
     "pl.minimum": _binary(Op.TILE_MINIMUM, None, "pl.minimum"),
-    "pl.tensor.add": _binary(Op.TILE_ADD, Op.TILE_ADDS, "pl.tensor.add", tensor_level=True),
-    "pl.tensor.sub": _binary(Op.TILE_SUB, Op.TILE_ADDS, "pl.tensor.sub", tensor_level=True, negate=True),
-    "pl.tensor.mul": _binary(Op.TILE_MUL, Op.TILE_MULS, "pl.tensor.mul", tensor_level=True),
-    "pl.tensor.maximum": _binary(Op.TILE_MAXIMUM, None, "pl.tensor.maximum", tensor_level=True),
-    "pl.tensor.minimum": _binary(Op.TILE_MINIMUM, None, "pl.tensor.minimum", tensor_level=True),
+    "pl.tensor.add": _binary(Op.TILE_ADD, Op.TILE_ADDS, "pl.tensor.add"),
+    "pl.tensor.sub": _binary(Op.TILE_SUB, Op.TILE_ADDS, "pl.tensor.sub", negate=True),
+    "pl.tensor.mul": _binary(Op.TILE_MUL, Op.TILE_MULS, "pl.tensor.mul"),
+    "pl.tensor.maximum": _binary(Op.TILE_MAXIMUM, None, "pl.tensor.maximum"),
+    "pl.tensor.minimum": _binary(Op.TILE_MINIMUM, None, "pl.tensor.minimum"),
     "pl.min": _scalar_minmax(BinOpKind.MIN, min, "pl.min"),
     "pl.max": _scalar_minmax(BinOpKind.MAX, max, "pl.max"),
     "pl.const": _const,
     "pl.cast": _cast,
     "pl.read": _read,
     "pl.write": _write,
+    "pl.slice": _slice("pl.slice", "input"),
+    "pl.tensor.slice": _slice("pl.tensor.slice", "tensor"),
+    "pl.assemble": _assemble("pl.assemble"),
+    "pl.tensor.assemble": _assemble("pl.tensor.assemble"),
+    "pl.tensor.dim": _dim,
+    "pl.tensor.cast": _cast,
     "pl.yield_": _yield,
     "pld.world_size": _world_size,
     "pld.get_comm_ctx": _comm_ctx,

@@ -2,8 +2,8 @@
 
 pypto's dispatch ``top, data = self.orch(x, top, data, device=r)`` returns tensors the host may pass on
 (``pld.tensor.allreduce(data, ...)``, a later dispatch). Tensors are references, so what an
-Orchestration returns is one of its tensor parameters, reached through rebinding: ``pl.store`` and
-the collectives return their target, ``pl.yield_`` what it carries, a loop's ``init_values`` target
+Orchestration returns is one of its tensor parameters, reached through rebinding: ``pl.store``,
+``pl.assemble`` and the collectives return their target, ``pl.yield_`` what it carries, a loop's ``init_values`` target
 its initial value, an inlined call what its callee returns. This module follows those aliases on the
 captured AST, without translating anything, so the result is the same on every rank (also where the
 dispatch runs on another device). A returned value that is not a parameter is :class:`Unresolved`:
@@ -25,6 +25,8 @@ from pldemu.pypto.types import DslOp
 
 _TARGET: Mapping[str, tuple[int, str]] = {
     "pl.store": (2, "output_tensor"),
+    "pl.assemble": (0, "target"),
+    "pl.tensor.assemble": (0, "target"),
     "pld.tensor.allreduce": (0, "target"),
     "pld.tensor.reduce_scatter": (0, "target"),
     "pld.tensor.broadcast": (0, "target"),

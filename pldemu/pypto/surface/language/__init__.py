@@ -11,15 +11,23 @@ from __future__ import annotations
 import enum
 from typing import Any
 
+from pldemu.ir.enums import AtomicType
 from pldemu.pypto.capture import function, program
 from pldemu.pypto.jit import JITFunction, jit
 from pldemu.pypto.types import (
     BF16,
+    BOOL,
     FP16,
     FP32,
     INDEX,
+    INT8,
+    INT16,
     INT32,
+    INT64,
     RUNTIME,
+    UINT8,
+    UINT16,
+    UINT32,
     DslOp,
     InOut,
     Namespace,
@@ -83,45 +91,9 @@ cast = DslOp("pl.cast")
 const = DslOp("pl.const")
 read = DslOp("pl.read")
 write = DslOp("pl.write")
-tensor = Namespace("pl.tensor", ("add", "sub", "mul", "maximum", "minimum"))
+slice = DslOp("pl.slice")
+assemble = DslOp("pl.assemble")
+tensor = Namespace("pl.tensor", ("add", "sub", "mul", "maximum", "minimum", "cast", "slice", "assemble", "dim"))
 tile = Namespace("pl.tile", ("load", "store", "add", "sub", "mul", "maximum", "minimum", "adds", "muls"))
 
-__all__ = [
-    "BF16",
-    "FP16",
-    "FP32",
-    "INDEX",
-    "INT32",
-    "RUNTIME",
-    "FunctionType",
-    "InOut",
-    "JITFunction",
-    "Level",
-    "Out",
-    "PyDType",
-    "Role",
-    "Scalar",
-    "Tensor",
-    "add",
-    "cast",
-    "const",
-    "dynamic",
-    "function",
-    "jit",
-    "load",
-    "max",
-    "maximum",
-    "min",
-    "minimum",
-    "mul",
-    "program",
-    "range",
-    "read",
-    "store",
-    "sub",
-    "tensor",
-    "tile",
-    "unroll",
-    "write",
-    "yield_",
-]
+__all__ = ["BF16", "BOOL", "FP16", "FP32", "INDEX", "INT8", "INT16", "INT32", "INT64", "RUNTIME", "UINT8", "UINT16", "UINT32", "AtomicType", "FunctionType", "InOut", "JITFunction", "Level", "Out", "PyDType", "Role", "Scalar", "Tensor", "add", "assemble", "cast", "const", "dynamic", "function", "jit", "load", "max", "maximum", "min", "minimum", "mul", "program", "range", "read", "slice", "store", "sub", "tensor", "tile", "unroll", "write", "yield_"]

@@ -1,0 +1,235 @@
+"""Tensor regions in a device body: slices, slice assignment, ``pl.assemble``, scalar subscripts, ``pl.tensor.dim``.
+
+pypto's ConvertTensorToTileOps lowers these inside an InCore body onto tile loads and stores, and a
+window is there just this rank's local memory (pypto #1694):
+
+- ``tensor.slice`` (``pl.slice``, ``pl.tensor.slice``, ``t[a:b, c:d]``) of a tensor is a ``tile.load``
+  of the region, where the slice is made; a scalar-indexed axis (``t[i, a:b]``) is dropped from the
+  value's rank (pypto reshapes the loaded tile; pldemu loads from a ``tensor.view`` that folds the
+  leading indexed axes into the first kept one, the same cells);
+- ``t[a:b, c:d] = v`` is ``t = tensor.assemble(t, v, [a, c])``, and ``tensor.assemble`` of a tile into a
+  tensor is a ``tile.store`` (a tensor source is loaded whole first);
+- an all-scalar full-rank subscript ``t[i, j]`` is ``tensor.read``;
+- a tensor operand of a tensor-level op is loaded whole (:func:`on_core`).
+
+Extents must be static (a tile's shape is); ``t[r:r + R]`` with a run-time ``r`` has the static extent
+``R`` (the bounds are subtracted as linear forms, as pypto's simplifier folds them).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+import operator
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from pldemu.ir.nodes import (
+    BinOp,
+    BinOpKind,
+    Const,
+    TensorType,
+    TileType,
+    Var,
+    as_expr,
+    eval_nr,
+    format_expr,
+    static_int,
+)
+from pldemu.pypto.types import SymInt
+
+if TYPE_CHECKING:
+    from pldemu.pypto.translate.device import DeviceTranslator
+
+
+@dataclasses.dataclass(frozen=True)
+class Region:
+    """A box of a tensor in its own coordinates: full-rank ``offsets`` (ints or IR scalars) and static
+    ``extents``; ``drop`` are the axes indexed by a scalar (extent 1), absent from the value's rank."""
+
+    offsets: tuple[Any, ...]
+    extents: tuple[int, ...]
+    drop: tuple[int, ...] = ()
+
+    @property
+    def kept(self) -> list[int]:
+        """The extents of the axes the value keeps."""
+        return [e for i, e in enumerate(self.extents) if i not in self.drop]
+
+
+def is_tensor(v: Any) -> bool:
+    """A tensor (a window included) as opposed to a tile or a scalar."""
+    return isinstance(v, Var) and isinstance(v.type, TensorType)
+
+
+def _ttype(t: Var) -> TensorType:
+    assert isinstance(t.type, TensorType)
+    return t.type
+
+
+def dims(tr: DeviceTranslator, t: Var, node: ast.AST) -> tuple[int, ...]:
+    """The tensor's dims at this job's rank count (``NR`` evaluated)."""
+    out = []
+    for d in _ttype(t).shape:
+        v = eval_nr(d, tr.emit.nranks)
+        if v is None:
+            raise tr.error(f"{t.name}: dim {d} has no static value", node)
+        out.append(v)
+    return tuple(out)
+
+
+def on_core(tr: DeviceTranslator, v: Any, node: ast.AST) -> Any:
+    """A tensor operand of a tensor-level op, loaded whole into a tile (pypto's ConvertTensorToTileOps
+    keeps the value on core); a tile or scalar passes through."""
+    if not is_tensor(v):
+        return v
+    shape = list(dims(tr, v, node))
+    return tr.fb.pld.tile.load(v, [0] * len(shape), shape, hint=f"{v.name}_tile")
+
+
+def tensor_dim(tr: DeviceTranslator, t: Any, axis: Any, node: ast.AST) -> int:
+    """``pl.tensor.dim(t, axis)``: the static extent; a dim that is the rank count is ``NR``'s
+    :class:`SymInt`, as ``pld.world_size()`` is."""
+    if not is_tensor(t):
+        raise tr.error(f"pl.tensor.dim: tensor must be a tensor, got {t!r}", node)
+    shape = _ttype(t).shape
+    if isinstance(axis, bool) or not isinstance(axis, int) or not -len(shape) <= axis < len(shape):
+        raise tr.error(f"pl.tensor.dim: axis must be a static int in [-{len(shape)}, {len(shape)}) for "
+                       f"{t.name} ({len(shape)} dims), got {axis!r}", node)
+    d = shape[axis]
+    value = dims(tr, t, node)[axis]
+    return value if static_int(d) is not None else SymInt(value, d)
+
+
+# -- regions ----------------------------------------------------------------------------------------
+
+
+def subscript_region(tr: DeviceTranslator, t: Var, items: Sequence[Any], node: ast.AST) -> Region:
+    """The region of ``t[items]`` (numpy's rules, as pypto's parser: a scalar index drops its axis, a
+    slice keeps it, missing trailing indices are ``:``); each item a ``slice`` or a scalar."""
+    shape = dims(tr, t, node)
+    if len(items) > len(shape):
+        raise tr.error(f"{t.name} has {len(shape)} dims, the subscript {len(items)} indices", node)
+    offsets: list[Any] = []
+    extents: list[int] = []
+    drop: list[int] = []
+    for axis, item in enumerate(items):
+        if isinstance(item, slice):
+            lower = 0 if item.start is None else item.start
+            upper = shape[axis] if item.stop is None else item.stop
+            offsets.append(lower)
+            extents.append(static_extent(tr, upper, lower, node))
+        else:
+            offsets.append(item)
+            extents.append(1)
+            drop.append(axis)
+    offsets += [0] * (len(shape) - len(items))
+    extents += list(shape[len(items):])
+    region = Region(tuple(offsets), tuple(extents), tuple(drop))
+    check_bounds(tr, t, region, node)
+    return region
+
+
+def check_bounds(tr: DeviceTranslator, t: Var, region: Region, node: ast.AST, clamp: bool = False) -> None:
+    """A region provably outside ``t`` is an error (pypto rejects it too); a run-time offset is checked
+    when the load or store runs. ``clamp``: the end may run off the tensor (pypto's ``clamp=True``)."""
+    shape = dims(tr, t, node)
+    if len(region.offsets) != len(shape) or len(region.extents) != len(shape):
+        raise tr.error(f"{t.name} has {len(shape)} dims, the region {len(region.offsets)} offsets and "
+                       f"{len(region.extents)} extents", node)
+    for axis, (off, ext, dim) in enumerate(zip(region.offsets, region.extents, shape, strict=True)):
+        if ext <= 0:
+            raise tr.error(f"{t.name}: the extent of axis {axis} must be positive, got {ext}", node)
+        start = _static(off)
+        if start is not None and (start < 0 or start >= dim or (not clamp and start + ext > dim)):
+            raise tr.error(f"{t.name}: axis {axis} region [{start}, {start + ext}) is outside its {dim} "
+                           "elements", node)
+
+
+def static_extent(tr: DeviceTranslator, upper: Any, lower: Any, node: ast.AST) -> int:
+    """``upper - lower`` folded to an int, also over run-time bounds (``r + R`` minus ``r``)."""
+    (hi, hi_c), (lo, lo_c) = _linear(upper), _linear(lower)
+    for atom in set(hi) | set(lo):
+        if hi.get(atom, 0) != lo.get(atom, 0):
+            raise tr.error(f"a slice extent must be static (a tile's shape is): {_show(upper)} - "
+                           f"{_show(lower)} is not", node)
+    return hi_c - lo_c
+
+
+def _static(v: Any) -> int | None:
+    if isinstance(v, int) and not isinstance(v, bool):
+        return int(v)
+    return static_int(v) if isinstance(v, (Const, BinOp, Var)) else None
+
+
+def _linear(v: Any) -> tuple[dict[Any, int], int]:
+    """``v`` as ``sum(coefficient * atom) + constant`` over +, - and products with a constant."""
+    n = _static(v)
+    if n is not None:
+        return {}, n
+    if isinstance(v, BinOp) and v.op in (BinOpKind.ADD, BinOpKind.SUB):
+        sign = 1 if v.op is BinOpKind.ADD else -1
+        (a, ca), (b, cb) = _linear(v.lhs), _linear(v.rhs)
+        terms = dict(a)
+        for atom, c in b.items():
+            terms[atom] = terms.get(atom, 0) + sign * c
+        return terms, ca + sign * cb
+    if isinstance(v, BinOp) and v.op is BinOpKind.MUL:
+        (a, ca), (b, cb) = _linear(v.lhs), _linear(v.rhs)
+        if not a or not b:
+            scale, (terms, c) = (ca, (b, cb)) if not a else (cb, (a, ca))
+            return {atom: k * scale for atom, k in terms.items()}, c * scale
+    return {v: 1}, 0
+
+
+def _show(v: Any) -> str:
+    return format_expr(v) if isinstance(v, (Var, Const, BinOp)) else repr(v)
+
+
+# -- loads and stores -------------------------------------------------------------------------------
+
+
+def _collapsed(tr: DeviceTranslator, t: Var, region: Region, node: ast.AST) -> tuple[Var, list[Any]]:
+    """The tensor and offsets a load or store of ``region`` uses: leading scalar-indexed axes folded into
+    the first kept axis of a ``tensor.view`` (row-major, so the same cells)."""
+    k = len(region.drop)
+    if not k:
+        return t, list(region.offsets)
+    if region.drop != tuple(range(k)):
+        raise tr.error(f"{t.name}: pldemu drops only leading scalar-indexed axes (t[i, a:b]), not axes "
+                       f"{list(region.drop)} of {len(region.extents)}", node)
+    shape = _ttype(t).shape
+    row = as_expr(region.offsets[0])
+    for axis in range(1, k + 1):
+        row = row * shape[axis] + region.offsets[axis]
+    view = tr.fb.pld.tensor.view(t, [functools.reduce(operator.mul, shape[:k + 1]), *shape[k + 1:]])
+    return view, [row, *region.offsets[k + 1:]]
+
+
+def load_region(tr: DeviceTranslator, t: Var, region: Region, node: ast.AST, valid: Sequence[Any] | None = None
+                ) -> Var:
+    """``tensor.slice`` in a kernel: a ``tile.load`` of the region (``valid``: full-rank valid extents)."""
+    view, offsets = _collapsed(tr, t, region, node)
+    kept_valid = None if valid is None else [v for i, v in enumerate(valid) if i not in region.drop]
+    return tr.fb.pld.tile.load(view, offsets, region.kept, kept_valid, hint=tr.hint(f"{t.name}_slice"))
+
+
+def store_region(tr: DeviceTranslator, value: Any, t: Var, region: Region, node: ast.AST, what: str) -> None:
+    """``tensor.assemble`` in a kernel: the value (a tile, or a tensor loaded whole) stored into the region."""
+    tile = on_core(tr, value, node)
+    if not (isinstance(tile, Var) and isinstance(tile.type, TileType)):
+        raise tr.error(f"{what}: the value must be a tensor or a tile, got {value!r}", node)
+    tt = tile.type
+    if tt.dtype != _ttype(t).dtype:
+        raise tr.error(f"{what}: {t.name} is {_ttype(t).dtype.value}, the value {tt.dtype.value} "
+                       "(pl.cast it first)", node)
+    valid = tuple(_static(v) for v in tt.valid_shape) if tt.valid_shape is not None else None
+    if list(tt.shape) != region.kept and (valid is None or list(valid) != region.kept):
+        raise tr.error(f"{what}: the region of {t.name} is {region.kept}, the value {list(tt.shape)}", node)
+    view, offsets = _collapsed(tr, t, region, node)
+    tr.fb.pld.tile.store(tile, offsets, view)
+
+
+__all__ = ["Region", "check_bounds", "dims", "is_tensor", "load_region", "on_core", "static_extent",
+           "store_region", "subscript_region", "tensor_dim"]
