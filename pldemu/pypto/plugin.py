@@ -34,13 +34,12 @@ from typing import Any
 import pytest
 
 import pldemu.pytest_plugin as pldemu_plugin
-from pldemu.api import JobError
 from pldemu.job.launch import Interrupted
 from pldemu.pool.client import JobPool, use_pool
 from pldemu.pypto.artifacts import output_dir_of
 from pldemu.pypto.errors import FrontendError, call_site, missing_pypto_name, not_provided
-from pldemu.pypto.execute import ProgramRunError
 from pldemu.pypto.finder import activate, deactivate
+from pldemu.pypto.script import CLEAN_FAILURES
 from pldemu.pypto.session import FrontendOptions, use_options
 
 DEFAULT_DEVICES = "0-3"
@@ -50,10 +49,6 @@ PLATFORMS_MARKER = "platforms"
 """pypto's marker restricting a test to some platforms."""
 
 _OPTIONS = pytest.StashKey[FrontendOptions]()
-
-CLEAN_FAILURES = (FrontendError, ProgramRunError, JobError)
-"""What a test reports as its failure message alone: the program's own file:line is in the message, and
-pldemu's frames would only hide it."""
 
 
 @dataclasses.dataclass(frozen=True)
