@@ -29,6 +29,8 @@ SUBCOMMANDS = MappingProxyType(
         "bench": ("pldemu.cli.commands.bench", "benchmark recipes against native MPI (nccl-tests style)"),
         "casts": ("pldemu.cli.commands.casts", "run NeuronEliminateCasts on a Neuron kernel (.nki): verdicts, bytes, errors"),
         "pytest": ("pldemu.cli.commands.pytest_run", "run pytest with the pypto layer: pypto's distributed tests on MPI ranks"),
+        "python": ("pldemu.cli.commands.python_run", "run a Python script with the pypto layer: pypto's programs and "
+                   "tutorials on MPI ranks"),
     }
 )
 

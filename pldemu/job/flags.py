@@ -93,30 +93,32 @@ class RuntimeFlag:
 
 
 RUN_CHECK_STRESS = frozenset({"run", "check", "stress"})
-EVERY_RUNNER = frozenset({*RUN_CHECK_STRESS, "demo", "bench"})
+SCHEDULED = frozenset({*RUN_CHECK_STRESS, "python"})
+"""The commands that take the seed and the schedule flags (``python``: every compiled call of a pypto script)."""
+EVERY_RUNNER = frozenset({*RUN_CHECK_STRESS, "demo", "bench", "python"})
 
 _FLAGS = (
     RuntimeFlag("--seed", "seed", "seed of the data and of every randomised schedule (default %(default)s)",
-                nonneg_int, always=True, commands=RUN_CHECK_STRESS),
+                nonneg_int, always=True, commands=SCHEDULED),
     RuntimeFlag("--jitter", "jitter_us", "random delay U[0, US) microseconds before every put/get/remote_load/"
                 "notify/wait (default %(default)g; 0: off)", microseconds, "US", always=True, text=format_number,
-                group=SCHEDULE_GROUP, commands=RUN_CHECK_STRESS),
+                group=SCHEDULE_GROUP, commands=SCHEDULED),
     RuntimeFlag("--straggler", "straggler", "rank R sleeps US microseconds more before every primitive", straggler,
-                "R:US", text=_straggler_text, group=SCHEDULE_GROUP, commands=RUN_CHECK_STRESS),
+                "R:US", text=_straggler_text, group=SCHEDULE_GROUP, commands=SCHEDULED),
     RuntimeFlag("--skew", "skew_us", "random delay U[0, US) microseconds before every run of the program",
-                microseconds, "US", text=format_number, group=SCHEDULE_GROUP, commands=RUN_CHECK_STRESS),
+                microseconds, "US", text=format_number, group=SCHEDULE_GROUP, commands=SCHEDULED),
     RuntimeFlag("--visibility", "visibility", "deferred: puts and window stores land at the issuing rank's next "
                 "notify or a seeded later point; fenced: only system.fence lands them and scalar window reads "
                 "go through a line cache that system.cacheinvalid cleans, InsertCommFence placing both (see "
-                "docs/races.md)", choices=VISIBILITY_MODES, group=SCHEDULE_GROUP, commands=RUN_CHECK_STRESS),
+                "docs/races.md)", choices=VISIBILITY_MODES, group=SCHEDULE_GROUP, commands=SCHEDULED),
     RuntimeFlag("--fence-policy", "fence_policy", "with --visibility fenced: latest (default: a write stays "
                 "pending until a system.fence, so a missing fence gives wrong data every call) or random (it may "
                 "land at a seeded later point too)", choices=FENCE_POLICIES, group=SCHEDULE_GROUP,
-                commands=RUN_CHECK_STRESS),
+                commands=SCHEDULED),
     RuntimeFlag("--no-insert-fences", "insert_fences", "with --visibility fenced: run the program as written, "
-                "without the InsertCommFence pass", negated=True, group=SCHEDULE_GROUP, commands=RUN_CHECK_STRESS),
+                "without the InsertCommFence pass", negated=True, group=SCHEDULE_GROUP, commands=SCHEDULED),
     RuntimeFlag("--invariants", "invariants", "check the protocol invariants (no negative cell, no Set/AtomicAdd "
-                "mixing)", group=SCHEDULE_GROUP, commands=frozenset({"run"})),
+                "mixing)", group=SCHEDULE_GROUP, commands=frozenset({"run", "python"})),
     RuntimeFlag("--no-invariants", "invariants", "do not check the protocol invariants as the program runs (no "
                 "negative cell, never Set and AtomicAdd on one cell; pldemu.runtime.instrument.invariants); the harness's "
                 "own checks stay", negated=True, commands=frozenset({"check", "stress"})),
@@ -126,7 +128,7 @@ _FLAGS = (
     RuntimeFlag("--races", "race_detect", "detect data races on windows (happens-before; see docs/races.md)",
                 commands=frozenset({"run", "check"})),
     RuntimeFlag("--no-races", "race_detect", "do not run the race detector", negated=True,
-                commands=frozenset({"stress"})),
+                commands=frozenset({"stress", "python"})),
     RuntimeFlag("--windows", "windows", "RMA window back end (default auto: shared memory when all ranks share a "
                 "node; across nodes hybrid when a node has several ranks, else rma)", choices=WINDOW_BACKENDS, commands=EVERY_RUNNER),
     RuntimeFlag("--timeout", "timeout", "seconds one wait may block before it is a deadlock and the wait-for "
@@ -136,7 +138,7 @@ _FLAGS = (
                 "instead of sleeping in the kernel on the cell until the notify (the fallback where futexes "
                 "are unavailable)", negated=True, commands=EVERY_RUNNER),
     RuntimeFlag("--stage-pieces", "stage_pieces", "move every put/get one stage-sized piece at a time (a peer can "
-                "see a partly landed transfer, as on the hardware)", commands=frozenset({"run", "check"})),
+                "see a partly landed transfer, as on the hardware)", commands=frozenset({"run", "check", "python"})),
     RuntimeFlag("--trace", "trace", "write a Chrome/Perfetto trace of every rank's ops (draw it with pldemu "
                 "trace-plot)", str, "FILE.json", convert=_absolute, commands=frozenset({"run", "check"})),
 )
@@ -193,12 +195,17 @@ def _given(args: argparse.Namespace) -> list[tuple[RuntimeFlag, Any]]:
     return [(f, found[f.dest]) for f in RUNTIME_FLAGS.values() if f.dest in found]
 
 
+def runtime_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``RuntimeOptions`` fields the parsed runtime flags set, by field name (a flag parsed as None,
+    a default the command leaves open, sets nothing)."""
+    return {f.field: f.value(v) for f, v in _given(args) if v is not None}
+
+
 def runtime_options(args: argparse.Namespace, **fields: Any) -> RuntimeOptions:
     """The ``RuntimeOptions`` the parsed runtime flags describe (``fields`` override or add fields);
     a value ``RuntimeOptions`` refuses is a UsageError."""
-    kwargs = {f.field: f.value(v) for f, v in _given(args)}
     try:
-        return RuntimeOptions(**{**kwargs, **fields})
+        return RuntimeOptions(**{**runtime_fields(args), **fields})
     except ValueError as err:
         raise UsageError(str(err)) from None
 
@@ -209,5 +216,5 @@ def runtime_argv(args: argparse.Namespace, **values: Any) -> list[str]:
     return [w for f, v in _given(args) for w in f.argv(values.get(f.dest, v))]
 
 
-__all__ = ["EVERY_RUNNER", "RUNTIME_FLAGS", "RUN_CHECK_STRESS", "SCHEDULE_GROUP", "RuntimeFlag",
-           "add_runtime_arguments", "options_argv", "runtime_argv", "runtime_options"]
+__all__ = ["EVERY_RUNNER", "RUNTIME_FLAGS", "RUN_CHECK_STRESS", "SCHEDULED", "SCHEDULE_GROUP", "RuntimeFlag",
+           "add_runtime_arguments", "options_argv", "runtime_argv", "runtime_fields", "runtime_options"]

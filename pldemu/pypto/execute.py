@@ -14,7 +14,7 @@ import dataclasses
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,13 +28,21 @@ from pldemu.pypto.translate.program import Built, build
 from pldemu.pypto.translate.values import Alloc, HostTensor
 from pldemu.pypto.types import DynExpr, DynVar, ScalarAnn, SymInt, TensorAnn, dim_value
 
+if TYPE_CHECKING:
+    from pldemu.api import RunResult
+
 RANK_DIM = "NR"
 """The dynamic dim pypto's programs use for the rank count: bound, it must equal the device count."""
 
 
 class ProgramRunError(AssertionError):
     """The job of a compiled call did not end cleanly: races, a deadlock, a failing rank. The message is
-    pldemu's report (race pairs and wait-for graphs in the program's pypto file:line)."""
+    pldemu's report (race pairs and wait-for graphs in the program's pypto file:line); ``result``, the
+    job's :class:`~pldemu.api.RunResult` (its ``exit_code`` says how the job failed)."""
+
+    def __init__(self, message: str, result: RunResult | None = None) -> None:
+        super().__init__(message)
+        self.result = result
 
 
 def as_array(value: Any) -> np.ndarray:
@@ -173,7 +181,7 @@ def run(prog: CapturedProgram, nranks: int, args: Sequence[Any], output_dir: Pat
     result = launch(program_file, nranks, inputs=list(built.inputs), options=runtime,
                     timeout=opts.timeout, check=False)
     if not result.ok:
-        raise ProgramRunError(f"{prog.name} on {nranks} devices: {result.describe_failure()}")
+        raise ProgramRunError(f"{prog.name} on {nranks} devices: {result.describe_failure()}", result)
     for wb in built.writebacks:
         target = arrays[wb.param]
         target[wb.key] = result.buffers[wb.rank][wb.buffer]

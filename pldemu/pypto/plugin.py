@@ -27,23 +27,19 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
-import traceback
 from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
 import pldemu.pytest_plugin as pldemu_plugin
-from pldemu.api import JobError
 from pldemu.job.launch import Interrupted
 from pldemu.pool.client import JobPool, use_pool
 from pldemu.pypto.artifacts import output_dir_of
-from pldemu.pypto.errors import FrontendError
-from pldemu.pypto.execute import ProgramRunError
+from pldemu.pypto.errors import FrontendError, call_site, missing_pypto_name, not_provided
 from pldemu.pypto.finder import activate, deactivate
+from pldemu.pypto.script import CLEAN_FAILURES
 from pldemu.pypto.session import FrontendOptions, use_options
 
 DEFAULT_DEVICES = "0-3"
@@ -53,10 +49,6 @@ PLATFORMS_MARKER = "platforms"
 """pypto's marker restricting a test to some platforms."""
 
 _OPTIONS = pytest.StashKey[FrontendOptions]()
-
-CLEAN_FAILURES = (FrontendError, ProgramRunError, JobError)
-"""What a test reports as its failure message alone: the program's own file:line is in the message, and
-pldemu's frames would only hide it."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,16 +122,12 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
 
 def frontend_options(config: pytest.Config) -> FrontendOptions:
     """The options every compiled call of the session runs with (the ``--pldemu-*`` flags applied)."""
-    base = FrontendOptions()
-    job_timeout = float(config.getoption("pldemu_timeout") or base.timeout)
-    overrides: dict[str, Any] = {"timeout": max(1.0, min(base.runtime.timeout, job_timeout / 3))}
-    overrides.update(pldemu_plugin.runtime_overrides(config))
     try:
-        runtime = dataclasses.replace(base.runtime, **overrides)
+        return FrontendOptions.from_flags(pldemu_plugin.runtime_overrides(config), config.getoption("pldemu_timeout"),
+                                          codegen_only=config.getoption("codegen_only"),
+                                          platform=config.getoption("platform"))
     except ValueError as err:
         raise pytest.UsageError(f"pldemu: {err}") from None
-    return FrontendOptions(runtime=runtime, timeout=job_timeout, codegen_only=config.getoption("codegen_only"),
-                           platform=config.getoption("platform"))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -192,44 +180,6 @@ def _pldemu_pypto_options(request: pytest.FixtureRequest, pldemu_job_pool: JobPo
         yield opts
 
 
-def _caller(err: BaseException, test_file: Path, innermost: bool = False) -> str:
-    """``file:line: code`` of the test's own line that led to the failed call (the outermost frame of
-    the test file in the traceback, or the innermost: the class-body line inside a class statement), or
-    ``""``."""
-    frames = [f for f in traceback.extract_tb(err.__traceback__) if Path(f.filename) == test_file]
-    if not frames:
-        return ""
-    frame = frames[-1 if innermost else 0]
-    return f"{frame.filename}:{frame.lineno}: {frame.line}\n"
-
-
-_SURFACE = "pldemu.pypto.surface"
-_CANNOT_IMPORT = re.compile(r"cannot import name '([^']+)'")
-
-
-def missing_pypto_name(err: BaseException) -> str | None:
-    """The pypto name (``pypto.runtime.SubWorker``) whose absence from the layer raised ``err``, or None
-    when ``err`` is about something else."""
-    if isinstance(err, ModuleNotFoundError):
-        return err.name if err.name is not None and err.name.partition(".")[0] == "pypto" else None
-    if isinstance(err, ImportError):
-        found = _CANNOT_IMPORT.match(str(err))
-        if found is None or not (err.name or "").startswith(_SURFACE):
-            return None
-        return f"{_pypto_module(err.name or '')}.{found.group(1)}"
-    if not isinstance(err, AttributeError) or err.name is None:
-        return None
-    if isinstance(err.obj, ModuleType) and err.obj.__name__.startswith(_SURFACE):
-        return f"{_pypto_module(err.obj.__name__)}.{err.name}"
-    if isinstance(err.obj, type) and err.obj.__module__.startswith(_SURFACE):  # an enum member
-        return f"{_pypto_module(err.obj.__module__)}.{err.obj.__qualname__}.{err.name}"
-    return None
-
-
-def _pypto_module(name: str) -> str:
-    return "pypto" + name[len(_SURFACE):]
-
-
 class PyptoModule(pytest.Module):
     """A test module whose import stops at a pypto name the layer lacks, or at a bad program it defines
     (a :class:`FrontendError`), fails to collect with one line (``file:line: pypto.x.Y is not provided
@@ -245,9 +195,8 @@ class PyptoModule(pytest.Module):
             name = missing_pypto_name(cause) if cause is not None else None
             if name is None or cause is None:
                 raise
-            where = _caller(cause, self.path, innermost=True).split(": ", 1)[0]
-            raise self.CollectError(f"{where + ': ' if where else ''}{name} is not provided by pldemu's pypto layer "
-                                    "(out of scope: see docs/pypto-frontend.md)") from None
+            where = call_site(cause, self.path.__eq__, innermost=True).split(": ", 1)[0]
+            raise self.CollectError(f"{where + ': ' if where else ''}{not_provided(name)}") from None
 
 
 def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> pytest.Module:
@@ -259,7 +208,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     try:
         return (yield)
     except CLEAN_FAILURES as err:
-        message = f"{_caller(err, item.path)}{err}"
+        message = f"{call_site(err, item.path.__eq__)}{err}"
     except FileNotFoundError as err:
         message = _not_written(err, item.path)
     except Interrupted as stop:
@@ -276,7 +225,7 @@ def _not_written(err: FileNotFoundError, test_file: Path) -> str:
     root = output_dir_of(missing) if missing is not None else None
     if missing is None or root is None:
         raise err
-    where = _caller(err, test_file).split(": ", 1)[0]
+    where = call_site(err, test_file.__eq__).split(": ", 1)[0]
     return (f"{where + ': ' if where else ''}compiled.output_dir/{missing.relative_to(root)} does not exist: "
             "pldemu runs the program and writes no pypto-generated code (host or orchestration sources, "
             "kernels), only next_levels/<builtin>/ and its own programs (out of scope: see docs/pypto-frontend.md)")

@@ -1,4 +1,5 @@
-"""The options a compiled pypto call runs with: one value, set by the pytest plugin, read by compile().
+"""The options a compiled pypto call runs with: one value, set by the pytest plugin (or ``pldemu python``),
+read by compile().
 
 The plugin (or any caller) wraps a test in ``with use_options(FrontendOptions(...)):``; a compiled
 program's ``__call__`` reads :func:`current_options` when it runs. A context variable, so nested or
@@ -9,8 +10,9 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
 from pldemu.runtime.options import RuntimeOptions
 
@@ -35,6 +37,21 @@ class FrontendOptions:
     timeout: float = 120.0
     codegen_only: bool = False
     platform: str = "a2a3sim"
+
+    @classmethod
+    def from_flags(cls, overrides: Mapping[str, Any], job_timeout: float | None = None,
+                   **fields: Any) -> FrontendOptions:
+        """The layer's options with a command line's flags applied (``pldemu pytest``'s ``--pldemu-*``,
+        ``pldemu python``'s): ``overrides``, ``RuntimeOptions`` fields; ``job_timeout``, seconds one call's
+        job may take (default :attr:`timeout`); ``fields``, the other fields (``codegen_only``,
+        ``platform``). Unless ``overrides`` sets it, a wait gives up after a third of the job timeout (at
+        least 1 s, at most the runtime's default), so a deadlock is reported before its job is killed.
+        A value ``RuntimeOptions`` refuses is a ``ValueError``."""
+        base = cls()
+        limit = base.timeout if job_timeout is None else float(job_timeout)
+        waits = max(1.0, min(base.runtime.timeout, limit / 3))
+        runtime = dataclasses.replace(base.runtime, **{"timeout": waits, **overrides})
+        return cls(runtime=runtime, timeout=limit, **fields)
 
 
 _CURRENT: contextvars.ContextVar[FrontendOptions | None] = contextvars.ContextVar(
