@@ -48,6 +48,10 @@ UINT16 = PyDType("UINT16", DType.UINT16, 2)
 UINT32 = PyDType("UINT32", DType.UINT32, 4)
 BOOL = PyDType("BOOL", DType.BOOL, 1)
 DTYPES = (FP32, FP16, BF16, INT32, INDEX, INT8, INT16, INT64, UINT8, UINT16, UINT32, BOOL)
+TASK_ID = PyDType("TASK_ID", DType.INT64, 8)
+"""pypto's task-id type (``pl.Scalar[pl.TASK_ID]``): a name modules can be imported with; pldemu runs
+each rank's tasks in program order, so no task id is ever read (pypto's in-chip task graph is out of
+scope here)."""
 
 
 def dtype_of_array(arr: Any) -> PyDType:
@@ -280,7 +284,7 @@ class Namespace:
         return self._prefix
 
 
-__all__ = ["BF16", "BOOL", "DTYPES", "FP16", "FP32", "INDEX", "INT8", "INT16", "INT32", "INT64", "RUNTIME", "UINT8", "UINT16", "UINT32", "Direction", "DistributedTensor", "DslOp", "DynExpr", "DynVar", "InOut", "Namespace", "Out", "PyDType", "Scalar", "ScalarAnn", "Tensor", "TensorAnn", "bare_tensor", "dim_value", "dtype_of_array", "dtype_of_ir", "dynamic", "plain_annotation"]
+__all__ = ["BF16", "BOOL", "DTYPES", "FP16", "FP32", "INDEX", "INT8", "INT16", "INT32", "INT64", "RUNTIME", "TASK_ID", "UINT8", "UINT16", "UINT32", "Direction", "DistributedTensor", "DslOp", "DynExpr", "DynVar", "InOut", "Namespace", "Out", "PyDType", "Scalar", "ScalarAnn", "Tensor", "TensorAnn", "bare_tensor", "dim_value", "dtype_of_array", "dtype_of_ir", "dynamic", "plain_annotation"]
 
 
 class SymInt(int):

@@ -25,6 +25,7 @@ from pldemu.pypto.types import (
     INT32,
     INT64,
     RUNTIME,
+    TASK_ID,
     UINT8,
     UINT16,
     UINT32,
@@ -96,4 +97,4 @@ assemble = DslOp("pl.assemble")
 tensor = Namespace("pl.tensor", ("add", "sub", "mul", "maximum", "minimum", "cast", "slice", "assemble", "dim"))
 tile = Namespace("pl.tile", ("load", "store", "add", "sub", "mul", "maximum", "minimum", "adds", "muls"))
 
-__all__ = ["BF16", "BOOL", "FP16", "FP32", "INDEX", "INT8", "INT16", "INT32", "INT64", "RUNTIME", "UINT8", "UINT16", "UINT32", "AtomicType", "FunctionType", "InOut", "JITFunction", "Level", "Out", "PyDType", "Role", "Scalar", "Tensor", "add", "assemble", "cast", "const", "dynamic", "function", "jit", "load", "max", "maximum", "min", "minimum", "mul", "program", "range", "read", "slice", "store", "sub", "tensor", "tile", "unroll", "write", "yield_"]
+__all__ = ["BF16", "BOOL", "FP16", "FP32", "INDEX", "INT8", "INT16", "INT32", "INT64", "RUNTIME", "TASK_ID", "UINT8", "UINT16", "UINT32", "AtomicType", "FunctionType", "InOut", "JITFunction", "Level", "Out", "PyDType", "Role", "Scalar", "Tensor", "add", "assemble", "cast", "const", "dynamic", "function", "jit", "load", "max", "maximum", "min", "minimum", "mul", "program", "range", "read", "slice", "store", "sub", "tensor", "tile", "unroll", "write", "yield_"]
