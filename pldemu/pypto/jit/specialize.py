@@ -119,14 +119,14 @@ def bind(fn: JitFunctionLike, args: Sequence[Any], kwargs: Mapping[str, Any], si
         else:
             scalars[name] = _scalar(fn, name, value, anns.get(name))
     if signature_mode and no_tensor:
-        tensors = _from_annotations(fn, anns, set(signature.parameters))
+        tensors = _from_annotations(fn, anns, list(signature.parameters))
     elif len(bound.arguments) < len(signature.parameters):
         missing = [p for p in signature.parameters if p not in bound.arguments]
         raise TypeError(f"@pl.jit function '{fn.__name__}': missing a required argument: {missing[0]!r}")
     return Binding(dict(bound.arguments), tensors, scalars, frozenset(runtime), signature_mode and no_tensor)
 
 
-def _from_annotations(fn: JitFunctionLike, anns: Mapping[str, Any], names: set[str]) -> dict[str, TensorMeta]:
+def _from_annotations(fn: JitFunctionLike, anns: Mapping[str, Any], names: Sequence[str]) -> dict[str, TensorMeta]:
     """Signature mode: every tensor parameter's shape from its full annotation (dynamic dims at a
     placeholder extent)."""
     out: dict[str, TensorMeta] = {}
