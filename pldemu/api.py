@@ -51,6 +51,7 @@ from pldemu.job.launch import LOCAL, Placement
 from pldemu.job.precheck import StaticBuffer, static_buffers
 from pldemu.job.run_io import DataFlags, check_pair
 from pldemu.runtime.options import RuntimeOptions
+from pldemu.runtime.truncation import Truncation
 
 ArrayLike: TypeAlias = Any
 PerRank: TypeAlias = ArrayLike | Sequence[ArrayLike] | Callable[[int], ArrayLike]
@@ -61,7 +62,8 @@ Inputs: TypeAlias = (Mapping[str, PerRank] | Sequence[Mapping[str, ArrayLike]]
 
 EXIT_MEANING = {
     0: "ok",
-    1: "a check failed (wrong results, signal cells not 0 at rest, invariant violations)",
+    1: "a check failed (wrong results, signal cells not 0 at rest, invariant violations, a truncating division "
+       "or remainder whose value differs from floor semantics)",
     2: "bad input (refused before the job started)",
     3: "the job failed (deadlock, refused access, a rank crashed)",
     4: "races found",
@@ -88,7 +90,10 @@ class RunResult:
     ``buffers[rank][name]``: every rank's final buffers (empty when the job failed before the end);
     ``ops``: op counts over all ranks; ``seconds``: each rank's run time; ``races`` /
     ``invariants`` / ``mismatches``: the reports, one line each; ``failures[rank]``: the message a
-    failing rank wrote (a deadlock's wait-for report included); ``output``: everything the job
+    failing rank wrote (a deadlock's wait-for report included); ``truncations``: every site where the
+    device's truncating division or remainder (``tdiv`` / ``trem``) gave another value than floor
+    semantics, once per site (:mod:`pldemu.runtime.truncation`; a failure, exit 1, unless
+    ``RuntimeOptions.truncation_warn``); ``output``: everything the job
     printed (every rank, interleaved as it came); ``program_text``: the executed (lowered) program,
     whose ``FUNC:LINE`` locations the reports use.
     """
@@ -105,6 +110,7 @@ class RunResult:
     mismatches: tuple[str, ...] = ()
     failures: Mapping[int, str] = field(default_factory=dict)
     program_text: str = ""
+    truncations: tuple[Truncation, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -139,8 +145,11 @@ class RunResult:
         """Exit code, its meaning, the reports and the job's output (what a failing test shows)."""
         meaning = EXIT_MEANING.get(self.exit_code, "unexpected exit code")
         parts = [f"pldemu job on {self.ranks} ranks exited {self.exit_code}: {meaning}"]
+        truncated = tuple(t.describe() for t in self.truncations)
         for title, lines in (("mismatches", self.mismatches), ("races", self.races),
-                             ("invariant violations", self.invariants)):
+                             ("invariant violations", self.invariants),
+                             ("truncating division (the device's C truncation differs from floor semantics)",
+                              truncated)):
             if lines:
                 parts.append(f"{title}:\n" + "\n".join(f"  {line}" for line in lines))
         parts += [f"rank {r} failed:\n{text.rstrip()}" for r, text in sorted(self.failures.items())]
@@ -304,7 +313,8 @@ def _collect(ranks: int, code: int, output: str, wall: float, work: Path,
     text = (out / "program.pld").read_text() if (out / "program.pld").is_file() else ""
     return RunResult(ranks, code, output, wall, buffers, report.get("ops", {}), tuple(report.get("seconds", ())),
                      tuple(report.get("races", ())), tuple(report.get("invariants", ())),
-                     tuple(report.get("mismatches", ())), failures, text)
+                     tuple(report.get("mismatches", ())), failures, text,
+                     tuple(Truncation.from_json(t) for t in report.get("truncations", ())))
 
 
 __all__ = ["EXIT_MEANING", "BufferFileError", "Inputs", "JobError", "PerRank", "RunResult", "launch"]

@@ -63,6 +63,9 @@ _OPTIONS: Mapping[str, tuple[str | None, dict[str, Any]]] = {
     "races": ("race_detect", {"action": argparse.BooleanOptionalAction, "default": None,
                               "help": "detect data races (--no-pldemu-races: do not)"}),
     "invariants": ("invariants", {"action": "store_true", "default": None, "help": "check protocol invariants"}),
+    "truncation-warn": ("truncation_warn", {"action": "store_true", "default": None,
+                                            "help": "a truncating // or % (tdiv / trem) whose value differs from "
+                                                    "floor semantics is a warning, not a failure"}),
     "warm-jobs": (None, {"action": argparse.BooleanOptionalAction, "default": True,
                          "help": "serve the session's runs from one warm mpiexec job per rank count (default; "
                                  "--no-pldemu-warm-jobs: a job of its own per run; see pldemu.pool)"}),
@@ -72,7 +75,12 @@ _OPTIONS: Mapping[str, tuple[str | None, dict[str, Any]]] = {
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("pldemu", "pldemu: run programs on MPI ranks")
     for name, (_, kwargs) in _OPTIONS.items():
-        group.addoption(f"--pldemu-{name}", dest=f"pldemu_{name.replace('-', '_')}", **kwargs)
+        group.addoption(f"--pldemu-{name}", dest=_dest(name), **kwargs)
+
+
+def _dest(name: str) -> str:
+    """The option's attribute (``truncation-warn`` -> ``pldemu_truncation_warn``)."""
+    return f"pldemu_{name.replace('-', '_')}"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -150,7 +158,7 @@ def _differences(result: RunResult, expect: Mapping[str, PerRank], rtol: float, 
 def runtime_overrides(config: pytest.Config) -> dict[str, Any]:
     """The ``RuntimeOptions`` fields the ``--pldemu-*`` flags of the command line set (only those given)."""
     return {field: value for name, (field, _) in _OPTIONS.items()
-            if field is not None and (value := config.getoption(f"pldemu_{name}")) is not None}
+            if field is not None and (value := config.getoption(_dest(name))) is not None}
 
 
 @pytest.fixture(scope="session")

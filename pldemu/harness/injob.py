@@ -10,6 +10,7 @@ error; under a pldemu launcher the messages are left for it, which prints each f
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from pldemu.job.exits import EXIT_ERROR, EXIT_USAGE, UsageError, usage_error
@@ -57,12 +58,20 @@ def _tell(failure: RankFailure) -> None:
         say(failure.line + (f"\n{failure.hint}" if failure.hint else ""))
 
 
-def abort_on_error(comm: MPI.Intracomm, head: str, err: BaseException, hint: str = "") -> NoReturn:
+def abort_on_error(comm: MPI.Intracomm, head: str, err: BaseException, hint: str = "",
+                   first: Sequence[str] = ()) -> NoReturn:
     """End the job after ``err`` (a refused access, a program error): ranks that fail at one program
-    location with one error type are one failure (their messages name their own ranks)."""
+    location with one error type are one failure (their messages name their own ranks). ``first``:
+    what this rank found before, the error's likely cause, said before it (``then ERROR``)."""
     from pldemu.runtime.errors import failure_key
 
-    abort_with(comm, f"{type(err).__name__}: {err}", head=head, key=failure_key(err), hint=hint)
+    abort_with(comm, error_text(err, first), head=head, key=failure_key(err), hint=hint)
+
+
+def error_text(err: BaseException, first: Sequence[str] = ()) -> str:
+    """``TYPE: MESSAGE`` of a rank's failure, after ``first`` (what it found before: ``then TYPE: ...``)."""
+    text = f"{type(err).__name__}: {err}"
+    return "\n".join([*first, f"then {text}"]) if first else text
 
 
 DEADLOCK_KEY = "DeadlockError: a wait timed out"
@@ -102,4 +111,4 @@ def refuse(comm: MPI.Intracomm, command: str, err: Exception) -> int:
 
 
 __all__ = ["ABORT_GRACE", "DEADLOCK_KEY", "NONPRIMARY_GRACE", "abort_on_deadlock", "abort_on_error", "abort_with",
-           "check_job_size", "refuse", "say"]
+           "check_job_size", "error_text", "refuse", "say"]

@@ -37,6 +37,10 @@ def format_report(program: Program, source: str, options: RuntimeOptions, plan: 
     if plan.io.checks:
         found = [m for g in ran.gathered for m in g.mismatches]
         parts.append(expectation_summary(plan.io, sum(g.checked for g in ran.gathered), found))
+    if ran.truncations:
+        from pldemu.runtime.truncation import summary
+
+        parts.append(summary(ran.truncations, options.truncation_warn))
     return "\n".join(parts)
 
 
@@ -49,6 +53,7 @@ def json_report(program: Program, ran: Ran) -> dict[str, Any]:
         "races": [r.describe() for r in ran.races], "notes": list(ran.notes),
         "invariants": [v.describe() for v in violations],
         "mismatches": [m.describe() for g in ran.gathered for m in g.mismatches],
+        "truncations": [t.to_json() for t in ran.truncations],
     }
 
 

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from pldemu.runtime.instrument.written import WriteTracker
     from pldemu.runtime.interpreter import ProgramInstance
     from pldemu.runtime.sites import OpEvent
+    from pldemu.runtime.truncation import Truncation
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,9 @@ class Ran:
     """This rank's ``--expect`` mismatches."""
     notes: list[str] = field(default_factory=list)
     """The race detector's notes on fences and cacheinvalids (``--visibility fenced``), not failures."""
+    truncations: tuple[Truncation, ...] = ()
+    """Every rank's truncating ``tdiv`` / ``trem`` whose value differed from floor semantics, once per site
+    (the same on every rank; ``pldemu.runtime.truncation``): exit 1 unless ``--truncation-warn``."""
 
     def ops(self) -> Counter[str]:
         """Ops executed over every rank (rank 0)."""
@@ -146,9 +150,11 @@ def run_once(comm: MPI.Intracomm, program: Program, options: RuntimeOptions, pla
     startup_mark("ran")
     violations, races = _verdicts(comm, inst, options, repeated)
     notes = inst.races.notes() if inst.races is not None else []  # collective
+    truncations = _truncations(comm, inst)  # collective
     checked, mismatches = plan.io.expected(comm.Get_rank(), inst.local)
     wrong = comm.allreduce(len(mismatches))
-    failed = wrong or violations or (repeated is not None and (repeated.cells_nonzero or repeated.invariant_violations))
+    failed = (wrong or violations or (repeated is not None and (repeated.cells_nonzero or repeated.invariant_violations))
+              or (truncations and not options.truncation_warn))
     code = EXIT_FAIL if failed else EXIT_RACES if races else EXIT_OK
     unwritten = _unwritten(comm, inst, written)
     signals = {d.var.name for d in program.buffers if d.kind is BufferKind.SIGNAL}
@@ -159,7 +165,7 @@ def run_once(comm: MPI.Intracomm, program: Program, options: RuntimeOptions, pla
         _dump(Path(plan.dump), comm.Get_rank(), inst, program)
     gathered = comm.gather(mine, root=0)
     ran = Ran(seconds, repeated, violations, races, code, str(inst.backend), tuple(gathered or ()), checked,
-              mismatches, notes)
+              mismatches, notes, truncations)
     startup_mark("reported")
     inst.close()  # collective; rank 0 writes the trace
     startup_mark("closed")
@@ -168,6 +174,9 @@ def run_once(comm: MPI.Intracomm, program: Program, options: RuntimeOptions, pla
 
 HEAD = "pldemu run: "
 """How every message of a rank of ``pldemu run`` starts (then ``rank R: ``)."""
+
+_FOUND = "truncating division: "
+"""How a truncation finding is named where it precedes a failure it may have caused."""
 
 LOCATION_HINT = ("(locations are FUNC:LINE in the executed program as printed, --dump DIR writes it to "
                  "DIR/program.pld; [FILE:LINE] is the line of your file it came from)")
@@ -192,6 +201,13 @@ def _load_inputs(comm: MPI.Intracomm, inst: ProgramInstance, options: RuntimeOpt
         for name in arrays:
             written.host_write(name, inst.local(name).size)
         ctx.fence("the barrier after loading --inputs")
+
+
+def _truncations(comm: MPI.Intracomm, inst: ProgramInstance) -> tuple[Truncation, ...]:
+    """Every rank's truncation findings, once per site (collective: the same on every rank)."""
+    from pldemu.runtime.truncation import merge
+
+    return merge(t for part in comm.allgather(inst.truncations) for t in part)
 
 
 def _unwritten(comm: MPI.Intracomm, inst: ProgramInstance, written: WriteTracker) -> dict[str, int]:
@@ -250,7 +266,7 @@ def _execute(comm: MPI.Intracomm, inst: ProgramInstance, options: RuntimeOptions
     """Run the calls; (this rank's run() seconds, the ``RepeatResult`` of ``--iters`` K > 1 or None).
     A failing rank prints what happened and aborts the job."""
     from pldemu.harness.common import CheckError
-    from pldemu.runtime.errors import DeadlockError, ProgramError
+    from pldemu.runtime.errors import Cause, DeadlockError, ProgramError
     from pldemu.windows import WindowError
 
     me = comm.Get_rank()
@@ -265,12 +281,15 @@ def _execute(comm: MPI.Intracomm, inst: ProgramInstance, options: RuntimeOptions
                                           cell_check=options.cell_check)
         return repeated.seconds, repeated
     except DeadlockError as err:
+        err = err.with_causes(tuple(Cause("truncation", t.call - 1, _FOUND + t.describe()) for t in inst.truncations))
         _failure_file(plan.io, me, str(err))
         injob.abort_on_deadlock(comm, HEAD, err, LOCATION_HINT)
     except (ProgramError, WindowError, CheckError) as err:
-        # CheckError: a block-end synchronisation timed out (a peer is stuck or gone).
-        _failure_file(plan.io, me, f"{type(err).__name__}: {err}")
-        injob.abort_on_error(comm, HEAD, err, LOCATION_HINT)
+        # CheckError: a block-end synchronisation timed out (a peer is stuck or gone). A truncated `%`
+        # this rank computed (a peer or offset of -1) is the likely cause: it comes first.
+        first = tuple(_FOUND + t.describe() for t in inst.truncations)
+        _failure_file(plan.io, me, injob.error_text(err, first))
+        injob.abort_on_error(comm, HEAD, err, LOCATION_HINT, first=first)
     except Exception as err:  # not the program's fault: say so, with the traceback, and end the job
         trace = "".join(traceback.format_exception(err)).rstrip()
         injob.abort_with(comm, f"internal error: {type(err).__name__}: {err}\n{trace}", head=HEAD,

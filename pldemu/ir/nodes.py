@@ -91,6 +91,10 @@ class BinOpKind(enum.Enum):
     MUL = "*"
     FLOORDIV = "//"
     MOD = "%"
+    TDIV = "tdiv"
+    """C's signed division, truncating toward zero (``tdiv(-1, 4)`` is 0; ``-1 // 4`` is -1)."""
+    TREM = "trem"
+    """C's ``%``: the remainder of :attr:`TDIV`, with the dividend's sign (``trem(-1, 4)`` is -1; ``-1 % 4`` is 3)."""
     MIN = "min"
     MAX = "max"
     EQ = "=="
@@ -112,8 +116,14 @@ class BinOpKind(enum.Enum):
 
     @property
     def is_function(self) -> bool:
-        """Printed as ``min(a, b)`` rather than infix."""
-        return self in (BinOpKind.MIN, BinOpKind.MAX)
+        """Printed as ``min(a, b)`` / ``trem(a, b)`` rather than infix."""
+        return self in (BinOpKind.MIN, BinOpKind.MAX, BinOpKind.TDIV, BinOpKind.TREM)
+
+    @property
+    def is_truncating(self) -> bool:
+        """C's truncating division or remainder (:attr:`TDIV`, :attr:`TREM`): where an operand is negative its
+        value may differ from the floor operators' (:attr:`FLOORDIV`, :attr:`MOD`)."""
+        return self in (BinOpKind.TDIV, BinOpKind.TREM)
 
 
 _COMPARE = frozenset({BinOpKind.EQ, BinOpKind.NE, BinOpKind.LT, BinOpKind.LE, BinOpKind.GT, BinOpKind.GE})
@@ -273,12 +283,28 @@ def _floordiv(a: int, b: int) -> int:
     return a // b
 
 
+def trunc_div(a: Any, b: Any) -> Any:
+    """C's ``a / b`` on signed integers: the quotient truncated toward zero (``trunc_div(-1, 4) == 0``).
+    Exact for any Python int; a zero divisor raises ``ZeroDivisionError`` as ``//`` does."""
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
+def trunc_rem(a: Any, b: Any) -> Any:
+    """C's ``a % b`` (``arith.remsi``, ``fmod`` for floats): ``a - b * trunc_div(a, b)``, with the sign of
+    the dividend (``trunc_rem(-1, 4) == -1``, where Python's ``-1 % 4`` is 3)."""
+    r = abs(a) % abs(b)
+    return -r if a < 0 else r
+
+
 _FOLD: dict[BinOpKind, Callable[[Any, Any], int | float | bool]] = {
     BinOpKind.ADD: lambda a, b: a + b,
     BinOpKind.SUB: lambda a, b: a - b,
     BinOpKind.MUL: lambda a, b: a * b,
     BinOpKind.FLOORDIV: _floordiv,
     BinOpKind.MOD: lambda a, b: a % b,
+    BinOpKind.TDIV: trunc_div,
+    BinOpKind.TREM: trunc_rem,
     BinOpKind.MIN: min,
     BinOpKind.MAX: max,
     BinOpKind.EQ: lambda a, b: a == b,
@@ -322,7 +348,7 @@ def _arith(op: BinOpKind, lhs: ExprLike, rhs: ExprLike) -> Expr:
             return b
         if _is_const(b, 1):
             return a
-    if op == BinOpKind.FLOORDIV and _is_const(b, 1):
+    if op in (BinOpKind.FLOORDIV, BinOpKind.TDIV) and _is_const(b, 1):
         return a
     return BinOp(op, a, b)
 

@@ -177,7 +177,8 @@ KEYWORDS = frozenset({"for", "while", "if", "else", "return", "and", "or", "true
 _ADD_OPS = {"+": ir.BinOpKind.ADD, "-": ir.BinOpKind.SUB}
 _MUL_OPS = {"*": ir.BinOpKind.MUL, "//": ir.BinOpKind.FLOORDIV, "%": ir.BinOpKind.MOD}
 _CMP_OPS = {k.value: k for k in ir.BinOpKind if k.is_compare}
-_FUNC_OPS = {"min": ir.BinOpKind.MIN, "max": ir.BinOpKind.MAX}
+_FUNC_OPS = {k.value: k for k in ir.BinOpKind if k.is_function}
+"""``min(a, b)``, ``max(a, b)``, ``tdiv(a, b)``, ``trem(a, b)``: operators spelled as functions."""
 _BUFFER_KINDS = {k.value: k for k in ir.BufferKind}
 _OP_NAMES = [op.text for op in Op]
 
@@ -762,7 +763,7 @@ class _Parser:
             return self.literal()
         if self.peek(1).is_op("("):
             if tok.text in _FUNC_OPS:
-                return self.min_max(scope)
+                return self.function_op(scope)
             if "." in tok.text:
                 return self.call(scope)
             if tok.text == "range":
@@ -787,7 +788,8 @@ class _Parser:
                              tok)
         return ir.Var(tok.text, t)
 
-    def min_max(self, scope: Scope) -> ir.Expr:
+    def function_op(self, scope: Scope) -> ir.Expr:
+        """``min(a, b)``, ``max(a, b)``, ``tdiv(a, b)`` or ``trem(a, b)``."""
         fn = self.advance()
         open_tok = self.advance()  # (
         operands = self.comma_list(")", f"in {fn.text}(...)", lambda: self.expr(scope))

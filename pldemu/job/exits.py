@@ -13,7 +13,8 @@ from pldemu.job.launch import TIMED_OUT
 EXIT_OK = 0
 """Everything ran and every check passed."""
 EXIT_FAIL = 1
-"""A check failed: wrong results, signal cells not 0 at rest, invariant violations, races in ``check``;
+"""A check failed: wrong results, signal cells not 0 at rest, invariant violations, races in ``check``, a
+truncating division or remainder whose value differs from floor semantics (``pldemu.runtime.truncation``);
 ``stress``: a failure found, or a mutant survived."""
 EXIT_USAGE = 2
 """Bad input, refused on every rank before any MPI traffic."""

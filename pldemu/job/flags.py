@@ -125,6 +125,9 @@ _FLAGS = (
     RuntimeFlag("--no-cell-check", "cell_check", "do not require every signal cell to be 0 at rest (at each block "
                 "end, and after a single run checked with --invariants): a program that leaves cells non-zero on "
                 "purpose", negated=True, commands=frozenset({"run", "stress"})),
+    RuntimeFlag("--truncation-warn", "truncation_warn", "a tdiv / trem (C's truncating division and remainder, "
+                "what pypto's code generators emit for // and %) whose value differs from floor semantics is a "
+                "warning, not a failure (exit 1)", commands=frozenset({"run"})),
     RuntimeFlag("--races", "race_detect", "detect data races on windows (happens-before; see docs/races.md)",
                 commands=frozenset({"run", "check"})),
     RuntimeFlag("--no-races", "race_detect", "do not run the race detector", negated=True,

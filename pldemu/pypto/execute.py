@@ -11,8 +11,10 @@ kernel under ``next_levels/builtin.tensor.<op>__<variant>/``.
 from __future__ import annotations
 
 import dataclasses
+import re
 import tempfile
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +29,10 @@ from pldemu.pypto.translate.host import HostProjection
 from pldemu.pypto.translate.program import Built, build
 from pldemu.pypto.translate.values import Alloc, HostTensor
 from pldemu.pypto.types import DynExpr, DynVar, ScalarAnn, SymInt, TensorAnn, dim_value
+from pldemu.runtime.truncation import merge
+
+if TYPE_CHECKING:
+    from pldemu.api import RunResult
 
 if TYPE_CHECKING:
     from pldemu.api import RunResult
@@ -36,13 +42,19 @@ RANK_DIM = "NR"
 
 
 class ProgramRunError(AssertionError):
-    """The job of a compiled call did not end cleanly: races, a deadlock, a failing rank. The message is
-    pldemu's report (race pairs and wait-for graphs in the program's pypto file:line); ``result``, the
-    job's :class:`~pldemu.api.RunResult` (its ``exit_code`` says how the job failed)."""
+    """The job of a compiled call did not end cleanly: races, a deadlock, a failing rank, a ``%`` / ``//``
+    whose truncated device value differs from floor semantics. The message is pldemu's report (race pairs,
+    wait-for graphs and truncation findings in the program's pypto file:line); ``result``, the job's
+    :class:`~pldemu.api.RunResult` (its ``exit_code`` says how the job failed)."""
 
     def __init__(self, message: str, result: RunResult | None = None) -> None:
         super().__init__(message)
         self.result = result
+
+
+class TruncationWarning(UserWarning):
+    """A ``%`` / ``//`` of device values whose C-truncated value (what the device computes) differs from
+    floor semantics, reported as a warning under ``RuntimeOptions.truncation_warn``."""
 
 
 def as_array(value: Any) -> np.ndarray:
@@ -178,14 +190,43 @@ def run(prog: CapturedProgram, nranks: int, args: Sequence[Any], output_dir: Pat
     if runtime.invariants:
         # A notify/wait tag may legitimately stay in its cell at the end of a pypto program.
         runtime = dataclasses.replace(runtime, cell_check=False)
-    result = launch(program_file, nranks, inputs=list(built.inputs), options=runtime,
-                    timeout=opts.timeout, check=False)
+    result = _user_sites(built, launch(program_file, nranks, inputs=list(built.inputs), options=runtime,
+                                       timeout=opts.timeout, check=False))
+    if result.buffers:  # the job ran to its end: the host tensors get what the devices computed
+        for wb in built.writebacks:
+            target = arrays[wb.param]
+            target[wb.key] = result.buffers[wb.rank][wb.buffer]
     if not result.ok:
         raise ProgramRunError(f"{prog.name} on {nranks} devices: {result.describe_failure()}", result)
-    for wb in built.writebacks:
-        target = arrays[wb.param]
-        target[wb.key] = result.buffers[wb.rank][wb.buffer]
+    for t in result.truncations:  # only warnings reach here: a finding fails the job
+        warnings.warn(f"{prog.name} on {nranks} devices: {t.describe()}", TruncationWarning, stacklevel=2)
     return CompiledCall(built, result)
+
+
+def _user_sites(built: Built, result: RunResult) -> RunResult:
+    """``result`` with its truncation findings in the user's words (``(me - 1) % n``, not the translated
+    ``trem(me - 1, nr)``), once per user site (each rank's block of the program has its own copy of it);
+    so too where a failing rank's message names one before its failure."""
+    if not (result.truncations or result.failures):
+        return result
+    named = merge(dataclasses.replace(t, source=built.truncating.get((t.origin, t.expr), ""))
+                  for t in result.truncations)
+    reword = _user_words(built, "".join(result.failures.values()))
+    if reword is None:
+        return dataclasses.replace(result, truncations=named)
+    return dataclasses.replace(result, truncations=named, output=reword(result.output),
+                               failures={r: reword(text) for r, text in result.failures.items()})
+
+
+def _user_words(built: Built, text: str) -> Callable[[str], str] | None:
+    """A rewrite of the truncation sites ``text`` names (``ORIGIN: `EXPR```) into the user's words; None
+    when it names none."""
+    words = {f"{origin}: `{expr}`": f"{origin}: `{source}`" for (origin, expr), source in built.truncating.items()}
+    words = {k: v for k, v in words.items() if k in text}
+    if not words:
+        return None
+    pattern = re.compile("|".join(map(re.escape, words)))
+    return lambda t: pattern.sub(lambda m: words[m[0]], t)
 
 
 def _refused(prog: CapturedProgram, built: Built, err: LoweringError) -> FrontendError:
@@ -199,5 +240,5 @@ def new_output_dir(prog: CapturedProgram) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"pldemu-pypto-{prog.name}-"))
 
 
-__all__ = ["CompiledCall", "FrontendError", "ProgramRunError", "as_array", "bind_dims", "new_output_dir", "run",
+__all__ = ["CompiledCall", "FrontendError", "ProgramRunError", "TruncationWarning", "as_array", "bind_dims", "new_output_dir", "run",
            "translate"]

@@ -362,6 +362,8 @@ class FunctionCompiler:
         if isinstance(e, ir.ListExpr):
             return _tuple(self._operands(e.items, loc, indent)), False
         if isinstance(e, ir.BinOp):
+            if e.op.is_truncating:
+                return self._truncating(e, loc, indent), False
             lhs, rhs = self._operands((e.lhs, e.rhs), loc, indent)
             infix = _INFIX.get(e.op)
             if infix is not None:
@@ -373,6 +375,28 @@ class FunctionCompiler:
             text = self._call(e, loc, indent)
             return (text, False) if top else (self._temp(text, loc, indent), True)
         raise ProgramError(f"unknown expression {type(e).__name__}", loc.printed)
+
+    def _truncating(self, e: ir.BinOp, loc: Location, indent: int) -> str:
+        """``tdiv`` / ``trem``: the floor operator inline where it agrees (dividend >= 0 < divisor), else the
+        site's function from ``Machine.truncations``, which records a value that differs from floor
+        semantics. An operand that is an expression is evaluated once, into a ``:=`` name."""
+        texts = self._operands((e.lhs, e.rhs), loc, indent)
+        first, then = [], []
+        for operand, text in zip((e.lhs, e.rhs), texts, strict=True):
+            if isinstance(operand, ir.BinOp) and self.static(operand) is _STATIC:
+                self._temps += 1
+                name = f"_w{self._temps}"
+                first.append(f"({name} := {text})")
+                then.append(name)
+            else:
+                first.append(text)
+                then.append(text)
+        # A chained comparison would skip the divisor when the dividend is negative: evaluate both.
+        cond = f"{first[0]} >= 0 < {first[1]}" if first[1] == then[1] else f"({first[0]} >= 0) & ({first[1]} > 0)"
+        origin = str(loc.origin) if loc.origin is not None else ""
+        check = self._bind("_tq", self.m.truncations.site(e.op, ir.format_expr(e), str(loc), origin))
+        floor = _INFIX[BinOpKind.FLOORDIV if e.op is BinOpKind.TDIV else BinOpKind.MOD]
+        return f"({then[0]} {floor} {then[1]} if {cond} else {check}({then[0]}, {then[1]}))"
 
     def _operands(self, exprs: Sequence[ir.Expr | ir.ListExpr], loc: Location, indent: int) -> list[str]:
         """Sources of ``exprs``, evaluated left to right: an operand standing before one that contains a

@@ -43,6 +43,7 @@ from pldemu.runtime.options import DEFAULT_OPTIONS, RuntimeOptions
 from pldemu.runtime.shm import unlink_named_segments
 from pldemu.runtime.sites import CallSite, OpEvent
 from pldemu.runtime.status import NFIELDS, RankState, StatusBoard
+from pldemu.runtime.truncation import Truncation
 from pldemu.runtime.values import Buffer, buffer_tensor
 from pldemu.windows import (
     FreedOnExit,
@@ -285,6 +286,13 @@ class ProgramInstance(FreedOnExit):
     def races(self) -> RaceDetector | None:
         """The race detector (``RuntimeOptions.race_detect``), else None."""
         return self._instruments.races if self._instruments is not None else None
+
+    @property
+    def truncations(self) -> tuple[Truncation, ...]:
+        """This rank's findings so far: each site where ``tdiv`` / ``trem`` (C's truncating division and
+        remainder) gave another value than floor semantics, first evaluation only
+        (``pldemu.runtime.truncation``)."""
+        return self._machine.truncations.found
 
     @property
     def schedule(self) -> Schedule | None:

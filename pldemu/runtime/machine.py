@@ -11,6 +11,7 @@ from pldemu.runtime.errors import Cause, DeadlockError
 from pldemu.runtime.options import RuntimeOptions
 from pldemu.runtime.sites import CallSite
 from pldemu.runtime.status import RankState, RankStatus, StatusBoard, WaitTarget, format_report
+from pldemu.runtime.truncation import TruncationLog
 from pldemu.runtime.values import Buffer, CommCtx, Poison, unravel
 from pldemu.windows import WaitTimeout, WindowError
 
@@ -53,10 +54,16 @@ class Machine:
         detector's ``deadlock_causes``); None without the detector."""
         self.hosts: tuple[str, ...] = ()
         """Every rank's host when the job spans several (named in the wait-for report), else empty."""
+        self.truncations = TruncationLog(rank, self._call)
+        """Where the compiled truncating operators (``tdiv`` / ``trem``) record what differs from floor
+        semantics (``pldemu.runtime.truncation``)."""
         self.overrides: dict[Op, Callable[..., Any]] = {}
         """Handlers that replace ``HANDLERS`` entries for this instance (adversarial schedules,
         deferred visibility, invariant checks: ``pldemu.runtime.instrument.schedule``); consulted when a call
         site is compiled, never per executed op, so an empty table costs nothing."""
+
+    def _call(self) -> int:
+        return self.status.run if self.status is not None else 0
 
     def site_text(self, site_id: int) -> str:
         if 0 <= site_id < len(self.sites):

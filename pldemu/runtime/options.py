@@ -57,6 +57,10 @@ class RuntimeOptions:
     calls, and after a single run checked with ``invariants``); False for a program that leaves cells
     non-zero on purpose.
 
+    ``truncation_warn``: a ``tdiv`` / ``trem`` (C's truncating division and remainder: what pypto's code
+    generators emit for ``//`` and ``%``) whose value differs from floor semantics is a warning, printed,
+    rather than a finding that fails the run (exit 1; ``pldemu.runtime.truncation``).
+
     ``blocking_waits``: a ``pld.system.wait`` still unsatisfied after its spins sleeps in the kernel
     on the cell until the notify that changes it (shared windows on Linux; ``pldemu.windows.shared``);
     False forces the timed back-off between polls (``pldemu.mpi.TIMED_POLICY``), which is also what
@@ -79,6 +83,7 @@ class RuntimeOptions:
     invariants: bool = False
     blocking_waits: bool = True
     cell_check: bool = True
+    truncation_warn: bool = False
 
     def __post_init__(self) -> None:
         t = self.timeout
@@ -113,7 +118,7 @@ class RuntimeOptions:
                 f"RuntimeOptions.fence_policy must be one of {', '.join(FENCE_POLICIES)}, got {self.fence_policy!r}"
             )
         for name in ("poison", "stage_pieces", "race_detect", "invariants", "blocking_waits", "cell_check",
-                     "insert_fences"):
+                     "insert_fences", "truncation_warn"):
             value = getattr(self, name)
             if not isinstance(value, bool):
                 raise ValueError(f"RuntimeOptions.{name} must be True or False, got {value!r}")

@@ -110,6 +110,11 @@ class StatusBoard:
         self._fields[RUN] = run
         self._fields[STATE] = _RUNNING
 
+    @property
+    def run(self) -> int:
+        """This rank's current (or last) 1-based call number."""
+        return int(self._fields[RUN])
+
     def run_done(self) -> None:
         """``set_state(RankState.DONE)``, the store of every successful run."""
         self._fields[STATE] = _DONE

@@ -148,6 +148,7 @@ def control_flow() -> Program:
             y = fb.let("y", BinOp(BinOpKind.FLOORDIV, BinOp(BinOpKind.SUB, x, Const(-7)), Const(2)))
             fb.let("z", BinOp(BinOpKind.MOD, BinOp(BinOpKind.SUB, BinOp(BinOpKind.SUB, x, y), Const(1)),
                               Const(5)))
+            fb.let("tq", BinOp(BinOpKind.TDIV, BinOp(BinOpKind.SUB, Const(-7), x), BinOp(BinOpKind.TREM, y, Const(-3))))
     with fb.if_(me.eq(0)):
         flag = fb.let("flag", Const(True, DType.BOOL))
     with fb.else_():

@@ -31,7 +31,9 @@ from pldemu.ir import (
     parse_file,
     parse_program,
     verify,
+    walk_expr,
 )
+from pldemu.ir.walk import stmt_exprs
 
 EXAMPLES = Path(pldemu.__file__).parent / "examples"
 
@@ -49,6 +51,12 @@ def test_corpus_uses_every_op() -> None:
     for p in all_programs():
         used |= ops_used(p)
     assert used == set(Op), sorted(o.text for o in set(Op) - used)
+
+
+def test_corpus_uses_every_binop_kind() -> None:
+    used = {e.op for p in all_programs() for f in p.functions for st in iter_stmts(f.body)
+            for top in stmt_exprs(st) for e in walk_expr(top) if isinstance(e, BinOp)}
+    assert used == set(BinOpKind), sorted(k.value for k in set(BinOpKind) - used)
 
 
 def test_parsed_types_attrs_and_const_dtypes_match() -> None:

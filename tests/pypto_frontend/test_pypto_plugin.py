@@ -79,13 +79,15 @@ def test_pldemu_flags_reach_compiled_calls(tmp_path: Path, autoload: str) -> Non
     assert res.returncode == 0, show(res)
     default = json.loads(out.read_text())
     pypto = FrontendOptions().runtime  # the layer's own defaults, races on
-    assert (default["race_detect"], default["poison"], default["cell_check"], default["jitter_us"]) == (
-        True, pypto.poison, pypto.cell_check, 0.0)
+    assert (default["race_detect"], default["poison"], default["cell_check"], default["jitter_us"],
+            default["truncation_warn"]) == (True, pypto.poison, pypto.cell_check, 0.0, False)
     res = inner_pytest(tmp_path, "--pldemu-jitter", "50", "--pldemu-visibility", "deferred", "--pldemu-seed", "7",
-                       "--no-pldemu-races", "--pldemu-timeout", "60", "test_options.py", env=env)
+                       "--no-pldemu-races", "--pldemu-timeout", "60", "--pldemu-truncation-warn", "test_options.py",
+                       env=env)
     assert res.returncode == 0, show(res)
     got = json.loads(out.read_text())
-    assert (got["jitter_us"], got["visibility"], got["seed"], got["race_detect"]) == (50.0, "deferred", 7, False)
+    assert (got["jitter_us"], got["visibility"], got["seed"], got["race_detect"], got["truncation_warn"]) == (
+        50.0, "deferred", 7, False, True)
     assert (got["job_timeout"], got["timeout"], got["poison"]) == (60.0, 20.0, pypto.poison)
 
 

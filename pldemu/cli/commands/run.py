@@ -19,7 +19,8 @@ non-zero on purpose), and the ``--invariants`` checker and the ``--races`` detec
 checkpoint; rank 0 prints one row per block, then the usual report (ops over all calls, final buffers).
 
 Exit codes: 0 ran (and with ``--iters`` K > 1 every block was clean), 1 signal cells not 0 at rest or
-invariant violations (``--iters`` K > 1), 2 bad input (missing file, parse/lowering/verification error,
+invariant violations (``--iters`` K > 1), or a ``tdiv`` / ``trem`` whose value differed from floor semantics
+(unless ``--truncation-warn``), 2 bad input (missing file, parse/lowering/verification error,
 bad options), 3 the program failed while running (deadlock, refused access, program error), 4 ran but
 ``--races`` found races, 124 job timeout.
 """

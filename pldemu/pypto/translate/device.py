@@ -6,9 +6,11 @@ host scalars) fold here; anything touching the rank becomes an IR expression. Se
 pypto: ``pl.store`` and the collectives return their tensor (tensors are references, so
 ``init_values`` / ``pl.yield_`` on tensors is plain rebinding); a tile or scalar carried through
 ``pl.range(init_values=)`` is a variable re-assigned by ``pl.yield_``; an ``if`` whose body returns
-early takes the rest of the block as its else branch. ``%`` is Python's (floor) modulo, as pldemu's
-evaluator: for a negative left operand it differs from C's truncation, so keep operands non-negative
-(pypto's own programs add ``nranks`` before ``%``).
+early takes the rest of the block as its else branch. ``//`` and ``%`` of device values are C's truncating
+division and remainder (``tdiv`` / ``trem``), what pypto's code generators emit for its FloorDiv / FloorMod;
+where that differs from floor semantics the run reports it (``pldemu.runtime.truncation``). Python-valued
+operands fold here with Python's floor semantics, as pypto folds them (its parser's closure folding, its
+simplifier) or as its HOST level computes them (generated Python).
 """
 
 from __future__ import annotations
@@ -19,7 +21,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from pldemu.ir.builder import FunctionBuilder
-from pldemu.ir.nodes import BinOp, BinOpKind, Const, SourcePos, TensorType, TileType, Var, as_expr, eval_nr
+from pldemu.ir.nodes import (
+    BinOp,
+    BinOpKind,
+    Const,
+    SourcePos,
+    TensorType,
+    TileType,
+    Var,
+    as_expr,
+    binop,
+    eval_nr,
+    format_expr,
+)
 from pldemu.pypto.capture import CapturedFunction, CapturedProgram
 from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.translate.evaluator import Evaluator
@@ -28,6 +42,17 @@ from pldemu.pypto.translate.regions import is_tensor, load_region, store_region,
 from pldemu.pypto.types import DslOp, ScalarAnn, SymInt, TensorAnn
 
 _IR_CMP = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge"}
+
+_IR_ARITH: Mapping[type[ast.operator], BinOpKind] = {
+    ast.Add: BinOpKind.ADD, ast.Sub: BinOpKind.SUB, ast.Mult: BinOpKind.MUL,
+    # pypto's FloorDiv / FloorMod become arith.divsi / arith.remsi (InCore, pto_scalar_expr_codegen.cpp)
+    # and C `/` / `%` (Orchestration, codegen_base.cpp): the device truncates.
+    ast.FloorDiv: BinOpKind.TDIV, ast.Mod: BinOpKind.TREM,
+}
+"""Python operators on device (IR) values and the pldemu operators the device evaluates them with."""
+
+_TRUNCATING_HINT = {BinOpKind.TDIV: "quot", BinOpKind.TREM: "rem"}
+"""The variable a truncating operator's value gets when it is not assigned to a name."""
 
 
 @dataclasses.dataclass
@@ -42,6 +67,9 @@ class Emit:
     dims: Mapping[str, int]
     scratch: dict[str, tuple[Var, tuple[int, ...]]] = dataclasses.field(default_factory=dict)
     """LOCAL buffers the translation adds, by the buffer they stand for: (var, numeric shape at this rank count)."""
+    truncating: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
+    """(origin ``file:line``, the ``tdiv`` / ``trem`` as printed) -> the user's text of that ``//`` / ``%``:
+    how a run's truncation findings (``Truncation.origin``, ``.expr``) name the user's expression."""
 
 
 class _Returned(Exception):
@@ -244,11 +272,16 @@ class DeviceTranslator(Evaluator):
     def binary(self, op: ast.operator, lhs: Any, rhs: Any, node: ast.AST) -> Any:
         if not (is_ir(lhs) or is_ir(rhs)):
             return super().binary(op, lhs, rhs, node)
-        symbol = {ast.Add: "__add__", ast.Sub: "__sub__", ast.Mult: "__mul__", ast.FloorDiv: "__floordiv__",
-                  ast.Mod: "__mod__"}.get(type(op))
-        if symbol is None:
+        kind = _IR_ARITH.get(type(op))
+        if kind is None:
             raise self.error(f"unsupported scalar operator in {ast.unparse(node)!r}", node)
-        return getattr(as_expr(lhs), symbol)(rhs)
+        out = binop(kind, lhs, rhs)
+        if not (isinstance(out, BinOp) and out.op.is_truncating):
+            return out
+        # Computed once, where the user wrote it, as on the device: a name bound to it and used in three
+        # statements is one site of the run's truncation findings, at this line.
+        self.emit.truncating[(str(self.fb.origin or ""), format_expr(out))] = ast.unparse(node)
+        return self.fb.let(self.hint(_TRUNCATING_HINT[kind]), out)
 
     def compare(self, op: ast.cmpop, lhs: Any, rhs: Any, node: ast.AST) -> Any:
         if not (is_ir(lhs) or is_ir(rhs)):

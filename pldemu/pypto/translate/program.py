@@ -53,6 +53,8 @@ class Built:
     inputs: tuple[dict[str, np.ndarray], ...]
     writebacks: tuple[WriteBack, ...]
     collectives: tuple[HostCollective, ...]
+    truncating: Mapping[tuple[str, str], str] = dataclasses.field(default_factory=dict)
+    """(origin, ``tdiv`` / ``trem`` as printed) -> the user's ``//`` / ``%`` text (``Emit.truncating``)."""
 
 
 @dataclasses.dataclass
@@ -164,7 +166,7 @@ def build(prog: CapturedProgram, events: list[list[Event]], dims: Mapping[str, i
     writebacks = tuple(WriteBack(d, name, p, k) for d in range(nranks) for (p, k), name in plan.slices[d].items()
                        if plan.arrays[(p, k)].direction is not Direction.IN)
     hosts = tuple(ev for ev in events[0] if isinstance(ev, HostCollective))
-    return Built(program, inputs, writebacks, hosts)
+    return Built(program, inputs, writebacks, hosts, dict(emit.truncating))
 
 
 def _bind_event(plan: _Plan, rank: int, ev: Event) -> Event:

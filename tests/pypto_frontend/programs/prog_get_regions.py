@@ -1,8 +1,8 @@
 """Pulls in pypto's style: each device publishes two rows, and after a notify / wait handshake pulls
 its predecessor's rows with ``pld.tensor.get``, once in the positional region form
 (``dst, peer, src, dst_offsets, src_offsets, shape``) and once in the keyword form. The predecessor is
-``(me - 1) % n``: pypto's IR calls ``%`` FloorMod and pldemu evaluates it so, so rank 0's predecessor
-is n - 1 (C truncation would give -1)."""
+``(me + n - 1) % n``, never a negative dividend: the device's ``%`` truncates as C's does, so
+``(me - 1) % n`` would give rank 0 the peer -1 (pldemu reports it: tests/pypto_frontend/test_truncation.py)."""
 
 import pypto.language as pl
 import pypto.language.distributed as pld
@@ -29,7 +29,7 @@ class GetRegions:
         ctx = pld.get_comm_ctx(pub)
         me = pld.rank(ctx)
         n = pld.nranks(ctx)
-        before = (me - 1) % n
+        before = (me + n - 1) % n
         after = (me + 1) % n
         rows = pl.load(inp, [0, 0], [2, COLS])
         pub = pl.store(rows, [0, 0], pub)

@@ -1,8 +1,9 @@
 """Scalar arithmetic in pypto's style: credits sent with ``pl.unroll``, reset by a self-notify of
 ``pl.const(-REPS, pl.INT32)``; ``pl.read`` / ``pl.write`` on a host tensor; INT32 and INDEX mixed
-(``pl.cast``), ``pl.min``, ``//`` and ``%`` with a negative left operand. pypto's IR calls ``%``
-FloorMod and pldemu evaluates it so: ``-1 % 4`` is 3 (C truncation, what pypto's code generators
-emit, would give -1), so the golden below is Python's."""
+(``pl.cast``), ``pl.min``, ``//`` and ``%``. The device's ``//`` and ``%`` truncate as C's do (what
+pypto's code generators emit for its FloorDiv / FloorMod), so every dividend here is non-negative or
+divides exactly (a negative dividend divided exactly gives the same on the device as Python's floor
+golden below; one that does not is a finding: tests/pypto_frontend/test_truncation.py)."""
 
 import pypto.language as pl
 import pypto.language.distributed as pld
@@ -39,11 +40,11 @@ class Scalars:
         b = pl.read(params, [0, 1])
         k: pl.Scalar[pl.INDEX] = pl.cast(a, pl.INDEX)
         pl.write(out, [0, 0], left)
-        pl.write(out, [0, 1], pl.cast((me - 3) % n, pl.INT32))
+        pl.write(out, [0, 1], pl.cast((me + 3 * n - 3) % n, pl.INT32))
         pl.write(out, [0, 2], pl.cast(pl.min(k * 2, n + 1), pl.INT32))
         pl.write(out, [0, 3], pl.cast((k + me) // 2, pl.INT32))
-        pl.write(out, [0, 4], b % 4)
-        pl.write(out, [0, 5], (b - me * 7) // 3)
+        pl.write(out, [0, 4], (b + 12) % 4)
+        pl.write(out, [0, 5], (b * 3 - me * 6) // 3)
         for i in pl.unroll(FIELDS):
             pl.write(out, [1, i], me * i - b)
         return out
@@ -72,8 +73,8 @@ class Scalars:
 
 
 def golden(me: int, n: int, a: int, b: int) -> list[list[int]]:
-    # Python's // and % floor, as pypto's FloorDiv / FloorMod and pldemu do.
-    first = [0, (me - 3) % n, min(a * 2, n + 1), (a + me) // 2, b % 4, (b - me * 7) // 3]
+    # Python's // and % floor; the device's truncate: they agree on these operands.
+    first = [0, (me - 3) % n, min(a * 2, n + 1), (a + me) // 2, b % 4, b - me * 2]
     return [first, [me * i - b for i in range(FIELDS)]]
 
 
