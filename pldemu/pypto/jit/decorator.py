@@ -38,6 +38,9 @@ class JITFunction:
         self._level = level
         self._auto_scope = auto_scope
         self._cache: dict[Any, Any] = {}
+        self._memo: dict[str, Any] = {}
+        """What does not change with the arguments (the parsed def, the dependency graph, the source
+        hash), found at the first compile, as pypto keeps its dependency graph and source hash."""
 
     def compile(self, *args: Any, config: Any = None, **kwargs: Any) -> Any:
         """Specialise and compile for these arguments (shapes, dtypes and scalar values; tensor contents

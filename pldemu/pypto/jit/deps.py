@@ -36,7 +36,14 @@ def source_file(fn: JitFunctionLike) -> str:
 
 
 def function_node(fn: JitFunctionLike) -> ast.FunctionDef:
-    """``fn``'s ``def`` statement, parsed from its file so that every line is the user's."""
+    """``fn``'s ``def`` statement, parsed from its file so that every line is the user's (once)."""
+    if "node" not in fn._memo:
+        fn._memo["node"] = _parse_def(fn)
+    node: ast.FunctionDef = fn._memo["node"]
+    return node
+
+
+def _parse_def(fn: JitFunctionLike) -> ast.FunctionDef:
     file = source_file(fn)
     linecache.checkcache(file)
     text = "".join(linecache.getlines(file))
@@ -68,7 +75,14 @@ def _admits(caller: JitFunctionLike, callee: JitFunctionLike) -> bool:
 
 
 def dependency_order(entry: JitFunctionLike) -> list[JitFunctionLike]:
-    """Every function ``entry`` reaches through admitted calls, leaf first, ``entry`` last."""
+    """Every function ``entry`` reaches through admitted calls, leaf first, ``entry`` last (once)."""
+    if "deps" not in entry._memo:
+        entry._memo["deps"] = _discover(entry)
+    order: list[JitFunctionLike] = entry._memo["deps"]
+    return order
+
+
+def _discover(entry: JitFunctionLike) -> list[JitFunctionLike]:
     order: list[JitFunctionLike] = []
     seen: set[int] = set()
 
@@ -87,14 +101,20 @@ def dependency_order(entry: JitFunctionLike) -> list[JitFunctionLike]:
     return order
 
 
-def captured(fn: JitFunctionLike, annotations: Mapping[str, Any] | None = None) -> CapturedFunction:
-    """``fn`` as a function of a captured program (``annotations``: specialised ones, when given)."""
+def captured(fn: JitFunctionLike) -> CapturedFunction:
+    """``fn`` as a function of a captured program, its annotations as written (once)."""
+    if "captured" not in fn._memo:
+        fn._memo["captured"] = _capture(fn)
+    found: CapturedFunction = fn._memo["captured"]
+    return found
+
+
+def _capture(fn: JitFunctionLike) -> CapturedFunction:
     node = function_node(fn)
     file = source_file(fn)
     scope = closure_of(fn)
     signature = inspect.signature(fn._func)
-    anns = annotations if annotations is not None else {
-        k: annotation(v, scope, file, node) for k, v in fn._func.__annotations__.items() if k != "return"}
+    anns = {k: annotation(v, scope, file, node) for k, v in fn._func.__annotations__.items() if k != "return"}
     defaults = {p.name: p.default for p in signature.parameters.values() if p.default is not inspect.Parameter.empty}
     params = tuple(p for p in signature.parameters if p != "self")
     return CapturedFunction(fn.__name__, fn._kind.kind, node, params, anns, file, scope, defaults)

@@ -38,6 +38,7 @@ class JitFunctionLike(Protocol):
     _func: Callable[..., Any]
     _kind: JitKind
     _cache: dict[Any, Any]
+    _memo: dict[str, Any]
 
 
 def is_jit_function(value: Any) -> TypeGuard[JitFunctionLike]:

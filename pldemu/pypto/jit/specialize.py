@@ -149,12 +149,16 @@ def _key_shape(meta: TensorMeta, ann: Any) -> tuple[int | None, ...]:
                  for i, d in enumerate(meta.shape))
 
 
-def _source_hash(funcs: Sequence[JitFunctionLike]) -> str:
-    digest = hashlib.sha256()
-    for f in funcs:
-        digest.update(ast.dump(function_node(f)).encode())
-        digest.update(source_file(f).encode())
-    return digest.hexdigest()
+def _source_hash(entry: JitFunctionLike, funcs: Sequence[JitFunctionLike]) -> str:
+    """The key's hash of every function's source (the entry's and its dependencies'), once per entry."""
+    if "hash" not in entry._memo:
+        digest = hashlib.sha256()
+        for f in funcs:
+            digest.update(ast.dump(function_node(f)).encode())
+            digest.update(source_file(f).encode())
+        entry._memo["hash"] = digest.hexdigest()
+    found: str = entry._memo["hash"]
+    return found
 
 
 def _freeze(value: Any) -> Any:
@@ -196,7 +200,7 @@ def compiled_for(fn: JitFunctionLike, args: Sequence[Any], kwargs: Mapping[str, 
         binding = bind(fn, args, kwargs, signature_mode)
         funcs = dependency_order(fn)
         anns = captured(fn).annotations
-        key = (_source_hash(funcs),
+        key = (_source_hash(fn, funcs),
                tuple(sorted((n, _key_shape(m, anns.get(n)), repr(m.dtype)) for n, m in binding.tensors.items())),
                tuple(sorted(binding.scalars.items())), tuple(sorted(binding.runtime)),
                target.platform, _freeze(target.distributed))
