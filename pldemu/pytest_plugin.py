@@ -64,7 +64,7 @@ _OPTIONS: Mapping[str, tuple[str | None, dict[str, Any]]] = {
                               "help": "detect data races (--no-pldemu-races: do not)"}),
     "invariants": ("invariants", {"action": "store_true", "default": None, "help": "check protocol invariants"}),
     "truncation-warn": ("truncation_warn", {"action": "store_true", "default": None,
-                                            "help": "a truncating // or % (tdiv / trem) whose value differs from "
+                                            "help": "a truncating // or %% (tdiv / trem) whose value differs from "
                                                     "floor semantics is a warning, not a failure"}),
     "warm-jobs": (None, {"action": argparse.BooleanOptionalAction, "default": True,
                          "help": "serve the session's runs from one warm mpiexec job per rank count (default; "

@@ -126,7 +126,7 @@ _FLAGS = (
                 "end, and after a single run checked with --invariants): a program that leaves cells non-zero on "
                 "purpose", negated=True, commands=frozenset({"run", "stress"})),
     RuntimeFlag("--truncation-warn", "truncation_warn", "a tdiv / trem (C's truncating division and remainder, "
-                "what pypto's code generators emit for // and %) whose value differs from floor semantics is a "
+                "what pypto's code generators emit for // and %%) whose value differs from floor semantics is a "
                 "warning, not a failure (exit 1)", commands=frozenset({"run"})),
     RuntimeFlag("--races", "race_detect", "detect data races on windows (happens-before; see docs/races.md)",
                 commands=frozenset({"run", "check"})),
