@@ -242,3 +242,18 @@ def _job(code: int) -> RunResult:
 ])
 def test_a_failed_call_exits_with_its_jobs_code(err: BaseException, code: int) -> None:
     assert failure_exit(err) == code
+
+
+@pytest.mark.parametrize(("devices", "mode"), [("0,1", "put"), ("4,5,6", "get"), ("0", "get")])
+def test_a_jit_script_runs_at_its_device_count(tmp_path: Path, devices: str, mode: str) -> None:
+    res = pldemu_python("--jitter", "20", str(SCRIPTS / "jit_exchange.py"), "-d", devices, "--mode", mode,
+                        cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"OK {mode} on {len(devices.split(','))} devices" in res.stdout
+
+
+def test_a_jit_scripts_compile_only_folder_is_named_as_pyptos(tmp_path: Path) -> None:
+    res = pldemu_python(str(SCRIPTS / "jit_exchange.py"), "--compile-only", cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    folder = res.stdout.strip().rsplit(" ", 1)[1]
+    assert folder.startswith("build_output/_jit_ring_") and (tmp_path / folder / "PLDEMU.txt").is_file()
