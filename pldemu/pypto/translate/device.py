@@ -14,12 +14,13 @@ evaluator: for a negative left operand it differs from C's truncation, so keep o
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pldemu.ir.builder import FunctionBuilder
-from pldemu.ir.nodes import BinOp, BinOpKind, SourcePos, TensorType, Var, as_expr
+from pldemu.ir.nodes import BinOp, BinOpKind, Const, ScalarType, SourcePos, TensorType, TileType, Var, as_expr
 from pldemu.pypto.capture import CapturedFunction, CapturedProgram
 from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.translate.evaluator import Evaluator
@@ -66,6 +67,10 @@ class DeviceTranslator(Evaluator):
         self.fn = fn
         self.fb = emit.fb
         self.carries: list[_Carry] = []
+        self.owned: dict[str, Var] = {}
+        """The variable each tile or scalar name owns: re-binding the name assigns it (see :meth:`bind`)."""
+        self.carried: frozenset[str] = frozenset()
+        """Names an enclosing loop or branch carries: they keep their type."""
 
     # -- entry -------------------------------------------------------------------------------------
 
@@ -75,8 +80,12 @@ class DeviceTranslator(Evaluator):
         except FrontendError:
             raise
         except (TypeError, ValueError) as err:
-            line = self.fb.origin.line if self.fb.origin is not None else self.fn.node.lineno
-            raise FrontendError(f"in {self.fn.name}: {err}", self.prog.file, line) from None
+            raise self.error_here(f"in {self.fn.name}: {err}") from None
+
+    def error_here(self, message: str) -> FrontendError:
+        """An error at the statement being translated."""
+        line = self.fb.origin.line if self.fb.origin is not None else self.fn.node.lineno
+        return FrontendError(message, self.prog.file, line)
 
     def hint(self, default: str) -> str:
         return self.lhs or default
@@ -95,7 +104,7 @@ class DeviceTranslator(Evaluator):
         return None
 
     def early_return(self, s: ast.If, rest: list[ast.stmt]) -> Any:
-        cond = self.eval(s.test)
+        cond = _folded(self.eval(s.test))
         if not is_ir(cond):
             return self.block(s.body) if cond else self.block(rest)
         with self.fb.if_(cond):
@@ -105,25 +114,80 @@ class DeviceTranslator(Evaluator):
         return second if second is not None else first
 
     def bind(self, name: str, value: Any) -> None:
-        old = self.env.get(name)
-        if (isinstance(old, Var) and isinstance(value, Var) and old != value
-                and not isinstance(old.type, TensorType) and self.fb.retarget_last(value, old)):
-            value = old  # re-binding a tile or scalar: one variable, so loops and branches see it
-        self.env[name] = value
+        """pypto's names are SSA values: binding ``name`` never changes what another name holds.
+
+        A tile or scalar name owns one variable, and re-binding the name assigns that variable, so a loop
+        or a branch that re-binds it is seen after it (and by the loop's next iteration). A value another
+        name (or the caller) still holds is copied into a variable of this name's own; an expression of
+        variables is evaluated here, into one, so re-binding those variables later does not change it."""
+        mine = self.owned.get(name)
+        same = mine is not None and _variable_kind(value, python=True) and as_expr(value).type == mine.type
+        if mine is not None and not same and name in self.carried:
+            raise self.error_here(f"{name} is re-bound in a loop or branch that carries it as {_kind(mine)}, here to "
+                             f"{_kind(value)}: pypto keeps one type per carried value (pl.cast it)")
+        if same:
+            assert mine is not None
+            if not (isinstance(value, Var) and self.fb.retarget_last(value, mine)) and value != mine:
+                self.fb.assign(mine, as_expr(value))
+            self.env[name] = mine
+        elif not _variable_kind(value):
+            self.owned.pop(name, None)  # tensors are references; Python values and constants fold
+            self.env[name] = value
+        elif isinstance(value, Var) and self.fb.assigned_last(value) and not self.holds(value):
+            self.env[name] = self.owned[name] = value
+        elif any(value in c.values for c in self.carries):
+            # ``out = pl.yield_(...)`` names the loop's result, the carry variable itself (defined before the
+            # loop, so it is defined after it): the name takes it over from the carried name.
+            self.owned = {k: v for k, v in self.owned.items() if v != value}
+            self.env[name] = self.owned[name] = value
+        elif is_ir(value) and not isinstance(value, Const):
+            self.env[name] = self.owned[name] = self.fb.let(name, value)
+        else:
+            self.owned.pop(name, None)
+            self.env[name] = value
+
+    def holds(self, value: Var) -> bool:
+        """Whether some name of this function (a parameter: the caller's value) holds ``value``."""
+        return any(isinstance(v, Var) and v == value for v in self.env.values())
+
+    def own_before(self, body: list[ast.stmt], skip: frozenset[str] = frozenset()) -> frozenset[str]:
+        """Give each tile or scalar name that ``body`` re-binds a variable of its own before the block:
+        pypto carries it through a loop (and merges a branch's), so the block must assign, not re-bind.
+        The names carried."""
+        carried = set()
+        for name in sorted(_assigned_names(body) - skip):
+            value: Any = self.env.get(name)
+            if not _variable_kind(value, python=True):
+                continue
+            if name not in self.owned:
+                self.env[name] = self.owned[name] = self.fb.let(name, as_expr(value))
+            carried.add(name)
+        return frozenset(carried)
+
+    @contextlib.contextmanager
+    def carrying(self, names: frozenset[str]) -> Iterator[None]:
+        """While a loop or branch that carries ``names`` is translated."""
+        saved = self.carried
+        self.carried = saved | names
+        try:
+            yield
+        finally:
+            self.carried = saved
 
     def branch(self, s: ast.If) -> None:
-        cond = self.eval(s.test)
+        cond = _folded(self.eval(s.test))
         if not is_ir(cond):
             self.block(s.body if cond else s.orelse)
             return
         if _returns(s.body) or _returns(s.orelse):
             raise self.error("a `return` inside if/else is supported only as an early return "
                              "(an if without else whose body ends in return)", s)
-        with self.fb.if_(cond):
-            self.block(s.body)
-        if s.orelse:
-            with self.fb.else_():
-                self.block(s.orelse)
+        with self.carrying(self.own_before([*s.body, *s.orelse])):
+            with self.fb.if_(cond):
+                self.block(s.body)
+            if s.orelse:
+                with self.fb.else_():
+                    self.block(s.orelse)
 
     def loop(self, s: ast.For) -> None:
         if s.orelse:
@@ -148,11 +212,13 @@ class DeviceTranslator(Evaluator):
         if others or not 1 <= len(bounds) <= 3:
             raise self.error("pl.range(stop | start, stop[, step][, init_values=(...)])", it)
         var_node, carried_node = _loop_targets(self, s.target, bool(inits))
+        carried = _target_names(carried_node) if carried_node is not None else frozenset()
+        rebound = self.own_before(s.body, carried | {var_node.id})
         carry = self.start_carry(self.eval(inits[0].value)) if inits else None
         if carry is not None and carried_node is not None:
-            self.assign(carried_node, tuple(carry.values))
+            self.bind_carried(carried_node, carry)
         start, stop, step = (0, bounds[0], 1) if len(bounds) == 1 else (*bounds, 1)[:3]
-        with self.fb.for_range(start, stop, step, hint=var_node.id) as var:
+        with self.fb.for_range(start, stop, step, hint=var_node.id) as var, self.carrying(rebound | carried):
             self.env[var_node.id] = var
             if carry is not None:
                 self.carries.append(carry)
@@ -161,6 +227,19 @@ class DeviceTranslator(Evaluator):
             finally:
                 if carry is not None:
                     self.carries.pop()
+
+    def bind_carried(self, target: ast.expr, carry: _Carry) -> None:
+        """The loop's carried names: each owns its carry variable (a tensor is itself)."""
+        names = target.elts if isinstance(target, ast.Tuple) else [target]
+        if len(names) != len(carry.values) or not all(isinstance(n, ast.Name) for n in names):
+            raise self.error(f"{len(carry.values)} init_values for {ast.unparse(target)!r}", target)
+        for n, v in zip(names, carry.values, strict=True):
+            assert isinstance(n, ast.Name)
+            self.env[n.id] = v
+            if isinstance(v.type, TensorType):
+                self.owned.pop(n.id, None)
+            else:
+                self.owned[n.id] = v
 
     def start_carry(self, inits: Any) -> _Carry:
         values = []
@@ -212,6 +291,46 @@ class DeviceTranslator(Evaluator):
 
     def logical_not(self, value: Any, node: ast.AST) -> Any:
         return as_expr(value).eq(False) if is_ir(value) else not value
+
+
+def _folded(cond: Any) -> Any:
+    """A condition known at translation time as its Python value (a constant folds: the rank's block has it)."""
+    return cond.value if isinstance(cond, Const) else cond
+
+
+def _variable_kind(value: Any, python: bool = False) -> bool:
+    """A tile or scalar value a name may own a variable for (with ``python``: a Python number too)."""
+    if python and isinstance(value, (int, float)):
+        return True
+    return is_ir(value) and isinstance(as_expr(value).type, (ScalarType, TileType))
+
+
+def _kind(value: Any) -> str:
+    if not _variable_kind(value, python=True):
+        return type(value).__name__
+    t = as_expr(value).type
+    if isinstance(t, TileType):
+        return f"a {list(t.shape)} {t.dtype.value} tile"
+    return f"a {t.dtype.value} scalar" if isinstance(t, ScalarType) else repr(value)
+
+
+def _target_names(target: ast.expr) -> frozenset[str]:
+    if isinstance(target, ast.Name):
+        return frozenset({target.id})
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return frozenset().union(*(_target_names(t) for t in target.elts))
+    return frozenset()
+
+
+def _assigned_names(body: list[ast.stmt]) -> frozenset[str]:
+    """The names ``body`` binds by assignment (at any depth; loop variables are not re-bindings)."""
+    out: frozenset[str] = frozenset()
+    for node in (n for s in body for n in ast.walk(s)):
+        if isinstance(node, ast.Assign):
+            out = out.union(*(_target_names(t) for t in node.targets))
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+            out |= _target_names(node.target)
+    return out
 
 
 def _returns(body: list[ast.stmt]) -> bool:
