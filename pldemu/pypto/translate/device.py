@@ -16,12 +16,25 @@ from __future__ import annotations
 import ast
 import contextlib
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from pldemu.ir.builder import FunctionBuilder
-from pldemu.ir.nodes import BinOp, BinOpKind, Const, ScalarType, SourcePos, TensorType, TileType, Var, as_expr
-from pldemu.pypto.capture import CapturedFunction, CapturedProgram
+from pldemu.ir.nodes import (
+    BinOp,
+    BinOpKind,
+    Const,
+    ScalarType,
+    SourcePos,
+    TensorType,
+    TileType,
+    Type,
+    Var,
+    as_expr,
+    binop,
+)
+from pldemu.pypto.capture import CapturedFunction, CapturedProgram, Kind
 from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.translate.evaluator import Evaluator
 from pldemu.pypto.translate.ops import DEVICE_OPS, is_ir
@@ -268,13 +281,29 @@ class DeviceTranslator(Evaluator):
         return inline(self.emit, fn, args, kwargs, node)
 
     def binary(self, op: ast.operator, lhs: Any, rhs: Any, node: ast.AST) -> Any:
+        """A device scalar expression, typed as pypto types it: the operands are promoted to the wider of
+        their dtypes (``INT32 + 1`` is ``index``), and the dtype rules of pypto and ptoas apply."""
         if not (is_ir(lhs) or is_ir(rhs)):
             return super().binary(op, lhs, rhs, node)
-        symbol = {ast.Add: "__add__", ast.Sub: "__sub__", ast.Mult: "__mul__", ast.FloorDiv: "__floordiv__",
-                  ast.Mod: "__mod__"}.get(type(op))
-        if symbol is None:
+        kind, name = _IR_BINOPS.get(type(op), (None, ""))
+        if kind is None:
             raise self.error(f"unsupported scalar operator in {ast.unparse(node)!r}", node)
-        return getattr(as_expr(lhs), symbol)(rhs)
+        a, b = as_expr(lhs), as_expr(rhs)
+        typed = BinOp(kind, a, b)
+        for rule in _SCALAR_RULES:
+            message = rule(self.fn.kind, name, a.type, b.type)
+            if message is not None:
+                raise self.error(f"{ast.unparse(node)}: {message}", node)
+        out = binop(kind, a, b)
+        # The folding identities (x + 0 is x) would drop pypto's promotion of x to the wider dtype.
+        return out if out.type == typed.type else typed
+
+    def negate(self, value: Any, node: ast.AST) -> Any:
+        if not is_ir(value):
+            return super().negate(value, node)
+        t = as_expr(value).type
+        zero = Const(0.0 if t.dtype.is_float else 0, t.dtype) if isinstance(t, ScalarType) else 0
+        return self.binary(ast.Sub(), zero, value, node)  # a negation (arith.negf on a float), not an addf
 
     def compare(self, op: ast.cmpop, lhs: Any, rhs: Any, node: ast.AST) -> Any:
         if not (is_ir(lhs) or is_ir(rhs)):
@@ -287,10 +316,40 @@ class DeviceTranslator(Evaluator):
     def logical(self, is_and: bool, lhs: Any, rhs: Any, node: ast.AST) -> Any:
         if not (is_ir(lhs) or is_ir(rhs)):
             return super().logical(is_and, lhs, rhs, node)
-        return BinOp(BinOpKind.AND if is_and else BinOpKind.OR, as_expr(lhs), as_expr(rhs))
+        return binop(BinOpKind.AND if is_and else BinOpKind.OR, lhs, rhs)
 
     def logical_not(self, value: Any, node: ast.AST) -> Any:
         return as_expr(value).eq(False) if is_ir(value) else not value
+
+
+def _mixed_categories(kind: Kind, name: str, a: Type, b: Type) -> str | None:
+    """pypto's parser (PromoteSameCategoryDtype): a float and an integer scalar do not combine."""
+    da, db = (t.dtype if isinstance(t, ScalarType) else None for t in (a, b))
+    if da is None or db is None or da.is_float == db.is_float:
+        return None
+    return (f"pypto refuses it: Operator '{name}' requires same numeric dtype category, got {da.value} and "
+            f"{db.value} (pl.cast one operand)")
+
+
+def _float_add_in_kernel(kind: Kind, name: str, a: Type, b: Type) -> str | None:
+    """ptoas has no lowering for a scalar ``arith.addf`` on the AI core (subf, mulf, divf and negf it lowers):
+    pypto's PTO code generator emits one for a float scalar ``+`` in an InCore kernel."""
+    if kind is not Kind.INCORE or name != "add" or not any(
+            isinstance(t, ScalarType) and t.dtype.is_float for t in (a, b)):
+        return None
+    return ("scalar float arithmetic on the AI core: ptoas refuses it (failed to legalize operation "
+            "'arith.addf' that was explicitly marked illegal); fold the value into a tile op instead "
+            "(pl.add(tile, scalar))")
+
+
+_SCALAR_RULES: tuple[Callable[[Kind, str, Type, Type], str | None], ...] = (_mixed_categories, _float_add_in_kernel)
+"""pypto's and ptoas's refusals of a device scalar expression: each gives its message, or None."""
+
+_IR_BINOPS: Mapping[type[ast.operator], tuple[BinOpKind, str]] = MappingProxyType({
+    ast.Add: (BinOpKind.ADD, "add"), ast.Sub: (BinOpKind.SUB, "sub"), ast.Mult: (BinOpKind.MUL, "mul"),
+    ast.FloorDiv: (BinOpKind.FLOORDIV, "floordiv"), ast.Mod: (BinOpKind.MOD, "mod"),
+})
+"""A device scalar operator: pldemu's BinOp and pypto's operator name (in its messages)."""
 
 
 def _folded(cond: Any) -> Any:
@@ -369,11 +428,22 @@ def inline(emit: Emit, fn: CapturedFunction, args: list[Any], kwargs: dict[str, 
         raise emit.prog.error(f"self.{fn.name}: missing argument(s) {', '.join(missing)}", node)
     for p, v in bound.items():
         check_argument(emit.prog, fn, p, v, node)
+        bound[p] = _device_scalar(fn.annotations.get(p), v)
     saved = emit.fb.origin
     try:
         return DeviceTranslator(emit, fn, dict(bound)).run()
     finally:
         emit.fb.origin = saved
+
+
+def _device_scalar(ann: Any, value: Any) -> Any:
+    """A Python number passed to a ``pl.Scalar[dtype]`` parameter, as the typed device scalar it is in pypto
+    (a constant of ``dtype``: it still folds in the rank's block, and its dtype is checked where pypto
+    checks it, e.g. ``pl.cast`` of an index-typed expression)."""
+    if not isinstance(ann, ScalarAnn) or is_ir(value):
+        return value
+    dtype = ann.dtype.ir
+    return Const(float(value) if dtype.is_float else int(value), dtype)
 
 
 def check_argument(prog: CapturedProgram, fn: CapturedFunction, param: str, value: Any, node: ast.AST) -> None:

@@ -15,9 +15,23 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from pldemu.ir.dtypes import DType
 from pldemu.ir.enums import AtomicType, CastMode, NotifyOp, ReduceOp, WaitCmp
-from pldemu.ir.nodes import NR, BinOp, BinOpKind, Const, ExprOps, TensorType, TileType, Var, as_expr, eval_nr
+from pldemu.ir.nodes import (
+    NR,
+    BinOp,
+    BinOpKind,
+    Const,
+    ExprOps,
+    ScalarType,
+    TensorType,
+    TileType,
+    Var,
+    as_expr,
+    eval_nr,
+)
 from pldemu.ir.ops import Op
+from pldemu.pypto.capture import Kind
 from pldemu.pypto.translate.evaluator import bind_call
 from pldemu.pypto.types import PyDType, SymInt
 
@@ -145,9 +159,29 @@ def _cast(tr: DeviceTranslator, node: ast.Call) -> Any:
         return int(v) if dtype.ir.is_int else float(v)
     if isinstance(v, Var) and isinstance(v.type, TileType):
         return tr.fb.pld.tile.cast(v, dtype.ir, hint=tr.hint("cast"), mode=_cast_mode(tr, b["mode"], node))
-    src = v.type.dtype if hasattr(v.type, "dtype") else None
-    if src is None or not (src.is_int and dtype.ir.is_int):
-        raise tr.error("pl.cast of a scalar is supported between integer types (INT32 / INDEX) only", node)
+    return _scalar_cast(tr, as_expr(v), dtype.ir, b["mode"], node)
+
+
+def _scalar_cast(tr: DeviceTranslator, v: Any, dst: DType, mode: Any, node: ast.AST) -> Any:
+    """``pl.cast`` of a device scalar: pypto's refusals, then a typed constant, or the value itself."""
+    src = v.type.dtype if isinstance(v.type, ScalarType) else None
+    if src is None:
+        raise tr.error(f"pl.cast: {v!r} is neither a tile nor a scalar", node)
+    if mode is not None and _cast_mode(tr, mode, node) is not CastMode.ROUND:
+        raise tr.error(f"pypto refuses it: pl.cast: Scalar inputs do not support non-default mode, got mode={mode!r}",
+                       node)
+    if tr.fn.kind is Kind.INCORE and DType.INDEX in (src, dst) and (src.is_float or dst.is_float):
+        # pypto's PTO code generator (pto_scalar_expr_codegen.cpp, VisitExpr_(Cast)); an INT32 + an int
+        # literal is index-typed already (pypto promotes to the wider dtype).
+        raise tr.error(f"pypto refuses it: Cast between float and index types is not supported (pl.cast of an "
+                       f"{src.value} scalar to {dst.value}: cast the INT32 parameter itself, then do the float "
+                       "math in tile ops)", node)
+    if isinstance(v, Const):
+        return Const(float(v.value) if dst.is_float else int(v.value), dst)
+    if not (src.is_int and dst.is_int):
+        raise tr.error(f"pl.cast of a {src.value} device scalar to {dst.value}: pldemu casts a scalar between "
+                       "integer and float types only when its value is known at translation time (a pl.Scalar "
+                       "parameter, a constant)", node)
     # pldemu's scalars are exact integers whatever their width: INT32 <-> INDEX changes no value.
     return v
 
@@ -174,7 +208,10 @@ def _write(tr: DeviceTranslator, node: ast.Call) -> None:
 
 
 def _typed(value: Any, dtype: Any) -> Any:
-    """A Python literal as a constant of ``dtype`` (an IR value passes through)."""
+    """A Python literal (or a constant: a scalar parameter's value) as a constant of ``dtype``; any other IR
+    value passes through."""
+    if isinstance(value, Const):
+        value = value.value
     return value if is_ir(value) else Const(value, dtype)
 
 

@@ -1,0 +1,140 @@
+"""pypto's refusals that pldemu applies too: each program breaking one is one FrontendError at its line
+(pypto's or ptoas's wording), and the corrected program passes. One factory per rule family in pypto's
+style; ``variant`` picks the statement (it folds at translation time, so only that one is translated)."""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+import numpy as np
+import pytest
+
+from pldemu.pypto.errors import FrontendError
+from pldemu.pypto.execute import translate
+from pldemu.pypto.surface import ir
+from pldemu.pypto.surface import language as pl
+from pldemu.pypto.surface.ir.distributed_compiled_program import DistributedConfig
+from pldemu.pypto.surface.language import distributed as pld
+
+NR = pl.dynamic("NR")
+COLS = 8  # a 32-byte row of FP32: the narrowest tile ptoas takes
+NARROW = 4  # a 16-byte row: refused
+LAST = 1
+
+
+def _line_of(marker: str) -> int:
+    src, start = inspect.getsourcelines(inspect.getmodule(_line_of))  # type: ignore[arg-type]
+    return next(max(start, 1) + i for i, line in enumerate(src) if marker in line and "_line_of" not in line)
+
+
+def _where(err: pytest.ExceptionInfo[FrontendError], marker: str) -> None:
+    assert err.value.file == __file__
+    assert err.value.line == _line_of(marker), str(err.value)
+
+
+def _run(prog: object, *args: np.ndarray) -> None:
+    ir.compile(prog, distributed_config=DistributedConfig(device_ids=[0, 1]))(*args)
+
+
+# -- device scalars: float arithmetic, casts, and where a scalar parameter may sit -----------------------
+
+
+def _hello_rank(variant: str):  # type: ignore[no-untyped-def]
+    """pypto's 01_hello_rank (``y = x + rank``, rank a scalar parameter the host passes), by variant."""
+
+    @pl.program
+    class HelloRank:
+        @pl.function(type=pl.FunctionType.InCore)
+        def add_rank(self, x: pl.Tensor[[1, COLS], pl.FP32], y: pl.Out[pl.Tensor[[1, COLS], pl.FP32]],
+                     w: pld.DistributedTensor[[1, COLS], pl.FP32], rank: pl.Scalar[pl.INT32]
+                     ) -> pl.Tensor[[1, COLS], pl.FP32]:
+            tile = pl.load(x, [0, 0], [1, COLS])
+            if variant == "float-add":
+                tile = pl.add(tile, pl.cast(rank, target_type=pl.FP32) + 1.0)  # MARK-float-add
+            elif variant == "float-and-int":
+                tile = pl.add(tile, pl.cast(rank, target_type=pl.FP32) * 2)  # MARK-float-and-int
+            elif variant == "index-cast":
+                tile = pl.add(tile, pl.cast(rank + 0, target_type=pl.FP32))  # MARK-index-cast
+            elif variant == "rank-cast":
+                me = pld.rank(pld.get_comm_ctx(w))
+                tile = pl.add(tile, pl.cast(me + 1, target_type=pl.FP32))  # MARK-rank-cast
+            elif variant == "loop-var-cast":
+                for i in pl.range(1):
+                    tile = pl.add(tile, pl.cast(i, target_type=pl.FP32))  # MARK-loop-var-cast
+            elif variant == "scalar-mode":
+                tile = pl.add(tile, pl.cast(rank, target_type=pl.FP32, mode="floor"))  # MARK-scalar-mode
+            elif variant == "float-mul":  # ptoas lowers a scalar mulf (only addf has no lowering)
+                tile = pl.add(tile, pl.cast(rank, target_type=pl.FP32) * 2.0)
+            elif variant == "index-int-float":  # index -> INT32 -> FP32: no cast between float and index
+                tile = pl.add(tile, pl.cast(pl.cast(rank + 1, target_type=pl.INT32), target_type=pl.FP32))
+            else:
+                tile = pl.add(tile, pl.cast(rank, target_type=pl.FP32))
+            return pl.store(tile, [0, 0], y)
+
+        @pl.function(type=pl.FunctionType.InCore)
+        def add_bias(self, x: pl.Tensor[[1, COLS], pl.FP32], bias: pl.Scalar[pl.FP32],
+                     y: pl.Out[pl.Tensor[[1, COLS], pl.FP32]]) -> pl.Tensor[[1, COLS], pl.FP32]:
+            return pl.store(pl.add(pl.load(x, [0, 0], [1, COLS]), bias), [0, 0], y)
+
+        @pl.function(type=pl.FunctionType.Orchestration)
+        def per_rank(self, x: pl.Tensor[[1, COLS], pl.FP32], rank: pl.Scalar[pl.INT32],
+                     y: pl.Out[pl.Tensor[[1, COLS], pl.FP32]], w: pld.DistributedTensor[[1, COLS], pl.FP32]
+                     ) -> pl.Tensor[[1, COLS], pl.FP32]:
+            if variant == "orchestration-float-add":  # scalar float math on the AICPU is C++: legal
+                return self.add_bias(x, pl.cast(rank, target_type=pl.FP32) + 1.0, y)
+            return self.add_rank(x, y, w, rank)
+
+        @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+        def host_orch(self, xs: pl.Tensor[[NR, 1, COLS], pl.FP32],
+                      ys: pl.Out[pl.Tensor[[NR, 1, COLS], pl.FP32]]) -> pl.Tensor[[NR, 1, COLS], pl.FP32]:
+            buf = pld.alloc_window_buffer(COLS * pl.FP32.get_byte())
+            for r in pl.range(pld.world_size()):
+                self.per_rank(xs[r], r, ys[r], pld.window(buf, [1, COLS], dtype=pl.FP32), device=r)
+            return ys
+
+    return HelloRank
+
+
+def _args(n: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    xs = np.arange(n * COLS, dtype=np.float32).reshape(n, 1, COLS)
+    return xs, np.zeros_like(xs)
+
+
+@pytest.mark.parametrize(("variant", "message"), [
+    ("float-add", "ptoas refuses it (failed to legalize operation 'arith.addf' that was explicitly marked illegal)"),
+    ("float-and-int", "Operator 'mul' requires same numeric dtype category, got fp32 and index"),
+    ("index-cast", "Cast between float and index types is not supported (pl.cast of an index scalar to fp32"),
+    ("rank-cast", "Cast between float and index types is not supported"),
+    ("loop-var-cast", "Cast between float and index types is not supported"),
+    ("scalar-mode", "pl.cast: Scalar inputs do not support non-default mode, got mode='floor'"),
+])
+def test_device_scalar_refusals(variant: str, message: str) -> None:
+    with pytest.raises(FrontendError, match=re.escape(message)) as err:
+        translate(_hello_rank(variant), 2, _args())
+    _where(err, f"MARK-{variant}")
+
+
+@pytest.mark.parametrize(("variant", "bias"), [("float-mul", lambda r: 2.0 * r),
+                                               ("orchestration-float-add", lambda r: r + 1.0)])
+def test_device_scalar_forms_pypto_takes(variant: str, bias) -> None:  # type: ignore[no-untyped-def]
+    built, _ = translate(_hello_rank(variant), 2, _args())
+    consts = {c.value for c in _scalar_operands(built)}
+    assert consts == {bias(0), bias(1)}
+
+
+def _scalar_operands(built) -> list:  # type: ignore[no-untyped-def]
+    from pldemu.ir.ops import Op
+    from pldemu.ir.walk import function_calls
+
+    return [c.args[1] for f in built.program.functions for c in function_calls(f) if c.op is Op.TILE_ADDS]
+
+
+@pytest.mark.launcher
+@pytest.mark.parametrize(("variant", "offset"), [("ok", 0), ("index-int-float", 1)])
+def test_corrected_hello_rank_runs(variant: str, offset: int) -> None:
+    """01_hello_rank's form (cast the INT32 parameter, add it in a tile op), with the rank parameter between
+    tensors in the dispatched function's signature: pypto e2d0f78 takes that (see docs/pypto-frontend.md)."""
+    xs, ys = _args()
+    _run(_hello_rank(variant), xs, ys)
+    np.testing.assert_array_equal(ys, xs + (np.arange(2) + offset).reshape(2, 1, 1))
