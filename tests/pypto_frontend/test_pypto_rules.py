@@ -138,3 +138,94 @@ def test_corrected_hello_rank_runs(variant: str, offset: int) -> None:
     xs, ys = _args()
     _run(_hello_rank(variant), xs, ys)
     np.testing.assert_array_equal(ys, xs + (np.arange(2) + offset).reshape(2, 1, 1))
+
+
+# -- device=: the forms pypto resolves, every device dispatched, round-robin without it ----------------
+
+
+def _dispatch(variant: str):  # type: ignore[no-untyped-def]
+    @pl.program
+    class Dispatch:
+        @pl.function(type=pl.FunctionType.InCore)
+        def copy(self, x: pl.Tensor[[1, COLS], pl.FP32], y: pl.Out[pl.Tensor[[1, COLS], pl.FP32]]
+                 ) -> pl.Tensor[[1, COLS], pl.FP32]:
+            return pl.store(pl.load(x, [0, 0], [1, COLS]), [0, 0], y)
+
+        @pl.function(type=pl.FunctionType.InCore)
+        def publish(self, x: pl.Tensor[[1, COLS], pl.FP32], w: pl.InOut[pld.DistributedTensor[[1, COLS], pl.FP32]]
+                    ) -> pld.DistributedTensor[[1, COLS], pl.FP32]:
+            return pl.store(pl.load(x, [0, 0], [1, COLS]), [0, 0], w)
+
+        @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+        def host_orch(self, xs: pl.Tensor[[NR, 1, COLS], pl.FP32],  # MARK-uncovered
+                      ys: pl.Out[pl.Tensor[[NR, 1, COLS], pl.FP32]]) -> pl.Tensor[[NR, 1, COLS], pl.FP32]:
+            buf = pld.alloc_window_buffer(COLS * pl.FP32.get_byte())
+            if variant == "expression":
+                for r in pl.range(pld.world_size()):
+                    self.copy(xs[r], ys[r], device=(r + 1) % pld.world_size())  # MARK-expression
+            elif variant == "step":
+                for r in pl.range(0, 2, 2):
+                    self.copy(xs[r], ys[r], device=r)  # MARK-step
+            elif variant == "dynamic-bound":
+                for r in pl.range(NR):
+                    self.copy(xs[r], ys[r], device=r)  # MARK-dynamic-bound
+            elif variant == "loop-local":
+                for r in pl.range(pld.world_size()):
+                    d = r
+                    self.copy(xs[r], ys[r], device=d)  # MARK-loop-local
+            elif variant == "world-minus-one":
+                self.copy(xs[0], ys[0], device=pld.world_size() - 1)  # MARK-world-minus-one
+            elif variant == "uncovered":
+                self.copy(xs[0], ys[0], device=0)
+            elif variant == "window-no-device":
+                self.publish(xs[0], pld.window(buf, [1, COLS], dtype=pl.FP32))  # MARK-window-no-device
+            elif variant == "constants":
+                first = 0
+                self.copy(xs[0], ys[0], device=first)
+                self.copy(xs[LAST], ys[LAST], device=LAST)
+            elif variant == "constant-range":
+                for r in pl.range(2):
+                    self.copy(xs[r], ys[r], device=r)
+            elif variant == "round-robin":
+                self.copy(xs[0], ys[0])
+                self.copy(xs[1], ys[1])
+            else:
+                for r in pl.range(pld.world_size()):
+                    self.publish(xs[r], pld.window(buf, [1, COLS], dtype=pl.FP32), device=r)
+                    self.copy(xs[r], ys[r], device=r)
+            return ys
+
+    return Dispatch
+
+
+@pytest.mark.parametrize(("variant", "message"), [
+    ("expression", "device=(r + 1) % pld.world_size(): MaterializeCommDomainScopes: device= expression must be "
+                   "ConstInt or the induction var of pl.range"),
+    ("step", "device=r: MaterializeCommDomainScopes: device=r over a non-unit-step loop is not supported (step=2)"),
+    ("dynamic-bound", "device=r loop bound must be ConstInt or pld.system.world_size() (pypto refuses it"),
+    ("loop-local", "device=d: MaterializeCommDomainScopes: device= Var is not the induction variable of any "
+                   "enclosing pl.range loop"),
+    ("world-minus-one", "device= expression must be ConstInt or the induction var of pl.range"),
+    ("uncovered", "device 1 of the 2 gets no dispatch: pypto's dispatch loop must cover every device"),
+    ("window-no-device", "self.publish(...) passes a window (pld.DistributedTensor) and has no device=: pypto "
+                         "refuses it (Call passing DistributedTensor args must carry device= attr)"),
+])
+def test_device_form_refusals(variant: str, message: str) -> None:
+    with pytest.raises(FrontendError, match=re.escape(message)) as err:
+        translate(_dispatch(variant), 2, _args())
+    _where(err, f"MARK-{variant}")
+
+
+@pytest.mark.parametrize("variant", ["constants", "constant-range", "round-robin", "ok"])
+def test_device_forms_pypto_takes(variant: str) -> None:
+    """Constants (a closure int, a host name bound to one outside any loop), a constant-bounded loop, and
+    no device= at all: pypto's runtime deals those dispatches round-robin, so ys[k] is written on device k."""
+    built, _ = translate(_dispatch(variant), 2, _args())
+    assert {(w.rank, w.key) for w in built.writebacks if w.param == "ys"} == {(0, (0,)), (1, (1,))}
+
+
+@pytest.mark.launcher
+def test_dispatches_without_device_go_round_robin() -> None:
+    xs, ys = _args()
+    _run(_dispatch("round-robin"), xs, ys)
+    np.testing.assert_array_equal(ys, xs)

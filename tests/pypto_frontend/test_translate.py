@@ -172,7 +172,7 @@ class PyptoKeywords:
     @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
     def host_orch(self, xs: pl.Tensor[[1, COLS], pl.FP32], ns: pl.InOut[pl.Tensor[[1, 1], pl.INT32]]) -> None:
         win_buf = pld.alloc_window_buffer([1, COLS], dtype=pl.FP32)  # pypto's shape + dtype form
-        self.k(xs, ns, pld.window(win_buf, [1, COLS], dtype=pl.FP32))
+        self.k(xs, ns, pld.window(win_buf, [1, COLS], dtype=pl.FP32), device=0)
 
 
 def test_ops_take_pyptos_keyword_names() -> None:
@@ -219,7 +219,7 @@ class TileSpellings:
     @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
     def host_orch(self, xs: pl.Tensor[[1, COLS], pl.FP32], ys: pl.Out[pl.Tensor[[1, COLS], pl.FP32]]) -> None:
         w_buf = pld.alloc_window_buffer(COLS * pl.FP32.get_byte())
-        self.k(xs, ys, pld.window(w_buf, [1, COLS], dtype=pl.FP32))
+        self.k(xs, ys, pld.window(w_buf, [1, COLS], dtype=pl.FP32), device=0)
 
 
 def test_tile_module_spellings_and_scalar_subtraction() -> None:
