@@ -18,7 +18,7 @@ from pldemu.pypto.surface.ir.distributed_compiled_program import DistributedConf
 from pldemu.pypto.surface.language import distributed as pld
 
 NR = pl.dynamic("NR")
-COLS = 4
+COLS = 8  # a 32-byte row of FP32 (ptoas's tile alignment)
 
 
 def _line_of(marker: str) -> int:

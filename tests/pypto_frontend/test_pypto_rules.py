@@ -229,3 +229,80 @@ def test_dispatches_without_device_go_round_robin() -> None:
     xs, ys = _args()
     _run(_dispatch("round-robin"), xs, ys)
     np.testing.assert_array_equal(ys, xs)
+
+
+# -- tiles: ptoas's 32-byte alignment of a tile's row (its column, for an [R, 1] tile) -------------------
+
+
+def _tiles(variant: str):  # type: ignore[no-untyped-def]
+    """09-barrier's observable: each device's [2, 1] INT32 signal window, read back after a notify."""
+
+    @pl.program
+    class Tiles:
+        @pl.function(type=pl.FunctionType.InCore)
+        def observe(self, x: pl.Tensor[[1, NARROW], pl.FP32], y: pl.Out[pl.Tensor[[2, 1], pl.INT32]],
+                    w: pld.DistributedTensor[[1, NARROW], pl.FP32], sig: pld.DistributedTensor[[2, 1], pl.INT32],
+                    wide: pld.DistributedTensor[[8, 1], pl.INT32]) -> pl.Tensor[[2, 1], pl.INT32]:
+            me = pld.rank(pld.get_comm_ctx(sig))
+            cells = sig
+            if variant == "aligned-column":
+                cells = wide
+            pld.system.notify(cells, peer=me, offsets=[me, 0], value=1, op=pld.NotifyOp.AtomicAdd)
+            pld.system.wait(cells, offsets=[me, 0], expected=1, cmp=pld.WaitCmp.Ge)
+            if variant == "window-column":
+                y = pl.store(pl.load(sig, [0, 0], [2, 1]), [0, 0], y)  # MARK-window-column
+            elif variant == "tensor-row":
+                pl.load(x, [0, 0], [1, NARROW])  # MARK-tensor-row
+            elif variant == "remote-row":
+                pld.tile.remote_load(w, peer=me, offsets=[0, 0], shape=[1, NARROW])  # MARK-remote-row
+            elif variant == "tensor-op":
+                pld.tensor.remote_store(pl.tensor.add(x, x), w, me, [0, 0])  # MARK-tensor-op
+            elif variant == "aligned-column":  # [8, 1] INT32: a 32-byte column, narrowed to the 2 cells
+                y = pl.store(pl.load(wide, [0, 0], [8, 1], valid_shape=[2, 1]), [0, 0], y)
+            else:  # 09-barrier's way: cell by cell
+                for i in pl.range(2):
+                    pl.write(y, [i, 0], pl.read(sig, [i, 0]))
+            return y
+
+        @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+        def host_orch(self, xs: pl.Tensor[[NR, 1, NARROW], pl.FP32],
+                      ys: pl.Out[pl.Tensor[[NR, 2, 1], pl.INT32]]) -> pl.Tensor[[NR, 2, 1], pl.INT32]:
+            w_buf = pld.alloc_window_buffer(NARROW * pl.FP32.get_byte())
+            sig_buf = pld.alloc_window_buffer(2 * pl.INT32.get_byte())
+            wide_buf = pld.alloc_window_buffer(8 * pl.INT32.get_byte())
+            for r in pl.range(pld.world_size()):
+                self.observe(xs[r], ys[r], pld.window(w_buf, [1, NARROW], dtype=pl.FP32),
+                             pld.window(sig_buf, [2, 1], dtype=pl.INT32), pld.window(wide_buf, [8, 1], dtype=pl.INT32),
+                             device=r)
+            return ys
+
+    return Tiles
+
+
+def _tile_args() -> tuple[np.ndarray, np.ndarray]:
+    return np.zeros((2, 1, NARROW), np.float32), np.full((2, 2, 1), -1, np.int32)
+
+
+@pytest.mark.parametrize(("variant", "message"), [
+    ("window-column", "pl.load of a [2, 1] int32 tile: ptoas refuses it: 'pto.alloc_tile' op expects result "
+                      "col-major none_box tile column byte size (rows * sizeof(dtype)) to be 32-byte aligned, "
+                      "but got 8 bytes"),
+    ("tensor-row", "pl.load of a [1, 4] fp32 tile: ptoas refuses it: 'pto.alloc_tile' op expects result row-major "
+                   "none_box tile row byte size (cols * sizeof(dtype)) to be 32-byte aligned, but got 16 bytes"),
+    ("remote-row", "pld.tile.remote_load of a [1, 4] fp32 tile: ptoas refuses it"),
+    ("tensor-op", "pl.tensor.add's whole-tensor load of a [1, 4] fp32 tile: ptoas refuses it"),
+])
+def test_narrow_tile_refusals(variant: str, message: str) -> None:
+    with pytest.raises(FrontendError, match=re.escape(message)) as err:
+        translate(_tiles(variant), 2, _tile_args())
+    _where(err, f"MARK-{variant}")
+
+
+@pytest.mark.launcher
+@pytest.mark.parametrize("variant", ["cells", "aligned-column"])
+def test_corrected_signal_readback_runs(variant: str) -> None:
+    xs, ys = _tile_args()
+    _run(_tiles(variant), xs, ys)
+    want = np.zeros((2, 2, 1), np.int32)
+    want[0, 0, 0] = want[1, 1, 0] = 1  # each device notified its own row
+    np.testing.assert_array_equal(ys, want)

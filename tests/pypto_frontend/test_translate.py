@@ -182,15 +182,19 @@ def test_ops_take_pyptos_keyword_names() -> None:
     assert built.program.buffer("win_buf").var.type.shape == (Const(1), Const(COLS))
 
 
+BF16_COLS = 16  # a 32-byte row of bf16
+
+
 @pl.program
 class TileCasts:
     @pl.function(type=pl.FunctionType.InCore)
-    def k(self, x: pl.Tensor[[1, COLS], pl.BF16], y: pl.Out[pl.Tensor[[1, COLS], pl.BF16]]) -> None:
-        wide = pl.cast(pl.load(x, [0, 0], [1, COLS]), pl.FP32)
+    def k(self, x: pl.Tensor[[1, BF16_COLS], pl.BF16], y: pl.Out[pl.Tensor[[1, BF16_COLS], pl.BF16]]) -> None:
+        wide = pl.cast(pl.load(x, [0, 0], [1, BF16_COLS]), pl.FP32)
         pl.store(pl.cast(wide, target_type=pl.BF16, mode="floor"), [0, 0], y)
 
     @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
-    def host_orch(self, xs: pl.Tensor[[1, COLS], pl.BF16], ys: pl.Out[pl.Tensor[[1, COLS], pl.BF16]]) -> None:
+    def host_orch(self, xs: pl.Tensor[[1, BF16_COLS], pl.BF16],
+                  ys: pl.Out[pl.Tensor[[1, BF16_COLS], pl.BF16]]) -> None:
         self.k(xs, ys)
 
 
@@ -198,7 +202,7 @@ def test_a_tile_cast_keeps_pyptos_modes() -> None:
     """``pl.cast`` of a tile is ``tile.cast``; pypto's default mode is ``round``, a named mode is kept."""
     import ml_dtypes
 
-    x = np.zeros((1, COLS), ml_dtypes.bfloat16)
+    x = np.zeros((1, BF16_COLS), ml_dtypes.bfloat16)
     built, _ = translate(TileCasts, 1, (x, np.zeros_like(x)))
     casts = [c for f in built.program.functions for c in function_calls(f) if c.op is Op.TILE_CAST]
     assert [(c.attr("dtype").value, c.attr("mode")) for c in casts] == [("fp32", CastMode.ROUND),

@@ -11,6 +11,7 @@ the ranks by pldemu's own LowerCompositeOps.
 from __future__ import annotations
 
 import ast
+import math
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -81,8 +82,32 @@ def _load(tr: DeviceTranslator, node: ast.Call) -> Var:
                                                               "target_memory": None}, "pl.load")
     t = _tensor(tr, b["tensor"], "pl.load: tensor", node)
     shape = _ints(tr, b["shapes"], "pl.load: shape", node)
+    aligned_tile(tr, "pl.load", shape, ttype(t).dtype, node)
     valid = b["valid_shape"] if b["valid_shape"] is not None else b["valid_shapes"]
     return tr.fb.pld.tile.load(t, list(b["offsets"]), shape, valid, hint=tr.hint("tile"))
+
+
+TILE_ALIGN_BYTES = 32
+"""ptoas's alignment of a tile's row (a column, for a column-major tile) in bytes."""
+
+
+def aligned_tile(tr: DeviceTranslator, what: str, shape: list[int], dtype: DType, node: ast.AST) -> None:
+    """The tile ``what`` creates passes ptoas's ``pto.alloc_tile`` verifier (PTOAS lib/PTO/IR/PTO.cpp,
+    verifyTileBufLayoutConstraints; the TileConfig static_assert of pto-isa's pto_tile.hpp): a Vec tile is
+    row-major, so its row (cols x element bytes) is 32-byte aligned, except a ``[R, 1]`` tile with R > 1,
+    which pypto lays out column-major (tile_view_semantics.h, InferImplicitTileLayoutFromShape), so its
+    column (R x element bytes) is. Every tile counts, whatever it is loaded from; its physical shape,
+    not its valid shape."""
+    rows, cols = (1, shape[0]) if len(shape) == 1 else (math.prod(shape[:-1]), shape[-1])
+    col_major = len(shape) == 2 and cols == 1 and rows > 1
+    extent, layout, size = ((rows, "col-major", "column byte size (rows * sizeof(dtype))") if col_major
+                            else (cols, "row-major", "row byte size (cols * sizeof(dtype))"))
+    nbytes = extent * dtype.itemsize
+    if nbytes % TILE_ALIGN_BYTES:
+        raise tr.error(f"{what} of a {list(shape)} {dtype.value} tile: ptoas refuses it: 'pto.alloc_tile' op "
+                       f"expects result {layout} none_box tile {size} to be {TILE_ALIGN_BYTES}-byte aligned, "
+                       f"but got {nbytes} bytes (read single cells with pl.read / pl.write, or load a 32-byte "
+                       "aligned tile and narrow it with valid_shape=)", node)
 
 
 def _store(tr: DeviceTranslator, node: ast.Call) -> Var:
@@ -101,12 +126,13 @@ def _store(tr: DeviceTranslator, node: ast.Call) -> Var:
     return t
 
 
-def _on_core(tr: DeviceTranslator, v: Any, node: ast.AST) -> Any:
+def _on_core(tr: DeviceTranslator, v: Any, node: ast.AST, name: str) -> Any:
     """A tensor operand of a tensor-level op, loaded whole into a tile (pypto's ConvertTensorToTileOps
     keeps the value on core); a tile or scalar passes through."""
     if not (isinstance(v, Var) and isinstance(v.type, TensorType)):
         return v
     shape = [static(tr, d, node) for d in ttype(v).shape]
+    aligned_tile(tr, f"{name}'s whole-tensor load", shape, ttype(v).dtype, node)
     return tr.fb.pld.tile.load(v, [0] * len(shape), shape, hint=f"{v.name}_tile")
 
 
@@ -117,7 +143,7 @@ def _binary(tile_op: Op, scalar_op: Op | None, name: str, tensor_level: bool = F
     def rule(tr: DeviceTranslator, node: ast.Call) -> Var:
         b = bind_call(tr, node, ("lhs", "rhs"), {}, name)
         if tensor_level:
-            b = {k: _on_core(tr, v, node) for k, v in b.items()}
+            b = {k: _on_core(tr, v, node, name) for k, v in b.items()}
         lhs = _tile(tr, b["lhs"], f"{name}: lhs", node)
         rhs = b["rhs"]
         if isinstance(rhs, Var) and isinstance(rhs.type, TileType):
@@ -272,6 +298,7 @@ def _remote_load(tr: DeviceTranslator, node: ast.Call) -> Var:
                   "pld.tile.remote_load")
     w = _tensor(tr, b["target"], "pld.tile.remote_load: target", node)
     shape = _ints(tr, b["shape"], "pld.tile.remote_load: shape", node)
+    aligned_tile(tr, "pld.tile.remote_load", shape, ttype(w).dtype, node)
     return tr.fb.pld.tile.remote_load(w, b["peer"], list(b["offsets"]), shape, b["valid_shape"],
                                       hint=tr.hint("rtile"))
 
@@ -282,7 +309,7 @@ def _remote_store(name: str, src: str, tensor_level: bool) -> Rule:
 
     def rule(tr: DeviceTranslator, node: ast.Call) -> None:
         b = bind_call(tr, node, (src, "target", "peer", "offsets"), {"atomic": AtomicType.None_}, name)
-        value = _on_core(tr, b[src], node) if tensor_level else b[src]
+        value = _on_core(tr, b[src], node, name) if tensor_level else b[src]
         _put_tile(tr, _tile(tr, value, f"{name}: {src}", node), _tensor(tr, b["target"], f"{name}: target", node),
                   b)
 
