@@ -119,6 +119,11 @@ class FunctionBuilder:
                 stmt = dataclasses.replace(stmt, origin=origin)
         self._blocks[-1].append(stmt)
 
+    def assigned_last(self, var: ir.Var) -> bool:
+        """Whether the statement just emitted is ``var = value``."""
+        block = self._blocks[-1]
+        return bool(block) and isinstance(block[-1], AssignStmt) and block[-1].var == var
+
     def retarget_last(self, fresh: ir.Var, existing: ir.Var) -> bool:
         """Make the statement just emitted, ``fresh = value``, assign ``existing`` instead (a front end
         re-binding a name, as in ``acc = add(acc, x)`` inside a loop); False when it is not that."""

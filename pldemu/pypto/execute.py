@@ -28,7 +28,7 @@ from pldemu.pypto.session import FrontendOptions, current_options
 from pldemu.pypto.translate.host import HostProjection
 from pldemu.pypto.translate.program import Built, build
 from pldemu.pypto.translate.values import Alloc, HostTensor
-from pldemu.pypto.types import DynExpr, DynVar, ScalarAnn, SymInt, TensorAnn, dim_value
+from pldemu.pypto.types import DynExpr, DynVar, ScalarAnn, SymInt, TensorAnn, baked, dim_value
 from pldemu.runtime.truncation import merge
 
 if TYPE_CHECKING:
@@ -155,7 +155,7 @@ def translate(prog: CapturedProgram, nranks: int, args: Sequence[Any]) -> tuple[
                 raise prog.error(f"host argument {p}: {err}", host.node) from None
             env[p] = ann
         elif isinstance(ann, ScalarAnn):
-            env[p] = prog.specialized[p] if p in prog.specialized else host_scalar(prog, p, a)
+            env[p] = baked(prog.specialized[p]) if p in prog.specialized else host_scalar(prog, p, a)
         else:
             raise prog.error(f"host parameter {p} needs a pl.Tensor[[dims], dtype] or pl.Scalar annotation",
                              host.node)

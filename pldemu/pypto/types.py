@@ -240,6 +240,23 @@ def bare_tensor(ann: Any) -> bool:
     return isinstance(ann, TensorAnn) and ann.bare
 
 
+class BakedInt(int):
+    """A ``pl.jit`` scalar argument specialised into the program: pypto writes it into the generated
+    source as a literal, so where a body passes it on unchanged it folds as Python does (floor ``//`` and
+    ``%``), not as a device scalar."""
+
+
+class BakedFloat(float):
+    """The float counterpart of :class:`BakedInt`."""
+
+
+def baked(value: Any) -> Any:
+    """``value`` marked as specialised (a bool stays itself: Python cannot subclass it)."""
+    if isinstance(value, bool):
+        return value
+    return BakedInt(value) if isinstance(value, int) else BakedFloat(value) if isinstance(value, float) else value
+
+
 class _Runtime:
     """``pl.RUNTIME``: in ``compile(n=pl.RUNTIME)`` (signature mode), a scalar parameter left a runtime
     value instead of being specialised."""

@@ -18,7 +18,7 @@ from pldemu.pypto.surface.ir.distributed_compiled_program import DistributedConf
 from pldemu.pypto.surface.language import distributed as pld
 
 NR = pl.dynamic("NR")
-COLS = 4
+COLS = 8  # a 32-byte row of FP32 (ptoas's tile alignment)
 
 
 def _line_of(marker: str) -> int:
@@ -101,7 +101,8 @@ def _host_program(body: str):  # type: ignore[no-untyped-def]
             buf = pld.alloc_window_buffer(COLS * pl.FP32.get_byte())
             w = pld.window(buf, [1, COLS], dtype=pl.FP32)
             if body == "while":
-                self.copy(xs[0], ys[0], w)
+                for r in pl.range(pld.world_size()):
+                    self.copy(xs[r], ys[r], w, device=r)
             elif body == "data-dependent":
                 if xs[0] > 0:  # MARK-data-dependent
                     self.fine(xs[0], ys[0], w)
@@ -112,8 +113,8 @@ def _host_program(body: str):  # type: ignore[no-untyped-def]
                 self.fine(xs[0], ys[0], w, device=0)
                 self.fine(ys[0], ys[1], w, device=1)  # MARK-written-then-read
             elif body == "opaque-result":
-                tile = self.loaded(xs[0], w)
-                self.fine(tile, ys[0], w)  # MARK-opaque-result
+                tile = self.loaded(xs[0], w, device=0)
+                self.fine(tile, ys[0], w, device=1)  # MARK-opaque-result
             elif body == "bad-device":
                 self.fine(xs[0], ys[0], w, device=7)  # MARK-bad-device
             elif body == "unsignalled-in-loop":

@@ -261,3 +261,34 @@ def test_tensor_level_ops_pushed_from_core() -> None:
     ys = np.zeros_like(xs)
     ir.compile(TensorLevelPush, distributed_config=_config(3))(xs, ys)
     np.testing.assert_array_equal(ys, np.roll(np.maximum(xs * 6, 0), 1, axis=0))
+
+
+@pl.program
+class AliasedRebind:
+    """``cur = own`` binds ``cur`` to the value of ``own``; re-binding ``cur`` in a loop changes ``cur`` only
+    (pypto's names are SSA values: ``own`` keeps what it was loaded with)."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, x: pl.Tensor[[1, COLS], pl.FP32], owns: pl.Out[pl.Tensor[[1, COLS], pl.FP32]],
+          sums: pl.Out[pl.Tensor[[1, COLS], pl.FP32]]) -> pl.Tensor[[1, COLS], pl.FP32]:
+        own = pl.load(x, [0, 0], [1, COLS])
+        cur = own
+        for _ in pl.range(1):
+            cur = pl.add(cur, own)
+        owns = pl.store(own, [0, 0], owns)
+        return pl.store(cur, [0, 0], sums)
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, xs: pl.Tensor[[NR, 1, COLS], pl.FP32], owns: pl.Out[pl.Tensor[[NR, 1, COLS], pl.FP32]],
+                  sums: pl.Out[pl.Tensor[[NR, 1, COLS], pl.FP32]]) -> pl.Tensor[[NR, 1, COLS], pl.FP32]:
+        for r in pl.range(pld.world_size()):
+            self.k(xs[r], owns[r], sums[r], device=r)
+        return sums
+
+
+def test_rebinding_an_alias_in_a_loop_leaves_the_original() -> None:
+    xs = np.full((2, 1, COLS), 4, np.float32)
+    owns, sums = np.zeros_like(xs), np.zeros_like(xs)
+    ir.compile(AliasedRebind, distributed_config=_config(2))(xs, owns, sums)
+    np.testing.assert_array_equal(owns, xs)  # 4, as in pypto (the aliasing bug gave 8)
+    np.testing.assert_array_equal(sums, 2 * xs)

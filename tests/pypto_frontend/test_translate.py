@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from typing import Any
+
 import numpy as np
 
 from pldemu.ir.enums import CastMode
-from pldemu.ir.nodes import Const, Program
+from pldemu.ir.nodes import Assign, Const, For, Program, Var
 from pldemu.ir.ops import Op
 from pldemu.ir.walk import function_calls, walk_stmts
 from pldemu.pypto.execute import translate
@@ -169,7 +172,7 @@ class PyptoKeywords:
     @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
     def host_orch(self, xs: pl.Tensor[[1, COLS], pl.FP32], ns: pl.InOut[pl.Tensor[[1, 1], pl.INT32]]) -> None:
         win_buf = pld.alloc_window_buffer([1, COLS], dtype=pl.FP32)  # pypto's shape + dtype form
-        self.k(xs, ns, pld.window(win_buf, [1, COLS], dtype=pl.FP32))
+        self.k(xs, ns, pld.window(win_buf, [1, COLS], dtype=pl.FP32), device=0)
 
 
 def test_ops_take_pyptos_keyword_names() -> None:
@@ -179,15 +182,19 @@ def test_ops_take_pyptos_keyword_names() -> None:
     assert built.program.buffer("win_buf").var.type.shape == (Const(1), Const(COLS))
 
 
+BF16_COLS = 16  # a 32-byte row of bf16
+
+
 @pl.program
 class TileCasts:
     @pl.function(type=pl.FunctionType.InCore)
-    def k(self, x: pl.Tensor[[1, COLS], pl.BF16], y: pl.Out[pl.Tensor[[1, COLS], pl.BF16]]) -> None:
-        wide = pl.cast(pl.load(x, [0, 0], [1, COLS]), pl.FP32)
+    def k(self, x: pl.Tensor[[1, BF16_COLS], pl.BF16], y: pl.Out[pl.Tensor[[1, BF16_COLS], pl.BF16]]) -> None:
+        wide = pl.cast(pl.load(x, [0, 0], [1, BF16_COLS]), pl.FP32)
         pl.store(pl.cast(wide, target_type=pl.BF16, mode="floor"), [0, 0], y)
 
     @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
-    def host_orch(self, xs: pl.Tensor[[1, COLS], pl.BF16], ys: pl.Out[pl.Tensor[[1, COLS], pl.BF16]]) -> None:
+    def host_orch(self, xs: pl.Tensor[[1, BF16_COLS], pl.BF16],
+                  ys: pl.Out[pl.Tensor[[1, BF16_COLS], pl.BF16]]) -> None:
         self.k(xs, ys)
 
 
@@ -195,7 +202,7 @@ def test_a_tile_cast_keeps_pyptos_modes() -> None:
     """``pl.cast`` of a tile is ``tile.cast``; pypto's default mode is ``round``, a named mode is kept."""
     import ml_dtypes
 
-    x = np.zeros((1, COLS), ml_dtypes.bfloat16)
+    x = np.zeros((1, BF16_COLS), ml_dtypes.bfloat16)
     built, _ = translate(TileCasts, 1, (x, np.zeros_like(x)))
     casts = [c for f in built.program.functions for c in function_calls(f) if c.op is Op.TILE_CAST]
     assert [(c.attr("dtype").value, c.attr("mode")) for c in casts] == [("fp32", CastMode.ROUND),
@@ -216,7 +223,7 @@ class TileSpellings:
     @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
     def host_orch(self, xs: pl.Tensor[[1, COLS], pl.FP32], ys: pl.Out[pl.Tensor[[1, COLS], pl.FP32]]) -> None:
         w_buf = pld.alloc_window_buffer(COLS * pl.FP32.get_byte())
-        self.k(xs, ys, pld.window(w_buf, [1, COLS], dtype=pl.FP32))
+        self.k(xs, ys, pld.window(w_buf, [1, COLS], dtype=pl.FP32), device=0)
 
 
 def test_tile_module_spellings_and_scalar_subtraction() -> None:
@@ -226,3 +233,56 @@ def test_tile_module_spellings_and_scalar_subtraction() -> None:
                                                                                             Op.TILE_ADDS]
     adds = [c for c in calls if c.op is Op.TILE_ADDS]
     assert getattr(adds[0].args[1], "value", None) == -1.5  # x - 1.5 is x + -1.5
+
+
+@pl.program
+class Aliases:
+    """``cur = own`` then ``cur`` re-bound in a loop; a scalar parameter re-bound in a callee; a name bound
+    to an expression of a variable that is re-bound afterwards."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def bump(self, t: pl.Tensor[[1, COLS], pl.INT32], acc: pl.Scalar[pl.INT32]) -> None:
+        for i in pl.range(2):
+            acc = acc + pl.read(t, [0, i])
+        pl.write(t, [0, 2], acc)
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, x: pl.Tensor[[1, COLS], pl.FP32], owns: pl.Out[pl.Tensor[[1, COLS], pl.FP32]],
+          t: pl.InOut[pl.Tensor[[1, COLS], pl.INT32]]) -> None:
+        own = pl.load(x, [0, 0], [1, COLS])
+        cur = own
+        for _ in pl.range(2):
+            cur = pl.add(cur, own)
+        pl.store(own, [0, 0], owns)
+        first = pl.read(t, [0, 0])
+        after = first + 1
+        first = pl.read(t, [0, 1])
+        pl.write(t, [0, 3], after)
+        self.bump(t, first)
+        pl.write(t, [0, 4], first)
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, xs: pl.Tensor[[1, COLS], pl.FP32], owns: pl.Out[pl.Tensor[[1, COLS], pl.FP32]],
+                  ts: pl.InOut[pl.Tensor[[1, COLS], pl.INT32]]) -> None:
+        self.k(xs, owns, ts)
+
+
+def _assigned(stmts: Any) -> Counter[str]:
+    return Counter(s.var.name for s in walk_stmts(stmts) if isinstance(s, Assign))
+
+
+def test_a_name_rebound_never_changes_another_names_value() -> None:
+    """pypto's names are SSA values: re-binding ``cur`` (an alias of ``own``) in a loop assigns a variable of
+    ``cur``'s own; ``own``, the caller's scalar and a value computed from an earlier binding keep theirs."""
+    x = np.zeros((1, COLS), np.float32)
+    built, _ = translate(Aliases, 1, (x, x.copy(), np.zeros((1, COLS), np.int32)))
+    (fn,) = built.program.functions
+    in_loops = sum((_assigned(s.body.stmts) for s in walk_stmts(fn.body.stmts) if isinstance(s, For)), Counter())
+    everywhere = _assigned(fn.body.stmts)
+    calls = list(function_calls(fn))
+    own = next(c for c in calls if c.op is Op.TILE_STORE).args[0]
+    after, first = (c.args[2] for c in calls if c.op is Op.TENSOR_WRITE and c.args[1].items[1] in (Const(3), Const(4)))
+    assert isinstance(own, Var) and own.name not in in_loops and everywhere[own.name] == 1
+    assert isinstance(after, Var) and everywhere[after.name] == 1  # evaluated when bound, not re-read later
+    assert isinstance(first, Var) and first.name not in in_loops  # bump's loop carries a copy
+    assert sorted(in_loops) == ["acc", "cur", "ts_val_2"]

@@ -16,8 +16,10 @@ simplifier) or as its HOST level computes them (generated Python).
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from pldemu.ir.builder import FunctionBuilder
@@ -25,31 +27,31 @@ from pldemu.ir.nodes import (
     BinOp,
     BinOpKind,
     Const,
+    ScalarType,
     SourcePos,
     TensorType,
     TileType,
+    Type,
     Var,
     as_expr,
     binop,
     eval_nr,
     format_expr,
 )
-from pldemu.pypto.capture import CapturedFunction, CapturedProgram
+from pldemu.pypto.capture import CapturedFunction, CapturedProgram, Kind
 from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.translate.evaluator import Evaluator
 from pldemu.pypto.translate.ops import DEVICE_OPS, is_ir
 from pldemu.pypto.translate.regions import is_tensor, load_region, store_region, subscript_region
-from pldemu.pypto.types import DslOp, ScalarAnn, SymInt, TensorAnn
+from pldemu.pypto.types import BakedFloat, BakedInt, DslOp, ScalarAnn, SymInt, TensorAnn
 
 _IR_CMP = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge"}
 
-_IR_ARITH: Mapping[type[ast.operator], BinOpKind] = {
-    ast.Add: BinOpKind.ADD, ast.Sub: BinOpKind.SUB, ast.Mult: BinOpKind.MUL,
-    # pypto's FloorDiv / FloorMod become arith.divsi / arith.remsi (InCore, pto_scalar_expr_codegen.cpp)
-    # and C `/` / `%` (Orchestration, codegen_base.cpp): the device truncates.
-    ast.FloorDiv: BinOpKind.TDIV, ast.Mod: BinOpKind.TREM,
-}
-"""Python operators on device (IR) values and the pldemu operators the device evaluates them with."""
+def _floor_differs(kind: BinOpKind, a: Any, b: Any, truncated: Const) -> bool:
+    """A folded ``tdiv`` / ``trem`` of two device constants whose floor value would differ."""
+    floor = binop(BinOpKind.FLOORDIV if kind is BinOpKind.TDIV else BinOpKind.MOD, a, b)
+    return not (isinstance(floor, Const) and floor.value == truncated.value)
+
 
 _TRUNCATING_HINT = {BinOpKind.TDIV: "quot", BinOpKind.TREM: "rem"}
 """The variable a truncating operator's value gets when it is not assigned to a name."""
@@ -95,6 +97,10 @@ class DeviceTranslator(Evaluator):
         self.fn = fn
         self.fb = emit.fb
         self.carries: list[_Carry] = []
+        self.owned: dict[str, Var] = {}
+        """The variable each tile or scalar name owns: re-binding the name assigns it (see :meth:`bind`)."""
+        self.carried: frozenset[str] = frozenset()
+        """Names an enclosing loop or branch carries: they keep their type."""
 
     # -- entry -------------------------------------------------------------------------------------
 
@@ -104,8 +110,12 @@ class DeviceTranslator(Evaluator):
         except FrontendError:
             raise
         except (TypeError, ValueError) as err:
-            line = self.fb.origin.line if self.fb.origin is not None else self.fn.node.lineno
-            raise FrontendError(f"in {self.fn.name}: {err}", self.prog.file, line) from None
+            raise self.error_here(f"in {self.fn.name}: {err}") from None
+
+    def error_here(self, message: str) -> FrontendError:
+        """An error at the statement being translated."""
+        line = self.fb.origin.line if self.fb.origin is not None else self.fn.node.lineno
+        return FrontendError(message, self.prog.file, line)
 
     def tensor_shape(self, value: Any) -> tuple[int, ...] | None:
         if not (isinstance(value, Var) and isinstance(value.type, TensorType)):
@@ -129,7 +139,7 @@ class DeviceTranslator(Evaluator):
         return None
 
     def early_return(self, s: ast.If, rest: list[ast.stmt]) -> Any:
-        cond = self.eval(s.test)
+        cond = _folded(self.eval(s.test))
         if not is_ir(cond):
             return self.block(s.body) if cond else self.block(rest)
         with self.fb.if_(cond):
@@ -139,25 +149,80 @@ class DeviceTranslator(Evaluator):
         return second if second is not None else first
 
     def bind(self, name: str, value: Any) -> None:
-        old = self.env.get(name)
-        if (isinstance(old, Var) and isinstance(value, Var) and old != value
-                and not isinstance(old.type, TensorType) and self.fb.retarget_last(value, old)):
-            value = old  # re-binding a tile or scalar: one variable, so loops and branches see it
-        self.env[name] = value
+        """pypto's names are SSA values: binding ``name`` never changes what another name holds.
+
+        A tile or scalar name owns one variable, and re-binding the name assigns that variable, so a loop
+        or a branch that re-binds it is seen after it (and by the loop's next iteration). A value another
+        name (or the caller) still holds is copied into a variable of this name's own; an expression of
+        variables is evaluated here, into one, so re-binding those variables later does not change it."""
+        mine = self.owned.get(name)
+        same = mine is not None and _variable_kind(value, python=True) and as_expr(value).type == mine.type
+        if mine is not None and not same and name in self.carried:
+            raise self.error_here(f"{name} is re-bound in a loop or branch that carries it as {_kind(mine)}, here to "
+                             f"{_kind(value)}: pypto keeps one type per carried value (pl.cast it)")
+        if same:
+            assert mine is not None
+            if not (isinstance(value, Var) and self.fb.retarget_last(value, mine)) and value != mine:
+                self.fb.assign(mine, as_expr(value))
+            self.env[name] = mine
+        elif not _variable_kind(value):
+            self.owned.pop(name, None)  # tensors are references; Python values and constants fold
+            self.env[name] = value
+        elif isinstance(value, Var) and self.fb.assigned_last(value) and not self.holds(value):
+            self.env[name] = self.owned[name] = value
+        elif any(value in c.values for c in self.carries):
+            # ``out = pl.yield_(...)`` names the loop's result, the carry variable itself (defined before the
+            # loop, so it is defined after it): the name takes it over from the carried name.
+            self.owned = {k: v for k, v in self.owned.items() if v != value}
+            self.env[name] = self.owned[name] = value
+        elif is_ir(value) and not isinstance(value, Const):
+            self.env[name] = self.owned[name] = self.fb.let(name, value)
+        else:
+            self.owned.pop(name, None)
+            self.env[name] = value
+
+    def holds(self, value: Var) -> bool:
+        """Whether some name of this function (a parameter: the caller's value) holds ``value``."""
+        return any(isinstance(v, Var) and v == value for v in self.env.values())
+
+    def own_before(self, body: list[ast.stmt], skip: frozenset[str] = frozenset()) -> frozenset[str]:
+        """Give each tile or scalar name that ``body`` re-binds a variable of its own before the block:
+        pypto carries it through a loop (and merges a branch's), so the block must assign, not re-bind.
+        The names carried."""
+        carried = set()
+        for name in sorted(_assigned_names(body) - skip):
+            value: Any = self.env.get(name)
+            if not _variable_kind(value, python=True):
+                continue
+            if name not in self.owned:
+                self.env[name] = self.owned[name] = self.fb.let(name, as_expr(value))
+            carried.add(name)
+        return frozenset(carried)
+
+    @contextlib.contextmanager
+    def carrying(self, names: frozenset[str]) -> Iterator[None]:
+        """While a loop or branch that carries ``names`` is translated."""
+        saved = self.carried
+        self.carried = saved | names
+        try:
+            yield
+        finally:
+            self.carried = saved
 
     def branch(self, s: ast.If) -> None:
-        cond = self.eval(s.test)
+        cond = _folded(self.eval(s.test))
         if not is_ir(cond):
             self.block(s.body if cond else s.orelse)
             return
         if _returns(s.body) or _returns(s.orelse):
             raise self.error("a `return` inside if/else is supported only as an early return "
                              "(an if without else whose body ends in return)", s)
-        with self.fb.if_(cond):
-            self.block(s.body)
-        if s.orelse:
-            with self.fb.else_():
-                self.block(s.orelse)
+        with self.carrying(self.own_before([*s.body, *s.orelse])):
+            with self.fb.if_(cond):
+                self.block(s.body)
+            if s.orelse:
+                with self.fb.else_():
+                    self.block(s.orelse)
 
     def loop(self, s: ast.For) -> None:
         if s.orelse:
@@ -182,11 +247,13 @@ class DeviceTranslator(Evaluator):
         if others or not 1 <= len(bounds) <= 3:
             raise self.error("pl.range(stop | start, stop[, step][, init_values=(...)])", it)
         var_node, carried_node = _loop_targets(self, s.target, bool(inits))
+        carried = _target_names(carried_node) if carried_node is not None else frozenset()
+        rebound = self.own_before(s.body, carried | {var_node.id})
         carry = self.start_carry(self.eval(inits[0].value)) if inits else None
         if carry is not None and carried_node is not None:
-            self.assign(carried_node, tuple(carry.values))
+            self.bind_carried(carried_node, carry)
         start, stop, step = (0, bounds[0], 1) if len(bounds) == 1 else (*bounds, 1)[:3]
-        with self.fb.for_range(start, stop, step, hint=var_node.id) as var:
+        with self.fb.for_range(start, stop, step, hint=var_node.id) as var, self.carrying(rebound | carried):
             self.env[var_node.id] = var
             if carry is not None:
                 self.carries.append(carry)
@@ -195,6 +262,19 @@ class DeviceTranslator(Evaluator):
             finally:
                 if carry is not None:
                     self.carries.pop()
+
+    def bind_carried(self, target: ast.expr, carry: _Carry) -> None:
+        """The loop's carried names: each owns its carry variable (a tensor is itself)."""
+        names = target.elts if isinstance(target, ast.Tuple) else [target]
+        if len(names) != len(carry.values) or not all(isinstance(n, ast.Name) for n in names):
+            raise self.error(f"{len(carry.values)} init_values for {ast.unparse(target)!r}", target)
+        for n, v in zip(names, carry.values, strict=True):
+            assert isinstance(n, ast.Name)
+            self.env[n.id] = v
+            if isinstance(v.type, TensorType):
+                self.owned.pop(n.id, None)
+            else:
+                self.owned[n.id] = v
 
     def start_carry(self, inits: Any) -> _Carry:
         values = []
@@ -270,18 +350,37 @@ class DeviceTranslator(Evaluator):
         store_region(self, value, dst, region, target, what)
 
     def binary(self, op: ast.operator, lhs: Any, rhs: Any, node: ast.AST) -> Any:
+        """A device scalar expression, typed as pypto types it: the operands are promoted to the wider of
+        their dtypes (``INT32 + 1`` is ``index``), and the dtype rules of pypto and ptoas apply."""
         if not (is_ir(lhs) or is_ir(rhs)):
             return super().binary(op, lhs, rhs, node)
-        kind = _IR_ARITH.get(type(op))
+        kind, name = _IR_BINOPS.get(type(op), (None, ""))
         if kind is None:
             raise self.error(f"unsupported scalar operator in {ast.unparse(node)!r}", node)
-        out = binop(kind, lhs, rhs)
+        a, b = as_expr(lhs), as_expr(rhs)
+        typed = BinOp(kind, a, b)
+        for rule in _SCALAR_RULES:
+            message = rule(self.fn.kind, name, a.type, b.type)
+            if message is not None:
+                raise self.error(f"{ast.unparse(node)}: {message}", node)
+        folded = binop(kind, a, b)
+        # The folding identities (x + 0 is x) would drop pypto's promotion of x to the wider dtype.
+        out = folded if folded.type == typed.type else typed
+        if isinstance(out, Const) and kind.is_truncating and _floor_differs(kind, a, b, out):
+            out = typed  # runs on the device, where the value is C's and the finding is reported
         if not (isinstance(out, BinOp) and out.op.is_truncating):
             return out
         # Computed once, where the user wrote it, as on the device: a name bound to it and used in three
         # statements is one site of the run's truncation findings, at this line.
         self.emit.truncating[(str(self.fb.origin or ""), format_expr(out))] = ast.unparse(node)
         return self.fb.let(self.hint(_TRUNCATING_HINT[kind]), out)
+
+    def negate(self, value: Any, node: ast.AST) -> Any:
+        if not is_ir(value):
+            return super().negate(value, node)
+        t = as_expr(value).type
+        zero = Const(0.0 if t.dtype.is_float else 0, t.dtype) if isinstance(t, ScalarType) else 0
+        return self.binary(ast.Sub(), zero, value, node)  # a negation (arith.negf on a float), not an addf
 
     def compare(self, op: ast.cmpop, lhs: Any, rhs: Any, node: ast.AST) -> Any:
         if not (is_ir(lhs) or is_ir(rhs)):
@@ -294,7 +393,7 @@ class DeviceTranslator(Evaluator):
     def logical(self, is_and: bool, lhs: Any, rhs: Any, node: ast.AST) -> Any:
         if not (is_ir(lhs) or is_ir(rhs)):
             return super().logical(is_and, lhs, rhs, node)
-        return BinOp(BinOpKind.AND if is_and else BinOpKind.OR, as_expr(lhs), as_expr(rhs))
+        return binop(BinOpKind.AND if is_and else BinOpKind.OR, lhs, rhs)
 
     def logical_not(self, value: Any, node: ast.AST) -> Any:
         return as_expr(value).eq(False) if is_ir(value) else not value
@@ -306,6 +405,78 @@ def _extent(d: Any, nranks: int) -> int:
     if value is None:
         return d  # not static: the IR expression itself
     return value if isinstance(d, Const) else SymInt(value, d)
+
+
+def _mixed_categories(kind: Kind, name: str, a: Type, b: Type) -> str | None:
+    """pypto's parser (PromoteSameCategoryDtype): a float and an integer scalar do not combine."""
+    da, db = (t.dtype if isinstance(t, ScalarType) else None for t in (a, b))
+    if da is None or db is None or da.is_float == db.is_float:
+        return None
+    return (f"pypto refuses it: Operator '{name}' requires same numeric dtype category, got {da.value} and "
+            f"{db.value} (pl.cast one operand)")
+
+
+def _float_add_in_kernel(kind: Kind, name: str, a: Type, b: Type) -> str | None:
+    """ptoas has no lowering for a scalar ``arith.addf`` on the AI core (subf, mulf, divf and negf it lowers):
+    pypto's PTO code generator emits one for a float scalar ``+`` in an InCore kernel."""
+    if kind is not Kind.INCORE or name != "add" or not any(
+            isinstance(t, ScalarType) and t.dtype.is_float for t in (a, b)):
+        return None
+    return ("scalar float arithmetic on the AI core: ptoas refuses it (failed to legalize operation "
+            "'arith.addf' that was explicitly marked illegal); fold the value into a tile op instead "
+            "(pl.add(tile, scalar))")
+
+
+_SCALAR_RULES: tuple[Callable[[Kind, str, Type, Type], str | None], ...] = (_mixed_categories, _float_add_in_kernel)
+"""pypto's and ptoas's refusals of a device scalar expression: each gives its message, or None."""
+
+_IR_BINOPS: Mapping[type[ast.operator], tuple[BinOpKind, str]] = MappingProxyType({
+    ast.Add: (BinOpKind.ADD, "add"), ast.Sub: (BinOpKind.SUB, "sub"), ast.Mult: (BinOpKind.MUL, "mul"),
+    # pypto's FloorDiv / FloorMod become arith.divsi / arith.remsi (InCore, pto_scalar_expr_codegen.cpp)
+    # and C `/` / `%` (Orchestration, codegen_base.cpp): the device truncates.
+    ast.FloorDiv: (BinOpKind.TDIV, "floordiv"), ast.Mod: (BinOpKind.TREM, "mod"),
+})
+"""A device scalar operator: the pldemu operator the device evaluates it with, and pypto's name for it."""
+
+
+def _folded(cond: Any) -> Any:
+    """A condition known at translation time as its Python value (a constant folds: the rank's block has it)."""
+    return cond.value if isinstance(cond, Const) else cond
+
+
+def _variable_kind(value: Any, python: bool = False) -> bool:
+    """A tile or scalar value a name may own a variable for (with ``python``: a Python number too)."""
+    if python and isinstance(value, (int, float)):
+        return True
+    return is_ir(value) and isinstance(as_expr(value).type, (ScalarType, TileType))
+
+
+def _kind(value: Any) -> str:
+    if not _variable_kind(value, python=True):
+        return type(value).__name__
+    t = as_expr(value).type
+    if isinstance(t, TileType):
+        return f"a {list(t.shape)} {t.dtype.value} tile"
+    return f"a {t.dtype.value} scalar" if isinstance(t, ScalarType) else repr(value)
+
+
+def _target_names(target: ast.expr) -> frozenset[str]:
+    if isinstance(target, ast.Name):
+        return frozenset({target.id})
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return frozenset().union(*(_target_names(t) for t in target.elts))
+    return frozenset()
+
+
+def _assigned_names(body: list[ast.stmt]) -> frozenset[str]:
+    """The names ``body`` binds by assignment (at any depth; loop variables are not re-bindings)."""
+    out: frozenset[str] = frozenset()
+    for node in (n for s in body for n in ast.walk(s)):
+        if isinstance(node, ast.Assign):
+            out = out.union(*(_target_names(t) for t in node.targets))
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+            out |= _target_names(node.target)
+    return out
 
 
 def _returns(body: list[ast.stmt]) -> bool:
@@ -346,11 +517,24 @@ def inline(emit: Emit, fn: CapturedFunction, args: list[Any], kwargs: dict[str, 
         raise emit.prog.error(f"self.{fn.name}: missing argument(s) {', '.join(missing)}", node)
     for p, v in bound.items():
         check_argument(emit.prog, fn, p, v, node)
+        bound[p] = _device_scalar(fn.annotations.get(p), v)
     saved = emit.fb.origin
     try:
         return DeviceTranslator(emit, fn, dict(bound)).run()
     finally:
         emit.fb.origin = saved
+
+
+def _device_scalar(ann: Any, value: Any) -> Any:
+    """A Python number passed to a ``pl.Scalar[dtype]`` parameter, as the typed device scalar it is in pypto
+    (a constant of ``dtype``: it still folds in the rank's block, and its dtype is checked where pypto
+    checks it, e.g. ``pl.cast`` of an index-typed expression)."""
+    if isinstance(value, (BakedInt, BakedFloat)):  # a pl.jit literal: folds as Python (pypto's simplifier) does
+        return int(value) if isinstance(value, int) else float(value)
+    if not isinstance(ann, ScalarAnn) or is_ir(value):
+        return value
+    dtype = ann.dtype.ir
+    return Const(float(value) if dtype.is_float else int(value), dtype)
 
 
 def check_argument(prog: CapturedProgram, fn: CapturedFunction, param: str, value: Any, node: ast.AST) -> None:

@@ -151,7 +151,7 @@ class Evaluator:
     def eval_UnaryOp(self, node: ast.UnaryOp) -> Any:
         value = self.eval(node.operand)
         if isinstance(node.op, ast.USub):
-            return self.binary(ast.Sub(), 0, value, node)
+            return self.negate(value, node)
         if isinstance(node.op, ast.UAdd):
             return value
         if isinstance(node.op, ast.Not):
@@ -278,6 +278,10 @@ class Evaluator:
 
     def logical(self, is_and: bool, lhs: Any, rhs: Any, node: ast.AST) -> Any:
         return (lhs and rhs) if is_and else (lhs or rhs)
+
+    def negate(self, value: Any, node: ast.AST) -> Any:
+        """``-value``."""
+        return self.binary(ast.Sub(), 0, value, node)
 
     def logical_not(self, value: Any, node: ast.AST) -> Any:
         return not value

@@ -3,10 +3,11 @@
 The host body is evaluated statically (it is plain Python over ints, closure values and host tensors):
 ``pl.range`` is a Python range, ``pld.world_size()`` the rank count, ``pld.alloc_window_buffer`` a
 named allocation, ``pld.window`` a typed view, ``x[r]`` a host slice. ``self.orch(..., device=e)`` is
-an event of rank d only where ``e`` evaluates to d (0 when absent); a host-level ``pld.tensor.*`` is
-an event of every rank. Nothing else is added between events: pypto keeps only per-rank program order
-between dispatches, so no barrier is inserted (issue 21, item 4). Host control flow that depends on
-tensor data is refused.
+an event of rank d only where ``e`` evaluates to d, ``e`` in a form pypto accepts
+(``pldemu.pypto.translate.devices``); without ``device=`` the dispatches go round-robin over the
+devices, as pypto's runtime deals them; a host-level ``pld.tensor.*`` is an event of every rank.
+Nothing else is added between events: pypto keeps only per-rank program order between dispatches, so
+no barrier is inserted (issue 21, item 4). Host control flow that depends on tensor data is refused.
 """
 
 from __future__ import annotations
@@ -18,7 +19,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from pldemu.ir.nodes import NR
-from pldemu.pypto.capture import CapturedProgram
+from pldemu.pypto.capture import CapturedFunction, CapturedProgram
+from pldemu.pypto.translate.devices import (
+    PYPTO_REFUSES,
+    HostLoop,
+    device_problem,
+    loop_problem,
+    window_without_device,
+)
 from pldemu.pypto.translate.evaluator import Evaluator, bind_call
 from pldemu.pypto.translate.ops import COLLECTIVE_PARAMS, lane_count
 from pldemu.pypto.translate.returns import dispatch_result
@@ -31,7 +39,7 @@ from pldemu.pypto.translate.values import (
     HostView,
     Unresolved,
 )
-from pldemu.pypto.types import INT32, PyDType, SymInt
+from pldemu.pypto.types import INT32, DslOp, PyDType, SymInt
 
 
 class _Return(Exception):
@@ -51,8 +59,14 @@ class HostProjection(Evaluator):
         self.events: list[Event] = []
         self.allocs = allocs
         """Allocation per host line: every rank sees the same Alloc objects."""
-        self._loops = 0
-        """How many HOST loops enclose the statement being evaluated."""
+        self._loops: list[HostLoop] = []
+        """The HOST loops that enclose the statement being evaluated, innermost last."""
+        self._in_loop: set[str] = set()
+        """Host names last bound inside a loop (not compile-time constants for ``device=``)."""
+        self._commless = 0
+        """Dispatches without ``device=`` so far: pypto deals them round-robin over the devices."""
+        self.world = SymInt(nranks, NR)
+        """What ``pld.world_size()`` gives (one object: a loop bounded by it is told by identity)."""
 
     def tensor_shape(self, value: Any) -> tuple[int, ...] | None:
         if isinstance(value, HostTensor):
@@ -86,36 +100,71 @@ class HostProjection(Evaluator):
         else:
             super().assign(target, value)
 
+    def bind(self, name: str, value: Any) -> None:
+        if self._loops:
+            self._in_loop.add(name)
+        else:
+            self._in_loop.discard(name)
+        super().bind(name, value)
+
     def loop(self, s: ast.For) -> None:
-        it = self.eval(s.iter)
+        bounds = self.range_bounds(s.iter)
+        it = range(*bounds) if bounds is not None else self.eval(s.iter)
         if not isinstance(it, range) or not isinstance(s.target, ast.Name):
             raise self.error("a HOST loop is `for r in pl.range(...)` over ints", s)
         if s.orelse:
             raise self.error("for ... else is not supported", s)
-        self._loops += 1
+        self._loops.append(HostLoop(s.target.id, loop_problem(bounds if bounds is not None else [None], self.world)))
         try:
             for i in it:
                 self.env[s.target.id] = i
                 self.block(s.body)
         finally:
-            self._loops -= 1
+            self._loops.pop()
+
+    def range_bounds(self, node: ast.expr) -> list[Any] | None:
+        """The evaluated arguments of ``pl.range(...)`` (or ``range(...)``), None for another iterable."""
+        if not isinstance(node, ast.Call) or node.keywords:
+            return None
+        callee = self.eval(node.func)
+        if callee is not range and not (isinstance(callee, DslOp) and callee.name == "pl.range"):
+            return None
+        bounds = [self.eval(a) for a in node.args]
+        if not all(isinstance(b, int) for b in bounds) or not 1 <= len(bounds) <= 3:
+            raise self.error("a HOST loop is `for r in pl.range(...)` over ints", node)
+        return bounds
+
+    def device_of(self, node: ast.Call, fn: CapturedFunction, args: tuple[Any, ...],
+                  kwargs: list[tuple[str, Any]]) -> int:
+        """The device ``self.f(...)`` runs on: its ``device=`` in a form pypto accepts, else the next device
+        round-robin (pypto's runtime deals comm-less dispatches so), unless it passes a window."""
+        kw = next((k for k in node.keywords if k.arg == "device"), None)
+        if kw is None:
+            if any(isinstance(v, HostView) for v in _flat([*args, *(v for _, v in kwargs)])):
+                raise self.error(window_without_device(fn.name), node)
+            self._commless += 1
+            return (self._commless - 1) % self.nranks
+        device = self.eval(kw.value)
+        is_name = isinstance(kw.value, ast.Name)
+        names = {n.id for n in ast.walk(kw.value) if isinstance(n, ast.Name)}
+        loop = next((lp for lp in reversed(self._loops) if is_name and lp.var in names), None)
+        varying = bool(names & ({lp.var for lp in self._loops} | self._in_loop))
+        problem = device_problem(is_name, loop, device, varying)
+        if problem is not None:
+            raise self.error(f"device={ast.unparse(kw.value)}: {problem}{PYPTO_REFUSES}", kw.value)
+        return device
 
     def call_self(self, node: ast.Call, name: str) -> Any:
         """``self.f(..., device=d)``: a dispatch, which this rank runs when ``d`` is its rank; its value is
         what ``f`` returns of its arguments (``pldemu.pypto.translate.returns``), on every rank."""
         fn = self.callee_function(node, name)
-        device = 0
-        kwargs: list[tuple[str, Any]] = []
-        for kw in node.keywords:
-            if kw.arg == "device":
-                device = self.eval(kw.value)
-            elif kw.arg is not None:
-                kwargs.append((kw.arg, self.eval(kw.value)))
+        kwargs = [(kw.arg, self.eval(kw.value)) for kw in node.keywords if kw.arg not in ("device", None)]
+        args = tuple(self.eval(a) for a in node.args)
+        device = self.device_of(node, fn, args, kwargs)
         if isinstance(device, bool) or not isinstance(device, int):
             raise self.error(f"device= must evaluate to an int at HOST level, got {device!r}", node)
         if not 0 <= device < self.nranks:
             raise self.error(f"device={device} is outside the {self.nranks} devices of the job", node)
-        args = tuple(self.eval(a) for a in node.args)
         if device == self.rank:
             self.events.append(Dispatch(name, args, tuple(kwargs), node.lineno))
         return dispatch_result(self.prog, fn, {**dict(zip(fn.params, args, strict=False)), **dict(kwargs)},
@@ -123,7 +172,7 @@ class HostProjection(Evaluator):
 
     def call_dsl(self, name: str, node: ast.Call) -> Any:
         if name == "pld.world_size":
-            return SymInt(self.nranks, NR)
+            return self.world
         if name == "pl.range":
             return range(*[self.eval(a) for a in node.args])
         if name == "pld.alloc_window_buffer":
@@ -204,6 +253,10 @@ class HostProjection(Evaluator):
         if found is None:
             found = self.allocs[node.lineno] = Alloc(self.lhs, nbytes, node.lineno)
         return found
+
+
+def _flat(values: list[Any]) -> list[Any]:
+    return [x for v in values for x in (_flat(list(v)) if isinstance(v, (list, tuple)) else [v])]
 
 
 def host_params(prog: CapturedProgram, args: tuple[Any, ...]) -> dict[str, HostTensor]:

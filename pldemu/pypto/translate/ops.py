@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from pldemu.ir.dtypes import DType
 from pldemu.ir.enums import AtomicType, CastMode, NotifyOp, ReduceOp, WaitCmp
 from pldemu.ir.nodes import (
     NR,
@@ -22,6 +23,7 @@ from pldemu.ir.nodes import (
     BinOpKind,
     Const,
     ExprOps,
+    ScalarType,
     TensorType,
     TileType,
     Var,
@@ -30,9 +32,11 @@ from pldemu.ir.nodes import (
     static_int,
 )
 from pldemu.ir.ops import Op
+from pldemu.pypto.capture import Kind
 from pldemu.pypto.translate.evaluator import bind_call
 from pldemu.pypto.translate.regions import (
     Region,
+    aligned_tile,
     check_bounds,
     dims,
     is_tensor,
@@ -89,6 +93,7 @@ def _load(tr: DeviceTranslator, node: ast.Call) -> Var:
                                                               "target_memory": None}, "pl.load")
     t = _tensor(tr, b["tensor"], "pl.load: tensor", node)
     shape = _ints(tr, b["shapes"], "pl.load: shape", node)
+    aligned_tile(tr, "pl.load", shape, ttype(t).dtype, node)
     valid = b["valid_shape"] if b["valid_shape"] is not None else b["valid_shapes"]
     return tr.fb.pld.tile.load(t, list(b["offsets"]), shape, valid, hint=tr.hint("tile"))
 
@@ -160,9 +165,29 @@ def _cast(tr: DeviceTranslator, node: ast.Call) -> Any:
     v = on_core(tr, v, node)
     if isinstance(v, Var) and isinstance(v.type, TileType):
         return tr.fb.pld.tile.cast(v, dtype.ir, hint=tr.hint("cast"), mode=_cast_mode(tr, b["mode"], node))
-    src = v.type.dtype if hasattr(v.type, "dtype") else None
-    if src is None or not (src.is_int and dtype.ir.is_int):
-        raise tr.error("pl.cast of a scalar is supported between integer types (INT32 / INDEX) only", node)
+    return _scalar_cast(tr, as_expr(v), dtype.ir, b["mode"], node)
+
+
+def _scalar_cast(tr: DeviceTranslator, v: Any, dst: DType, mode: Any, node: ast.AST) -> Any:
+    """``pl.cast`` of a device scalar: pypto's refusals, then a typed constant, or the value itself."""
+    src = v.type.dtype if isinstance(v.type, ScalarType) else None
+    if src is None:
+        raise tr.error(f"pl.cast: {v!r} is neither a tile nor a scalar", node)
+    if mode is not None and _cast_mode(tr, mode, node) is not CastMode.ROUND:
+        raise tr.error(f"pypto refuses it: pl.cast: Scalar inputs do not support non-default mode, got mode={mode!r}",
+                       node)
+    if tr.fn.kind is Kind.INCORE and DType.INDEX in (src, dst) and (src.is_float or dst.is_float):
+        # pypto's PTO code generator (pto_scalar_expr_codegen.cpp, VisitExpr_(Cast)); an INT32 + an int
+        # literal is index-typed already (pypto promotes to the wider dtype).
+        raise tr.error(f"pypto refuses it: Cast between float and index types is not supported (pl.cast of an "
+                       f"{src.value} scalar to {dst.value}: cast the INT32 parameter itself, then do the float "
+                       "math in tile ops)", node)
+    if isinstance(v, Const):
+        return Const(float(v.value) if dst.is_float else int(v.value), dst)
+    if not (src.is_int and dst.is_int):
+        raise tr.error(f"pl.cast of a {src.value} device scalar to {dst.value}: pldemu casts a scalar between "
+                       "integer and float types only when its value is known at translation time (a pl.Scalar "
+                       "parameter, a constant)", node)
     # pldemu's scalars are exact integers whatever their width: INT32 <-> INDEX changes no value.
     return v
 
@@ -278,7 +303,10 @@ def _dim(tr: DeviceTranslator, node: ast.Call) -> int:
 
 
 def _typed(value: Any, dtype: Any) -> Any:
-    """A Python literal as a constant of ``dtype`` (an IR value passes through)."""
+    """A Python literal (or a constant: a scalar parameter's value) as a constant of ``dtype``; any other IR
+    value passes through."""
+    if isinstance(value, Const):
+        value = value.value
     return value if is_ir(value) else Const(value, dtype)
 
 
@@ -339,6 +367,7 @@ def _remote_load(tr: DeviceTranslator, node: ast.Call) -> Var:
                   "pld.tile.remote_load")
     w = _tensor(tr, b["target"], "pld.tile.remote_load: target", node)
     shape = _ints(tr, b["shape"], "pld.tile.remote_load: shape", node)
+    aligned_tile(tr, "pld.tile.remote_load", shape, ttype(w).dtype, node)
     return tr.fb.pld.tile.remote_load(w, b["peer"], list(b["offsets"]), shape, b["valid_shape"],
                                       hint=tr.hint("rtile"))
 

@@ -22,6 +22,7 @@ from pldemu.ir.nodes import NR, BufferDecl, BufferKind, Program, SourcePos, Tens
 from pldemu.pypto.capture import CapturedFunction, CapturedProgram
 from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.translate.device import DeviceTranslator, Emit, inline
+from pldemu.pypto.translate.devices import uncovered
 from pldemu.pypto.translate.ops import COLLECTIVE_PARAMS, collective
 from pldemu.pypto.translate.values import (
     Alloc,
@@ -154,6 +155,9 @@ def build(prog: CapturedProgram, events: list[list[Event]], dims: Mapping[str, i
             plan.window(HostView(ctx_window, (1, 1), INT32, host_fn.node.lineno))
         me = fb.pld.system.rank(fb.pld.system.get_comm_ctx(next(iter(plan.windows.values()))), hint="device")
     _emit_ranks(emit, host_fn, bound, me, 0)
+    idle = next((d for d, evs in enumerate(events) if not evs), None)
+    if idle is not None:  # after the translation: a mistake at a line of its own is reported first
+        raise FrontendError(uncovered(idle, nranks), prog.file, host_fn.node.lineno)
     decls = [BufferDecl(v, _kind(plan, v, emit.signals)) for v in plan.windows.values()]
     decls += [BufferDecl(v, BufferKind.LOCAL) for v in plan.locals_.values()]
     decls += [BufferDecl(v, BufferKind.LOCAL) for v, _ in emit.scratch.values()]

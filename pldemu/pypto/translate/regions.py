@@ -21,10 +21,12 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
+import math
 import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from pldemu.ir.dtypes import DType
 from pldemu.ir.nodes import (
     BinOp,
     BinOpKind,
@@ -79,12 +81,36 @@ def dims(tr: DeviceTranslator, t: Var, node: ast.AST) -> tuple[int, ...]:
     return tuple(out)
 
 
+TILE_ALIGN_BYTES = 32
+"""ptoas's alignment of a tile's row (a column, for a column-major tile) in bytes."""
+
+
+def aligned_tile(tr: DeviceTranslator, what: str, shape: list[int], dtype: DType, node: ast.AST) -> None:
+    """The tile ``what`` creates passes ptoas's ``pto.alloc_tile`` verifier (PTOAS lib/PTO/IR/PTO.cpp,
+    verifyTileBufLayoutConstraints; the TileConfig static_assert of pto-isa's pto_tile.hpp): a Vec tile is
+    row-major, so its row (cols x element bytes) is 32-byte aligned, except a ``[R, 1]`` tile with R > 1,
+    which pypto lays out column-major (tile_view_semantics.h, InferImplicitTileLayoutFromShape), so its
+    column (R x element bytes) is. Every tile counts, whatever it is loaded from; its physical shape,
+    not its valid shape."""
+    rows, cols = (1, shape[0]) if len(shape) == 1 else (math.prod(shape[:-1]), shape[-1])
+    col_major = len(shape) == 2 and cols == 1 and rows > 1
+    extent, layout, size = ((rows, "col-major", "column byte size (rows * sizeof(dtype))") if col_major
+                            else (cols, "row-major", "row byte size (cols * sizeof(dtype))"))
+    nbytes = extent * dtype.itemsize
+    if nbytes % TILE_ALIGN_BYTES:
+        raise tr.error(f"{what} of a {list(shape)} {dtype.value} tile: ptoas refuses it: 'pto.alloc_tile' op "
+                       f"expects result {layout} none_box tile {size} to be {TILE_ALIGN_BYTES}-byte aligned, "
+                       f"but got {nbytes} bytes (read single cells with pl.read / pl.write, or load a 32-byte "
+                       "aligned tile and narrow it with valid_shape=)", node)
+
+
 def on_core(tr: DeviceTranslator, v: Any, node: ast.AST) -> Any:
     """A tensor operand of a tensor-level op, loaded whole into a tile (pypto's ConvertTensorToTileOps
     keeps the value on core); a tile or scalar passes through."""
     if not is_tensor(v):
         return v
     shape = list(dims(tr, v, node))
+    aligned_tile(tr, "a tensor's whole-tensor load", shape, _ttype(v).dtype, node)
     return tr.fb.pld.tile.load(v, [0] * len(shape), shape, hint=f"{v.name}_tile")
 
 
@@ -231,5 +257,5 @@ def store_region(tr: DeviceTranslator, value: Any, t: Var, region: Region, node:
     tr.fb.pld.tile.store(tile, offsets, view)
 
 
-__all__ = ["Region", "check_bounds", "dims", "is_tensor", "load_region", "on_core", "static_extent",
+__all__ = ["TILE_ALIGN_BYTES", "Region", "aligned_tile", "check_bounds", "dims", "is_tensor", "load_region", "on_core", "static_extent",
            "store_region", "subscript_region", "tensor_dim"]

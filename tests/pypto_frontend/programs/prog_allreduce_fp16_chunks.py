@@ -12,9 +12,9 @@ from pypto import ir
 from pypto.ir.distributed_compiled_program import DistributedConfig
 
 NR = pl.dynamic("NR")
-SZ = 19
-STAGE = 8
-WIDE = 32
+SZ = 35
+STAGE = 16  # a 32-byte row of FP16 (ptoas aligns tile rows to 32 bytes)
+WIDE = 48
 
 
 @pl.program

@@ -11,7 +11,7 @@ from pypto import ir
 from pypto.ir.distributed_compiled_program import DistributedConfig
 
 NR = pl.dynamic("NR")
-SZ = 24
+SZ = 32  # FP16 tile rows are 32-byte multiples (ptoas)
 
 
 @pl.program

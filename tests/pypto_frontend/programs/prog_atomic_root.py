@@ -11,7 +11,7 @@ from pypto import ir
 from pypto.ir.distributed_compiled_program import DistributedConfig
 
 NR = pl.dynamic("NR")
-SIDE = 4
+SIDE = 8  # an INT32 tile row of 32 bytes (ptoas)
 
 
 def build_atomic_root(root_rank: int):

@@ -80,7 +80,7 @@ class DynamicDims:
         ready_buf = pld.alloc_window_buffer(pld.world_size() * pl.INT32.get_byte())
         shared = pld.window(shared_buf, [M, COLS], dtype=pl.FP32)
         ready = pld.window(ready_buf, [pld.world_size(), 1], dtype=pl.INT32)
-        top, shared = self.split_orch(x, top, shared, ready)
+        top, shared = self.split_orch(x, top, shared, ready, device=0)
         for r in pl.range(pld.world_size()):
             _, _ = self.fetch_orch(shared, ready, outs[r], r, device=r)
         return top, outs

@@ -12,7 +12,7 @@ from pypto import ir
 from pypto.ir.distributed_compiled_program import DistributedConfig
 
 NR = pl.dynamic("NR")
-COLS = 16
+COLS = 32  # each half a 32-byte BF16 tile row (ptoas)
 HALF = COLS // 2
 
 
