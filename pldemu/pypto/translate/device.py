@@ -501,8 +501,12 @@ def _loop_targets(tr: DeviceTranslator, target: ast.expr, carried: bool) -> tupl
     raise tr.error("loop target must be `i`, or `i, (a, ...)` with init_values=", target)
 
 
-def inline(emit: Emit, fn: CapturedFunction, args: list[Any], kwargs: dict[str, Any], node: ast.AST) -> Any:
-    """Translate a call of ``fn`` with its parameters bound to ``args`` / ``kwargs``; its return value."""
+def inline(emit: Emit, fn: CapturedFunction, args: list[Any], kwargs: dict[str, Any], node: ast.AST,
+           dispatched: bool = False) -> Any:
+    """Translate a call of ``fn`` with its parameters bound to ``args`` / ``kwargs``; its return value.
+    ``dispatched``: a HOST dispatch (whose scalar arguments are run-time values on the device), not a
+    call inside a device body (where ``pl.jit`` specialises a Python number passed on, as pypto's
+    specializer takes a dependency's scalars from its caller's call site)."""
     if len(args) > len(fn.params):
         raise emit.prog.error(f"self.{fn.name} takes {len(fn.params)} arguments, got {len(args)}", node)
     bound = dict(zip(fn.params, args, strict=False))
@@ -517,7 +521,8 @@ def inline(emit: Emit, fn: CapturedFunction, args: list[Any], kwargs: dict[str, 
         raise emit.prog.error(f"self.{fn.name}: missing argument(s) {', '.join(missing)}", node)
     for p, v in bound.items():
         check_argument(emit.prog, fn, p, v, node)
-        bound[p] = _device_scalar(fn.annotations.get(p), v)
+        literal = bool(emit.prog.jit_names) and not dispatched and isinstance(v, (int, float))
+        bound[p] = v if literal else _device_scalar(fn.annotations.get(p), v)
     saved = emit.fb.origin
     try:
         return DeviceTranslator(emit, fn, dict(bound)).run()

@@ -28,6 +28,7 @@ from pldemu.ir.nodes import (
     TileType,
     Var,
     as_expr,
+    binop,
     eval_nr,
     static_int,
 )
@@ -259,7 +260,7 @@ def _slice_valid(tr: DeviceTranslator, t: Var, region: Region, requested: Any, c
 def _min(a: Any, b: Any) -> Any:
     if not (is_ir(a) or is_ir(b)):
         return min(a, b)
-    return BinOp(BinOpKind.MIN, as_expr(a), as_expr(b))
+    return binop(BinOpKind.MIN, as_expr(a), as_expr(b))  # folded where both are known (a typed scalar)
 
 
 def _assemble(name: str) -> Rule:

@@ -214,7 +214,7 @@ def _emit_events(emit: Emit, host_fn: Any, events: list[Event]) -> None:
         at = ast.Pass(lineno=ev.line, col_offset=0)
         emit.fb.origin = SourcePos(host_fn.file, ev.line)
         if isinstance(ev, Dispatch):
-            inline(emit, emit.prog.functions[ev.func], list(ev.args), dict(ev.kwargs), at)
+            inline(emit, emit.prog.functions[ev.func], list(ev.args), dict(ev.kwargs), at, dispatched=True)
         else:
             tr = DeviceTranslator(emit, host_fn, {})
             names, defaults = COLLECTIVE_PARAMS[ev.op]
