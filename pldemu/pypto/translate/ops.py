@@ -121,7 +121,7 @@ def _binary(tile_op: Op, scalar_op: Op | None, name: str, negate: bool = False) 
     goes to ``scalar_op``, negated first when ``negate`` (``x - s`` is ``x + -s``)."""
 
     def rule(tr: DeviceTranslator, node: ast.Call) -> Var:
-        b = {k: on_core(tr, v, node) for k, v in bind_call(tr, node, ("lhs", "rhs"), {}, name).items()}
+        b = {k: on_core(tr, v, node, name) for k, v in bind_call(tr, node, ("lhs", "rhs"), {}, name).items()}
         lhs = b["lhs"]
         if not (isinstance(lhs, Var) and isinstance(lhs.type, TileType)):
             raise tr.error(f"{name}: lhs must be a tile or a tensor, got {lhs!r}", node)
@@ -379,7 +379,7 @@ def _remote_store(name: str, src: str, tensor_level: bool) -> Rule:
 
     def rule(tr: DeviceTranslator, node: ast.Call) -> None:
         b = bind_call(tr, node, (src, "target", "peer", "offsets"), {"atomic": AtomicType.None_}, name)
-        value = on_core(tr, b[src], node) if tensor_level else b[src]
+        value = on_core(tr, b[src], node, name) if tensor_level else b[src]
         _put_tile(tr, _tile(tr, value, f"{name}: {src}", node), _tensor(tr, b["target"], f"{name}: target", node),
                   b)
 

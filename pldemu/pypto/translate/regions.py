@@ -104,13 +104,13 @@ def aligned_tile(tr: DeviceTranslator, what: str, shape: list[int], dtype: DType
                        "aligned tile and narrow it with valid_shape=)", node)
 
 
-def on_core(tr: DeviceTranslator, v: Any, node: ast.AST) -> Any:
+def on_core(tr: DeviceTranslator, v: Any, node: ast.AST, op: str = "a tensor-level op") -> Any:
     """A tensor operand of a tensor-level op, loaded whole into a tile (pypto's ConvertTensorToTileOps
     keeps the value on core); a tile or scalar passes through."""
     if not is_tensor(v):
         return v
     shape = list(dims(tr, v, node))
-    aligned_tile(tr, "a tensor's whole-tensor load", shape, _ttype(v).dtype, node)
+    aligned_tile(tr, f"{op}'s whole-tensor load", shape, _ttype(v).dtype, node)
     return tr.fb.pld.tile.load(v, [0] * len(shape), shape, hint=f"{v.name}_tile")
 
 
