@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import dataclasses
 from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from pldemu.ir.builder import FunctionBuilder
 from pldemu.ir.nodes import (
     BinOp,
     BinOpKind,
@@ -41,6 +39,7 @@ from pldemu.ir.nodes import (
 from pldemu.pypto.capture import CapturedFunction, CapturedProgram, Kind
 from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.translate.evaluator import Evaluator
+from pldemu.pypto.translate.level import Carry, Emit
 from pldemu.pypto.translate.ops import DEVICE_OPS, is_ir
 from pldemu.pypto.translate.regions import is_tensor, load_region, store_region, subscript_region
 from pldemu.pypto.types import BakedFloat, BakedInt, DslOp, ScalarAnn, SymInt, TensorAnn
@@ -57,33 +56,9 @@ _TRUNCATING_HINT = {BinOpKind.TDIV: "quot", BinOpKind.TREM: "rem"}
 """The variable a truncating operator's value gets when it is not assigned to a name."""
 
 
-@dataclasses.dataclass
-class Emit:
-    """What every inlined body of one rank's block shares."""
-
-    prog: CapturedProgram
-    fb: FunctionBuilder
-    nranks: int
-    signals: set[str]
-    """Buffers used as a signal (notify / wait / a collective's signal): declared SIGNAL."""
-    dims: Mapping[str, int]
-    scratch: dict[str, tuple[Var, tuple[int, ...]]] = dataclasses.field(default_factory=dict)
-    """LOCAL buffers the translation adds, by the buffer they stand for: (var, numeric shape at this rank count)."""
-    truncating: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
-    """(origin ``file:line``, the ``tdiv`` / ``trem`` as printed) -> the user's text of that ``//`` / ``%``:
-    how a run's truncation findings (``Truncation.origin``, ``.expr``) name the user's expression."""
-
-
 class _Returned(Exception):
     def __init__(self, value: Any) -> None:
         self.value = value
-
-
-@dataclasses.dataclass
-class _Carry:
-    """Loop-carried values of one ``pl.range(init_values=)``: a Var per tile or scalar, a tensor itself."""
-
-    values: list[Any]
 
 
 class DeviceTranslator(Evaluator):
@@ -96,7 +71,7 @@ class DeviceTranslator(Evaluator):
         self.emit = emit
         self.fn = fn
         self.fb = emit.fb
-        self.carries: list[_Carry] = []
+        self.carries: list[Carry] = []
         self.owned: dict[str, Var] = {}
         """The variable each tile or scalar name owns: re-binding the name assigns it (see :meth:`bind`)."""
         self.carried: frozenset[str] = frozenset()
@@ -263,7 +238,7 @@ class DeviceTranslator(Evaluator):
                 if carry is not None:
                     self.carries.pop()
 
-    def bind_carried(self, target: ast.expr, carry: _Carry) -> None:
+    def bind_carried(self, target: ast.expr, carry: Carry) -> None:
         """The loop's carried names: each owns its carry variable (a tensor is itself)."""
         names = target.elts if isinstance(target, ast.Tuple) else [target]
         if len(names) != len(carry.values) or not all(isinstance(n, ast.Name) for n in names):
@@ -276,7 +251,7 @@ class DeviceTranslator(Evaluator):
             else:
                 self.owned[n.id] = v
 
-    def start_carry(self, inits: Any) -> _Carry:
+    def start_carry(self, inits: Any) -> Carry:
         values = []
         for v in (inits if isinstance(inits, (tuple, list)) else (inits,)):
             if is_ir(v) and isinstance(v.type, TensorType):
@@ -284,7 +259,7 @@ class DeviceTranslator(Evaluator):
             else:
                 # A tile or scalar is a value: one variable the loop's pl.yield_ re-assigns.
                 values.append(self.fb.let("carry", as_expr(v)))
-        return _Carry(values)
+        return Carry(values)
 
     # -- expressions -------------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import operator
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from pldemu.pypto.capture import CapturedFunction, CapturedProgram, Kind
 from pldemu.pypto.errors import FrontendError
@@ -287,7 +287,15 @@ class Evaluator:
         return not value
 
 
-def bind_call(ev: Evaluator, node: ast.Call, names: tuple[str, ...], defaults: dict[str, Any],
+class Evaluates(Protocol):
+    """What binding a call's arguments needs: evaluating them, and erring at the user's line."""
+
+    def error(self, message: str, node: ast.AST) -> FrontendError: ...
+
+    def eval(self, node: ast.expr) -> Any: ...
+
+
+def bind_call(ev: Evaluates, node: ast.Call, names: tuple[str, ...], defaults: dict[str, Any],
               what: str) -> dict[str, Any]:
     """Bind a call's positional and keyword arguments to ``names`` (pypto's signature of ``what``)."""
     out: dict[str, Any] = {}
@@ -316,4 +324,4 @@ def dotted(node: ast.expr) -> str:
     return ast.unparse(node)
 
 
-__all__ = ["Evaluator", "bind_call", "dotted"]
+__all__ = ["Evaluates", "Evaluator", "bind_call", "dotted"]

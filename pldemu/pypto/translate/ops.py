@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pldemu.ir.dtypes import DType
 from pldemu.ir.enums import AtomicType, CastMode, NotifyOp, ReduceOp, WaitCmp
@@ -35,6 +35,7 @@ from pldemu.ir.nodes import (
 from pldemu.ir.ops import Op
 from pldemu.pypto.capture import Kind
 from pldemu.pypto.translate.evaluator import bind_call
+from pldemu.pypto.translate.level import DeviceLevel
 from pldemu.pypto.translate.regions import (
     Region,
     aligned_tile,
@@ -48,10 +49,7 @@ from pldemu.pypto.translate.regions import (
 )
 from pldemu.pypto.types import PyDType, SymInt
 
-if TYPE_CHECKING:
-    from pldemu.pypto.translate.device import DeviceTranslator
-
-Rule = Callable[["DeviceTranslator", ast.Call], Any]
+Rule = Callable[[DeviceLevel, ast.Call], Any]
 
 
 def is_ir(value: Any) -> bool:
@@ -59,7 +57,7 @@ def is_ir(value: Any) -> bool:
     return isinstance(value, ExprOps)
 
 
-def _tensor(tr: DeviceTranslator, v: Any, what: str, node: ast.AST) -> Var:
+def _tensor(tr: DeviceLevel, v: Any, what: str, node: ast.AST) -> Var:
     if not (isinstance(v, Var) and isinstance(v.type, TensorType)):
         raise tr.error(f"{what} must be a tensor, got {v!r}", node)
     return v
@@ -77,19 +75,19 @@ def tltype(v: Var) -> TileType:
     return v.type
 
 
-def _tile(tr: DeviceTranslator, v: Any, what: str, node: ast.AST) -> Var:
+def _tile(tr: DeviceLevel, v: Any, what: str, node: ast.AST) -> Var:
     if not (isinstance(v, Var) and isinstance(v.type, TileType)):
         raise tr.error(f"{what} must be a tile (from pl.load / remote_load), got {v!r}", node)
     return v
 
 
-def _ints(tr: DeviceTranslator, v: Any, what: str, node: ast.AST) -> list[int]:
+def _ints(tr: DeviceLevel, v: Any, what: str, node: ast.AST) -> list[int]:
     if not isinstance(v, (list, tuple)) or not all(isinstance(i, int) and not isinstance(i, bool) for i in v):
         raise tr.error(f"{what} must be a list of static ints, got {v!r}", node)
     return list(v)
 
 
-def _load(tr: DeviceTranslator, node: ast.Call) -> Var:
+def _load(tr: DeviceLevel, node: ast.Call) -> Var:
     b = bind_call(tr, node, ("tensor", "offsets", "shapes"), {"valid_shape": None, "valid_shapes": None,
                                                               "target_memory": None}, "pl.load")
     t = _tensor(tr, b["tensor"], "pl.load: tensor", node)
@@ -99,7 +97,7 @@ def _load(tr: DeviceTranslator, node: ast.Call) -> Var:
     return tr.fb.pld.tile.load(t, list(b["offsets"]), shape, valid, hint=tr.hint("tile"))
 
 
-def _store(tr: DeviceTranslator, node: ast.Call) -> Var:
+def _store(tr: DeviceLevel, node: ast.Call) -> Var:
     b = bind_call(tr, node, ("tile", "offsets", "output_tensor"), {}, "pl.store")
     tile = _tile(tr, b["tile"], "pl.store: tile", node)
     t = _tensor(tr, b["output_tensor"], "pl.store: output tensor", node)
@@ -120,7 +118,7 @@ def _binary(tile_op: Op, scalar_op: Op | None, name: str, negate: bool = False) 
     a tensor is loaded whole, as ConvertTensorToTileOps keeps the value on core). A scalar right operand
     goes to ``scalar_op``, negated first when ``negate`` (``x - s`` is ``x + -s``)."""
 
-    def rule(tr: DeviceTranslator, node: ast.Call) -> Var:
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
         b = {k: on_core(tr, v, node, name) for k, v in bind_call(tr, node, ("lhs", "rhs"), {}, name).items()}
         lhs = b["lhs"]
         if not (isinstance(lhs, Var) and isinstance(lhs.type, TileType)):
@@ -140,7 +138,7 @@ def _binary(tile_op: Op, scalar_op: Op | None, name: str, negate: bool = False) 
 
 
 def _scalar_minmax(kind: BinOpKind, fn: Callable[[Any, Any], Any], name: str) -> Rule:
-    def rule(tr: DeviceTranslator, node: ast.Call) -> Any:
+    def rule(tr: DeviceLevel, node: ast.Call) -> Any:
         b = bind_call(tr, node, ("lhs", "rhs"), {}, name)
         if not (is_ir(b["lhs"]) or is_ir(b["rhs"])):
             return fn(b["lhs"], b["rhs"])
@@ -149,14 +147,14 @@ def _scalar_minmax(kind: BinOpKind, fn: Callable[[Any, Any], Any], name: str) ->
     return rule
 
 
-def _const(tr: DeviceTranslator, node: ast.Call) -> Const:
+def _const(tr: DeviceLevel, node: ast.Call) -> Const:
     b = bind_call(tr, node, ("value", "dtype"), {}, "pl.const")
     if not isinstance(b["dtype"], PyDType) or is_ir(b["value"]):
         raise tr.error("pl.const(value, dtype) takes a Python number and a pl dtype", node)
     return Const(b["value"], b["dtype"].ir)
 
 
-def _cast(tr: DeviceTranslator, node: ast.Call) -> Any:
+def _cast(tr: DeviceLevel, node: ast.Call) -> Any:
     b = bind_call(tr, node, ("input", "target_type"), {"mode": None}, "pl.cast")
     dtype, v = b["target_type"], b["input"]
     if not isinstance(dtype, PyDType):
@@ -169,7 +167,7 @@ def _cast(tr: DeviceTranslator, node: ast.Call) -> Any:
     return _scalar_cast(tr, as_expr(v), dtype.ir, b["mode"], node)
 
 
-def _scalar_cast(tr: DeviceTranslator, v: Any, dst: DType, mode: Any, node: ast.AST) -> Any:
+def _scalar_cast(tr: DeviceLevel, v: Any, dst: DType, mode: Any, node: ast.AST) -> Any:
     """``pl.cast`` of a device scalar: pypto's refusals, then a typed constant, or the value itself."""
     src = v.type.dtype if isinstance(v.type, ScalarType) else None
     if src is None:
@@ -193,7 +191,7 @@ def _scalar_cast(tr: DeviceTranslator, v: Any, dst: DType, mode: Any, node: ast.
     return v
 
 
-def _cast_mode(tr: DeviceTranslator, mode: Any, node: ast.AST) -> CastMode:
+def _cast_mode(tr: DeviceLevel, mode: Any, node: ast.AST) -> CastMode:
     """pypto's cast mode: a name (``"rint"``), its number, or absent (``"round"``, pypto's default)."""
     if mode is None:
         return CastMode.ROUND
@@ -203,12 +201,12 @@ def _cast_mode(tr: DeviceTranslator, mode: Any, node: ast.AST) -> CastMode:
         raise tr.error(f"pl.cast: unknown mode {mode!r} (none, rint, round, floor, ceil, trunc, odd)", node) from None
 
 
-def _read(tr: DeviceTranslator, node: ast.Call) -> Var:
+def _read(tr: DeviceLevel, node: ast.Call) -> Var:
     b = bind_call(tr, node, ("src", "offset"), {}, "pl.read")
     return tr.fb.pld.tensor.read(_tensor(tr, b["src"], "pl.read: src", node), list(b["offset"]))
 
 
-def _write(tr: DeviceTranslator, node: ast.Call) -> None:
+def _write(tr: DeviceLevel, node: ast.Call) -> None:
     b = bind_call(tr, node, ("dst", "offset", "value"), {}, "pl.write")
     t = _tensor(tr, b["dst"], "pl.write: dst", node)
     tr.fb.pld.tensor.write(t, list(b["offset"]), _typed(b["value"], ttype(t).dtype))
@@ -219,7 +217,7 @@ def _slice(name: str, source: str) -> Rule:
     pad_value=, clamp=)`` of a tensor: a ``tile.load`` of the region where the slice is made, as pypto's
     ConvertTensorToTileOps lowers it (that path does not apply ``pad_value`` either)."""
 
-    def rule(tr: DeviceTranslator, node: ast.Call) -> Var:
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
         b = bind_call(tr, node, (source, "shape", "offset"), {"valid_shape": None, "drop_dims": None,
                                                                "pad_value": None, "clamp": False}, name)
         t = b[source]
@@ -237,13 +235,13 @@ def _slice(name: str, source: str) -> Rule:
     return rule
 
 
-def _offsets(tr: DeviceTranslator, v: Any, name: str, node: ast.AST) -> list[Any]:
+def _offsets(tr: DeviceLevel, v: Any, name: str, node: ast.AST) -> list[Any]:
     if not isinstance(v, (list, tuple)):
         raise tr.error(f"{name}: offset must be a list, got {v!r}", node)
     return list(v)
 
 
-def _slice_valid(tr: DeviceTranslator, t: Var, region: Region, requested: Any, clamp: bool,
+def _slice_valid(tr: DeviceLevel, t: Var, region: Region, requested: Any, clamp: bool,
                  node: ast.AST) -> list[Any] | None:
     """The valid extents of a slice: those asked for, cut to the tensor's edge when ``clamp``."""
     if requested is not None and (not isinstance(requested, (list, tuple)) or len(requested) != len(region.extents)):
@@ -267,7 +265,7 @@ def _assemble(name: str) -> Rule:
     """``pl.assemble(target, source, offset, *, atomic=)``: the source (a tile, or a tensor loaded whole)
     stored into the target at ``offset`` (pypto's conversion: ``tile.store``); returns the target."""
 
-    def rule(tr: DeviceTranslator, node: ast.Call) -> Var:
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
         b = bind_call(tr, node, ("target", "source", "offset"), {"atomic": AtomicType.None_}, name)
         t = b["target"]
         if not is_tensor(t):
@@ -285,7 +283,7 @@ def _assemble(name: str) -> Rule:
     return rule
 
 
-def _assembled(tr: DeviceTranslator, t: Var, src: TileType, offsets: list[Any], node: ast.AST) -> Region:
+def _assembled(tr: DeviceLevel, t: Var, src: TileType, offsets: list[Any], node: ast.AST) -> Region:
     """The region ``pl.assemble`` writes: the source's valid extents (pypto moves only those); a source of
     lower rank goes into the trailing axes (pypto's reinterpreting write: a rank-2 source into a rank-3
     target at ``[o0, o1, o2]`` fills rows ``o0 * Y + o1`` of the target viewed as ``[X * Y, Z]``)."""
@@ -298,7 +296,7 @@ def _assembled(tr: DeviceTranslator, t: Var, src: TileType, offsets: list[Any], 
     return Region(tuple(offsets), (1,) * lead + extents, tuple(range(lead)))
 
 
-def _dim(tr: DeviceTranslator, node: ast.Call) -> int:
+def _dim(tr: DeviceLevel, node: ast.Call) -> int:
     b = bind_call(tr, node, ("tensor", "axis"), {}, "pl.tensor.dim")
     return tensor_dim(tr, b["tensor"], b["axis"], node)
 
@@ -311,7 +309,7 @@ def _typed(value: Any, dtype: Any) -> Any:
     return value if is_ir(value) else Const(value, dtype)
 
 
-def _yield(tr: DeviceTranslator, node: ast.Call) -> Any:
+def _yield(tr: DeviceLevel, node: ast.Call) -> Any:
     if not tr.carries:
         raise tr.error("pl.yield_ outside a pl.range(..., init_values=) loop", node)
     carry = tr.carries[-1]
@@ -328,28 +326,28 @@ def _yield(tr: DeviceTranslator, node: ast.Call) -> Any:
     return carry.values[0] if len(values) == 1 else tuple(carry.values)
 
 
-def _comm_ctx(tr: DeviceTranslator, node: ast.Call) -> Var:
+def _comm_ctx(tr: DeviceLevel, node: ast.Call) -> Var:
     b = bind_call(tr, node, ("dist_tensor",), {}, "pld.get_comm_ctx")
     return tr.fb.pld.system.get_comm_ctx(_tensor(tr, b["dist_tensor"], "pld.get_comm_ctx", node))
 
 
-def _rank(tr: DeviceTranslator, node: ast.Call) -> Var:
+def _rank(tr: DeviceLevel, node: ast.Call) -> Var:
     b = bind_call(tr, node, ("ctx",), {}, "pld.rank")
     return tr.fb.pld.system.rank(b["ctx"], hint=tr.hint("me"))
 
 
-def _nranks(tr: DeviceTranslator, node: ast.Call) -> Var:
+def _nranks(tr: DeviceLevel, node: ast.Call) -> Var:
     b = bind_call(tr, node, ("ctx",), {}, "pld.nranks")
     return tr.fb.pld.system.nranks(b["ctx"], hint=tr.hint("nr"))
 
 
-def _signal(tr: DeviceTranslator, v: Any, what: str, node: ast.AST) -> Var:
+def _signal(tr: DeviceLevel, v: Any, what: str, node: ast.AST) -> Var:
     t = _tensor(tr, v, what, node)
     tr.emit.signals.add(t.name)
     return t
 
 
-def _notify(tr: DeviceTranslator, node: ast.Call) -> None:
+def _notify(tr: DeviceLevel, node: ast.Call) -> None:
     b = bind_call(tr, node, ("target", "peer", "offsets", "value"), {"op": NotifyOp.AtomicAdd},
                   "pld.system.notify")
     sig = _signal(tr, b["target"], "pld.system.notify: target", node)
@@ -357,13 +355,13 @@ def _notify(tr: DeviceTranslator, node: ast.Call) -> None:
                             op=NotifyOp(b["op"]))
 
 
-def _wait(tr: DeviceTranslator, node: ast.Call) -> None:
+def _wait(tr: DeviceLevel, node: ast.Call) -> None:
     b = bind_call(tr, node, ("signal", "offsets", "expected"), {"cmp": WaitCmp.Ge}, "pld.system.wait")
     sig = _signal(tr, b["signal"], "pld.system.wait: signal", node)
     tr.fb.pld.system.wait(sig, list(b["offsets"]), _typed(b["expected"], ttype(sig).dtype), cmp=WaitCmp(b["cmp"]))
 
 
-def _remote_load(tr: DeviceTranslator, node: ast.Call) -> Var:
+def _remote_load(tr: DeviceLevel, node: ast.Call) -> Var:
     b = bind_call(tr, node, ("target", "peer", "offsets", "shape"), {"valid_shape": None},
                   "pld.tile.remote_load")
     w = _tensor(tr, b["target"], "pld.tile.remote_load: target", node)
@@ -377,7 +375,7 @@ def _remote_store(name: str, src: str, tensor_level: bool) -> Rule:
     """``pld.tile.remote_store(src_tile, ...)`` / ``pld.tensor.remote_store(src, ...)`` (whose tensor
     source is loaded whole on core first): a put from the tile."""
 
-    def rule(tr: DeviceTranslator, node: ast.Call) -> None:
+    def rule(tr: DeviceLevel, node: ast.Call) -> None:
         b = bind_call(tr, node, (src, "target", "peer", "offsets"), {"atomic": AtomicType.None_}, name)
         value = on_core(tr, b[src], node, name) if tensor_level else b[src]
         _put_tile(tr, _tile(tr, value, f"{name}: {src}", node), _tensor(tr, b["target"], f"{name}: target", node),
@@ -386,7 +384,7 @@ def _remote_store(name: str, src: str, tensor_level: bool) -> Rule:
     return rule
 
 
-def _put_tile(tr: DeviceTranslator, tile: Var, dst: Var, b: dict[str, Any]) -> None:
+def _put_tile(tr: DeviceLevel, tile: Var, dst: Var, b: dict[str, Any]) -> None:
     shape = list(tltype(tile).shape)
     stage = tr.fb.pld.tile.create(shape, tltype(tile).dtype, hint="stage")
     tr.fb.pld.tile.put(dst, b["peer"], tile, stage, list(b["offsets"]), [0] * len(shape), shape,
@@ -396,7 +394,7 @@ def _put_tile(tr: DeviceTranslator, tile: Var, dst: Var, b: dict[str, Any]) -> N
 def _transfer(get: bool) -> Rule:
     name = "pld.tensor.get" if get else "pld.tensor.put"
 
-    def rule(tr: DeviceTranslator, node: ast.Call) -> None:
+    def rule(tr: DeviceLevel, node: ast.Call) -> None:
         b = bind_call(tr, node, ("dst", "peer", "src", "dst_offsets", "src_offsets", "shape"),
                       {"dst_offsets": None, "src_offsets": None, "shape": None, "atomic": AtomicType.None_,
                        "chunk_rows": 0, "chunk_cols": 0, "pipeline": False}, name)
@@ -426,7 +424,7 @@ def _opt_lists(offs: tuple[Any, Any, Any]) -> tuple[Any, Any, Any]:
     return tuple(None if o is None else list(o) for o in offs)  # type: ignore[return-value]
 
 
-def static(tr: DeviceTranslator, d: Any, node: ast.AST) -> int:
+def static(tr: DeviceLevel, d: Any, node: ast.AST) -> int:
     if isinstance(d, Const) and isinstance(d.value, int):
         return d.value
     if isinstance(d, int):
@@ -435,7 +433,7 @@ def static(tr: DeviceTranslator, d: Any, node: ast.AST) -> int:
 
 
 def _collective(name: str, params: tuple[str, ...], attrs: dict[str, Any]) -> Rule:
-    def rule(tr: DeviceTranslator, node: ast.Call) -> Var:
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
         b = bind_call(tr, node, params, attrs, name)
         if lane_count(tr, name, b, node) > 1:
             # pypto's LowerCompositeOps refuses it too: an InCore kernel is one block.
@@ -526,7 +524,7 @@ COLLECTIVE_PARAMS: Mapping[str, tuple[tuple[str, ...], dict[str, Any]]] = Mappin
 ``core_num``)."""
 
 
-def _world_size(tr: DeviceTranslator, node: ast.Call) -> int:
+def _world_size(tr: DeviceLevel, node: ast.Call) -> int:
     return SymInt(tr.emit.nranks, NR)
 
 

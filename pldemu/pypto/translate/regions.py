@@ -24,7 +24,7 @@ import functools
 import math
 import operator
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pldemu.ir.dtypes import DType
 from pldemu.ir.nodes import (
@@ -39,10 +39,8 @@ from pldemu.ir.nodes import (
     format_expr,
     static_int,
 )
+from pldemu.pypto.translate.level import DeviceLevel
 from pldemu.pypto.types import SymInt
-
-if TYPE_CHECKING:
-    from pldemu.pypto.translate.device import DeviceTranslator
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,7 +68,7 @@ def _ttype(t: Var) -> TensorType:
     return t.type
 
 
-def dims(tr: DeviceTranslator, t: Var, node: ast.AST) -> tuple[int, ...]:
+def dims(tr: DeviceLevel, t: Var, node: ast.AST) -> tuple[int, ...]:
     """The tensor's dims at this job's rank count (``NR`` evaluated)."""
     out = []
     for d in _ttype(t).shape:
@@ -85,7 +83,7 @@ TILE_ALIGN_BYTES = 32
 """ptoas's alignment of a tile's row (a column, for a column-major tile) in bytes."""
 
 
-def aligned_tile(tr: DeviceTranslator, what: str, shape: list[int], dtype: DType, node: ast.AST) -> None:
+def aligned_tile(tr: DeviceLevel, what: str, shape: list[int], dtype: DType, node: ast.AST) -> None:
     """The tile ``what`` creates passes ptoas's ``pto.alloc_tile`` verifier (PTOAS lib/PTO/IR/PTO.cpp,
     verifyTileBufLayoutConstraints; the TileConfig static_assert of pto-isa's pto_tile.hpp): a Vec tile is
     row-major, so its row (cols x element bytes) is 32-byte aligned, except a ``[R, 1]`` tile with R > 1,
@@ -104,7 +102,7 @@ def aligned_tile(tr: DeviceTranslator, what: str, shape: list[int], dtype: DType
                        "aligned tile and narrow it with valid_shape=)", node)
 
 
-def on_core(tr: DeviceTranslator, v: Any, node: ast.AST, op: str = "a tensor-level op") -> Any:
+def on_core(tr: DeviceLevel, v: Any, node: ast.AST, op: str = "a tensor-level op") -> Any:
     """A tensor operand of a tensor-level op, loaded whole into a tile (pypto's ConvertTensorToTileOps
     keeps the value on core); a tile or scalar passes through."""
     if not is_tensor(v):
@@ -114,7 +112,7 @@ def on_core(tr: DeviceTranslator, v: Any, node: ast.AST, op: str = "a tensor-lev
     return tr.fb.pld.tile.load(v, [0] * len(shape), shape, hint=f"{v.name}_tile")
 
 
-def tensor_dim(tr: DeviceTranslator, t: Any, axis: Any, node: ast.AST) -> int:
+def tensor_dim(tr: DeviceLevel, t: Any, axis: Any, node: ast.AST) -> int:
     """``pl.tensor.dim(t, axis)``: the static extent; a dim that is the rank count is ``NR``'s
     :class:`SymInt`, as ``pld.world_size()`` is."""
     if not is_tensor(t):
@@ -131,7 +129,7 @@ def tensor_dim(tr: DeviceTranslator, t: Any, axis: Any, node: ast.AST) -> int:
 # -- regions ----------------------------------------------------------------------------------------
 
 
-def subscript_region(tr: DeviceTranslator, t: Var, items: Sequence[Any], node: ast.AST) -> Region:
+def subscript_region(tr: DeviceLevel, t: Var, items: Sequence[Any], node: ast.AST) -> Region:
     """The region of ``t[items]`` (numpy's rules, as pypto's parser: a scalar index drops its axis, a
     slice keeps it, missing trailing indices are ``:``); each item a ``slice`` or a scalar."""
     shape = dims(tr, t, node)
@@ -157,7 +155,7 @@ def subscript_region(tr: DeviceTranslator, t: Var, items: Sequence[Any], node: a
     return region
 
 
-def check_bounds(tr: DeviceTranslator, t: Var, region: Region, node: ast.AST, clamp: bool = False) -> None:
+def check_bounds(tr: DeviceLevel, t: Var, region: Region, node: ast.AST, clamp: bool = False) -> None:
     """A region provably outside ``t`` is an error (pypto rejects it too); a run-time offset is checked
     when the load or store runs. ``clamp``: the end may run off the tensor (pypto's ``clamp=True``)."""
     shape = dims(tr, t, node)
@@ -173,7 +171,7 @@ def check_bounds(tr: DeviceTranslator, t: Var, region: Region, node: ast.AST, cl
                            "elements", node)
 
 
-def static_extent(tr: DeviceTranslator, upper: Any, lower: Any, node: ast.AST) -> int:
+def static_extent(tr: DeviceLevel, upper: Any, lower: Any, node: ast.AST) -> int:
     """``upper - lower`` folded to an int, also over run-time bounds (``r + R`` minus ``r``)."""
     (hi, hi_c), (lo, lo_c) = _linear(upper), _linear(lower)
     for atom in set(hi) | set(lo):
@@ -216,7 +214,7 @@ def _show(v: Any) -> str:
 # -- loads and stores -------------------------------------------------------------------------------
 
 
-def _collapsed(tr: DeviceTranslator, t: Var, region: Region, node: ast.AST) -> tuple[Var, list[Any]]:
+def _collapsed(tr: DeviceLevel, t: Var, region: Region, node: ast.AST) -> tuple[Var, list[Any]]:
     """The tensor and offsets a load or store of ``region`` uses: leading scalar-indexed axes folded into
     the first kept axis of a ``tensor.view`` (row-major, so the same cells)."""
     k = len(region.drop)
@@ -233,7 +231,7 @@ def _collapsed(tr: DeviceTranslator, t: Var, region: Region, node: ast.AST) -> t
     return view, [row, *region.offsets[k + 1:]]
 
 
-def load_region(tr: DeviceTranslator, t: Var, region: Region, node: ast.AST, valid: Sequence[Any] | None = None
+def load_region(tr: DeviceLevel, t: Var, region: Region, node: ast.AST, valid: Sequence[Any] | None = None
                 ) -> Var:
     """``tensor.slice`` in a kernel: a ``tile.load`` of the region (``valid``: full-rank valid extents)."""
     view, offsets = _collapsed(tr, t, region, node)
@@ -241,7 +239,7 @@ def load_region(tr: DeviceTranslator, t: Var, region: Region, node: ast.AST, val
     return tr.fb.pld.tile.load(view, offsets, region.kept, kept_valid, hint=tr.hint(f"{t.name}_slice"))
 
 
-def store_region(tr: DeviceTranslator, value: Any, t: Var, region: Region, node: ast.AST, what: str) -> None:
+def store_region(tr: DeviceLevel, value: Any, t: Var, region: Region, node: ast.AST, what: str) -> None:
     """``tensor.assemble`` in a kernel: the value (a tile, or a tensor loaded whole) stored into the region."""
     tile = on_core(tr, value, node)
     if not (isinstance(tile, Var) and isinstance(tile.type, TileType)):

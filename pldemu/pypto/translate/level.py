@@ -1,0 +1,61 @@
+"""What a device-level rule (``translate/ops.py``, ``translate/regions.py``) sees of the translator
+translating the body it is in: the state every inlined body of one rank's block shares (:class:`Emit`),
+a loop's carried values (:class:`Carry`) and :class:`DeviceLevel`, the translator's face to its rules,
+so that the rule tables need not import the translator that dispatches to them."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from pldemu.ir.builder import FunctionBuilder
+from pldemu.ir.nodes import Var
+from pldemu.pypto.capture import CapturedFunction, CapturedProgram
+from pldemu.pypto.errors import FrontendError
+
+
+@dataclasses.dataclass
+class Emit:
+    """What every inlined body of one rank's block shares."""
+
+    prog: CapturedProgram
+    fb: FunctionBuilder
+    nranks: int
+    signals: set[str]
+    """Buffers used as a signal (notify / wait / a collective's signal): declared SIGNAL."""
+    dims: Mapping[str, int]
+    scratch: dict[str, tuple[Var, tuple[int, ...]]] = dataclasses.field(default_factory=dict)
+    """LOCAL buffers the translation adds, by the buffer they stand for: (var, numeric shape at this rank count)."""
+    truncating: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
+    """(origin ``file:line``, the ``tdiv`` / ``trem`` as printed) -> the user's text of that ``//`` / ``%``:
+    how a run's truncation findings (``Truncation.origin``, ``.expr``) name the user's expression."""
+
+
+@dataclasses.dataclass
+class Carry:
+    """Loop-carried values of one ``pl.range(init_values=)``: a Var per tile or scalar, a tensor itself."""
+
+    values: list[Any]
+
+
+class DeviceLevel(Protocol):
+    """The translator of one device function body, as its op rules use it."""
+
+    emit: Emit
+    fb: FunctionBuilder
+    fn: CapturedFunction
+    carries: list[Carry]
+
+    def error(self, message: str, node: ast.AST) -> FrontendError:
+        """An error at ``node``'s line of the user's file."""
+
+    def eval(self, node: ast.expr) -> Any:
+        """The value of an expression of the body."""
+
+    def hint(self, default: str) -> str:
+        """The name of the variable a value gets (the assignment's target, else ``default``)."""
+
+
+__all__ = ["Carry", "DeviceLevel", "Emit"]
