@@ -20,6 +20,7 @@ from __future__ import annotations
 import shutil
 import sys
 import tempfile
+import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -92,6 +93,33 @@ class Prefetcher:
         self._jobs.close()
         self._pool.shutdown(wait=True)
         shutil.rmtree(self._root, ignore_errors=True)
+
+
+Outcome = tuple[str, str]
+"""(passed | failed | skipped, the failure or skip text) of one test of a prefetched pytest session."""
+
+
+def session_outcomes(done: Prefetched, report: str = "report.xml") -> dict[str, Outcome]:
+    """test name -> outcome of a prefetched ``pldemu pytest`` session, read from its junit ``report``
+    (written to ``{tmp}/report.xml``), which must have failed (exit 1) without a traceback of pldemu's."""
+    res = done.result
+    assert res.returncode == 1, f"exit {res.returncode}\n{res.stdout}\n{res.stderr}"
+    assert "Traceback" not in res.stdout + res.stderr, res.stdout
+    return {case.get("name", ""): _outcome(case) for case in ET.parse(done.tmp / report).getroot().iter("testcase")}
+
+
+def _outcome(case: ET.Element) -> Outcome:
+    for kind in ("failure", "error", "skipped"):
+        found = case.find(kind)
+        if found is not None:
+            return ("failed" if kind != "skipped" else kind), (found.text or "") + found.get("message", "")
+    return "passed", ""
+
+
+def line_in(folder: Path, name: str, text: str) -> str:
+    """``name:N`` of the first line of ``folder/name`` holding ``text``."""
+    lines = (folder / name).read_text().splitlines()
+    return f"{name}:{next(i for i, line in enumerate(lines, 1) if text in line)}"
 
 
 PREFETCHER = pytest.StashKey[Prefetcher]()

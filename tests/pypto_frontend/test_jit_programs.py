@@ -6,11 +6,10 @@ runs them all (``--device 0-4``)."""
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from prefetch import prefetched
+from prefetch import Outcome, line_in, prefetched, session_outcomes
 
 PROGRAMS = Path(__file__).resolve().parent / "jit_programs"
 RANKS = (1, 2, 3, 4, 5)
@@ -26,31 +25,16 @@ BUGS = ("jit_bug_hang.py", "jit_bug_set.py", "jit_bug_shift.py", "jit_bug_race.p
         "jit_bug_bytes.py", "jit_bug_loop_allreduce.py")
 HELPERS = ("jit_helpers.py",)
 
-Outcome = tuple[str, str]
-
-
 def line_of(name: str, text: str) -> str:
-    """``name:N`` of the first line of ``jit_programs/name`` holding ``text``."""
-    lines = (PROGRAMS / name).read_text().splitlines()
-    return f"{name}:{next(i for i, line in enumerate(lines, 1) if text in line)}"
-
-
-def _outcome(case: ET.Element) -> Outcome:
-    for kind in ("failure", "error", "skipped"):
-        found = case.find(kind)
-        if found is not None:
-            return ("failed" if kind != "skipped" else kind), (found.text or "") + found.get("message", "")
-    return "passed", ""
+    """``name:N`` of the first line of ``PROGRAMS/name`` holding ``text``."""
+    return line_in(PROGRAMS, name, text)
 
 
 @pytest.fixture(scope="module")
 def outcomes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
-    """test name -> outcome of one ``pldemu pytest`` run over every program (prefetched: tests/prefetch.py)."""
-    done = prefetched(request, tmp_path_factory)
-    res = done.result
-    assert res.returncode == 1, f"exit {res.returncode}\n{res.stdout}\n{res.stderr}"
-    assert "Traceback" not in res.stdout + res.stderr, res.stdout
-    return {case.get("name", ""): _outcome(case) for case in ET.parse(done.tmp / "report.xml").getroot().iter("testcase")}
+    """test name -> outcome of this module's one ``pldemu pytest`` run over every program (its prefetched
+    command: it runs in the background from the end of collection, see tests/prefetch.py)."""
+    return session_outcomes(prefetched(request, tmp_path_factory))
 
 
 pytestmark = [pytest.mark.launcher,

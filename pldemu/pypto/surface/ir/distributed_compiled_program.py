@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pldemu.pypto.capture import CapturedProgram
-from pldemu.pypto.types import DynExpr, DynVar, ScalarAnn, TensorAnn
+from pldemu.pypto.types import Direction, DynExpr, DynVar, ScalarAnn, TensorAnn
 
 RUNTIMES = ("tensormap_and_ringbuffer",)
 """simpler's runtime flavours pypto accepts for an L3 program (``DistributedConfig.runtime``)."""
@@ -48,12 +48,9 @@ class DistributedConfig:
                              f"got {self.aicpu_thread_num}")
 
 
-class ParamDirection(enum.Enum):
-    """``pypto.ir.ParamDirection`` of a host parameter."""
-
-    In = "In"
-    Out = "Out"
-    InOut = "InOut"
+ParamDirection = enum.Enum("ParamDirection", {d.value: d.value for d in Direction})  # type: ignore[misc]
+"""``pypto.ir.ParamDirection`` of a host parameter: ``In``, ``Out``, ``InOut`` (pypto's member names for
+the annotations' :class:`~pldemu.pypto.types.Direction`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,8 +103,9 @@ class DistributedCompiledProgram:
                 shape = [-1 if isinstance(d, (DynVar, DynExpr)) else int(d) for d in ann.dims]
                 infos.append(ParamInfo(p, ParamDirection(ann.direction.value), shape, ann.dtype))
             else:
-                infos.append(ParamInfo(p, ParamDirection.In, None, ann.dtype if isinstance(ann, ScalarAnn) else None))
-        outs = [i for i, info in enumerate(infos) if info.direction is ParamDirection.Out]
+                scalar = ann.dtype if isinstance(ann, ScalarAnn) else None
+                infos.append(ParamInfo(p, ParamDirection(Direction.IN.value), None, scalar))
+        outs = [i for i, info in enumerate(infos) if info.direction.value == Direction.OUT.value]
         return infos, outs, []
 
     def prepare(self, *args: Any, **kwargs: Any) -> Any:
