@@ -16,13 +16,14 @@ RANKS = (1, 2, 3, 4, 5)
 
 PASSING = {
     "jit_ring.py": ("test_ring_two_steps", "test_the_cache_gives_one_program_per_key"),
+    "jit_regions.py": ("test_gather_in_table_order",),
     "jit_specialize.py": ("test_scalars_and_keywords_at_every_rank_count", "test_single_device_entry_specialises_its_scalars",
                           "test_runtime_scalar_in_signature_mode", "test_runtime_marker_on_a_real_call_is_refused"),
 }
 """Program file -> its tests (a parametrized one runs at every rank count of RANKS)."""
 
 BUGS = ("jit_bug_hang.py", "jit_bug_set.py", "jit_bug_shift.py", "jit_bug_race.py", "jit_bug_static_nr.py",
-        "jit_bug_bytes.py", "jit_bug_loop_allreduce.py")
+        "jit_bug_bytes.py", "jit_bug_loop_allreduce.py", "jit_bug_trip_count.py")
 HELPERS = ("jit_helpers.py",)
 
 def line_of(name: str, text: str) -> str:
@@ -102,3 +103,8 @@ def test_a_signal_less_host_allreduce_in_a_loop_is_refused(outcomes: dict[str, O
     text = _failed(outcomes, "test_signal_less_allreduce_in_a_loop")
     assert f"{line_of('jit_bug_loop_allreduce.py', 'BUG: no signal')}: pld.tensor.allreduce without an explicit " \
            "signal is not supported inside a HOST loop" in text, text
+
+
+def test_a_dispatch_loop_short_of_the_devices_names_the_idle_device(outcomes: dict[str, Outcome]) -> None:
+    text = _failed(outcomes, "test_trip_count_below_the_devices")
+    assert f"{line_of('jit_bug_trip_count.py', 'def copy_two')}: device 2 of the 3 gets no dispatch" in text, text

@@ -75,7 +75,7 @@ def uncovered(device: int, nranks: int) -> str:
     return (f"device {device} of the {nranks} gets no dispatch: pypto's dispatch loop must cover every device "
             "(MaterializeCommDomainScopes requires the device=r range to be [0, N); fewer dispatches are "
             "undefined behaviour); dispatch to each one, e.g. `for r in pl.range(pld.world_size()): "
-            "self.f(..., device=r)`")
+            "f(..., device=r)`")
 
 
 __all__ = ["PYPTO_REFUSES", "HostLoop", "constant", "device_problem", "loop_problem", "uncovered",
