@@ -267,3 +267,13 @@ def test_a_command_line_check_can_fail() -> None:
     assert command_problem(["pldemu", "pytest", "--pldemu-no-such", "tests"]) is not None
     assert command_problem(["make", "no-such-target"]) is not None
     assert command_problem(["pldemu", "check", "allreduce", "--mode", "ring", "-n", "4"]) is None
+
+
+def test_the_readmes_exit_codes_are_the_launchers() -> None:
+    """The README's exit-code table lists exactly the codes a job returns, and 128+N for a signal."""
+    from pldemu.job.launch import DOCUMENTED_EXITS
+
+    text = (REPO / "README.md").read_text()
+    table = text[text.index("## Exit codes"):].split("\n## ", 1)[0]
+    codes = re.findall(r"^\|\s*(\d+\+N|\d+)\s*\|", table, re.M)
+    assert codes == [*map(str, DOCUMENTED_EXITS), "128+N"]
