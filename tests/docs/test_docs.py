@@ -1,6 +1,7 @@
 """The docs stay true: links and anchors resolve, every command's flags are on its reference page (and no
-flag it lacks), and every command line of the README's and the getting-started page's ``bash`` blocks
-(and of their tables' ``pldemu ...`` code spans) parses with the real parser. Nothing here runs a job: fast, no MPI."""
+flag it lacks), and every command line of every page's ``bash`` blocks (the README's and the
+getting-started page's among them) and of the README's "I want to" table parses with the real parser.
+Nothing here runs a job: fast, no MPI."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import re
 import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import takewhile
 from pathlib import Path
 
 import pytest
@@ -19,13 +21,14 @@ REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
 REFERENCE = DOCS / "reference"
 PAGES = sorted([REPO / "README.md", REPO / "CHANGELOG.md", *DOCS.rglob("*.md")])
-COMMAND_PAGES = (REPO / "README.md", DOCS / "getting-started.md")
+COMMAND_PAGES = PAGES
+"""Every page's ``bash`` blocks are checked (the README's and getting-started's at least, as promised)."""
 
 LINK = re.compile(r"!?\[(?:[^\]\[]|\[[^\]]*\])*\]\(([^)\s]+)\)")
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
 FENCE = re.compile(r"^\s*```")
-VERBATIM_COMMANDS = {"pytest", "python"}
-"""Commands that hand words on verbatim: ``pytest`` all of them, ``python`` those after the script."""
+SHELL_OPERATORS = {">", ">>", "<", "|", "&&", "||", ";", "&", "2>", "2>&1"}
+"""Where a shown command line's own words end (a redirection, a pipe, the next command)."""
 
 PYTEST_OWN_FLAGS = {"--junitxml", "--confcutdir", "--durations", "--lf", "--co", "--collect-only"}
 """pytest's own flags named on the ``pldemu pytest`` page (``pldemu pytest`` passes them through)."""
@@ -200,7 +203,7 @@ def test_every_command_has_a_reference_page_in_the_index() -> None:
 
 def shell_lines(page: Path) -> Iterator[tuple[int, list[str]]]:
     """The command lines of the page's ``bash`` blocks as words (comments dropped, continuations joined,
-    leading VAR=value assignments dropped)."""
+    leading VAR=value assignments dropped, cut at a redirection or pipe)."""
     pending = ""
     for line in lines_of(page):
         if line.fence != "bash":
@@ -209,7 +212,7 @@ def shell_lines(page: Path) -> Iterator[tuple[int, list[str]]]:
         if pending.endswith("\\"):
             pending = pending[:-1] + " "
             continue
-        words = shlex.split(pending, comments=True)
+        words = list(takewhile(lambda word: word not in SHELL_OPERATORS, shlex.split(pending, comments=True)))
         pending = ""
         while words and re.match(r"^[A-Z_][A-Z0-9_]*=", words[0]):
             words = words[1:]
