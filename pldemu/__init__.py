@@ -12,6 +12,7 @@ from importlib import import_module
 from typing import Any
 
 __version__ = "0.1.0"
+"""pldemu's version, its one home: pyproject.toml reads it, `pldemu --version` prints it, CHANGELOG.md names it."""
 
 _LAZY = {"JobError": "pldemu.api", "RunResult": "pldemu.api", "launch": "pldemu.api",
          "Placement": "pldemu.job.launch", "RuntimeOptions": "pldemu.runtime.options"}

@@ -5,9 +5,11 @@
 * :func:`pldemu` / :func:`report`: the ``pldemu`` command as a user runs it (outside any MPI job).
 * :data:`BACKENDS`: the window back ends the ``backend`` fixture of ``tests/conftest.py`` runs
   (:data:`MATRIX_BACKENDS`: the two the check matrix alternates).
-* :func:`processes_with`: the processes of the machine whose command line holds a token; :data:`SPIN`,
-  a program whose job runs until it is killed; :func:`shm_names` / :func:`shm_left`: MPI's /dev/shm
-  segments, and those a job left behind.
+* :func:`processes_with`: the processes whose command line holds a token (a token of the test's own:
+  its tmp_path, a uuid); :func:`own_processes_with` / :func:`marked_processes`: those of the test's own
+  runs, by the mark their jobs carry; :data:`SPIN`, a program whose job runs until it is killed;
+  :func:`private_shm` / :func:`left_in`: a command's own /dev/shm, and what its jobs left there. A test
+  looks only at what it started, never at the machine's processes or segments.
 * :func:`slack_while` / :data:`HAS_TIMER_SLACK`: a thread's Linux timer slack before, during and after a call.
 * :func:`lowered_then` / :func:`call_of`: a broken recipe for the harness tests (LowerCompositeOps, then
   every statement of main mapped or dropped).
@@ -18,6 +20,8 @@ body on COMM_SELF in a plain pytest and on COMM_WORLD under MPI) live in ``tests
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -27,7 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mpi_launch import IN_JOB_ENV, REPO_ROOT, job_env
+from mpi_launch import IN_JOB_ENV, OWNER_VAR, REPO_ROOT, job_env
 
 from pldemu.ir import Assign, Call, Eval, For, If, Op, Program, Seq, Stmt, While
 from pldemu.lowering import lower_composite_ops
@@ -175,24 +179,47 @@ def slack_while(call: Callable[[], object], settle: float = 0.2) -> dict[str, in
     return seen
 
 
-def shm_names() -> set[str]:
-    """MPI's named /dev/shm segments on this machine now (``mpich_*``)."""
-    shm = Path("/dev/shm")
-    return {p.name for p in shm.glob("mpich_*")} if shm.is_dir() else set()
+CAN_PRIVATE_SHM = sys.platform.startswith("linux") and os.geteuid() == 0 and shutil.which("unshare") is not None
+"""Whether :func:`private_shm` works here (root, util-linux's unshare)."""
 
 
-def shm_left(before: set[str]) -> set[str]:
-    """The names of :func:`shm_names` not in ``before`` that no live process maps or holds open: what
-    a job that has ended left behind. A name some process holds belongs to a job still running (the
-    session's background jobs start theirs at any time), not to a leak."""
-    from pldemu.runtime.shm import held_segments
+def private_shm(folder: Path) -> tuple[str, ...]:
+    """A command prefix: run the command with ``folder`` (empty) as its /dev/shm, bound in a mount
+    namespace of its own (root, :data:`CAN_PRIVATE_SHM`). What MPI's segments of the command's jobs leave
+    behind is then in ``folder``, and only theirs, whatever else the machine runs."""
+    return ("unshare", "--mount", "sh", "-c", 'mount --bind "$0" /dev/shm && exec "$@"', str(folder))
 
-    new = shm_names() - before
-    if not new:
-        return set()
-    held = {Path(path).name for proc in Path("/proc").iterdir() if proc.name.isdigit()
-            for path in held_segments(int(proc.name))}
-    return new - held
+
+def left_in(folder: Path) -> list[str]:
+    """The entries a command run under :func:`private_shm` left in its /dev/shm."""
+    return sorted(p.name for p in folder.iterdir())
+
+
+def marked_processes(var: str, value: str) -> list[int]:
+    """PIDs whose environment sets ``var`` to ``value`` or to a path below it: a run's own processes when
+    ``value`` is its mark (the launcher's job folder :data:`pldemu.job.launch.PID_DIR_VAR` under the run's
+    own TMPDIR, :data:`mpi_launch.OWNER_VAR`), never another session's. Another user's process, whose
+    environment cannot be read, is not ours."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            entries = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        for entry in entries:
+            name, _, got = entry.decode(errors="replace").partition("=")
+            if name == var and (got == value or got.startswith(value.rstrip("/") + "/")):
+                found.append(int(proc.name))
+                break
+    return found
+
+
+def own_processes_with(token: str) -> list[int]:
+    """:func:`processes_with` ``token`` among the processes of the jobs this process started
+    (``mpi_launch.job_env`` marks them with :data:`mpi_launch.OWNER_VAR`)."""
+    return sorted(set(processes_with(token)) & set(marked_processes(OWNER_VAR, str(os.getpid()))))
 
 
 def processes_with(token: str) -> list[int]:

@@ -38,13 +38,16 @@ def suite_plan(items: Sequence[pytest.Item]) -> dict[int, list[str]]:
 class SuiteRunner:
     """Runs ``plan`` (size -> the directories selected at that size), in this order, one job at a
     time, in a background thread; :meth:`verdict` waits for a size's job. :meth:`close` kills the job
-    in flight and drops the rest (the session ended early: ``-x``, Ctrl-C)."""
+    in flight and drops the rest (the session ended early: ``-x``, Ctrl-C). ``wrap``: the command prefix its
+    jobs run under (:func:`mpi_launch.run_mpi`)."""
 
-    def __init__(self, plan: Mapping[int, Sequence[str]], timeout_per_unit: float = JOB_TIMEOUT) -> None:
+    def __init__(self, plan: Mapping[int, Sequence[str]], timeout_per_unit: float = JOB_TIMEOUT,
+                 wrap: Sequence[str] = ()) -> None:
         self._jobs = LiveJobs()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mpi-suites")
         self._sizes: dict[int, Future[dict[str, UnitVerdict]]] = {
-            n: self._pool.submit(run_units, n, tuple(dirs), timeout_per_unit, self._jobs) for n, dirs in plan.items()}
+            n: self._pool.submit(run_units, n, tuple(dirs), timeout_per_unit, self._jobs, wrap)
+            for n, dirs in plan.items()}
 
     def verdict(self, n: int, test_dir: str) -> UnitVerdict:
         """``test_dir``'s verdict at ``n`` ranks, once that size's job has ended."""

@@ -115,11 +115,16 @@ def mpiexec_command(n: int) -> list[str]:
     return launch.mpiexec_command(n, [])
 
 
+OWNER_VAR = "PLDEMU_TEST_OWNER"
+"""Set in every job this module starts to the pid of the process that started it: a test that looks for
+its jobs' processes finds its own (``helpers.own_processes_with``), never another session's."""
+
+
 def job_env(extra: Mapping[str, str] | None = None, *, local_ranks: int | None = None) -> dict[str, str]:
     """pldemu's job environment (an enclosing job's process-manager variables removed, unbuffered
     output, MPICH's gentle waits for ``local_ranks`` above the cores) plus the recursion guard
-    :data:`IN_JOB_ENV`."""
-    return launch.job_env({IN_JOB_ENV: "1", **(extra or {})}, local_ranks=local_ranks)
+    :data:`IN_JOB_ENV` and the owner mark :data:`OWNER_VAR`."""
+    return launch.job_env({IN_JOB_ENV: "1", OWNER_VAR: str(os.getpid()), **(extra or {})}, local_ranks=local_ranks)
 
 
 def _text(data: str | bytes | None) -> str:
@@ -135,10 +140,12 @@ def run_mpi(
     env: Mapping[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
     jobs: LiveJobs | None = None,
+    wrap: Sequence[str] = (),
 ) -> MpiResult:
     """Run ``mpiexec -n N argv...`` in a new session and capture its output (:func:`run_tracked`).
-    ``env`` entries are added to the current environment; ``PYTHONUNBUFFERED=1`` is always set."""
-    return run_tracked([*mpiexec_command(n), *argv], timeout, job_env(env, local_ranks=n), cwd, jobs)
+    ``env`` entries are added to the current environment; ``PYTHONUNBUFFERED=1`` is always set.
+    ``wrap``: a command prefix mpiexec runs under (e.g. ``helpers.private_shm``)."""
+    return run_tracked([*wrap, *mpiexec_command(n), *argv], timeout, job_env(env, local_ranks=n), cwd, jobs)
 
 
 def run_tracked(
@@ -224,28 +231,29 @@ def pytest_mpi_argv(paths: Sequence[str], *extra: str) -> list[str]:
 
 
 def run_units(n: int, units: Sequence[str], timeout_per_unit: float = JOB_TIMEOUT,
-              jobs: LiveJobs | None = None) -> dict[str, UnitVerdict]:
+              jobs: LiveJobs | None = None, wrap: Sequence[str] = ()) -> dict[str, UnitVerdict]:
     """Run the pytest-mpi ``units`` (paths, in this order) on ``n`` ranks, sharing jobs, and judge each alone.
 
     One ``mpiexec`` runs them all in turn (one start-up of ``n`` pytest processes instead of one per
     unit); every rank logs its outcomes (:mod:`job_outcomes`), so a unit fails only for its own tests.
     If the job dies in a unit (crash, abort, timeout), that unit fails with the job's report and a new
     job runs the units it never reached; a job that fails without naming a unit reruns each alone.
-    Its jobs run under ``jobs`` (:func:`run_mpi`).
+    Its jobs run under ``jobs`` and ``wrap`` (:func:`run_mpi`).
     """
     verdicts: dict[str, UnitVerdict] = {}
     pending = tuple(units)
     while pending:
         with tempfile.TemporaryDirectory(prefix="pldemu-units-") as folder:
             result = run_mpi(n, pytest_mpi_argv(pending, "--continue-on-collection-errors"),
-                             timeout=timeout_per_unit * len(pending), env={OUTCOMES_ENV: folder}, jobs=jobs)
+                             timeout=timeout_per_unit * len(pending), env={OUTCOMES_ENV: folder}, jobs=jobs,
+                             wrap=wrap)
             logs = [read_rank_log(rank_log_path(Path(folder), r)) for r in range(n)]
         ok = not result.timed_out and result.returncode == 0
         settled = judge(pending, logs, ok, result.report())
         verdicts.update(settled.verdicts)
         if settled.rerun == pending:  # nothing settled: no unit to blame, so each runs alone
             for unit in pending:
-                verdicts.update(run_units(n, [unit], timeout_per_unit, jobs))
+                verdicts.update(run_units(n, [unit], timeout_per_unit, jobs, wrap))
             break
         pending = settled.rerun
     return verdicts

@@ -16,6 +16,8 @@ from importlib import import_module
 from types import MappingProxyType
 from typing import NoReturn
 
+from pldemu import __version__
+
 # subcommand -> (module, one-line help). Each module defines add_arguments(parser) and run(args) -> int.
 SUBCOMMANDS = MappingProxyType(
     {
@@ -48,6 +50,7 @@ def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentPa
     arguments are added (default: all); the others are listed with their help line only, so that
     ``pldemu --help`` and one command's start-up import nothing of the commands not run."""
     parser = Parser(prog="pldemu", description="Run pld.tensor.* collectives for real on MPI.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
     for name, (module, help_text) in SUBCOMMANDS.items():
         if commands is not None and name not in commands:
@@ -82,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The ``pldemu`` command. SIGTERM, SIGHUP and Ctrl-C end it with 128 + the signal number after
     killing whatever job it started (:func:`pldemu.job.launch.interruptible`), without a traceback."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    # The first word that is not an option names the command (the top level has no option but -h).
+    # The first word that is not an option names the command (the top level has no option but -h, --version).
     parser = build_parser([next((word for word in argv if not word.startswith("-")), "")])
     args = parse_command_line(parser, argv)
     from pldemu.cli.common import settle_placement

@@ -9,7 +9,7 @@ from concurrent.futures import CancelledError
 from pathlib import Path
 
 import pytest
-from helpers import processes_with, shm_left, shm_names
+from helpers import CAN_PRIVATE_SHM, left_in, own_processes_with, private_shm
 from job_outcomes import RankLog, judge, read_rank_log
 from mpi_background import SuiteRunner
 from mpi_launch import REPO_ROOT, Cancelled, run_units
@@ -20,10 +20,9 @@ PASSES, FAILS, KILLS, HANGS = (str(UNITS / f"unit_{name}.py")
 
 
 @pytest.mark.launcher
-def test_each_unit_of_a_shared_job_gets_its_own_verdict() -> None:
-    before = shm_names()
-    verdicts = run_units(2, [FAILS, KILLS, PASSES], timeout_per_unit=120)
-    assert not shm_left(before), "the planned crash left a segment in /dev/shm"
+def test_each_unit_of_a_shared_job_gets_its_own_verdict(tmp_path: Path) -> None:
+    verdicts = run_units(2, [FAILS, KILLS, PASSES], timeout_per_unit=120, wrap=private_shm(tmp_path) if CAN_PRIVATE_SHM else ())
+    assert left_in(tmp_path) == [], "the planned crash left a segment in /dev/shm"
     assert list(verdicts) == [FAILS, KILLS, PASSES]
     failed = verdicts[FAILS]
     assert not failed.passed and "rank 1:" in failed.detail and "rank 1 fails this test on purpose" in failed.detail
@@ -34,21 +33,21 @@ def test_each_unit_of_a_shared_job_gets_its_own_verdict() -> None:
 
 
 @pytest.mark.launcher
-def test_the_background_runner_gives_each_size_its_verdicts_and_closing_it_kills_its_job() -> None:
-    before = shm_names()
-    runner = SuiteRunner({2: [FAILS, PASSES], 3: [HANGS], 4: [PASSES]}, timeout_per_unit=600)
+def test_the_background_runner_gives_each_size_its_verdicts_and_closing_it_kills_its_job(tmp_path: Path) -> None:
+    runner = SuiteRunner({2: [FAILS, PASSES], 3: [HANGS], 4: [PASSES]}, timeout_per_unit=600,
+                         wrap=private_shm(tmp_path) if CAN_PRIVATE_SHM else ())
     try:
         assert runner.verdict(2, PASSES).passed and not runner.verdict(2, FAILS).passed
         deadline = time.monotonic() + 120
-        while len(processes_with(HANGS)) < 3 and time.monotonic() < deadline:  # its job started
+        while len(own_processes_with(HANGS)) < 3 and time.monotonic() < deadline:  # its job started
             time.sleep(0.2)
-        assert len(processes_with(HANGS)) >= 3, "the 3-rank job never started"
+        assert len(own_processes_with(HANGS)) >= 3, "the 3-rank job never started"
     finally:
         start = time.monotonic()
         runner.close()
     assert time.monotonic() - start < 30, "closing waited for the job instead of killing it"
-    assert not processes_with(HANGS), "a rank of the killed job outlived close()"
-    assert not shm_left(before), "the killed job left a segment in /dev/shm"
+    assert not own_processes_with(HANGS), "a rank of the killed job outlived close()"
+    assert left_in(tmp_path) == [], "the killed job left a segment in /dev/shm"
     with pytest.raises(Cancelled):
         runner.verdict(3, HANGS)
     with pytest.raises(CancelledError):  # the size after it never started

@@ -15,7 +15,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from helpers import shm_left, shm_names
+from helpers import CAN_PRIVATE_SHM, left_in, marked_processes, private_shm
+
+from pldemu.job.launch import PID_DIR_VAR
 
 pytestmark = pytest.mark.launcher
 
@@ -23,10 +25,17 @@ PROJECT = Path(__file__).resolve().parent / "project"
 
 
 def run_project(tmp_path: Path, *args: str) -> dict[str, tuple[str, str, float]]:
-    """Run the project's suite; ``{test id: (outcome, failure text, seconds)}`` from its JUnit XML."""
-    xml = tmp_path / "junit.xml"
-    out = subprocess.run([sys.executable, "-m", "pytest", "-q", f"--junitxml={xml}", *args], cwd=PROJECT,
-                         capture_output=True, text=True, timeout=600, check=False)
+    """Run the project's suite; ``{test id: (outcome, failure text, seconds)}`` from its JUnit XML.
+
+    Its marks, so that a test looks at this run only: every folder it makes, its jobs' folders
+    (:data:`PID_DIR_VAR`, which every process of a job carries) included, is under ``tmp_path/tmp``
+    (its TMPDIR), and with root its /dev/shm is ``tmp_path/shm`` (:func:`private_shm`)."""
+    xml, tmp, shm = tmp_path / "junit.xml", tmp_path / "tmp", tmp_path / "shm"
+    tmp.mkdir()
+    shm.mkdir()
+    wrap = private_shm(shm) if CAN_PRIVATE_SHM else ()
+    out = subprocess.run([*wrap, sys.executable, "-m", "pytest", "-q", f"--junitxml={xml}", *args], cwd=PROJECT,
+                         capture_output=True, text=True, timeout=600, check=False, env={**os.environ, "TMPDIR": str(tmp)})
     assert xml.is_file(), out.stdout + out.stderr
     cases: dict[str, tuple[str, str, float]] = {}
     for case in ET.parse(xml).getroot().iter("testcase"):
@@ -38,21 +47,12 @@ def run_project(tmp_path: Path, *args: str) -> dict[str, tuple[str, str, float]]
     return cases
 
 
-def job_processes() -> list[str]:
-    found = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
-                continue
-            if "pldemu-launch-" in cmd:
-                found.append(f"{proc.name}: {cmd}")
-    return found
+def own_job_processes(tmp_path: Path) -> list[int]:
+    """The processes of the jobs :func:`run_project` started in ``tmp_path`` that are still alive."""
+    return marked_processes(PID_DIR_VAR, str(tmp_path / "tmp"))
 
 
 def test_downstream_project(tmp_path: Path):
-    before = shm_names()
     cases = run_project(tmp_path)
     for n in (2, 3, 5):
         assert cases[f"test_allreduce_matches_numpy[{n}ranks]"][0] == "passed", cases
@@ -66,9 +66,8 @@ def test_downstream_project(tmp_path: Path):
     outcome, text, _ = cases["test_crashing_rank[2ranks]"]
     assert outcome == "failed" and "rank 1 failed:\nWindowAccessError" in text, text
     assert cases["test_session_survives"][0] == "passed"
-    left = shm_left(before)
-    assert not left, f"left in /dev/shm: {sorted(left)}"
-    assert job_processes() == []
+    assert left_in(tmp_path / "shm") == [], "left in /dev/shm"
+    assert own_job_processes(tmp_path) == []
 
 
 def test_command_line_options_apply_to_marked_tests(tmp_path: Path):
@@ -83,3 +82,19 @@ def test_marked_tests_are_skipped_inside_an_mpi_job(tmp_path: Path):
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", f"--junitxml={xml}", "-k", "wrong_result"],
                          cwd=PROJECT, capture_output=True, text=True, timeout=120, check=False, env=env)
     assert out.returncode == 0 and "1 skipped" in out.stdout, out.stdout + out.stderr
+
+
+def test_own_job_processes_are_those_of_this_run_only(tmp_path: Path):
+    """The mark :func:`own_job_processes` looks for: a process of a job folder under this run's TMPDIR is
+    found, one of another run's folder (another session on the same machine) is not."""
+    (tmp_path / "tmp").mkdir()
+    sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
+    ours = subprocess.Popen(sleep, env={**os.environ, PID_DIR_VAR: str(tmp_path / "tmp" / "pldemu-pids-x")})
+    theirs = subprocess.Popen(sleep, env={**os.environ, PID_DIR_VAR: str(tmp_path / "tmp-other" / "pldemu-pids-x")})
+    try:
+        assert own_job_processes(tmp_path) == [ours.pid]
+    finally:
+        for proc in (ours, theirs):
+            proc.kill()
+            proc.wait()
+    assert own_job_processes(tmp_path) == []

@@ -97,17 +97,25 @@ def _namespaces() -> set[str]:
     return {line.split()[0] for line in out.splitlines() if re.match(r"pld\d+h\d+", line)}
 
 
-def assert_nothing_left(token: str, shm: Path, ns_before: set[str]) -> None:
-    """No process of the run, no namespace or bridge of it, nothing in its /dev/shm."""
+def _bridges() -> set[str]:
+    out = subprocess.run(["ip", "-o", "link", "show", "type", "bridge"], capture_output=True, text=True,
+                         check=False).stdout
+    return set(re.findall(r"pld\d+br", out))
+
+
+def assert_nothing_left(token: str, shm: Path, hosts: Sequence[dict[str, str]]) -> None:
+    """No process of the run, none of its namespaces or its bridge, nothing in its /dev/shm. The run's
+    namespaces are the ones its hosts report names (``pld<pid>h<i>``, the hosts script's pid), its bridge
+    ``pld<pid>br``: another run's, on the same machine, is not looked at."""
     deadline = time.monotonic() + 5.0
     while _carriers(token) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not _carriers(token), f"processes of the run are still alive: {_carriers(token)}"
-    assert _namespaces() <= ns_before, f"namespaces left: {sorted(_namespaces() - ns_before)}"
-    links = subprocess.run(["ip", "-o", "link", "show", "type", "bridge"], capture_output=True, text=True,
-                           check=False).stdout
-    ours = set(re.findall(r"pld\d+br", links)) - {f"{n[:-2]}br" for n in ns_before}
-    assert not ours, f"bridges left: {sorted(ours)}"
+    assert hosts, "the run's hosts report is missing: its namespaces cannot be told from other runs'"
+    namespaces = {host["ns"] for host in hosts}
+    assert not _namespaces() & namespaces, f"namespaces left: {sorted(_namespaces() & namespaces)}"
+    bridges = {re.sub(r"h\d+$", "br", ns) for ns in namespaces}
+    assert not _bridges() & bridges, f"bridges left: {sorted(_bridges() & bridges)}"
     assert not list(shm.iterdir()), f"/dev/shm entries left: {sorted(p.name for p in shm.iterdir())}"
 
 
@@ -116,7 +124,6 @@ def pldemu_hosts(argv: Sequence[str], layout: str, *, timeout: float = 600.0,
     """Run ``pldemu ARGV --sim-hosts LAYOUT`` and check it left nothing behind. ``stop_after``: send
     the launcher SIGTERM once this text appears in the output (a killed run must clean up too)."""
     token = uuid.uuid4().hex
-    ns_before = _namespaces()
     with tempfile.TemporaryDirectory(prefix="pldemu-mh-") as tmp:
         report, shm = Path(tmp) / "hosts.txt", Path(tmp) / "shm"
         shm.mkdir()
@@ -143,7 +150,7 @@ def pldemu_hosts(argv: Sequence[str], layout: str, *, timeout: float = 600.0,
         wall = time.monotonic() - start
         hosts = [dict(zip(row.split()[0::2], row.split()[1::2], strict=True))
                  for row in report.read_text().splitlines()] if report.is_file() else []
-        assert_nothing_left(token, shm, ns_before)
+        assert_nothing_left(token, shm, hosts)
     return HostRun(rc, "".join(line for _, line in lines), hosts, wall, lines)
 
 

@@ -60,7 +60,7 @@ columns: time(us); algbw = size / time and busbw = algbw x (allreduce 2(n-1)/n; 
 allgather, all_to_all (n-1)/n; broadcast 1), both GB/s; #wrong = wrong elements over ranks and
 iterations (exact data, oracle comparison); ratio = pldemu time / native time.
 
-the README figures: pldemu bench all -n 4 --sizes 4K,1M,16M,64M --iters 10 --json bench.json --plot bench.png
+a full run (docs/benchmarks.md): pldemu bench all -n 4 --sizes 4K,1M,16M,64M --iters 10 --json bench.json --plot bench.png
 
 exit status: 0 ok, 1 a wrong result, 2 bad arguments, 3 failure inside the job.
 """
