@@ -4,11 +4,15 @@ the opaque-call case has no counterpart), plus wait runs, pure wait loops and a 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from pldemu.ir import Program, format_program, parse_program
+from pldemu.collectives import CollectiveSpec, collective_program
+from pldemu.ir import AllreduceMode, DType, Program, format_program, parse_program
 from pldemu.ir.verifier import verify
-from pldemu.lowering import DropMarker, InsertCommFence, Marker
+from pldemu.lowering import DropMarker, InsertCommFence, Marker, lower_composite_ops
+from pldemu.mutants import MUTANTS
 
 HEADER = """\
 program p {
@@ -307,11 +311,8 @@ def test_drop_leaves_out_exactly_the_kth_marker_of_its_kind(kind: Marker, index:
     want = lines[:markers[gone]] + lines[markers[gone] + 1:]
     assert [line.strip() for line in format_program(dropped).splitlines()] == want
     verify(dropped)
-    again = InsertCommFence().apply(dropped)  # the pass puts the marker back (a write: its whole pair)
-    if kind in (Marker.PUT_FENCE, Marker.WAIT_INVALIDATE):
-        assert again == full
-    else:
-        assert len(format_program(again).splitlines()) == len(format_program(full).splitlines()) + 1
+    assert InsertCommFence().apply(dropped) == full  # the pass puts back the one marker (not a whole pair)
+    assert InsertCommFence(drop=DropMarker(kind, index)).apply(dropped) == dropped  # the same drop: idempotent
 
 
 def test_drop_beyond_the_last_marker_changes_nothing() -> None:
@@ -323,3 +324,45 @@ def test_drop_beyond_the_last_marker_changes_nothing() -> None:
 def test_drop_marker_validation(kind: object, index: object) -> None:
     with pytest.raises(ValueError, match="DropMarker"):
         DropMarker(kind, index)  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------------------------------------
+# idempotent: twice is once, on every recipe, mutant and litmus program
+# ----------------------------------------------------------------------------------------------
+
+LITMUS = Path(__file__).resolve().parents[1] / "races" / "fences"
+RECIPES = [CollectiveSpec(name, dtype=dt, size=size) for name in
+           ("allgather", "reduce_scatter", "broadcast", "barrier", "all_to_all", "all_to_all_v")
+           for dt, size in ((DType.FP32, 17), (DType.FP16, 64))]
+RECIPES += [CollectiveSpec("allreduce", mode=mode, dtype=DType.FP32, size=size)
+            for mode in AllreduceMode for size in (17, 64)]
+RECIPES += [CollectiveSpec("broadcast", root=1, size=64)]
+
+
+def _twice_is_once(fences: InsertCommFence, program: Program) -> None:
+    once = fences.apply(program)
+    twice = fences.apply(once)
+    assert format_program(twice) == format_program(once)
+    assert twice == once
+
+
+@pytest.mark.parametrize("spec", RECIPES, ids=str)
+def test_idempotent_on_every_recipe(spec: CollectiveSpec) -> None:
+    _twice_is_once(InsertCommFence(), lower_composite_ops(collective_program(spec).program))
+
+
+@pytest.mark.parametrize("name", sorted(MUTANTS))
+def test_idempotent_on_every_mutant(name: str) -> None:
+    """The mutant's lowering under the full pass, and a drop entry under its own pass (the same marker
+    stays dropped)."""
+    m = MUTANTS[name]
+    lowered = lower_composite_ops(m.program, variant=m.variant)
+    _twice_is_once(InsertCommFence(), lowered)
+    if m.drop is not None:
+        _twice_is_once(InsertCommFence(drop=m.drop), lowered)
+        assert InsertCommFence(drop=m.drop).apply(m.lower()) == m.lower()
+
+
+@pytest.mark.parametrize("path", sorted(LITMUS.rglob("*.pld")), ids=lambda p: p.name)
+def test_idempotent_on_every_litmus_program(path: Path) -> None:
+    _twice_is_once(InsertCommFence(), verify(parse_program(path.read_text(), path.name)))
