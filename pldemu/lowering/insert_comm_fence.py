@@ -20,8 +20,10 @@ Only kernel (InCore) code is marked: every pldemu function is, unless named in `
 that stand for orchestration or host code). The pass is idempotent: a write already followed by its
 ``cacheinvalid; fence`` pair, a put by its fence, and a wait (or wait run, or pure wait loop) by a
 whole-memory ``cacheinvalid()`` are left alone; a write with half of its pair gets the other half
-only. So applying the pass twice gives the program applying it once gives, ``drop`` included. An inserted marker carries the origin of the
-statement it follows, so every report names the user's line.
+only. So applying the pass twice gives the program applying it once gives, ``drop`` included.
+An inserted marker carries the origin of the statement it follows, so every report names the
+user's line, with ``placed_by`` set (``placed by InsertCommFence``: the notes summarise such
+markers in one line, ``pldemu lower --fences`` names them).
 
 ``drop`` (a :class:`DropMarker`) leaves out the k-th marker of one kind, counted in program order
 over the whole program: a known-broken placement for the mutant catalogue (``pldemu.mutants``),
@@ -35,7 +37,7 @@ from __future__ import annotations
 import enum
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 from pldemu.ir import Call, Const, DType, ListExpr, Op, Program, Var
@@ -154,8 +156,14 @@ def _waits(s: Stmt | None) -> bool:
     return s is not None and (_is_wait(s) or _pure_wait_loop(s))
 
 
-def _origin(s: Stmt) -> SourcePos | None:
-    return s.origin if isinstance(s, (Assign, Eval)) else None
+PLACED_BY = "InsertCommFence"
+"""``SourcePos.placed_by`` of the markers this pass places."""
+
+
+def _origin(s: Stmt) -> SourcePos:
+    """The origin of a marker placed after ``s``: ``s``'s line (if known), marked as placed by this pass."""
+    origin = s.origin if isinstance(s, (Assign, Eval)) else None
+    return SourcePos("", 0, placed_by=PLACED_BY) if origin is None else replace(origin, placed_by=PLACED_BY)
 
 
 @dataclass(frozen=True)
@@ -235,5 +243,5 @@ class _Placer:
         return s
 
 
-__all__ = ["DropMarker", "InsertCommFence", "Marker", "cacheinvalid_all_stmt", "cacheinvalid_region_stmt",
+__all__ = ["PLACED_BY", "DropMarker", "InsertCommFence", "Marker", "cacheinvalid_all_stmt", "cacheinvalid_region_stmt",
            "fence_stmt"]

@@ -4,6 +4,7 @@ the opaque-call case has no counterpart), plus wait runs, pure wait loops and a 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -281,7 +282,9 @@ def test_host_function_untouched() -> None:
 def test_marker_keeps_the_origin_of_the_statement_it_follows() -> None:
     out = InsertCommFence().apply(program("tile.store(t, [0, 0], win)"))
     store, inv, fence = out.function().body.stmts[-3:]
-    assert inv.origin == store.origin == fence.origin and store.origin is not None
+    assert store.origin is not None and not store.origin.placed_by
+    assert inv.origin == fence.origin == replace(store.origin, placed_by="InsertCommFence")
+    assert str(inv.origin) == f"{store.origin}, placed by InsertCommFence"
 
 
 # ----------------------------------------------------------------------------------------------

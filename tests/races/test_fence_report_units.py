@@ -118,3 +118,20 @@ def test_ordered_sets_and_atomic_adds_are_not_lost_updates() -> None:
     assert lost_updates(adds, [[(1, 0), (2, 0)], [(0, 1), (0, 2)]], BUF, where) == []
     other_cells = [(_set_log((0, 1, 1)), [(7, 1)]), (_set_log((0, 2, 1)), [(9, 1)])]
     assert lost_updates(other_cells, [[(1, 0), (2, 0)], [(0, 1), (0, 2)]], BUF, where) == []
+
+
+def test_notes_of_markers_a_pass_placed_are_one_line_and_the_users_one_per_site() -> None:
+    from pldemu.runtime.instrument.race_fenced import MarkerNotes, fence_notes, merge_notes
+
+    notes = MarkerNotes()
+    for site in (1, 2, 3):  # 1, 2: placed by InsertCommFence; 3: the user's own
+        notes.count(notes.fence, site, True)
+    notes.count(notes.inval, 2, True)
+    notes.count(notes.inval, 4, False)  # useful once: no note
+    placed = {1: "InsertCommFence", 2: "InsertCommFence"}
+    out = fence_notes(merge_notes([notes.wire()]), lambda s: f"site{s}", lambda s: placed.get(s, ""))
+    assert len(out) == 2, out
+    assert out[0].startswith("note: system.fence at site3 ordered nothing")
+    assert out[1].startswith("note: InsertCommFence placed 3 markers that did nothing or not enough")
+    assert "2 x a system.fence that ordered nothing; 1 x a system.cacheinvalid that dropped no cached line" in out[1]
+    assert "site1" not in out[1] and "site2" not in out[1]

@@ -34,6 +34,8 @@ the line of the view's base). A note is printed only when it held on every execu
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -182,23 +184,54 @@ class FenceLedger:
         return got
 
 
-def fence_notes(counts: dict[str, dict[int, _Count]], where: Any) -> list[str]:
-    """The notes of markers that were useless or insufficient on every execution."""
+_NOTE_KINDS = (
+    ("fence", "a system.fence that ordered nothing"),
+    ("inval", "a system.cacheinvalid that dropped no cached line"),
+    ("scope", "a region system.cacheinvalid that left a written line of its tensor in the cache"),
+)
+"""Per note kind: what one such marker is, for the one-line summary of the markers a pass placed."""
+
+
+def fence_notes(counts: dict[str, dict[int, _Count]], where: Any,
+                placed_by: Callable[[int], str] | None = None) -> list[str]:
+    """The notes of markers that were useless or insufficient on every execution: one per site of the
+    user's own markers; the markers a pass placed (``placed_by(site)``: the pass's name, or empty for
+    the user's) in one line, since they are placed by rule, not where the user asked."""
+    by_pass: dict[str, Counter[str]] = {}
+    mine: dict[str, dict[int, _Count]] = {kind: {} for kind, _ in _NOTE_KINDS}
+    for kind, _ in _NOTE_KINDS:
+        for site, c in sorted(counts[kind].items()):
+            if not (c.runs and c.held == c.runs):
+                continue
+            name = placed_by(site) if placed_by is not None else ""
+            if name:
+                by_pass.setdefault(name, Counter())[kind] += 1
+            else:
+                mine[kind][site] = c
+    return _site_notes(mine, where) + [_summary(name, n) for name, n in sorted(by_pass.items())]
+
+
+def _summary(name: str, n: Counter[str]) -> str:
+    k = sum(n.values())
+    parts = "; ".join(f"{n[kind]} x {what}" for kind, what in _NOTE_KINDS if n[kind])
+    return (f"note: {name} placed {k} marker{'' if k == 1 else 's'} that did nothing or not enough on every "
+            f"execution ({parts}): it places them by rule after every window write, put and wait, not where "
+            "the program needs one (--no-insert-fences runs the program's own markers only)")
+
+
+def _site_notes(counts: dict[str, dict[int, _Count]], where: Any) -> list[str]:
     out = []
     for site, c in sorted(counts["fence"].items()):
-        if c.runs and c.held == c.runs:
-            out.append(f"note: system.fence at {where(site)} ordered nothing (no write pending) in "
-                       f"{c.held}/{c.runs} executions")
+        out.append(f"note: system.fence at {where(site)} ordered nothing (no write pending) in "
+                   f"{c.held}/{c.runs} executions")
     for site, c in sorted(counts["inval"].items()):
-        if c.runs and c.held == c.runs:
-            out.append(f"note: system.cacheinvalid at {where(site)} dropped no cached line in "
-                       f"{c.held}/{c.runs} executions (no tensor.read or tensor.write since the last "
-                       "cacheinvalid had filled a line it covers)")
+        out.append(f"note: system.cacheinvalid at {where(site)} dropped no cached line in "
+                   f"{c.held}/{c.runs} executions (no tensor.read or tensor.write since the last "
+                   "cacheinvalid had filled a line it covers)")
     for site, c in sorted(counts["scope"].items()):
-        if c.runs and c.held == c.runs:
-            out.append(f"note: the region system.cacheinvalid at {where(site)} covers only the line of the view's "
-                       f"base on the device; {c.example} and stays in the cache ({c.held}/{c.runs} executions; "
-                       "system.cacheinvalid() or a region based at that line cleans it)")
+        out.append(f"note: the region system.cacheinvalid at {where(site)} covers only the line of the view's "
+                   f"base on the device; {c.example} and stays in the cache ({c.held}/{c.runs} executions; "
+                   "system.cacheinvalid() or a region based at that line cleans it)")
     return out
 
 

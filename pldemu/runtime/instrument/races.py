@@ -802,7 +802,12 @@ class RaceDetector(MonitorBase):
             return []
         parts = self._bounded.allgather((self._ledger.notes.wire(), sorted(self._notes)), "the notes exchange")
         counts = merge_notes([c for c, _ in parts])
-        return fence_notes(counts, self._where) + sorted({n for _, ns in parts for n in ns})
+        return fence_notes(counts, self._where, self._placed_by) + sorted({n for _, ns in parts for n in ns})
+
+    def _placed_by(self, site: int) -> str:
+        """The pass that placed the marker at ``site`` (empty: the user's own)."""
+        origin = self._sites[site].location.origin if 0 <= site < len(self._sites) else None
+        return "" if origin is None else origin.placed_by
 
     def free(self) -> None:
         """Free the private communicator (collective; idempotent)."""
