@@ -74,6 +74,12 @@ PAIRS: dict[str, tuple[str, Verdict, str, Verdict]] = {
                                                        "[mp_noinv.pld:24]", "[mp_noinv.pld:17]")),
               "mp_inv", Verdict(None, note="dropped no cached line")),
     "noinv_pass": ("mp_noinv", Verdict(MISSING_INVALIDATE, ("[mp_noinv.pld:25]",)), "mp_noinv" + WITH_PASS, CLEAN),
+    # ... after the rank's own DMA write: the read, the access that filled its line, the write
+    "own_stale": ("own_stale", Verdict(MISSING_INVALIDATE, ("[own_stale.pld:15]", "[own_stale.pld:12]",
+                                                            "[own_stale.pld:13]")),
+                  "own_stale_inv", CLEAN),
+    "own_stale_pass": ("own_stale", Verdict(MISSING_INVALIDATE, ("[own_stale.pld:15]",)),
+                       "own_stale" + WITH_PASS, CLEAN),
     # ... of a signal cell (a count) whose line a scalar read filled before the wait on another cell
     "counts": ("counts_noinv", Verdict(MISSING_INVALIDATE, ("[counts_noinv.pld:24]", "[counts_noinv.pld:20]",
                                                             "[counts_noinv.pld:22]", "[counts_noinv.pld:16]")),

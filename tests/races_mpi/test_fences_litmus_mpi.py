@@ -58,6 +58,8 @@ EXPECT: dict[str, Expect] = {
     "two_targets": Expect((1, 2), (0, 0), 1.0, 1.0, 1.0, ranks=3),
     "same_origin": Expect((0,), (0, 0), None, None, 1.0),
     "same_origin_fence": Expect((0,), (0, 0), None, 1.0, 1.0),  # deferred: a fence is nothing, no release
+    "own_stale": Expect((0,), (0, 0), 1.0, None, 1.0),  # the line filled before the rank's own tile.store
+    "own_stale_inv": Expect((0,), (0, 0), 1.0, 1.0, 1.0),
     "spin": Expect((1,), (0, 0), 1.0, SPIN, SPIN),
     # The neighbour's AtomicAdd survives the Set into its line: signal cells are atomic per cell in the
     # model (the device's whole-line write-back of a Set, pto-isa#322, is not emulated).

@@ -126,6 +126,28 @@ class FenceLedger:
         """Signal line (buffer, line) -> (segment, site, by a read) of the scalar read or the wait that last
         filled it (a line only a wait filled serves no read a cacheinvalid could have refreshed)."""
         self.signal_reads: list[tuple[int, int, int, int, int, int, int, float]] = []
+        self.dma_over: dict[LineKey, list[tuple[int, int, float, list[Interval], int]]] = {}
+        """Cached data lines this rank's own DMA writes (tile.store, a get's or a put's destination in its
+        own window) wrote since they were filled: (write site, call, time, intervals, the fill's site) per
+        write. The write goes to memory, not the line: until a cacheinvalid covering the line, a scalar
+        read of those elements returns the line's old value (the own-rank stale read)."""
+
+    def dma_write(self, buffer: Buffer, site: int, run: int, t: float, ivs: list[Interval]) -> None:
+        """This rank's DMA write into its own window: remember it on every cached line it writes."""
+        for lo, hi in ivs:
+            for n in self.cache.lines_of(buffer, lo, hi):
+                fill = self.cache.line_fill((buffer.index, n))
+                if fill is not None:
+                    filler = self.fills.get(fill, (0, 0, -1))[2]
+                    self.dma_over.setdefault((buffer.index, n), []).append((site, run, t, ivs, filler))
+
+    def dma_under(self, key: LineKey, cell: int) -> tuple[int, int, float, int] | None:
+        """The last own DMA write of ``cell`` since its cached line was filled: (site, call, time, fill
+        site); None if none (or a cacheinvalid has dropped the line since)."""
+        for site, run, t, ivs, filler in reversed(self.dma_over.get(key, [])):
+            if any(lo <= cell < hi for lo, hi in ivs):
+                return site, run, t, filler
+        return None
         """Scalar reads of a signal cell served from a line filled in an earlier segment: (fill segment,
         fill site, the read's sync-event index, buffer, cell, site, call, time), judged at the checkpoint."""
 
@@ -150,6 +172,10 @@ class FenceLedger:
         else:
             dropped = int(buf is not None and self.cache.is_cached(key))
         self.notes.count(self.notes.inval, site, dropped + signal_lines == 0)
+        if key is None:
+            self.dma_over.clear()
+        else:
+            self.dma_over.pop(key, None)
         keys = list(self.dirty) if key is None else [key]
         for k in keys:
             for p in self.dirty.pop(k, []):
@@ -166,6 +192,7 @@ class FenceLedger:
     def complete_all(self) -> list[Pending]:
         """A join or a call's end: every write completes, dirty lines written back (signal lines too)."""
         self.signal_fills.clear()
+        self.dma_over.clear()  # the tail flush drops every line
         done, self.pending = self.pending, []
         for ps in self.dirty.values():
             done.extend(ps)

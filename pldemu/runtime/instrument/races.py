@@ -215,6 +215,12 @@ class RaceReport:
             return (head + f"{a.describe()} || {b.describe()}: two Set notifies into one signal cell that nothing "
                     "orders; whichever lands second wipes the other (a lost update on the device too, simpler#253; "
                     "AtomicAdd keeps both)")
+        if self.reason == MISSING_INVALIDATE and a.rank == b.rank:
+            filled = f"the cached line filled at {self.via[0]}" if self.via and self.via[0] else "a cached line"
+            return (head + f"rank {b.rank}'s {b.kind_name} at {b.location} (call {b.call}) used {filled}, before "
+                    f"its own DMA {a.kind_name} at {a.location} (call {a.call}), which goes to memory, not the line; "
+                    "no system.cacheinvalid covering that line between the write and the read, so it reads the "
+                    "line's old value")
         if self.reason == MISSING_INVALIDATE:
             filler, wait = self.via
             after = f", before {wait}" if wait else ""
@@ -303,6 +309,8 @@ class _Epoch:
     log: dict[_LogKey, list[Any]]
     spans: dict[tuple[Any, ...], list[Any]]
     vc: list[int]
+    own: list[RaceReport]
+    """Fenced mode's own-rank stale reads, reported as they are (program order decides them)."""
 
 
 @dataclass(frozen=True)
@@ -330,6 +338,8 @@ class RaceDetector(MonitorBase):
         self._ledger = FenceLedger(cache) if cache is not None else None
         """Fenced mode (``race_fenced``): writes stamped at their completion, scalar reads at their fill."""
         self._spans: dict[tuple[Any, ...], list[Any]] = {}
+        self._own: dict[tuple[int, int, int, int], RaceReport] = {}
+        """Fenced mode: own-rank stale reads found since the last checkpoint (``_own_stale_read``)."""
         self._notes: set[str] = set()
         self.rank = comm.Get_rank()
         self.nranks = comm.Get_size()
@@ -480,6 +490,8 @@ class RaceDetector(MonitorBase):
                 self._wrote_remote = False
         if self._ledger is not None and kind != READ and isinstance(site, int):
             # Fenced mode: a program's write is pending until what completes it (race_fenced).
+            if target == self.rank:
+                self._ledger.dma_write(buf, site, self._run, self._clock(), ivs)
             self._ledger.pending.append(Pending(target, buf, kind, site, ivs, len(self._sync), self._turn,
                                                 self._run, self._clock()))
             return
@@ -559,6 +571,7 @@ class RaceDetector(MonitorBase):
         flat = flat_cell("race", self.rank, self.rank, t, args[1])
         if self._ledger is not None:
             self._cached_read(site, t.buffer, flat)
+            self._own_stale_read(site, t.buffer, flat)
             return
         self._record(self.rank, t.buffer, READ, site.id, [(flat, flat + 1)])
 
@@ -593,6 +606,26 @@ class RaceDetector(MonitorBase):
             self._spans[key] = [self._clock(), [(flat, flat + 1)]]
         else:
             rec[1].append((flat, flat + 1))
+
+    def _own_stale_read(self, site: CallSite, buf: Buffer, flat: int) -> None:
+        """A scalar read served from a line this rank's own DMA write wrote after the line's fill, with
+        no cacheinvalid covering it since: the read returns the line's old value (``missing
+        cacheinvalid``). Program order alone decides it, so the report is made here, not at the checkpoint."""
+        assert self._ledger is not None
+        under = self._ledger.dma_under(self._ledger.cache.key_of(buf, flat), flat)
+        if under is None:
+            return
+        w_site, w_run, w_t, filler = under
+        key = (buf.index, flat, w_site, site.id)
+        old = self._own.get(key)
+        if old is not None:
+            self._own[key] = replace(old, count=old.count + 1)
+        elif len(self._own) < MAX_REPORTS:
+            self._own[key] = RaceReport(
+                buf.name, buf.shape, self.rank, flat, flat + 1, 1,
+                RaceAccess(self.rank, WRITE, self._where(w_site), w_run, w_t),
+                RaceAccess(self.rank, READ, self._where(site.id), self._run, self._clock()),
+                reason=MISSING_INVALIDATE, via=(self._where(filler) if filler >= 0 else "", ""))
 
     def _signal_line(self, site: CallSite, buf: int, cell: int) -> None:
         """A scalar read of a signal cell goes through the data cache on the device (only TWAIT cleans
@@ -719,7 +752,9 @@ class RaceDetector(MonitorBase):
         if self._ledger is not None:
             self._complete(self._ledger.complete_all(), INF_EPOCH)  # never completed in this epoch
         stale = self._ledger.signal_reads if self._ledger is not None else []
-        mine = _Epoch(self.rank, self._sync, self._meta, self._init, stale, self._log, self._spans, self._vc)
+        mine = _Epoch(self.rank, self._sync, self._meta, self._init, stale, self._log, self._spans, self._vc,
+                      list(self._own.values()))
+        self._own = {}
         self._init = None  # rank 0 snapshots every rank's cells from now on
         tag = 2 * (self._checks % CHECK_TAGS)  # a timed-out checkpoint's messages never match a later one
         self._checks += 1
@@ -788,6 +823,7 @@ class RaceDetector(MonitorBase):
         found: list[RaceReport] = []
         for target in range(self.nranks):
             found += find_races(target, self._buffers, [w for out in wires for w in out[target]])
+            found += [r for e in epochs for r in e.own if r.target == target]
             if target == 0:
                 found += lost
         reports = sorted(found, key=lambda r: (r.target, r.buffer, r.start, r.first.rank, r.second.rank))
