@@ -12,7 +12,15 @@ import pytest
 from pldemu.collectives import CollectiveSpec, collective_program
 from pldemu.ir import AllreduceMode, DType, Program, format_program, parse_program
 from pldemu.ir.verifier import verify
-from pldemu.lowering import DropMarker, InsertCommFence, Marker, lower_composite_ops
+from pldemu.lowering import (
+    DropMarker,
+    InsertCommFence,
+    InsertToolchainDrains,
+    Marker,
+    insert_fences,
+    lower_composite_ops,
+)
+from pldemu.lowering.toolchain_drains import PLACED_BY
 from pldemu.mutants import MUTANTS
 
 HEADER = """\
@@ -343,10 +351,11 @@ RECIPES += [CollectiveSpec("broadcast", root=1, size=64)]
 
 
 def _twice_is_once(fences: InsertCommFence, program: Program) -> None:
-    once = fences.apply(program)
-    twice = fences.apply(once)
-    assert format_program(twice) == format_program(once)
-    assert twice == once
+    for apply in (fences.apply, insert_fences):  # the pass, and the pass with the toolchain's drains
+        once = apply(program)
+        twice = apply(once)
+        assert format_program(twice) == format_program(once)
+        assert twice == once
 
 
 @pytest.mark.parametrize("spec", RECIPES, ids=str)
@@ -369,3 +378,42 @@ def test_idempotent_on_every_mutant(name: str) -> None:
 @pytest.mark.parametrize("path", sorted(LITMUS.rglob("*.pld")), ids=lambda p: p.name)
 def test_idempotent_on_every_litmus_program(path: Path) -> None:
     _twice_is_once(InsertCommFence(), verify(parse_program(path.read_text(), path.name)))
+
+
+# ----------------------------------------------------------------------------------------------
+# the toolchain's drains (PTOAS#718): system.bar_all() before every notify
+# ----------------------------------------------------------------------------------------------
+
+
+def test_a_drain_goes_before_every_notify_with_the_notifys_origin() -> None:
+    before = program("""tile.store(t, [0, 0], win)
+           pld.system.notify(sig, peer, [me, 0], 1)
+           for i in range(0, nr, 1) {
+             pld.system.notify(sig, i, [me, 0], 1)
+           }""")
+    out = insert_fences(before)
+    want = program(f"""tile.store(t, [0, 0], win)
+           {INV}
+           system.fence()
+           system.bar_all()
+           pld.system.notify(sig, peer, [me, 0], 1)
+           for i in range(0, nr, 1) {{
+             system.bar_all()
+             pld.system.notify(sig, i, [me, 0], 1)
+           }}""")
+    assert format_program(out) == format_program(want)
+    drain, notify = out.function().body.stmts[-3:-1]
+    assert notify.origin is not None and drain.origin == replace(notify.origin, placed_by=PLACED_BY)
+    assert InsertToolchainDrains().apply(InsertCommFence().apply(before)) == out  # the two steps commute
+    assert InsertCommFence().apply(InsertToolchainDrains().apply(before)) == out
+
+
+def test_drains_leave_host_functions_alone() -> None:
+    extra = """  func host() {
+    pld.system.notify(sig, 0, [0, 0], 1)
+  }
+"""
+    before = program("pld.system.notify(sig, peer, [me, 0], 1)", extra)
+    out = InsertToolchainDrains(host=frozenset({"host"})).apply(before)
+    assert out.function("host") == before.function("host")
+    assert "system.bar_all()" in format_program(out)

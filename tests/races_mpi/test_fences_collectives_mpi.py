@@ -28,7 +28,15 @@ from pldemu.collectives import CollectiveSpec, collective_program
 from pldemu.harness.blocks import QUIET
 from pldemu.harness.check import run_check
 from pldemu.ir import AllreduceMode, Program, format_program
-from pldemu.lowering import CORRECT, DropMarker, InsertCommFence, Marker, RecipeVariant, lower_composite_ops
+from pldemu.lowering import (
+    CORRECT,
+    DropMarker,
+    InsertCommFence,
+    InsertToolchainDrains,
+    Marker,
+    RecipeVariant,
+    lower_composite_ops,
+)
 from pldemu.runtime import RuntimeOptions
 
 pytestmark = [
@@ -74,7 +82,7 @@ def _options(harness: str, insert: bool) -> RuntimeOptions:
 def _lower(name: str, drop: DropMarker | None, program: Program) -> Program:
     """The collective's recipe, and for ``drop`` InsertCommFence without that marker."""
     lowered = lower_composite_ops(program, variant=VARIANTS.get(name, CORRECT))
-    return lowered if drop is None else InsertCommFence(drop=drop).apply(lowered)
+    return lowered if drop is None else InsertToolchainDrains().apply(InsertCommFence(drop=drop).apply(lowered))
 
 
 def _passes(comm: MPI.Intracomm, name: str, options: RuntimeOptions, drop: DropMarker | None = None) -> tuple[bool, str]:
