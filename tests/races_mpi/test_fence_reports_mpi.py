@@ -17,7 +17,7 @@ from mpi4py import MPI
 
 from pldemu.ir import parse_program
 from pldemu.runtime import ProgramInstance, RuntimeOptions
-from pldemu.runtime.instrument.races import LOST_UPDATE, MISSING_FENCE, MISSING_INVALIDATE
+from pldemu.runtime.instrument.races import LOST_UPDATE, MISSING_FENCE, MISSING_INVALIDATE, READ_IN_FLIGHT
 
 pytestmark = pytest.mark.mpi(min_size=2)
 
@@ -49,6 +49,8 @@ class Verdict:
 CLEAN = Verdict(None)
 WITH_PASS = "+InsertCommFence"
 """A fix that is the same program with the pass's markers."""
+
+READ_FLIGHT = Verdict(READ_IN_FLIGHT, ("[read_flight.pld:23]", "[read_flight.pld:24]", "[read_flight.pld:17]"))
 
 PAIRS: dict[str, tuple[str, Verdict, str, Verdict]] = {
     # missing fence: the write, the notify it was still pending at, the peer's read
@@ -86,6 +88,11 @@ PAIRS: dict[str, tuple[str, Verdict, str, Verdict]] = {
                "counts_inv", Verdict(None, note="dropped no cached line")),
     "counts_pass": ("counts_noinv", Verdict(MISSING_INVALIDATE, ("[counts_noinv.pld:24]",)),
                     "counts_noinv" + WITH_PASS, CLEAN),
+    # a read in flight (PTOAS#711, the tload variant): the read, the notify it was in flight at, the peer's
+    # overwrite; fixed by a fence between read and notify, or by the default passes (the toolchain's drain)
+    "read_flight": ("read_flight", READ_FLIGHT, "read_flight_fence", CLEAN),
+    "read_flight_pass": ("read_flight", READ_FLIGHT, "read_flight" + WITH_PASS, CLEAN),
+    "read_flight_fence_pass": ("read_flight", READ_FLIGHT, "read_flight_fence" + WITH_PASS, CLEAN),
     # lost update: the two Sets, in every visibility mode
     "set_clear": ("set_clear_late", Verdict(LOST_UPDATE, ("[set_clear_late.pld:14]", "[set_clear_late.pld:20]"),
                                             modes=("eager", "deferred", "fenced")),

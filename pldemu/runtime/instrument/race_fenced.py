@@ -117,6 +117,9 @@ class FenceLedger:
         self.cache = cache
         self.pending: list[Pending] = []
         """Issued DMA writes and cleaned scalar writes: the next fence completes them."""
+        self.reads: list[Pending] = []
+        """DMA reads in flight (remote_load, a get's source, a tile.load of a window): the next fence,
+        drain (``system.bar_all``), join or call end completes them."""
         self.dirty: dict[LineKey, list[Pending]] = {}
         """Scalar writes still in their cached line, by line."""
         self.fills: dict[int, tuple[int, int, int]] = {}
@@ -157,9 +160,15 @@ class FenceLedger:
         self.dirty.setdefault(key, []).append(p)
 
     def fence(self, site: int) -> list[Pending]:
-        """A ``system.fence``: every pending write completes (dirty lines stay dirty)."""
+        """A ``system.fence``: every pending write completes (dirty lines stay dirty); the reads in flight
+        too (:meth:`land_reads`, which the caller takes next)."""
         done, self.pending = self.pending, []
-        self.notes.count(self.notes.fence, site, not done)
+        self.notes.count(self.notes.fence, site, not done and not self.reads)
+        return done
+
+    def land_reads(self) -> list[Pending]:
+        """A fence, drain, join or call end: every DMA read in flight has its bytes."""
+        done, self.reads = self.reads, []
         return done
 
     def invalidate(self, site: int, key: LineKey | None, buf: int | None, where: Any, seg: int,

@@ -109,6 +109,9 @@ KIND_NAMES = ("read", "write", "atomic write", "Set")
 MISSING_FENCE, MISSING_INVALIDATE, LOST_UPDATE = "missing fence", "missing cacheinvalid", "lost update"
 """Report kinds besides a plain race (``RaceReport.reason``)."""
 
+READ_IN_FLIGHT = "missing fence (read in flight)"
+"""Fenced mode: a DMA read still in flight at a notify that another rank's write is ordered after."""
+
 SIGNAL_LINE_CELLS = 16
 """INT32 signal cells per 64-byte line (the device's write-back granule, pto-isa#322)."""
 
@@ -215,6 +218,11 @@ class RaceReport:
             return (head + f"{a.describe()} || {b.describe()}: two Set notifies into one signal cell that nothing "
                     "orders; whichever lands second wipes the other (a lost update on the device too, simpler#253; "
                     "AtomicAdd keeps both)")
+        if self.reason == READ_IN_FLIGHT:
+            notify = self.via[0] if self.via else "its release"
+            return (head + f"rank {a.rank}'s {a.kind_name} at {a.location} (call {a.call}) was still in flight at "
+                    f"{notify} (no system.fence or drain between); {b.describe()} is ordered after that notify, "
+                    f"not after the read's completion, so the read can return the {b.kind_name}'s bytes")
         if self.reason == MISSING_INVALIDATE and a.rank == b.rank:
             filled = f"the cached line filled at {self.via[0]}" if self.via and self.via[0] else "a cached line"
             return (head + f"rank {b.rank}'s {b.kind_name} at {b.location} (call {b.call}) used {filled}, before "
@@ -391,6 +399,7 @@ class RaceDetector(MonitorBase):
         }
         if self._ledger is not None:
             self._after[Op.FENCE] = self._fence
+            self._after[Op.BAR_ALL] = self._drain
 
     # -- clocks --------------------------------------------------------------------------------
 
@@ -479,7 +488,10 @@ class RaceDetector(MonitorBase):
 
     # -- recording -----------------------------------------------------------------------------
 
-    def _record(self, target: int, buf: Buffer, kind: int, site: int | str, ivs: list[Interval]) -> None:
+    def _record(self, target: int, buf: Buffer, kind: int, site: int | str, ivs: list[Interval],
+                dma: bool = False) -> None:
+        """Record an access; ``dma``: a DMA read (remote_load, a get's source, a tile.load), which fenced
+        mode keeps in flight until a fence, a drain, a join or the call's end completes it."""
         if not ivs:
             return
         if target != self.rank:
@@ -488,12 +500,16 @@ class RaceDetector(MonitorBase):
             elif kind == READ and self._wrote_remote:
                 self._turn += 1
                 self._wrote_remote = False
-        if self._ledger is not None and kind != READ and isinstance(site, int):
-            # Fenced mode: a program's write is pending until what completes it (race_fenced).
+        if self._ledger is not None and (kind != READ or dma) and isinstance(site, int):
+            # Fenced mode: a program's write is pending, its DMA read in flight, until what completes it
+            # (race_fenced).
+            p = Pending(target, buf, kind, site, ivs, len(self._sync), self._turn, self._run, self._clock())
+            if kind == READ:
+                self._ledger.reads.append(p)
+                return
             if target == self.rank:
                 self._ledger.dma_write(buf, site, self._run, self._clock(), ivs)
-            self._ledger.pending.append(Pending(target, buf, kind, site, ivs, len(self._sync), self._turn,
-                                                self._run, self._clock()))
+            self._ledger.pending.append(p)
             return
         key = (len(self._sync), self._run, target, buf.index, kind, site, self._turn)
         rec = self._log.get(key)
@@ -530,20 +546,22 @@ class RaceDetector(MonitorBase):
     def _get(self, site: CallSite, args: tuple[Any, ...]) -> None:
         plan = plan_get(self.rank, site, args)
         if plan is not None:
-            self._record_region(plan.peer, plan.src, READ, site.id)
+            self._record_region(plan.peer, plan.src, READ, site.id, dma=True)
             self._record_region(self.rank, plan.dst, WRITE, site.id)
 
-    def _record_region(self, target: int, side: Region, kind: int, site: int) -> None:
+    def _record_region(self, target: int, side: Region, kind: int, site: int, dma: bool = False) -> None:
         """Record an access to one end of a transfer if it is a data window."""
         buf = _data_window(side.tensor)
         if buf is not None:
-            self._record(target, buf, kind, site, region_intervals(side.tensor.shape, side.offsets, side.extent))
+            self._record(target, buf, kind, site, region_intervals(side.tensor.shape, side.offsets, side.extent),
+                         dma)
 
     def _remote_load(self, site: CallSite, args: tuple[Any, ...]) -> None:
         t = args[0]
         buf = _data_window(t)
         if buf is not None:
-            self._record(args[1], buf, READ, site.id, region_intervals(t.shape, args[2], remote_load_extent(args)))
+            self._record(args[1], buf, READ, site.id, region_intervals(t.shape, args[2], remote_load_extent(args)),
+                         dma=True)
 
     def _wait(self, site: CallSite, args: tuple[Any, ...]) -> None:
         sig = args[0]
@@ -643,10 +661,11 @@ class RaceDetector(MonitorBase):
         """Log writes completed at epoch ``hi`` as intervals from their issue; a write to this rank's
         own window completed in the segment it was issued in is a point (no same-origin question)."""
         for p in done:
-            if p.target == self.rank and p.seg == hi[0]:
-                self._log_point(p)
+            if p.seg == hi[0] and (p.target == self.rank or p.kind == READ):
+                self._log_point(p)  # a read completed before any release: a point, as in the other modes
                 continue
-            key = (p.seg, p.turn, hi[0], hi[1], p.run, p.target, p.buf.index, p.kind, p.site, ("fence", p.cleaned))
+            how = ("flight",) if p.kind == READ else ("fence", p.cleaned)
+            key = (p.seg, p.turn, hi[0], hi[1], p.run, p.target, p.buf.index, p.kind, p.site, how)
             rec = self._spans.get(key)
             if rec is None:
                 self._spans[key] = [p.t, list(p.ivs)]
@@ -671,13 +690,19 @@ class RaceDetector(MonitorBase):
     def _fence(self, site: CallSite, args: tuple[Any, ...]) -> None:
         assert self._ledger is not None
         done = self._ledger.fence(site.id)
-        self._complete(done, self._completion(done))
+        self._complete(done + self._ledger.land_reads(), self._completion(done))
+
+    def _drain(self, site: CallSite, args: tuple[Any, ...]) -> None:
+        """``system.bar_all``: the rank's DMA reads have their bytes (its writes stay pending)."""
+        assert self._ledger is not None
+        self._complete(self._ledger.land_reads(), self._completion([]))
 
     def _complete_all(self) -> None:
         if self._ledger is not None:
             done = self._ledger.complete_all()
-            if done:
-                self._complete(done, self._completion(done))
+            reads = self._ledger.land_reads()
+            if done or reads:
+                self._complete(done + reads, self._completion(done))
 
     def _cacheinvalid(self, site: CallSite, args: tuple[Any, ...]) -> None:
         assert self._ledger is not None
@@ -717,7 +742,7 @@ class RaceDetector(MonitorBase):
         buf = _data_window(t)
         if buf is not None:
             extent = args[3] if len(args) > 3 else args[2]
-            self._record(self.rank, buf, READ, site.id, region_intervals(t.shape, args[1], extent))
+            self._record(self.rank, buf, READ, site.id, region_intervals(t.shape, args[1], extent), dma=True)
 
     def _tile_store(self, site: CallSite, args: tuple[Any, ...]) -> None:
         tile, t = args[0], args[2]
@@ -896,9 +921,10 @@ def _span_detail(ep: _Epoch, how: tuple[Any, ...], span: tuple[int, int], segmen
     between that fill and the read (each with the clock it left)."""
     me, sync, meta = ep.rank, ep.sync, ep.meta
     seg, end = span[0], min(span[1], len(sync))
-    if how[0] == "fence":
-        named = tuple((segments[i][me], where(meta[i][0]), i < how[1]) for i in range(seg, end) if sync[i][0] == REL)
-        return ("fence", named[:MAX_NAMED])
+    if how[0] in ("fence", "flight"):
+        cleaned = how[1] if how[0] == "fence" else 0
+        named = tuple((segments[i][me], where(meta[i][0]), i < cleaned) for i in range(seg, end) if sync[i][0] == REL)
+        return (how[0], named[:MAX_NAMED])
     waits = tuple((segments[i + 1], where(meta[i][0])) for i in range(seg, end)
                   if sync[i][0] == ACQ and segments[i + 1] != segments[i])
     return ("fill", where(how[1]), waits)
@@ -1101,6 +1127,12 @@ def _explain(a: _Wire, b: _Wire) -> tuple[tuple[str, ...], _Wire, _Wire] | None:
     at the read (``missing cacheinvalid``: the fill and the wait after it). None: a plain race."""
     for x, y in ((a, b), (b, a)):
         r = x[0]
+        if len(x) > 9 and x[9][2][0] == "flight":
+            if y[2] != READ and x[3][r] <= y[3][r] < _hi(x)[r]:
+                # y is ordered after a release issued while the read was in flight, not after its completion
+                named = [where for own, where, _ in x[9][2][1] if own <= y[3][r]]
+                return (READ_IN_FLIGHT, named[-1] if named else ""), x, y
+            continue
         y_end = _hi(y)[r]
         if x[2] == READ or x[3][r] > y_end:  # completed at its issue, x would still not come before y
             continue
@@ -1109,7 +1141,7 @@ def _explain(a: _Wire, b: _Wire) -> tuple[tuple[str, ...], _Wire, _Wire] | None:
             named = [(where, cached) for own, where, cached in x[9][2][1] if own <= y_end]
             where, cached = named[-1] if named else ("", False)
             return (MISSING_FENCE, where, "cached" if cached else ""), x, y
-        if len(y) > 9 and y[2] == READ:
+        if len(y) > 9 and y[2] == READ and y[9][2][0] == "fill":
             _, filler, waits = y[9][2]
             wait = next((w for vc, w in waits if vc[r] >= _hi(x)[r]), "")
             return (MISSING_INVALIDATE, filler, wait), x, y
@@ -1161,6 +1193,7 @@ __all__ = [
     "MISSING_FENCE",
     "MISSING_INVALIDATE",
     "READ",
+    "READ_IN_FLIGHT",
     "SET",
     "WRITE",
     "RaceAccess",
