@@ -13,6 +13,15 @@ would have mattered in this run's interleaving. The detector instead asks whethe
   end, the tail flush). The releases (notify, Set of a signal) the rank issued while a write was
   pending are read back from its sync log at the checkpoint: a ``missing fence`` report names the one
   the peer's access is ordered after.
+* **A DMA read is an interval, from its issue to its completion.** A ``remote_load``, a get's source
+  read or a ``tile.load`` of a window is in flight until the rank's next ``system.fence``, drain
+  (``system.bar_all``, which the toolchain puts before every notify: PTOAS#718), join or call end:
+  a write by another rank ordered after a notify issued while it was in flight, but not after its
+  completion, is a ``missing fence (read in flight)`` (PTOAS#711's tload variant).
+* **A rank's own DMA write does not refresh its cached lines.** A ``tile.store`` (or a get's or put's
+  destination) into the rank's own window over a line it has cached, then its ``tensor.read`` of
+  that line with no ``cacheinvalid`` covering it between, reads the line's old value: a ``missing
+  cacheinvalid`` found by program order alone (``FenceLedger.dma_over``), reported at the checkpoint.
 * **A scalar read is an interval, from its line's fill to the read.** A ``tensor.read`` of a data
   window returns what the line held when it was filled (the fill the line cache made on a miss,
   ``LineCache.fill_of``), so it is ordered after a peer's write only if the write completed before

@@ -37,10 +37,14 @@ put before a later read (under ``--visibility deferred`` the read returns the ol
 
 **Fenced mode** (``--visibility fenced``, ``race_fenced``): a write is an interval from its issue to
 the fence (join, call end) that completes it, a scalar ``tensor.read`` from its line's fill to the
-read; x happens before y iff x's end is known to y's start. A conflict that a write completed at its
-issue (or a read filled at its time) would have avoided is reported as ``missing fence`` (with the
-release the write was pending at) or ``missing cacheinvalid`` (with the fill and the wait); same
-origin then needs a completion, not a release, between the put and the read.
+read, a DMA read from its issue to the fence (drain, join, call end) that completes it; x happens
+before y iff x's end is known to y's start. A conflict that a write completed at its issue (or a
+read filled at its time) would have avoided is reported as ``missing fence`` (with the release the
+write was pending at) or ``missing cacheinvalid`` (with the fill and the wait); a write ordered after
+a release issued while a DMA read was in flight, not after its completion, as ``missing fence (read
+in flight)``; a rank's scalar read of a line its own DMA write wrote after the line's fill as
+``missing cacheinvalid``. Same origin then needs a completion, not a release, between the put and
+the read.
 
 **Lost updates** (every mode): two Set releases into one signal cell by different ranks that
 happens-before does not order (``lost_updates``, on rank 0 from the replayed sync logs).
