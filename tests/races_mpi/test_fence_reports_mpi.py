@@ -93,6 +93,11 @@ PAIRS: dict[str, tuple[str, Verdict, str, Verdict]] = {
     "read_flight": ("read_flight", READ_FLIGHT, "read_flight_fence", CLEAN),
     "read_flight_pass": ("read_flight", READ_FLIGHT, "read_flight" + WITH_PASS, CLEAN),
     "read_flight_fence_pass": ("read_flight", READ_FLIGHT, "read_flight_fence" + WITH_PASS, CLEAN),
+    # ... a put's source read: the put, the notify, the peer's overwrite of the source window
+    "put_src_flight": ("put_src_flight",
+                       Verdict(READ_IN_FLIGHT, ("[put_src_flight.pld:14]", "[put_src_flight.pld:15]",
+                                                "[put_src_flight.pld:21]")),
+                       "put_src_fence", CLEAN),
     # lost update: the two Sets, in every visibility mode
     "set_clear": ("set_clear_late", Verdict(LOST_UPDATE, ("[set_clear_late.pld:14]", "[set_clear_late.pld:20]"),
                                             modes=("eager", "deferred", "fenced")),

@@ -13,8 +13,8 @@ would have mattered in this run's interleaving. The detector instead asks whethe
   end, the tail flush). The releases (notify, Set of a signal) the rank issued while a write was
   pending are read back from its sync log at the checkpoint: a ``missing fence`` report names the one
   the peer's access is ordered after.
-* **A DMA read is an interval, from its issue to its completion.** A ``remote_load``, a get's source
-  read or a ``tile.load`` of a window is in flight until the rank's next ``system.fence``, drain
+* **A DMA read is an interval, from its issue to its completion.** A ``remote_load``, a get's or a
+  put's source read or a ``tile.load`` of a window is in flight until the rank's next ``system.fence``, drain
   (``system.bar_all``, which the toolchain puts before every notify: PTOAS#718), join or call end:
   a write by another rank ordered after a notify issued while it was in flight, but not after its
   completion, is a ``missing fence (read in flight)`` (PTOAS#711's tload variant).

@@ -494,7 +494,7 @@ class RaceDetector(MonitorBase):
 
     def _record(self, target: int, buf: Buffer, kind: int, site: int | str, ivs: list[Interval],
                 dma: bool = False) -> None:
-        """Record an access; ``dma``: a DMA read (remote_load, a get's source, a tile.load), which fenced
+        """Record an access; ``dma``: a DMA read (remote_load, a get's or put's source, a tile.load), which fenced
         mode keeps in flight until a fence, a drain, a join or the call's end completes it."""
         if not ivs:
             return
@@ -544,7 +544,7 @@ class RaceDetector(MonitorBase):
         if plan is None:
             return
         if plan.src is not None:
-            self._record_region(self.rank, plan.src, READ, site.id)
+            self._record_region(self.rank, plan.src, READ, site.id, dma=True)
         self._record_region(plan.peer, plan.dst, ATOMIC if site.attrs["atomic"] else WRITE, site.id)
 
     def _get(self, site: CallSite, args: tuple[Any, ...]) -> None:
