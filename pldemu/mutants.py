@@ -32,7 +32,15 @@ from types import MappingProxyType
 from pldemu.collectives import CollectiveSpec, collective_program
 from pldemu.ir.enums import AllreduceMode, NotifyOp, WaitCmp
 from pldemu.ir.nodes import Program
-from pldemu.lowering import CORRECT, DropMarker, InsertCommFence, Marker, RecipeVariant, lower_composite_ops
+from pldemu.lowering import (
+    CORRECT,
+    DropMarker,
+    InsertCommFence,
+    InsertToolchainDrains,
+    Marker,
+    RecipeVariant,
+    lower_composite_ops,
+)
 
 FAILURE_KINDS: tuple[str, ...] = ("wrong-data", "invariant", "deadlock", "race")
 """How a run can catch a mutant:
@@ -150,7 +158,8 @@ class Mutant:
 
 def _lower(program: Program, variant: RecipeVariant, fences: InsertCommFence | None) -> Program:
     lowered = lower_composite_ops(program, variant=variant)
-    return lowered if fences is None else fences.apply(lowered)
+    # a drop entry leaves out one of InsertCommFence's markers; the toolchain's drains stay
+    return lowered if fences is None else InsertToolchainDrains().apply(fences.apply(lowered))
 
 
 def _catalogue(*mutants: Mutant) -> MappingProxyType[str, Mutant]:

@@ -163,6 +163,11 @@ class RunContext:
         if self.inst.races is not None:
             self.inst.races.join()
 
+    def notes(self) -> list[str]:
+        """Collective: the race detector's notes on fences and cacheinvalids (``--visibility fenced``;
+        else none), the same list on every rank."""
+        return self.inst.races.notes() if self.inst.races is not None else []
+
     def block_barrier(self, what: str) -> None:
         """The block-end barrier (bounded), after every deferred write has landed. The race detector's
         clocks are joined by its checkpoint (:meth:`checkpoint`), which follows."""
@@ -264,6 +269,8 @@ class BlockRun(Generic[RowT]):
     rows: list[RowT] = field(default_factory=list)
     seconds: float = 0.0
     stopped: bool = False
+    notes: list[str] = field(default_factory=list)
+    """The race detector's notes on the run's fences and cacheinvalids (fenced mode), printed after the rows."""
 
 
 def run_blocks(ctx: RunContext, iters: int, block: int, harness: BlockHarness[RowT]) -> BlockRun[RowT]:
@@ -305,6 +312,9 @@ def _run_blocks(ctx: RunContext, iters: int, block: int, harness: BlockHarness[R
         if ctx.hooks.stop_after is not None and ctx.hooks.stop_after(row) and it < iters:
             out.stopped = True
             break
+    out.notes = ctx.notes()
+    for note in out.notes:
+        ctx.emit(f"# {note}")
     return out
 
 

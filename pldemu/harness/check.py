@@ -198,6 +198,8 @@ class CheckResult(RowTotals):
     """This rank's first failure of each kind."""
     stopped: bool = False
     """True when ``stop_on_failure`` ended the run before ``iters`` iterations."""
+    notes: list[str] = field(default_factory=list)
+    """The race detector's notes on fences and cacheinvalids (``--visibility fenced``), not failures."""
 
     @property
     def wrong(self) -> int:
@@ -347,7 +349,7 @@ def run_check(
         ctx.emit(_header_line(case, iters, block, result.backend, options))
         ctx.emit("#" + HEADER[1:])
         run = run_blocks(ctx, iters, block, harness)
-        result.rows, result.stopped = run.rows, run.stopped
+        result.rows, result.stopped, result.notes = run.rows, run.stopped, run.notes
         harness.epoch.free()
     ctx.emit(result.summary())
     return result

@@ -112,6 +112,8 @@ class RepeatResult(RowTotals):
     """This rank's total ``run()`` time."""
     stopped: bool = False
     """True when ``stop_on_failure`` ended the run early."""
+    notes: tuple[str, ...] = ()
+    """The race detector's notes on fences and cacheinvalids (``--visibility fenced``), not failures."""
 
     @property
     def invariant_violations(self) -> int:
@@ -188,7 +190,7 @@ def run_program_iterations(
         run = run_blocks(ctx, iters, block, harness)
     result = RepeatResult(program.name, ctx.nranks, tuple(run.rows), ctx.backend, cell_check, log.kinds,
                           log.first_error, log.failure, tuple(log.violations), tuple(log.races), run.seconds,
-                          run.stopped)
+                          run.stopped, tuple(run.notes))
     ctx.emit(result.summary())
     return result
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from mpi4py import MPI
@@ -176,7 +176,7 @@ def stress(comm: MPI.Intracomm, job: StressJob, options: RuntimeOptions) -> Stre
                                 time.monotonic() - progress.start, job.replay)
         _abort(comm, job.result_path, outcome, f"# rank {me}: {type(err).__name__}: {err}", NON_PRIMARY_GRACE)
     kinds = _merge(BoundedComm(comm, max(60.0, 4 * float(options.timeout))).allgather(result.kinds))
-    outcome = _outcome(result, kinds, time.monotonic() - progress.start, job)
+    outcome = replace(_outcome(result, kinds, time.monotonic() - progress.start, job), notes=tuple(result.notes))
     if me == 0 and job.result_path is not None:
         write_outcome(job.result_path, outcome)
     return outcome

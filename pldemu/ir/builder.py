@@ -462,6 +462,10 @@ class SystemNS(_Namespace):
         """``system.fence()``: every earlier write of this rank completes, to every target."""
         self._fb.op(Op.FENCE, [])
 
+    def bar_all(self) -> None:
+        """``system.bar_all()``: the pipe drain; every earlier DMA read of this rank has its bytes."""
+        self._fb.op(Op.BAR_ALL, [])
+
     def cacheinvalid(self, tensor: ir.Var | None = None, shapes: ListLike | None = None,
                      offsets: ListLike | None = None) -> None:
         """``system.cacheinvalid()`` (whole global memory) or ``system.cacheinvalid(t, shapes, offsets)``

@@ -459,10 +459,17 @@ class SourcePos:
     file: str
     line: int
     via: str = ""
+    placed_by: str = ""
+    """The pass that placed this statement after the user's line (a memory-ordering marker:
+    ``InsertCommFence``, or the toolchain's own drain), empty for the user's own statements."""
 
     def __str__(self) -> str:
+        placed = f"placed by {self.placed_by}" if self.placed_by else ""
+        if not self.file:  # a marker placed after a statement of no known line
+            return placed
         name = self.file.rsplit("/", 1)[-1]
-        return f"{name}:{self.line}" + (f", lowered from {self.via}" if self.via else "")
+        return f"{name}:{self.line}" + (f", lowered from {self.via}" if self.via else "") + (
+            f", {placed}" if placed else "")
 
 
 @dataclass(frozen=True)

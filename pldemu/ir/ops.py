@@ -29,6 +29,10 @@ class Op(enum.Enum):
     # the rank, and a clean + invalidate of the scalar data cache (whole, or the line of a view's base).
     FENCE = "system.fence"
     CACHEINVALID = "system.cacheinvalid"
+    # The pipe drain (``pipe_barrier(PIPE_ALL)``), which PTOAS emits before every tnotify (PTOAS#718):
+    # every DMA transfer the rank issued has left its engine, so its reads have their bytes; its writes
+    # are issued, not yet visible to other ranks (PTOAS#744: that takes a fence).
+    BAR_ALL = "system.bar_all"
 
     # Local tensor / tile ops.
     TENSOR_VIEW = "tensor.view"

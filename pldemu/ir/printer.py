@@ -26,6 +26,8 @@ a window tensor (``window fp32[4]``), a tile (``tile fp32[16, 16] [valid [DIMS]]
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pldemu.ir import nodes as ir
 from pldemu.ir.enums import Layout, MemorySpace, TileLayout, enum_text
 from pldemu.ir.nodes import format_dims, format_expr
@@ -44,30 +46,34 @@ def format_buffer_type(t: ir.TensorType) -> str:
     return text
 
 
-def _stmt_lines(s: ir.Stmt, depth: int, out: list[str]) -> None:
+StmtNote = Callable[[ir.Stmt], str]
+"""A comment for a statement's line (empty: none): ``format_program(p, note=...)`` annotates a listing."""
+
+
+def _stmt_lines(s: ir.Stmt, depth: int, out: list[str], note: StmtNote | None = None) -> None:
     pad = INDENT * depth
-    if isinstance(s, ir.Assign):
-        out.append(f"{pad}{s.var.name} = {format_expr(s.value)}")
-    elif isinstance(s, ir.Eval):
-        out.append(f"{pad}{format_expr(s.call)}")
+    if isinstance(s, ir.Assign | ir.Eval):
+        text = f"{s.var.name} = {format_expr(s.value)}" if isinstance(s, ir.Assign) else format_expr(s.call)
+        comment = note(s) if note is not None else ""
+        out.append(f"{pad}{text}" + (f"  # {comment}" if comment else ""))
     elif isinstance(s, ir.Seq):
         for sub in s.stmts:
-            _stmt_lines(sub, depth, out)
+            _stmt_lines(sub, depth, out, note)
     elif isinstance(s, ir.For):
         rng = f"range({format_expr(s.start)}, {format_expr(s.stop)}, {format_expr(s.step)})"
         out.append(f"{pad}for {s.var.name} in {rng} {{")
-        _stmt_lines(s.body, depth + 1, out)
+        _stmt_lines(s.body, depth + 1, out, note)
         out.append(f"{pad}}}")
     elif isinstance(s, ir.While):
         out.append(f"{pad}while {format_expr(s.cond)} {{")
-        _stmt_lines(s.body, depth + 1, out)
+        _stmt_lines(s.body, depth + 1, out, note)
         out.append(f"{pad}}}")
     elif isinstance(s, ir.If):
         out.append(f"{pad}if {format_expr(s.cond)} {{")
-        _stmt_lines(s.then, depth + 1, out)
+        _stmt_lines(s.then, depth + 1, out, note)
         if s.orelse is not None:
             out.append(f"{pad}}} else {{")
-            _stmt_lines(s.orelse, depth + 1, out)
+            _stmt_lines(s.orelse, depth + 1, out, note)
         out.append(f"{pad}}}")
     elif isinstance(s, ir.Return):
         vals = ", ".join(format_expr(v) for v in s.values)
@@ -76,11 +82,11 @@ def _stmt_lines(s: ir.Stmt, depth: int, out: list[str]) -> None:
         raise TypeError(f"not a statement: {s!r}")
 
 
-def format_function(f: ir.Function, depth: int = 0) -> str:
+def format_function(f: ir.Function, depth: int = 0, note: StmtNote | None = None) -> str:
     pad = INDENT * depth
     params = ", ".join(f"{p.name}: {_param_type(p)}" for p in f.params)
     lines = [f"{pad}func {f.name}({params}) {{"]
-    _stmt_lines(f.body, depth + 1, lines)
+    _stmt_lines(f.body, depth + 1, lines, note)
     lines.append(f"{pad}}}")
     return "\n".join(lines)
 
@@ -105,8 +111,8 @@ def _param_type(p: ir.Var) -> str:
     return "none"  # not a legal parameter type; printed for debugging only
 
 
-def format_program(p: ir.Program) -> str:
-    """The canonical text of a program (ends with a newline)."""
+def format_program(p: ir.Program, note: StmtNote | None = None) -> str:
+    """The canonical text of a program (ends with a newline); ``note``: a comment after a statement."""
     head = f"program {p.name}" + (f" nranks={p.nranks}" if p.nranks is not None else "")
     head += (f" entry={p.entry}" if p.entry != "main" else "") + " {"
     lines = [head]
@@ -115,7 +121,7 @@ def format_program(p: ir.Program) -> str:
         lines.append(f"{INDENT}{b.kind.value} {b.var.name}: {format_buffer_type(b.var.type)}")
     for f in p.functions:
         lines.append("")
-        lines.append(format_function(f, 1))
+        lines.append(format_function(f, 1, note))
     lines.append("}")
     return "\n".join(lines) + "\n"
 

@@ -327,6 +327,7 @@ SIGNATURES: Mapping[Op, Signature] = MappingProxyType(
         Op.WAIT: sig([("signal", W), ("offsets", L), ("expected", S)], _deduce_signal_op,
                       [AttrSpec("cmp", WaitCmp, WaitCmp.Ge)], [Region("signal", "offsets")]),
         Op.FENCE: sig([], _none),
+        Op.BAR_ALL: sig([], _none),
         Op.CACHEINVALID: sig([("tensor", T, True), ("shapes", L, True), ("offsets", L, True)],
                               _deduce_cacheinvalid, regions=[Region("tensor", "offsets", "shapes")]),
         Op.GET_COMM_CTX: sig([("window", W)], _ctx),

@@ -116,7 +116,8 @@ _FLAGS = (
                 "land at a seeded later point too)", choices=FENCE_POLICIES, group=SCHEDULE_GROUP,
                 commands=SCHEDULED),
     RuntimeFlag("--no-insert-fences", "insert_fences", "with --visibility fenced: run the program as written, "
-                "without the InsertCommFence pass", negated=True, group=SCHEDULE_GROUP, commands=SCHEDULED),
+                "without the InsertCommFence pass and the toolchain's drain before each notify (PTOAS#718)",
+                negated=True, group=SCHEDULE_GROUP, commands=SCHEDULED),
     RuntimeFlag("--invariants", "invariants", "check the protocol invariants (no negative cell, no Set/AtomicAdd "
                 "mixing)", group=SCHEDULE_GROUP, commands=frozenset({"run", "python"})),
     RuntimeFlag("--no-invariants", "invariants", "do not check the protocol invariants as the program runs (no "

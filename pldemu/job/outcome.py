@@ -42,6 +42,8 @@ class StressOutcome:
     """The first iteration in which anything failed (None: as ``iteration``)."""
     seen: tuple[str, ...] = ()
     """Every kind seen, as ``kind@iteration``, in :data:`KIND_ORDER`."""
+    notes: tuple[str, ...] = ()
+    """The race detector's notes on fences and cacheinvalids (``--visibility fenced``), not failures."""
 
     @property
     def caught(self) -> bool:
@@ -55,6 +57,7 @@ class StressOutcome:
     def from_json(cls, text: str) -> StressOutcome:
         data: dict[str, Any] = json.loads(text)
         data["seen"] = tuple(data.get("seen", ()))
+        data["notes"] = tuple(data.get("notes", ()))
         return cls(**data)
 
     @property
@@ -65,7 +68,11 @@ class StressOutcome:
         return self.iteration if self.iteration is not None and self.iteration >= 0 else None
 
     def describe(self) -> str:
-        """The lines printed for this outcome (kind, iteration, detail), without the replay line."""
+        """The lines printed for this outcome (kind, iteration, detail, then the notes), without the
+        replay line."""
+        return self._verdict() + "".join(f"\n# {note}" for note in self.notes)
+
+    def _verdict(self) -> str:
         if self.kind is None:
             return f"# no failure in {self.iterations} iterations ({self.seconds:.1f} s)"
         if self.kind == "timeout":

@@ -9,7 +9,8 @@ epilogue, geometry, NR checks) are in ``common``; the ``op -> rule`` table and t
 derived from the signature table in ``rules``; the recipe variants (deliberate deviations, for the
 mutant catalogue) in ``variant``. IR traversal and constant / NR evaluation come from the IR package
 (``pldemu.ir.walk``, ``pldemu.ir.nodes.evaluate``). ``insert_comm_fence`` holds the second pass,
-InsertCommFence (the memory-ordering markers ``--visibility fenced`` needs), run after this one.
+InsertCommFence (the memory-ordering markers ``--visibility fenced`` needs), run after this one;
+``toolchain_drains`` the drains PTOAS emits by itself (``insert_fences``: both, as fenced mode runs them).
 """
 
 from pldemu.lowering.common import LoweringError
@@ -23,6 +24,7 @@ from pldemu.lowering.pass_ import (
     lower_composite_ops_with_report,
 )
 from pldemu.lowering.rules import RULES
+from pldemu.lowering.toolchain_drains import InsertToolchainDrains, insert_fences
 from pldemu.lowering.variant import CORRECT, RecipeVariant
 
 __all__ = [
@@ -31,12 +33,14 @@ __all__ = [
     "CallReport",
     "DropMarker",
     "InsertCommFence",
+    "InsertToolchainDrains",
     "LowerCompositeOps",
     "LoweringError",
     "LoweringReport",
     "Marker",
     "RecipeVariant",
     "composite_calls",
+    "insert_fences",
     "lower_composite_ops",
     "lower_composite_ops_with_report",
 ]

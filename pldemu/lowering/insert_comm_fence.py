@@ -19,13 +19,17 @@ sources: shared/reference/fences.md, section 1.3):
 Only kernel (InCore) code is marked: every pldemu function is, unless named in ``host`` (functions
 that stand for orchestration or host code). The pass is idempotent: a write already followed by its
 ``cacheinvalid; fence`` pair, a put by its fence, and a wait (or wait run, or pure wait loop) by a
-whole-memory ``cacheinvalid()`` are left alone. An inserted marker carries the origin of the
-statement it follows, so every report names the user's line.
+whole-memory ``cacheinvalid()`` are left alone; a write with half of its pair gets the other half
+only. So applying the pass twice gives the program applying it once gives, ``drop`` included.
+An inserted marker carries the origin of the statement it follows, so every report names the
+user's line, with ``placed_by`` set (``placed by InsertCommFence``: the notes summarise such
+markers in one line, ``pldemu lower --fences`` names them).
 
 ``drop`` (a :class:`DropMarker`) leaves out the k-th marker of one kind, counted in program order
 over the whole program: a known-broken placement for the mutant catalogue (``pldemu.mutants``),
-made by the pass itself rather than patched into its output. Such a program runs as written
-(``insert_fences=False``): running the pass again would put the marker back.
+made by the pass itself rather than patched into its output. A marker already in place counts as
+its site's marker, so the same ``drop`` run again leaves out the same marker. Such a program runs
+as written (``insert_fences=False``): running the pass again without ``drop`` would put it back.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from __future__ import annotations
 import enum
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 from pldemu.ir import Call, Const, DType, ListExpr, Op, Program, Var
@@ -152,8 +156,14 @@ def _waits(s: Stmt | None) -> bool:
     return s is not None and (_is_wait(s) or _pure_wait_loop(s))
 
 
-def _origin(s: Stmt) -> SourcePos | None:
-    return s.origin if isinstance(s, (Assign, Eval)) else None
+PLACED_BY = "InsertCommFence"
+"""``SourcePos.placed_by`` of the markers this pass places."""
+
+
+def _origin(s: Stmt) -> SourcePos:
+    """The origin of a marker placed after ``s``: ``s``'s line (if known), marked as placed by this pass."""
+    origin = s.origin if isinstance(s, (Assign, Eval)) else None
+    return SourcePos("", 0, placed_by=PLACED_BY) if origin is None else replace(origin, placed_by=PLACED_BY)
 
 
 @dataclass(frozen=True)
@@ -183,10 +193,13 @@ class _Placer:
         self._drop = drop
         self._placed: Counter[Marker] = Counter()
 
-    def _place(self, kind: Marker, stmt: Eval) -> Iterator[Stmt]:
+    def _place(self, kind: Marker, stmt: Eval, present: bool = False) -> Iterator[Stmt]:
+        """Marker site number k of ``kind``: ``stmt`` unless the site already holds its marker
+        (``present``) or it is the dropped one. Present markers count too, so that a dropped marker
+        has the same number when the pass runs again on its own output (and stays dropped)."""
         k = self._placed[kind]
         self._placed[kind] += 1
-        if self._drop is None or (self._drop.kind, self._drop.index) != (kind, k):
+        if not present and (self._drop is None or (self._drop.kind, self._drop.index) != (kind, k)):
             yield stmt
 
     def mark(self, body: Seq) -> Seq:
@@ -194,21 +207,29 @@ class _Placer:
 
     def _marked(self, stmts: tuple[Stmt, ...]) -> Iterator[Stmt]:
         n = len(stmts)
+        owed: list[Stmt] = []  # a write's fence, to go after its cacheinvalid already in place
         for i, s in enumerate(stmts):
             nxt = stmts[i + 1] if i + 1 < n else None
             after = stmts[i + 2] if i + 2 < n else None
             pure_loop = _pure_wait_loop(s)
             yield s if pure_loop else self._recurse(s)  # a pure wait loop gets one invalidate after it
+            yield from owed
+            owed = []
             target = _published_window(s)
             if target is not None:
-                if not (_is_region_invalidate_of(nxt, target) and _is_op(after, Op.FENCE)):
-                    yield from self._place(Marker.WRITE_INVALIDATE, cacheinvalid_region_stmt(target, _origin(s)))
-                    yield from self._place(Marker.WRITE_FENCE, fence_stmt(_origin(s)))
-            elif _is_op(s, Op.PUT) and not _is_op(nxt, Op.FENCE):
-                yield from self._place(Marker.PUT_FENCE, fence_stmt(_origin(s)))
-            if _waits(s) and not _waits(nxt) and not _is_op(nxt, Op.CACHEINVALID, 0):
-                # one per run of consecutive waits
-                yield from self._place(Marker.WAIT_INVALIDATE, cacheinvalid_all_stmt(_origin(s)))
+                # only the half of the pair that is missing (the pass's own output, one marker dropped)
+                inv = _is_region_invalidate_of(nxt, target)
+                yield from self._place(Marker.WRITE_INVALIDATE, cacheinvalid_region_stmt(target, _origin(s)), inv)
+                fence = self._place(Marker.WRITE_FENCE, fence_stmt(_origin(s)), _is_op(after if inv else nxt, Op.FENCE))
+                if inv:
+                    owed = list(fence)
+                else:
+                    yield from fence
+            elif _is_op(s, Op.PUT):
+                yield from self._place(Marker.PUT_FENCE, fence_stmt(_origin(s)), _is_op(nxt, Op.FENCE))
+            if _waits(s) and not _waits(nxt):  # one per run of consecutive waits
+                yield from self._place(Marker.WAIT_INVALIDATE, cacheinvalid_all_stmt(_origin(s)),
+                                       _is_op(nxt, Op.CACHEINVALID, 0))
 
     def _recurse(self, s: Stmt) -> Stmt:
         if isinstance(s, Seq):
@@ -222,5 +243,5 @@ class _Placer:
         return s
 
 
-__all__ = ["DropMarker", "InsertCommFence", "Marker", "cacheinvalid_all_stmt", "cacheinvalid_region_stmt",
+__all__ = ["PLACED_BY", "DropMarker", "InsertCommFence", "Marker", "cacheinvalid_all_stmt", "cacheinvalid_region_stmt",
            "fence_stmt"]

@@ -156,9 +156,9 @@ class ProgramInstance(FreedOnExit):
         if not isinstance(options, RuntimeOptions):
             raise TypeError(f"options must be a RuntimeOptions, got {type(options).__name__}")
         if options.visibility == "fenced" and options.insert_fences:
-            from pldemu.lowering.insert_comm_fence import InsertCommFence
+            from pldemu.lowering.toolchain_drains import insert_fences
 
-            program = InsertCommFence().apply(program)  # the pipeline's last pass (idempotent)
+            program = insert_fences(program)  # the pipeline's last passes and the toolchain's drains (idempotent)
         self.program = program
         self.comm = comm
         # Windows need an intracommunicator; any intercommunicator fails in the windows layer.

@@ -48,8 +48,9 @@ class RuntimeOptions:
     ``system.cacheinvalid`` cleans; ``pldemu.runtime.instrument.fenced``). ``fence_policy``: in fenced mode,
     ``latest`` (a write stays pending until a fence or a host synchronisation, so a missing fence gives
     wrong data on every call) or ``random`` (it may also land at a seeded random later point, as in
-    deferred mode). ``insert_fences``: in fenced mode, run InsertCommFence on the program before it
-    runs (False: run it as written). ``invariants``: check the credit protocol's invariants as the program runs
+    deferred mode). ``insert_fences``: in fenced mode, run InsertCommFence and the toolchain's
+    drains (``pldemu.lowering.insert_fences``) on the program before it runs (False: run it as
+    written). ``invariants``: check the credit protocol's invariants as the program runs
     (``pldemu.runtime.instrument.invariants``: no cell ever negative, never Set and AtomicAdd on one cell).
     All off (the defaults) cost nothing: no handler is wrapped.
 

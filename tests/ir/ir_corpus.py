@@ -94,6 +94,7 @@ def primitives() -> Program:
     pld.system.wait(sig, [me, 1], Const(0, I32), cmp="Eq")
     pld.system.wait(sig, [me, 0], 1)
     pld.system.fence()
+    pld.system.bar_all()
     pld.system.cacheinvalid()
     pld.system.cacheinvalid(win, [NR, 64], [me, 0])
     pld.tensor.view(win, [1, NR * 64])

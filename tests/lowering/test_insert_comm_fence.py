@@ -4,11 +4,24 @@ the opaque-call case has no counterpart), plus wait runs, pure wait loops and a 
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 
-from pldemu.ir import Program, format_program, parse_program
+from pldemu.collectives import CollectiveSpec, collective_program
+from pldemu.ir import AllreduceMode, DType, Program, format_program, parse_program
 from pldemu.ir.verifier import verify
-from pldemu.lowering import DropMarker, InsertCommFence, Marker
+from pldemu.lowering import (
+    DropMarker,
+    InsertCommFence,
+    InsertToolchainDrains,
+    Marker,
+    insert_fences,
+    lower_composite_ops,
+)
+from pldemu.lowering.toolchain_drains import PLACED_BY
+from pldemu.mutants import MUTANTS
 
 HEADER = """\
 program p {
@@ -277,7 +290,9 @@ def test_host_function_untouched() -> None:
 def test_marker_keeps_the_origin_of_the_statement_it_follows() -> None:
     out = InsertCommFence().apply(program("tile.store(t, [0, 0], win)"))
     store, inv, fence = out.function().body.stmts[-3:]
-    assert inv.origin == store.origin == fence.origin and store.origin is not None
+    assert store.origin is not None and not store.origin.placed_by
+    assert inv.origin == fence.origin == replace(store.origin, placed_by="InsertCommFence")
+    assert str(inv.origin) == f"{store.origin}, placed by InsertCommFence"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -307,11 +322,8 @@ def test_drop_leaves_out_exactly_the_kth_marker_of_its_kind(kind: Marker, index:
     want = lines[:markers[gone]] + lines[markers[gone] + 1:]
     assert [line.strip() for line in format_program(dropped).splitlines()] == want
     verify(dropped)
-    again = InsertCommFence().apply(dropped)  # the pass puts the marker back (a write: its whole pair)
-    if kind in (Marker.PUT_FENCE, Marker.WAIT_INVALIDATE):
-        assert again == full
-    else:
-        assert len(format_program(again).splitlines()) == len(format_program(full).splitlines()) + 1
+    assert InsertCommFence().apply(dropped) == full  # the pass puts back the one marker (not a whole pair)
+    assert InsertCommFence(drop=DropMarker(kind, index)).apply(dropped) == dropped  # the same drop: idempotent
 
 
 def test_drop_beyond_the_last_marker_changes_nothing() -> None:
@@ -323,3 +335,85 @@ def test_drop_beyond_the_last_marker_changes_nothing() -> None:
 def test_drop_marker_validation(kind: object, index: object) -> None:
     with pytest.raises(ValueError, match="DropMarker"):
         DropMarker(kind, index)  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------------------------------------
+# idempotent: twice is once, on every recipe, mutant and litmus program
+# ----------------------------------------------------------------------------------------------
+
+LITMUS = Path(__file__).resolve().parents[1] / "races" / "fences"
+RECIPES = [CollectiveSpec(name, dtype=dt, size=size) for name in
+           ("allgather", "reduce_scatter", "broadcast", "barrier", "all_to_all", "all_to_all_v")
+           for dt, size in ((DType.FP32, 17), (DType.FP16, 64))]
+RECIPES += [CollectiveSpec("allreduce", mode=mode, dtype=DType.FP32, size=size)
+            for mode in AllreduceMode for size in (17, 64)]
+RECIPES += [CollectiveSpec("broadcast", root=1, size=64)]
+
+
+def _twice_is_once(fences: InsertCommFence, program: Program) -> None:
+    for apply in (fences.apply, insert_fences):  # the pass, and the pass with the toolchain's drains
+        once = apply(program)
+        twice = apply(once)
+        assert format_program(twice) == format_program(once)
+        assert twice == once
+
+
+@pytest.mark.parametrize("spec", RECIPES, ids=str)
+def test_idempotent_on_every_recipe(spec: CollectiveSpec) -> None:
+    _twice_is_once(InsertCommFence(), lower_composite_ops(collective_program(spec).program))
+
+
+@pytest.mark.parametrize("name", sorted(MUTANTS))
+def test_idempotent_on_every_mutant(name: str) -> None:
+    """The mutant's lowering under the full pass, and a drop entry under its own pass (the same marker
+    stays dropped)."""
+    m = MUTANTS[name]
+    lowered = lower_composite_ops(m.program, variant=m.variant)
+    _twice_is_once(InsertCommFence(), lowered)
+    if m.drop is not None:
+        _twice_is_once(InsertCommFence(drop=m.drop), lowered)
+        assert InsertCommFence(drop=m.drop).apply(m.lower()) == m.lower()
+
+
+@pytest.mark.parametrize("path", sorted(LITMUS.rglob("*.pld")), ids=lambda p: p.name)
+def test_idempotent_on_every_litmus_program(path: Path) -> None:
+    _twice_is_once(InsertCommFence(), verify(parse_program(path.read_text(), path.name)))
+
+
+# ----------------------------------------------------------------------------------------------
+# the toolchain's drains (PTOAS#718): system.bar_all() before every notify
+# ----------------------------------------------------------------------------------------------
+
+
+def test_a_drain_goes_before_every_notify_with_the_notifys_origin() -> None:
+    before = program("""tile.store(t, [0, 0], win)
+           pld.system.notify(sig, peer, [me, 0], 1)
+           for i in range(0, nr, 1) {
+             pld.system.notify(sig, i, [me, 0], 1)
+           }""")
+    out = insert_fences(before)
+    want = program(f"""tile.store(t, [0, 0], win)
+           {INV}
+           system.fence()
+           system.bar_all()
+           pld.system.notify(sig, peer, [me, 0], 1)
+           for i in range(0, nr, 1) {{
+             system.bar_all()
+             pld.system.notify(sig, i, [me, 0], 1)
+           }}""")
+    assert format_program(out) == format_program(want)
+    drain, notify = out.function().body.stmts[-3:-1]
+    assert notify.origin is not None and drain.origin == replace(notify.origin, placed_by=PLACED_BY)
+    assert InsertToolchainDrains().apply(InsertCommFence().apply(before)) == out  # the two steps commute
+    assert InsertCommFence().apply(InsertToolchainDrains().apply(before)) == out
+
+
+def test_drains_leave_host_functions_alone() -> None:
+    extra = """  func host() {
+    pld.system.notify(sig, 0, [0, 0], 1)
+  }
+"""
+    before = program("pld.system.notify(sig, peer, [me, 0], 1)", extra)
+    out = InsertToolchainDrains(host=frozenset({"host"})).apply(before)
+    assert out.function("host") == before.function("host")
+    assert "system.bar_all()" in format_program(out)

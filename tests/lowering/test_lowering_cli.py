@@ -83,8 +83,25 @@ def test_parse_error_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) 
 
 def test_fences_runs_insert_comm_fence_last(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "lower", "--collective", "allgather", "--size", "16", "--fences")
-    assert code == 0 and "# after LowerCompositeOps and InsertCommFence" in out
-    after = out.split("# after LowerCompositeOps and InsertCommFence\n", 1)[1]
+    head = "# after LowerCompositeOps and InsertCommFence, with the toolchain's drains\n"
+    assert code == 0 and head in out
+    after = out.split(head, 1)[1]
     assert "system.fence()" in after and "system.cacheinvalid()" in after
     code, plain, _ = run(capsys, "lower", "--collective", "allgather", "--size", "16")
     assert "system." not in plain.replace("pld.system.", "")
+
+
+def test_fences_shows_both_kinds_of_marker_with_where_each_came_from(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every marker line of ``lower --fences`` names the pass that placed it and the user's line: the
+    fence after the put (InsertCommFence) and the drain before each notify (PTOAS's own, PTOAS#718)."""
+    litmus = Path(__file__).resolve().parents[1] / "races" / "fences" / "mp.pld"
+    code, out, _ = run(capsys, "lower", str(litmus), "--fences", "--after-only")
+    lines = [line.strip() for line in out.splitlines()]
+    assert code == 0
+    assert "system.fence()  # mp.pld:14, placed by InsertCommFence" in lines
+    assert "system.bar_all()  # mp.pld:15, placed by PTOAS (its drain before tnotify, PTOAS#718)" in lines
+    assert "system.cacheinvalid()  # mp.pld:18, placed by InsertCommFence" in lines
+    drains = [i for i, line in enumerate(lines) if line.startswith("system.bar_all()")]
+    assert len(drains) == 2 and all(lines[i + 1].startswith("pld.system.notify") for i in drains)
+    marked = [line for line in lines if line.startswith("system.")]
+    assert all("placed by" in line for line in marked), marked

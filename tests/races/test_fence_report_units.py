@@ -118,3 +118,36 @@ def test_ordered_sets_and_atomic_adds_are_not_lost_updates() -> None:
     assert lost_updates(adds, [[(1, 0), (2, 0)], [(0, 1), (0, 2)]], BUF, where) == []
     other_cells = [(_set_log((0, 1, 1)), [(7, 1)]), (_set_log((0, 2, 1)), [(9, 1)])]
     assert lost_updates(other_cells, [[(1, 0), (2, 0)], [(0, 1), (0, 2)]], BUF, where) == []
+
+
+def test_notes_of_markers_a_pass_placed_are_one_line_and_the_users_one_per_site() -> None:
+    from pldemu.runtime.instrument.race_fenced import MarkerNotes, fence_notes, merge_notes
+
+    notes = MarkerNotes()
+    for site in (1, 2, 3):  # 1, 2: placed by InsertCommFence; 3: the user's own
+        notes.count(notes.fence, site, True)
+    notes.count(notes.inval, 2, True)
+    notes.count(notes.inval, 4, False)  # useful once: no note
+    placed = {1: "InsertCommFence", 2: "InsertCommFence"}
+    out = fence_notes(merge_notes([notes.wire()]), lambda s: f"site{s}", lambda s: placed.get(s, ""))
+    assert len(out) == 2, out
+    assert out[0].startswith("note: system.fence at site3 ordered nothing")
+    assert out[1].startswith("note: InsertCommFence placed 3 markers that did nothing or not enough")
+    assert "2 x a system.fence that ordered nothing; 1 x a system.cacheinvalid that dropped no cached line" in out[1]
+    assert "site1" not in out[1] and "site2" not in out[1]
+
+
+def test_a_write_ordered_after_a_notify_while_the_read_was_in_flight_is_a_missing_fence() -> None:
+    from pldemu.runtime.instrument.races import READ_IN_FLIGHT
+
+    # rank 1 remote_loads rank 0's window at clock (0, 1), notifies (own entry 1) while the read is in flight,
+    # completes it at (0, 2); rank 0 acquired that notify and then writes at (1, 1)
+    read = _span(1, READ, (0, 1), (0, 2), ("flight", ((1, "main:21 notify", False),)), "main:20 remote_load")
+    write = _point(0, WRITE, (1, 1), "main:14 store")
+    (r,) = find_races(0, BUF, [read, write])
+    assert (r.reason, r.first.location, r.second.location, r.via) == (READ_IN_FLIGHT, "main:20 remote_load",
+                                                                        "main:14 store", ("main:21 notify",))
+    assert "was still in flight at main:21 notify (no system.fence or drain between)" in r.describe()
+    # completed before the notify (a fence or drain first): a point, ordered before the write
+    done = _point(1, READ, (0, 1), "main:20 remote_load")
+    assert find_races(0, BUF, [done, write]) == []

@@ -17,7 +17,7 @@ from mpi4py import MPI
 
 from pldemu.ir import parse_program
 from pldemu.runtime import ProgramInstance, RuntimeOptions
-from pldemu.runtime.instrument.races import LOST_UPDATE, MISSING_FENCE, MISSING_INVALIDATE
+from pldemu.runtime.instrument.races import LOST_UPDATE, MISSING_FENCE, MISSING_INVALIDATE, READ_IN_FLIGHT
 
 pytestmark = pytest.mark.mpi(min_size=2)
 
@@ -50,6 +50,8 @@ CLEAN = Verdict(None)
 WITH_PASS = "+InsertCommFence"
 """A fix that is the same program with the pass's markers."""
 
+READ_FLIGHT = Verdict(READ_IN_FLIGHT, ("[read_flight.pld:23]", "[read_flight.pld:24]", "[read_flight.pld:17]"))
+
 PAIRS: dict[str, tuple[str, Verdict, str, Verdict]] = {
     # missing fence: the write, the notify it was still pending at, the peer's read
     "mp": ("mp", Verdict(MISSING_FENCE, ("[mp.pld:14]", "[mp.pld:15]", "[mp.pld:19]")),
@@ -74,12 +76,28 @@ PAIRS: dict[str, tuple[str, Verdict, str, Verdict]] = {
                                                        "[mp_noinv.pld:24]", "[mp_noinv.pld:17]")),
               "mp_inv", Verdict(None, note="dropped no cached line")),
     "noinv_pass": ("mp_noinv", Verdict(MISSING_INVALIDATE, ("[mp_noinv.pld:25]",)), "mp_noinv" + WITH_PASS, CLEAN),
+    # ... after the rank's own DMA write: the read, the access that filled its line, the write
+    "own_stale": ("own_stale", Verdict(MISSING_INVALIDATE, ("[own_stale.pld:15]", "[own_stale.pld:12]",
+                                                            "[own_stale.pld:13]")),
+                  "own_stale_inv", CLEAN),
+    "own_stale_pass": ("own_stale", Verdict(MISSING_INVALIDATE, ("[own_stale.pld:15]",)),
+                       "own_stale" + WITH_PASS, CLEAN),
     # ... of a signal cell (a count) whose line a scalar read filled before the wait on another cell
     "counts": ("counts_noinv", Verdict(MISSING_INVALIDATE, ("[counts_noinv.pld:24]", "[counts_noinv.pld:20]",
                                                             "[counts_noinv.pld:22]", "[counts_noinv.pld:16]")),
                "counts_inv", Verdict(None, note="dropped no cached line")),
     "counts_pass": ("counts_noinv", Verdict(MISSING_INVALIDATE, ("[counts_noinv.pld:24]",)),
                     "counts_noinv" + WITH_PASS, CLEAN),
+    # a read in flight (PTOAS#711, the tload variant): the read, the notify it was in flight at, the peer's
+    # overwrite; fixed by a fence between read and notify, or by the default passes (the toolchain's drain)
+    "read_flight": ("read_flight", READ_FLIGHT, "read_flight_fence", CLEAN),
+    "read_flight_pass": ("read_flight", READ_FLIGHT, "read_flight" + WITH_PASS, CLEAN),
+    "read_flight_fence_pass": ("read_flight", READ_FLIGHT, "read_flight_fence" + WITH_PASS, CLEAN),
+    # ... a put's source read: the put, the notify, the peer's overwrite of the source window
+    "put_src_flight": ("put_src_flight",
+                       Verdict(READ_IN_FLIGHT, ("[put_src_flight.pld:14]", "[put_src_flight.pld:15]",
+                                                "[put_src_flight.pld:21]")),
+                       "put_src_fence", CLEAN),
     # lost update: the two Sets, in every visibility mode
     "set_clear": ("set_clear_late", Verdict(LOST_UPDATE, ("[set_clear_late.pld:14]", "[set_clear_late.pld:20]"),
                                             modes=("eager", "deferred", "fenced")),

@@ -6,7 +6,10 @@ and once as ``pldemu stress`` does (jitter, invariants, race detector). A recipe
 peer within a call (allreduce ring, allgather, all_to_all, all_to_all_v by put; the pull allgather,
 ``RecipeVariant.allgather_pull``, by a store into its own window) must give wrong data without the
 pass; every recipe must pass with it; the barrier and the read-only recipes (allreduce mesh,
-reduce_scatter, broadcast: peers only read what the host wrote) pass either way.
+reduce_scatter, broadcast: peers only read what the host wrote) pass either way. "Without the pass"
+keeps the toolchain's drain before each notify (PTOAS#718, ``InsertToolchainDrains``); without it
+too (the program exactly as written) the race detector also reports the mesh allreduce's and
+reduce_scatter's remote_loads still in flight at their post-reduce barrier.
 
 Then every marker the pass places in each collective is dropped in turn (``DropMarker``, the
 program run as written): the run must fail exactly for the markers in :data:`NEEDED`, the fences
@@ -28,7 +31,15 @@ from pldemu.collectives import CollectiveSpec, collective_program
 from pldemu.harness.blocks import QUIET
 from pldemu.harness.check import run_check
 from pldemu.ir import AllreduceMode, Program, format_program
-from pldemu.lowering import CORRECT, DropMarker, InsertCommFence, Marker, RecipeVariant, lower_composite_ops
+from pldemu.lowering import (
+    CORRECT,
+    DropMarker,
+    InsertCommFence,
+    InsertToolchainDrains,
+    Marker,
+    RecipeVariant,
+    lower_composite_ops,
+)
 from pldemu.runtime import RuntimeOptions
 
 pytestmark = [
@@ -71,15 +82,19 @@ def _options(harness: str, insert: bool) -> RuntimeOptions:
     return RuntimeOptions(visibility="fenced", insert_fences=insert, timeout=30, **HARNESS[harness])  # type: ignore[arg-type]
 
 
-def _lower(name: str, drop: DropMarker | None, program: Program) -> Program:
-    """The collective's recipe, and for ``drop`` InsertCommFence without that marker."""
+def _lower(name: str, drop: DropMarker | None, program: Program, drains: bool = True) -> Program:
+    """The collective's recipe, for ``drop`` InsertCommFence without that marker, and (``drains``) the
+    toolchain's drains, which a program run without InsertCommFence still gets from PTOAS."""
     lowered = lower_composite_ops(program, variant=VARIANTS.get(name, CORRECT))
-    return lowered if drop is None else InsertCommFence(drop=drop).apply(lowered)
+    if drop is not None:
+        lowered = InsertCommFence(drop=drop).apply(lowered)
+    return InsertToolchainDrains().apply(lowered) if drains else lowered
 
 
-def _passes(comm: MPI.Intracomm, name: str, options: RuntimeOptions, drop: DropMarker | None = None) -> tuple[bool, str]:
+def _passes(comm: MPI.Intracomm, name: str, options: RuntimeOptions, drop: DropMarker | None = None,
+            drains: bool = True) -> tuple[bool, str]:
     result = run_check(comm, collective_program(SPECS[name]), ITERS, options, ITERS, hooks=QUIET,
-                       lower=partial(_lower, name, drop))
+                       lower=partial(_lower, name, drop, drains=drains))
     return result.ok, result.summary()
 
 
@@ -92,6 +107,22 @@ def test_the_pass_is_needed_exactly_where_data_is_published(comm: MPI.Intracomm,
     want = insert or not NEEDED[name]
     agree(comm, ok == want, f"{name} {harness} {'with' if insert else 'without'} InsertCommFence: "
           f"expected {'PASS' if want else 'FAIL'}, got {summary}")
+
+
+IN_FLIGHT = frozenset({"allreduce-mesh", "reduce_scatter"})
+"""The recipes whose remote_loads are still in flight at the barrier notify after which their peers
+overwrite the windows read, when run exactly as written (no InsertCommFence, no toolchain drain):
+the race detector reports ``missing fence (read in flight)`` (PTOAS#711's tload variant)."""
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_as_written_the_reads_in_flight_are_reported(comm: MPI.Intracomm, name: str) -> None:
+    """Without InsertCommFence and without the toolchain's drains (``--no-insert-fences``), under the
+    stress harness (race detector on): the publishing recipes fail as without the pass, and the
+    recipes of :data:`IN_FLIGHT` too (their reads in flight); the toolchain's drain fixes the latter."""
+    ok, summary = _passes(comm, name, _options("stress", False), drains=False)
+    want = not NEEDED[name] and name not in IN_FLIGHT
+    agree(comm, ok == want, f"{name} as written: expected {'PASS' if want else 'FAIL'}, got {summary}")
 
 
 def _drops(name: str) -> list[DropMarker]:

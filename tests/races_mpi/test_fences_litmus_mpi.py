@@ -58,6 +58,9 @@ EXPECT: dict[str, Expect] = {
     "two_targets": Expect((1, 2), (0, 0), 1.0, 1.0, 1.0, ranks=3),
     "same_origin": Expect((0,), (0, 0), None, None, 1.0),
     "same_origin_fence": Expect((0,), (0, 0), None, 1.0, 1.0),  # deferred: a fence is nothing, no release
+    "own_stale": Expect((0,), (0, 0), 1.0, None, 1.0),  # the line filled before the rank's own tile.store
+    "own_stale_inv": Expect((0,), (0, 0), 1.0, 1.0, 1.0),
+    "read_flight_late": Expect((1,), (0, 0), 1.0, 1.0, 1.0),  # the issue's bytes under latest (see below)
     "spin": Expect((1,), (0, 0), 1.0, SPIN, SPIN),
     # The neighbour's AtomicAdd survives the Set into its line: signal cells are atomic per cell in the
     # model (the device's whole-line write-back of a Set, pto-isa#322, is not emulated).
@@ -98,6 +101,17 @@ def test_the_random_policy_is_seeded(comm: MPI.Intracomm) -> None:
     runs = [_observe(comm, "mp", RuntimeOptions(visibility="fenced", fence_policy="random", insert_fences=False,
                                                 seed=s, timeout=20))[0] for s in (1, 1, 2, 2)]
     agree(comm, comm.Get_rank() != 1 or (runs[0] == runs[1] and runs[2] == runs[3]), str(runs))
+
+
+def test_a_read_in_flight_may_take_the_overwrites_bytes_under_the_random_policy(comm: MPI.Intracomm) -> None:
+    """read_flight_late as written (no drain before its notify): under ``--fence-policy random`` the
+    remote_load still in flight at the notify takes, on some seeds, the bytes rank 0 wrote after it;
+    with the default passes (the toolchain's drain completes the read before the notify) never."""
+    seen = {insert: [_observe(comm, "read_flight_late", RuntimeOptions(visibility="fenced", fence_policy="random",
+                                                                      insert_fences=insert, seed=s, timeout=20))[0]
+                     for s in range(1, 7)] for insert in (False, True)}
+    ok = comm.Get_rank() != 1 or (2.0 in seen[False] and set(seen[False]) <= {1.0, 2.0} and set(seen[True]) == {1.0})
+    agree(comm, ok, str(seen))
 
 
 def test_every_litmus_program_has_its_expectations() -> None:

@@ -95,3 +95,11 @@ def test_mutant_table_row() -> None:
     assert not missed.ok and "NO 1/2" in missed.format()
     control = MutantRow("c", True, (), (StressOutcome(None, None, 500, -1, "", 1.0),), (9.0,))
     assert control.ok and "passed" in control.format()
+
+
+def test_an_outcome_carries_its_notes_through_the_file_and_prints_them(tmp_path: Path) -> None:
+    path = tmp_path / "outcome.json"
+    write_outcome(path, StressOutcome(None, None, 4, -1, "", 0.5, notes=("note: a fence ordered nothing",)))
+    got = read_outcome(path)
+    assert got is not None and got.notes == ("note: a fence ordered nothing",)
+    assert got.describe().splitlines() == ["# no failure in 4 iterations (0.5 s)", "# note: a fence ordered nothing"]

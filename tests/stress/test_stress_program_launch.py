@@ -142,3 +142,17 @@ def test_a_python_builder_program_runs_and_stresses_like_a_pld_file() -> None:
     assert "program ring_demo" in res.stdout and "min=11 max=11 nan=0" in res.stdout, _report(res)
     res = pldemu("stress", example, "--iters", "4", "--block", "2", "-n", "3")
     assert res.returncode == 0 and "no failure in 4 iterations" in res.stdout, _report(res)
+
+
+def test_stress_and_check_print_the_fence_notes_their_runs_found() -> None:
+    """Under --visibility fenced, ``stress`` prints the notes of the run (a user's useless fence, at its
+    line) and ``check`` the one-line summary of the markers InsertCommFence placed that did nothing."""
+    litmus = str(REPO_ROOT / "tests" / "races" / "fences" / "mp_double_fence.pld")
+    res = pldemu("stress", litmus, "-n", "2", "--iters", "4", "--visibility", "fenced", "--no-insert-fences")
+    assert "note: system.fence at main:15 system.fence() [mp_double_fence.pld:16] ordered nothing" in res.stdout, \
+        _report(res)
+    res = pldemu("check", "allgather", "-n", "2", "--iters", "3", "--block", "3", "--size", "64",
+                 "--visibility", "fenced", "--races")
+    assert res.returncode == 0, _report(res)
+    notes = [line for line in res.stdout.splitlines() if "note:" in line]
+    assert len(notes) == 1 and "note: InsertCommFence placed 1 marker that did nothing" in notes[0], _report(res)

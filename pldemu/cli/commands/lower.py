@@ -23,13 +23,13 @@ from pldemu.cli.args import (
 from pldemu.collectives import COLLECTIVE_NAMES, CollectiveSpec, collective_program
 from pldemu.ir.dtypes import DType
 from pldemu.ir.enums import AllreduceMode
-from pldemu.ir.nodes import Program
+from pldemu.ir.nodes import Assign, Eval, Program, Stmt
 from pldemu.ir.printer import format_program
 from pldemu.ir.source import load_source
 from pldemu.ir.verifier import verify
 from pldemu.job.argtypes import any_int
 from pldemu.job.exits import EXIT_OK, UsageError, usage_error
-from pldemu.lowering import InsertCommFence, lower_composite_ops_with_report
+from pldemu.lowering import insert_fences, lower_composite_ops_with_report
 
 EPILOG = """\
 summary line per lowered call:
@@ -38,6 +38,10 @@ summary line per lowered call:
   Expressions are in NR; --ranks pins NR and adds the value.
   A tile composite (tile.sin, tile.cos, tile.select) names what it became instead, e.g.
   "TSELS, scratch fp32[1, 128]" (the scratch --backend planned) or "FP32 Cody-Waite + Horner".
+
+--fences: a system.fence / system.cacheinvalid placed by InsertCommFence after a window write, put
+  or wait, and a system.bar_all (the MTE drain PTOAS emits before every tnotify, PTOAS#718) before
+  every notify, each commented "FILE:LINE, placed by PASS" (the line it belongs to).
 
 exit status: 0 ok, 2 bad arguments, unreadable/invalid program or a contract violation.
 """
@@ -53,7 +57,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ranks", type=any_int, default=None, metavar="N", help="pin NR in the program")
     parser.add_argument("--after-only", action="store_true", help="print only the lowered program")
     parser.add_argument("--fences", action="store_true",
-                        help="run InsertCommFence after LowerCompositeOps (what --visibility fenced runs)")
+                        help="run InsertCommFence and the toolchain's drains after LowerCompositeOps (what "
+                             "--visibility fenced runs); each marker's comment says which placed it, after which line")
     add_backend_argument(parser)
 
 
@@ -89,21 +94,28 @@ def _program(args: argparse.Namespace) -> Program:
     return program
 
 
+def _placed(s: Stmt) -> str:
+    """The comment on a marker a pass placed: its origin, which names the pass (``placed by ...``)."""
+    origin = s.origin if isinstance(s, Assign | Eval) else None
+    return str(origin) if origin is not None and origin.placed_by else ""
+
+
 def run(args: argparse.Namespace) -> int:
     """Print before/after and the summary; 0 on success, 2 on any error (message on stderr)."""
     try:
         program = verify(_program(args))
         report = lower_composite_ops_with_report(program, backend=backend_of(args))
         verify(report.program)
-        lowered = verify(InsertCommFence().apply(report.program)) if args.fences else report.program
+        lowered = verify(insert_fences(report.program)) if args.fences else report.program
     except (ValueError, OSError) as err:
         return usage_error("lower", str(err))
     out = sys.stdout
     if not args.after_only:
         out.write("# before LowerCompositeOps\n")
         out.write(format_program(program))
-        out.write("\n# after LowerCompositeOps" + (" and InsertCommFence" if args.fences else "") + "\n")
-    out.write(format_program(lowered))
+        out.write("\n# after LowerCompositeOps" + (" and InsertCommFence, with the toolchain's drains"
+                                                     if args.fences else "") + "\n")
+    out.write(format_program(lowered, _placed if args.fences else None))
     if report.calls:
         out.write("\n")
     for call in report.calls:

@@ -119,8 +119,14 @@ def prepare(m: Machine) -> tuple[Schedule, InvariantChecker | None]:
     if sched.writes is not None and options.visibility == "fenced":
         from pldemu.runtime.instrument.fenced import fenced_handlers
 
+        base = dict(table)
         sched.cache, fenced = fenced_handlers(m.rank, sched.writes, table)
         table.update(fenced)
+        if options.fence_policy == "random":  # reads in flight may take their completion's bytes
+            from pldemu.runtime.instrument.flight import STREAM_FLIGHT, Flight
+            from pldemu.runtime.instrument.schedule import Stream
+
+            table.update(Flight(Stream(options.seed, m.rank, STREAM_FLIGHT)).handlers(table, base))
     elif sched.writes is not None:
         table.update(deferred_handlers(sched.writes, table))
     if sched.delays:

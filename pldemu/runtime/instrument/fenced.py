@@ -149,6 +149,11 @@ class LineCache:
         line = self._lines.get(self.key_of(buffer, cell))
         return None if line is None else line.fill
 
+    def line_fill(self, key: tuple[int, int]) -> int | None:
+        """The fill number of cached line ``key`` (None: not cached)."""
+        line = self._lines.get(key)
+        return None if line is None else line.fill
+
     def is_cached(self, key: tuple[int, int]) -> bool:
         """True if line ``key`` is in the cache."""
         return key in self._lines
@@ -156,6 +161,11 @@ class LineCache:
     def cached_lines(self) -> int:
         """Lines in the cache now."""
         return len(self._lines)
+
+    def lines_of(self, buffer: Buffer, start: int, stop: int) -> range:
+        """The line numbers that elements ``start .. stop`` of ``buffer`` fall in."""
+        per = _elements_per_line(buffer)
+        return range(start // per, (stop - 1) // per + 1)
 
     def key_of(self, buffer: Buffer, cell: int) -> tuple[int, int]:
         """The line that holds ``cell`` of ``buffer``."""

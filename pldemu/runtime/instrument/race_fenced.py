@@ -13,6 +13,15 @@ would have mattered in this run's interleaving. The detector instead asks whethe
   end, the tail flush). The releases (notify, Set of a signal) the rank issued while a write was
   pending are read back from its sync log at the checkpoint: a ``missing fence`` report names the one
   the peer's access is ordered after.
+* **A DMA read is an interval, from its issue to its completion.** A ``remote_load``, a get's or a
+  put's source read or a ``tile.load`` of a window is in flight until the rank's next ``system.fence``, drain
+  (``system.bar_all``, which the toolchain puts before every notify: PTOAS#718), join or call end:
+  a write by another rank ordered after a notify issued while it was in flight, but not after its
+  completion, is a ``missing fence (read in flight)`` (PTOAS#711's tload variant).
+* **A rank's own DMA write does not refresh its cached lines.** A ``tile.store`` (or a get's or put's
+  destination) into the rank's own window over a line it has cached, then its ``tensor.read`` of
+  that line with no ``cacheinvalid`` covering it between, reads the line's old value: a ``missing
+  cacheinvalid`` found by program order alone (``FenceLedger.dma_over``), reported at the checkpoint.
 * **A scalar read is an interval, from its line's fill to the read.** A ``tensor.read`` of a data
   window returns what the line held when it was filled (the fill the line cache made on a miss,
   ``LineCache.fill_of``), so it is ordered after a peer's write only if the write completed before
@@ -34,6 +43,8 @@ the line of the view's base). A note is printed only when it held on every execu
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -115,6 +126,9 @@ class FenceLedger:
         self.cache = cache
         self.pending: list[Pending] = []
         """Issued DMA writes and cleaned scalar writes: the next fence completes them."""
+        self.reads: list[Pending] = []
+        """DMA reads in flight (remote_load, a get's source, a tile.load of a window): the next fence,
+        drain (``system.bar_all``), join or call end completes them."""
         self.dirty: dict[LineKey, list[Pending]] = {}
         """Scalar writes still in their cached line, by line."""
         self.fills: dict[int, tuple[int, int, int]] = {}
@@ -124,6 +138,28 @@ class FenceLedger:
         """Signal line (buffer, line) -> (segment, site, by a read) of the scalar read or the wait that last
         filled it (a line only a wait filled serves no read a cacheinvalid could have refreshed)."""
         self.signal_reads: list[tuple[int, int, int, int, int, int, int, float]] = []
+        self.dma_over: dict[LineKey, list[tuple[int, int, float, list[Interval], int]]] = {}
+        """Cached data lines this rank's own DMA writes (tile.store, a get's or a put's destination in its
+        own window) wrote since they were filled: (write site, call, time, intervals, the fill's site) per
+        write. The write goes to memory, not the line: until a cacheinvalid covering the line, a scalar
+        read of those elements returns the line's old value (the own-rank stale read)."""
+
+    def dma_write(self, buffer: Buffer, site: int, run: int, t: float, ivs: list[Interval]) -> None:
+        """This rank's DMA write into its own window: remember it on every cached line it writes."""
+        for lo, hi in ivs:
+            for n in self.cache.lines_of(buffer, lo, hi):
+                fill = self.cache.line_fill((buffer.index, n))
+                if fill is not None:
+                    filler = self.fills.get(fill, (0, 0, -1))[2]
+                    self.dma_over.setdefault((buffer.index, n), []).append((site, run, t, ivs, filler))
+
+    def dma_under(self, key: LineKey, cell: int) -> tuple[int, int, float, int] | None:
+        """The last own DMA write of ``cell`` since its cached line was filled: (site, call, time, fill
+        site); None if none (or a cacheinvalid has dropped the line since)."""
+        for site, run, t, ivs, filler in reversed(self.dma_over.get(key, [])):
+            if any(lo <= cell < hi for lo, hi in ivs):
+                return site, run, t, filler
+        return None
         """Scalar reads of a signal cell served from a line filled in an earlier segment: (fill segment,
         fill site, the read's sync-event index, buffer, cell, site, call, time), judged at the checkpoint."""
 
@@ -133,9 +169,15 @@ class FenceLedger:
         self.dirty.setdefault(key, []).append(p)
 
     def fence(self, site: int) -> list[Pending]:
-        """A ``system.fence``: every pending write completes (dirty lines stay dirty)."""
+        """A ``system.fence``: every pending write completes (dirty lines stay dirty); the reads in flight
+        too (:meth:`land_reads`, which the caller takes next)."""
         done, self.pending = self.pending, []
-        self.notes.count(self.notes.fence, site, not done)
+        self.notes.count(self.notes.fence, site, not done and not self.reads)
+        return done
+
+    def land_reads(self) -> list[Pending]:
+        """A fence, drain, join or call end: every DMA read in flight has its bytes."""
+        done, self.reads = self.reads, []
         return done
 
     def invalidate(self, site: int, key: LineKey | None, buf: int | None, where: Any, seg: int,
@@ -148,6 +190,10 @@ class FenceLedger:
         else:
             dropped = int(buf is not None and self.cache.is_cached(key))
         self.notes.count(self.notes.inval, site, dropped + signal_lines == 0)
+        if key is None:
+            self.dma_over.clear()
+        else:
+            self.dma_over.pop(key, None)
         keys = list(self.dirty) if key is None else [key]
         for k in keys:
             for p in self.dirty.pop(k, []):
@@ -164,6 +210,7 @@ class FenceLedger:
     def complete_all(self) -> list[Pending]:
         """A join or a call's end: every write completes, dirty lines written back (signal lines too)."""
         self.signal_fills.clear()
+        self.dma_over.clear()  # the tail flush drops every line
         done, self.pending = self.pending, []
         for ps in self.dirty.values():
             done.extend(ps)
@@ -182,23 +229,54 @@ class FenceLedger:
         return got
 
 
-def fence_notes(counts: dict[str, dict[int, _Count]], where: Any) -> list[str]:
-    """The notes of markers that were useless or insufficient on every execution."""
+_NOTE_KINDS = (
+    ("fence", "a system.fence that ordered nothing"),
+    ("inval", "a system.cacheinvalid that dropped no cached line"),
+    ("scope", "a region system.cacheinvalid that left a written line of its tensor in the cache"),
+)
+"""Per note kind: what one such marker is, for the one-line summary of the markers a pass placed."""
+
+
+def fence_notes(counts: dict[str, dict[int, _Count]], where: Any,
+                placed_by: Callable[[int], str] | None = None) -> list[str]:
+    """The notes of markers that were useless or insufficient on every execution: one per site of the
+    user's own markers; the markers a pass placed (``placed_by(site)``: the pass's name, or empty for
+    the user's) in one line, since they are placed by rule, not where the user asked."""
+    by_pass: dict[str, Counter[str]] = {}
+    mine: dict[str, dict[int, _Count]] = {kind: {} for kind, _ in _NOTE_KINDS}
+    for kind, _ in _NOTE_KINDS:
+        for site, c in sorted(counts[kind].items()):
+            if not (c.runs and c.held == c.runs):
+                continue
+            name = placed_by(site) if placed_by is not None else ""
+            if name:
+                by_pass.setdefault(name, Counter())[kind] += 1
+            else:
+                mine[kind][site] = c
+    return _site_notes(mine, where) + [_summary(name, n) for name, n in sorted(by_pass.items())]
+
+
+def _summary(name: str, n: Counter[str]) -> str:
+    k = sum(n.values())
+    parts = "; ".join(f"{n[kind]} x {what}" for kind, what in _NOTE_KINDS if n[kind])
+    return (f"note: {name} placed {k} marker{'' if k == 1 else 's'} that did nothing or not enough on every "
+            f"execution ({parts}): it places them by rule after every window write, put and wait, not where "
+            "the program needs one (--no-insert-fences runs the program's own markers only)")
+
+
+def _site_notes(counts: dict[str, dict[int, _Count]], where: Any) -> list[str]:
     out = []
     for site, c in sorted(counts["fence"].items()):
-        if c.runs and c.held == c.runs:
-            out.append(f"note: system.fence at {where(site)} ordered nothing (no write pending) in "
-                       f"{c.held}/{c.runs} executions")
+        out.append(f"note: system.fence at {where(site)} ordered nothing (no write pending) in "
+                   f"{c.held}/{c.runs} executions")
     for site, c in sorted(counts["inval"].items()):
-        if c.runs and c.held == c.runs:
-            out.append(f"note: system.cacheinvalid at {where(site)} dropped no cached line in "
-                       f"{c.held}/{c.runs} executions (no tensor.read or tensor.write since the last "
-                       "cacheinvalid had filled a line it covers)")
+        out.append(f"note: system.cacheinvalid at {where(site)} dropped no cached line in "
+                   f"{c.held}/{c.runs} executions (no tensor.read or tensor.write since the last "
+                   "cacheinvalid had filled a line it covers)")
     for site, c in sorted(counts["scope"].items()):
-        if c.runs and c.held == c.runs:
-            out.append(f"note: the region system.cacheinvalid at {where(site)} covers only the line of the view's "
-                       f"base on the device; {c.example} and stays in the cache ({c.held}/{c.runs} executions; "
-                       "system.cacheinvalid() or a region based at that line cleans it)")
+        out.append(f"note: the region system.cacheinvalid at {where(site)} covers only the line of the view's "
+                   f"base on the device; {c.example} and stays in the cache ({c.held}/{c.runs} executions; "
+                   "system.cacheinvalid() or a region based at that line cleans it)")
     return out
 
 

@@ -37,10 +37,14 @@ put before a later read (under ``--visibility deferred`` the read returns the ol
 
 **Fenced mode** (``--visibility fenced``, ``race_fenced``): a write is an interval from its issue to
 the fence (join, call end) that completes it, a scalar ``tensor.read`` from its line's fill to the
-read; x happens before y iff x's end is known to y's start. A conflict that a write completed at its
-issue (or a read filled at its time) would have avoided is reported as ``missing fence`` (with the
-release the write was pending at) or ``missing cacheinvalid`` (with the fill and the wait); same
-origin then needs a completion, not a release, between the put and the read.
+read, a DMA read from its issue to the fence (drain, join, call end) that completes it; x happens
+before y iff x's end is known to y's start. A conflict that a write completed at its issue (or a
+read filled at its time) would have avoided is reported as ``missing fence`` (with the release the
+write was pending at) or ``missing cacheinvalid`` (with the fill and the wait); a write ordered after
+a release issued while a DMA read was in flight, not after its completion, as ``missing fence (read
+in flight)``; a rank's scalar read of a line its own DMA write wrote after the line's fill as
+``missing cacheinvalid``. Same origin then needs a completion, not a release, between the put and
+the read.
 
 **Lost updates** (every mode): two Set releases into one signal cell by different ranks that
 happens-before does not order (``lost_updates``, on rank 0 from the replayed sync logs).
@@ -108,6 +112,9 @@ KIND_NAMES = ("read", "write", "atomic write", "Set")
 
 MISSING_FENCE, MISSING_INVALIDATE, LOST_UPDATE = "missing fence", "missing cacheinvalid", "lost update"
 """Report kinds besides a plain race (``RaceReport.reason``)."""
+
+READ_IN_FLIGHT = "missing fence (read in flight)"
+"""Fenced mode: a DMA read still in flight at a notify that another rank's write is ordered after."""
 
 SIGNAL_LINE_CELLS = 16
 """INT32 signal cells per 64-byte line (the device's write-back granule, pto-isa#322)."""
@@ -215,6 +222,17 @@ class RaceReport:
             return (head + f"{a.describe()} || {b.describe()}: two Set notifies into one signal cell that nothing "
                     "orders; whichever lands second wipes the other (a lost update on the device too, simpler#253; "
                     "AtomicAdd keeps both)")
+        if self.reason == READ_IN_FLIGHT:
+            notify = self.via[0] if self.via else "its release"
+            return (head + f"rank {a.rank}'s {a.kind_name} at {a.location} (call {a.call}) was still in flight at "
+                    f"{notify} (no system.fence or drain between); {b.describe()} is ordered after that notify, "
+                    f"not after the read's completion, so the read can return the {b.kind_name}'s bytes")
+        if self.reason == MISSING_INVALIDATE and a.rank == b.rank:
+            filled = f"the cached line filled at {self.via[0]}" if self.via and self.via[0] else "a cached line"
+            return (head + f"rank {b.rank}'s {b.kind_name} at {b.location} (call {b.call}) used {filled}, before "
+                    f"its own DMA {a.kind_name} at {a.location} (call {a.call}), which goes to memory, not the line; "
+                    "no system.cacheinvalid covering that line between the write and the read, so it reads the "
+                    "line's old value")
         if self.reason == MISSING_INVALIDATE:
             filler, wait = self.via
             after = f", before {wait}" if wait else ""
@@ -303,6 +321,8 @@ class _Epoch:
     log: dict[_LogKey, list[Any]]
     spans: dict[tuple[Any, ...], list[Any]]
     vc: list[int]
+    own: list[RaceReport]
+    """Fenced mode's own-rank stale reads, reported as they are (program order decides them)."""
 
 
 @dataclass(frozen=True)
@@ -330,6 +350,8 @@ class RaceDetector(MonitorBase):
         self._ledger = FenceLedger(cache) if cache is not None else None
         """Fenced mode (``race_fenced``): writes stamped at their completion, scalar reads at their fill."""
         self._spans: dict[tuple[Any, ...], list[Any]] = {}
+        self._own: dict[tuple[int, int, int, int], RaceReport] = {}
+        """Fenced mode: own-rank stale reads found since the last checkpoint (``_own_stale_read``)."""
         self._notes: set[str] = set()
         self.rank = comm.Get_rank()
         self.nranks = comm.Get_size()
@@ -381,6 +403,7 @@ class RaceDetector(MonitorBase):
         }
         if self._ledger is not None:
             self._after[Op.FENCE] = self._fence
+            self._after[Op.BAR_ALL] = self._drain
 
     # -- clocks --------------------------------------------------------------------------------
 
@@ -469,7 +492,10 @@ class RaceDetector(MonitorBase):
 
     # -- recording -----------------------------------------------------------------------------
 
-    def _record(self, target: int, buf: Buffer, kind: int, site: int | str, ivs: list[Interval]) -> None:
+    def _record(self, target: int, buf: Buffer, kind: int, site: int | str, ivs: list[Interval],
+                dma: bool = False) -> None:
+        """Record an access; ``dma``: a DMA read (remote_load, a get's or put's source, a tile.load), which fenced
+        mode keeps in flight until a fence, a drain, a join or the call's end completes it."""
         if not ivs:
             return
         if target != self.rank:
@@ -478,10 +504,16 @@ class RaceDetector(MonitorBase):
             elif kind == READ and self._wrote_remote:
                 self._turn += 1
                 self._wrote_remote = False
-        if self._ledger is not None and kind != READ and isinstance(site, int):
-            # Fenced mode: a program's write is pending until what completes it (race_fenced).
-            self._ledger.pending.append(Pending(target, buf, kind, site, ivs, len(self._sync), self._turn,
-                                                self._run, self._clock()))
+        if self._ledger is not None and (kind != READ or dma) and isinstance(site, int):
+            # Fenced mode: a program's write is pending, its DMA read in flight, until what completes it
+            # (race_fenced).
+            p = Pending(target, buf, kind, site, ivs, len(self._sync), self._turn, self._run, self._clock())
+            if kind == READ:
+                self._ledger.reads.append(p)
+                return
+            if target == self.rank:
+                self._ledger.dma_write(buf, site, self._run, self._clock(), ivs)
+            self._ledger.pending.append(p)
             return
         key = (len(self._sync), self._run, target, buf.index, kind, site, self._turn)
         rec = self._log.get(key)
@@ -512,26 +544,28 @@ class RaceDetector(MonitorBase):
         if plan is None:
             return
         if plan.src is not None:
-            self._record_region(self.rank, plan.src, READ, site.id)
+            self._record_region(self.rank, plan.src, READ, site.id, dma=True)
         self._record_region(plan.peer, plan.dst, ATOMIC if site.attrs["atomic"] else WRITE, site.id)
 
     def _get(self, site: CallSite, args: tuple[Any, ...]) -> None:
         plan = plan_get(self.rank, site, args)
         if plan is not None:
-            self._record_region(plan.peer, plan.src, READ, site.id)
+            self._record_region(plan.peer, plan.src, READ, site.id, dma=True)
             self._record_region(self.rank, plan.dst, WRITE, site.id)
 
-    def _record_region(self, target: int, side: Region, kind: int, site: int) -> None:
+    def _record_region(self, target: int, side: Region, kind: int, site: int, dma: bool = False) -> None:
         """Record an access to one end of a transfer if it is a data window."""
         buf = _data_window(side.tensor)
         if buf is not None:
-            self._record(target, buf, kind, site, region_intervals(side.tensor.shape, side.offsets, side.extent))
+            self._record(target, buf, kind, site, region_intervals(side.tensor.shape, side.offsets, side.extent),
+                         dma)
 
     def _remote_load(self, site: CallSite, args: tuple[Any, ...]) -> None:
         t = args[0]
         buf = _data_window(t)
         if buf is not None:
-            self._record(args[1], buf, READ, site.id, region_intervals(t.shape, args[2], remote_load_extent(args)))
+            self._record(args[1], buf, READ, site.id, region_intervals(t.shape, args[2], remote_load_extent(args)),
+                         dma=True)
 
     def _wait(self, site: CallSite, args: tuple[Any, ...]) -> None:
         sig = args[0]
@@ -559,6 +593,7 @@ class RaceDetector(MonitorBase):
         flat = flat_cell("race", self.rank, self.rank, t, args[1])
         if self._ledger is not None:
             self._cached_read(site, t.buffer, flat)
+            self._own_stale_read(site, t.buffer, flat)
             return
         self._record(self.rank, t.buffer, READ, site.id, [(flat, flat + 1)])
 
@@ -594,6 +629,26 @@ class RaceDetector(MonitorBase):
         else:
             rec[1].append((flat, flat + 1))
 
+    def _own_stale_read(self, site: CallSite, buf: Buffer, flat: int) -> None:
+        """A scalar read served from a line this rank's own DMA write wrote after the line's fill, with
+        no cacheinvalid covering it since: the read returns the line's old value (``missing
+        cacheinvalid``). Program order alone decides it, so the report is made here, not at the checkpoint."""
+        assert self._ledger is not None
+        under = self._ledger.dma_under(self._ledger.cache.key_of(buf, flat), flat)
+        if under is None:
+            return
+        w_site, w_run, w_t, filler = under
+        key = (buf.index, flat, w_site, site.id)
+        old = self._own.get(key)
+        if old is not None:
+            self._own[key] = replace(old, count=old.count + 1)
+        elif len(self._own) < MAX_REPORTS:
+            self._own[key] = RaceReport(
+                buf.name, buf.shape, self.rank, flat, flat + 1, 1,
+                RaceAccess(self.rank, WRITE, self._where(w_site), w_run, w_t),
+                RaceAccess(self.rank, READ, self._where(site.id), self._run, self._clock()),
+                reason=MISSING_INVALIDATE, via=(self._where(filler) if filler >= 0 else "", ""))
+
     def _signal_line(self, site: CallSite, buf: int, cell: int) -> None:
         """A scalar read of a signal cell goes through the data cache on the device (only TWAIT cleans
         its own line): if the line was filled in an earlier segment, keep the read for the checkpoint."""
@@ -610,10 +665,11 @@ class RaceDetector(MonitorBase):
         """Log writes completed at epoch ``hi`` as intervals from their issue; a write to this rank's
         own window completed in the segment it was issued in is a point (no same-origin question)."""
         for p in done:
-            if p.target == self.rank and p.seg == hi[0]:
-                self._log_point(p)
+            if p.seg == hi[0] and (p.target == self.rank or p.kind == READ):
+                self._log_point(p)  # a read completed before any release: a point, as in the other modes
                 continue
-            key = (p.seg, p.turn, hi[0], hi[1], p.run, p.target, p.buf.index, p.kind, p.site, ("fence", p.cleaned))
+            how = ("flight",) if p.kind == READ else ("fence", p.cleaned)
+            key = (p.seg, p.turn, hi[0], hi[1], p.run, p.target, p.buf.index, p.kind, p.site, how)
             rec = self._spans.get(key)
             if rec is None:
                 self._spans[key] = [p.t, list(p.ivs)]
@@ -638,13 +694,19 @@ class RaceDetector(MonitorBase):
     def _fence(self, site: CallSite, args: tuple[Any, ...]) -> None:
         assert self._ledger is not None
         done = self._ledger.fence(site.id)
-        self._complete(done, self._completion(done))
+        self._complete(done + self._ledger.land_reads(), self._completion(done))
+
+    def _drain(self, site: CallSite, args: tuple[Any, ...]) -> None:
+        """``system.bar_all``: the rank's DMA reads have their bytes (its writes stay pending)."""
+        assert self._ledger is not None
+        self._complete(self._ledger.land_reads(), self._completion([]))
 
     def _complete_all(self) -> None:
         if self._ledger is not None:
             done = self._ledger.complete_all()
-            if done:
-                self._complete(done, self._completion(done))
+            reads = self._ledger.land_reads()
+            if done or reads:
+                self._complete(done + reads, self._completion(done))
 
     def _cacheinvalid(self, site: CallSite, args: tuple[Any, ...]) -> None:
         assert self._ledger is not None
@@ -684,7 +746,7 @@ class RaceDetector(MonitorBase):
         buf = _data_window(t)
         if buf is not None:
             extent = args[3] if len(args) > 3 else args[2]
-            self._record(self.rank, buf, READ, site.id, region_intervals(t.shape, args[1], extent))
+            self._record(self.rank, buf, READ, site.id, region_intervals(t.shape, args[1], extent), dma=True)
 
     def _tile_store(self, site: CallSite, args: tuple[Any, ...]) -> None:
         tile, t = args[0], args[2]
@@ -719,7 +781,9 @@ class RaceDetector(MonitorBase):
         if self._ledger is not None:
             self._complete(self._ledger.complete_all(), INF_EPOCH)  # never completed in this epoch
         stale = self._ledger.signal_reads if self._ledger is not None else []
-        mine = _Epoch(self.rank, self._sync, self._meta, self._init, stale, self._log, self._spans, self._vc)
+        mine = _Epoch(self.rank, self._sync, self._meta, self._init, stale, self._log, self._spans, self._vc,
+                      list(self._own.values()))
+        self._own = {}
         self._init = None  # rank 0 snapshots every rank's cells from now on
         tag = 2 * (self._checks % CHECK_TAGS)  # a timed-out checkpoint's messages never match a later one
         self._checks += 1
@@ -788,6 +852,7 @@ class RaceDetector(MonitorBase):
         found: list[RaceReport] = []
         for target in range(self.nranks):
             found += find_races(target, self._buffers, [w for out in wires for w in out[target]])
+            found += [r for e in epochs for r in e.own if r.target == target]
             if target == 0:
                 found += lost
         reports = sorted(found, key=lambda r: (r.target, r.buffer, r.start, r.first.rank, r.second.rank))
@@ -802,7 +867,12 @@ class RaceDetector(MonitorBase):
             return []
         parts = self._bounded.allgather((self._ledger.notes.wire(), sorted(self._notes)), "the notes exchange")
         counts = merge_notes([c for c, _ in parts])
-        return fence_notes(counts, self._where) + sorted({n for _, ns in parts for n in ns})
+        return fence_notes(counts, self._where, self._placed_by) + sorted({n for _, ns in parts for n in ns})
+
+    def _placed_by(self, site: int) -> str:
+        """The pass that placed the marker at ``site`` (empty: the user's own)."""
+        origin = self._sites[site].location.origin if 0 <= site < len(self._sites) else None
+        return "" if origin is None else origin.placed_by
 
     def free(self) -> None:
         """Free the private communicator (collective; idempotent)."""
@@ -855,9 +925,10 @@ def _span_detail(ep: _Epoch, how: tuple[Any, ...], span: tuple[int, int], segmen
     between that fill and the read (each with the clock it left)."""
     me, sync, meta = ep.rank, ep.sync, ep.meta
     seg, end = span[0], min(span[1], len(sync))
-    if how[0] == "fence":
-        named = tuple((segments[i][me], where(meta[i][0]), i < how[1]) for i in range(seg, end) if sync[i][0] == REL)
-        return ("fence", named[:MAX_NAMED])
+    if how[0] in ("fence", "flight"):
+        cleaned = how[1] if how[0] == "fence" else 0
+        named = tuple((segments[i][me], where(meta[i][0]), i < cleaned) for i in range(seg, end) if sync[i][0] == REL)
+        return (how[0], named[:MAX_NAMED])
     waits = tuple((segments[i + 1], where(meta[i][0])) for i in range(seg, end)
                   if sync[i][0] == ACQ and segments[i + 1] != segments[i])
     return ("fill", where(how[1]), waits)
@@ -1060,6 +1131,12 @@ def _explain(a: _Wire, b: _Wire) -> tuple[tuple[str, ...], _Wire, _Wire] | None:
     at the read (``missing cacheinvalid``: the fill and the wait after it). None: a plain race."""
     for x, y in ((a, b), (b, a)):
         r = x[0]
+        if len(x) > 9 and x[9][2][0] == "flight":
+            if y[2] != READ and x[3][r] <= y[3][r] < _hi(x)[r]:
+                # y is ordered after a release issued while the read was in flight, not after its completion
+                named = [where for own, where, _ in x[9][2][1] if own <= y[3][r]]
+                return (READ_IN_FLIGHT, named[-1] if named else ""), x, y
+            continue
         y_end = _hi(y)[r]
         if x[2] == READ or x[3][r] > y_end:  # completed at its issue, x would still not come before y
             continue
@@ -1068,7 +1145,7 @@ def _explain(a: _Wire, b: _Wire) -> tuple[tuple[str, ...], _Wire, _Wire] | None:
             named = [(where, cached) for own, where, cached in x[9][2][1] if own <= y_end]
             where, cached = named[-1] if named else ("", False)
             return (MISSING_FENCE, where, "cached" if cached else ""), x, y
-        if len(y) > 9 and y[2] == READ:
+        if len(y) > 9 and y[2] == READ and y[9][2][0] == "fill":
             _, filler, waits = y[9][2]
             wait = next((w for vc, w in waits if vc[r] >= _hi(x)[r]), "")
             return (MISSING_INVALIDATE, filler, wait), x, y
@@ -1120,6 +1197,7 @@ __all__ = [
     "MISSING_FENCE",
     "MISSING_INVALIDATE",
     "READ",
+    "READ_IN_FLIGHT",
     "SET",
     "WRITE",
     "RaceAccess",

@@ -61,7 +61,7 @@ BINDINGS: Mapping[Op, Binding] = COMM_BINDINGS
 where a site runs the table's own handler, unobserved."""
 
 SIGNAL_OPS: frozenset[Op] = frozenset({Op.NOTIFY, Op.WAIT, Op.GET_COMM_CTX, Op.RANK, Op.NRANKS, Op.FENCE,
-                                       Op.CACHEINVALID})
+                                       Op.CACHEINVALID, Op.BAR_ALL})
 """Ops whose handlers (the table's own) never compute on numpy data: a function made of them alone
 (a lowered barrier) runs without ``np.errstate``, which cost a sixth of a barrier's ``run()``."""
 

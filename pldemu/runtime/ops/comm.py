@@ -189,6 +189,7 @@ COMM_HANDLERS: Mapping[Op, Handler] = MappingProxyType({
     Op.NOTIFY: _notify,
     Op.WAIT: _wait,
     Op.FENCE: _marker,
+    Op.BAR_ALL: _marker,
     Op.CACHEINVALID: _marker,
     Op.GET_COMM_CTX: _get_comm_ctx,
     Op.RANK: _rank,
