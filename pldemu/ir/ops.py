@@ -52,6 +52,16 @@ class Op(enum.Enum):
     TILE_CMPS = "tile.cmps"
     TILE_SEL = "tile.sel"
     TILE_SELS = "tile.sels"
+    # Unary math and division (runtime/ops/math.py).
+    TILE_EXP = "tile.exp"
+    TILE_LOG = "tile.log"
+    TILE_SQRT = "tile.sqrt"
+    TILE_RSQRT = "tile.rsqrt"
+    TILE_RECIP = "tile.recip"
+    TILE_NEG = "tile.neg"
+    TILE_ABS = "tile.abs"
+    TILE_DIV = "tile.div"
+    TILE_DIVS = "tile.divs"
     # MX quantisation primitives and zero-copy views (what tile.tquant_mx lowers to: lowering/mx.py).
     TILE_TQUANT_MX_RAW = "tile.tquant_mx_raw"
     TILE_TMOV_X2ZZ = "tile.tmov_x2zz"

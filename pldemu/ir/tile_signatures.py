@@ -1,4 +1,5 @@
-"""Signatures of the tile-math and select ops (sin, cos, cast, cmp/cmps, select, sel/sels).
+"""Signatures of the tile-math and select ops (sin, cos, exp, log, sqrt, rsqrt, recip, neg, abs, div, divs,
+cast, cmp/cmps, select, sel/sels).
 
 Merged into the one table ``pldemu.ir.signatures.SIGNATURES``; this module only holds their deducers
 and the facts they share with the lowering (the packed predicate mask, the TSELS dtype contract).
@@ -8,6 +9,7 @@ Imported by ``signatures`` after its base classes exist, so it may use them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from pldemu.ir.dtypes import DType
 from pldemu.ir.enums import CastMode, CmpType, MemorySpace
@@ -230,12 +232,72 @@ def deduce_full(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> 
 
 
 
+FLOAT_MATH_DTYPES = frozenset({DType.FP16, DType.BF16, DType.FP32})
+"""Element types of exp / sqrt / rsqrt / recip tiles (pldemu refuses integer tiles: pypto's tensor level
+casts an integer input to FP32 before these ops, so only a tile-level call can pass one)."""
+
+LOG_DTYPES = frozenset({DType.FP16, DType.FP32})
+"""tile.log: FP16 or FP32 only (pypto's deducer)."""
+
+DIV_DTYPES = frozenset({DType.INT16, DType.INT32, DType.FP16, DType.FP32})
+"""tile.div: equal operand dtypes from this set (pypto's deducer)."""
+
+
+@dataclass(frozen=True)
+class UnaryMath:
+    """The deducer of a unary tile op: shape, dtype and valid box kept; the dtype must be in ``dtypes``
+    (``None``: any numeric dtype)."""
+
+    dtypes: frozenset[DType] | None
+
+    def __call__(self, op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+        t = _tile(args[0])
+        numeric = (t.dtype.is_int or t.dtype in FLOAT_MATH_DTYPES) if self.dtypes is None else t.dtype in self.dtypes
+        if not numeric:
+            legal = "a numeric tile" if self.dtypes is None else "a tile of " + ", ".join(
+                sorted(d.value for d in self.dtypes))
+            raise IRTypeError(op, "tile", legal, describe(t))
+        if len(args) > 1:  # tile.rsqrt's scratch (the high-precision path): like the input
+            tmp = _tile(args[1])
+            if tmp.shape != t.shape or tmp.dtype is not t.dtype:
+                raise IRTypeError(op, "tmp", f"a tile {t.dtype.value}{_dims(t)} like the input", describe(tmp))
+        return t
+
+
+def deduce_div(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+    """tile.div: equal dtypes in DIV_DTYPES, equal physical shapes and valid boxes; the lhs's type."""
+    a, b = _tile(args[0]), _tile(args[1])
+    if a.dtype not in DIV_DTYPES:
+        raise IRTypeError(op, "lhs", "a tile of " + ", ".join(sorted(d.value for d in DIV_DTYPES)), describe(a))
+    if a.shape != b.shape or a.dtype is not b.dtype or not _same_valid(a, b):
+        raise IRTypeError(op, "rhs", f"a tile {a.dtype.value}{_dims(a)} valid {_valid_text(a)} like lhs",
+                          describe(b))
+    return a
+
+
+def deduce_divs(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+    """tile.divs: a numeric tile divided by a scalar (narrowed to the tile's dtype); the tile's type."""
+    t = _tile(args[0])
+    if not (t.dtype.is_int or t.dtype in FLOAT_MATH_DTYPES):
+        raise IRTypeError(op, "lhs", "a numeric tile", describe(t))
+    return t
+
+
 TL, S, L, SL, TS = Kind.TILE, Kind.SCALAR, Kind.LIST, Kind.STATIC_LIST, Kind.TILE_OR_SCALAR
 _CMP = AttrSpec("cmp_type", CmpType, None)
 
 TILE_SIGNATURES: Mapping[Op, Signature] = {
     Op.TILE_SIN: sig([("tile", TL)], deduce_fp32_only),
     Op.TILE_COS: sig([("tile", TL)], deduce_fp32_only),
+    Op.TILE_EXP: sig([("tile", TL)], UnaryMath(FLOAT_MATH_DTYPES)),
+    Op.TILE_LOG: sig([("tile", TL)], UnaryMath(LOG_DTYPES)),
+    Op.TILE_SQRT: sig([("tile", TL)], UnaryMath(FLOAT_MATH_DTYPES)),
+    Op.TILE_RSQRT: sig([("tile", TL), ("tmp", TL, True)], UnaryMath(FLOAT_MATH_DTYPES)),
+    Op.TILE_RECIP: sig([("tile", TL)], UnaryMath(FLOAT_MATH_DTYPES)),
+    Op.TILE_NEG: sig([("tile", TL)], UnaryMath(None)),
+    Op.TILE_ABS: sig([("tile", TL)], UnaryMath(None)),
+    Op.TILE_DIV: sig([("lhs", TL), ("rhs", TL)], deduce_div),
+    Op.TILE_DIVS: sig([("lhs", TL), ("rhs", S)], deduce_divs),
     Op.TILE_CAST: sig([("tile", TL)], deduce_cast,
                       [AttrSpec("dtype", DType, None), AttrSpec("mode", CastMode, CastMode.None_)]),
     Op.TILE_CMP: sig([("lhs", TL), ("rhs", TL)], deduce_cmp, [_CMP]),
@@ -249,6 +311,9 @@ TILE_SIGNATURES: Mapping[Op, Signature] = {
 """Entries of the one signature table (merged there; tile.cast and tile.full replace older forms)."""
 
 __all__ = [
+    "DIV_DTYPES",
+    "FLOAT_MATH_DTYPES",
+    "LOG_DTYPES",
     "MASK_COL_ALIGN",
     "SELS_SRC_DTYPES",
     "TILE_SIGNATURES",

@@ -207,6 +207,10 @@ def tile_math() -> Program:
     pld.tile.sel(ge, s, c, tmp, hint="sel")
     pld.tile.sels(ge, s, tmp, 0.0, hint="sels")
     pld.tile.full([16, 128], 0.0, "fp32", hint="narrow", valid_shape=[11, 100])
+    for op in (Op.TILE_EXP, Op.TILE_LOG, Op.TILE_SQRT, Op.TILE_RSQRT, Op.TILE_RECIP, Op.TILE_NEG, Op.TILE_ABS):
+        pld.tile.unary(op, x, hint="u")
+    pld.tile.unary(Op.TILE_RSQRT, x, pld.tile.create([16, 128], "fp32", hint="scratch"), hint="hp")
+    pld.tile.divs(pld.tile.div(s, s, hint="q"), 3.0, hint="qs")
     return pb.build()
 
 

@@ -113,16 +113,21 @@ def _store(tr: DeviceLevel, node: ast.Call) -> Var:
     return t
 
 
-def _binary(tile_op: Op, scalar_op: Op | None, name: str, negate: bool = False) -> Rule:
+def _binary(tile_op: Op, scalar_op: Op | None, name: str, negate: bool = False,
+            high_precision: bool = False) -> Rule:
     """``pl.<op>`` / ``pl.tensor.<op>`` on tiles or tensors (pypto's unified op dispatches on the operand:
     a tensor is loaded whole, as ConvertTensorToTileOps keeps the value on core). A scalar right operand
-    goes to ``scalar_op``, negated first when ``negate`` (``x - s`` is ``x + -s``)."""
+    goes to ``scalar_op``, negated first when ``negate`` (``x - s`` is ``x + -s``). ``high_precision``:
+    the op takes pypto's keyword (float operands only, as pypto checks; the numerics are the same)."""
+    options = {"high_precision": False} if high_precision else {}
 
     def rule(tr: DeviceLevel, node: ast.Call) -> Var:
-        b = {k: on_core(tr, v, node, name) for k, v in bind_call(tr, node, ("lhs", "rhs"), {}, name).items()}
+        b = {k: on_core(tr, v, node, name) for k, v in bind_call(tr, node, ("lhs", "rhs"), options, name).items()}
         lhs = b["lhs"]
         if not (isinstance(lhs, Var) and isinstance(lhs.type, TileType)):
             raise tr.error(f"{name}: lhs must be a tile or a tensor, got {lhs!r}", node)
+        if b.get("high_precision") and not lhs.type.dtype.is_float:
+            raise tr.error(f"pypto refuses it: {name} supports high_precision only for FP16 or FP32", node)
         rhs = b["rhs"]
         if isinstance(rhs, Var) and isinstance(rhs.type, TileType):
             return tr.fb.pld.tile.binary(tile_op, lhs, rhs, hint=tr.hint("acc"))
@@ -135,6 +140,45 @@ def _binary(tile_op: Op, scalar_op: Op | None, name: str, negate: bool = False) 
         return out
 
     return rule
+
+
+_HIGH_PRECISION_DTYPES = frozenset({DType.FP16, DType.FP32})
+
+
+def _unary(op: Op, name: str, src: str, options: Mapping[str, Any] = MappingProxyType({}),
+           to_fp32: bool = False) -> Rule:
+    """``pl.<op>(input)`` / ``pl.tile.<op>(tile)`` / ``pl.tensor.<op>(input)`` (pypto's unary math): a tensor
+    is loaded whole; an integer tensor goes to FP32 first when ``to_fp32`` (pypto's tensor deducers of exp,
+    recip, sqrt, rsqrt). ``options``: pypto's keywords: ``high_precision`` (checked as pypto does, then
+    the same numerics) and, for ``pl.tile.rsqrt``, the ``tmp`` scratch."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, (src,), dict(options), name)
+        was_tensor = is_tensor(b[src])
+        tile = _tile(tr, on_core(tr, b[src], node, name), f"{name}: {src}", node)
+        if was_tensor and to_fp32 and tltype(tile).dtype.is_int:
+            tile = tr.fb.pld.tile.cast(tile, DType.FP32, hint=tr.hint("cast"), mode=CastMode.ROUND)
+        if b.get("high_precision"):
+            _check_high_precision(tr, name, tltype(tile), was_tensor, op, node)
+        tmp = b.get("tmp")
+        if op is Op.TILE_RSQRT and was_tensor and b.get("high_precision"):
+            # pypto's conversion synthesises the scratch of the high-precision path (same numerics here).
+            tmp = tr.fb.pld.tile.create(list(tltype(tile).shape), tltype(tile).dtype, hint="tmp")
+        if tmp is not None:
+            tmp = _tile(tr, tmp, f"{name}: tmp", node)
+        return tr.fb.pld.tile.unary(op, tile, tmp, hint=tr.hint(op.text.rsplit(".", 1)[1]))
+
+    return rule
+
+
+def _check_high_precision(tr: DeviceLevel, name: str, t: TileType, was_tensor: bool, op: Op,
+                          node: ast.AST) -> None:
+    if op is Op.TILE_RSQRT and not was_tensor:
+        raise tr.error(f"pypto refuses it: {name}: high_precision is Tensor-only; on a tile pass the scratch "
+                       "to pl.tile.rsqrt(tile, tmp) instead", node)
+    if t.dtype not in _HIGH_PRECISION_DTYPES:
+        raise tr.error(f"pypto refuses it: {name} supports high_precision only for FP16 or FP32, got "
+                       f"{t.dtype.value.upper()}", node)
 
 
 def _scalar_minmax(kind: BinOpKind, fn: Callable[[Any, Any], Any], name: str) -> Rule:
@@ -528,6 +572,25 @@ def _world_size(tr: DeviceLevel, node: ast.Call) -> int:
     return SymInt(tr.emit.nranks, NR)
 
 
+_HP = MappingProxyType({"high_precision": False})
+
+_MATH_OPS: Mapping[str, Rule] = MappingProxyType({
+    **{f"{prefix}{name}": _unary(op, f"{prefix}{name}", "input", opts, to_fp32) for prefix in ("pl.", "pl.tensor.")
+       for name, (op, opts, to_fp32) in {
+           "exp": (Op.TILE_EXP, {}, True), "log": (Op.TILE_LOG, _HP, False), "sqrt": (Op.TILE_SQRT, {}, True),
+           "rsqrt": (Op.TILE_RSQRT, _HP, True), "recip": (Op.TILE_RECIP, _HP, True),
+           "neg": (Op.TILE_NEG, {}, False), "abs": (Op.TILE_ABS, {}, False)}.items()},
+    **{f"pl.tile.{name}": _unary(op, f"pl.tile.{name}", "tile", opts) for name, (op, opts) in {
+        "exp": (Op.TILE_EXP, {}), "log": (Op.TILE_LOG, _HP), "sqrt": (Op.TILE_SQRT, {}),
+        "rsqrt": (Op.TILE_RSQRT, {"tmp": None}), "recip": (Op.TILE_RECIP, _HP), "neg": (Op.TILE_NEG, {}),
+        "abs": (Op.TILE_ABS, {})}.items()},
+    **{f"{prefix}div": _binary(Op.TILE_DIV, Op.TILE_DIVS, f"{prefix}div", high_precision=True)
+       for prefix in ("pl.", "pl.tensor.", "pl.tile.")},
+    "pl.tile.divs": _binary(Op.TILE_DIVS, Op.TILE_DIVS, "pl.tile.divs"),
+    "pl.tensor.divs": _binary(Op.TILE_DIVS, Op.TILE_DIVS, "pl.tensor.divs"),
+})
+"""pypto's unary math and divisions, in their unified, tensor and tile spellings."""
+
 _OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.load": _load,
     "pl.store": _store,
@@ -541,6 +604,7 @@ _OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.tensor.mul": _binary(Op.TILE_MUL, Op.TILE_MULS, "pl.tensor.mul"),
     "pl.tensor.maximum": _binary(Op.TILE_MAXIMUM, None, "pl.tensor.maximum"),
     "pl.tensor.minimum": _binary(Op.TILE_MINIMUM, None, "pl.tensor.minimum"),
+    **_MATH_OPS,
     "pl.min": _scalar_minmax(BinOpKind.MIN, min, "pl.min"),
     "pl.max": _scalar_minmax(BinOpKind.MAX, max, "pl.max"),
     "pl.const": _const,

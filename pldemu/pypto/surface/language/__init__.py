@@ -94,7 +94,18 @@ read = DslOp("pl.read")
 write = DslOp("pl.write")
 slice = DslOp("pl.slice")
 assemble = DslOp("pl.assemble")
-tensor = Namespace("pl.tensor", ("add", "sub", "mul", "maximum", "minimum", "cast", "slice", "assemble", "dim"))
-tile = Namespace("pl.tile", ("load", "store", "add", "sub", "mul", "maximum", "minimum", "adds", "muls"))
+div = DslOp("pl.div")
+exp = DslOp("pl.exp")
+log = DslOp("pl.log")
+sqrt = DslOp("pl.sqrt")
+rsqrt = DslOp("pl.rsqrt")
+recip = DslOp("pl.recip")
+neg = DslOp("pl.neg")
+abs = DslOp("pl.abs")
+_MATH = ("div", "exp", "log", "sqrt", "rsqrt", "recip", "neg", "abs")
+tensor = Namespace("pl.tensor", ("add", "sub", "mul", "maximum", "minimum", "cast", "slice", "assemble", "dim",
+                                 *_MATH, "divs"))
+tile = Namespace("pl.tile", ("load", "store", "add", "sub", "mul", "maximum", "minimum", "adds", "muls",
+                             *_MATH, "divs"))
 
-__all__ = ["BF16", "BOOL", "FP16", "FP32", "INDEX", "INT8", "INT16", "INT32", "INT64", "RUNTIME", "TASK_ID", "UINT8", "UINT16", "UINT32", "AtomicType", "FunctionType", "InOut", "JITFunction", "Level", "Out", "PyDType", "Role", "Scalar", "Tensor", "add", "assemble", "cast", "const", "dynamic", "function", "jit", "load", "max", "maximum", "min", "minimum", "mul", "program", "range", "read", "slice", "store", "sub", "tensor", "tile", "unroll", "write", "yield_"]
+__all__ = ["BF16", "BOOL", "FP16", "FP32", "INDEX", "INT8", "INT16", "INT32", "INT64", "RUNTIME", "TASK_ID", "UINT8", "UINT16", "UINT32", "AtomicType", "FunctionType", "InOut", "JITFunction", "Level", "Out", "PyDType", "Role", "Scalar", "Tensor", "abs", "add", "assemble", "cast", "const", "div", "dynamic", "exp", "function", "jit", "load", "log", "max", "maximum", "min", "minimum", "mul", "neg", "program", "range", "read", "recip", "rsqrt", "slice", "sqrt", "store", "sub", "tensor", "tile", "unroll", "write", "yield_"]

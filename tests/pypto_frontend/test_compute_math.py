@@ -1,0 +1,158 @@
+"""pypto's unary math and division (``pl.exp/log/sqrt/rsqrt/recip/neg/abs/div`` in their unified, tensor and
+tile spellings) translate onto pldemu's tile ops and run on two ranks to numpy goldens."""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+import numpy as np
+import pytest
+
+from pldemu.ir.nodes import Program
+from pldemu.ir.ops import Op
+from pldemu.ir.walk import function_calls
+from pldemu.pypto.errors import FrontendError
+from pldemu.pypto.execute import translate
+from pldemu.pypto.surface import ir
+from pldemu.pypto.surface import language as pl
+from pldemu.pypto.surface.ir.distributed_compiled_program import DistributedConfig
+from pldemu.pypto.surface.language import distributed as pld
+
+NR = pl.dynamic("NR")
+ROWS = 4
+COLS = 16  # an fp16 row of 16 is 32 bytes: ptoas aligns every tile row to 32
+
+
+def _calls(program: Program, op: Op) -> list:  # type: ignore[type-arg]
+    return [c for f in program.functions for c in function_calls(f) if c.op is op]
+
+
+@pl.program
+class MathExchange:
+    """A sigmoid written as pypto-lib writes it (``recip(add(exp(neg(x)), 1.0))``), pushed to the peer's
+    window; tensor-level rsqrt with high_precision, log / sqrt / div of tiles, an INT32 tensor's exp (FP32)
+    and integer division by a scalar, an FP16 tile's recip and abs."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, x: pl.Tensor[[ROWS, COLS], pl.FP32], n: pl.Tensor[[ROWS, COLS], pl.INT32],
+          h: pl.Tensor[[ROWS, COLS], pl.FP16], y: pl.Out[pl.Tensor[[5, ROWS, COLS], pl.FP32]],
+          q: pl.Out[pl.Tensor[[ROWS, COLS], pl.INT32]], hy: pl.Out[pl.Tensor[[ROWS, COLS], pl.FP16]],
+          win: pld.DistributedTensor[[ROWS, COLS], pl.FP32], sig: pld.DistributedTensor[[1, 1], pl.INT32],
+          peer: pl.Scalar[pl.INDEX]) -> None:
+        t = pl.load(x, [0, 0], [ROWS, COLS])
+        s = pl.recip(pl.add(pl.exp(pl.neg(t)), 1.0))
+        pld.tile.remote_store(s, win, peer, [0, 0])
+        pld.system.notify(sig, peer, [0, 0], 1)
+        y = pl.assemble(y, s, [0, 0, 0])
+        y = pl.assemble(y, pl.tensor.rsqrt(x, high_precision=True), [1, 0, 0])
+        y = pl.assemble(y, pl.div(pl.log(t), pl.tile.sqrt(t), high_precision=True), [2, 0, 0])
+        y = pl.assemble(y, pl.exp(n), [3, 0, 0])
+        pl.store(pl.tensor.div(n, -3), [0, 0], q)
+        pl.store(pl.tile.abs(pl.tile.recip(pl.load(h, [0, 0], [ROWS, COLS]))), [0, 0], hy)
+        pld.system.wait(sig, [0, 0], 1)
+        y = pl.assemble(y, pl.load(win, [0, 0], [ROWS, COLS]), [4, 0, 0])
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, xs: pl.Tensor[[NR, ROWS, COLS], pl.FP32], ns: pl.Tensor[[NR, ROWS, COLS], pl.INT32],
+                  hs: pl.Tensor[[NR, ROWS, COLS], pl.FP16], ys: pl.Out[pl.Tensor[[NR, 5, ROWS, COLS], pl.FP32]],
+                  qs: pl.Out[pl.Tensor[[NR, ROWS, COLS], pl.INT32]],
+                  hys: pl.Out[pl.Tensor[[NR, ROWS, COLS], pl.FP16]]) -> None:
+        wbuf = pld.alloc_window_buffer([ROWS, COLS], dtype=pl.FP32)
+        sbuf = pld.alloc_window_buffer([1, 1], dtype=pl.INT32)
+        for r in pl.range(pld.world_size()):
+            self.k(xs[r], ns[r], hs[r], ys[r], qs[r], hys[r], pld.window(wbuf, [ROWS, COLS], dtype=pl.FP32),
+                   pld.window(sbuf, [1, 1], dtype=pl.INT32), (r + 1) % pld.world_size(), device=r)
+
+
+def _args(n: int) -> tuple[np.ndarray, ...]:
+    rng = np.random.default_rng(11)
+    xs = rng.uniform(0.1, 8.0, (n, ROWS, COLS)).astype(np.float32)
+    ns = rng.integers(-50, 50, (n, ROWS, COLS)).astype(np.int32)
+    hs = rng.uniform(-4.0, 4.0, (n, ROWS, COLS)).astype(np.float16)
+    return (xs, ns, hs, np.zeros((n, 5, ROWS, COLS), np.float32), np.zeros((n, ROWS, COLS), np.int32),
+            np.zeros((n, ROWS, COLS), np.float16))
+
+
+def test_names_translate_onto_the_tile_math_ops() -> None:
+    built, _ = translate(MathExchange, 2, _args(2))
+    p = built.program
+    counts = {op: len(_calls(p, op)) for op in (Op.TILE_NEG, Op.TILE_EXP, Op.TILE_RECIP, Op.TILE_RSQRT,
+                                                Op.TILE_LOG, Op.TILE_SQRT, Op.TILE_DIV, Op.TILE_DIVS, Op.TILE_ABS)}
+    per_rank = {Op.TILE_NEG: 1, Op.TILE_EXP: 2, Op.TILE_RECIP: 2, Op.TILE_RSQRT: 1, Op.TILE_LOG: 1,
+                Op.TILE_SQRT: 1, Op.TILE_DIV: 1, Op.TILE_DIVS: 1, Op.TILE_ABS: 1}
+    assert counts == {op: 2 * k for op, k in per_rank.items()}  # one kernel per rank
+    rsqrt = _calls(p, Op.TILE_RSQRT)[0]
+    assert len(rsqrt.args) == 2  # high_precision: pypto's synthesised scratch
+    cast = _calls(p, Op.TILE_CAST)[0]  # pl.exp of an INT32 tensor: to FP32 first (pypto's tensor deducer)
+    assert len(_calls(p, Op.TILE_CAST)) == 2
+    assert cast.type.dtype.value == "fp32" and cast.args[0].type.dtype.value == "int32"
+    assert _calls(p, Op.TILE_DIVS)[0].type.dtype.value == "int32"
+
+
+def _golden(xs: np.ndarray, ns: np.ndarray, hs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """float64 math rounded to the output dtype (the test's tolerance covers the per-step FP32 rounding)."""
+    x = xs.astype(np.float64)
+    sig = 1.0 / (np.exp(-x) + 1.0)
+    y = np.stack([sig, 1.0 / np.sqrt(x), np.log(x) / np.sqrt(x), np.exp(ns.astype(np.float64)),
+                  np.roll(sig, 1, axis=0)], axis=1)
+    q = np.trunc(ns / -3.0).astype(np.int32)  # integer division truncates toward zero
+    hy = np.abs(1.0 / hs.astype(np.float64)).astype(np.float16)
+    return y, q, hy
+
+
+@pytest.mark.launcher
+def test_math_exchange_runs_on_two_ranks() -> None:
+    xs, ns, hs, ys, qs, hys = _args(2)
+    ir.compile(MathExchange, distributed_config=DistributedConfig(device_ids=[0, 1]))(xs, ns, hs, ys, qs, hys)
+    y, q, hy = _golden(xs, ns, hs)
+    np.testing.assert_allclose(ys, y, rtol=4e-7)
+    np.testing.assert_array_equal(qs, q)
+    np.testing.assert_array_equal(hys, hy)
+
+
+def _mistake(mistake: str):  # type: ignore[no-untyped-def]
+    @pl.program
+    class Prog:
+        @pl.function(type=pl.FunctionType.InCore)
+        def k(self, x: pl.Tensor[[ROWS, COLS], pl.FP32], n: pl.Tensor[[ROWS, COLS], pl.INT32],
+              y: pl.Out[pl.Tensor[[ROWS, COLS], pl.FP32]]) -> None:
+            t = pl.load(x, [0, 0], [ROWS, COLS])
+            if mistake == "recip-int":
+                pl.recip(pl.load(n, [0, 0], [ROWS, COLS]), high_precision=True)  # MARK-recip-int
+            if mistake == "div-int":
+                pl.div(n, n, high_precision=True)  # MARK-div-int
+            if mistake == "rsqrt-tile":
+                pl.rsqrt(t, high_precision=True)  # MARK-rsqrt-tile
+            if mistake == "log-int":
+                pl.log(n)  # MARK-log-int
+            if mistake == "div-dtypes":
+                pl.div(t, pl.load(n, [0, 0], [ROWS, COLS]))  # MARK-div-dtypes
+            pl.store(t, [0, 0], y)
+
+        @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+        def host_orch(self, x: pl.Tensor[[ROWS, COLS], pl.FP32], n: pl.Tensor[[ROWS, COLS], pl.INT32],
+                      y: pl.Out[pl.Tensor[[ROWS, COLS], pl.FP32]]) -> None:
+            self.k(x, n, y)
+
+    return Prog
+
+
+@pytest.mark.parametrize(("mistake", "message"), [
+    ("recip-int", "pl.recip supports high_precision only for FP16 or FP32, got INT32"),
+    ("div-int", "pl.div supports high_precision only for FP16 or FP32"),
+    ("rsqrt-tile", "pl.rsqrt: high_precision is Tensor-only"),
+    ("log-int", "tile.log: argument 'tile' must be a tile of fp16, fp32, got tile int32[4, 16]"),
+    ("div-dtypes", "tile.div: argument 'rhs' must be a tile fp32[4, 16] valid [4, 16] like lhs"),
+])
+def test_mistakes_are_one_error_at_the_users_line(mistake: str, message: str) -> None:
+    args = (np.zeros((ROWS, COLS), np.float32), np.zeros((ROWS, COLS), np.int32), np.zeros((ROWS, COLS), np.float32))
+    with pytest.raises(FrontendError, match=re.escape(message)) as err:
+        translate(_mistake(mistake), 1, args)
+    assert err.value.file == __file__
+    assert err.value.line == _line_of(f"MARK-{mistake}"), str(err.value)
+
+
+def _line_of(marker: str) -> int:
+    src, start = inspect.getsourcelines(inspect.getmodule(_line_of))  # type: ignore[arg-type]
+    return next(max(start, 1) + i for i, line in enumerate(src) if marker in line and "_line_of" not in line)
