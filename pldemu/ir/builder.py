@@ -420,6 +420,14 @@ class TileNS(_Namespace):
         """A unary math op (tile.exp, log, sqrt, rsqrt, recip, neg, abs); ``tmp``: rsqrt's scratch."""
         return self._var(op, [tile] if tmp is None else [tile, tmp], {}, hint)
 
+    def reduce(self, op: Op, tile: ir.Var, tmp: ir.Var | None = None, hint: str = "red") -> ir.Var:
+        """A row / column reduction (tile.row_sum ... tile.col_min); ``tmp``: the scratch (binary-tree sums)."""
+        return self._var(op, [tile] if tmp is None else [tile, tmp], {}, hint)
+
+    def expand(self, op: Op, tile: ir.Var, vec: ir.Var, hint: str = "exp") -> ir.Var:
+        """A row / column expand (tile.row_expand, tile.row_expand_add, ..., tile.col_expand_expdif)."""
+        return self._var(op, [tile, vec], {}, hint)
+
     def div(self, lhs: ir.Var, rhs: ir.Var, hint: str = "acc") -> ir.Var:
         return self.binary(Op.TILE_DIV, lhs, rhs, hint)
 

@@ -1,5 +1,5 @@
 """Signatures of the tile-math and select ops (sin, cos, exp, log, sqrt, rsqrt, recip, neg, abs, div, divs,
-cast, cmp/cmps, select, sel/sels).
+the row / column reductions and expands, cast, cmp/cmps, select, sel/sels).
 
 Merged into the one table ``pldemu.ir.signatures.SIGNATURES``; this module only holds their deducers
 and the facts they share with the lowering (the packed predicate mask, the TSELS dtype contract).
@@ -283,6 +283,57 @@ def deduce_divs(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> 
     return t
 
 
+REDUCE_DTYPES = frozenset({DType.INT16, DType.INT32, DType.FP16, DType.BF16, DType.FP32})
+"""Element types of the sum / max reductions (pldemu's set: the integer and float types pypto-lib reduces)."""
+
+ROW_MIN_DTYPES = frozenset({DType.INT16, DType.INT32, DType.FP16, DType.FP32})
+"""tile.row_min: pypto's deducer's set."""
+
+
+@dataclass(frozen=True)
+class Reduce:
+    """A row (``axis`` -1: ``[..., R, C] -> [..., R, 1]``) or column (``axis`` -2: ``-> [..., 1, C]``)
+    reduction; the reduced axis's valid extent becomes 1, the other extents are kept. An optional second
+    argument is pypto's ``tmp_tile`` scratch: same dtype and rank, each dim at least the input's."""
+
+    axis: int
+    dtypes: frozenset[DType]
+
+    def __call__(self, op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+        t = _tile(args[0])
+        if len(t.shape) < 2 or t.dtype not in self.dtypes:
+            legal = ", ".join(sorted(d.value for d in self.dtypes))
+            raise IRTypeError(op, "tile", f"a tile of rank >= 2 of {legal}", describe(t))
+        if len(args) > 1:
+            tmp = _tile(args[1])
+            if tmp.dtype is not t.dtype or len(tmp.shape) != len(t.shape) or any(
+                    a < b for a, b in zip(tmp.shape, t.shape, strict=True)):
+                raise IRTypeError(op, "tmp_tile", f"a {t.dtype.value} tile at least {_dims(t)}", describe(tmp))
+        shape = list(t.shape)
+        valid = list(valid_of(t))
+        shape[self.axis], valid[self.axis] = 1, Const(1)
+        return TileType(t.dtype, tuple(shape), _canonical_valid(tuple(shape), valid), t.memory)
+
+
+@dataclass(frozen=True)
+class Expand:
+    """``x op v`` with ``v`` one row vector per row (``axis`` -1: ``v [..., M, 1]``) or one column vector
+    (``axis`` -2: ``v [..., 1, N]``) broadcast over ``x``; also the plain broadcasts row_expand /
+    col_expand (``x`` is the target). The result is ``x``'s type; pldemu wants equal dtypes (pypto
+    promotes: cast first)."""
+
+    axis: int
+
+    def __call__(self, op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+        x, v = _tile(args[0]), _tile(args[1])
+        want = list(x.shape)
+        want[self.axis] = 1
+        if len(x.shape) < 2 or tuple(want) != v.shape or v.dtype is not x.dtype:
+            raise IRTypeError(op, "vec", f"a tile {x.dtype.value}{want} (one value per "
+                              f"{'row' if self.axis == -1 else 'column'} of {_dims(x)})", describe(v))
+        return x
+
+
 TL, S, L, SL, TS = Kind.TILE, Kind.SCALAR, Kind.LIST, Kind.STATIC_LIST, Kind.TILE_OR_SCALAR
 _CMP = AttrSpec("cmp_type", CmpType, None)
 
@@ -298,6 +349,17 @@ TILE_SIGNATURES: Mapping[Op, Signature] = {
     Op.TILE_ABS: sig([("tile", TL)], UnaryMath(None)),
     Op.TILE_DIV: sig([("lhs", TL), ("rhs", TL)], deduce_div),
     Op.TILE_DIVS: sig([("lhs", TL), ("rhs", S)], deduce_divs),
+    Op.TILE_ROW_SUM: sig([("tile", TL), ("tmp_tile", TL, True)], Reduce(-1, REDUCE_DTYPES)),
+    Op.TILE_ROW_MAX: sig([("tile", TL), ("tmp_tile", TL, True)], Reduce(-1, REDUCE_DTYPES)),
+    Op.TILE_ROW_MIN: sig([("tile", TL), ("tmp_tile", TL, True)], Reduce(-1, ROW_MIN_DTYPES)),
+    Op.TILE_COL_SUM: sig([("tile", TL), ("tmp_tile", TL, True)], Reduce(-2, REDUCE_DTYPES)),
+    Op.TILE_COL_MAX: sig([("tile", TL)], Reduce(-2, REDUCE_DTYPES)),
+    Op.TILE_COL_MIN: sig([("tile", TL)], Reduce(-2, REDUCE_DTYPES)),
+    **{op: sig([("tile", TL), ("vec", TL)], Expand(-1 if op.text.startswith("tile.row") else -2)) for op in (
+        Op.TILE_ROW_EXPAND, Op.TILE_ROW_EXPAND_ADD, Op.TILE_ROW_EXPAND_SUB, Op.TILE_ROW_EXPAND_MUL,
+        Op.TILE_ROW_EXPAND_DIV, Op.TILE_ROW_EXPAND_MAX, Op.TILE_ROW_EXPAND_MIN, Op.TILE_ROW_EXPAND_EXPDIF,
+        Op.TILE_COL_EXPAND, Op.TILE_COL_EXPAND_ADD, Op.TILE_COL_EXPAND_SUB, Op.TILE_COL_EXPAND_MUL,
+        Op.TILE_COL_EXPAND_DIV, Op.TILE_COL_EXPAND_MAX, Op.TILE_COL_EXPAND_MIN, Op.TILE_COL_EXPAND_EXPDIF)},
     Op.TILE_CAST: sig([("tile", TL)], deduce_cast,
                       [AttrSpec("dtype", DType, None), AttrSpec("mode", CastMode, CastMode.None_)]),
     Op.TILE_CMP: sig([("lhs", TL), ("rhs", TL)], deduce_cmp, [_CMP]),
@@ -315,6 +377,8 @@ __all__ = [
     "FLOAT_MATH_DTYPES",
     "LOG_DTYPES",
     "MASK_COL_ALIGN",
+    "REDUCE_DTYPES",
+    "ROW_MIN_DTYPES",
     "SELS_SRC_DTYPES",
     "TILE_SIGNATURES",
     "TileTypeError",

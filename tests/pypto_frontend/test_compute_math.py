@@ -156,3 +156,75 @@ def test_mistakes_are_one_error_at_the_users_line(mistake: str, message: str) ->
 def _line_of(marker: str) -> int:
     src, start = inspect.getsourcelines(inspect.getmodule(_line_of))  # type: ignore[arg-type]
     return next(max(start, 1) + i for i, line in enumerate(src) if marker in line and "_line_of" not in line)
+
+
+@pl.program
+class SoftmaxExchange:
+    """A row softmax (tensor-level ``row_max``, whose scratch pypto synthesises; ``row_expand_sub``, ``exp``,
+    a tile-level ``row_sum`` with its ``tmp_tile``, ``row_expand_div``), its column sums sent to the peer,
+    and the peer's sums broadcast back over the rows (``col_expand_mul``)."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, x: pl.Tensor[[ROWS, COLS], pl.FP32], y: pl.Out[pl.Tensor[[ROWS, COLS], pl.FP32]],
+          z: pl.Out[pl.Tensor[[ROWS, COLS], pl.FP32]], win: pld.DistributedTensor[[1, COLS], pl.FP32],
+          sig: pld.DistributedTensor[[1, 1], pl.INT32], peer: pl.Scalar[pl.INDEX]) -> None:
+        t = pl.load(x, [0, 0], [ROWS, COLS])
+        e = pl.exp(pl.row_expand_sub(t, pl.row_max(x)))
+        p = pl.row_expand_div(e, pl.tile.row_sum(e, t))
+        pl.store(p, [0, 0], y)
+        pld.tile.remote_store(pl.col_sum(p), win, peer, [0, 0])
+        pld.system.notify(sig, peer, [0, 0], 1)
+        pld.system.wait(sig, [0, 0], 1)
+        pl.store(pl.tile.col_expand_mul(t, pl.load(win, [0, 0], [1, COLS])), [0, 0], z)
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, xs: pl.Tensor[[NR, ROWS, COLS], pl.FP32], ys: pl.Out[pl.Tensor[[NR, ROWS, COLS], pl.FP32]],
+                  zs: pl.Out[pl.Tensor[[NR, ROWS, COLS], pl.FP32]]) -> None:
+        wbuf = pld.alloc_window_buffer([1, COLS], dtype=pl.FP32)
+        sbuf = pld.alloc_window_buffer([1, 1], dtype=pl.INT32)
+        for r in pl.range(pld.world_size()):
+            self.k(xs[r], ys[r], zs[r], pld.window(wbuf, [1, COLS], dtype=pl.FP32),
+                   pld.window(sbuf, [1, 1], dtype=pl.INT32), (r + 1) % pld.world_size(), device=r)
+
+
+def _softmax_args(n: int) -> tuple[np.ndarray, ...]:
+    xs = np.random.default_rng(12).normal(0.0, 2.0, (n, ROWS, COLS)).astype(np.float32)
+    return xs, np.zeros_like(xs), np.zeros_like(xs)
+
+
+def test_reductions_translate_with_pyptos_scratch() -> None:
+    built, _ = translate(SoftmaxExchange, 2, _softmax_args(2))
+    p = built.program
+    row_max, row_sum, col_sum = (_calls(p, op)[0] for op in (Op.TILE_ROW_MAX, Op.TILE_ROW_SUM, Op.TILE_COL_SUM))
+    assert len(row_max.args) == 2 and len(row_sum.args) == 2  # binary-tree sums: a scratch each
+    assert len(col_sum.args) == 1  # a tensor-level col_sum maps 1:1: sequential
+    assert row_max.type.shape == (ROWS, 1) and col_sum.type.shape == (1, COLS)
+    assert [len(_calls(p, op)) for op in (Op.TILE_ROW_EXPAND_SUB, Op.TILE_ROW_EXPAND_DIV,
+                                          Op.TILE_COL_EXPAND_MUL)] == [2, 2, 2]
+
+
+@pytest.mark.launcher
+def test_softmax_exchange_runs_on_two_ranks() -> None:
+    xs, ys, zs = _softmax_args(2)
+    ir.compile(SoftmaxExchange, distributed_config=DistributedConfig(device_ids=[0, 1]))(xs, ys, zs)
+    x = xs.astype(np.float64)
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    p = e / e.sum(axis=-1, keepdims=True)
+    np.testing.assert_allclose(ys, p, rtol=2e-6)
+    np.testing.assert_allclose(zs, x * np.roll(p.sum(axis=1, keepdims=True), 1, axis=0), rtol=4e-6)
+
+
+def test_a_tile_row_sum_needs_its_scratch() -> None:
+    @pl.program
+    class NoTmp:
+        @pl.function(type=pl.FunctionType.InCore)
+        def k(self, x: pl.Tensor[[ROWS, COLS], pl.FP32], y: pl.Out[pl.Tensor[[ROWS, 1], pl.FP32]]) -> None:
+            pl.store(pl.row_sum(pl.load(x, [0, 0], [ROWS, COLS])), [0, 0], y)  # MARK-no-tmp
+
+        @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+        def host_orch(self, x: pl.Tensor[[ROWS, COLS], pl.FP32], y: pl.Out[pl.Tensor[[ROWS, 1], pl.FP32]]) -> None:
+            self.k(x, y)
+
+    with pytest.raises(FrontendError, match=re.escape("pl.row_sum of a tile needs tmp_tile")) as err:
+        translate(NoTmp, 1, (np.zeros((ROWS, COLS), np.float32), np.zeros((ROWS, 1), np.float32)))
+    assert err.value.line == _line_of("MARK-no-tmp")

@@ -153,7 +153,7 @@ def _unary(op: Op, name: str, src: str, options: Mapping[str, Any] = MappingProx
     the same numerics) and, for ``pl.tile.rsqrt``, the ``tmp`` scratch."""
 
     def rule(tr: DeviceLevel, node: ast.Call) -> Var:
-        b = bind_call(tr, node, (src,), dict(options), name)
+        b = bind_call(tr, node, (src, *options), dict(options), name)
         was_tensor = is_tensor(b[src])
         tile = _tile(tr, on_core(tr, b[src], node, name), f"{name}: {src}", node)
         if was_tensor and to_fp32 and tltype(tile).dtype.is_int:
@@ -179,6 +179,68 @@ def _check_high_precision(tr: DeviceLevel, name: str, t: TileType, was_tensor: b
     if t.dtype not in _HIGH_PRECISION_DTYPES:
         raise tr.error(f"pypto refuses it: {name} supports high_precision only for FP16 or FP32, got "
                        f"{t.dtype.value.upper()}", node)
+
+
+def _reduce(op: Op, name: str, src: str, tmp: bool, tile_needs_tmp: bool) -> Rule:
+    """``pl.row_sum(input, tmp_tile=None)`` and the other reductions (``tmp``: the op takes pypto's scratch).
+    A tile without a scratch where pypto requires one is refused; a tensor gets the scratch pypto's
+    conversion synthesises for its row reductions (so its sums are binary trees, as on the device)."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, (src, "tmp_tile") if tmp else (src,), {"tmp_tile": None} if tmp else {}, name)
+        was_tensor = is_tensor(b[src])
+        tile = _tile(tr, on_core(tr, b[src], node, name), f"{name}: {src}", node)
+        scratch = b.get("tmp_tile")
+        if scratch is None and tile_needs_tmp:
+            if not was_tensor:
+                raise tr.error(f"pypto refuses it: {name} of a tile needs tmp_tile (a scratch tile like the input)",
+                               node)
+            scratch = tr.fb.pld.tile.create(list(tltype(tile).shape), tltype(tile).dtype, hint="tmp")
+        if scratch is not None:
+            scratch = _tile(tr, scratch, f"{name}: tmp_tile", node)
+        return tr.fb.pld.tile.reduce(op, tile, scratch, hint=tr.hint(op.text.rsplit(".", 1)[1]))
+
+    return rule
+
+
+def _expand(op: Op, name: str, params: tuple[str, str], options: Mapping[str, Any] = MappingProxyType({})) -> Rule:
+    """``pl.row_expand_mul(lhs, rhs)`` and the other expands (``tmp`` of row_expand_add is accepted: the
+    same result here)."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, (*params, *options), dict(options), name)
+        x, v = (_tile(tr, on_core(tr, b[p], node, name), f"{name}: {p}", node) for p in params)
+        return tr.fb.pld.tile.expand(op, x, v, hint=tr.hint("exp"))
+
+    return rule
+
+
+def _reduce_ops() -> dict[str, Rule]:
+    """pypto's spellings of the reductions: ``pl.X(input, tmp_tile=)`` and ``pl.tile.X(tile, tmp_tile)``."""
+    out: dict[str, Rule] = {}
+    for side in ("row", "col"):
+        for kind in ("sum", "max", "min"):
+            op = Op(f"tile.{side}_{kind}")
+            tmp = side == "row" or kind == "sum"
+            for prefix, src in (("pl.", "input"), ("pl.tile.", "tile")):
+                out[f"{prefix}{side}_{kind}"] = _reduce(op, f"{prefix}{side}_{kind}", src, tmp, tile_needs_tmp=side == "row")
+    return out
+
+
+def _expand_ops() -> dict[str, Rule]:
+    """pypto's spellings of the expands: unified and tensor ``(lhs, rhs)``; tile ``(tile, row_vec)`` /
+    ``(target, row_vec)`` and the ``col_vec`` forms."""
+    out: dict[str, Rule] = {}
+    for side in ("row", "col"):
+        for suffix in ("", "_add", "_sub", "_mul", "_div", "_max", "_min", "_expdif"):
+            stem = f"{side}_expand{suffix}"
+            op = Op(f"tile.{stem}")
+            opts = {"tmp": None} if stem == "row_expand_add" else {}
+            for prefix in ("pl.", "pl.tensor."):
+                out[prefix + stem] = _expand(op, prefix + stem, ("lhs", "rhs"), opts)
+            first = "target" if not suffix else "tile"
+            out["pl.tile." + stem] = _expand(op, "pl.tile." + stem, (first, f"{side}_vec"), opts)
+    return out
 
 
 def _scalar_minmax(kind: BinOpKind, fn: Callable[[Any, Any], Any], name: str) -> Rule:
@@ -588,8 +650,10 @@ _MATH_OPS: Mapping[str, Rule] = MappingProxyType({
        for prefix in ("pl.", "pl.tensor.", "pl.tile.")},
     "pl.tile.divs": _binary(Op.TILE_DIVS, Op.TILE_DIVS, "pl.tile.divs"),
     "pl.tensor.divs": _binary(Op.TILE_DIVS, Op.TILE_DIVS, "pl.tensor.divs"),
+    **_reduce_ops(),
+    **_expand_ops(),
 })
-"""pypto's unary math and divisions, in their unified, tensor and tile spellings."""
+"""pypto's unary math, divisions, reductions and expands, in their unified, tensor and tile spellings."""
 
 _OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.load": _load,
