@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import re
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -228,3 +229,71 @@ def test_a_tile_row_sum_needs_its_scratch() -> None:
     with pytest.raises(FrontendError, match=re.escape("pl.row_sum of a tile needs tmp_tile")) as err:
         translate(NoTmp, 1, (np.zeros((ROWS, COLS), np.float32), np.zeros((ROWS, 1), np.float32)))
     assert err.value.line == _line_of("MARK-no-tmp")
+
+
+FP32_NEG_INF = -3.4028234663852886e38  # pypto-lib's name for the most negative finite FP32
+
+
+@pl.program
+class Fills:
+    """``pl.full`` as pypto-lib uses it: a clamp floor (``maximum(x, full(-inf))``), a reduction's scratch,
+    an INT32 ``-1`` (``pl.tile.full``), a BF16 epsilon (``pl.tensor.full``)."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, x: pl.Tensor[[ROWS, COLS], pl.FP32], y: pl.Out[pl.Tensor[[ROWS, COLS], pl.FP32]],
+          i: pl.Out[pl.Tensor[[ROWS, COLS], pl.INT32]], b: pl.Out[pl.Tensor[[ROWS, COLS], pl.BF16]]) -> None:
+        t = pl.maximum(pl.load(x, [0, 0], [ROWS, COLS]), pl.full([ROWS, COLS], pl.FP32, FP32_NEG_INF))
+        total = pl.row_sum(t, pl.full([ROWS, COLS], dtype=pl.FP32, value=0.0))
+        pl.store(pl.row_expand_sub(t, total), [0, 0], y)
+        pl.store(pl.tile.full([ROWS, COLS], pl.INT32, -1), [0, 0], i)
+        pl.store(pl.tensor.full([ROWS, COLS], pl.BF16, 1e-4), [0, 0], b)
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, xs: pl.Tensor[[NR, ROWS, COLS], pl.FP32], ys: pl.Out[pl.Tensor[[NR, ROWS, COLS], pl.FP32]],
+                  is_: pl.Out[pl.Tensor[[NR, ROWS, COLS], pl.INT32]],
+                  bs: pl.Out[pl.Tensor[[NR, ROWS, COLS], pl.BF16]]) -> None:
+        for r in pl.range(pld.world_size()):
+            self.k(xs[r], ys[r], is_[r], bs[r], device=r)
+
+
+def _fill_args(n: int) -> tuple[np.ndarray, ...]:
+    xs = np.random.default_rng(13).normal(0.0, 1.0, (n, ROWS, COLS)).astype(np.float32)
+    xs[0, 0, 0] = -np.inf  # the clamp makes it the finite floor
+    return xs, np.zeros_like(xs), np.zeros((n, ROWS, COLS), np.int32), np.zeros((n, ROWS, COLS), ml_dtypes.bfloat16)
+
+
+def test_fills_translate_onto_tile_full() -> None:
+    built, _ = translate(Fills, 1, _fill_args(1))
+    fills = _calls(built.program, Op.TILE_FULL)
+    assert sorted((f.type.dtype.value, f.args[1].value) for f in fills) == sorted(
+        [("fp32", FP32_NEG_INF), ("fp32", 0.0), ("int32", -1), ("bf16", 1e-4)])
+
+
+@pytest.mark.launcher
+def test_fills_run_on_two_ranks() -> None:
+    xs, ys, is_, bs = _fill_args(2)
+    ir.compile(Fills, distributed_config=DistributedConfig(device_ids=[0, 1]))(xs, ys, is_, bs)
+    t = np.maximum(xs, np.float32(FP32_NEG_INF))
+    assert t[0, 0, 0] == np.float32(FP32_NEG_INF)
+    sums = t[..., :8] + t[..., 8:]  # the binary tree of 16 columns, in FP32
+    for w in (4, 2, 1):
+        sums = sums[..., :w] + sums[..., w:]
+    np.testing.assert_array_equal(ys, t - sums)
+    np.testing.assert_array_equal(is_, np.full_like(is_, -1))
+    np.testing.assert_array_equal(bs, np.full(bs.shape, np.float64(1e-4)).astype(ml_dtypes.bfloat16))
+
+
+def test_a_fill_value_must_be_a_constant() -> None:
+    @pl.program
+    class Dynamic:
+        @pl.function(type=pl.FunctionType.InCore)
+        def k(self, x: pl.Tensor[[ROWS, COLS], pl.FP32], y: pl.Out[pl.Tensor[[ROWS, COLS], pl.FP32]]) -> None:
+            pl.store(pl.full([ROWS, COLS], pl.FP32, pl.read(x, [0, 0])), [0, 0], y)  # MARK-dynamic-fill
+
+        @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+        def host_orch(self, x: pl.Tensor[[ROWS, COLS], pl.FP32], y: pl.Out[pl.Tensor[[ROWS, COLS], pl.FP32]]) -> None:
+            self.k(x, y)
+
+    with pytest.raises(FrontendError, match=re.escape("pl.full: value must be a constant int or float")) as err:
+        translate(Dynamic, 1, (np.zeros((ROWS, COLS), np.float32), np.zeros((ROWS, COLS), np.float32)))
+    assert err.value.line == _line_of("MARK-dynamic-fill")

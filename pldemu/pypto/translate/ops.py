@@ -243,6 +243,30 @@ def _expand_ops() -> dict[str, Rule]:
     return out
 
 
+def _full(name: str) -> Rule:
+    """``pl.full(shape, dtype, value)`` / ``pl.tile.full`` in a kernel: ``tile.full`` (pypto's conversion of
+    ``tensor.full``), fully valid; ``value`` must be a constant, as pypto's deducer requires."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, ("shape", "dtype", "value"), {}, name)
+        shape = _ints(tr, b["shape"], f"{name}: shape", node)
+        dtype, value = b["dtype"], b["value"]
+        if not isinstance(dtype, PyDType):
+            raise tr.error(f"{name}(shape, dtype, value): dtype must be a pl dtype, got {dtype!r}", node)
+        value = value.value if isinstance(value, Const) else value
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise tr.error(f"pypto refuses it: {name}: value must be a constant int or float (a literal, a closure "
+                           f"number, pl.const), got {value!r}", node)
+        if dtype.ir.is_int and not float(value).is_integer():
+            raise tr.error(f"{name}: {value!r} is not a value of the integer type {dtype.ir.value}", node)
+        if any(d <= 0 for d in shape):
+            raise tr.error(f"pypto refuses it: {name}: shape must be static and positive, got {shape}", node)
+        fill = int(value) if dtype.ir.is_int else float(value)
+        return tr.fb.pld.tile.full(shape, Const(fill, dtype.ir), dtype.ir, hint=tr.hint("full"))
+
+    return rule
+
+
 def _scalar_minmax(kind: BinOpKind, fn: Callable[[Any, Any], Any], name: str) -> Rule:
     def rule(tr: DeviceLevel, node: ast.Call) -> Any:
         b = bind_call(tr, node, ("lhs", "rhs"), {}, name)
@@ -652,8 +676,11 @@ _MATH_OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.tensor.divs": _binary(Op.TILE_DIVS, Op.TILE_DIVS, "pl.tensor.divs"),
     **_reduce_ops(),
     **_expand_ops(),
+    "pl.full": _full("pl.full"),
+    "pl.tensor.full": _full("pl.tensor.full"),
+    "pl.tile.full": _full("pl.tile.full"),
 })
-"""pypto's unary math, divisions, reductions and expands, in their unified, tensor and tile spellings."""
+"""pypto's unary math, divisions, reductions, expands and fills, in their unified, tensor and tile spellings."""
 
 _OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.load": _load,
