@@ -434,6 +434,12 @@ class TileNS(_Namespace):
     def divs(self, tile: ir.Var, scalar: ir.ExprLike, hint: str = "acc") -> ir.Var:
         return self._var(Op.TILE_DIVS, [tile, ir.as_expr(scalar)], {}, hint)
 
+    def maximums(self, tile: ir.Var, scalar: ir.ExprLike, hint: str = "acc") -> ir.Var:
+        return self._var(Op.TILE_MAXIMUMS, [tile, ir.as_expr(scalar)], {}, hint)
+
+    def minimums(self, tile: ir.Var, scalar: ir.ExprLike, hint: str = "acc") -> ir.Var:
+        return self._var(Op.TILE_MINIMUMS, [tile, ir.as_expr(scalar)], {}, hint)
+
     def cmp(self, lhs: ir.Var, rhs: ir.Var, cmp_type: str | ir.AttrValue, hint: str = "mask") -> ir.Var:
         return self._var(Op.TILE_CMP, [lhs, rhs], {"cmp_type": cmp_type}, hint)
 

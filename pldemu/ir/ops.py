@@ -62,6 +62,8 @@ class Op(enum.Enum):
     TILE_ABS = "tile.abs"
     TILE_DIV = "tile.div"
     TILE_DIVS = "tile.divs"
+    TILE_MAXIMUMS = "tile.maximums"
+    TILE_MINIMUMS = "tile.minimums"
     # Row / column reductions and expands (runtime/ops/reduce.py).
     TILE_ROW_SUM = "tile.row_sum"
     TILE_ROW_MAX = "tile.row_max"

@@ -1,4 +1,5 @@
 """Signatures of the tile-math and select ops (sin, cos, exp, log, sqrt, rsqrt, recip, neg, abs, div, divs,
+maximums, minimums,
 the row / column reductions and expands, cast, cmp/cmps, select, sel/sels).
 
 Merged into the one table ``pldemu.ir.signatures.SIGNATURES``; this module only holds their deducers
@@ -275,8 +276,9 @@ def deduce_div(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> T
     return a
 
 
-def deduce_divs(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
-    """tile.divs: a numeric tile divided by a scalar (narrowed to the tile's dtype); the tile's type."""
+def deduce_tile_scalar(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+    """tile.divs / maximums / minimums: a numeric tile and a scalar (narrowed to the tile's dtype); the
+    tile's type."""
     t = _tile(args[0])
     if not (t.dtype.is_int or t.dtype in FLOAT_MATH_DTYPES):
         raise IRTypeError(op, "lhs", "a numeric tile", describe(t))
@@ -348,7 +350,9 @@ TILE_SIGNATURES: Mapping[Op, Signature] = {
     Op.TILE_NEG: sig([("tile", TL)], UnaryMath(None)),
     Op.TILE_ABS: sig([("tile", TL)], UnaryMath(None)),
     Op.TILE_DIV: sig([("lhs", TL), ("rhs", TL)], deduce_div),
-    Op.TILE_DIVS: sig([("lhs", TL), ("rhs", S)], deduce_divs),
+    Op.TILE_DIVS: sig([("lhs", TL), ("rhs", S)], deduce_tile_scalar),
+    Op.TILE_MAXIMUMS: sig([("lhs", TL), ("rhs", S)], deduce_tile_scalar),
+    Op.TILE_MINIMUMS: sig([("lhs", TL), ("rhs", S)], deduce_tile_scalar),
     Op.TILE_ROW_SUM: sig([("tile", TL), ("tmp_tile", TL, True)], Reduce(-1, REDUCE_DTYPES)),
     Op.TILE_ROW_MAX: sig([("tile", TL), ("tmp_tile", TL, True)], Reduce(-1, REDUCE_DTYPES)),
     Op.TILE_ROW_MIN: sig([("tile", TL), ("tmp_tile", TL, True)], Reduce(-1, ROW_MIN_DTYPES)),

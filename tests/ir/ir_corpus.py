@@ -211,6 +211,7 @@ def tile_math() -> Program:
         pld.tile.unary(op, x, hint="u")
     pld.tile.unary(Op.TILE_RSQRT, x, pld.tile.create([16, 128], "fp32", hint="scratch"), hint="hp")
     pld.tile.divs(pld.tile.div(s, s, hint="q"), 3.0, hint="qs")
+    pld.tile.minimums(pld.tile.maximums(s, -0.5, hint="lo"), 0.5, hint="hi")
     rows = pld.tile.reduce(Op.TILE_ROW_SUM, x, pld.tile.create([16, 128], "fp32", hint="rtmp"), hint="rs")
     cols = pld.tile.reduce(Op.TILE_COL_SUM, x, hint="cs")
     for op in (Op.TILE_ROW_MAX, Op.TILE_ROW_MIN, Op.TILE_COL_MAX, Op.TILE_COL_MIN):

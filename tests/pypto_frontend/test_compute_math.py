@@ -297,3 +297,56 @@ def test_a_fill_value_must_be_a_constant() -> None:
     with pytest.raises(FrontendError, match=re.escape("pl.full: value must be a constant int or float")) as err:
         translate(Dynamic, 1, (np.zeros((ROWS, COLS), np.float32), np.zeros((ROWS, COLS), np.float32)))
     assert err.value.line == _line_of("MARK-dynamic-fill")
+
+
+@pl.program
+class Broadcasts:
+    """pypto's tensor broadcasting ``[M, N] op [M, 1]`` (its conversion's row_expand ops) and the scalar
+    right operands of maximum / minimum (``tile.maximums`` / ``minimums``: pypto-lib's SwiGLU clamp)."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, x: pl.Tensor[[ROWS, COLS], pl.FP32], y: pl.Out[pl.Tensor[[ROWS, COLS], pl.FP32]]) -> None:
+        t = pl.load(x, [0, 0], [ROWS, COLS])
+        m = pl.row_max(x)
+        centred = pl.div(pl.sub(t, m), pl.add(pl.mul(t, 0.0), 2.0))
+        pl.store(pl.minimum(pl.maximum(pl.mul(centred, m), -1.5), 1.5), [0, 0], y)
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, xs: pl.Tensor[[NR, ROWS, COLS], pl.FP32],
+                  ys: pl.Out[pl.Tensor[[NR, ROWS, COLS], pl.FP32]]) -> None:
+        for r in pl.range(pld.world_size()):
+            self.k(xs[r], ys[r], device=r)
+
+
+def test_broadcasts_and_scalar_extremes_translate_to_row_expands() -> None:
+    xs = np.zeros((1, ROWS, COLS), np.float32)
+    built, _ = translate(Broadcasts, 1, (xs, xs.copy()))
+    p = built.program
+    assert [len(_calls(p, op)) for op in (Op.TILE_ROW_EXPAND_SUB, Op.TILE_ROW_EXPAND_MUL, Op.TILE_MAXIMUMS,
+                                          Op.TILE_MINIMUMS, Op.TILE_DIV)] == [1, 1, 1, 1, 1]
+
+
+@pytest.mark.launcher
+def test_broadcasts_run_on_two_ranks() -> None:
+    xs = np.random.default_rng(14).normal(0.0, 2.0, (2, ROWS, COLS)).astype(np.float32)
+    ys = np.zeros_like(xs)
+    ir.compile(Broadcasts, distributed_config=DistributedConfig(device_ids=[0, 1]))(xs, ys)
+    m = xs.max(axis=-1, keepdims=True)
+    want = np.clip(((xs - m) / np.float32(2.0)) * m, np.float32(-1.5), np.float32(1.5))  # FP32 throughout
+    np.testing.assert_array_equal(ys, want)
+
+
+def test_a_narrow_first_operand_is_refused() -> None:
+    @pl.program
+    class Swapped:
+        @pl.function(type=pl.FunctionType.InCore)
+        def k(self, x: pl.Tensor[[ROWS, COLS], pl.FP32], y: pl.Out[pl.Tensor[[ROWS, COLS], pl.FP32]]) -> None:
+            pl.store(pl.sub(pl.row_max(x), x), [0, 0], y)  # MARK-swapped
+
+        @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+        def host_orch(self, x: pl.Tensor[[ROWS, COLS], pl.FP32], y: pl.Out[pl.Tensor[[ROWS, COLS], pl.FP32]]) -> None:
+            self.k(x, y)
+
+    with pytest.raises(FrontendError, match=re.escape("pl.sub: the [M, 1] operand comes first")) as err:
+        translate(Swapped, 1, (np.zeros((ROWS, COLS), np.float32), np.zeros((ROWS, COLS), np.float32)))
+    assert err.value.line == _line_of("MARK-swapped")

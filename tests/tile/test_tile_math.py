@@ -190,3 +190,20 @@ def test_refusals() -> None:
     _refusal("int8", lambda fb, t: fb.pld.tile.div(t, t))
     _refusal("fp32", lambda fb, t: fb.pld.tile.unary(Op.TILE_RSQRT, t, fb.pld.tile.create([4, 32], "fp16")))
     _refusal("fp32", lambda fb, t: fb.pld.tile.div(t, fb.pld.tile.set_validshape(t, [2, 32])))
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16", "int32", "int8"])
+def test_maximums_and_minimums_narrow_the_scalar(dtype: str) -> None:
+    dt = NP[dtype]
+    x = np.random.default_rng(8).integers(-100, 100, SHAPE).astype(dt)
+    if dt.kind != "i":
+        x[0, 0] = np.nan
+    for op, scalar, ref in ((Op.TILE_MAXIMUMS, -7.3 if dt.kind != "i" else -7, np.fmax),
+                            (Op.TILE_MINIMUMS, 20.1 if dt.kind != "i" else 20, np.fmin)):
+        program = unary_program(op.text, dtype, SHAPE, lambda fb, t, op=op, scalar=scalar: fb.op(op, [t, scalar]))
+        got = run_local(program, {"x": x})[0]["out"]
+        s = float(np.array([scalar], np.float64).astype(dt)[0])  # the scalar rounded to the tile's dtype
+        want = ref(x.astype(np.float64), s)
+        if dt.kind != "i":
+            want[0, 0] = np.nan  # a NaN propagates
+        np.testing.assert_array_equal(got.astype(np.float64), want, err_msg=op.text)

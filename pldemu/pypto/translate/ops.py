@@ -130,6 +130,9 @@ def _binary(tile_op: Op, scalar_op: Op | None, name: str, negate: bool = False,
             raise tr.error(f"pypto refuses it: {name} supports high_precision only for FP16 or FP32", node)
         rhs = b["rhs"]
         if isinstance(rhs, Var) and isinstance(rhs.type, TileType):
+            expand = _row_broadcast(tr, tile_op, lhs, rhs, name, node)
+            if expand is not None:
+                return tr.fb.pld.tile.expand(expand, lhs, rhs, hint=tr.hint("acc"))
             return tr.fb.pld.tile.binary(tile_op, lhs, rhs, hint=tr.hint("acc"))
         if scalar_op is None:
             raise tr.error(f"{name}: rhs must be a tile", node)
@@ -140,6 +143,29 @@ def _binary(tile_op: Op, scalar_op: Op | None, name: str, negate: bool = False,
         return out
 
     return rule
+
+
+_ROW_BROADCAST: Mapping[Op, Op] = MappingProxyType({
+    Op.TILE_ADD: Op.TILE_ROW_EXPAND_ADD, Op.TILE_SUB: Op.TILE_ROW_EXPAND_SUB,
+    Op.TILE_MUL: Op.TILE_ROW_EXPAND_MUL, Op.TILE_DIV: Op.TILE_ROW_EXPAND_DIV,
+})
+"""pypto's conversion of a broadcasting ``[M, N] op [M, 1]`` (ConvertTensorToTileOps)."""
+
+
+def _row_broadcast(tr: DeviceLevel, tile_op: Op, lhs: Var, rhs: Var, name: str, node: ast.AST) -> Op | None:
+    """The row-expand op ``lhs op rhs`` becomes when one operand is ``[M, 1]`` and the other ``[M, N]``;
+    None for equal shapes. pypto's conversion puts the wider operand first whatever the source order
+    (so ``sub([M, 1], [M, N])`` computes ``[M, N] - [M, 1]``): pldemu refuses that order instead."""
+    a, b = tltype(lhs).shape, tltype(rhs).shape
+    if a == b or tile_op not in _ROW_BROADCAST or len(a) != 2 or len(b) != 2:
+        return None
+    if b == (a[0], 1):
+        return _ROW_BROADCAST[tile_op]
+    if a == (b[0], 1):
+        raise tr.error(f"{name}: the [M, 1] operand comes first: pypto's conversion swaps the operands (it emits "
+                       f"row_expand with the [M, N] one first, so a sub or div would compute the reverse); write "
+                       f"the [M, N] operand first", node)
+    return None
 
 
 _HIGH_PRECISION_DTYPES = frozenset({DType.FP16, DType.FP32})
@@ -688,13 +714,13 @@ _OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.add": _binary(Op.TILE_ADD, Op.TILE_ADDS, "pl.add"),
     "pl.sub": _binary(Op.TILE_SUB, Op.TILE_ADDS, "pl.sub", negate=True),
     "pl.mul": _binary(Op.TILE_MUL, Op.TILE_MULS, "pl.mul"),
-    "pl.maximum": _binary(Op.TILE_MAXIMUM, None, "pl.maximum"),
-    "pl.minimum": _binary(Op.TILE_MINIMUM, None, "pl.minimum"),
+    "pl.maximum": _binary(Op.TILE_MAXIMUM, Op.TILE_MAXIMUMS, "pl.maximum"),
+    "pl.minimum": _binary(Op.TILE_MINIMUM, Op.TILE_MINIMUMS, "pl.minimum"),
     "pl.tensor.add": _binary(Op.TILE_ADD, Op.TILE_ADDS, "pl.tensor.add"),
     "pl.tensor.sub": _binary(Op.TILE_SUB, Op.TILE_ADDS, "pl.tensor.sub", negate=True),
     "pl.tensor.mul": _binary(Op.TILE_MUL, Op.TILE_MULS, "pl.tensor.mul"),
-    "pl.tensor.maximum": _binary(Op.TILE_MAXIMUM, None, "pl.tensor.maximum"),
-    "pl.tensor.minimum": _binary(Op.TILE_MINIMUM, None, "pl.tensor.minimum"),
+    "pl.tensor.maximum": _binary(Op.TILE_MAXIMUM, Op.TILE_MAXIMUMS, "pl.tensor.maximum"),
+    "pl.tensor.minimum": _binary(Op.TILE_MINIMUM, Op.TILE_MINIMUMS, "pl.tensor.minimum"),
     **_MATH_OPS,
     "pl.min": _scalar_minmax(BinOpKind.MIN, min, "pl.min"),
     "pl.max": _scalar_minmax(BinOpKind.MAX, max, "pl.max"),
@@ -726,6 +752,7 @@ _OPS: Mapping[str, Rule] = MappingProxyType({
 TILE_ALIASES: Mapping[str, str] = MappingProxyType({
     "load": "pl.load", "store": "pl.store", "add": "pl.add", "sub": "pl.sub", "mul": "pl.mul",
     "maximum": "pl.maximum", "minimum": "pl.minimum", "adds": "pl.add", "muls": "pl.mul",
+    "maximums": "pl.maximum", "minimums": "pl.minimum",
 })
 """``pl.tile.<name>``: pypto's tile-op module spells the unified tile ops so."""
 

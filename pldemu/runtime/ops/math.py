@@ -1,4 +1,5 @@
-"""Handlers of the unary tile math and the divisions: exp, log, sqrt, rsqrt, recip, neg, abs, div, divs.
+"""Handlers of the unary tile math, the divisions and the scalar extremes: exp, log, sqrt, rsqrt, recip,
+neg, abs, div, divs, maximums, minimums.
 
 Registered into the one handler table (``pldemu.runtime.ops.HANDLERS``). Like the other tile math,
 each op runs over the whole physical tile in the tile's own dtype and the result keeps the input's
@@ -10,7 +11,8 @@ each op runs over the whole physical tile in the tile's own dtype and the result
   FP32 and rounds the result once to the tile's dtype; ``rsqrt`` rounds after each of its two steps.
 - Integers: ``neg`` / ``abs`` wrap in two's complement (``abs(INT32_MIN)`` is ``INT32_MIN``); ``div`` /
   ``divs`` truncate toward zero (C's integer division) and a division by zero gives 0.
-- A ``divs`` scalar is converted to the tile's dtype first, as for ``adds`` / ``muls``.
+- A ``divs`` / ``maximums`` / ``minimums`` scalar is converted to the tile's dtype first, as for ``adds`` /
+  ``muls``; ``maximums`` / ``minimums`` propagate a NaN (pypto leaves it open).
 """
 
 from __future__ import annotations
@@ -63,9 +65,12 @@ def _div(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
     return Tile(divide(lhs.data, args[1].data), lhs.valid)
 
 
-def _divs(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
-    tile: Tile = args[0]
-    return Tile(divide(tile.data, tile.data.dtype.type(args[1])), tile.valid)
+def _with_scalar(fn: Callable[[np.ndarray, Any], np.ndarray]) -> Handler:
+    def handler(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
+        tile: Tile = args[0]
+        return Tile(np.asarray(fn(tile.data, tile.data.dtype.type(args[1])), tile.data.dtype), tile.valid)
+
+    return handler
 
 
 MATH_HANDLERS: Mapping[Op, Handler] = MappingProxyType({
@@ -77,7 +82,9 @@ MATH_HANDLERS: Mapping[Op, Handler] = MappingProxyType({
     Op.TILE_NEG: _unary(np.negative),
     Op.TILE_ABS: _unary(np.abs),
     Op.TILE_DIV: _div,
-    Op.TILE_DIVS: _divs,
+    Op.TILE_DIVS: _with_scalar(divide),
+    Op.TILE_MAXIMUMS: _with_scalar(np.maximum),
+    Op.TILE_MINIMUMS: _with_scalar(np.minimum),
 })
 """Entries of the one handler table (merged there)."""
 

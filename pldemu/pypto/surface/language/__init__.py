@@ -132,6 +132,6 @@ _MATH = ("div", "exp", "log", "sqrt", "rsqrt", "recip", "neg", "abs")
 tensor = Namespace("pl.tensor", ("add", "sub", "mul", "maximum", "minimum", "cast", "slice", "assemble", "dim",
                                  *_MATH, "divs", *_EXPANDS, "full"))
 tile = Namespace("pl.tile", ("load", "store", "add", "sub", "mul", "maximum", "minimum", "adds", "muls",
-                             *_MATH, "divs", *_REDUCTIONS, *_EXPANDS, "full"))
+                             *_MATH, "divs", *_REDUCTIONS, *_EXPANDS, "full", "maximums", "minimums"))
 
 __all__ = ["BF16", "BOOL", "FP16", "FP32", "INDEX", "INT8", "INT16", "INT32", "INT64", "RUNTIME", "TASK_ID", "UINT8", "UINT16", "UINT32", "AtomicType", "FunctionType", "InOut", "JITFunction", "Level", "Out", "PyDType", "Role", "Scalar", "Tensor", "abs", "add", "assemble", "cast", "col_expand", "col_expand_add", "col_expand_div", "col_expand_expdif", "col_expand_max", "col_expand_min", "col_expand_mul", "col_expand_sub", "col_max", "col_min", "col_sum", "const", "div", "dynamic", "exp", "full", "function", "jit", "load", "log", "max", "maximum", "min", "minimum", "mul", "neg", "program", "range", "read", "recip", "row_expand", "row_expand_add", "row_expand_div", "row_expand_expdif", "row_expand_max", "row_expand_min", "row_expand_mul", "row_expand_sub", "row_max", "row_min", "row_sum", "rsqrt", "slice", "sqrt", "store", "sub", "tensor", "tile", "unroll", "write", "yield_"]
