@@ -350,3 +350,36 @@ def test_a_narrow_first_operand_is_refused() -> None:
     with pytest.raises(FrontendError, match=re.escape("pl.sub: the [M, 1] operand comes first")) as err:
         translate(Swapped, 1, (np.zeros((ROWS, COLS), np.float32), np.zeros((ROWS, COLS), np.float32)))
     assert err.value.line == _line_of("MARK-swapped")
+
+
+@pl.program
+class TileSpellings:
+    """pypto's tile-module names with their own parameter names (``tmp``, ``tmp_tile``, ``row_vec``,
+    ``col_vec``, ``target``) and the tensor-module expands."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, x: pl.Tensor[[ROWS, COLS], pl.FP32], y: pl.Out[pl.Tensor[[ROWS, COLS], pl.FP32]]) -> None:
+        t = pl.load(x, [0, 0], [ROWS, COLS])
+        r = pl.tile.rsqrt(t, tmp=pl.tile.full([ROWS, COLS], pl.FP32, 0.0))
+        rows = pl.tile.row_min(tile=r, tmp_tile=t)
+        cols = pl.tile.col_sum(r, t)
+        spread = pl.tile.row_expand(target=r, row_vec=rows)
+        both = pl.tile.col_expand_add(tile=spread, col_vec=cols)
+        widest = pl.tile.col_max(pl.tensor.col_expand(both, cols))
+        pl.store(pl.tensor.row_expand_max(pl.col_expand_mul(both, widest), rows), [0, 0], y)
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, xs: pl.Tensor[[ROWS, COLS], pl.FP32], ys: pl.Out[pl.Tensor[[ROWS, COLS], pl.FP32]]) -> None:
+        self.k(xs, ys)
+
+
+def test_tile_module_spellings_bind_pyptos_parameter_names() -> None:
+    xs = np.zeros((ROWS, COLS), np.float32)
+    built, _ = translate(TileSpellings, 1, (xs, xs.copy()))
+    p = built.program
+    (rsqrt,) = _calls(p, Op.TILE_RSQRT)
+    assert len(rsqrt.args) == 2
+    assert len(_calls(p, Op.TILE_COL_SUM)[0].args) == 2  # the scratch: a binary tree
+    assert [len(_calls(p, op)) for op in (Op.TILE_ROW_MIN, Op.TILE_ROW_EXPAND, Op.TILE_COL_EXPAND_ADD,
+                                          Op.TILE_ROW_EXPAND_MAX, Op.TILE_COL_EXPAND, Op.TILE_COL_MAX,
+                                          Op.TILE_COL_EXPAND_MUL)] == [1] * 7
