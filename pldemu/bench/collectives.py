@@ -227,7 +227,9 @@ class CollectiveRow:
 # ----------------------------------------------------------------------------------------------
 
 _TILE_MATH = frozenset({Op.TILE_ADD, Op.TILE_SUB, Op.TILE_MUL, Op.TILE_MAXIMUM, Op.TILE_MINIMUM,
-                        Op.TILE_ADDS, Op.TILE_MULS, Op.TILE_CAST})
+                        Op.TILE_ADDS, Op.TILE_MULS, Op.TILE_CAST, Op.TILE_EXP, Op.TILE_LOG, Op.TILE_SQRT,
+                        Op.TILE_RSQRT, Op.TILE_RECIP, Op.TILE_NEG, Op.TILE_ABS, Op.TILE_DIV, Op.TILE_DIVS,
+                        Op.TILE_MAXIMUMS, Op.TILE_MINIMUMS})
 
 
 class ByteCounter:

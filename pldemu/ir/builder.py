@@ -416,6 +416,30 @@ class TileNS(_Namespace):
     def cos(self, tile: ir.Var, hint: str = "cos") -> ir.Var:
         return self._var(Op.TILE_COS, [tile], {}, hint)
 
+    def unary(self, op: Op, tile: ir.Var, tmp: ir.Var | None = None, hint: str = "u") -> ir.Var:
+        """A unary math op (tile.exp, log, sqrt, rsqrt, recip, neg, abs); ``tmp``: rsqrt's scratch."""
+        return self._var(op, [tile] if tmp is None else [tile, tmp], {}, hint)
+
+    def reduce(self, op: Op, tile: ir.Var, tmp: ir.Var | None = None, hint: str = "red") -> ir.Var:
+        """A row / column reduction (tile.row_sum ... tile.col_min); ``tmp``: the scratch (binary-tree sums)."""
+        return self._var(op, [tile] if tmp is None else [tile, tmp], {}, hint)
+
+    def expand(self, op: Op, tile: ir.Var, vec: ir.Var, hint: str = "exp") -> ir.Var:
+        """A row / column expand (tile.row_expand, tile.row_expand_add, ..., tile.col_expand_expdif)."""
+        return self._var(op, [tile, vec], {}, hint)
+
+    def div(self, lhs: ir.Var, rhs: ir.Var, hint: str = "acc") -> ir.Var:
+        return self.binary(Op.TILE_DIV, lhs, rhs, hint)
+
+    def divs(self, tile: ir.Var, scalar: ir.ExprLike, hint: str = "acc") -> ir.Var:
+        return self._var(Op.TILE_DIVS, [tile, ir.as_expr(scalar)], {}, hint)
+
+    def maximums(self, tile: ir.Var, scalar: ir.ExprLike, hint: str = "acc") -> ir.Var:
+        return self._var(Op.TILE_MAXIMUMS, [tile, ir.as_expr(scalar)], {}, hint)
+
+    def minimums(self, tile: ir.Var, scalar: ir.ExprLike, hint: str = "acc") -> ir.Var:
+        return self._var(Op.TILE_MINIMUMS, [tile, ir.as_expr(scalar)], {}, hint)
+
     def cmp(self, lhs: ir.Var, rhs: ir.Var, cmp_type: str | ir.AttrValue, hint: str = "mask") -> ir.Var:
         return self._var(Op.TILE_CMP, [lhs, rhs], {"cmp_type": cmp_type}, hint)
 

@@ -1,4 +1,6 @@
-"""Signatures of the tile-math and select ops (sin, cos, cast, cmp/cmps, select, sel/sels).
+"""Signatures of the tile-math and select ops (sin, cos, exp, log, sqrt, rsqrt, recip, neg, abs, div, divs,
+maximums, minimums,
+the row / column reductions and expands, cast, cmp/cmps, select, sel/sels).
 
 Merged into the one table ``pldemu.ir.signatures.SIGNATURES``; this module only holds their deducers
 and the facts they share with the lowering (the packed predicate mask, the TSELS dtype contract).
@@ -8,6 +10,7 @@ Imported by ``signatures`` after its base classes exist, so it may use them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from pldemu.ir.dtypes import DType
 from pldemu.ir.enums import CastMode, CmpType, MemorySpace
@@ -230,12 +233,137 @@ def deduce_full(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> 
 
 
 
+FLOAT_MATH_DTYPES = frozenset({DType.FP16, DType.BF16, DType.FP32})
+"""Element types of exp / sqrt / rsqrt / recip tiles (pldemu refuses integer tiles: pypto's tensor level
+casts an integer input to FP32 before these ops, so only a tile-level call can pass one)."""
+
+LOG_DTYPES = frozenset({DType.FP16, DType.FP32})
+"""tile.log: FP16 or FP32 only (pypto's deducer)."""
+
+DIV_DTYPES = frozenset({DType.INT16, DType.INT32, DType.FP16, DType.FP32})
+"""tile.div: equal operand dtypes from this set (pypto's deducer)."""
+
+
+@dataclass(frozen=True)
+class UnaryMath:
+    """The deducer of a unary tile op: shape, dtype and valid box kept; the dtype must be in ``dtypes``
+    (``None``: any numeric dtype)."""
+
+    dtypes: frozenset[DType] | None
+
+    def __call__(self, op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+        t = _tile(args[0])
+        numeric = (t.dtype.is_int or t.dtype in FLOAT_MATH_DTYPES) if self.dtypes is None else t.dtype in self.dtypes
+        if not numeric:
+            legal = "a numeric tile" if self.dtypes is None else "a tile of " + ", ".join(
+                sorted(d.value for d in self.dtypes))
+            raise IRTypeError(op, "tile", legal, describe(t))
+        if len(args) > 1:  # tile.rsqrt's scratch (the high-precision path): like the input
+            tmp = _tile(args[1])
+            if tmp.shape != t.shape or tmp.dtype is not t.dtype:
+                raise IRTypeError(op, "tmp", f"a tile {t.dtype.value}{_dims(t)} like the input", describe(tmp))
+        return t
+
+
+def deduce_div(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+    """tile.div: equal dtypes in DIV_DTYPES, equal physical shapes and valid boxes; the lhs's type."""
+    a, b = _tile(args[0]), _tile(args[1])
+    if a.dtype not in DIV_DTYPES:
+        raise IRTypeError(op, "lhs", "a tile of " + ", ".join(sorted(d.value for d in DIV_DTYPES)), describe(a))
+    if a.shape != b.shape or a.dtype is not b.dtype or not _same_valid(a, b):
+        raise IRTypeError(op, "rhs", f"a tile {a.dtype.value}{_dims(a)} valid {_valid_text(a)} like lhs",
+                          describe(b))
+    return a
+
+
+def deduce_tile_scalar(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+    """tile.divs / maximums / minimums: a numeric tile and a scalar (narrowed to the tile's dtype); the
+    tile's type."""
+    t = _tile(args[0])
+    if not (t.dtype.is_int or t.dtype in FLOAT_MATH_DTYPES):
+        raise IRTypeError(op, "lhs", "a numeric tile", describe(t))
+    return t
+
+
+REDUCE_DTYPES = frozenset({DType.INT16, DType.INT32, DType.FP16, DType.BF16, DType.FP32})
+"""Element types of the sum / max reductions (pldemu's set: the integer and float types pypto-lib reduces)."""
+
+ROW_MIN_DTYPES = frozenset({DType.INT16, DType.INT32, DType.FP16, DType.FP32})
+"""tile.row_min: pypto's deducer's set."""
+
+
+@dataclass(frozen=True)
+class Reduce:
+    """A row (``axis`` -1: ``[..., R, C] -> [..., R, 1]``) or column (``axis`` -2: ``-> [..., 1, C]``)
+    reduction; the reduced axis's valid extent becomes 1, the other extents are kept. An optional second
+    argument is pypto's ``tmp_tile`` scratch: same dtype and rank, each dim at least the input's."""
+
+    axis: int
+    dtypes: frozenset[DType]
+
+    def __call__(self, op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+        t = _tile(args[0])
+        if len(t.shape) < 2 or t.dtype not in self.dtypes:
+            legal = ", ".join(sorted(d.value for d in self.dtypes))
+            raise IRTypeError(op, "tile", f"a tile of rank >= 2 of {legal}", describe(t))
+        if len(args) > 1:
+            tmp = _tile(args[1])
+            if tmp.dtype is not t.dtype or len(tmp.shape) != len(t.shape) or any(
+                    a < b for a, b in zip(tmp.shape, t.shape, strict=True)):
+                raise IRTypeError(op, "tmp_tile", f"a {t.dtype.value} tile at least {_dims(t)}", describe(tmp))
+        shape = list(t.shape)
+        valid = list(valid_of(t))
+        shape[self.axis], valid[self.axis] = 1, Const(1)
+        return TileType(t.dtype, tuple(shape), _canonical_valid(tuple(shape), valid), t.memory)
+
+
+@dataclass(frozen=True)
+class Expand:
+    """``x op v`` with ``v`` one row vector per row (``axis`` -1: ``v [..., M, 1]``) or one column vector
+    (``axis`` -2: ``v [..., 1, N]``) broadcast over ``x``; also the plain broadcasts row_expand /
+    col_expand (``x`` is the target). The result is ``x``'s type; pldemu wants equal dtypes (pypto
+    promotes: cast first)."""
+
+    axis: int
+
+    def __call__(self, op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+        x, v = _tile(args[0]), _tile(args[1])
+        want = list(x.shape)
+        want[self.axis] = 1
+        if len(x.shape) < 2 or tuple(want) != v.shape or v.dtype is not x.dtype:
+            raise IRTypeError(op, "vec", f"a tile {x.dtype.value}{want} (one value per "
+                              f"{'row' if self.axis == -1 else 'column'} of {_dims(x)})", describe(v))
+        return x
+
+
 TL, S, L, SL, TS = Kind.TILE, Kind.SCALAR, Kind.LIST, Kind.STATIC_LIST, Kind.TILE_OR_SCALAR
 _CMP = AttrSpec("cmp_type", CmpType, None)
 
 TILE_SIGNATURES: Mapping[Op, Signature] = {
     Op.TILE_SIN: sig([("tile", TL)], deduce_fp32_only),
     Op.TILE_COS: sig([("tile", TL)], deduce_fp32_only),
+    Op.TILE_EXP: sig([("tile", TL)], UnaryMath(FLOAT_MATH_DTYPES)),
+    Op.TILE_LOG: sig([("tile", TL)], UnaryMath(LOG_DTYPES)),
+    Op.TILE_SQRT: sig([("tile", TL)], UnaryMath(FLOAT_MATH_DTYPES)),
+    Op.TILE_RSQRT: sig([("tile", TL), ("tmp", TL, True)], UnaryMath(FLOAT_MATH_DTYPES)),
+    Op.TILE_RECIP: sig([("tile", TL)], UnaryMath(FLOAT_MATH_DTYPES)),
+    Op.TILE_NEG: sig([("tile", TL)], UnaryMath(None)),
+    Op.TILE_ABS: sig([("tile", TL)], UnaryMath(None)),
+    Op.TILE_DIV: sig([("lhs", TL), ("rhs", TL)], deduce_div),
+    Op.TILE_DIVS: sig([("lhs", TL), ("rhs", S)], deduce_tile_scalar),
+    Op.TILE_MAXIMUMS: sig([("lhs", TL), ("rhs", S)], deduce_tile_scalar),
+    Op.TILE_MINIMUMS: sig([("lhs", TL), ("rhs", S)], deduce_tile_scalar),
+    Op.TILE_ROW_SUM: sig([("tile", TL), ("tmp_tile", TL, True)], Reduce(-1, REDUCE_DTYPES)),
+    Op.TILE_ROW_MAX: sig([("tile", TL), ("tmp_tile", TL, True)], Reduce(-1, REDUCE_DTYPES)),
+    Op.TILE_ROW_MIN: sig([("tile", TL), ("tmp_tile", TL, True)], Reduce(-1, ROW_MIN_DTYPES)),
+    Op.TILE_COL_SUM: sig([("tile", TL), ("tmp_tile", TL, True)], Reduce(-2, REDUCE_DTYPES)),
+    Op.TILE_COL_MAX: sig([("tile", TL)], Reduce(-2, REDUCE_DTYPES)),
+    Op.TILE_COL_MIN: sig([("tile", TL)], Reduce(-2, REDUCE_DTYPES)),
+    **{op: sig([("tile", TL), ("vec", TL)], Expand(-1 if op.text.startswith("tile.row") else -2)) for op in (
+        Op.TILE_ROW_EXPAND, Op.TILE_ROW_EXPAND_ADD, Op.TILE_ROW_EXPAND_SUB, Op.TILE_ROW_EXPAND_MUL,
+        Op.TILE_ROW_EXPAND_DIV, Op.TILE_ROW_EXPAND_MAX, Op.TILE_ROW_EXPAND_MIN, Op.TILE_ROW_EXPAND_EXPDIF,
+        Op.TILE_COL_EXPAND, Op.TILE_COL_EXPAND_ADD, Op.TILE_COL_EXPAND_SUB, Op.TILE_COL_EXPAND_MUL,
+        Op.TILE_COL_EXPAND_DIV, Op.TILE_COL_EXPAND_MAX, Op.TILE_COL_EXPAND_MIN, Op.TILE_COL_EXPAND_EXPDIF)},
     Op.TILE_CAST: sig([("tile", TL)], deduce_cast,
                       [AttrSpec("dtype", DType, None), AttrSpec("mode", CastMode, CastMode.None_)]),
     Op.TILE_CMP: sig([("lhs", TL), ("rhs", TL)], deduce_cmp, [_CMP]),
@@ -249,7 +377,12 @@ TILE_SIGNATURES: Mapping[Op, Signature] = {
 """Entries of the one signature table (merged there; tile.cast and tile.full replace older forms)."""
 
 __all__ = [
+    "DIV_DTYPES",
+    "FLOAT_MATH_DTYPES",
+    "LOG_DTYPES",
     "MASK_COL_ALIGN",
+    "REDUCE_DTYPES",
+    "ROW_MIN_DTYPES",
     "SELS_SRC_DTYPES",
     "TILE_SIGNATURES",
     "TileTypeError",

@@ -208,6 +208,18 @@ def tile_math() -> Program:
     pld.tile.sel(ge, s, c, tmp, hint="sel")
     pld.tile.sels(ge, s, tmp, 0.0, hint="sels")
     pld.tile.full([16, 128], 0.0, "fp32", hint="narrow", valid_shape=[11, 100])
+    for op in (Op.TILE_EXP, Op.TILE_LOG, Op.TILE_SQRT, Op.TILE_RSQRT, Op.TILE_RECIP, Op.TILE_NEG, Op.TILE_ABS):
+        pld.tile.unary(op, x, hint="u")
+    pld.tile.unary(Op.TILE_RSQRT, x, pld.tile.create([16, 128], "fp32", hint="scratch"), hint="hp")
+    pld.tile.divs(pld.tile.div(s, s, hint="q"), 3.0, hint="qs")
+    pld.tile.minimums(pld.tile.maximums(s, -0.5, hint="lo"), 0.5, hint="hi")
+    rows = pld.tile.reduce(Op.TILE_ROW_SUM, x, pld.tile.create([16, 128], "fp32", hint="rtmp"), hint="rs")
+    cols = pld.tile.reduce(Op.TILE_COL_SUM, x, hint="cs")
+    for op in (Op.TILE_ROW_MAX, Op.TILE_ROW_MIN, Op.TILE_COL_MAX, Op.TILE_COL_MIN):
+        pld.tile.reduce(op, x, hint="red")
+    for op in Op:
+        if op.text.startswith(("tile.row_expand", "tile.col_expand")):
+            pld.tile.expand(op, x, rows if op.text.startswith("tile.row") else cols, hint="ex")
     return pb.build()
 
 

@@ -113,18 +113,26 @@ def _store(tr: DeviceLevel, node: ast.Call) -> Var:
     return t
 
 
-def _binary(tile_op: Op, scalar_op: Op | None, name: str, negate: bool = False) -> Rule:
+def _binary(tile_op: Op, scalar_op: Op | None, name: str, negate: bool = False,
+            high_precision: bool = False) -> Rule:
     """``pl.<op>`` / ``pl.tensor.<op>`` on tiles or tensors (pypto's unified op dispatches on the operand:
     a tensor is loaded whole, as ConvertTensorToTileOps keeps the value on core). A scalar right operand
-    goes to ``scalar_op``, negated first when ``negate`` (``x - s`` is ``x + -s``)."""
+    goes to ``scalar_op``, negated first when ``negate`` (``x - s`` is ``x + -s``). ``high_precision``:
+    the op takes pypto's keyword (float operands only, as pypto checks; the numerics are the same)."""
+    options = {"high_precision": False} if high_precision else {}
 
     def rule(tr: DeviceLevel, node: ast.Call) -> Var:
-        b = {k: on_core(tr, v, node, name) for k, v in bind_call(tr, node, ("lhs", "rhs"), {}, name).items()}
+        b = {k: on_core(tr, v, node, name) for k, v in bind_call(tr, node, ("lhs", "rhs"), options, name).items()}
         lhs = b["lhs"]
         if not (isinstance(lhs, Var) and isinstance(lhs.type, TileType)):
             raise tr.error(f"{name}: lhs must be a tile or a tensor, got {lhs!r}", node)
+        if b.get("high_precision") and not lhs.type.dtype.is_float:
+            raise tr.error(f"pypto refuses it: {name} supports high_precision only for FP16 or FP32", node)
         rhs = b["rhs"]
         if isinstance(rhs, Var) and isinstance(rhs.type, TileType):
+            expand = _row_broadcast(tr, tile_op, lhs, rhs, name, node)
+            if expand is not None:
+                return tr.fb.pld.tile.expand(expand, lhs, rhs, hint=tr.hint("acc"))
             return tr.fb.pld.tile.binary(tile_op, lhs, rhs, hint=tr.hint("acc"))
         if scalar_op is None:
             raise tr.error(f"{name}: rhs must be a tile", node)
@@ -133,6 +141,154 @@ def _binary(tile_op: Op, scalar_op: Op | None, name: str, negate: bool = False) 
         out = tr.fb.op(scalar_op, [lhs, as_expr(rhs)], hint=tr.hint("acc"))
         assert out is not None
         return out
+
+    return rule
+
+
+_ROW_BROADCAST: Mapping[Op, Op] = MappingProxyType({
+    Op.TILE_ADD: Op.TILE_ROW_EXPAND_ADD, Op.TILE_SUB: Op.TILE_ROW_EXPAND_SUB,
+    Op.TILE_MUL: Op.TILE_ROW_EXPAND_MUL, Op.TILE_DIV: Op.TILE_ROW_EXPAND_DIV,
+})
+"""pypto's conversion of a broadcasting ``[M, N] op [M, 1]`` (ConvertTensorToTileOps)."""
+
+
+def _row_broadcast(tr: DeviceLevel, tile_op: Op, lhs: Var, rhs: Var, name: str, node: ast.AST) -> Op | None:
+    """The row-expand op ``lhs op rhs`` becomes when one operand is ``[M, 1]`` and the other ``[M, N]``;
+    None for equal shapes. pypto's conversion puts the wider operand first whatever the source order
+    (so ``sub([M, 1], [M, N])`` computes ``[M, N] - [M, 1]``): pldemu refuses that order instead."""
+    a, b = tltype(lhs).shape, tltype(rhs).shape
+    if a == b or tile_op not in _ROW_BROADCAST or len(a) != 2 or len(b) != 2:
+        return None
+    if b == (a[0], 1):
+        return _ROW_BROADCAST[tile_op]
+    if a == (b[0], 1):
+        raise tr.error(f"{name}: the [M, 1] operand comes first: pypto's conversion swaps the operands (it emits "
+                       f"row_expand with the [M, N] one first, so a sub or div would compute the reverse); write "
+                       f"the [M, N] operand first", node)
+    return None
+
+
+_HIGH_PRECISION_DTYPES = frozenset({DType.FP16, DType.FP32})
+
+
+def _unary(op: Op, name: str, src: str, options: Mapping[str, Any] = MappingProxyType({}),
+           to_fp32: bool = False) -> Rule:
+    """``pl.<op>(input)`` / ``pl.tile.<op>(tile)`` / ``pl.tensor.<op>(input)`` (pypto's unary math): a tensor
+    is loaded whole; an integer tensor goes to FP32 first when ``to_fp32`` (pypto's tensor deducers of exp,
+    recip, sqrt, rsqrt). ``options``: pypto's keywords: ``high_precision`` (checked as pypto does, then
+    the same numerics) and, for ``pl.tile.rsqrt``, the ``tmp`` scratch."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, (src, *options), dict(options), name)
+        was_tensor = is_tensor(b[src])
+        tile = _tile(tr, on_core(tr, b[src], node, name), f"{name}: {src}", node)
+        if was_tensor and to_fp32 and tltype(tile).dtype.is_int:
+            tile = tr.fb.pld.tile.cast(tile, DType.FP32, hint=tr.hint("cast"), mode=CastMode.ROUND)
+        if b.get("high_precision"):
+            _check_high_precision(tr, name, tltype(tile), was_tensor, op, node)
+        tmp = b.get("tmp")
+        if op is Op.TILE_RSQRT and was_tensor and b.get("high_precision"):
+            # pypto's conversion synthesises the scratch of the high-precision path (same numerics here).
+            tmp = tr.fb.pld.tile.create(list(tltype(tile).shape), tltype(tile).dtype, hint="tmp")
+        if tmp is not None:
+            tmp = _tile(tr, tmp, f"{name}: tmp", node)
+        return tr.fb.pld.tile.unary(op, tile, tmp, hint=tr.hint(op.text.rsplit(".", 1)[1]))
+
+    return rule
+
+
+def _check_high_precision(tr: DeviceLevel, name: str, t: TileType, was_tensor: bool, op: Op,
+                          node: ast.AST) -> None:
+    if op is Op.TILE_RSQRT and not was_tensor:
+        raise tr.error(f"pypto refuses it: {name}: high_precision is Tensor-only; on a tile pass the scratch "
+                       "to pl.tile.rsqrt(tile, tmp) instead", node)
+    if t.dtype not in _HIGH_PRECISION_DTYPES:
+        raise tr.error(f"pypto refuses it: {name} supports high_precision only for FP16 or FP32, got "
+                       f"{t.dtype.value.upper()}", node)
+
+
+def _reduce(op: Op, name: str, src: str, tmp: bool, tile_needs_tmp: bool) -> Rule:
+    """``pl.row_sum(input, tmp_tile=None)`` and the other reductions (``tmp``: the op takes pypto's scratch).
+    A tile without a scratch where pypto requires one is refused; a tensor gets the scratch pypto's
+    conversion synthesises for its row reductions (so its sums are binary trees, as on the device)."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, (src, "tmp_tile") if tmp else (src,), {"tmp_tile": None} if tmp else {}, name)
+        was_tensor = is_tensor(b[src])
+        tile = _tile(tr, on_core(tr, b[src], node, name), f"{name}: {src}", node)
+        scratch = b.get("tmp_tile")
+        if scratch is None and tile_needs_tmp:
+            if not was_tensor:
+                raise tr.error(f"pypto refuses it: {name} of a tile needs tmp_tile (a scratch tile like the input)",
+                               node)
+            scratch = tr.fb.pld.tile.create(list(tltype(tile).shape), tltype(tile).dtype, hint="tmp")
+        if scratch is not None:
+            scratch = _tile(tr, scratch, f"{name}: tmp_tile", node)
+        return tr.fb.pld.tile.reduce(op, tile, scratch, hint=tr.hint(op.text.rsplit(".", 1)[1]))
+
+    return rule
+
+
+def _expand(op: Op, name: str, params: tuple[str, str], options: Mapping[str, Any] = MappingProxyType({})) -> Rule:
+    """``pl.row_expand_mul(lhs, rhs)`` and the other expands (``tmp`` of row_expand_add is accepted: the
+    same result here)."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, (*params, *options), dict(options), name)
+        x, v = (_tile(tr, on_core(tr, b[p], node, name), f"{name}: {p}", node) for p in params)
+        return tr.fb.pld.tile.expand(op, x, v, hint=tr.hint("exp"))
+
+    return rule
+
+
+def _reduce_ops() -> dict[str, Rule]:
+    """pypto's spellings of the reductions: ``pl.X(input, tmp_tile=)`` and ``pl.tile.X(tile, tmp_tile)``."""
+    out: dict[str, Rule] = {}
+    for side in ("row", "col"):
+        for kind in ("sum", "max", "min"):
+            op = Op(f"tile.{side}_{kind}")
+            tmp = side == "row" or kind == "sum"
+            for prefix, src in (("pl.", "input"), ("pl.tile.", "tile")):
+                out[f"{prefix}{side}_{kind}"] = _reduce(op, f"{prefix}{side}_{kind}", src, tmp, tile_needs_tmp=side == "row")
+    return out
+
+
+def _expand_ops() -> dict[str, Rule]:
+    """pypto's spellings of the expands: unified and tensor ``(lhs, rhs)``; tile ``(tile, row_vec)`` /
+    ``(target, row_vec)`` and the ``col_vec`` forms."""
+    out: dict[str, Rule] = {}
+    for side in ("row", "col"):
+        for suffix in ("", "_add", "_sub", "_mul", "_div", "_max", "_min", "_expdif"):
+            stem = f"{side}_expand{suffix}"
+            op = Op(f"tile.{stem}")
+            opts = {"tmp": None} if stem == "row_expand_add" else {}
+            for prefix in ("pl.", "pl.tensor."):
+                out[prefix + stem] = _expand(op, prefix + stem, ("lhs", "rhs"), opts)
+            first = "target" if not suffix else "tile"
+            out["pl.tile." + stem] = _expand(op, "pl.tile." + stem, (first, f"{side}_vec"), opts)
+    return out
+
+
+def _full(name: str) -> Rule:
+    """``pl.full(shape, dtype, value)`` / ``pl.tile.full`` in a kernel: ``tile.full`` (pypto's conversion of
+    ``tensor.full``), fully valid; ``value`` must be a constant, as pypto's deducer requires."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, ("shape", "dtype", "value"), {}, name)
+        shape = _ints(tr, b["shape"], f"{name}: shape", node)
+        dtype, value = b["dtype"], b["value"]
+        if not isinstance(dtype, PyDType):
+            raise tr.error(f"{name}(shape, dtype, value): dtype must be a pl dtype, got {dtype!r}", node)
+        value = value.value if isinstance(value, Const) else value
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise tr.error(f"pypto refuses it: {name}: value must be a constant int or float (a literal, a closure "
+                           f"number, pl.const), got {value!r}", node)
+        if dtype.ir.is_int and not float(value).is_integer():
+            raise tr.error(f"{name}: {value!r} is not a value of the integer type {dtype.ir.value}", node)
+        if any(d <= 0 for d in shape):
+            raise tr.error(f"pypto refuses it: {name}: shape must be static and positive, got {shape}", node)
+        fill = int(value) if dtype.ir.is_int else float(value)
+        return tr.fb.pld.tile.full(shape, Const(fill, dtype.ir), dtype.ir, hint=tr.hint("full"))
 
     return rule
 
@@ -528,19 +684,44 @@ def _world_size(tr: DeviceLevel, node: ast.Call) -> int:
     return SymInt(tr.emit.nranks, NR)
 
 
+_HP = MappingProxyType({"high_precision": False})
+
+_MATH_OPS: Mapping[str, Rule] = MappingProxyType({
+    **{f"{prefix}{name}": _unary(op, f"{prefix}{name}", "input", opts, to_fp32) for prefix in ("pl.", "pl.tensor.")
+       for name, (op, opts, to_fp32) in {
+           "exp": (Op.TILE_EXP, {}, True), "log": (Op.TILE_LOG, _HP, False), "sqrt": (Op.TILE_SQRT, {}, True),
+           "rsqrt": (Op.TILE_RSQRT, _HP, True), "recip": (Op.TILE_RECIP, _HP, True),
+           "neg": (Op.TILE_NEG, {}, False), "abs": (Op.TILE_ABS, {}, False)}.items()},
+    **{f"pl.tile.{name}": _unary(op, f"pl.tile.{name}", "tile", opts) for name, (op, opts) in {
+        "exp": (Op.TILE_EXP, {}), "log": (Op.TILE_LOG, _HP), "sqrt": (Op.TILE_SQRT, {}),
+        "rsqrt": (Op.TILE_RSQRT, {"tmp": None}), "recip": (Op.TILE_RECIP, _HP), "neg": (Op.TILE_NEG, {}),
+        "abs": (Op.TILE_ABS, {})}.items()},
+    **{f"{prefix}div": _binary(Op.TILE_DIV, Op.TILE_DIVS, f"{prefix}div", high_precision=True)
+       for prefix in ("pl.", "pl.tensor.", "pl.tile.")},
+    "pl.tile.divs": _binary(Op.TILE_DIVS, Op.TILE_DIVS, "pl.tile.divs"),
+    "pl.tensor.divs": _binary(Op.TILE_DIVS, Op.TILE_DIVS, "pl.tensor.divs"),
+    **_reduce_ops(),
+    **_expand_ops(),
+    "pl.full": _full("pl.full"),
+    "pl.tensor.full": _full("pl.tensor.full"),
+    "pl.tile.full": _full("pl.tile.full"),
+})
+"""pypto's unary math, divisions, reductions, expands and fills, in their unified, tensor and tile spellings."""
+
 _OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.load": _load,
     "pl.store": _store,
     "pl.add": _binary(Op.TILE_ADD, Op.TILE_ADDS, "pl.add"),
     "pl.sub": _binary(Op.TILE_SUB, Op.TILE_ADDS, "pl.sub", negate=True),
     "pl.mul": _binary(Op.TILE_MUL, Op.TILE_MULS, "pl.mul"),
-    "pl.maximum": _binary(Op.TILE_MAXIMUM, None, "pl.maximum"),
-    "pl.minimum": _binary(Op.TILE_MINIMUM, None, "pl.minimum"),
+    "pl.maximum": _binary(Op.TILE_MAXIMUM, Op.TILE_MAXIMUMS, "pl.maximum"),
+    "pl.minimum": _binary(Op.TILE_MINIMUM, Op.TILE_MINIMUMS, "pl.minimum"),
     "pl.tensor.add": _binary(Op.TILE_ADD, Op.TILE_ADDS, "pl.tensor.add"),
     "pl.tensor.sub": _binary(Op.TILE_SUB, Op.TILE_ADDS, "pl.tensor.sub", negate=True),
     "pl.tensor.mul": _binary(Op.TILE_MUL, Op.TILE_MULS, "pl.tensor.mul"),
-    "pl.tensor.maximum": _binary(Op.TILE_MAXIMUM, None, "pl.tensor.maximum"),
-    "pl.tensor.minimum": _binary(Op.TILE_MINIMUM, None, "pl.tensor.minimum"),
+    "pl.tensor.maximum": _binary(Op.TILE_MAXIMUM, Op.TILE_MAXIMUMS, "pl.tensor.maximum"),
+    "pl.tensor.minimum": _binary(Op.TILE_MINIMUM, Op.TILE_MINIMUMS, "pl.tensor.minimum"),
+    **_MATH_OPS,
     "pl.min": _scalar_minmax(BinOpKind.MIN, min, "pl.min"),
     "pl.max": _scalar_minmax(BinOpKind.MAX, max, "pl.max"),
     "pl.const": _const,
@@ -571,6 +752,7 @@ _OPS: Mapping[str, Rule] = MappingProxyType({
 TILE_ALIASES: Mapping[str, str] = MappingProxyType({
     "load": "pl.load", "store": "pl.store", "add": "pl.add", "sub": "pl.sub", "mul": "pl.mul",
     "maximum": "pl.maximum", "minimum": "pl.minimum", "adds": "pl.add", "muls": "pl.mul",
+    "maximums": "pl.maximum", "minimums": "pl.minimum",
 })
 """``pl.tile.<name>``: pypto's tile-op module spells the unified tile ops so."""
 

@@ -1,8 +1,9 @@
 """The op handlers: one function per non-collective op, in ONE table checked complete at import.
 
 One module per family: ``comm`` (put, get, remote_load, notify, wait, the communicator queries),
-``tensor`` (view, read, write), ``tile`` (tile memory, element-wise math, cast, compare, select) and
-``mx`` (the MX quantisation family); their tables merge here into :data:`HANDLERS`.
+``tensor`` (view, read, write), ``tile`` (tile memory, element-wise math, cast, compare, select),
+``math`` (exp, log, sqrt, rsqrt, recip, neg, abs, div, divs), ``reduce`` (row / column reductions and
+expands) and ``mx`` (the MX quantisation family); their tables merge here into :data:`HANDLERS`.
 
 A handler is called as ``handler(machine, site, args)``: ``args`` are the call's evaluated arguments in
 signature order (scalars as Python numbers, ``[lists]`` as int tuples, tensors as ``TensorRef``, tiles
@@ -25,7 +26,9 @@ from typing import Any
 from pldemu.ir import AtomicType, Call, DType, Op, WaitCmp
 from pldemu.runtime.machine import Handler
 from pldemu.runtime.ops.comm import COMM_BINDINGS, COMM_HANDLERS, Binding
+from pldemu.runtime.ops.math import MATH_HANDLERS
 from pldemu.runtime.ops.mx import MX_HANDLERS
+from pldemu.runtime.ops.reduce import REDUCE_HANDLERS
 from pldemu.runtime.ops.tensor import TENSOR_HANDLERS
 from pldemu.runtime.ops.tile import TILE_HANDLERS
 
@@ -51,6 +54,8 @@ HANDLERS: Mapping[Op, Handler] = MappingProxyType(
         **COMM_HANDLERS,
         **TENSOR_HANDLERS,
         **TILE_HANDLERS,
+        **MATH_HANDLERS,
+        **REDUCE_HANDLERS,
         **MX_HANDLERS,
     }
 )
