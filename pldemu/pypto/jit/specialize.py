@@ -1,6 +1,6 @@
 """From a ``pl.jit`` call to a compiled program: bind, specialise, key, cache, capture.
 
-As pypto's ``JitFunctionLike._resolve_compiled``: the arguments are bound to the entry's signature; tensors
+As pypto's ``JITFunction._resolve_compiled``: the arguments are bound to the entry's signature; tensors
 give shapes and dtypes (never contents), scalars are specialised (baked into the program and part of
 the key) unless ``pl.RUNTIME`` keeps one a runtime parameter (signature mode only); a ``compile()``
 with no tensor reads the shapes from the annotations (signature mode). Dynamic dims are ``None`` in
@@ -237,7 +237,7 @@ def _sample(meta: TensorMeta | None, scalar: Any) -> Any:
 
 @dataclasses.dataclass(frozen=True)
 class Lowered:
-    """What ``JitFunctionLike.lower`` returns: the pldemu program a call runs (before LowerCompositeOps)."""
+    """What ``JITFunction.lower`` returns: the pldemu program a call runs (before LowerCompositeOps)."""
 
     program: Any
 
