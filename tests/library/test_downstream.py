@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -92,6 +93,9 @@ def test_own_job_processes_are_those_of_this_run_only(tmp_path: Path):
     ours = subprocess.Popen(sleep, env={**os.environ, PID_DIR_VAR: str(tmp_path / "tmp" / "pldemu-pids-x")})
     theirs = subprocess.Popen(sleep, env={**os.environ, PID_DIR_VAR: str(tmp_path / "tmp-other" / "pldemu-pids-x")})
     try:
+        deadline = time.monotonic() + 10  # a loaded machine may not show the new process's environment at once
+        while own_job_processes(tmp_path) != [ours.pid] and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert own_job_processes(tmp_path) == [ours.pid]
     finally:
         for proc in (ours, theirs):
