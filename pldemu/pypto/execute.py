@@ -78,19 +78,25 @@ def _torch_int16(value: Any) -> Any:
     return torch.int16
 
 
-def host_scalar(prog: CapturedProgram, param: str, value: Any) -> Any:
-    """A host ``pl.Scalar`` argument's value: a Python number, or a one-element (0-dim) tensor, as
-    pypto-lib's harness passes its scalars."""
+def scalar_value(value: Any) -> Any:
+    """A host scalar's Python number: a number, or a one-element (0-dim) tensor, as pypto-lib's harness
+    passes its scalars; None for anything else."""
     if isinstance(value, (bool, int, float)):
         return value
     try:
         arr = as_array(value)
     except TypeError:
-        arr = None
-    if arr is None or arr.size != 1:
+        return None
+    return arr.reshape(()).item() if arr.size == 1 else None
+
+
+def host_scalar(prog: CapturedProgram, param: str, value: Any) -> Any:
+    """A host ``pl.Scalar`` argument's value (:func:`scalar_value`), or an error at the HOST function."""
+    found = scalar_value(value)
+    if found is None:
         raise prog.error(f"host argument {param} is a pl.Scalar: pass a number (or a one-element tensor), got "
                          f"{type(value).__name__}", prog.host().node)
-    return arr.reshape(()).item()
+    return found
 
 
 def bind_dims(prog: CapturedProgram, arrays: dict[str, np.ndarray]) -> dict[str, int]:
@@ -240,5 +246,15 @@ def new_output_dir(prog: CapturedProgram) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"pldemu-pypto-{prog.name}-"))
 
 
-__all__ = ["CompiledCall", "FrontendError", "ProgramRunError", "TruncationWarning", "as_array", "bind_dims", "new_output_dir", "run",
-           "translate"]
+__all__ = [
+    "CompiledCall",
+    "FrontendError",
+    "ProgramRunError",
+    "TruncationWarning",
+    "as_array",
+    "bind_dims",
+    "new_output_dir",
+    "run",
+    "scalar_value",
+    "translate",
+]

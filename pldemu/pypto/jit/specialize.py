@@ -76,19 +76,15 @@ def _meta(value: Any) -> TensorMeta:
     return TensorMeta(tuple(int(d) for d in arr.shape), dtype_of_array(arr))
 
 
-def _scalar(fn: JitFunctionLike, name: str, value: Any, ann: Any) -> Any:
-    """A scalar argument's Python value (a 0-dim tensor for a ``pl.Scalar`` parameter: pypto-lib passes
-    its host scalars so)."""
-    if _is_tensor(value) and isinstance(ann, ScalarAnn):
-        from pldemu.pypto.execute import as_array
+def _scalar(fn: JitFunctionLike, name: str, value: Any) -> Any:
+    """A scalar argument's Python value (a 0-dim tensor too: pypto-lib passes its host scalars so)."""
+    from pldemu.pypto.execute import scalar_value
 
-        arr = as_array(value)
-        if arr.ndim == 0 or arr.size == 1:
-            return arr.reshape(()).item()
-    if isinstance(value, (bool, int, float)) and not isinstance(value, np.ndarray):
-        return value
-    raise TypeError(f"@pl.jit function '{fn.__name__}': parameter '{name}' takes a tensor or a scalar "
-                    f"(int, float, bool), got {type(value).__name__}")
+    found = scalar_value(value)
+    if found is None:
+        raise TypeError(f"@pl.jit function '{fn.__name__}': parameter '{name}' takes a tensor or a scalar "
+                        f"(int, float, bool), got {type(value).__name__}")
+    return found
 
 
 def bind(fn: JitFunctionLike, args: Sequence[Any], kwargs: Mapping[str, Any], signature_mode: bool) -> Binding:
@@ -117,7 +113,7 @@ def bind(fn: JitFunctionLike, args: Sequence[Any], kwargs: Mapping[str, Any], si
         elif _is_tensor(value) and not isinstance(anns.get(name), ScalarAnn):
             tensors[name] = _meta(value)
         else:
-            scalars[name] = _scalar(fn, name, value, anns.get(name))
+            scalars[name] = _scalar(fn, name, value)
     if signature_mode and no_tensor:
         tensors = _from_annotations(fn, anns, list(signature.parameters))
     elif len(bound.arguments) < len(signature.parameters):
