@@ -39,12 +39,10 @@ class Machine:
         self.buffers = list(buffers)
         self.sites: list[CallSite] = []
         self.status: StatusBoard | None = None
-        self.posters: Callable[[int, int, int], tuple[int, ...] | None] | None = None
-        """``posters(buffer index, owner, flat cell)``: the ranks that have ever notified that cell, for
-        the deadlock report's wait-for edges (the invariant checker's, when it runs; None: not known)."""
-        self.setters: Callable[[int, int, int], int] | None = None
-        """``setters(buffer index, owner, flat cell)``: how many ranks wrote that cell with Set (the
-        invariant checker's), for the deadlock report's note on Set where AtomicAdd was needed."""
+        self.writers: Callable[[int, int, int], tuple[tuple[int, ...] | None, int]] | None = None
+        """``writers(buffer index, owner, flat cell)``: the ranks that have ever notified that cell (None:
+        not known) and how many wrote it with Set, for the deadlock report's wait-for edges and its note
+        on Set where AtomicAdd was needed (the invariant checker's, when it runs)."""
         self.known_causes: Callable[[list[RankStatus], Callable[[int], str]], tuple[Cause, ...]] | None = None
         """``known_causes(statuses, where)``: the invariant violations every rank has published on the
         status board, named by the deadlock report as its likely root cause (the invariant checker's)."""
@@ -92,8 +90,7 @@ class Machine:
                     live = int(buf.window.get(st.rank, buf.numel, st.cell, 1)[0])
                 except WindowError:  # best effort: the record's observed value stands in
                     live = None
-            posters = self.posters(st.buffer, st.rank, st.cell) if self.posters is not None else None
-            setters = self.setters(st.buffer, st.rank, st.cell) if self.setters is not None else 0
+            posters, setters = self.writers(st.buffer, st.rank, st.cell) if self.writers is not None else (None, 0)
             targets[st.rank] = WaitTarget(buf.name, unravel(st.cell, buf.shape), buf.shape, live, posters, setters)
         report, primary = format_report(self.rank, statuses, self.site_text, targets, self.timeout, self.hosts)
         t = targets.get(self.rank)

@@ -113,8 +113,7 @@ def prepare(m: Machine) -> tuple[Schedule, InvariantChecker | None]:
     table: dict[Op, Handler] = dict(HANDLERS)
     if checker is not None:
         table.update(checker.handlers(table))
-        m.posters = checker.posters  # the deadlock report's wait-for edges, for any signal layout
-        m.setters = checker.setters
+        m.writers = checker.writers  # the deadlock report's wait-for edges, for any signal layout
         m.known_causes = checker.known_causes  # and its root cause
     if sched.writes is not None and options.visibility == "fenced":
         from pldemu.runtime.instrument.fenced import fenced_handlers

@@ -190,6 +190,10 @@ class InvariantChecker(MonitorBase):
             return None
         return tuple(r for r in range(POSTER_BITS - 1) if mask >> r & 1)
 
+    def writers(self, buffer: int, owner: int, cell: int) -> tuple[tuple[int, ...] | None, int]:
+        """:meth:`posters` of the cell and :meth:`setters` of it (the deadlock report reads both)."""
+        return self.posters(buffer, owner, cell), self.setters(buffer, owner, cell)
+
     def setters(self, buffer: int, owner: int, cell: int) -> int:
         """How many ranks have written flat cell ``cell`` of ``owner``'s signal buffer number ``buffer``
         with Set (one-sided, from the cell's writer-kind shadow; 0 when not known)."""
