@@ -34,9 +34,6 @@ from pldemu.runtime.truncation import merge
 if TYPE_CHECKING:
     from pldemu.api import RunResult
 
-if TYPE_CHECKING:
-    from pldemu.api import RunResult
-
 RANK_DIM = "NR"
 """The dynamic dim pypto's programs use for the rank count: bound, it must equal the device count."""
 
@@ -76,6 +73,20 @@ def _torch_int16(value: Any) -> Any:
     import torch  # type: ignore[import-not-found]
 
     return torch.int16
+
+
+def np_dtype(dtype: Any) -> np.dtype[Any]:
+    """The numpy dtype of a torch dtype (real torch's or the stand-in's, ``torch.bfloat16`` included)."""
+    found = getattr(dtype, "numpy", None)
+    if isinstance(found, np.dtype):
+        return found
+    from pldemu.npdtypes import dtype_named
+
+    name = str(dtype).removeprefix("torch.")
+    try:
+        return dtype_named({"bool": "bool_", "half": "float16", "float": "float32"}.get(name, name))
+    except TypeError:
+        raise TypeError(f"not a torch dtype: {dtype!r}") from None
 
 
 def scalar_value(value: Any) -> Any:
@@ -144,8 +155,10 @@ class CompiledCall:
     result: Any
 
 
-def translate(prog: CapturedProgram, nranks: int, args: Sequence[Any]) -> tuple[Built, dict[str, np.ndarray]]:
-    """Bind ``args`` to the host parameters and build the program for ``nranks`` ranks."""
+def translate(prog: CapturedProgram, nranks: int, args: Sequence[Any],
+              resident: frozenset[str] = frozenset()) -> tuple[Built, dict[str, np.ndarray]]:
+    """Bind ``args`` to the host parameters and build the program for ``nranks`` ranks (``resident``: the
+    parameters whose tensors stay on the devices, see :func:`pldemu.pypto.translate.program.build`)."""
     host = prog.host()
     if len(args) != len(host.params):
         raise prog.error(f"{host.name} takes {len(host.params)} host arguments "
@@ -175,7 +188,7 @@ def translate(prog: CapturedProgram, nranks: int, args: Sequence[Any]) -> tuple[
         env[p] = HostTensor(p, (), a, ann.dtype, ann.direction, tuple(dim_value(d, dims) for d in ann.dims))
     allocs: dict[int, Alloc] = {}
     events = [HostProjection(prog, dict(env), dims, d, nranks, allocs).run(host.node.body) for d in range(nranks)]
-    return build(prog, events, dims), arrays
+    return build(prog, events, dims, resident), arrays
 
 
 def run(prog: CapturedProgram, nranks: int, args: Sequence[Any], output_dir: Path,
@@ -196,17 +209,27 @@ def run(prog: CapturedProgram, nranks: int, args: Sequence[Any], output_dir: Pat
     if runtime.invariants:
         # A notify/wait tag may legitimately stay in its cell at the end of a pypto program.
         runtime = dataclasses.replace(runtime, cell_check=False)
-    result = _user_sites(built, launch(program_file, nranks, inputs=list(built.inputs), options=runtime,
-                                       timeout=opts.timeout, check=False))
-    if result.buffers:  # the job ran to its end: the host tensors get what the devices computed
+    result = launch(program_file, nranks, inputs=list(built.inputs), options=runtime, timeout=opts.timeout,
+                    check=False)
+    return CompiledCall(built, finish(prog, built, arrays, result))
+
+
+def finish(prog: CapturedProgram, built: Built, arrays: dict[str, np.ndarray], result: RunResult,
+           what: str = "") -> RunResult:
+    """A call's job is over: the host tensors get what the devices computed (when the job ran to its end),
+    then its failure is raised as :class:`ProgramRunError` and its truncation findings warned, all in the
+    user's words. ``what`` names the call (a prepared worker's dispatch)."""
+    result = _user_sites(built, result)
+    if result.buffers:
         for wb in built.writebacks:
-            target = arrays[wb.param]
-            target[wb.key] = result.buffers[wb.rank][wb.buffer]
+            if wb.buffer in result.buffers[wb.rank]:  # a prepared worker's resident tensor is not written back
+                arrays[wb.param][wb.key] = result.buffers[wb.rank][wb.buffer]
+    where = f"{prog.name} on {result.ranks} devices{what}"
     if not result.ok:
-        raise ProgramRunError(f"{prog.name} on {nranks} devices: {result.describe_failure()}", result)
+        raise ProgramRunError(f"{where}: {result.describe_failure()}", result)
     for t in result.truncations:  # only warnings reach here: a finding fails the job
-        warnings.warn(f"{prog.name} on {nranks} devices: {t.describe()}", TruncationWarning, stacklevel=2)
-    return CompiledCall(built, result)
+        warnings.warn(f"{where}: {t.describe()}", TruncationWarning, stacklevel=3)
+    return result
 
 
 def _user_sites(built: Built, result: RunResult) -> RunResult:
@@ -253,7 +276,9 @@ __all__ = [
     "TruncationWarning",
     "as_array",
     "bind_dims",
+    "finish",
     "new_output_dir",
+    "np_dtype",
     "run",
     "scalar_value",
     "translate",

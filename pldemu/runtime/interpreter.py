@@ -155,10 +155,7 @@ class ProgramInstance(FreedOnExit):
     def __init__(self, program: Program, comm: MPI.Comm, options: RuntimeOptions = DEFAULT_OPTIONS) -> None:
         if not isinstance(options, RuntimeOptions):
             raise TypeError(f"options must be a RuntimeOptions, got {type(options).__name__}")
-        if options.visibility == "fenced" and options.insert_fences:
-            from pldemu.lowering.toolchain_drains import insert_fences
-
-            program = insert_fences(program)  # the pipeline's last passes and the toolchain's drains (idempotent)
+        program = _as_run(program, options)
         self.program = program
         self.comm = comm
         # Windows need an intracommunicator; any intercommunicator fails in the windows layer.
@@ -251,6 +248,10 @@ class ProgramInstance(FreedOnExit):
         if name not in self._lines:
             raise ProgramError(f"program {self.program.name} has no function {name!r}")
         return self._function(name, traced=False).source
+
+    def buffers(self) -> tuple[Buffer, ...]:
+        """The program's buffers on this rank, in declaration order."""
+        return tuple(self._buffers.values())
 
     def buffer_names(self) -> tuple[str, ...]:
         """The program's buffers, in declaration order."""
@@ -354,6 +355,29 @@ class ProgramInstance(FreedOnExit):
             self._run_ended(None)
         return RunStats(self.rank, self.nranks, name, runs, seconds,
                         _WindowOps(before, [_STATS_OF(st) for st in stats]), returned)
+
+    def same_buffers(self, program: Program) -> bool:
+        """Whether ``program`` declares exactly this instance's buffers (names, kinds, dtypes, shapes at this
+        rank count), so that :meth:`load` can run it on them."""
+        try:
+            planned = _plan_buffers(program, self.nranks)
+        except ProgramError:
+            return False
+        return [_layout(b) for b in planned] == [_layout(b) for b in self._buffers.values()]
+
+    def load(self, program: Program) -> None:
+        """Run ``program`` from now on, on this instance's windows and tensors as they are (no MPI traffic):
+        a persistent worker's next dispatch whose host scalars differ. Its buffers must be declared alike
+        (:meth:`same_buffers`); the checkers keep what they know, so they see across the two programs."""
+        self._check_open("load")
+        if not self.same_buffers(program):
+            raise ProgramError(f"program {program.name} declares other buffers than {self.program.name}: it cannot "
+                               f"run on this instance's windows")
+        self.program = program = _as_run(program, self.options)
+        self._lines = function_lines(program)
+        self._prepared = _Prepared()
+        for f in program.functions:
+            self._function(f.name, traced=False)
 
     def close(self) -> None:
         """Free every window (collective); idempotent."""
@@ -483,6 +507,20 @@ def _plan_buffers(program: Program, nranks: int) -> list[Buffer]:
                                f"executed; the runtime holds every buffer packed row-major")
         out.append(Buffer(i, name, decl.kind, t.dtype, shape, valid, np.empty(0, t.dtype.np)))
     return out
+
+
+def _as_run(program: Program, options: RuntimeOptions) -> Program:
+    """``program`` as this instance runs it: in fenced mode, with the pipeline's last passes and the
+    toolchain's drains (idempotent)."""
+    if options.visibility == "fenced" and options.insert_fences:
+        from pldemu.lowering.toolchain_drains import insert_fences
+
+        return insert_fences(program)
+    return program
+
+
+def _layout(b: Buffer) -> tuple[Any, ...]:
+    return (b.name, b.kind, b.dtype, b.shape, b.valid)
 
 
 def _static_dims(name: str, what: str, dims: tuple[Expr, ...], nranks: int) -> tuple[int, ...]:

@@ -56,6 +56,9 @@ class Built:
     collectives: tuple[HostCollective, ...]
     truncating: Mapping[tuple[str, str], str] = dataclasses.field(default_factory=dict)
     """(origin, ``tdiv`` / ``trem`` as printed) -> the user's ``//`` / ``%`` text (``Emit.truncating``)."""
+    sources: tuple[Mapping[str, tuple[str, tuple[int, ...]]], ...] = ()
+    """Per rank: each host-slice buffer -> the host parameter and index it holds (``inputs[r]`` -> ``("inputs",
+    (r,))``)."""
 
 
 @dataclasses.dataclass
@@ -137,8 +140,10 @@ class _Plan:
         return value
 
 
-def build(prog: CapturedProgram, events: list[list[Event]], dims: Mapping[str, int]) -> Built:
-    """The program for ``len(events)`` ranks (``events[d]``: rank d's projection)."""
+def build(prog: CapturedProgram, events: list[list[Event]], dims: Mapping[str, int],
+          resident: frozenset[str] = frozenset()) -> Built:
+    """The program for ``len(events)`` ranks (``events[d]``: rank d's projection). The host parameters in
+    ``resident`` hold tensors that stay on the devices (a prepared worker's): they get no input array."""
     nranks = len(events)
     plan = _Plan(prog, nranks, slices=[{} for _ in range(nranks)])
     bound = [[_bind_event(plan, d, ev) for ev in evs] for d, evs in enumerate(events)]
@@ -166,11 +171,12 @@ def build(prog: CapturedProgram, events: list[list[Event]], dims: Mapping[str, i
              for d in decls if d.kind is BufferKind.WINDOW and isinstance(d.var.type, TensorType)}
     zeros.update({v.name: np.zeros(shape, v.type.dtype.np) for v, shape in emit.scratch.values()
                   if isinstance(v.type, TensorType)})
-    inputs = tuple({**zeros, **_inputs(plan, d)} for d in range(nranks))
+    inputs = tuple({**zeros, **_inputs(plan, d, resident)} for d in range(nranks))
     writebacks = tuple(WriteBack(d, name, p, k) for d in range(nranks) for (p, k), name in plan.slices[d].items()
                        if plan.arrays[(p, k)].direction is not Direction.IN)
     hosts = tuple(ev for ev in events[0] if isinstance(ev, HostCollective))
-    return Built(program, inputs, writebacks, hosts, dict(emit.truncating))
+    sources = tuple({name: key for key, name in plan.slices[d].items()} for d in range(nranks))
+    return Built(program, inputs, writebacks, hosts, dict(emit.truncating), sources)
 
 
 def _bind_event(plan: _Plan, rank: int, ev: Event) -> Event:
@@ -228,12 +234,14 @@ def _emit_events(emit: Emit, host_fn: Any, events: list[Event]) -> None:
             collective(tr, ev.op, b, at)
 
 
-def _inputs(plan: _Plan, rank: int) -> dict[str, np.ndarray]:
+def _inputs(plan: _Plan, rank: int, resident: frozenset[str]) -> dict[str, np.ndarray]:
     mine = {name: key for key, name in plan.slices[rank].items()}
     out: dict[str, np.ndarray] = {}
     for name, var in plan.locals_.items():
         assert isinstance(var.type, TensorType)
         want = var.type.dtype.np
+        if name in mine and mine[name][0] in resident:
+            continue
         if name in mine:
             arr = plan.arrays[mine[name]].array
             if arr.dtype != want:

@@ -108,10 +108,17 @@ class DistributedCompiledProgram:
         outs = [i for i, info in enumerate(infos) if info.direction.value == Direction.OUT.value]
         return infos, outs, []
 
-    def prepare(self, *args: Any, **kwargs: Any) -> Any:
-        """pypto's persistent-worker API: out of scope here."""
-        raise NotImplementedError("DistributedCompiledProgram.prepare (persistent workers) is out of scope for "
-                                  "pldemu's pypto layer")
+    def prepare(self, config: Any = None, *, extra_compiled: Sequence[DistributedCompiledProgram] = (),
+                persistent: bool = False, reset_persistent_windows: bool | None = None,
+                callbacks: dict[str, Any] | None = None, sub_worker_overrides: dict[str, Any] | None = None,
+                startup_timeout_s: float | None = None) -> Any:
+        """A prepared worker (:class:`pldemu.pypto.prepared.DistributedWorker`): one resident job that
+        dispatches this program (and ``extra_compiled``) many times, keeping windows and resident tensors."""
+        from pldemu.pypto.prepared import DistributedWorker
+
+        return DistributedWorker([self, *extra_compiled], config, persistent=persistent,
+                                 reset_persistent_windows=reset_persistent_windows, callbacks=callbacks,
+                                 sub_worker_overrides=sub_worker_overrides, startup_timeout_s=startup_timeout_s)
 
     def __str__(self) -> str:
         return str(self.output_dir)

@@ -1,8 +1,11 @@
-"""``pypto.runtime.distributed_runner``: where a compiled call runs (one pldemu job)."""
+"""``pypto.runtime.distributed_runner``: where a compiled call runs (one pldemu job), and prepared workers
+(:mod:`pldemu.pypto.prepared`)."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from pldemu.pypto.prepared import DistributedRunHandle, DistributedWorker
 
 
 def execute_distributed(compiled: Any, *args: Any) -> Any:
@@ -18,11 +21,4 @@ def execute_distributed(compiled: Any, *args: Any) -> Any:
     return None
 
 
-class DistributedWorker:
-    """pypto's persistent distributed worker: out of scope."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        raise NotImplementedError("DistributedWorker (persistent workers) is out of scope for pldemu's pypto layer")
-
-
-__all__ = ["DistributedWorker", "execute_distributed"]
+__all__ = ["DistributedRunHandle", "DistributedWorker", "execute_distributed"]
