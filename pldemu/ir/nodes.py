@@ -544,6 +544,10 @@ class BufferKind(enum.Enum):
 class BufferDecl:
     var: Var
     kind: BufferKind
+    group: tuple[int, ...] | None = None
+    """A window of a communication sub-domain: the global ranks of its group, in order (group-local rank
+    ``i`` is ``group[i]``). On such a window ``pld.system.get_comm_ctx`` gives the group's rank and size
+    and a ``peer`` operand is group-local. None: the world, every rank in rank order."""
 
 
 @dataclass(frozen=True)

@@ -391,7 +391,12 @@ class _Parser:
         self.expect_op(":", f"after the buffer name '{name_tok.text}'")
         scope = Scope.of({ir.NR.name: ir.NR.type})
         t = self.tensor_type(kind is not ir.BufferKind.LOCAL, scope)
-        return ir.BufferDecl(ir.Var(name_tok.text, t), kind), name_tok
+        group = None
+        if kind is not ir.BufferKind.LOCAL and self.peek().is_name("group"):
+            self.advance()
+            self.expect_op("[", "after 'group'")
+            group = tuple(self.comma_list("]", "in the group's rank list", lambda: self.int_literal("a rank")))
+        return ir.BufferDecl(ir.Var(name_tok.text, t), kind, group), name_tok
 
     def function(self, globals_: dict[str, ir.Type]) -> tuple[ir.Function, Token]:
         self.advance()  # func

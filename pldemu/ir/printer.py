@@ -118,7 +118,8 @@ def format_program(p: ir.Program, note: StmtNote | None = None) -> str:
     lines = [head]
     for b in p.buffers:
         assert isinstance(b.var.type, ir.TensorType)
-        lines.append(f"{INDENT}{b.kind.value} {b.var.name}: {format_buffer_type(b.var.type)}")
+        group = "" if b.group is None else " group [" + ", ".join(map(str, b.group)) + "]"
+        lines.append(f"{INDENT}{b.kind.value} {b.var.name}: {format_buffer_type(b.var.type)}{group}")
     for f in p.functions:
         lines.append("")
         lines.append(format_function(f, 1, note))

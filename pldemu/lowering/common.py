@@ -91,6 +91,9 @@ class LoweringContext:
     """Name of the variable the call is assigned to ("" when evaluated for effect): temporaries' base."""
     backend: Backend = STANDALONE
     """The target whose scratch plans and dtype gates the tile.select rule follows (``LowerCompositeOps.backend``)."""
+    group: tuple[int, ...] | None = None
+    """The comm sub-domain of the call's windows (``BufferDecl.group``): the recipe runs on its ranks, numbered
+    within it (``get_comm_ctx`` gives the group's rank and size), so its shapes are checked at its size."""
 
     def root(self, var: Var) -> frozenset[str]:
         """The buffers ``var`` may denote (itself when it is a buffer or an unknown parameter)."""
@@ -98,8 +101,9 @@ class LoweringContext:
 
     @property
     def nranks(self) -> int | None:
-        """The pinned rank count, or None. Used for validation only, never for geometry."""
-        return self.program.nranks
+        """The pinned rank count (the group's size for a collective over a comm sub-domain), or None. Used
+        for validation only, never for geometry."""
+        return len(self.group) if self.group is not None else self.program.nranks
 
     def error(self, arg: str, expected: str, got: str = "") -> LoweringError:
         return LoweringError(self.op, arg, expected, got, self.where)

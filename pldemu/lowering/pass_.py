@@ -197,6 +197,20 @@ def _alias_source(e: ir.Expr) -> ir.Var | None:
     return None
 
 
+def _call_group(program: ir.Program, roots: Mapping[str, frozenset[str]], call: ir.Call,
+                where: str) -> tuple[int, ...] | None:
+    """The comm sub-domain a collective runs in: the group of its windows, which must all share it (one
+    communicator per call, as pypto's per-domain builtins); None for the world."""
+    decls = {b.var.name: b for b in program.buffers}
+    groups = {decls[r].group for a in call.args if isinstance(a, ir.Var)
+              for r in roots.get(a.name, frozenset({a.name})) if r in decls and decls[r].kind is not ir.BufferKind.LOCAL}
+    if len(groups) > 1:
+        raise LoweringError(call.op, "windows", "of one comm group (one communicator per collective)",
+                            ", ".join("the world" if g is None else "{" + ", ".join(map(str, g)) + "}"
+                                      for g in sorted(groups, key=lambda g: (g is not None, g or ()))), where)
+    return next(iter(groups), None)
+
+
 def _check_signal_conventions(program: ir.Program, roots: Mapping[str, Mapping[str, frozenset[str]]]) -> None:
     """Reject a buffer used as a mesh signal ([NR, 1]) and as a ring signal ([2*(NR-1), NR]).
 
@@ -363,7 +377,7 @@ class _FunctionLowering:
         where = self.where(s)
         target = s.var.name if isinstance(s, ir.Assign) else ""
         ctx = LoweringContext(self.program, call.op, where, self.roots, self.options.variant, target,
-                              self.options.backend)
+                              self.options.backend, _call_group(self.program, self.roots, call, where))
         rule = RULES[call.op]
         origin = getattr(s, "origin", None)
         # Every statement of the recipe points at the user's line of the composite it came from.

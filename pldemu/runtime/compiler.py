@@ -39,6 +39,7 @@ from pldemu.ir.nodes import BinOpKind, FoldError, NotStatic, evaluate, fold_bino
 from pldemu.ir.printer import format_function
 from pldemu.ir.walk import expr_calls, stmt_bodies, walk_stmts
 from pldemu.runtime.errors import ProgramError, locate
+from pldemu.runtime.groups import peer_mapper
 from pldemu.runtime.machine import Machine
 from pldemu.runtime.monitor import Monitor
 from pldemu.runtime.ops import BINDINGS, HANDLERS, SIGNAL_OPS, Binding, decode_attrs
@@ -195,6 +196,7 @@ class FunctionCompiler:
         self._in_frame = False
         self._numeric = False
         self._buffers = {b.name: b for b in machine.buffers}
+        self._grouped = any(b.group is not None for b in machine.buffers)
         self._rebound: frozenset[str] = frozenset()
 
     # -- entry -----------------------------------------------------------------------------------
@@ -438,12 +440,16 @@ class FunctionCompiler:
         observed = bool(monitors) or self.listeners is not None
         # Listeners, monitors and overriding handlers may compute on numpy data whatever the op.
         self._numeric |= observed or op not in SIGNAL_OPS or handler is not HANDLERS[op]
-        binding = BINDINGS.get(op) if not observed and handler is HANDLERS[op] else None
+        # A program with comm sub-domains: a peer operand may be group-local (pldemu.runtime.groups).
+        mapper = peer_mapper(op) if self._grouped else None
+        binding = BINDINGS.get(op) if not observed and handler is HANDLERS[op] and mapper is None else None
         if binding is not None:
             bound = self._bound_call(binding, call, site, loc, indent)
             if bound is not None:
                 return bound
         args = _tuple(self._operands(call.args, loc, indent))
+        if mapper is not None:
+            args = f"{self._bind('_g', mapper)}({args})"
         if observed:
             run = _observed(self.m, site, handler, self.listeners or (), monitors)
             return f"{self._bind('_c', run)}({args})"

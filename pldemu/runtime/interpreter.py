@@ -505,7 +505,8 @@ def _plan_buffers(program: Program, nranks: int) -> list[Buffer]:
         if t.strides is not None and t.strides != _packed_strides(shape):
             raise ProgramError(f"buffer {name}: strided buffers (strides {list(t.strides)}) cannot be "
                                f"executed; the runtime holds every buffer packed row-major")
-        out.append(Buffer(i, name, decl.kind, t.dtype, shape, valid, np.empty(0, t.dtype.np)))
+        out.append(Buffer(i, name, decl.kind, t.dtype, shape, valid, np.empty(0, t.dtype.np),
+                          group=_check_group(name, decl.group, nranks)))
     return out
 
 
@@ -520,7 +521,13 @@ def _as_run(program: Program, options: RuntimeOptions) -> Program:
 
 
 def _layout(b: Buffer) -> tuple[Any, ...]:
-    return (b.name, b.kind, b.dtype, b.shape, b.valid)
+    return (b.name, b.kind, b.dtype, b.shape, b.valid, b.group)
+
+
+def _check_group(name: str, group: tuple[int, ...] | None, nranks: int) -> tuple[int, ...] | None:
+    if group is not None and (not group or len(set(group)) != len(group) or not all(0 <= r < nranks for r in group)):
+        raise ProgramError(f"buffer {name}: group {list(group)} must be distinct ranks of the {nranks}")
+    return group
 
 
 def _static_dims(name: str, what: str, dims: tuple[Expr, ...], nranks: int) -> tuple[int, ...]:

@@ -91,7 +91,8 @@ class Machine:
                 except WindowError:  # best effort: the record's observed value stands in
                     live = None
             posters, setters = self.writers(st.buffer, st.rank, st.cell) if self.writers is not None else (None, 0)
-            targets[st.rank] = WaitTarget(buf.name, unravel(st.cell, buf.shape), buf.shape, live, posters, setters)
+            targets[st.rank] = WaitTarget(buf.name, unravel(st.cell, buf.shape), buf.shape, live, posters, setters,
+                                          buf.group)
         report, primary = format_report(self.rank, statuses, self.site_text, targets, self.timeout, self.hosts)
         t = targets.get(self.rank)
         cell = t.cell_text() if t is not None else f"cell {err.cell}"

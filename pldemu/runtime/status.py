@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pldemu.ir import WaitCmp
+from pldemu.runtime.groups import rank_text
 from pldemu.windows import Window
 
 FIELDS = ("state", "run", "site", "buffer", "cell", "expected", "cmp", "observed", "since_ms",
@@ -171,7 +172,10 @@ def awaited_rank(target: WaitTarget, owner: int, nranks: int) -> int | None:
     """The rank blocked rank ``owner`` waits for on ``target``: the one rank other than itself that has
     ever posted to the cell (the invariant checker's posters shadow), else the rank the layout names
     (:func:`source_rank`) when it is among the posters or none are known; None when neither says."""
-    layout = source_rank(target.shape, target.index, nranks)
+    group = target.group
+    layout = source_rank(target.shape, target.index, nranks if group is None else len(group))
+    if group is not None and layout is not None:
+        layout = group[layout] if 0 <= layout < len(group) else None
     if not target.posters:
         return layout
     others = [r for r in target.posters if r != owner] or list(target.posters)
@@ -192,9 +196,15 @@ class WaitTarget:
     """Every rank that has ever notified the cell (``()``: none has); None when not known."""
     setters: int = 0
     """How many ranks have written the cell with ``Set`` (known with the invariant checker only)."""
+    group: tuple[int, ...] | None = None
+    """The buffer's comm sub-domain (``Buffer.group``): its cells are laid out by group-local rank."""
 
     def cell_text(self) -> str:
         return f"{self.name}[{', '.join(map(str, self.index))}]"
+
+    def rank_text(self, rank: int) -> str:
+        """``rank 2``, or ``peer 1 of group {1, 2} = rank 2`` on a window of a comm sub-domain."""
+        return rank_text(rank, self.group)
 
 
 _STATE_NOTES = {
@@ -243,7 +253,7 @@ def format_report(
             text += " -> satisfied: this rank is stalled or descheduled, not missing a credit"
         elif src is not None and 0 <= src < nranks:
             edges[st.rank] = src
-            text += f" -> waits for rank {src}"
+            text += f" -> waits for {t.rank_text(src) if t is not None else f'rank {src}'}"
         lines.append(text)
     lines.append("summary:")
     lines.extend(_summary(statuses, edges, targets))
@@ -302,7 +312,9 @@ def _summary(statuses: Sequence[RankStatus], edges: dict[int, int], targets: dic
             peer = by_rank[target]
             for r in direct:
                 st = by_rank[r]
-                out.append(f"  missing credit: rank {r} waits for rank {target} on {_cell(st, targets.get(r))} "
+                t = targets.get(r)
+                out.append(f"  missing credit: rank {r} waits for {t.rank_text(target) if t else f'rank {target}'} "
+                           f"on {_cell(st, t)} "
                            f"{'==' if st.cmp == CMP_EQ else '>='} {st.expected}, but rank {target} is "
                            f"{peer.state.name} (run {peer.run}): it {_STATE_NOTES.get(peer.state, '')}")
             if others:

@@ -36,6 +36,8 @@ class Buffer:
     valid: Shape | None
     array: np.ndarray
     window: Window | None = None
+    group: tuple[int, ...] | None = None
+    """The global ranks of the window's comm sub-domain (``BufferDecl.group``); None: every rank."""
 
     @property
     def numel(self) -> int:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import math
 from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -42,7 +43,7 @@ from pldemu.pypto.translate.evaluator import Evaluator
 from pldemu.pypto.translate.level import Carry, Emit
 from pldemu.pypto.translate.ops import DEVICE_OPS, is_ir
 from pldemu.pypto.translate.regions import is_tensor, load_region, store_region, subscript_region
-from pldemu.pypto.types import BakedFloat, BakedInt, DslOp, ScalarAnn, SymInt, TensorAnn
+from pldemu.pypto.types import BakedFloat, BakedInt, DslOp, ScalarAnn, SymInt, TensorAnn, dim_expr, dim_value
 
 _IR_CMP = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge"}
 
@@ -495,6 +496,7 @@ def inline(emit: Emit, fn: CapturedFunction, args: list[Any], kwargs: dict[str, 
     if missing:
         raise emit.prog.error(f"self.{fn.name}: missing argument(s) {', '.join(missing)}", node)
     for p, v in bound.items():
+        v = bound[p] = window_view(emit, fn.annotations.get(p), v)
         check_argument(emit.prog, fn, p, v, node)
         literal = bool(emit.prog.jit_names) and not dispatched and isinstance(v, (int, float))
         bound[p] = v if literal else _device_scalar(fn.annotations.get(p), v)
@@ -517,6 +519,24 @@ def _device_scalar(ann: Any, value: Any) -> Any:
     return Const(float(value) if dtype.is_float else int(value), dtype)
 
 
+def window_view(emit: Emit, ann: Any, value: Any) -> Any:
+    """A window passed to a ``pld.DistributedTensor`` parameter of another rank with the same element count
+    (pypto's ``pld.window(buf, [SIZE])`` into ``[1, SIZE]``): a ``tensor.view`` of the same cells with the
+    parameter's shape, as the callee sees it in pypto (it reads the window through its own declared
+    shape); anything else unchanged, for ``check_argument`` to judge."""
+    t = getattr(value, "type", None)
+    if (not isinstance(ann, TensorAnn) or not ann.distributed or ann.dims is None or not isinstance(t, TensorType)
+            or not t.window or len(ann.dims) == len(t.shape) or not isinstance(value, Var)):
+        return value
+    dims = [dim_value(d, emit.dims) for d in ann.dims]
+    have = [eval_nr(d, emit.nranks) for d in t.shape]
+    if None in have or math.prod(int(d) for d in dims) != math.prod(int(h) for h in have if h is not None):
+        return value
+    view = emit.fb.pld.tensor.view(value, [dim_expr(d) for d in dims])
+    emit.views[view.name] = emit.views.get(value.name, value.name)
+    return view
+
+
 def check_argument(prog: CapturedProgram, fn: CapturedFunction, param: str, value: Any, node: ast.AST) -> None:
     """The argument matches the parameter's annotation kind and dtype."""
     ann = fn.annotations.get(param)
@@ -534,8 +554,9 @@ def check_argument(prog: CapturedProgram, fn: CapturedFunction, param: str, valu
             raise prog.error(f"self.{fn.name}: {param} is a pld.DistributedTensor; pass a window "
                              "(pld.window of an alloc_window_buffer), not a host tensor", node)
         if ann.dims is not None and len(ann.dims) != len(t.shape):
+            same = " (a window of another rank is accepted where its element count is the parameter's)"
             raise prog.error(f"self.{fn.name}: {param} has {len(ann.dims)} dims, the argument "
-                             f"{len(t.shape)}", node)
+                             f"{len(t.shape)}{same if ann.distributed else ''}", node)
     elif isinstance(ann, ScalarAnn) and not (is_ir(value) or isinstance(value, (int, float))):
         raise prog.error(f"self.{fn.name}: {param} is a pl.Scalar, got {value!r}", node)
     elif ann is None and param in fn.params and not prog.jit_names:  # pl.jit: typed by its argument

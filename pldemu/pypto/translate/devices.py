@@ -28,6 +28,8 @@ class HostLoop:
 
     var: str
     problem: str | None
+    devices: frozenset[int] | None = None
+    """The devices ``device=var`` covers (``translate.groups.loop_devices``); None for every device."""
 
 
 def constant(value: Any) -> bool:

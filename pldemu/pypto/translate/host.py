@@ -23,11 +23,13 @@ from pldemu.pypto.capture import CapturedFunction, CapturedProgram
 from pldemu.pypto.translate.devices import (
     PYPTO_REFUSES,
     HostLoop,
+    constant,
     device_problem,
     loop_problem,
     window_without_device,
 )
 from pldemu.pypto.translate.evaluator import Evaluator, bind_call
+from pldemu.pypto.translate.groups import loop_devices
 from pldemu.pypto.translate.ops import COLLECTIVE_PARAMS, lane_count
 from pldemu.pypto.translate.returns import dispatch_result
 from pldemu.pypto.translate.values import (
@@ -114,7 +116,8 @@ class HostProjection(Evaluator):
             raise self.error("a HOST loop is `for r in pl.range(...)` over ints", s)
         if s.orelse:
             raise self.error("for ... else is not supported", s)
-        self._loops.append(HostLoop(s.target.id, loop_problem(bounds if bounds is not None else [None], self.world)))
+        self._loops.append(HostLoop(s.target.id, loop_problem(bounds if bounds is not None else [None], self.world),
+                                    loop_devices(bounds, self.world) if bounds is not None else None))
         try:
             for i in it:
                 self.env[s.target.id] = i
@@ -135,15 +138,16 @@ class HostProjection(Evaluator):
         return bounds
 
     def device_of(self, node: ast.Call, fn: CapturedFunction, args: tuple[Any, ...],
-                  kwargs: list[tuple[str, Any]]) -> int:
+                  kwargs: list[tuple[str, Any]]) -> tuple[int, frozenset[int] | None]:
         """The device ``self.f(...)`` runs on: its ``device=`` in a form pypto accepts, else the next device
-        round-robin (pypto's runtime deals comm-less dispatches so), unless it passes a window."""
+        round-robin (pypto's runtime deals comm-less dispatches so), unless it passes a window; and the
+        devices that ``device=`` covers (``translate.groups``)."""
         kw = next((k for k in node.keywords if k.arg == "device"), None)
         if kw is None:
             if any(isinstance(v, HostView) for v in _flat([*args, *(v for _, v in kwargs)])):
                 raise self.error(window_without_device(fn.name), node)
             self._commless += 1
-            return (self._commless - 1) % self.nranks
+            return (self._commless - 1) % self.nranks, None
         device = self.eval(kw.value)
         is_name = isinstance(kw.value, ast.Name)
         names = {n.id for n in ast.walk(kw.value) if isinstance(n, ast.Name)}
@@ -152,7 +156,7 @@ class HostProjection(Evaluator):
         problem = device_problem(is_name, loop, device, varying)
         if problem is not None:
             raise self.error(f"device={ast.unparse(kw.value)}: {problem}{PYPTO_REFUSES}", kw.value)
-        return device
+        return device, (loop.devices if loop is not None else frozenset({device}) if constant(device) else None)
 
     def call_self(self, node: ast.Call, name: str) -> Any:
         """``self.f(..., device=d)``: a dispatch, which this rank runs when ``d`` is its rank; its value is
@@ -160,13 +164,13 @@ class HostProjection(Evaluator):
         fn = self.callee_function(node, name)
         kwargs = [(kw.arg, self.eval(kw.value)) for kw in node.keywords if kw.arg not in ("device", None)]
         args = tuple(self.eval(a) for a in node.args)
-        device = self.device_of(node, fn, args, kwargs)
+        device, covers = self.device_of(node, fn, args, kwargs)
         if isinstance(device, bool) or not isinstance(device, int):
             raise self.error(f"device= must evaluate to an int at HOST level, got {device!r}", node)
         if not 0 <= device < self.nranks:
             raise self.error(f"device={device} is outside the {self.nranks} devices of the job", node)
         if device == self.rank:
-            self.events.append(Dispatch(name, args, tuple(kwargs), node.lineno))
+            self.events.append(Dispatch(name, args, tuple(kwargs), node.lineno, covers))
         return dispatch_result(self.prog, fn, {**dict(zip(fn.params, args, strict=False)), **dict(kwargs)},
                                node.lineno)
 

@@ -28,6 +28,9 @@ class Emit:
     dims: Mapping[str, int]
     scratch: dict[str, tuple[Var, tuple[int, ...]]] = dataclasses.field(default_factory=dict)
     """LOCAL buffers the translation adds, by the buffer they stand for: (var, numeric shape at this rank count)."""
+    views: dict[str, str] = dataclasses.field(default_factory=dict)
+    """A window's ``tensor.view`` made to pass it to a parameter of another rank (``device.window_view``) ->
+    the window's buffer: a signal used through the view is that buffer's."""
     truncating: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
     """(origin ``file:line``, the ``tdiv`` / ``trem`` as printed) -> the user's text of that ``//`` / ``%``:
     how a run's truncation findings (``Truncation.origin``, ``.expr``) name the user's expression."""

@@ -23,6 +23,7 @@ from pldemu.pypto.capture import CapturedFunction, CapturedProgram
 from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.translate.device import DeviceTranslator, Emit, inline
 from pldemu.pypto.translate.devices import uncovered
+from pldemu.pypto.translate.groups import collective_devices, window_groups
 from pldemu.pypto.translate.ops import COLLECTIVE_PARAMS, collective
 from pldemu.pypto.translate.values import (
     Alloc,
@@ -146,7 +147,8 @@ def build(prog: CapturedProgram, events: list[list[Event]], dims: Mapping[str, i
     ``resident`` hold tensors that stay on the devices (a prepared worker's): they get no input array."""
     nranks = len(events)
     plan = _Plan(prog, nranks, slices=[{} for _ in range(nranks)])
-    bound = [[_bind_event(plan, d, ev) for ev in evs] for d, evs in enumerate(events)]
+    groups = window_groups(events)
+    bound = [[_bind_event(plan, d, ev) for ev in evs if _runs_on(ev, d, groups)] for d, evs in enumerate(events)]
     names = [v.name for v in plan.windows.values()] + list(plan.locals_)
     fb = FunctionBuilder("main", used_names=[*names, NR.name])
     emit = Emit(prog, fb, nranks, set(), dims)
@@ -154,16 +156,18 @@ def build(prog: CapturedProgram, events: list[list[Event]], dims: Mapping[str, i
     fb.origin = SourcePos(host_fn.file, host_fn.node.lineno)
     me: Var | None = None
     if nranks > 1:
-        if not plan.windows:
-            # Devices that share no window still need their rank to pick their dispatches.
+        world = [v for a, v in plan.windows.items() if a not in groups]
+        if not world:
+            # Devices that share no world window still need their global rank to pick their dispatches.
             ctx_window = Alloc(fb.fresh("device_ctx"), 4, host_fn.node.lineno)
-            plan.window(HostView(ctx_window, (1, 1), INT32, host_fn.node.lineno))
-        me = fb.pld.system.rank(fb.pld.system.get_comm_ctx(next(iter(plan.windows.values()))), hint="device")
+            world = [plan.window(HostView(ctx_window, (1, 1), INT32, host_fn.node.lineno))]
+        me = fb.pld.system.rank(fb.pld.system.get_comm_ctx(world[0]), hint="device")
     _emit_ranks(emit, host_fn, bound, me, 0)
     idle = next((d for d, evs in enumerate(events) if not evs), None)
     if idle is not None:  # after the translation: a mistake at a line of its own is reported first
         raise FrontendError(uncovered(idle, nranks), prog.file, host_fn.node.lineno)
-    decls = [BufferDecl(v, _kind(plan, v, emit.signals)) for v in plan.windows.values()]
+    signals = {emit.views.get(s, s) for s in emit.signals}
+    decls = [BufferDecl(v, _kind(plan, v, signals), groups.get(a)) for a, v in plan.windows.items()]
     decls += [BufferDecl(v, BufferKind.LOCAL) for v in plan.locals_.values()]
     decls += [BufferDecl(v, BufferKind.LOCAL) for v, _ in emit.scratch.values()]
     program = Program(prog.name, tuple(decls), (fb.build(),), "main", nranks)
@@ -177,6 +181,14 @@ def build(prog: CapturedProgram, events: list[list[Event]], dims: Mapping[str, i
     hosts = tuple(ev for ev in events[0] if isinstance(ev, HostCollective))
     sources = tuple({name: key for key, name in plan.slices[d].items()} for d in range(nranks))
     return Built(program, inputs, writebacks, hosts, dict(emit.truncating), sources)
+
+
+def _runs_on(ev: Event, rank: int, groups: Mapping[Alloc, tuple[int, ...]]) -> bool:
+    """A dispatch runs where the projection put it; a host collective on the devices of its comm domain."""
+    if isinstance(ev, Dispatch):
+        return True
+    devices = collective_devices(ev, groups)
+    return devices is None or rank in devices
 
 
 def _bind_event(plan: _Plan, rank: int, ev: Event) -> Event:

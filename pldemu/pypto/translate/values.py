@@ -61,6 +61,9 @@ class Dispatch:
     args: tuple[Any, ...]
     kwargs: tuple[tuple[str, Any], ...]
     line: int
+    devices: frozenset[int] | None = None
+    """pypto's device descriptor of the dispatch (``translate.groups``): the devices its ``device=`` covers,
+    None for every device."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -51,6 +51,7 @@ from pldemu import windows
 from pldemu.ir import BufferKind, NotifyOp, Op
 from pldemu.mpi import BoundedComm
 from pldemu.runtime.errors import Cause
+from pldemu.runtime.groups import rank_text
 from pldemu.runtime.machine import Handler, Machine
 from pldemu.runtime.monitor import MonitorBase
 from pldemu.runtime.sites import CallSite
@@ -93,6 +94,8 @@ class Violation:
     call: int
     """1-based call number on the observing rank (0: not known)."""
     detail: str = ""
+    group: tuple[int, ...] | None = None
+    """The buffer's comm sub-domain (``Buffer.group``): the target is then also named by its group-local peer."""
 
     @property
     def iteration(self) -> int:
@@ -100,7 +103,7 @@ class Violation:
         return self.call - 1
 
     def describe(self) -> str:
-        cell = f"{self.buffer}[{', '.join(map(str, self.cell))}] of rank {self.target}"
+        cell = f"{self.buffer}[{', '.join(map(str, self.cell))}] of {rank_text(self.target, self.group)}"
         text = {
             NEGATIVE: f"signal cell {cell} went negative ({self.value})",
             MIXED: f"signal cell {cell} written by both Set and AtomicAdd",
@@ -155,7 +158,7 @@ class InvariantChecker(MonitorBase):
     def _value(self, buf: Buffer, target: int, cell: int, value: int, site: CallSite, detail: str = "") -> None:
         if value < 0:
             self.record(Violation(NEGATIVE, self.rank, buf.name, unravel(cell, buf.shape), target, value,
-                                  site.where, self.run, detail), site.id, cell)
+                                  site.where, self.run, detail, buf.group), site.id, cell)
 
     def attach(self, ws: windows.WindowSet) -> None:
         """Collectively allocate the writer-kind shadow of every signal buffer (after the buffers)."""
@@ -219,7 +222,8 @@ class InvariantChecker(MonitorBase):
         if other:
             mine, theirs = ("Set", "AtomicAdd") if kind == _SET else ("AtomicAdd", "Set")
             self.record(Violation(MIXED, self.rank, buf.name, unravel(cell, buf.shape), target, 0, site.where,
-                                  self.run, f"{mine} here, after {other} rank(s) wrote it by {theirs}"), site.id, cell)
+                                  self.run, f"{mine} here, after {other} rank(s) wrote it by {theirs}", buf.group),
+                        site.id, cell)
 
     def known_causes(self, statuses: Sequence[RankStatus], where: Callable[[int], str]) -> tuple[Cause, ...]:
         """The first invariant violation every rank has published on the status board (``statuses``, read
@@ -234,7 +238,7 @@ class InvariantChecker(MonitorBase):
                 continue
             buf = self._buffers[buffer]
             v = Violation(INVARIANT_KINDS[kind], st.rank, buf.name, unravel(max(flat, 0), buf.shape), target, value,
-                          where(site) if site >= 0 else "(at rest)", call)
+                          where(site) if site >= 0 else "(at rest)", call, group=buf.group)
             more = f" (and {st.broken - 1} more on rank {st.rank})" if st.broken > 1 else ""
             out.append(Cause("invariant", v.iteration, v.describe() + more))
         return tuple(out)
@@ -251,7 +255,7 @@ class InvariantChecker(MonitorBase):
                     v = int(counts[cell])
                     out.append(Violation(MIXED, self.rank, buf.name, unravel(int(cell), buf.shape), r, 0,
                                          "(read from the cell's shadow)", self.run,
-                                         f"{v & 0xFFFF} rank(s) Set it, {v >> 16} added to it"))
+                                         f"{v & 0xFFFF} rank(s) Set it, {v >> 16} added to it", buf.group))
         return out
 
     # -- handlers ----------------------------------------------------------------------------------

@@ -92,6 +92,7 @@ from mpi4py import MPI
 from pldemu.ir import BufferKind, NotifyOp, Op, WaitCmp
 from pldemu.mpi import CHECKPOINT_POLICY, BoundedComm
 from pldemu.runtime.errors import Cause
+from pldemu.runtime.groups import rank_text
 from pldemu.runtime.instrument.intervals import MERGE_AT, Interval, merge_intervals, overlap, region_intervals
 from pldemu.runtime.instrument.race_clocks import ACQ, JOIN, REL, SyncEvent, replay
 from pldemu.runtime.instrument.race_fenced import INF_EPOCH, FenceLedger, Pending, fence_notes, merge_notes
@@ -194,6 +195,8 @@ class RaceReport:
     """The sites a fenced-mode report names besides the two accesses: missing fence, the release the
     write was pending at and "cached" if it was still in the data cache; missing cacheinvalid, the
     access that filled the line and the wait after that fill."""
+    group: tuple[int, ...] | None = None
+    """The buffer's comm sub-domain (``Buffer.group``): the target is then also named by its group-local peer."""
 
     def region_text(self) -> str:
         """``target[0, 16:32]``-style text of the first overlapping interval (flat if not a box row)."""
@@ -211,13 +214,13 @@ class RaceReport:
         why = (f"no notify by rank {self.first.rank} and no barrier between them, so nothing completes the "
                f"put before the read (it may overtake the put; under --visibility deferred it reads the old "
                f"value)" if self.same_origin else "neither happens before the other")
-        return (f"race on {self.region_text()} of rank {self.target} ({self.overlap} elements){more}: "
+        return (f"race on {self.region_text()} of {rank_text(self.target, self.group)} ({self.overlap} elements){more}: "
                 f"{self.first.describe()} || {self.second.describe()}: {why}")
 
 
     def _explained(self, more: str) -> str:
         a, b = self.first, self.second
-        head = f"{self.reason} on {self.region_text()} of rank {self.target} ({self.overlap} elements){more}: "
+        head = f"{self.reason} on {self.region_text()} of {rank_text(self.target, self.group)} ({self.overlap} elements){more}: "
         if self.reason == LOST_UPDATE:
             return (head + f"{a.describe()} || {b.describe()}: two Set notifies into one signal cell that nothing "
                     "orders; whichever lands second wipes the other (a lost update on the device too, simpler#253; "
@@ -647,7 +650,7 @@ class RaceDetector(MonitorBase):
                 buf.name, buf.shape, self.rank, flat, flat + 1, 1,
                 RaceAccess(self.rank, WRITE, self._where(w_site), w_run, w_t),
                 RaceAccess(self.rank, READ, self._where(site.id), self._run, self._clock()),
-                reason=MISSING_INVALIDATE, via=(self._where(filler) if filler >= 0 else "", ""))
+                reason=MISSING_INVALIDATE, via=(self._where(filler) if filler >= 0 else "", ""), group=buf.group)
 
     def _signal_line(self, site: CallSite, buf: int, cell: int) -> None:
         """A scalar read of a signal cell goes through the data cache on the device (only TWAIT cleans
@@ -989,7 +992,7 @@ def lost_updates(sync: Sequence[tuple[Sequence[SyncEvent], Sequence[tuple[int, i
                         found[key] = replace(old, count=old.count + 1) if old is not None else RaceReport(
                             buf.name, buf.shape, target, cell, cell + 1, 1,
                             RaceAccess(p, SET, where(a[1]), a[2], a[3]),
-                            RaceAccess(q, SET, where(c[1]), c[2], c[3]), reason=LOST_UPDATE)
+                            RaceAccess(q, SET, where(c[1]), c[2], c[3]), reason=LOST_UPDATE, group=buf.group)
     return list(found.values())[:MAX_REPORTS]
 
 
@@ -1022,7 +1025,8 @@ def stale_signal_reads(sync: Sequence[tuple[Sequence[SyncEvent], Sequence[tuple[
                 found[key] = replace(old, count=old.count + 1) if old is not None else RaceReport(
                     buf.name, buf.shape, r, cell, cell + 1, 1,
                     RaceAccess(w, SET if is_set else ATOMIC, where(rel_site), rel_run, rel_t),
-                    RaceAccess(r, READ, where(site), run, t), reason=MISSING_INVALIDATE, via=(where(fill_site), wait))
+                    RaceAccess(r, READ, where(site), run, t), reason=MISSING_INVALIDATE, via=(where(fill_site), wait),
+                    group=buf.group)
     return list(found.values())[:MAX_REPORTS]
 
 
@@ -1115,7 +1119,7 @@ def _add(found: dict[tuple[Any, ...], RaceReport], buf: Buffer, target: int, key
         buf.name, buf.shape, target, common[0], common[1], common[2],
         RaceAccess(first[0], first[2], first[5], first[6], first[7]),
         RaceAccess(second[0], second[2], second[5], second[6], second[7]),
-        reason=why[0] if why else "", via=tuple(why[1:]),
+        reason=why[0] if why else "", via=tuple(why[1:]), group=buf.group,
     )
 
 

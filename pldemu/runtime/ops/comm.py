@@ -15,6 +15,7 @@ from typing import Any
 
 from pldemu import windows
 from pldemu.ir import Op
+from pldemu.runtime.groups import group_ctx
 from pldemu.runtime.machine import Handler, Machine
 from pldemu.runtime.sites import CallSite
 from pldemu.runtime.transfer import plan_get, plan_put, remote_load_extent, window_of
@@ -171,7 +172,8 @@ def _marker(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
 
 
 def _get_comm_ctx(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Any:
-    return m.ctx
+    group = args[0].buffer.group
+    return m.ctx if group is None else group_ctx(group, m.rank, m.ctx)
 
 
 def _rank(m: Machine, site: CallSite, args: tuple[Any, ...]) -> int:
