@@ -95,8 +95,9 @@ class Resident:
     def dispatch(self, req: Mapping[str, Any]) -> dict[str, Any]:
         prog = self._program(req["key"], _load_program(Path(req["program"])))
         ctx, inst = prog.ctx, prog.inst
+        before: dict[str, list[str]] = {}
         if prog.calls and req["windows"] != "keep":
-            self._clear_windows(prog, fresh=req["windows"] == "fresh")
+            before = self._clear_windows(prog, req["index"], fresh=req["windows"] == "fresh")
         arrays = _load_arrays(Path(req["inputs"]), self.me, inst)
         arrays.update({name: self.tensors[tid] for name, tid in req["resident_in"].get(str(self.me), {}).items()})
         if arrays:
@@ -104,7 +105,8 @@ class Resident:
         seconds = self._call(prog, req["index"])
         verdict = self._judge(prog, req["index"]) if req["blocking"] else {}
         self._outputs(prog, req)
-        return {"seconds": seconds, "call": prog.calls, **verdict, "truncations": self._new_truncations(prog)}
+        found = {key: before.get(key, []) + verdict.get(key, []) for key in ("races", "invariants")}
+        return {"seconds": seconds, "call": prog.calls, **found, "truncations": self._new_truncations(prog)}
 
     def check(self, req: Mapping[str, Any]) -> dict[str, Any]:
         found: dict[str, list[str]] = {"races": [], "invariants": []}
@@ -167,18 +169,20 @@ class Resident:
             prog = self.programs[key] = _Program(program, inst, ctx, stale)
         return prog
 
-    def _clear_windows(self, prog: _Program, fresh: bool) -> None:
+    def _clear_windows(self, prog: _Program, index: int, fresh: bool) -> dict[str, list[str]]:
         """Zero the windows and signals before the next call, as the host does before it starts the call on
-        any chip: every rank zeroes its own, and none starts the call before all have (a fence). ``fresh``:
-        new windows, which no rank can still be using from the previous call (a fence first); else a peer
-        still in the previous call races with the zeroing, and the race detector says so."""
+        any chip: every rank zeroes its own, and none starts the call before all have (the barrier of a
+        checkpoint, whose verdict on what came before is returned: the checkers' epoch then starts from the
+        zeroed cells). ``fresh``: new windows, which no rank can still be using from the previous call (a
+        fence first); else a peer still in the previous call races with the zeroing, and the race detector
+        says so."""
         from pldemu.ir import BufferKind
 
         names = [d.var.name for d in prog.inst.program.buffers if d.kind is not BufferKind.LOCAL]
         if fresh:
             prog.ctx.fence("the barrier before fresh windows")
         prog.ctx.write_own({n: np.zeros_like(prog.inst.local(n)) for n in names}, "the windows' reset")
-        prog.ctx.fence("the barrier after the windows' reset")
+        return self._judge(prog, index, "the barrier after the windows' reset")
 
     def _call(self, prog: _Program, index: int) -> float:
         """One call of the entry function; a failure ends the job as ``pldemu run`` ends it."""
@@ -199,10 +203,11 @@ class Resident:
             injob.abort_with(self.comm, f"internal error: {type(err).__name__}: {err}\n{trace}", head=HEAD,
                              key=f"internal error: {type(err).__name__}: {err}")
 
-    def _judge(self, prog: _Program, index: int) -> dict[str, list[str]]:
-        """The fence that ends a blocking dispatch, then the checkers' checkpoint (collective): races,
-        invariant violations and waits that what an earlier call left satisfied (every rank's)."""
-        prog.ctx.block_barrier(f"the barrier that ends dispatch {index}")
+    def _judge(self, prog: _Program, index: int, what: str = "") -> dict[str, list[str]]:
+        """A barrier (by default the one that ends a blocking dispatch), then the checkers' checkpoint
+        (collective): races, invariant violations and waits that what an earlier call left satisfied (every
+        rank's)."""
+        prog.ctx.block_barrier(what or f"the barrier that ends dispatch {index}")
         violations, races = prog.ctx.checkpoint()
         prog.stale.at_rest(prog.inst.buffers())
         stale = [line for part in self.comm.allgather(prog.stale.take()) for line in part]
