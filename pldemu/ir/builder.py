@@ -440,6 +440,10 @@ class TileNS(_Namespace):
     def minimums(self, tile: ir.Var, scalar: ir.ExprLike, hint: str = "acc") -> ir.Var:
         return self._var(Op.TILE_MINIMUMS, [tile, ir.as_expr(scalar)], {}, hint)
 
+    def reshape(self, tile: ir.Var, shape: Sequence[int], hint: str | None = None) -> ir.Var:
+        """tile.reshape: the same elements in another shape (zero copy)."""
+        return self._var(Op.TILE_RESHAPE, [tile, as_list(shape)], {}, hint or tile.name)
+
     def transpose(self, tile: ir.Var, axis1: int, axis2: int, hint: str | None = None) -> ir.Var:
         """tile.transpose: a copy with two axes swapped."""
         return self._var(Op.TILE_TRANSPOSE, [tile, ir.as_expr(axis1), ir.as_expr(axis2)], {}, hint or tile.name)

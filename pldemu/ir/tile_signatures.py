@@ -9,6 +9,7 @@ Imported by ``signatures`` after its base classes exist, so it may use them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -441,6 +442,35 @@ def deduce_matmul_acc(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue
     return acc
 
 
+def reshaped_valid(shape: tuple[int, ...], valid: tuple[Expr, ...], new: tuple[int, ...]) -> tuple[Expr, ...] | None:
+    """The valid box of a reshape (pypto maps it through the reshape): fully valid stays so; a partial box
+    survives a reshape that only adds or drops unit axes. None: no box of ``new`` describes it."""
+    if tuple(static_int(v) for v in valid) == shape:
+        return tuple(Const(d) for d in new)
+    if tuple(d for d in shape if d != 1) != tuple(d for d in new if d != 1):
+        return None
+    if any(static_int(v) != 1 for v, d in zip(valid, shape, strict=True) if d == 1):
+        return None
+    kept = iter([v for v, d in zip(valid, shape, strict=True) if d != 1])
+    return tuple(next(kept) if d != 1 else Const(1) for d in new)
+
+
+def deduce_reshape(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+    """tile.reshape(tile, [shape]): a zero-copy view with the same element count; the valid box mapped through
+    (refused where no box of the new shape describes it, as pypto refuses)."""
+    t = _tile(args[0])
+    assert isinstance(args[1], ListExpr)
+    shape = tuple(static_int(i) or 0 for i in args[1].items)
+    if any(d <= 0 for d in shape) or math.prod(shape) != math.prod(t.shape):
+        raise IRTypeError(op, "shape", f"positive extents of {math.prod(t.shape)} elements (the tile's)",
+                          str(list(shape)))
+    valid = reshaped_valid(t.shape, valid_of(t), shape)
+    if valid is None:
+        raise TileTypeError(op, "tile", f"cannot carry the valid box {_valid_text(t)} of {_dims(t)} into "
+                            f"{list(shape)}: no box of the new shape describes it (fillpad the tile first)")
+    return TileType(t.dtype, shape, _canonical_valid(shape, valid), t.memory, t.layout)
+
+
 TL, S, L, SL, TS = Kind.TILE, Kind.SCALAR, Kind.LIST, Kind.STATIC_LIST, Kind.TILE_OR_SCALAR
 _CMP = AttrSpec("cmp_type", CmpType, None)
 
@@ -469,6 +499,7 @@ TILE_SIGNATURES: Mapping[Op, Signature] = {
         Op.TILE_ROW_EXPAND_DIV, Op.TILE_ROW_EXPAND_MAX, Op.TILE_ROW_EXPAND_MIN, Op.TILE_ROW_EXPAND_EXPDIF,
         Op.TILE_COL_EXPAND, Op.TILE_COL_EXPAND_ADD, Op.TILE_COL_EXPAND_SUB, Op.TILE_COL_EXPAND_MUL,
         Op.TILE_COL_EXPAND_DIV, Op.TILE_COL_EXPAND_MAX, Op.TILE_COL_EXPAND_MIN, Op.TILE_COL_EXPAND_EXPDIF)},
+    Op.TILE_RESHAPE: sig([("tile", TL), ("shape", SL)], deduce_reshape),
     Op.TILE_MOVE: sig([("tile", TL)], deduce_move, [AttrSpec("target_memory", MemorySpace, None)]),
     Op.TILE_MATMUL: sig([("lhs", TL), ("rhs", TL)], Matmul(2)),
     Op.TILE_BATCH_MATMUL: sig([("lhs", TL), ("rhs", TL)], Matmul(None)),

@@ -241,6 +241,7 @@ def cube() -> Program:
         fb.pld.tile.store(t.matmul_acc(acc, left, right, k.eq(0), hint="kacc"), [0, 0], c)
     b3 = t.move(t.transpose(t.create([2, 16, 32], "bf16", hint="w"), 1, 2, hint="wt"), "Right", hint="w_l0")
     t.matmul(left, b3, hint="bmm")
+    t.reshape(t.reshape(a_mat, [1, 16, 1, 32], hint="a4"), [16, 32], hint="a2")
     return pb.build()
 
 

@@ -11,12 +11,13 @@ the ranks by pldemu's own LowerCompositeOps.
 from __future__ import annotations
 
 import ast
+import math
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
 from pldemu.ir.dtypes import DType
-from pldemu.ir.enums import AtomicType, CastMode, MemorySpace, NotifyOp, ReduceOp, WaitCmp
+from pldemu.ir.enums import AtomicType, CastMode, MemorySpace, NotifyOp, PadValue, ReduceOp, WaitCmp
 from pldemu.ir.nodes import (
     NR,
     BinOp,
@@ -406,6 +407,128 @@ def _matmul_acc(name: str) -> Rule:
         if cond is not None and not is_ir(cond):
             cond = Const(bool(cond), DType.BOOL)
         return tr.fb.pld.tile.matmul_acc(_in_space(tr, acc, MemorySpace.Acc), lhs, rhs, cond, hint=tr.hint("acc"))
+
+    return rule
+
+
+def _create_tile(name: str) -> Rule:
+    """``pl.create_tile(shape, dtype, target_memory=Vec, transpose=None, flat_layout=None)`` / ``pl.tile.create``:
+    ``tile.create`` (static positive shape, fully valid; its contents are undefined: poison here)."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, ("shape", "dtype", "target_memory", "transpose"), {
+            "target_memory": MemorySpace.Vec, "transpose": None, "flat_layout": None}, name)
+        shape, dtype = _ints(tr, b["shape"], f"{name}: shape", node), _dtype_arg(tr, b["dtype"], name, node)
+        space = _space(tr, b["target_memory"], name, node)
+        if any(d <= 0 for d in shape):
+            raise tr.error(f"pypto refuses it: {name}: shape must be static and positive, got {shape}", node)
+        if (b["transpose"] or b["flat_layout"]) and space is not MemorySpace.Mat:
+            raise tr.error(f"pypto refuses it: {name}: transpose / flat_layout are only for Mat tiles", node)
+        if b["transpose"] or b["flat_layout"]:
+            raise tr.error(f"{name}: transpose= / flat_layout= are not supported by pldemu (row-major tiles)", node)
+        return tr.fb.pld.tile.create(shape, dtype, mem=space, hint=tr.hint("tile"))
+
+    return rule
+
+
+def _dtype_arg(tr: DeviceLevel, v: Any, name: str, node: ast.AST) -> DType:
+    if not isinstance(v, PyDType):
+        raise tr.error(f"{name}: dtype must be a pl dtype, got {v!r}", node)
+    return v.ir
+
+
+def _create_tensor(tr: DeviceLevel, node: ast.Call) -> Var:
+    """``pl.create_tensor(shape, dtype, layout=ND, manual_dep=False, init_value=None)`` in a kernel or an
+    orchestration function: a LOCAL tensor of the rank (zeros at the start of a run, as pypto's torch codegen
+    makes it; pypto leaves it undefined), filled with ``init_value`` here when given. ``manual_dep`` and
+    ``layout`` change no value."""
+    name = "pl.create_tensor"
+    b = bind_call(tr, node, ("shape", "dtype"), {"layout": None, "manual_dep": False, "init_value": None}, name)
+    shape = [static(tr, d, node) for d in b["shape"]] if isinstance(b["shape"], (list, tuple)) else None
+    if not shape or any(d <= 0 for d in shape):
+        raise tr.error(f"{name}: shape must be a list of static positive extents, got {b['shape']!r}", node)
+    dtype = _dtype_arg(tr, b["dtype"], name, node)
+    init = b["init_value"]
+    if init is not None and (isinstance(init, bool) or not isinstance(init, (int, float))):
+        raise tr.error(f"pypto refuses it: {name}: init_value must be a constant int or float, got {init!r}", node)
+    if init not in (None, 0) and dtype in (DType.FP16, DType.BF16):
+        raise tr.error(f"pypto refuses it: {name}: a non-zero init_value of an FP16 / BF16 tensor", node)
+    t = Var(tr.fb.fresh(getattr(tr, "lhs", None) or "created"), TensorType(dtype, tuple(Const(d) for d in shape)))
+    tr.emit.scratch[t.name] = (t, tuple(shape))
+    if init is not None:
+        fill = tr.fb.pld.tile.full(shape, Const(int(init) if dtype.is_int else float(init), dtype), dtype, hint="init")
+        tr.fb.pld.tile.store(fill, [0] * len(shape), t)
+    return t
+
+
+def _reshape(name: str, src: str) -> Rule:
+    """``pl.reshape(input, shape)``: a tensor's ``tensor.view`` (zero copy); a tile's ``tile.reshape``."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, (src, "shape"), {}, name)
+        if is_tensor(b[src]):
+            t = b[src]
+            if ttype(t).strides is not None:
+                t = on_core(tr, t, node, name)
+            else:
+                return tr.fb.pld.tensor.view(t, list(b["shape"]))
+        tile = _tile(tr, t if is_tensor(b[src]) else b[src], f"{name}: {src}", node)
+        return tr.fb.pld.tile.reshape(tile, _ints(tr, b["shape"], f"{name}: shape", node), hint=tr.hint(tile.name))
+
+    return rule
+
+
+def _transpose(name: str, src: str) -> Rule:
+    """``pl.transpose(input, axis1, axis2)``: ``tile.transpose`` (a tensor loaded whole first, as pypto's
+    conversion makes a kernel's ``tensor.transpose`` a tile one)."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        # pl.tile.transpose's tmp_tile is the 2-D codegen's scratch, not an operand (pypto's deducer says so).
+        b = bind_call(tr, node, (src, "axis1", "axis2"), {"tmp_tile": None} if src == "tile" else {}, name)
+        tile = _tile(tr, on_core(tr, b[src], node, name), f"{name}: {src}", node)
+        axes = _ints(tr, [b["axis1"], b["axis2"]], f"{name}: axis1 / axis2 (compile-time constants)", node)
+        return tr.fb.pld.tile.transpose(tile, axes[0], axes[1], hint=tr.hint(tile.name))
+
+    return rule
+
+
+_PAD_SUGARS: Mapping[Any, PadValue] = MappingProxyType({0: PadValue.zero, math.inf: PadValue.max,
+                                                        -math.inf: PadValue.min})
+"""pypto's literal spellings of a pad value (``0``, ``math.inf``, ``-math.inf``)."""
+
+
+def _fillpad(name: str, src: str) -> Rule:
+    """``pl.fillpad(input, pad_value=PadValue.zero)``: ``tile.fillpad`` (the pad filled, the tile fully valid)."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, (src, "pad_value"), {"pad_value": PadValue.zero}, name)
+        pad = b["pad_value"]
+        if not isinstance(pad, PadValue):
+            pad = _PAD_SUGARS.get(pad) if isinstance(pad, (int, float)) and not isinstance(pad, bool) else None
+        if pad is None:
+            raise tr.error(f"pypto refuses it: {name}: pad_value must be pl.PadValue.zero / max / min or 0, "
+                           f"math.inf, -math.inf, got {b['pad_value']!r}", node)
+        tile = _tile(tr, on_core(tr, b[src], node, name), f"{name}: {src}", node)
+        return tr.fb.pld.tile.fillpad(tile, pad, hint=tr.hint(tile.name))
+
+    return rule
+
+
+def _set_validshape(name: str, src: str) -> Rule:
+    """``pl.set_validshape(input, valid_rows, valid_cols)``: ``tile.set_validshape`` of a 2-D tile (metadata;
+    a tensor is loaded whole first). A constant extent must lie in ``[0, shape]`` (pypto's deducer)."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, (src, "valid_rows", "valid_cols"), {}, name)
+        tile = _tile(tr, on_core(tr, b[src], node, name), f"{name}: {src}", node)
+        shape = tltype(tile).shape
+        if len(shape) != 2:
+            raise tr.error(f"pypto refuses it: {name} takes a 2-D value, got {list(shape)}", node)
+        for extent, dim in zip((b["valid_rows"], b["valid_cols"]), shape, strict=True):
+            v = static_int(extent) if is_ir(extent) else extent
+            if isinstance(v, int) and not 0 <= v <= dim:
+                raise tr.error(f"pypto refuses it: {name}: valid extent {v} outside [0, {dim}]", node)
+        return tr.fb.pld.tile.set_validshape(tile, [b["valid_rows"], b["valid_cols"]], hint=tr.hint(tile.name))
 
     return rule
 
@@ -823,6 +946,14 @@ _MATH_OPS: Mapping[str, Rule] = MappingProxyType({
     **{f"{prefix}matmul_acc": _matmul_acc(f"{prefix}matmul_acc") for prefix in ("pl.", "pl.tensor.", "pl.tile.")},
     "pl.batch_matmul": _matmul("pl.batch_matmul"),
     "pl.tile.batch_matmul": _matmul("pl.tile.batch_matmul"),
+    "pl.create_tile": _create_tile("pl.create_tile"),
+    "pl.tile.create": _create_tile("pl.tile.create"),
+    "pl.create_tensor": _create_tensor,
+    "pl.tensor.create": _create_tensor,
+    **{f"{prefix}{op}": rule(f"{prefix}{op}", "value" if (prefix, op) == ("pl.", "fillpad") else src)
+       for prefix, src in (("pl.", "input"), ("pl.tensor.", "tensor"), ("pl.tile.", "tile"))
+       for op, rule in (("reshape", _reshape), ("transpose", _transpose), ("fillpad", _fillpad),
+                        ("set_validshape", _set_validshape))},
     "pl.move": _move("pl.move", "tile"),
     "pl.tile.move": _move("pl.tile.move", "tile"),
     "pl.full": _full("pl.full"),
