@@ -440,6 +440,31 @@ class TileNS(_Namespace):
     def minimums(self, tile: ir.Var, scalar: ir.ExprLike, hint: str = "acc") -> ir.Var:
         return self._var(Op.TILE_MINIMUMS, [tile, ir.as_expr(scalar)], {}, hint)
 
+    def reshape(self, tile: ir.Var, shape: Sequence[int], hint: str | None = None) -> ir.Var:
+        """tile.reshape: the same elements in another shape (zero copy)."""
+        return self._var(Op.TILE_RESHAPE, [tile, as_list(shape)], {}, hint or tile.name)
+
+    def transpose(self, tile: ir.Var, axis1: int, axis2: int, hint: str | None = None) -> ir.Var:
+        """tile.transpose: a copy with two axes swapped."""
+        return self._var(Op.TILE_TRANSPOSE, [tile, ir.as_expr(axis1), ir.as_expr(axis2)], {}, hint or tile.name)
+
+    def move(self, tile: ir.Var, target_memory: str | ir.AttrValue, hint: str | None = None) -> ir.Var:
+        """tile.move: the tile in another on-chip memory space (pypto's ``pl.move``)."""
+        return self._var(Op.TILE_MOVE, [tile], {"target_memory": target_memory}, hint or tile.name)
+
+    def matmul(self, lhs: ir.Var, rhs: ir.Var, hint: str = "mm") -> ir.Var:
+        """tile.matmul (rank-2 operands) or tile.batch_matmul (an operand of rank >= 3): Left x Right -> Acc."""
+        rank = max(len(t.shape) for t in (lhs.type, rhs.type) if isinstance(t, ir.TileType))
+        return self._var(Op.TILE_MATMUL if rank == 2 else Op.TILE_BATCH_MATMUL, [lhs, rhs], {}, hint)
+
+    def matmul_acc(self, acc: ir.Var, lhs: ir.Var, rhs: ir.Var, init_cond: ir.ExprLike | None = None,
+                   hint: str = "acc") -> ir.Var:
+        """tile.matmul_acc: ``acc + lhs @ rhs`` (``init_cond`` true: ``lhs @ rhs``)."""
+        args: list[ir.Arg] = [acc, lhs, rhs]
+        if init_cond is not None:
+            args.append(ir.as_expr(init_cond))
+        return self._var(Op.TILE_MATMUL_ACC, args, {}, hint)
+
     def cmp(self, lhs: ir.Var, rhs: ir.Var, cmp_type: str | ir.AttrValue, hint: str = "mask") -> ir.Var:
         return self._var(Op.TILE_CMP, [lhs, rhs], {"cmp_type": cmp_type}, hint)
 

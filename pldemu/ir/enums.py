@@ -29,9 +29,17 @@ class ReduceOp(enum.IntEnum):
 
 
 class MemorySpace(enum.IntEnum):
+    """Where a tile lives (pypto's ``pl.MemorySpace``): DDR (global), Vec (UB), Mat (L1), Left / Right (L0A /
+    L0B, the cube's operands), Acc (L0C, its accumulator), Bias. On a CPU it is bookkeeping: the IR checks
+    pypto's rules on which spaces an op takes (tile.matmul: Left x Right -> Acc)."""
+
     DDR = 0
     Vec = 1
     Mat = 2
+    Left = 3
+    Right = 4
+    Acc = 5
+    Bias = 6
 
 
 class Layout(enum.IntEnum):

@@ -330,16 +330,25 @@ def deduce_transpose_view(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrV
 
 
 def deduce_transpose(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
-    """tile.transpose(tile, 0, 1): a real (copying) transpose of an ND tile."""
+    """tile.transpose(tile, axis1, axis2): a real (copying) swap of two axes of an ND tile of rank >= 2 (literal,
+    distinct after negative indexing, as pypto's deducer). The valid box's extents are swapped with them
+    (pypto types the result fully valid; pldemu keeps the pad a pad, so a transposed pad is never read as data)."""
     t = _tile(args[0])
-    _rank2(op, t)
+    rank = len(t.shape)
     axes = tuple(static_int(a) if not isinstance(a, ListExpr) else None for a in args[1:])
-    if set(axes) != {0, 1}:
-        raise TileTypeError(op, "axis1", f"requires the literal axes 0 and 1 of a rank-2 tile, but got {axes}")
+    norm = tuple(None if a is None or not -rank <= a < rank else a % rank for a in axes)
+    if rank < 2 or None in norm or norm[0] == norm[1]:
+        raise TileTypeError(op, "axis1", f"requires two distinct literal axes of a tile of rank >= 2, but got {axes} "
+                            f"for rank {rank}")
     if t.layout is not TileLayout.ND:
         raise TileTypeError(op, "tile", f"requires an ND tile, but got {t.layout.name}")
-    valid = None if t.valid_shape is None else (t.valid_shape[1], t.valid_shape[0])
-    return TileType(t.dtype, (t.shape[1], t.shape[0]), valid, t.memory)
+    a, b = norm
+    assert a is not None and b is not None
+    shape, valid = list(t.shape), list(t.valid_shape) if t.valid_shape is not None else None
+    shape[a], shape[b] = shape[b], shape[a]
+    if valid is not None:
+        valid[a], valid[b] = valid[b], valid[a]
+    return TileType(t.dtype, tuple(shape), None if valid is None else tuple(valid), t.memory)
 
 
 def deduce_make_tuple(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:

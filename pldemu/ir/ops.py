@@ -91,6 +91,13 @@ class Op(enum.Enum):
     TILE_COL_EXPAND_MAX = "tile.col_expand_max"
     TILE_COL_EXPAND_MIN = "tile.col_expand_min"
     TILE_COL_EXPAND_EXPDIF = "tile.col_expand_expdif"
+    # The cube and memory spaces (runtime/ops/matmul.py).
+    TILE_MOVE = "tile.move"
+    TILE_MATMUL = "tile.matmul"
+    TILE_MATMUL_ACC = "tile.matmul_acc"
+    TILE_BATCH_MATMUL = "tile.batch_matmul"
+    # Layout (runtime/ops/layout.py).
+    TILE_RESHAPE = "tile.reshape"
     # MX quantisation primitives and zero-copy views (what tile.tquant_mx lowers to: lowering/mx.py).
     TILE_TQUANT_MX_RAW = "tile.tquant_mx_raw"
     TILE_TMOV_X2ZZ = "tile.tmov_x2zz"

@@ -1,6 +1,6 @@
 """Signatures of the tile-math and select ops (sin, cos, exp, log, sqrt, rsqrt, recip, neg, abs, div, divs,
 maximums, minimums,
-the row / column reductions and expands, cast, cmp/cmps, select, sel/sels).
+move, matmul, matmul_acc, batch_matmul, the row / column reductions and expands, cast, cmp/cmps, select, sel/sels).
 
 Merged into the one table ``pldemu.ir.signatures.SIGNATURES``; this module only holds their deducers
 and the facts they share with the lowering (the packed predicate mask, the TSELS dtype contract).
@@ -9,11 +9,12 @@ Imported by ``signatures`` after its base classes exist, so it may use them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pldemu.ir.dtypes import DType
-from pldemu.ir.enums import CastMode, CmpType, MemorySpace
+from pldemu.ir.enums import CastMode, CmpType, MemorySpace, TileLayout
 from pldemu.ir.nodes import (
     Arg,
     AttrValue,
@@ -336,6 +337,140 @@ class Expand:
         return x
 
 
+MATMUL_DTYPES = frozenset({DType.FP16, DType.BF16, DType.FP32, DType.INT8, DType.UINT8, DType.INT16,
+                           DType.UINT16, DType.INT32, DType.UINT32, DType.INT64})
+"""Operand types of the cube ops: pypto's deducer wants equal lhs / rhs dtypes and no more; pldemu also
+refuses BOOL, INDEX and the FP8 types (the MX path has its own ops)."""
+
+ON_CHIP = frozenset(MemorySpace) - {MemorySpace.DDR}
+"""The spaces ``tile.move`` goes between (a tile never lives in DDR)."""
+
+
+def accumulator_dtype(dtype: DType) -> DType:
+    """The cube's accumulator: FP32 for float operands, INT32 for integer ones (pypto's deducer)."""
+    return DType.FP32 if dtype.is_float else DType.INT32
+
+
+def deduce_move(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+    """tile.move(tile, target_memory=): the same shape, dtype, valid box and layout in another on-chip space."""
+    t = _tile(args[0])
+    target = attrs["target_memory"]
+    assert isinstance(target, MemorySpace)
+    if target not in ON_CHIP:
+        raise TileTypeError(op, "target_memory", "moves between on-chip spaces (Vec, Mat, Left, Right, Acc, Bias); "
+                            "a tile reaches DDR by tile.store")
+    return TileType(t.dtype, t.shape, t.valid_shape, target, t.layout)
+
+
+def _operand(op: Op, name: str, t: TileType, space: MemorySpace, rank: int | None) -> None:
+    if t.memory is not space:
+        raise TileTypeError(op, name, f"takes its {name} in {space.name} memory (pypto's input memory), but got a "
+                            f"{t.memory.name} tile; tile.move it to {space.name} first")
+    if (rank is not None and len(t.shape) != rank) or len(t.shape) < 2:
+        raise IRTypeError(op, name, "a rank-2 tile" if rank == 2 else "a tile of rank >= 2", describe(t))
+    if t.layout is not TileLayout.ND:
+        raise TileTypeError(op, name, f"requires an ND (row-major) tile, but got {t.layout.name}")
+
+
+def _batch(op: Op, a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    """numpy's broadcast of two batch shapes (tensor.matmul's rule)."""
+    n = max(len(a), len(b))
+    a, b = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
+    if any(x != y and 1 not in (x, y) for x, y in zip(a, b, strict=True)):
+        raise TileTypeError(op, "rhs", f"requires broadcastable batch dims, but got {list(a)} and {list(b)}")
+    return tuple(max(x, y) for x, y in zip(a, b, strict=True))
+
+
+def matmul_product(op: Op, lhs: TileType, rhs: TileType, rank: int | None) -> TileType:
+    """The product tile of ``lhs @ rhs`` (pypto's DeduceMatmulProductInfo): equal dtypes and physical K, rhs valid
+    K covering lhs valid K; physical ``[..., lhs M, rhs N]``, valid ``[..., lhs valid M, rhs valid N]``, the
+    accumulator dtype, in Acc."""
+    _operand(op, "lhs", lhs, MemorySpace.Left, rank)
+    _operand(op, "rhs", rhs, MemorySpace.Right, rank)
+    if lhs.dtype is not rhs.dtype or lhs.dtype not in MATMUL_DTYPES:
+        raise TileTypeError(op, "rhs", f"requires identical lhs and rhs data types from "
+                            f"{', '.join(sorted(d.value for d in MATMUL_DTYPES))}, but got {lhs.dtype.value} and "
+                            f"{rhs.dtype.value}")
+    if lhs.shape[-1] != rhs.shape[-2]:
+        raise TileTypeError(op, "rhs", f"requires matching physical inner dimensions (physical K), but got lhs "
+                            f"K={lhs.shape[-1]} and rhs K={rhs.shape[-2]}")
+    lk, rk = static_int(valid_of(lhs)[-1]), static_int(valid_of(rhs)[-2])
+    if lk is not None and rk is not None and rk < lk:
+        raise TileTypeError(op, "rhs", f"requires rhs valid K to cover lhs valid K, but got lhs K={lk} and rhs K={rk}")
+    batch = _batch(op, lhs.shape[:-2], rhs.shape[:-2])
+    shape = (*batch, lhs.shape[-2], rhs.shape[-1])
+    valid = (*(Const(d) for d in batch), valid_of(lhs)[-2], valid_of(rhs)[-1])
+    return TileType(accumulator_dtype(lhs.dtype), shape, _canonical_valid(shape, valid), MemorySpace.Acc)
+
+
+@dataclass(frozen=True)
+class Matmul:
+    """tile.matmul (``rank`` 2) / tile.batch_matmul (``rank`` None: rank >= 2, batch dims broadcast)."""
+
+    rank: int | None
+
+    def __call__(self, op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+        lhs, rhs = _tile(args[0]), _tile(args[1])
+        if self.rank is None and len(lhs.shape) < 3 and len(rhs.shape) < 3:
+            raise IRTypeError(op, "lhs", "an operand of rank >= 3 (tile.matmul multiplies rank-2 tiles)", describe(lhs))
+        return matmul_product(op, lhs, rhs, self.rank)
+
+
+def deduce_matmul_acc(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+    """tile.matmul_acc(acc, lhs, rhs[, init_cond]): acc in Acc with the accumulator dtype, its physical M / N the
+    product's, its valid box covering the product's; the result is the accumulator (its type)."""
+    acc = _tile(args[0])
+    product = matmul_product(op, _tile(args[1]), _tile(args[2]), 2)
+    if acc.memory is not MemorySpace.Acc:
+        raise TileTypeError(op, "acc", f"takes its acc in Acc memory, but got a {acc.memory.name} tile; tile.move "
+                            "it to Acc first")
+    if acc.dtype is not product.dtype:
+        raise TileTypeError(op, "acc", f"requires accumulator dtype {product.dtype.value}, but got {acc.dtype.value}")
+    if acc.shape != product.shape:
+        raise TileTypeError(op, "acc", f"requires matching physical M and N, but got acc {_dims(acc)} and product "
+                            f"{_dims(product)}")
+    for axis, what in ((0, "M"), (1, "N")):
+        need, have = static_int(valid_of(product)[axis]), static_int(valid_of(acc)[axis])
+        if need is not None and have is not None and have < need:
+            raise TileTypeError(op, "acc", f"requires acc valid {what} to cover the product's, but got acc "
+                                f"{what}={have} and product {what}={need}")
+    if len(args) > 3:
+        cond = args[3]
+        assert not isinstance(cond, ListExpr)
+        if not isinstance(cond.type, ScalarType) or cond.type.dtype is not DType.BOOL:
+            raise IRTypeError(op, "init_cond", "a bool scalar", describe(cond.type))
+    return acc
+
+
+def reshaped_valid(shape: tuple[int, ...], valid: tuple[Expr, ...], new: tuple[int, ...]) -> tuple[Expr, ...] | None:
+    """The valid box of a reshape (pypto maps it through the reshape): fully valid stays so; a partial box
+    survives a reshape that only adds or drops unit axes. None: no box of ``new`` describes it."""
+    if tuple(static_int(v) for v in valid) == shape:
+        return tuple(Const(d) for d in new)
+    if tuple(d for d in shape if d != 1) != tuple(d for d in new if d != 1):
+        return None
+    if any(static_int(v) != 1 for v, d in zip(valid, shape, strict=True) if d == 1):
+        return None
+    kept = iter([v for v, d in zip(valid, shape, strict=True) if d != 1])
+    return tuple(next(kept) if d != 1 else Const(1) for d in new)
+
+
+def deduce_reshape(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+    """tile.reshape(tile, [shape]): a zero-copy view with the same element count; the valid box mapped through
+    (refused where no box of the new shape describes it, as pypto refuses)."""
+    t = _tile(args[0])
+    assert isinstance(args[1], ListExpr)
+    shape = tuple(static_int(i) or 0 for i in args[1].items)
+    if any(d <= 0 for d in shape) or math.prod(shape) != math.prod(t.shape):
+        raise IRTypeError(op, "shape", f"positive extents of {math.prod(t.shape)} elements (the tile's)",
+                          str(list(shape)))
+    valid = reshaped_valid(t.shape, valid_of(t), shape)
+    if valid is None:
+        raise TileTypeError(op, "tile", f"cannot carry the valid box {_valid_text(t)} of {_dims(t)} into "
+                            f"{list(shape)}: no box of the new shape describes it (fillpad the tile first)")
+    return TileType(t.dtype, shape, _canonical_valid(shape, valid), t.memory, t.layout)
+
+
 TL, S, L, SL, TS = Kind.TILE, Kind.SCALAR, Kind.LIST, Kind.STATIC_LIST, Kind.TILE_OR_SCALAR
 _CMP = AttrSpec("cmp_type", CmpType, None)
 
@@ -364,6 +499,11 @@ TILE_SIGNATURES: Mapping[Op, Signature] = {
         Op.TILE_ROW_EXPAND_DIV, Op.TILE_ROW_EXPAND_MAX, Op.TILE_ROW_EXPAND_MIN, Op.TILE_ROW_EXPAND_EXPDIF,
         Op.TILE_COL_EXPAND, Op.TILE_COL_EXPAND_ADD, Op.TILE_COL_EXPAND_SUB, Op.TILE_COL_EXPAND_MUL,
         Op.TILE_COL_EXPAND_DIV, Op.TILE_COL_EXPAND_MAX, Op.TILE_COL_EXPAND_MIN, Op.TILE_COL_EXPAND_EXPDIF)},
+    Op.TILE_RESHAPE: sig([("tile", TL), ("shape", SL)], deduce_reshape),
+    Op.TILE_MOVE: sig([("tile", TL)], deduce_move, [AttrSpec("target_memory", MemorySpace, None)]),
+    Op.TILE_MATMUL: sig([("lhs", TL), ("rhs", TL)], Matmul(2)),
+    Op.TILE_BATCH_MATMUL: sig([("lhs", TL), ("rhs", TL)], Matmul(None)),
+    Op.TILE_MATMUL_ACC: sig([("acc", TL), ("lhs", TL), ("rhs", TL), ("init_cond", S, True)], deduce_matmul_acc),
     Op.TILE_CAST: sig([("tile", TL)], deduce_cast,
                       [AttrSpec("dtype", DType, None), AttrSpec("mode", CastMode, CastMode.None_)]),
     Op.TILE_CMP: sig([("lhs", TL), ("rhs", TL)], deduce_cmp, [_CMP]),
@@ -381,11 +521,13 @@ __all__ = [
     "FLOAT_MATH_DTYPES",
     "LOG_DTYPES",
     "MASK_COL_ALIGN",
+    "MATMUL_DTYPES",
     "REDUCE_DTYPES",
     "ROW_MIN_DTYPES",
     "SELS_SRC_DTYPES",
     "TILE_SIGNATURES",
     "TileTypeError",
+    "accumulator_dtype",
     "mask_type",
     "sels_scalar_dtype",
     "valid_of",

@@ -177,6 +177,15 @@ class ScalarAnn:
     dtype: PyDType
 
 
+@dataclasses.dataclass(frozen=True)
+class TileAnn:
+    """``pl.Tile[[dims], dtype]`` (optionally ``, pl.MemorySpace.X``): a tile parameter or variable."""
+
+    dims: tuple[Any, ...]
+    dtype: PyDType
+    memory: Any = None
+
+
 def _bad(message: str) -> AnnotationError:
     """The error of a malformed annotation, at the user's line: the frame that subscripted
     (``_bad`` is called from the factory's ``__getitem__``)."""
@@ -203,6 +212,17 @@ class _TensorFactory:
         return TensorAnn(tuple(item[0]), item[1], self.distributed)
 
 
+class _TileFactory:
+    def __getitem__(self, item: object) -> TileAnn:
+        from pldemu.ir.enums import MemorySpace
+
+        if not (isinstance(item, tuple) and len(item) in (2, 3) and isinstance(item[0], (list, tuple))
+                and isinstance(item[1], PyDType) and (len(item) == 2 or isinstance(item[2], MemorySpace))):
+            raise _bad(f"pl.Tile[[dims], dtype] or pl.Tile[[dims], dtype, pl.MemorySpace.X] expected, got "
+                       f"pl.Tile[{item!r}] (pldemu takes no MemRef / TileView)")
+        return TileAnn(tuple(item[0]), item[1], item[2] if len(item) == 3 else None)
+
+
 class _DirectionFactory:
     def __init__(self, direction: Direction) -> None:
         self.direction = direction
@@ -227,6 +247,7 @@ DistributedTensor = _TensorFactory(True)
 Out = _DirectionFactory(Direction.OUT)
 InOut = _DirectionFactory(Direction.INOUT)
 Scalar = _ScalarFactory()
+Tile = _TileFactory()
 
 
 def plain_annotation(value: Any) -> Any:
@@ -301,7 +322,7 @@ class Namespace:
         return self._prefix
 
 
-__all__ = ["BF16", "BOOL", "DTYPES", "FP16", "FP32", "INDEX", "INT8", "INT16", "INT32", "INT64", "RUNTIME", "TASK_ID", "UINT8", "UINT16", "UINT32", "Direction", "DistributedTensor", "DslOp", "DynExpr", "DynVar", "InOut", "Namespace", "Out", "PyDType", "Scalar", "ScalarAnn", "Tensor", "TensorAnn", "bare_tensor", "dim_value", "dtype_of_array", "dtype_of_ir", "dynamic", "plain_annotation"]
+__all__ = ["BF16", "BOOL", "DTYPES", "FP16", "FP32", "INDEX", "INT8", "INT16", "INT32", "INT64", "RUNTIME", "TASK_ID", "UINT8", "UINT16", "UINT32", "Direction", "DistributedTensor", "DslOp", "DynExpr", "DynVar", "InOut", "Namespace", "Out", "PyDType", "Scalar", "ScalarAnn", "Tensor", "TensorAnn", "Tile", "TileAnn", "bare_tensor", "dim_value", "dtype_of_array", "dtype_of_ir", "dynamic", "plain_annotation"]
 
 
 class SymInt(int):

@@ -223,6 +223,28 @@ def tile_math() -> Program:
     return pb.build()
 
 
+def cube() -> Program:
+    """The cube and the memory spaces: loads moved to Mat, Left, Right; tile.matmul, a narrowed product, a
+    batch product, tile.matmul_acc with and without init_cond; a 3-D transpose."""
+    pb = ProgramBuilder("cube")
+    a = pb.local("a", "bf16", [16, 32])
+    b = pb.local("b", "bf16", [32, 16])
+    c = pb.local("c", "fp32", [16, 16])
+    fb = pb.function("main")
+    t = fb.pld.tile
+    a_mat = t.move(t.load(a, [0, 0], [16, 32], valid_shape=[9, 20], hint="a"), "Mat", hint="a_mat")
+    left = t.move(a_mat, "Left", hint="a_l0")
+    right = t.move(t.move(t.load(b, [0, 0], [32, 16], hint="b"), "Mat", hint="b_mat"), "Right", hint="b_l0")
+    acc = t.matmul(left, right, hint="mm")
+    acc = t.matmul_acc(acc, left, right, hint="acc")
+    with fb.for_range(0, 2, hint="k") as k:
+        fb.pld.tile.store(t.matmul_acc(acc, left, right, k.eq(0), hint="kacc"), [0, 0], c)
+    b3 = t.move(t.transpose(t.create([2, 16, 32], "bf16", hint="w"), 1, 2, hint="wt"), "Right", hint="w_l0")
+    t.matmul(left, b3, hint="bmm")
+    t.reshape(t.reshape(a_mat, [1, 16, 1, 32], hint="a4"), [16, 32], hint="a2")
+    return pb.build()
+
+
 def mx() -> Program:
     """tile.tquant_mx on both axes with its projections, and (function ``lowered``) what it lowers to:
     tquant_mx_raw, tmov_x2zz, the views, tile.transpose, tuple.make / tuple.get_item; and the pldemu
@@ -245,7 +267,7 @@ def mx() -> Program:
 
 
 def all_programs() -> list[Program]:
-    return [collectives(), primitives(), control_flow(), tile_math(), mx()]
+    return [collectives(), primitives(), control_flow(), tile_math(), cube(), mx()]
 
 
 CORPUS: dict[str, Callable[[], Program]] = {
@@ -253,6 +275,7 @@ CORPUS: dict[str, Callable[[], Program]] = {
     "primitives": primitives,
     "control_flow": control_flow,
     "tile_math": tile_math,
+    "cube": cube,
     "mx": mx,
 }
 

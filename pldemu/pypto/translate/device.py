@@ -43,7 +43,17 @@ from pldemu.pypto.translate.evaluator import Evaluator
 from pldemu.pypto.translate.level import Carry, Emit
 from pldemu.pypto.translate.ops import DEVICE_OPS, is_ir
 from pldemu.pypto.translate.regions import is_tensor, load_region, store_region, subscript_region
-from pldemu.pypto.types import BakedFloat, BakedInt, DslOp, ScalarAnn, SymInt, TensorAnn, dim_expr, dim_value
+from pldemu.pypto.types import (
+    BakedFloat,
+    BakedInt,
+    DslOp,
+    ScalarAnn,
+    SymInt,
+    TensorAnn,
+    TileAnn,
+    dim_expr,
+    dim_value,
+)
 
 _IR_CMP = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge"}
 
@@ -132,6 +142,8 @@ class DeviceTranslator(Evaluator):
         name (or the caller) still holds is copied into a variable of this name's own; an expression of
         variables is evaluated here, into one, so re-binding those variables later does not change it."""
         mine = self.owned.get(name)
+        if mine is not None and name in self.carried:
+            value = self._in_memory_of(mine, value)
         same = mine is not None and _variable_kind(value, python=True) and as_expr(value).type == mine.type
         if mine is not None and not same and name in self.carried:
             raise self.error_here(f"{name} is re-bound in a loop or branch that carries it as {_kind(mine)}, here to "
@@ -156,6 +168,16 @@ class DeviceTranslator(Evaluator):
         else:
             self.owned.pop(name, None)
             self.env[name] = value
+
+    def _in_memory_of(self, mine: Var, value: Any) -> Any:
+        """A carried tile re-bound to the same tile in another memory space (a split-K accumulator from a Vec
+        ``tile.full`` re-bound to its matmul_acc in Acc) is moved back to the carry's space: pypto's
+        InferTileMemorySpace gives the carry the yielded space instead; the values are the same."""
+        t, v = mine.type, getattr(value, "type", None)
+        if (isinstance(t, TileType) and isinstance(v, TileType) and v.memory is not t.memory
+                and (v.dtype, v.shape, v.valid_shape, v.layout) == (t.dtype, t.shape, t.valid_shape, t.layout)):
+            return self.fb.pld.tile.move(value, t.memory)
+        return value
 
     def holds(self, value: Var) -> bool:
         """Whether some name of this function (a parameter: the caller's value) holds ``value``."""
@@ -557,6 +579,11 @@ def check_argument(prog: CapturedProgram, fn: CapturedFunction, param: str, valu
             same = " (a window of another rank is accepted where its element count is the parameter's)"
             raise prog.error(f"self.{fn.name}: {param} has {len(ann.dims)} dims, the argument "
                              f"{len(t.shape)}{same if ann.distributed else ''}", node)
+    elif isinstance(ann, TileAnn):
+        t = getattr(value, "type", None)
+        if not isinstance(t, TileType) or t.dtype != ann.dtype.ir or len(t.shape) != len(ann.dims):
+            raise prog.error(f"self.{fn.name}: {param} is a pl.Tile of {len(ann.dims)} dims of {ann.dtype!r}, got "
+                             f"{value!r}", node)
     elif isinstance(ann, ScalarAnn) and not (is_ir(value) or isinstance(value, (int, float))):
         raise prog.error(f"self.{fn.name}: {param} is a pl.Scalar, got {value!r}", node)
     elif ann is None and param in fn.params and not prog.jit_names:  # pl.jit: typed by its argument

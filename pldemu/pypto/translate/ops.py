@@ -11,12 +11,13 @@ the ranks by pldemu's own LowerCompositeOps.
 from __future__ import annotations
 
 import ast
+import math
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
 from pldemu.ir.dtypes import DType
-from pldemu.ir.enums import AtomicType, CastMode, NotifyOp, ReduceOp, WaitCmp
+from pldemu.ir.enums import AtomicType, CastMode, MemorySpace, NotifyOp, PadValue, ReduceOp, WaitCmp
 from pldemu.ir.nodes import (
     NR,
     BinOp,
@@ -33,6 +34,7 @@ from pldemu.ir.nodes import (
     static_int,
 )
 from pldemu.ir.ops import Op
+from pldemu.ir.tile_signatures import accumulator_dtype
 from pldemu.pypto.capture import Kind
 from pldemu.pypto.translate.evaluator import bind_call
 from pldemu.pypto.translate.level import DeviceLevel
@@ -41,6 +43,7 @@ from pldemu.pypto.translate.regions import (
     aligned_tile,
     check_bounds,
     dims,
+    fixpipe,
     is_tensor,
     load_region,
     on_core,
@@ -92,15 +95,32 @@ def _load(tr: DeviceLevel, node: ast.Call) -> Var:
                                                               "target_memory": None}, "pl.load")
     t = _tensor(tr, b["tensor"], "pl.load: tensor", node)
     shape = _ints(tr, b["shapes"], "pl.load: shape", node)
-    aligned_tile(tr, "pl.load", shape, ttype(t).dtype, node)
+    target = MemorySpace.Vec if b["target_memory"] is None else _space(tr, b["target_memory"], "pl.load", node)
+    if target not in _LOAD_SPACES:
+        raise tr.error(f"pypto refuses it: pl.load: a load from DDR reaches only Vec or Mat, got {target.name} "
+                       f"(load to Mat, then pl.move to {target.name})", node)
+    if target is MemorySpace.Vec:
+        aligned_tile(tr, "pl.load", shape, ttype(t).dtype, node)
     valid = b["valid_shape"] if b["valid_shape"] is not None else b["valid_shapes"]
-    return tr.fb.pld.tile.load(t, list(b["offsets"]), shape, valid, hint=tr.hint("tile"))
+    tile = tr.fb.pld.tile.load(t, list(b["offsets"]), shape, valid, hint=tr.hint("tile"))
+    # pldemu's tile.load lands in Vec; a Mat load is that tile moved (the same values: spaces are bookkeeping).
+    return tile if target is MemorySpace.Vec else tr.fb.pld.tile.move(tile, target)
+
+
+_LOAD_SPACES = frozenset({MemorySpace.Vec, MemorySpace.Mat})
+"""Where a load from DDR may land (pypto's memory table: Left / Right / Bias only by pl.move, Acc by matmul)."""
+
+
+def _space(tr: DeviceLevel, v: Any, name: str, node: ast.AST) -> MemorySpace:
+    if not isinstance(v, MemorySpace):
+        raise tr.error(f"{name}: target_memory must be a pl.MemorySpace (pl.Mem), got {v!r}", node)
+    return v
 
 
 def _store(tr: DeviceLevel, node: ast.Call) -> Var:
     b = bind_call(tr, node, ("tile", "offsets", "output_tensor"), {}, "pl.store")
-    tile = _tile(tr, b["tile"], "pl.store: tile", node)
     t = _tensor(tr, b["output_tensor"], "pl.store: output tensor", node)
+    tile = fixpipe(tr, _tile(tr, b["tile"], "pl.store: tile", node), ttype(t).dtype)
     offsets = list(b["offsets"])
     target = t
     if len(tltype(tile).shape) == 2 and len(ttype(t).shape) == 3 and len(offsets) == 3:
@@ -289,6 +309,226 @@ def _full(name: str) -> Rule:
             raise tr.error(f"pypto refuses it: {name}: shape must be static and positive, got {shape}", node)
         fill = int(value) if dtype.ir.is_int else float(value)
         return tr.fb.pld.tile.full(shape, Const(fill, dtype.ir), dtype.ir, hint=tr.hint("full"))
+
+    return rule
+
+
+def _move(name: str, src: str) -> Rule:
+    """``pl.move(tile, target_memory, blayout=None, slayout=None)``: ``tile.move`` (the layouts are pypto's
+    boxing, not values: pldemu keeps row-major tiles and takes only the default)."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, (src, "target_memory"), {"blayout": None, "slayout": None}, name)
+        tile = _tile(tr, b[src], f"{name}: {src}", node)
+        if b["blayout"] is not None or b["slayout"] is not None:
+            raise tr.error(f"{name}: blayout= / slayout= are not supported by pldemu (its tiles are row-major)", node)
+        return tr.fb.pld.tile.move(tile, _space(tr, b["target_memory"], name, node), hint=tr.hint(tile.name))
+
+    return rule
+
+
+def _in_space(tr: DeviceLevel, tile: Var, space: MemorySpace) -> Var:
+    """``tile`` in ``space``: the ``tile.move`` pypto's InferTileMemorySpace inserts where a program did not."""
+    return tile if tltype(tile).memory is space else tr.fb.pld.tile.move(tile, space, hint=f"{tile.name}_{space.name}")
+
+
+def _transposed(tr: DeviceLevel, tile: Var, trans: Any, what: str, node: ast.AST) -> Var:
+    """A tensor-level ``a_trans`` / ``b_trans``: the operand's two trailing axes swapped."""
+    if not trans:
+        return tile
+    rank = len(tltype(tile).shape)
+    if rank < 2:
+        raise tr.error(f"pypto refuses it: {what}: a transpose needs an operand of rank >= 2", node)
+    return tr.fb.pld.tile.transpose(tile, rank - 2, rank - 1, hint=f"{tile.name}_t")
+
+
+def _cube_operands(tr: DeviceLevel, b: Mapping[str, Any], name: str, node: ast.AST) -> tuple[Var, Var, bool]:
+    """The lhs and rhs tiles of a matmul (tensors loaded whole, transposed as asked), in Left and Right, and
+    whether the call is tensor-level (pypto's dispatch: a tensor operand makes it ``tensor.matmul``)."""
+    tensor_level = is_tensor(b["lhs"]) or is_tensor(b["rhs"])
+    lhs, rhs = (_tile(tr, on_core(tr, b[p], node, name), f"{name}: {p}", node) for p in ("lhs", "rhs"))
+    if not tensor_level and (b.get("a_trans") or b.get("b_trans") or b.get("c_matrix_nz")):
+        raise tr.error(f"pypto refuses it: {name}: a_trans / b_trans / c_matrix_nz are Tensor-only (on tiles, "
+                       "transpose the operand first)", node)
+    if tensor_level and min(len(tltype(lhs).shape), len(tltype(rhs).shape)) < 2:
+        raise tr.error(f"{name}: pldemu multiplies operands of rank >= 2 (a vector: reshape it to [1, K] / "
+                       "[K, 1] first)", node)
+    lhs = _transposed(tr, lhs, b.get("a_trans"), name, node)
+    rhs = _transposed(tr, rhs, b.get("b_trans"), name, node)
+    if tltype(lhs).dtype is not tltype(rhs).dtype:
+        raise tr.error(f"pypto refuses it: {name} requires identical lhs and rhs data types, but got "
+                       f"{tltype(lhs).dtype.value} and {tltype(rhs).dtype.value} (pl.cast one first)", node)
+    return _in_space(tr, lhs, MemorySpace.Left), _in_space(tr, rhs, MemorySpace.Right), tensor_level
+
+
+def _out_dtype(tr: DeviceLevel, v: Any, name: str, node: ast.AST) -> DType | None:
+    if v is None:
+        return None
+    if isinstance(v, PyDType):
+        return v.ir
+    raise tr.error(f"{name}: out_dtype must be a pl dtype, got {v!r}", node)
+
+
+def _matmul(name: str) -> Rule:
+    """``pl.matmul(lhs, rhs, out_dtype=None, a_trans=False, b_trans=False, c_matrix_nz=False)``: ``tile.matmul``
+    (``tile.batch_matmul`` when an operand has rank >= 3), Left x Right -> Acc in the accumulator dtype. On
+    tiles ``out_dtype`` must be that dtype (pypto's check); on tensors pypto's conversion drops it, so the
+    value is the accumulator tile either way (stored into a narrower tensor, it is converted then)."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, ("lhs", "rhs"), {"out_dtype": None, "a_trans": False, "b_trans": False,
+                                                 "c_matrix_nz": False}, name)
+        lhs, rhs, tensor_level = _cube_operands(tr, b, name, node)
+        acc = accumulator_dtype(tltype(lhs).dtype)
+        out = _out_dtype(tr, b["out_dtype"], name, node)
+        if not tensor_level and out not in (None, acc):
+            raise tr.error(f"pypto refuses it: {name}: out_dtype {out.value} on tiles must be the accumulator "
+                           f"dtype {acc.value}", node)
+        # pypto's conversion does not forward out_dtype: the value is the accumulator tile; a store into a
+        # narrower tensor converts it (the FIXPIPE, regions.store_region).
+        return tr.fb.pld.tile.matmul(lhs, rhs, hint=tr.hint("mm"))
+
+    return rule
+
+
+def _matmul_acc(name: str) -> Rule:
+    """``pl.matmul_acc(acc, lhs, rhs, a_trans=False, b_trans=False, init_cond=None)``: ``tile.matmul_acc``; the
+    accumulator (a tile, or a tensor loaded whole) must have the accumulator dtype (pypto's check)."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, ("acc", "lhs", "rhs"), {"a_trans": False, "b_trans": False, "init_cond": None}, name)
+        lhs, rhs, _ = _cube_operands(tr, b, name, node)
+        acc = _tile(tr, on_core(tr, b["acc"], node, name), f"{name}: acc", node)
+        want = accumulator_dtype(tltype(lhs).dtype)
+        if tltype(acc).dtype is not want:
+            raise tr.error(f"pypto refuses it: {name}: acc must be {want.value} (the accumulator dtype of "
+                           f"{tltype(lhs).dtype.value} operands), got {tltype(acc).dtype.value}", node)
+        cond = b["init_cond"]
+        if cond is not None and not is_ir(cond):
+            cond = Const(bool(cond), DType.BOOL)
+        return tr.fb.pld.tile.matmul_acc(_in_space(tr, acc, MemorySpace.Acc), lhs, rhs, cond, hint=tr.hint("acc"))
+
+    return rule
+
+
+def _create_tile(name: str) -> Rule:
+    """``pl.create_tile(shape, dtype, target_memory=Vec, transpose=None, flat_layout=None)`` / ``pl.tile.create``:
+    ``tile.create`` (static positive shape, fully valid; its contents are undefined: poison here)."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, ("shape", "dtype", "target_memory", "transpose"), {
+            "target_memory": MemorySpace.Vec, "transpose": None, "flat_layout": None}, name)
+        shape, dtype = _ints(tr, b["shape"], f"{name}: shape", node), _dtype_arg(tr, b["dtype"], name, node)
+        space = _space(tr, b["target_memory"], name, node)
+        if any(d <= 0 for d in shape):
+            raise tr.error(f"pypto refuses it: {name}: shape must be static and positive, got {shape}", node)
+        if (b["transpose"] or b["flat_layout"]) and space is not MemorySpace.Mat:
+            raise tr.error(f"pypto refuses it: {name}: transpose / flat_layout are only for Mat tiles", node)
+        if b["transpose"] or b["flat_layout"]:
+            raise tr.error(f"{name}: transpose= / flat_layout= are not supported by pldemu (row-major tiles)", node)
+        return tr.fb.pld.tile.create(shape, dtype, mem=space, hint=tr.hint("tile"))
+
+    return rule
+
+
+def _dtype_arg(tr: DeviceLevel, v: Any, name: str, node: ast.AST) -> DType:
+    if not isinstance(v, PyDType):
+        raise tr.error(f"{name}: dtype must be a pl dtype, got {v!r}", node)
+    return v.ir
+
+
+def _create_tensor(tr: DeviceLevel, node: ast.Call) -> Var:
+    """``pl.create_tensor(shape, dtype, layout=ND, manual_dep=False, init_value=None)`` in a kernel or an
+    orchestration function: a LOCAL tensor of the rank (zeros at the start of a run, as pypto's torch codegen
+    makes it; pypto leaves it undefined), filled with ``init_value`` here when given. ``manual_dep`` and
+    ``layout`` change no value."""
+    name = "pl.create_tensor"
+    b = bind_call(tr, node, ("shape", "dtype"), {"layout": None, "manual_dep": False, "init_value": None}, name)
+    shape = [static(tr, d, node) for d in b["shape"]] if isinstance(b["shape"], (list, tuple)) else None
+    if not shape or any(d <= 0 for d in shape):
+        raise tr.error(f"{name}: shape must be a list of static positive extents, got {b['shape']!r}", node)
+    dtype = _dtype_arg(tr, b["dtype"], name, node)
+    init = b["init_value"]
+    if init is not None and (isinstance(init, bool) or not isinstance(init, (int, float))):
+        raise tr.error(f"pypto refuses it: {name}: init_value must be a constant int or float, got {init!r}", node)
+    if init not in (None, 0) and dtype in (DType.FP16, DType.BF16):
+        raise tr.error(f"pypto refuses it: {name}: a non-zero init_value of an FP16 / BF16 tensor", node)
+    t = Var(tr.fb.fresh(getattr(tr, "lhs", None) or "created"), TensorType(dtype, tuple(Const(d) for d in shape)))
+    tr.emit.scratch[t.name] = (t, tuple(shape))
+    if init is not None:
+        fill = tr.fb.pld.tile.full(shape, Const(int(init) if dtype.is_int else float(init), dtype), dtype, hint="init")
+        tr.fb.pld.tile.store(fill, [0] * len(shape), t)
+    return t
+
+
+def _reshape(name: str, src: str) -> Rule:
+    """``pl.reshape(input, shape)``: a tensor's ``tensor.view`` (zero copy); a tile's ``tile.reshape``."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, (src, "shape"), {}, name)
+        if is_tensor(b[src]):
+            t = b[src]
+            if ttype(t).strides is not None:
+                t = on_core(tr, t, node, name)
+            else:
+                return tr.fb.pld.tensor.view(t, list(b["shape"]))
+        tile = _tile(tr, t if is_tensor(b[src]) else b[src], f"{name}: {src}", node)
+        return tr.fb.pld.tile.reshape(tile, _ints(tr, b["shape"], f"{name}: shape", node), hint=tr.hint(tile.name))
+
+    return rule
+
+
+def _transpose(name: str, src: str) -> Rule:
+    """``pl.transpose(input, axis1, axis2)``: ``tile.transpose`` (a tensor loaded whole first, as pypto's
+    conversion makes a kernel's ``tensor.transpose`` a tile one)."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        # pl.tile.transpose's tmp_tile is the 2-D codegen's scratch, not an operand (pypto's deducer says so).
+        b = bind_call(tr, node, (src, "axis1", "axis2"), {"tmp_tile": None} if src == "tile" else {}, name)
+        tile = _tile(tr, on_core(tr, b[src], node, name), f"{name}: {src}", node)
+        axes = _ints(tr, [b["axis1"], b["axis2"]], f"{name}: axis1 / axis2 (compile-time constants)", node)
+        return tr.fb.pld.tile.transpose(tile, axes[0], axes[1], hint=tr.hint(tile.name))
+
+    return rule
+
+
+_PAD_SUGARS: Mapping[Any, PadValue] = MappingProxyType({0: PadValue.zero, math.inf: PadValue.max,
+                                                        -math.inf: PadValue.min})
+"""pypto's literal spellings of a pad value (``0``, ``math.inf``, ``-math.inf``)."""
+
+
+def _fillpad(name: str, src: str) -> Rule:
+    """``pl.fillpad(input, pad_value=PadValue.zero)``: ``tile.fillpad`` (the pad filled, the tile fully valid)."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, (src, "pad_value"), {"pad_value": PadValue.zero}, name)
+        pad = b["pad_value"]
+        if not isinstance(pad, PadValue):
+            pad = _PAD_SUGARS.get(pad) if isinstance(pad, (int, float)) and not isinstance(pad, bool) else None
+        if pad is None:
+            raise tr.error(f"pypto refuses it: {name}: pad_value must be pl.PadValue.zero / max / min or 0, "
+                           f"math.inf, -math.inf, got {b['pad_value']!r}", node)
+        tile = _tile(tr, on_core(tr, b[src], node, name), f"{name}: {src}", node)
+        return tr.fb.pld.tile.fillpad(tile, pad, hint=tr.hint(tile.name))
+
+    return rule
+
+
+def _set_validshape(name: str, src: str) -> Rule:
+    """``pl.set_validshape(input, valid_rows, valid_cols)``: ``tile.set_validshape`` of a 2-D tile (metadata;
+    a tensor is loaded whole first). A constant extent must lie in ``[0, shape]`` (pypto's deducer)."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, (src, "valid_rows", "valid_cols"), {}, name)
+        tile = _tile(tr, on_core(tr, b[src], node, name), f"{name}: {src}", node)
+        shape = tltype(tile).shape
+        if len(shape) != 2:
+            raise tr.error(f"pypto refuses it: {name} takes a 2-D value, got {list(shape)}", node)
+        for extent, dim in zip((b["valid_rows"], b["valid_cols"]), shape, strict=True):
+            v = static_int(extent) if is_ir(extent) else extent
+            if isinstance(v, int) and not 0 <= v <= dim:
+                raise tr.error(f"pypto refuses it: {name}: valid extent {v} outside [0, {dim}]", node)
+        return tr.fb.pld.tile.set_validshape(tile, [b["valid_rows"], b["valid_cols"]], hint=tr.hint(tile.name))
 
     return rule
 
@@ -702,6 +942,20 @@ _MATH_OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.tensor.divs": _binary(Op.TILE_DIVS, Op.TILE_DIVS, "pl.tensor.divs"),
     **_reduce_ops(),
     **_expand_ops(),
+    **{f"{prefix}matmul": _matmul(f"{prefix}matmul") for prefix in ("pl.", "pl.tensor.", "pl.tile.")},
+    **{f"{prefix}matmul_acc": _matmul_acc(f"{prefix}matmul_acc") for prefix in ("pl.", "pl.tensor.", "pl.tile.")},
+    "pl.batch_matmul": _matmul("pl.batch_matmul"),
+    "pl.tile.batch_matmul": _matmul("pl.tile.batch_matmul"),
+    "pl.create_tile": _create_tile("pl.create_tile"),
+    "pl.tile.create": _create_tile("pl.tile.create"),
+    "pl.create_tensor": _create_tensor,
+    "pl.tensor.create": _create_tensor,
+    **{f"{prefix}{op}": rule(f"{prefix}{op}", "value" if (prefix, op) == ("pl.", "fillpad") else src)
+       for prefix, src in (("pl.", "input"), ("pl.tensor.", "tensor"), ("pl.tile.", "tile"))
+       for op, rule in (("reshape", _reshape), ("transpose", _transpose), ("fillpad", _fillpad),
+                        ("set_validshape", _set_validshape))},
+    "pl.move": _move("pl.move", "tile"),
+    "pl.tile.move": _move("pl.tile.move", "tile"),
     "pl.full": _full("pl.full"),
     "pl.tensor.full": _full("pl.tensor.full"),
     "pl.tile.full": _full("pl.tile.full"),

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pldemu.ir.dtypes import DType
+from pldemu.ir.enums import CastMode, MemorySpace
 from pldemu.ir.nodes import (
     BinOp,
     BinOpKind,
@@ -239,12 +240,24 @@ def load_region(tr: DeviceLevel, t: Var, region: Region, node: ast.AST, valid: S
     return tr.fb.pld.tile.load(view, offsets, region.kept, kept_valid, hint=tr.hint(f"{t.name}_slice"))
 
 
+def fixpipe(tr: DeviceLevel, tile: Var, dtype: DType) -> Var:
+    """An FP32 accumulator (Acc) tile stored into an FP16 / BF16 tensor: converted on the way out, as the
+    cube's FIXPIPE does (nearest, ties to even: pypto's docs on the Acc downcast); any other tile as it is."""
+    t = tile.type
+    if not (isinstance(t, TileType) and t.memory is MemorySpace.Acc and t.dtype is DType.FP32
+            and dtype in (DType.FP16, DType.BF16)):
+        return tile
+    return tr.fb.pld.tile.cast(tile, dtype, hint=f"{tile.name}_out", mode=CastMode.RINT)
+
+
 def store_region(tr: DeviceLevel, value: Any, t: Var, region: Region, node: ast.AST, what: str) -> None:
     """``tensor.assemble`` in a kernel: the value (a tile, or a tensor loaded whole) stored into the region."""
     tile = on_core(tr, value, node)
     if not (isinstance(tile, Var) and isinstance(tile.type, TileType)):
         raise tr.error(f"{what}: the value must be a tensor or a tile, got {value!r}", node)
+    tile = fixpipe(tr, tile, _ttype(t).dtype)
     tt = tile.type
+    assert isinstance(tt, TileType)
     if tt.dtype != _ttype(t).dtype:
         raise tr.error(f"{what}: {t.name} is {_ttype(t).dtype.value}, the value {tt.dtype.value} "
                        "(pl.cast it first)", node)
@@ -255,5 +268,5 @@ def store_region(tr: DeviceLevel, value: Any, t: Var, region: Region, node: ast.
     tr.fb.pld.tile.store(tile, offsets, view)
 
 
-__all__ = ["TILE_ALIGN_BYTES", "Region", "aligned_tile", "check_bounds", "dims", "is_tensor", "load_region", "on_core", "static_extent",
+__all__ = ["TILE_ALIGN_BYTES", "Region", "aligned_tile", "check_bounds", "dims", "fixpipe", "is_tensor", "load_region", "on_core", "static_extent",
            "store_region", "subscript_region", "tensor_dim"]

@@ -180,7 +180,10 @@ def _transpose_view(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
 
 def _transpose(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
     tile: Tile = args[0]
-    return Tile(np.ascontiguousarray(tile.data.T), (tile.valid[1], tile.valid[0]))
+    a, b = (int(x) % tile.data.ndim for x in args[1:3])
+    valid = list(tile.valid)
+    valid[a], valid[b] = valid[b], valid[a]
+    return Tile(np.ascontiguousarray(np.swapaxes(tile.data, a, b)), tuple(valid))
 
 
 def _make_tuple(m: Machine, site: CallSite, args: tuple[Any, ...]) -> tuple[Any, ...]:

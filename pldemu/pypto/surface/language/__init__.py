@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 from typing import Any
 
-from pldemu.ir.enums import AtomicType
+from pldemu.ir.enums import AtomicType, MemorySpace, PadValue
 from pldemu.pypto.capture import function, program
 from pldemu.pypto.jit import JITFunction, jit
 from pldemu.pypto.types import (
@@ -36,6 +36,7 @@ from pldemu.pypto.types import (
     PyDType,
     Scalar,
     Tensor,
+    Tile,
     dynamic,
 )
 
@@ -125,13 +126,28 @@ col_expand_div = DslOp("pl.col_expand_div")
 col_expand_max = DslOp("pl.col_expand_max")
 col_expand_min = DslOp("pl.col_expand_min")
 col_expand_expdif = DslOp("pl.col_expand_expdif")
+matmul = DslOp("pl.matmul")
+matmul_acc = DslOp("pl.matmul_acc")
+batch_matmul = DslOp("pl.batch_matmul")
+move = DslOp("pl.move")
+Mem = MemorySpace
+"""pypto's second name of ``pl.MemorySpace``."""
+_CUBE = ("matmul", "matmul_acc")
+create_tile = DslOp("pl.create_tile")
+create_tensor = DslOp("pl.create_tensor")
+reshape = DslOp("pl.reshape")
+transpose = DslOp("pl.transpose")
+fillpad = DslOp("pl.fillpad")
+set_validshape = DslOp("pl.set_validshape")
+_LAYOUT = ("reshape", "transpose", "fillpad", "set_validshape")
 _EXPANDS = tuple(f"{side}_expand{suffix}" for side in ("row", "col")
                  for suffix in ("", "_add", "_sub", "_mul", "_div", "_max", "_min", "_expdif"))
 _REDUCTIONS = ("row_sum", "row_max", "row_min", "col_sum", "col_max", "col_min")
 _MATH = ("div", "exp", "log", "sqrt", "rsqrt", "recip", "neg", "abs")
 tensor = Namespace("pl.tensor", ("add", "sub", "mul", "maximum", "minimum", "cast", "slice", "assemble", "dim",
-                                 *_MATH, "divs", *_EXPANDS, "full"))
+                                 *_MATH, "divs", *_EXPANDS, "full", *_CUBE, *_LAYOUT, "create"))
 tile = Namespace("pl.tile", ("load", "store", "add", "sub", "mul", "maximum", "minimum", "adds", "muls",
-                             *_MATH, "divs", *_REDUCTIONS, *_EXPANDS, "full", "maximums", "minimums"))
+                             *_MATH, "divs", *_REDUCTIONS, *_EXPANDS, "full", "maximums", "minimums", *_CUBE,
+                             "batch_matmul", "move", *_LAYOUT, "create"))
 
-__all__ = ["BF16", "BOOL", "FP16", "FP32", "INDEX", "INT8", "INT16", "INT32", "INT64", "RUNTIME", "TASK_ID", "UINT8", "UINT16", "UINT32", "AtomicType", "FunctionType", "InOut", "JITFunction", "Level", "Out", "PyDType", "Role", "Scalar", "Tensor", "abs", "add", "assemble", "cast", "col_expand", "col_expand_add", "col_expand_div", "col_expand_expdif", "col_expand_max", "col_expand_min", "col_expand_mul", "col_expand_sub", "col_max", "col_min", "col_sum", "const", "div", "dynamic", "exp", "full", "function", "jit", "load", "log", "max", "maximum", "min", "minimum", "mul", "neg", "program", "range", "read", "recip", "row_expand", "row_expand_add", "row_expand_div", "row_expand_expdif", "row_expand_max", "row_expand_min", "row_expand_mul", "row_expand_sub", "row_max", "row_min", "row_sum", "rsqrt", "slice", "sqrt", "store", "sub", "tensor", "tile", "unroll", "write", "yield_"]
+__all__ = ["BF16", "BOOL", "FP16", "FP32", "INDEX", "INT8", "INT16", "INT32", "INT64", "RUNTIME", "TASK_ID", "UINT8", "UINT16", "UINT32", "AtomicType", "FunctionType", "InOut", "JITFunction", "Level", "Mem", "MemorySpace", "Out", "PadValue", "PyDType", "Role", "Scalar", "Tensor", "Tile", "abs", "add", "assemble", "batch_matmul", "cast", "col_expand", "col_expand_add", "col_expand_div", "col_expand_expdif", "col_expand_max", "col_expand_min", "col_expand_mul", "col_expand_sub", "col_max", "col_min", "col_sum", "const", "create_tensor", "create_tile", "div", "dynamic", "exp", "fillpad", "full", "function", "jit", "load", "log", "matmul", "matmul_acc", "max", "maximum", "min", "minimum", "move", "mul", "neg", "program", "range", "read", "recip", "reshape", "row_expand", "row_expand_add", "row_expand_div", "row_expand_expdif", "row_expand_max", "row_expand_min", "row_expand_mul", "row_expand_sub", "row_max", "row_min", "row_sum", "rsqrt", "set_validshape", "slice", "sqrt", "store", "sub", "tensor", "tile", "transpose", "unroll", "write", "yield_"]
