@@ -16,6 +16,7 @@ from typing import Any
 
 from pldemu.pypto.capture import CapturedFunction, CapturedProgram, Kind
 from pldemu.pypto.errors import FrontendError
+from pldemu.pypto.types import Direction, TensorAnn
 
 NEXT_LEVELS = "next_levels"
 
@@ -65,7 +66,7 @@ class OrchestrationCallable:
         """Indices of its pure ``pl.Out`` parameters."""
         anns = self.function.annotations
         return [i for i, p in enumerate(self.function.params)
-                if getattr(getattr(anns.get(p), "direction", None), "value", None) == "Out"]
+                if isinstance(ann := anns.get(p), TensorAnn) and ann.direction is Direction.OUT]
 
     def __call__(self, *args: Any, config: Any = None) -> None:
         """Run the Orchestration on one device with ``args`` (Out / InOut tensors written in place);
