@@ -110,7 +110,9 @@ class FoundCollective:
 
 def host_collectives(prog: CapturedProgram) -> list[FoundCollective]:
     """The ``pld.tensor.*`` calls of the HOST body, with the dtype of the window view they target (the
-    latest ``name = pld.window(..., dtype=...)`` above the call)."""
+    latest ``name = pld.window(..., dtype=...)`` above the call); none in an L2-only program."""
+    if not prog.distributed:
+        return []
     host = prog.host()
     ev = Evaluator(prog, {}, {})
     views: dict[str, str] = {}

@@ -43,6 +43,8 @@ class FunctionAttrs:
 
 
 ATTRS = "__pypto_function__"
+HOST_LEVEL = frozenset({Kind.HOST})
+"""The kinds of function at pypto's HOST level or above (Linqu level >= 3)."""
 
 
 def function(type: Any = None, level: Any = None, role: Any = None) -> Callable[[Callable[..., Any]],
@@ -96,14 +98,29 @@ class CapturedProgram:
     node_files: Mapping[int, str] = dataclasses.field(default_factory=dict, compare=False)
     """``id(node)`` -> file, for the AST nodes of functions written in another file than ``file``
     (``pl.jit`` helpers imported from another module)."""
+    line: int = dataclasses.field(default=0, compare=False)
+    """The line of the ``class`` statement (0 where there is none: a ``pl.jit`` program)."""
 
     def host(self) -> CapturedFunction:
         hosts = [f for f in self.functions.values() if f.kind is Kind.HOST]
         if len(hosts) != 1:
+            # At the second HOST when there are several, else at the class.
+            line = hosts[1].node.lineno if hosts else self.line
             raise FrontendError(f"program {self.name} needs exactly one HOST orchestrator "
                                 f"(@pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)), "
-                                f"found {len(hosts)}", self.file, 0)
+                                f"found {len(hosts)}", self.file, line)
         return hosts[0]
+
+    @property
+    def distributed(self) -> bool:
+        """Some function is at HOST level or above: pypto's ``ir.compile`` then gives a
+        ``DistributedCompiledProgram``, else (an L2-only program) a ``CompiledProgram``."""
+        return any(f.kind in HOST_LEVEL for f in self.functions.values())
+
+    def with_single_device_host(self, entry: str) -> CapturedProgram:
+        """This program with a HOST that dispatches ``entry`` once to device 0 (:func:`single_device_host`)."""
+        host = single_device_host(self.functions[entry])
+        return dataclasses.replace(self, functions={**self.functions, host.name: host})
 
     def error(self, message: str, node: ast.AST | None) -> FrontendError:
         """An error at ``node``'s line of the user's file (the file ``node`` is written in)."""
@@ -159,10 +176,23 @@ def _capture(cls: type, closure: Mapping[str, Any], file: str, near: int) -> Cap
         params = tuple(a.arg for a in item.args.args[1:])
         annotations = {k: annotation(v, closure, file, item) for k, v in getattr(fn, "__annotations__", {}).items()}
         functions[item.name] = CapturedFunction(item.name, attrs.kind, item, params, annotations, file, closure)
-    prog = CapturedProgram(cls.__name__, file, functions, closure)
+    prog = CapturedProgram(cls.__name__, file, functions, closure, line=node.lineno)
     for fn in functions.values():
         check_names(prog, fn)
     return prog
+
+
+def single_device_host(entry: CapturedFunction) -> CapturedFunction:
+    """``def _host_<entry>(<params>): self.<entry>(<params>)`` at the entry's line: how a one-device entry
+    with no HOST of its own runs (a ``@pl.jit`` / ``@pl.jit.incore`` entry, an L2 program's
+    Orchestration): one dispatch to device 0."""
+    params = ", ".join(entry.params)
+    node = ast.parse(f"def _host_{entry.name}({params}):\n    self.{entry.name}({params})\n").body[0]
+    assert isinstance(node, ast.FunctionDef)
+    for n in ast.walk(node):  # every node at the entry's def line: what the host does is written there
+        if isinstance(n, (ast.stmt, ast.expr, ast.arg)):
+            n.lineno = n.end_lineno = entry.node.lineno
+    return CapturedFunction(node.name, Kind.HOST, node, entry.params, entry.annotations, entry.file, entry.closure)
 
 
 def annotation(value: Any, closure: Mapping[str, Any], file: str, fn: ast.FunctionDef) -> Any:
@@ -222,5 +252,5 @@ def _check_attribute(prog: CapturedProgram, fn: CapturedFunction, node: ast.Attr
         spelled += "." + attr
 
 
-__all__ = ["CapturedFunction", "CapturedProgram", "FunctionAttrs", "Kind", "annotation", "check_names", "function",
-           "program"]
+__all__ = ["HOST_LEVEL", "CapturedFunction", "CapturedProgram", "FunctionAttrs", "Kind", "annotation", "check_names",
+           "function", "program", "single_device_host"]

@@ -19,14 +19,17 @@
   line that made the call, then pldemu's report (the program's file:line, races, the deadlock's
   wait-for graph, every rank's output) without pldemu's own traceback;
 * reports a read of a file pldemu does not write into ``compiled.output_dir`` (pypto's generated host
-  or orchestration sources, ``orchestration/host_orch.py``) as one line saying so, not a bare
-  ``FileNotFoundError``.
+  or orchestration sources, ``orchestration/host_orch.py``), or a failed assertion that names such a
+  missing path (a generated sub-build, simpler's DFX files under ``dfx_outputs/``), as one line at the
+  test's line saying why it is out of scope, not a bare ``FileNotFoundError`` or assertion traceback;
+* reports a test that imports a pypto name the layer lacks, or simpler's own API (``simpler.*``,
+  ``pypto.runtime.device_runner``), as one line at the test's line.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
+import re
 from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,6 +40,7 @@ import pldemu.pytest_plugin as pldemu_plugin
 from pldemu.job.launch import Interrupted
 from pldemu.pool.client import JobPool, use_pool
 from pldemu.pypto.artifacts import output_dir_of
+from pldemu.pypto.dfx import DFX_FOLDER, TRACE_PREFIX
 from pldemu.pypto.errors import FrontendError, call_site, missing_pypto_name, not_provided
 from pldemu.pypto.finder import activate, deactivate
 from pldemu.pypto.script import CLEAN_FAILURES
@@ -49,15 +53,6 @@ PLATFORMS_MARKER = "platforms"
 """pypto's marker restricting a test to some platforms."""
 
 _OPTIONS = pytest.StashKey[FrontendOptions]()
-
-
-@dataclasses.dataclass(frozen=True)
-class SuiteConfig:
-    """What the ``test_config`` fixture gives pypto's tests (they read ``.platform`` and ``.codegen_only``)."""
-
-    platform: str
-    device_id: int
-    codegen_only: bool
 
 
 def parse_devices(text: str) -> list[int]:
@@ -166,10 +161,13 @@ def device_ids(request: pytest.FixtureRequest) -> list[int]:
 
 
 @pytest.fixture(scope="session")
-def test_config(request: pytest.FixtureRequest, device_ids: list[int]) -> SuiteConfig:
-    """pypto's session configuration (``.platform`` goes to ``ir.compile``)."""
-    return SuiteConfig(platform=request.config.getoption("platform"), device_id=device_ids[0],
-                       codegen_only=request.config.getoption("codegen_only"))
+def test_config(request: pytest.FixtureRequest, device_ids: list[int]) -> Any:
+    """pypto's session configuration, a ``pypto.runtime.RunConfig`` as in pypto's conftest (``.platform``
+    goes to ``ir.compile``; tests pass it to calls as ``config=``)."""
+    from pldemu.pypto.surface.runtime import RunConfig
+
+    return RunConfig(platform=request.config.getoption("platform"), device_id=device_ids[0],
+                     codegen_only=request.config.getoption("codegen_only"))
 
 
 @pytest.fixture(autouse=True)
@@ -211,6 +209,10 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
         message = f"{call_site(err, item.path.__eq__)}{err}"
     except FileNotFoundError as err:
         message = _not_written(err, item.path)
+    except ImportError as err:
+        message = _not_importable(err, item.path)
+    except AssertionError as err:
+        message = _asserts_unwritten(err, item.path)
     except Interrupted as stop:
         # pytest records any other BaseException as the test's failure and carries on; a SIGTERM /
         # SIGHUP / Ctrl-C that killed the job must end the session (128 + the signal number).
@@ -225,10 +227,52 @@ def _not_written(err: FileNotFoundError, test_file: Path) -> str:
     root = output_dir_of(missing) if missing is not None else None
     if missing is None or root is None:
         raise err
+    return _at_test_line(err, test_file) + _unwritten_reason(missing, root)
+
+
+_PATHS = re.compile(r"/[^\s'\"(),:]+")
+"""Absolute paths in an assertion's message (pytest's explanation shows them as ``PosixPath('...')``)."""
+
+
+def _asserts_unwritten(err: AssertionError, test_file: Path) -> str:
+    """One line for a failed assertion whose message names a path in a ``compiled.output_dir`` that pldemu
+    does not write (the test inspects pypto's generated files or simpler's DFX files); any other failed
+    assertion is the test's own, re-raised as it is."""
+    for text in _PATHS.findall(str(err)):
+        path = Path(text)
+        root = output_dir_of(path)
+        if root is not None and path != root and not path.exists():
+            return _at_test_line(err, test_file) + _unwritten_reason(path, root)
+    raise err
+
+
+def _not_importable(err: ImportError, test_file: Path) -> str:
+    """One line for a test that imports a pypto name the layer lacks or simpler's own API; any other
+    import error is the test's own, re-raised."""
+    name = missing_pypto_name(err)
+    if name is None:
+        raise err
+    return _at_test_line(err, test_file) + not_provided(name)
+
+
+def _at_test_line(err: BaseException, test_file: Path) -> str:
     where = call_site(err, test_file.__eq__).split(": ", 1)[0]
-    return (f"{where + ': ' if where else ''}compiled.output_dir/{missing.relative_to(root)} does not exist: "
-            "pldemu runs the program and writes no pypto-generated code (host or orchestration sources, "
-            "kernels), only next_levels/<builtin>/ and its own programs (out of scope: see docs/pypto-frontend.md)")
+    return f"{where}: " if where else ""
+
+
+def _unwritten_reason(missing: Path, root: Path) -> str:
+    """Why ``missing`` (under the output folder ``root``) is not there: simpler's DFX files under
+    ``dfx_outputs/`` are out of scope (pldemu's own trace answers the swimlane switch); anything else would
+    be pypto's generated code."""
+    relative = missing.relative_to(root)
+    if relative.parts[0] == DFX_FOLDER:
+        return (f"compiled.output_dir/{relative} does not exist: simpler's DFX files (deps.json, scope_stats, "
+                "chip swimlane records, per rank and dispatch) are simpler's formats, out of scope; pldemu answers "
+                f"enable_chip_swimlane with its own Chrome/Perfetto trace ({DFX_FOLDER}/{TRACE_PREFIX}<k>.json) and "
+                "the other DFX switches have no effect (see docs/pypto-frontend.md)")
+    return (f"compiled.output_dir/{relative} does not exist: pldemu runs the program and writes no pypto-generated "
+            "code (host or orchestration sources, kernels, per-orchestration sub-builds), only its own programs "
+            "(out of scope: see docs/pypto-frontend.md)")
 
 
 __all__ = [
@@ -236,7 +280,6 @@ __all__ = [
     "DEFAULT_DEVICES",
     "DEFAULT_PLATFORM",
     "PyptoModule",
-    "SuiteConfig",
     "conftest_cut",
     "device_ids",
     "frontend_options",

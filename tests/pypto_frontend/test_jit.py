@@ -226,7 +226,7 @@ def test_run_config_is_pyptos_dataclass() -> None:
     ({"device_ids": [0, 0]}, "must be distinct"),
     ({"device_ids": [-1]}, "non-negative device indices"),
     ({"device_ids": [0], "aicpu_thread_num": 1}, "0 (the platform default) or at least 2"),
-    ({"device_ids": [0], "num_sub_workers": 1}, "SubWorkers"),
+    ({"device_ids": [0], "num_sub_workers": -1}, "num_sub_workers must be non-negative"),
 ])
 def test_distributed_config_is_checked(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):

@@ -246,3 +246,84 @@ def test_a_read_of_pyptos_generated_code_is_one_line(tmp_path: Path) -> None:
     assert "FileNotFoundError" not in generated and "Traceback" not in generated, show(res)
     # Any other missing file is the test's own error, as it is.
     assert "test_reads_its_own_missing_file - FileNotFoundError" in res.stdout, show(res)
+
+
+OUT_OF_SCOPE_TEST = """
+    import pypto.language as pl
+    import pypto.language.distributed as pld
+    import torch
+    from pypto import ir
+    from pypto.ir.distributed_compiled_program import DistributedConfig
+    from pypto.runtime import RunConfig
+
+    @pl.program
+    class AddOne:
+        @pl.function(type=pl.FunctionType.InCore)
+        def k(self, x: pl.Tensor[[1, 8], pl.FP32], y: pl.Out[pl.Tensor[[1, 8], pl.FP32]]) -> pl.Tensor[[1, 8], pl.FP32]:
+            return pl.store(pl.add(pl.load(x, [0, 0], [1, 8]), 1.0), [0, 0], y)
+
+        @pl.function(type=pl.FunctionType.Orchestration)
+        def child(self, x: pl.Tensor[[1, 8], pl.FP32], y: pl.Out[pl.Tensor[[1, 8], pl.FP32]]) -> pl.Tensor[[1, 8], pl.FP32]:
+            return self.k(x, y)
+
+        @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+        def host_orch(self, x: pl.Tensor[[2, 1, 8], pl.FP32], y: pl.Out[pl.Tensor[[2, 1, 8], pl.FP32]]):
+            for r in pl.range(pld.world_size()):
+                self.child(x[r], y[r], device=r)
+
+    def _run(device_ids, **dfx):
+        compiled = ir.compile(AddOne, distributed_config=DistributedConfig(device_ids=device_ids[:2]))
+        x, y = torch.ones((2, 1, 8)), torch.zeros((2, 1, 8))
+        compiled(x, y, config=RunConfig(**dfx))
+        assert torch.allclose(y, x + 1)
+        return compiled.output_dir / "dfx_outputs"
+
+    def test_dep_gen_files(device_ids):
+        dfx = _run(device_ids, enable_dep_gen=True, enable_scope_stats=True)
+        assert dfx.is_dir(), f"no DFX folder: {dfx}"
+
+    def test_swimlane_records(device_ids):
+        dfx = _run(device_ids, enable_chip_swimlane=True)
+        assert (dfx / "pldemu_trace_call0.json").is_file()
+        records = dfx / "rank0" / "d0" / "chip_swimlane_records.json"
+        assert records.is_file(), f"missing {records}"
+
+    def test_generated_sub_build(tmp_path, device_ids):
+        ir.compile(AddOne, output_dir=str(tmp_path), distributed_config=DistributedConfig(device_ids=device_ids[:2]))
+        assert (tmp_path / "next_levels" / "child").is_dir(), f"no {tmp_path / 'next_levels'}"
+
+    def test_simpler_api():
+        from simpler.worker import Worker
+
+    def test_own_assertion(tmp_path):
+        assert (tmp_path / "mine.txt").exists(), f"missing {tmp_path / 'mine.txt'}"
+
+    def test_bad_ring_size():
+        RunConfig(ring_heap=1000)
+"""
+
+
+def test_out_of_scope_checks_are_one_line_each(tmp_path: Path) -> None:
+    """Simpler's DFX files, pypto's generated sub-builds and simpler's API: one line each at the test's
+    line, saying why; a test's own failed assertion and a bad RunConfig stay the test's."""
+    write(tmp_path / "test_scope.py", OUT_OF_SCOPE_TEST)
+    res = inner_pytest(tmp_path, "-q", "test_scope.py")
+    assert res.returncode == 1 and "6 failed" in res.stdout, show(res)
+    sections = {name: res.stdout.split(f"_ {name} _")[1].lstrip("_").split("\n_")[0].split("\n=")[0] for name in
+                ("test_dep_gen_files", "test_swimlane_records", "test_generated_sub_build", "test_simpler_api",
+                 "test_own_assertion", "test_bad_ring_size")}
+    dfx = "are simpler's formats, out of scope; pldemu answers enable_chip_swimlane with its own Chrome/Perfetto trace"
+    assert "test_scope.py:33: compiled.output_dir/dfx_outputs does not exist: simpler's DFX files" in res.stdout
+    assert "test_scope.py:39: compiled.output_dir/dfx_outputs/rank0/d0/chip_swimlane_records.json does not " \
+           "exist" in res.stdout, show(res)
+    assert "test_scope.py:43: compiled.output_dir/next_levels does not exist: pldemu runs the program and " \
+           "writes no pypto-generated code" in res.stdout, show(res)
+    assert "test_scope.py:46: simpler is not provided by pldemu's pypto layer (out of scope, simpler's own " \
+           "runtime API" in res.stdout, show(res)
+    assert "test_scope.py:52: " in sections["test_bad_ring_size"] and "ring_heap must be a power of 2 >= 1024" in \
+        sections["test_bad_ring_size"], show(res)
+    for name in ("test_dep_gen_files", "test_swimlane_records", "test_generated_sub_build", "test_simpler_api",
+                 "test_bad_ring_size"):
+        assert sections[name].strip().count("\n") <= 1 and "Traceback" not in sections[name], (name, show(res))
+    assert dfx in sections["test_dep_gen_files"] and dfx in sections["test_swimlane_records"], show(res)
+    assert "AssertionError: missing" in sections["test_own_assertion"], show(res)  # the test's own, as it is

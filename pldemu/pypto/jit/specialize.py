@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from pldemu.pypto.capture import CapturedFunction, CapturedProgram, Kind, check_names
+from pldemu.pypto.capture import CapturedFunction, CapturedProgram, check_names, single_device_host
 from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.jit.deps import captured, dependency_order, function_node, source_file
 from pldemu.pypto.jit.kinds import JitFunctionLike, JitKind
@@ -264,7 +264,7 @@ def program_for(entry: JitFunctionLike, funcs: Sequence[JitFunctionLike], bindin
         names[f] = f.__name__
     top = functions[entry.__name__]
     if entry._kind is not JitKind.HOST:
-        host = _single_device_host(top, entry)
+        host = single_device_host(top)
         functions[host.name] = host
     prog = CapturedProgram(f"_jit_{entry.__name__}", top.file, functions, top.closure, dict(binding.scalars),
                            names, _foreign_nodes(functions.values(), top.file))
@@ -291,19 +291,6 @@ def _scalar_dtype(value: Any) -> Any:
     from pldemu.pypto.types import FP32
 
     return FP32 if isinstance(value, float) else INT32
-
-
-def _single_device_host(entry: CapturedFunction, fn: JitFunctionLike) -> CapturedFunction:
-    """``def _host_<entry>(<params>): <entry>(<params>)`` at the entry's line: a ``@pl.jit`` or
-    ``@pl.jit.incore`` entry runs as one dispatch to device 0."""
-    params = ", ".join(entry.params)
-    node = ast.parse(f"def _host_{entry.name}({params}):\n    {entry.name}({params})\n").body[0]
-    assert isinstance(node, ast.FunctionDef)
-    for n in ast.walk(node):  # every node at the entry's def line: what the host does is written there
-        if isinstance(n, (ast.stmt, ast.expr, ast.arg)):
-            n.lineno = n.end_lineno = entry.node.lineno
-    return CapturedFunction(node.name, Kind.HOST, node, entry.params, entry.annotations, entry.file,
-                            {**entry.closure, entry.name: fn})
 
 
 def _foreign_nodes(functions: Any, file: str) -> dict[int, str]:

@@ -24,7 +24,9 @@ RUNTIMES = ("tensormap_and_ringbuffer",)
 class DistributedConfig:
     """The devices of one program (``device_ids``: one rank each), with pypto's other fields: checked as
     pypto checks them, and without effect on pldemu (``runtime`` is simpler's flavour;
-    ``aicpu_thread_num`` its AICPU threads; a program has one sequential thread per rank here)."""
+    ``aicpu_thread_num`` its AICPU threads; a program has one sequential thread per rank here).
+    ``num_sub_workers`` is pypto's request for SubWorkers per chip process: 0 means as many as the
+    program declares, more leaves the extras idle; any count is accepted."""
 
     device_ids: Sequence[int] = (0,)
     num_sub_workers: int = 0
@@ -41,8 +43,6 @@ class DistributedConfig:
             raise ValueError(f"DistributedConfig.device_ids must be distinct, got {ids}")
         if self.num_sub_workers < 0:
             raise ValueError(f"DistributedConfig.num_sub_workers must be non-negative, got {self.num_sub_workers}")
-        if self.num_sub_workers:
-            raise ValueError("SubWorkers (num_sub_workers > 0) are out of scope for pldemu's pypto layer")
         if self.aicpu_thread_num not in (None, 0) and self.aicpu_thread_num < 2:
             raise ValueError(f"DistributedConfig.aicpu_thread_num must be 0 (the platform default) or at least 2, "
                              f"got {self.aicpu_thread_num}")
@@ -84,14 +84,14 @@ class DistributedCompiledProgram:
         return len(self.config.device_ids)
 
     def __call__(self, *args: Any, config: Any = None) -> Any:
-        """Run on the compile-time devices (a call's ``config`` cannot move them, as in pypto; its other
-        fields have no effect here)."""
+        """Run on the compile-time devices (a call's ``config`` cannot move them, as in pypto; its DFX
+        switches are answered per call, :mod:`pldemu.pypto.dfx`; its other fields have no effect here)."""
         __tracebackhide__ = True
-        from pldemu.pypto.surface.runtime import RunConfig, distributed_runner
+        from pldemu.pypto.dfx import check_config
+        from pldemu.pypto.surface.runtime import distributed_runner
 
-        if config is not None and not isinstance(config, RunConfig):
-            raise TypeError(f"config= takes a pypto.runtime.RunConfig, got {type(config).__name__}")
-        return distributed_runner.execute_distributed(self, *args)
+        check_config(config, type(self).__name__)
+        return distributed_runner.execute_distributed(self, *args, config=config)
 
     def _get_metadata(self) -> tuple[list[ParamInfo], list[int], list[Any]]:
         """The HOST orchestrator's parameters (name, direction, shape, dtype), the indices of its pure

@@ -3,11 +3,35 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
+from pldemu.pypto.errors import ConfigError, ConfigTypeError, user_frame
 from pldemu.pypto.surface.backend import BackendType, backend_for
 
 PLATFORMS = ("a2a3sim", "a2a3", "a5sim", "a5")
+
+RING_DEPTH = 4
+"""The scope-depth rings of simpler's runtime: a per-ring sizing list has exactly this many entries."""
+SWIMLANE_FULL = 4
+"""The chip swimlane level ``True`` requests (pypto's levels run 0-4)."""
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _pow2_at_least(low: int) -> Callable[[object], bool]:
+    return lambda v: _is_int(v) and v >= low and (v & (v - 1)) == 0  # type: ignore[operator]
+
+
+RING_RULES: tuple[tuple[str, str, Callable[[object], bool]], ...] = (
+    ("ring_task_window", "be a power of 2 >= 4", _pow2_at_least(4)),
+    ("ring_heap", "be a power of 2 >= 1024 (bytes per ring)", _pow2_at_least(1024)),
+    ("ring_dep_pool", "be in [4, INT32_MAX]", lambda v: _is_int(v) and 4 <= v <= 2**31 - 1),  # type: ignore[operator]
+)
+"""pypto's ring-sizing rules (``RunConfig._validate_ring_overrides``): field, what each value must be,
+the test. They size simpler's runtime rings, which pldemu has not: checked, then without effect."""
 
 
 @dataclasses.dataclass
@@ -17,7 +41,12 @@ class RunConfig:
     recorded) and ``distributed_config`` (the devices, at compile time). Every other field is accepted
     and has no effect: it tunes pypto's compiler passes, kernel code generation, the device runtime's
     rings, or its profiling outputs, none of which pldemu has (docs/pypto-frontend.md). pldemu's own
-    run options come from the ``pldemu python`` / ``pldemu pytest`` flags (``pldemu.pypto.session``)."""
+    run options come from the ``pldemu python`` / ``pldemu pytest`` flags (``pldemu.pypto.session``).
+
+    Checked as pypto checks them (the same error types and texts, at the line that built the config):
+    ``platform``, the ring sizes (:data:`RING_RULES`; a 4-list is per ring, 0 keeping a ring's default;
+    a tuple becomes a list) and the swimlane level (``True`` is 4). A call's DFX switches are answered by
+    :mod:`pldemu.pypto.dfx` (``enable_chip_swimlane``: pldemu's own trace of the call)."""
 
     platform: str = "a2a3sim"
     device_id: int = 0
@@ -48,9 +77,52 @@ class RunConfig:
     dump_ptoas_passes: bool = False
 
     def __post_init__(self) -> None:
+        __tracebackhide__ = True
         if self.platform not in PLATFORMS:
-            raise ValueError(f"Invalid platform {self.platform!r}. Expected 'a2a3sim', 'a2a3', 'a5sim', or 'a5'.")
+            raise ConfigError(f"Invalid platform {self.platform!r}. Expected 'a2a3sim', 'a2a3', 'a5sim', or 'a5'.",
+                              *user_frame(1))
         self.backend_type = backend_for(self.platform)
+        self.enable_chip_swimlane = _swimlane_level(self.enable_chip_swimlane)
+        if self.any_dfx_enabled():
+            self.save_kernels = True  # pypto keeps the output folder whenever a DFX switch is on
+        for name, phrase, ok in RING_RULES:
+            setattr(self, name, _ring_value(name, phrase, ok, getattr(self, name)))
+
+    def any_dfx_enabled(self) -> bool:
+        """At least one of the five DFX switches is on (pypto's ``RunConfig.any_dfx_enabled``)."""
+        return bool(self.enable_chip_swimlane > 0 or self.enable_dump_args > 0 or self.enable_pmu > 0
+                    or self.enable_dep_gen or self.enable_scope_stats)
+
+
+def _swimlane_level(value: object) -> int:
+    """pypto's swimlane level: ``True`` is the full level, ``False`` 0, an int must be in 0-4."""
+    if isinstance(value, bool):
+        return SWIMLANE_FULL if value else 0
+    if not isinstance(value, int):
+        raise ConfigTypeError(f"enable_chip_swimlane must be an int collection level (0-{SWIMLANE_FULL}) or a "
+                              f"bool, got {type(value).__name__}", *user_frame(2))
+    if not 0 <= value <= SWIMLANE_FULL:
+        raise ConfigError(f"enable_chip_swimlane must be a collection level in [0, {SWIMLANE_FULL}] (0=off, "
+                          "1=AICore timing, 2=+dispatch/finish, 3=+sched phases, 4=+orch phases), got "
+                          f"{value}", *user_frame(2))
+    return value
+
+
+def _ring_value(name: str, phrase: str, ok: Callable[[object], bool], value: Any) -> Any:
+    """``value`` of one ring-sizing field, checked by its rule (None: unset; a tuple becomes a list)."""
+    if value is None:
+        return None
+    if not isinstance(value, (list, tuple)):
+        if not ok(value):
+            raise ConfigError(f"{name} must {phrase}, got {value!r}", *user_frame(2))
+        return value
+    if len(value) != RING_DEPTH:
+        raise ConfigError(f"{name} must have exactly {RING_DEPTH} entries (one per scope-depth ring), got "
+                          f"{len(value)}", *user_frame(2))
+    for v in value:  # a non-int (False too) is refused before 0, the "keep the default" entry, is accepted
+        if not _is_int(v) or (v != 0 and not ok(v)):
+            raise ConfigError(f"{name} entries must {phrase} (or 0 to keep default), got {v!r}", *user_frame(2))
+    return list(value)
 
 
 def execute_compiled(*args: Any, **kwargs: Any) -> Any:
@@ -58,4 +130,4 @@ def execute_compiled(*args: Any, **kwargs: Any) -> Any:
     raise NotImplementedError("single-device pypto execution is out of scope for pldemu's pypto layer")
 
 
-__all__ = ["PLATFORMS", "RunConfig", "execute_compiled"]
+__all__ = ["PLATFORMS", "RING_DEPTH", "RING_RULES", "RunConfig", "execute_compiled"]
