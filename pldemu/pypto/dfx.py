@@ -53,7 +53,7 @@ DFX_SWITCHES: tuple[DfxSwitch, ...] = (
 
 def check_config(config: Any, who: str) -> None:
     """``config=`` must be a ``pypto.runtime.RunConfig`` (or None)."""
-    from pldemu.pypto.surface.runtime import RunConfig
+    from pldemu.pypto.surface.runtime.runner import RunConfig
 
     if config is not None and not isinstance(config, RunConfig):
         raise TypeError(f"{who}: config= takes a pypto.runtime.RunConfig, got {type(config).__name__}")

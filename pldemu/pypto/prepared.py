@@ -32,9 +32,9 @@ import numpy as np
 
 from pldemu.pool.resident import Dispatch, ResidentJob, verdict_code
 from pldemu.pypto.device_tensors import DeviceTensor, StackedDeviceTensor
+from pldemu.pypto.dfx import call_options, check_config
 from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.execute import ProgramRunError, as_array, finish, np_dtype, translate
-from pldemu.pypto.session import current_options
 from pldemu.pypto.types import Direction, TensorAnn
 
 IN_FLIGHT = 2
@@ -140,7 +140,7 @@ class DistributedWorker:
         self._primary = programs[0]
         self._keys = {prog: f"p{i}" for i, prog in enumerate(programs)}
         self._used: set[str] = set()
-        opts = current_options()
+        opts = call_options(config, self._primary.output_dir)  # a swimlane: one trace of every dispatch, at close
         runtime = dataclasses.replace(opts.runtime, cell_check=False)  # a pypto program may leave its tags
         self._job = ResidentJob(self._primary.nranks, runtime, timeout=opts.timeout)
         self._w = Allocations()
@@ -286,10 +286,7 @@ class DistributedWorker:
 
     def _start(self, compiled: Any, args: Sequence[Any], config: Any, wait: bool) -> DistributedRunHandle:
         self._require_open("submit")
-        from pldemu.pypto.surface.runtime.runner import RunConfig
-
-        if config is not None and not isinstance(config, RunConfig):
-            raise TypeError(f"config= takes a pypto.runtime.RunConfig, got {type(config).__name__}")
+        check_config(config, "DistributedWorker")
         key = self._keys.get(compiled)
         if key is None:
             raise ValueError("DistributedWorker.run(compiled) requires a DistributedCompiledProgram registered "
