@@ -180,6 +180,12 @@ class ResidentJob:
             raise ResidentJobEnded(f"the resident job is over ({self._ended})")
         return as_declared(np.load(path, allow_pickle=False), dtype)
 
+    def write(self, tensor: str, rank: int, data: np.ndarray, offset: int = 0) -> int:
+        """Copy ``data``'s bytes into the resident tensor ``tensor`` of ``rank`` from byte ``offset``."""
+        path = self.folder / "data" / f"{self._next}.write.npy"
+        np.save(path, np.ascontiguousarray(data).reshape(-1).view(np.uint8))
+        return self._send({"op": "write", "tensor": tensor, "rank": rank, "path": str(path), "offset": offset})
+
     def free(self, tensor: str) -> int:
         """Free the resident tensor ``tensor`` wherever it is."""
         return self._send({"op": "free", "tensor": tensor})

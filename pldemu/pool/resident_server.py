@@ -137,6 +137,14 @@ class Resident:
             np.save(req["path"], self.tensors[req["tensor"]])
         return {}
 
+    def write(self, req: Mapping[str, Any]) -> dict[str, Any]:
+        """Bytes from a file into the resident tensor, from byte ``offset`` (a host's raw copy)."""
+        if req["rank"] == self.me:
+            raw = self.tensors[req["tensor"]].reshape(-1).view(np.uint8)
+            data = np.load(req["path"], allow_pickle=False)
+            raw[req["offset"]:req["offset"] + data.size] = data
+        return {}
+
     def free(self, req: Mapping[str, Any]) -> dict[str, Any]:
         self.tensors.pop(req["tensor"], None)
         return {}
@@ -239,6 +247,7 @@ HANDLERS = {
     "close": Resident.close,
     "alloc": Resident.alloc,
     "read": Resident.read,
+    "write": Resident.write,
     "free": Resident.free,
 }
 """Request op -> what every rank does with it."""

@@ -22,8 +22,8 @@ tensors' slices, and writes the results back in place. What pypto defines, as py
 from __future__ import annotations
 
 import collections
+import ctypes
 import dataclasses
-import itertools
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -36,6 +36,9 @@ from pldemu.pypto.dfx import call_options, check_config
 from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.execute import ProgramRunError, as_array, finish, np_dtype, translate
 from pldemu.pypto.types import Direction, TensorAnn
+
+PAGE = 4096
+"""Resident tensors' handles are page-aligned addresses of a made-up space, a page apart at least."""
 
 IN_FLIGHT = 2
 """Dispatches a worker keeps in flight (pypto's two metadata frames): a third submit waits for the oldest."""
@@ -146,7 +149,7 @@ class DistributedWorker:
         self._w = Allocations()
         self._in_flight: collections.deque[DistributedRunHandle] = collections.deque()
         self._owned: dict[tuple[int, int], DeviceTensor] = {}
-        self._ptrs = itertools.count(1)
+        self._top = PAGE
         self._registrations: weakref.WeakSet[RegistrationHandle] = weakref.WeakSet()
         self._inherited = tuple(inherited_host_tensors or ())
         self._closed = False
@@ -194,7 +197,7 @@ class DistributedWorker:
             if values.dtype != npd or tuple(values.shape) != tuple(shape):
                 raise ValueError(f"alloc_tensor init must match shape {tuple(shape)} and dtype {dtype}, got "
                                  f"shape {tuple(values.shape)} and dtype {values.dtype}")
-        t = DeviceTensor(next(self._ptrs) << 12, shape, dtype)
+        t = DeviceTensor(self._address(int(np.prod(tuple(shape))) * npd.itemsize), shape, dtype)
         self._job.alloc(_tid(t), worker_id, t.shape, npd, values)
         self._owned[(worker_id, t.data_ptr)] = t
         return t
@@ -247,6 +250,34 @@ class DistributedWorker:
         """A copy of ``t``'s current contents (pldemu's reading of a resident tensor)."""
         self._require_owned(t, worker_id, "copy_from_tensor")
         return self._job.read(_tid(t), worker_id, np_dtype(t.dtype))
+
+    def malloc(self, nbytes: int, *, worker_id: int = 0) -> int:
+        """``nbytes`` of raw memory resident on worker ``worker_id``; its handle (``data_ptr``)."""
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes <= 0:
+            raise ValueError(f"malloc nbytes must be a positive int, got {nbytes!r}")
+        import torch  # type: ignore[import-not-found]  # real torch, or pldemu's stand-in while active
+
+        return self.alloc_tensor((nbytes,), torch.uint8, worker_id=worker_id).data_ptr
+
+    def free(self, ptr: int, *, worker_id: int = 0) -> None:
+        """Free the memory ``ptr`` (from :meth:`malloc` or :meth:`alloc_tensor`)."""
+        t = self._owned.get((worker_id, ptr))
+        if t is not None:
+            self.free_tensor(t, worker_id=worker_id)
+
+    def copy_to(self, dst_dev_ptr: int, src_host_ptr: int, nbytes: int, *, worker_id: int = 0) -> None:
+        """``nbytes`` from host address ``src_host_ptr`` into resident memory at ``dst_dev_ptr``."""
+        self._require_open("copy_to")
+        t, offset = self._span(dst_dev_ptr, nbytes, worker_id, "copy_to")
+        data = np.frombuffer(ctypes.string_at(src_host_ptr, nbytes), np.uint8)
+        self._job.write(_tid(t), worker_id, data, offset)
+
+    def copy_from(self, dst_host_ptr: int, src_dev_ptr: int, nbytes: int, *, worker_id: int = 0) -> None:
+        """``nbytes`` of resident memory at ``src_dev_ptr`` to host address ``dst_host_ptr``."""
+        self._require_open("copy_from")
+        t, offset = self._span(src_dev_ptr, nbytes, worker_id, "copy_from")
+        raw = np.ascontiguousarray(self._job.read(_tid(t), worker_id, np_dtype(t.dtype))).reshape(-1).view(np.uint8)
+        ctypes.memmove(dst_host_ptr, raw.ctypes.data + offset, nbytes)
 
     def release_inherited_host_tensor_refs(self) -> None:
         """Drop the references to ``inherited_host_tensors`` (pldemu never maps them: nothing else to do)."""
@@ -379,6 +410,20 @@ class DistributedWorker:
             result = _with_verdict(result, self._job.check())
         with _removed(self._in_flight, handle):
             handle._finishing(result)
+
+    def _address(self, nbytes: int) -> int:
+        """A fresh handle with room for ``nbytes`` before the next one (so a raw copy finds its tensor)."""
+        ptr = self._top
+        self._top += (nbytes + 2 * PAGE - 1) // PAGE * PAGE
+        return ptr
+
+    def _span(self, ptr: int, nbytes: int, worker_id: int, op: str) -> tuple[DeviceTensor, int]:
+        """The live tensor of ``worker_id`` holding ``[ptr, ptr + nbytes)``, and ``ptr``'s byte offset in it."""
+        for (w, base), t in self._owned.items():
+            if w == worker_id and base <= ptr and ptr + nbytes <= base + t.nbytes:
+                return t, ptr - base
+        raise ValueError(f"{op}: 0x{ptr:x} + {nbytes} bytes is not inside live memory of this DistributedWorker on "
+                         f"worker {worker_id}")
 
     def _owner(self, t: DeviceTensor) -> int:
         owners = [w for w, ptr in self._owned if ptr == t.data_ptr]

@@ -162,6 +162,10 @@ class Tensor:
     def numel(self) -> builtins.int:
         return int(self._a.size)
 
+    def data_ptr(self) -> builtins.int:
+        """The address of the first element (what a prepared worker's ``copy_from`` / ``copy_to`` take)."""
+        return builtins.int(self._a.ctypes.data)
+
     def element_size(self) -> builtins.int:
         return int(self._a.itemsize)
 
