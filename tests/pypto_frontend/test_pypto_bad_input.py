@@ -177,12 +177,6 @@ def test_distributed_config_checks(ids: list[int], message: str) -> None:
         DistributedConfig(device_ids=ids)
 
 
-def test_out_of_scope_runtime_api_says_so() -> None:
-    compiled = ir.compile(_host_program("ok"), distributed_config=DistributedConfig(device_ids=[0, 1]))
-    with pytest.raises(NotImplementedError, match="out of scope"):
-        compiled.prepare()
-
-
 @pl.program
 class LaneSignal:
     """A HOST allreduce of 3 lanes (pypto's core_num) on a [world_size, 2] signal, one column short, which

@@ -61,13 +61,13 @@ class StaleCredits(MonitorBase):
         sig: TensorRef = event.args[0]
         cell = flat_cell("wait", self.rank, self.rank, sig, event.args[1])
         left = self._rest.pop((sig.buffer.name, cell), None)
-        w = sig.buffer.window
-        if left is None or w is None:
+        if left is None or sig.buffer.window is None:
             return
         value, call = left
-        now = int(sig.buffer.array.reshape(-1)[cell])
+        now = int(sig.buffer.array.reshape(-1)[cell])  # once: a peer's notify may land any time
         expected = int(event.args[2])
-        if now == value and w.test(cell, expected, event.site.attrs["cmp"]):
+        met = now >= expected if event.site.attrs["cmp"] is WaitCmp.Ge else now == expected
+        if now == value and met:
             index = ", ".join(map(str, unravel(cell, sig.buffer.shape)))
             self.found.append(
                 f"{STALE}: rank {self.rank} at {event.location}: the wait for {sig.buffer.name}[{index}] "
