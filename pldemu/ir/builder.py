@@ -515,6 +515,10 @@ class SystemNS(_Namespace):
         """``system.bar_all()``: the pipe drain; every earlier DMA read of this rank has its bytes."""
         self._fb.op(Op.BAR_ALL, [])
 
+    def host_task(self, task: int) -> None:
+        """``system.host_task(task=N)``: host task N (a SubWorker) runs here, in the calling process."""
+        self._fb.op(Op.HOST_TASK, [], {"task": task})
+
     def cacheinvalid(self, tensor: ir.Var | None = None, shapes: ListLike | None = None,
                      offsets: ListLike | None = None) -> None:
         """``system.cacheinvalid()`` (whole global memory) or ``system.cacheinvalid(t, shapes, offsets)``

@@ -33,6 +33,9 @@ class Op(enum.Enum):
     # every DMA transfer the rank issued has left its engine, so its reads have their bytes; its writes
     # are issued, not yet visible to other ranks (PTOAS#744: that takes a fence).
     BAR_ALL = "system.bar_all"
+    # A host task (pypto's SubWorker): the process that called the program runs a Python function on the
+    # host tensors; every rank meets it there (only a resident job, whose launcher can run it, has one).
+    HOST_TASK = "system.host_task"
 
     # Local tensor / tile ops.
     TENSOR_VIEW = "tensor.view"

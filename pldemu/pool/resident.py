@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -95,6 +95,23 @@ class Dispatch:
     resident_out: Mapping[int, Mapping[str, str]] = field(default_factory=dict)
     windows: str = "keep"
     blocking: bool = True
+    host_tasks: Mapping[int, Sequence[Sequence[str]]] = field(default_factory=dict)
+    """Host task N (``system.host_task``) -> per rank the buffers it exchanges with the calling process."""
+    on_host_task: HostTaskRunner | None = None
+    """Runs a host task here: ``(task, per rank {buffer: array})`` -> per rank ``{buffer: array}`` to load
+    back. Called from :meth:`ResidentJob.result` (and every wait) once every rank has met the task."""
+
+
+HostTaskRunner = Callable[[int, list[dict[str, np.ndarray]]], Sequence[Mapping[str, np.ndarray]]]
+"""What runs a host task in the calling process (see :attr:`Dispatch.on_host_task`)."""
+
+TASK_DONE, TASK_FAILED, TASK_READY = "done", "failed", ".ready"
+"""The files of a host task's exchange: the launcher's answer, or its failure; a rank's arrival."""
+
+
+def task_folder(data: Path, task: int) -> Path:
+    """Where a dispatch (its data folder ``data``) exchanges host task ``task``."""
+    return data / f"task{task}"
 
 
 @dataclass
@@ -106,6 +123,11 @@ class _Open:
     folder: Path
     program: Program | None = None
     dtypes: Mapping[str, np.dtype] = field(default_factory=dict)
+    tasks: Mapping[int, Sequence[Sequence[str]]] = field(default_factory=dict)
+    runner: HostTaskRunner | None = None
+    next_task: int = 0
+    error: BaseException | None = None
+    """What a host task raised (the job then ended): the caller's to re-raise."""
 
 
 class ResidentJob:
@@ -130,6 +152,7 @@ class ResidentJob:
                                                       local_ranks=placement.local_ranks(ranks)))
         self._next = 0
         self._open: dict[int, _Open] = {}
+        self._closed_requests: dict[int, _Open] = {}
         self._ended: str | None = None
         self.requests = 0
         """Requests sent so far."""
@@ -153,12 +176,19 @@ class ResidentJob:
                 np.save(folder / f"{name}.npy", arr)
         dtypes = {decl.var.name: decl.var.type.dtype.np for decl in d.program.buffers
                   if hasattr(decl.var.type, "dtype")}
+        tasks = {str(t): {str(r): list(names) for r, names in enumerate(per_rank)} for t, per_rank in d.host_tasks.items()}
         self._send({"op": "dispatch", "key": d.key, "program": str(program_file), "inputs": str(data / "in"),
-                    "out": str(data / "out"), "windows": d.windows, "blocking": d.blocking,
+                    "out": str(data / "out"), "data": str(data), "windows": d.windows, "blocking": d.blocking,
                     "outputs": {str(r): list(names) for r, names in enumerate(d.outputs)},
-                    "resident_in": _by_rank(d.resident_in), "resident_out": _by_rank(d.resident_out)},
-                   _Open(index, "dispatch", data, d.program, dtypes))
+                    "resident_in": _by_rank(d.resident_in), "resident_out": _by_rank(d.resident_out),
+                    "host_tasks": tasks},
+                   _Open(index, "dispatch", data, d.program, dtypes, d.host_tasks, d.on_host_task))
         return index
+
+    def host_task_error(self, index: int) -> BaseException | None:
+        """What a host task of dispatch ``index`` raised, if one did (the job then ended)."""
+        req = self._open.get(index) or self._closed_requests.get(index)
+        return req.error if req is not None else None
 
     def alloc(self, tensor: str, rank: int, shape: Sequence[int], dtype: np.dtype[Any],
               init: np.ndarray | None = None) -> int:
@@ -225,11 +255,12 @@ class ResidentJob:
         under it gives its failures and exit code."""
         from pldemu.api import RunResult
 
-        req = self._open.pop(index, None)
+        req = self._open.get(index)
         if req is None:
             raise KeyError(f"request {index} is not open (each result is taken once)")
         start = time.monotonic()
         answers = self._wait(index)
+        self._closed_requests[index] = self._open.pop(index)
         if answers is None:
             return self._ended_result(req, time.monotonic() - start)
         races = tuple(answers[0].get("races", ()))
@@ -246,6 +277,9 @@ class ResidentJob:
         pause = 1e-4
         paths = [reply_path(self.folder, index, r) for r in range(self.ranks)]
         while not all(p.exists() for p in paths):
+            if self._serve_host_tasks():
+                pause = 1e-4
+                continue
             if self._ended is not None or self._proc.poll() is not None:
                 self._ended = self._ended or "ended"
                 return None
@@ -256,6 +290,36 @@ class ResidentJob:
             time.sleep(pause)
             pause = min(2 * pause, 0.01)
         return [json.loads(p.read_text()) for p in paths]
+
+    def _serve_host_tasks(self) -> bool:
+        """Run every host task that all ranks have met (the oldest dispatch first); whether one ran."""
+        for req in self._open.values():
+            if req.runner is None or req.next_task not in req.tasks or req.error is not None:
+                continue
+            folder = task_folder(req.folder, req.next_task)
+            if not all((folder / f"rank{r}{TASK_READY}").exists() for r in range(self.ranks)):
+                return False  # ranks meet tasks in order: a later request's cannot be ready before this one
+            self._run_host_task(req, folder)
+            return True
+        return False
+
+    def _run_host_task(self, req: _Open, folder: Path) -> None:
+        assert req.runner is not None
+        arrays = [{p.stem: as_declared(np.load(p, allow_pickle=False), req.dtypes[p.stem])
+                   for p in sorted((folder / f"rank{r}").glob("*.npy"))} for r in range(self.ranks)]
+        try:
+            back = req.runner(req.next_task, arrays)
+        except BaseException as err:  # the program's own Python: the job ends, the caller re-raises it
+            req.error = err
+            (folder / TASK_FAILED).write_text(f"{type(err).__name__}: {err}")
+            return
+        for r, per_rank in enumerate(back):
+            mine = folder / "back" / f"rank{r}"
+            mine.mkdir(parents=True, exist_ok=True)
+            for name, arr in per_rank.items():
+                np.save(mine / f"{name}.npy", arr)
+        (folder / TASK_DONE).touch()
+        req.next_task += 1
 
     def _ended_result(self, req: _Open, wall: float) -> RunResult:
         from pldemu.api import RunResult
@@ -324,6 +388,19 @@ def _text(program: Program | None) -> str:
     return format_program(program)
 
 
-__all__ = ["CLOSE_GRACE", "OPTIONS_FILE", "WINDOWS", "Dispatch", "ResidentJob", "ResidentJobEnded",
-           "reply_path", "request_path",
-           "verdict_code"]
+__all__ = [
+    "CLOSE_GRACE",
+    "OPTIONS_FILE",
+    "TASK_DONE",
+    "TASK_FAILED",
+    "TASK_READY",
+    "WINDOWS",
+    "Dispatch",
+    "HostTaskRunner",
+    "ResidentJob",
+    "ResidentJobEnded",
+    "reply_path",
+    "request_path",
+    "task_folder",
+    "verdict_code",
+]

@@ -44,7 +44,15 @@ import numpy as np
 from pldemu.job.buffer_io import as_declared
 from pldemu.job.launch import prepare_rank
 from pldemu.npdtypes import dtype_named
-from pldemu.pool.resident import OPTIONS_FILE, reply_path, request_path
+from pldemu.pool.resident import (
+    OPTIONS_FILE,
+    TASK_DONE,
+    TASK_FAILED,
+    TASK_READY,
+    reply_path,
+    request_path,
+    task_folder,
+)
 
 if TYPE_CHECKING:
     from mpi4py import MPI
@@ -95,6 +103,7 @@ class Resident:
     def dispatch(self, req: Mapping[str, Any]) -> dict[str, Any]:
         prog = self._program(req["key"], _load_program(Path(req["program"])))
         ctx, inst = prog.ctx, prog.inst
+        inst.on_host_task(lambda task: self._host_task(prog, req, task))
         before: dict[str, list[str]] = {}
         if prog.calls and req["windows"] != "keep":
             before = self._clear_windows(prog, req["index"], fresh=req["windows"] == "fresh")
@@ -191,6 +200,34 @@ class Resident:
             prog.ctx.fence("the barrier before fresh windows")
         prog.ctx.write_own({n: np.zeros_like(prog.inst.local(n)) for n in names}, "the windows' reset")
         return self._judge(prog, index, "the barrier after the windows' reset")
+
+    def _host_task(self, prog: _Program, req: Mapping[str, Any], task: int) -> None:
+        """Host task ``task`` of dispatch ``req``, met by every rank: after a fence, this rank's buffers that
+        hold its host tensors go to the calling process, which runs it once every rank is there; what it
+        left comes back into them, and a fence ends it."""
+        from pldemu.mpi import IDLE_POLICY, Backoff
+        from pldemu.runtime.errors import ProgramError
+
+        names = req["host_tasks"].get(str(task), {}).get(str(self.me), [])
+        folder = task_folder(Path(req["data"]), task)
+        prog.ctx.fence(f"the barrier before host task {task}")
+        mine = folder / f"rank{self.me}"
+        mine.mkdir(parents=True, exist_ok=True)
+        for name, value in zip(names, prog.ctx.read_own(names, f"host task {task}"), strict=True):
+            np.save(mine / f"{name}.npy", value)
+        (folder / f"rank{self.me}{TASK_READY}").touch()
+        backoff = Backoff(IDLE_POLICY)
+        while not (folder / TASK_DONE).exists():
+            if (folder / TASK_FAILED).exists():
+                raise ProgramError(f"host task {task} raised in the calling process: "
+                                   f"{(folder / TASK_FAILED).read_text()}")
+            backoff.pause()
+        back = folder / "back" / f"rank{self.me}"
+        arrays = {p.stem: as_declared(np.load(p, allow_pickle=False), prog.inst.local(p.stem).dtype)
+                  for p in sorted(back.glob("*.npy"))} if back.is_dir() else {}
+        if arrays:
+            prog.ctx.write_own(arrays, f"host task {task}")
+        prog.ctx.fence(f"the barrier after host task {task}")
 
     def _call(self, prog: _Program, index: int) -> float:
         """One call of the entry function; a failure ends the job as ``pldemu run`` ends it."""

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
-from pldemu.pypto.errors import FrontendError
+from pldemu.pypto.errors import FrontendError, Unsupported
 from pldemu.pypto.types import plain_annotation
 
 
@@ -31,6 +31,7 @@ class Kind(enum.Enum):
     INCORE = "InCore"
     ORCHESTRATION = "Orchestration"
     HOST = "HOST"
+    SUB_WORKER = "SubWorker"
     INLINE = "Inline"
     OPAQUE = "Opaque"
 
@@ -43,7 +44,7 @@ class FunctionAttrs:
 
 
 ATTRS = "__pypto_function__"
-HOST_LEVEL = frozenset({Kind.HOST})
+HOST_LEVEL = frozenset({Kind.HOST, Kind.SUB_WORKER})
 """The kinds of function at pypto's HOST level or above (Linqu level >= 3)."""
 
 
@@ -53,7 +54,7 @@ def function(type: Any = None, level: Any = None, role: Any = None) -> Callable[
     if level is not None:
         if getattr(level, "value", None) != "HOST":
             raise TypeError(f"@pl.function: level= takes pl.Level.HOST (the HOST orchestrator), got {level!r}")
-        kind = Kind.HOST
+        kind = Kind.SUB_WORKER if getattr(role, "value", None) == "SubWorker" else Kind.HOST
     elif type is not None and getattr(type, "value", None) in ("InCore", "Orchestration"):
         kind = Kind(type.value)
     else:
@@ -80,6 +81,18 @@ class CapturedFunction:
     closure: Mapping[str, Any]
     defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     """Parameter defaults (``pl.jit`` functions; a ``@pl.program`` method has none)."""
+    python: Callable[..., Any] | None = dataclasses.field(default=None, compare=False)
+    """A SubWorker's own Python function: it runs as Python, in the process that called the program."""
+
+    @property
+    def abstract(self) -> bool:
+        """A SubWorker whose body is only ``...`` (or a docstring and ``...``): a callback point that
+        ``prepare(callbacks=)`` must bind."""
+        body = [s for s in self.node.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)
+                                                  and isinstance(s.value.value, str))]
+        return self.kind is Kind.SUB_WORKER and (not body or all(
+            isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and s.value.value is Ellipsis
+            for s in body))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,6 +113,19 @@ class CapturedProgram:
     (``pl.jit`` helpers imported from another module)."""
     line: int = dataclasses.field(default=0, compare=False)
     """The line of the ``class`` statement (0 where there is none: a ``pl.jit`` program)."""
+    unsupported: Unsupported | None = dataclasses.field(default=None, compare=False)
+    """What pldemu's layer lacks for this program, raised when it is compiled (not at ``@pl.program``)."""
+
+    def supported(self) -> CapturedProgram:
+        """This program, or the :class:`Unsupported` error that stops it from being compiled."""
+        if self.unsupported is not None:
+            raise self.unsupported
+        return self
+
+    @property
+    def sub_workers(self) -> dict[str, CapturedFunction]:
+        """The program's SubWorkers (``@pl.function(level=pl.Level.HOST, role=pl.Role.SubWorker)``), by name."""
+        return {name: f for name, f in self.functions.items() if f.kind is Kind.SUB_WORKER}
 
     def host(self) -> CapturedFunction:
         hosts = [f for f in self.functions.values() if f.kind is Kind.HOST]
@@ -173,12 +199,22 @@ def _capture(cls: type, closure: Mapping[str, Any], file: str, near: int) -> Cap
             raise FrontendError(f"method {item.name} of @pl.program {cls.__name__} is not a @pl.function",
                                 file, item.lineno)
         fn = cls.__dict__[item.name]
-        params = tuple(a.arg for a in item.args.args[1:])
+        sub = attrs.kind is Kind.SUB_WORKER
+        args = item.args.args
+        if sub and args and args[0].arg == "self":
+            raise FrontendError(f"SubWorker {item.name} must not declare self (pypto runs its body as a plain "
+                                "function on the host)", file, item.lineno)
+        params = tuple(a.arg for a in (args if sub else args[1:]))
         annotations = {k: annotation(v, closure, file, item) for k, v in getattr(fn, "__annotations__", {}).items()}
-        functions[item.name] = CapturedFunction(item.name, attrs.kind, item, params, annotations, file, closure)
+        functions[item.name] = CapturedFunction(item.name, attrs.kind, item, params, annotations, file, closure,
+                                                python=fn if sub else None)
     prog = CapturedProgram(cls.__name__, file, functions, closure, line=node.lineno)
     for fn in functions.values():
-        check_names(prog, fn)
+        if fn.kind is not Kind.SUB_WORKER:  # a SubWorker's body is Python (torch), not pypto's DSL
+            try:
+                check_names(prog, fn)
+            except Unsupported as err:
+                return dataclasses.replace(prog, unsupported=err)
     return prog
 
 
@@ -245,8 +281,8 @@ def _check_attribute(prog: CapturedProgram, fn: CapturedFunction, node: ast.Attr
         if isinstance(obj, ModuleType) and attr in ("language", "distributed"):
             obj = getattr(obj, attr, None)
         elif not hasattr(obj, attr):
-            raise prog.error(f"{spelled}.{attr} is not supported by pldemu's pypto layer "
-                             f"(unknown name in pypto's DSL, or out of scope)", node)
+            raise Unsupported(f"{spelled}.{attr} is not supported by pldemu's pypto layer "
+                              f"(unknown name in pypto's DSL, or out of scope)", prog.file_of(node), node.lineno)
         else:
             obj = getattr(obj, attr)
         spelled += "." + attr

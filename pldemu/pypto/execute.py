@@ -187,7 +187,13 @@ def translate(prog: CapturedProgram, nranks: int, args: Sequence[Any],
         ann = env[p]
         env[p] = HostTensor(p, (), a, ann.dtype, ann.direction, tuple(dim_value(d, dims) for d in ann.dims))
     allocs: dict[int, Alloc] = {}
-    events = [HostProjection(prog, dict(env), dims, d, nranks, allocs).run(host.node.body) for d in range(nranks)]
+    created: dict[int, HostTensor] = {}
+    events = [HostProjection(prog, dict(env), dims, d, nranks, allocs, created).run(host.node.body)
+              for d in range(nranks)]
+    for t in created.values():  # HOST pl.create_tensor: host arrays of this call, as the parameters are
+        if t.param in arrays:
+            raise prog.error(f"pl.create_tensor {t.param}: the name is a host parameter too", host.node)
+        arrays[t.param] = t.array
     return build(prog, events, dims, resident), arrays
 
 

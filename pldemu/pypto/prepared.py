@@ -24,6 +24,8 @@ from __future__ import annotations
 import collections
 import ctypes
 import dataclasses
+import inspect
+import warnings
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -35,6 +37,7 @@ from pldemu.pypto.device_tensors import DeviceTensor, StackedDeviceTensor
 from pldemu.pypto.dfx import call_options, check_config
 from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.execute import ProgramRunError, as_array, finish, np_dtype, translate
+from pldemu.pypto.translate.values import HostTensor
 from pldemu.pypto.types import Direction, TensorAnn
 
 PAGE = 4096
@@ -135,7 +138,10 @@ class DistributedWorker:
         if not programs:
             raise ValueError("DistributedWorker requires at least one compiled program")
         _check_compatible(programs)
-        _check_callbacks(programs, {**(sub_worker_overrides or {}), **(callbacks or {})})
+        if sub_worker_overrides is not None:
+            warnings.warn("sub_worker_overrides is deprecated; use callbacks= instead.", DeprecationWarning,
+                          stacklevel=3)
+        self._callbacks = _bind_callbacks(programs, {**(sub_worker_overrides or {}), **(callbacks or {})})
         if startup_timeout_s is not None and not (0 < startup_timeout_s < float("inf")):
             raise ValueError("startup_timeout_s must be a positive finite number of seconds")
         reset = reset_policy(persistent, reset_persistent_windows)
@@ -331,6 +337,9 @@ class DistributedWorker:
         except FrontendError as err:
             raise err.with_traceback(None) from None
         d = self._dispatch(key, prog, built, resident, blocking=wait and not self._in_flight)
+        if built.host_tasks:
+            d = dataclasses.replace(d, host_tasks={t.task.index: t.buffers for t in built.host_tasks},
+                                    on_host_task=_TaskRunner(prog, built, arrays, host_args, self._callbacks))
         index = self._job.dispatch(d)
         if self._windows == "fresh" or key not in self._used:
             self._w._next_alloc_id += 1
@@ -404,8 +413,13 @@ class DistributedWorker:
 
     def _settle(self, handle: DistributedRunHandle) -> None:
         """Wait for ``handle``'s dispatch, add the verdict on everything up to it when it is the newest, and
-        finish it (write-back, failure)."""
+        finish it (write-back, failure; what a SubWorker raised is raised as it is)."""
         result = self._job.result(handle._index)
+        raised = self._job.host_task_error(handle._index)
+        if raised is not None:
+            self._in_flight.remove(handle)
+            handle._error = raised
+            return
         if self._in_flight and self._in_flight[-1] is handle and not handle._blocking and result.exit_code in (0, 1, 4):
             result = _with_verdict(result, self._job.check())
         with _removed(self._in_flight, handle):
@@ -481,12 +495,82 @@ def _check_compatible(programs: list[Any]) -> None:
                              f"{list(primary.config.device_ids)} != {list(prog.config.device_ids)}")
 
 
-def _check_callbacks(programs: list[Any], callbacks: dict[str, Any]) -> None:
-    """pypto binds callbacks to SubWorkers by name; a name no prepared program declares is an error."""
-    declared = {name for prog in programs for name in getattr(prog.program, "sub_workers", ())}
-    unknown = sorted(set(callbacks) - declared)
+def _bind_callbacks(programs: list[Any], callbacks: dict[str, Any]) -> dict[str, Callable[..., Any]]:
+    """pypto's binding of SubWorkers: a callback (called ``fn(args)``, one list of the task's arguments)
+    replaces the SubWorker of its name, which must be one; an abstract SubWorker (a body of ``...``) must
+    have one. The result: name -> what runs the task, called with the argument list."""
+    declared = {name: f for prog in programs for name, f in prog.program.sub_workers.items()}
+    unknown = sorted(set(callbacks) - set(declared))
     if unknown:
         raise ValueError(f"callbacks names {unknown} are not sub-workers of any prepared program.")
+    for name, fn in callbacks.items():
+        _check_callback_arity(name, fn)
+    missing = sorted(name for name, f in declared.items() if f.abstract and name not in callbacks)
+    if missing:
+        raise ValueError(f"SubWorkers {missing} are runtime-bound callbacks (declared with a `...` body) and must "
+                         "be supplied via callbacks={...}.")
+    bodies: dict[str, Callable[..., Any]] = {name: _unpacked(f.python) for name, f in declared.items()
+                                             if f.python is not None}
+    return {**bodies, **callbacks}
+
+
+def _unpacked(body: Callable[..., Any]) -> Callable[[list[Any]], Any]:
+    """A SubWorker's own body as pypto's generated module calls it: ``body(*args)``."""
+    return lambda args: body(*args)
+
+
+def _check_callback_arity(name: str, fn: Any) -> None:
+    """A callback is called ``fn(args)``: it must take one positional argument (pypto's check)."""
+    if not callable(fn):
+        raise TypeError(f"callback for SubWorker '{name}' is not callable: {fn!r}")
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return  # builtins expose no signature: taken as they are
+    try:
+        sig.bind(object())
+    except TypeError:
+        raise TypeError(f"callback for SubWorker '{name}' must accept a single positional argument "
+                        f"fn(args: MappedArgs); got signature {sig}.") from None
+
+
+class _TaskRunner:
+    """Runs a dispatch's host tasks (SubWorkers) here, in the process that called the program: the ranks'
+    buffers that hold the task's host tensors are written into the host arrays, the SubWorker runs on the
+    caller's own tensors (views of them; a HOST ``pl.create_tensor`` as a torch tensor over its array), and
+    what it left goes back to every rank that holds a slice."""
+
+    def __init__(self, prog: Any, built: Any, arrays: dict[str, np.ndarray], args: Sequence[Any],
+                 callbacks: dict[str, Callable[..., Any]]) -> None:
+        self.prog, self.built, self.arrays, self.callbacks = prog, built, arrays, callbacks
+        self.user = dict(zip(prog.host().params, args, strict=False))
+
+    def __call__(self, task: int, per_rank: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
+        plan = self.built.host_tasks[task]
+        for rank, got in enumerate(per_rank):
+            for name, value in got.items():
+                param, key = self.built.sources[rank][name]
+                self.arrays[param][key] = value
+        fn = self.callbacks[plan.task.func]
+        params = self.prog.functions[plan.task.func].params
+        given = dict(zip(params, plan.task.args, strict=False)) | dict(plan.task.kwargs)
+        fn([self._value(given[p]) for p in params if p in given])
+        return [{name: np.ascontiguousarray(self.arrays[p][k]) for name in names
+                 for p, k in [self.built.sources[rank][name]]} for rank, names in enumerate(plan.buffers)]
+
+    def _value(self, v: Any) -> Any:
+        """What the SubWorker gets for a host value: the caller's tensor (or its slice), a tensor over an
+        intermediate's array, a scalar as it is."""
+        if isinstance(v, (list, tuple)):
+            return type(v)(self._value(x) for x in v)
+        if not isinstance(v, HostTensor):
+            return v
+        base = self.user.get(v.param)
+        if base is None:  # a HOST pl.create_tensor
+            import torch  # real torch, or pldemu's stand-in while active
+
+            base = torch.from_numpy(self.arrays[v.param])
+        return base[v.key] if v.key else base
 
 
 def _tid(t: DeviceTensor) -> str:

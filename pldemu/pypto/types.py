@@ -35,6 +35,20 @@ class PyDType:
         return f"pl.{self.name}"
 
 
+_TORCH_NAMES = {"FP32": "float32", "FP16": "float16", "BF16": "bfloat16", "INT32": "int32", "INDEX": "int64",
+                "INT8": "int8", "INT16": "int16", "INT64": "int64", "UINT8": "uint8", "UINT16": "uint16",
+                "UINT32": "uint32", "BOOL": "bool"}
+
+
+def torch_dtype(dtype: PyDType, torch: Any) -> Any:
+    """The dtype of module ``torch`` (real torch, or pldemu's stand-in) for pypto's ``dtype``."""
+    name = _TORCH_NAMES.get(dtype.name)
+    found = getattr(torch, name, None) if name is not None else None
+    if found is None:
+        raise ValueError(f"Unsupported dtype {dtype!r} for an output tensor (torch has no {name or dtype.name})")
+    return found
+
+
 FP32 = PyDType("FP32", DType.FP32, 4)
 FP16 = PyDType("FP16", DType.FP16, 2)
 BF16 = PyDType("BF16", DType.BF16, 2)

@@ -271,6 +271,10 @@ class ProgramInstance(FreedOnExit):
             raise ProgramError(f"buffer {name!r} is a rank-local tensor, not a window")
         return b.window
 
+    def on_host_task(self, run: Callable[[int], None] | None) -> None:
+        """Who runs ``system.host_task`` N from now on (a resident job's rank: ``run(N)``); None refuses it."""
+        self._machine.host_task = run
+
     def add_listener(self, fn: Callable[[OpEvent], None]) -> None:
         """Call ``fn(event)`` before every executed op from now on (runs switch to the traced variant of
         the prepared program; without listeners nothing per op is spent on them)."""

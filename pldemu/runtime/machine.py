@@ -55,6 +55,9 @@ class Machine:
         self.truncations = TruncationLog(rank, self._call)
         """Where the compiled truncating operators (``tdiv`` / ``trem``) record what differs from floor
         semantics (``pldemu.runtime.truncation``)."""
+        self.host_task: Callable[[int], None] | None = None
+        """Runs host task N (``system.host_task``, a SubWorker) where the embedding can: a resident job's
+        rank hands it to the process that called the program; None elsewhere (the op is refused)."""
         self.overrides: dict[Op, Callable[..., Any]] = {}
         """Handlers that replace ``HANDLERS`` entries for this instance (adversarial schedules,
         deferred visibility, invariant checks: ``pldemu.runtime.instrument.schedule``); consulted when a call

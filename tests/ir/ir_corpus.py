@@ -95,6 +95,7 @@ def primitives() -> Program:
     pld.system.wait(sig, [me, 0], 1)
     pld.system.fence()
     pld.system.bar_all()
+    pld.system.host_task(0)
     pld.system.cacheinvalid()
     pld.system.cacheinvalid(win, [NR, 64], [me, 0])
     pld.tensor.view(win, [1, NR * 64])

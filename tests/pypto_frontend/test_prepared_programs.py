@@ -3,7 +3,9 @@ prepared_programs, written here in pypto's style, not collected by pldemu's own 
 stacked shards and the worker's contracts pass at every rank count they take; pypto-lib #960's pattern (an
 epoch restarting every dispatch on kept windows) is reported on its second dispatch with both the race and
 its cause, and both fixes are clean over every dispatch, also under jitter and deferred visibility;
-submitted dispatches that overlap race, and a shard sent to the wrong device is refused at its line."""
+submitted dispatches that overlap race, and a shard sent to the wrong device is refused at its line.
+SubWorkers run in this process between device rounds (1-4 ranks), with callbacks, return-style calls and
+HOST intermediates; one that raises raises to the caller."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import pytest
 from prefetch import Outcome, line_in, prefetched, session_outcomes
 
 PROGRAMS = Path(__file__).resolve().parent / "prepared_programs"
-FILES = ("prepared_resident.py", "prepared_epoch.py")
+FILES = ("prepared_resident.py", "prepared_epoch.py", "prepared_subworker.py")
 
 PASSING = (
     "test_a_resident_weight_serves_three_bounded_submits", "test_a_resident_output_is_read_back_raw",
@@ -21,6 +23,8 @@ PASSING = (
     "test_permuted_placement_follows_worker_ids", "test_the_worker_s_contracts",
     *(f"test_credit_retired_every_dispatch[{n}]" for n in range(2, 6)),
     *(f"test_epoch_counted_on[{n}]" for n in range(2, 6)),
+    *(f"test_a_host_task_between_two_device_rounds[{n}]" for n in range(1, 5)),
+    "test_a_callback_sees_this_process_and_the_device_result", "test_an_unbound_abstract_sub_worker_is_refused_at_prepare",
 )
 RESTARTING = tuple(f"test_epoch_restarting_every_dispatch[{n}]" for n in range(2, 6))
 
@@ -60,6 +64,8 @@ def _checks(outcomes: dict[str, Outcome]) -> None:
     assert "races found" in text and "(call 1) ||" in text and "(call 2): neither happens before" in text, text
     text = _failed(outcomes, "test_a_shard_on_the_wrong_device_is_refused")
     assert "w[0] is resident on worker 1, but the program dispatches it to device 0" in text, text
+    outcome, text = outcomes["test_a_sub_worker_that_raises"]  # the SubWorker's own exception, as raised
+    assert outcome == "failed" and "AssertionError: must_be_five: got 6.0" in text, text
 
 
 @_session("prepared-programs")

@@ -13,7 +13,7 @@ import operator
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from pldemu.pypto.capture import CapturedFunction, CapturedProgram, Kind
+from pldemu.pypto.capture import HOST_LEVEL, CapturedFunction, CapturedProgram, Kind
 from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.types import DslOp, DynExpr, DynVar, PyDType, dtype_of_ir
 
@@ -249,8 +249,10 @@ class Evaluator:
     def callee_function(self, node: ast.Call, name: str) -> CapturedFunction:
         """``self.name``: an Orchestration or InCore function of the program (HOST functions are not called)."""
         fn = self.prog.functions.get(name)
-        if fn is None or fn.kind is Kind.HOST:
-            raise self.error(f"self.{name} is not an Orchestration or InCore function of the program", node)
+        if fn is None or fn.kind in HOST_LEVEL:
+            what = "a SubWorker, which only the HOST orchestrator calls" if fn is not None and fn.kind is \
+                Kind.SUB_WORKER else "not an Orchestration or InCore function of the program"
+            raise self.error(f"self.{name} is {what}", node)
         return fn
 
     def operator(self, table: Mapping[type, Callable[[Any, Any], Any]], op: ast.AST, what: str,

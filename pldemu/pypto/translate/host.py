@@ -18,8 +18,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from pldemu.ir.nodes import NR
-from pldemu.pypto.capture import CapturedFunction, CapturedProgram
+from pldemu.pypto.capture import CapturedFunction, CapturedProgram, Kind
 from pldemu.pypto.translate.devices import (
     PYPTO_REFUSES,
     HostLoop,
@@ -37,11 +39,12 @@ from pldemu.pypto.translate.values import (
     Dispatch,
     Event,
     HostCollective,
+    HostTask,
     HostTensor,
     HostView,
     Unresolved,
 )
-from pldemu.pypto.types import INT32, DslOp, PyDType, SymInt
+from pldemu.pypto.types import INT32, Direction, DslOp, PyDType, SymInt
 
 
 class _Return(Exception):
@@ -54,13 +57,17 @@ class HostProjection(Evaluator):
     WHERE = "at HOST level"
 
     def __init__(self, prog: CapturedProgram, env: dict[str, Any], dims: Mapping[str, int], rank: int,
-                 nranks: int, allocs: dict[int, Alloc]) -> None:
+                 nranks: int, allocs: dict[int, Alloc], created: dict[int, HostTensor] | None = None) -> None:
         super().__init__(prog, env, dims, prog.host())
         self.rank = rank
         self.nranks = nranks
         self.events: list[Event] = []
         self.allocs = allocs
         """Allocation per host line: every rank sees the same Alloc objects."""
+        self.created = created if created is not None else {}
+        """HOST ``pl.create_tensor`` intermediates per host line: every rank sees the same host array."""
+        self._tasks = 0
+        """SubWorker calls so far (each gets its number in host order)."""
         self._loops: list[HostLoop] = []
         """The HOST loops that enclose the statement being evaluated, innermost last."""
         self._in_loop: set[str] = set()
@@ -164,6 +171,8 @@ class HostProjection(Evaluator):
         fn = self.callee_function(node, name)
         kwargs = [(kw.arg, self.eval(kw.value)) for kw in node.keywords if kw.arg not in ("device", None)]
         args = tuple(self.eval(a) for a in node.args)
+        if fn.kind is Kind.SUB_WORKER:
+            return self.sub_worker(node, fn, args, kwargs)
         device, covers = self.device_of(node, fn, args, kwargs)
         if isinstance(device, bool) or not isinstance(device, int):
             raise self.error(f"device= must evaluate to an int at HOST level, got {device!r}", node)
@@ -174,9 +183,51 @@ class HostProjection(Evaluator):
         return dispatch_result(self.prog, fn, {**dict(zip(fn.params, args, strict=False)), **dict(kwargs)},
                                node.lineno)
 
+    def callee_function(self, node: ast.Call, name: str) -> CapturedFunction:
+        """``self.name``: an Orchestration (a dispatch) or a SubWorker (a host task)."""
+        fn = self.prog.functions.get(name)
+        return fn if fn is not None and fn.kind is Kind.SUB_WORKER else super().callee_function(node, name)
+
+    def sub_worker(self, node: ast.Call, fn: CapturedFunction, args: tuple[Any, ...],
+                   kwargs: list[tuple[str, Any]]) -> Any:
+        """``self.sub(...)`` of a SubWorker: a host task of every rank (in host order), run by the process
+        that called the program; its value, what the SubWorker returns of its arguments."""
+        if any(kw.arg == "device" for kw in node.keywords):
+            raise self.error(f"self.{fn.name}: a SubWorker runs on the host, not on a device (no device=)", node)
+        bound = {**dict(zip(fn.params, args, strict=False)), **dict(kwargs)}
+        for p, v in bound.items():
+            if isinstance(v, (HostView, Alloc)):
+                raise self.error(f"self.{fn.name}: {p} is a window; a SubWorker takes host tensors and scalars", node)
+        self.events.append(HostTask(fn.name, args, tuple(kwargs), node.lineno, self._tasks))
+        self._tasks += 1
+        return dispatch_result(self.prog, fn, bound, node.lineno)
+
+    def create(self, node: ast.Call) -> HostTensor:
+        """HOST ``pl.create_tensor(shape, dtype)``: a host intermediate, zeros (what the devices and the
+        SubWorkers that take it write, it holds); the same array on every rank's projection."""
+        name = "pl.create_tensor"
+        if self.lhs is None:
+            raise self.error(f"{name}(...) at HOST level must be assigned to a name", node)
+        b = bind_call(self, node, ("shape", "dtype"), {"layout": None, "manual_dep": False, "init_value": None}, name)
+        shape = b["shape"]
+        if not isinstance(shape, (list, tuple)) or not shape or not all(
+                isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape):
+            raise self.error(f"{name}: shape must be a list of positive ints, got {shape!r}", node)
+        if not isinstance(b["dtype"], PyDType):
+            raise self.error(f"{name}: dtype must be a pl dtype, got {b['dtype']!r}", node)
+        found = self.created.get(node.lineno)
+        if found is None:
+            init = b["init_value"] or 0
+            array = np.full(tuple(int(d) for d in shape), init, b["dtype"].ir.np)
+            found = self.created[node.lineno] = HostTensor(self.lhs, (), array, b["dtype"], Direction.INOUT,
+                                                           tuple(int(d) for d in shape))
+        return found
+
     def call_dsl(self, name: str, node: ast.Call) -> Any:
         if name == "pld.world_size":
             return self.world
+        if name in ("pl.create_tensor", "pl.tensor.create"):
+            return self.create(node)
         if name == "pl.range":
             return range(*[self.eval(a) for a in node.args])
         if name == "pld.alloc_window_buffer":

@@ -30,6 +30,7 @@ from pldemu.pypto.translate.values import (
     Dispatch,
     Event,
     HostCollective,
+    HostTask,
     HostTensor,
     HostView,
     Unresolved,
@@ -48,6 +49,15 @@ class WriteBack:
 
 
 @dataclasses.dataclass(frozen=True)
+class HostTaskPlan:
+    """A SubWorker call of the translated program: the task, and per rank the buffers that hold its host
+    tensors (sent to the calling process before the task, loaded with what it left after)."""
+
+    task: HostTask
+    buffers: tuple[tuple[str, ...], ...]
+
+
+@dataclasses.dataclass(frozen=True)
 class Built:
     """A translated call: the program, each rank's inputs, the write-backs, the host collectives."""
 
@@ -60,6 +70,8 @@ class Built:
     sources: tuple[Mapping[str, tuple[str, tuple[int, ...]]], ...] = ()
     """Per rank: each host-slice buffer -> the host parameter and index it holds (``inputs[r]`` -> ``("inputs",
     (r,))``)."""
+    host_tasks: tuple[HostTaskPlan, ...] = ()
+    """The SubWorker calls, by task number."""
 
 
 @dataclasses.dataclass
@@ -180,18 +192,35 @@ def build(prog: CapturedProgram, events: list[list[Event]], dims: Mapping[str, i
                        if plan.arrays[(p, k)].direction is not Direction.IN)
     hosts = tuple(ev for ev in events[0] if isinstance(ev, HostCollective))
     sources = tuple({name: key for key, name in plan.slices[d].items()} for d in range(nranks))
-    return Built(program, inputs, writebacks, hosts, dict(emit.truncating), sources)
+    tasks = tuple(_task_plan(ev, sources) for ev in events[0] if isinstance(ev, HostTask))
+    return Built(program, inputs, writebacks, hosts, dict(emit.truncating), sources, tasks)
+
+
+def _task_plan(task: HostTask, sources: tuple[dict[str, tuple[str, tuple[int, ...]]], ...]) -> HostTaskPlan:
+    """Which buffers of each rank hold a host tensor ``task`` takes (any slice of it)."""
+    params = {v.param for v in _flat_values([*task.args, *(v for _, v in task.kwargs)]) if isinstance(v, HostTensor)}
+    return HostTaskPlan(task, tuple(tuple(sorted(n for n, (p, _) in mine.items() if p in params)) for mine in sources))
+
+
+def _flat_values(values: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    for v in values:
+        out.extend(_flat_values(list(v)) if isinstance(v, (list, tuple)) else [v])
+    return out
 
 
 def _runs_on(ev: Event, rank: int, groups: Mapping[Alloc, tuple[int, ...]]) -> bool:
-    """A dispatch runs where the projection put it; a host collective on the devices of its comm domain."""
-    if isinstance(ev, Dispatch):
+    """A dispatch runs where the projection put it; a host task on every rank (each meets it); a host
+    collective on the devices of its comm domain."""
+    if isinstance(ev, (Dispatch, HostTask)):
         return True
     devices = collective_devices(ev, groups)
     return devices is None or rank in devices
 
 
 def _bind_event(plan: _Plan, rank: int, ev: Event) -> Event:
+    if isinstance(ev, HostTask):
+        return ev  # its tensors stay host tensors: the calling process runs it
     fn = plan.prog.functions[ev.func] if isinstance(ev, Dispatch) else None
     params = fn.params if fn is not None else ()
     args = tuple(plan.bind(rank, a, ev.line, _writes(fn, params[i] if i < len(params) else ""))
@@ -233,6 +262,8 @@ def _emit_events(emit: Emit, host_fn: Any, events: list[Event]) -> None:
         emit.fb.origin = SourcePos(host_fn.file, ev.line)
         if isinstance(ev, Dispatch):
             inline(emit, emit.prog.functions[ev.func], list(ev.args), dict(ev.kwargs), at, dispatched=True)
+        elif isinstance(ev, HostTask):
+            emit.fb.pld.system.host_task(ev.index)
         else:
             tr = DeviceTranslator(emit, host_fn, {})
             names, defaults = COLLECTIVE_PARAMS[ev.op]
@@ -265,4 +296,4 @@ def _inputs(plan: _Plan, rank: int, resident: frozenset[str]) -> dict[str, np.nd
     return out
 
 
-__all__ = ["Built", "WriteBack", "build"]
+__all__ = ["Built", "HostTaskPlan", "WriteBack", "build"]

@@ -77,6 +77,19 @@ class HostCollective:
 
 
 @dataclasses.dataclass(frozen=True)
+class HostTask:
+    """A call of a SubWorker (``self.sub(...)`` at HOST level): a Python task the process that called the
+    program runs, after what every rank did before it and before what every rank does after it."""
+
+    func: str
+    args: tuple[Any, ...]
+    kwargs: tuple[tuple[str, Any], ...]
+    line: int
+    index: int
+    """Its number in the host program's order (the same on every rank)."""
+
+
+@dataclasses.dataclass(frozen=True)
 class Unresolved:
     """What a dispatch returns when it is not one of its tensor arguments: the host may name it, not
     pass it on (see ``pldemu.pypto.translate.returns``)."""
@@ -85,6 +98,6 @@ class Unresolved:
     line: int
 
 
-Event = Dispatch | HostCollective
+Event = Dispatch | HostCollective | HostTask
 
-__all__ = ["Alloc", "Dispatch", "Event", "HostCollective", "HostTensor", "HostView", "Unresolved"]
+__all__ = ["Alloc", "Dispatch", "Event", "HostCollective", "HostTask", "HostTensor", "HostView", "Unresolved"]

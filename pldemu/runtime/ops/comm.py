@@ -15,6 +15,7 @@ from typing import Any
 
 from pldemu import windows
 from pldemu.ir import Op
+from pldemu.runtime.errors import ProgramError
 from pldemu.runtime.groups import group_ctx
 from pldemu.runtime.machine import Handler, Machine
 from pldemu.runtime.sites import CallSite
@@ -171,6 +172,15 @@ def _marker(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
     return None
 
 
+def _host_task(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
+    """``system.host_task``: the embedding runs it (a resident job hands it to the process that called the
+    program); anywhere else there is nobody to run it."""
+    if m.host_task is None:
+        raise ProgramError(f"{site.where}: host task {site.attrs['task']} (a SubWorker) needs the process that "
+                           "called the program: it runs only in a resident job (a pypto call or prepared worker)")
+    m.host_task(site.attrs["task"])
+
+
 def _get_comm_ctx(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Any:
     group = args[0].buffer.group
     return m.ctx if group is None else group_ctx(group, m.rank, m.ctx)
@@ -193,6 +203,7 @@ COMM_HANDLERS: Mapping[Op, Handler] = MappingProxyType({
     Op.FENCE: _marker,
     Op.BAR_ALL: _marker,
     Op.CACHEINVALID: _marker,
+    Op.HOST_TASK: _host_task,
     Op.GET_COMM_CTX: _get_comm_ctx,
     Op.RANK: _rank,
     Op.NRANKS: _nranks,

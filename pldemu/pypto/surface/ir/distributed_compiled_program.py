@@ -91,7 +91,35 @@ class DistributedCompiledProgram:
         from pldemu.pypto.surface.runtime import distributed_runner
 
         check_config(config, type(self).__name__)
-        return distributed_runner.execute_distributed(self, *args, config=config)
+        full, outs = self._with_outputs(args)
+        distributed_runner.execute_distributed(self, *full, config=config)
+        if not outs:
+            return None
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _with_outputs(self, args: tuple[Any, ...]) -> tuple[tuple[Any, ...], list[Any]]:
+        """pypto's return-style call: with the pure Out parameters left out, they are allocated (zeros) and
+        returned; with every argument given, nothing is."""
+        infos, out_indices, _ = self._get_metadata()
+        if len(args) != len(infos) - len(out_indices) or not out_indices:
+            return args, []
+        import torch  # type: ignore[import-not-found]  # real torch, or the stand-in while active
+
+        from pldemu.pypto.types import torch_dtype
+
+        given = iter(args)
+        full: list[Any] = []
+        outs: list[Any] = []
+        for i, info in enumerate(infos):
+            if i not in out_indices:
+                full.append(next(given))
+                continue
+            if info.shape is None or any(d < 0 for d in info.shape):
+                raise ValueError(f"Cannot allocate output tensor {info.name!r}: shape {info.shape} contains "
+                                 "dynamic dimensions.")
+            outs.append(torch.zeros(info.shape, dtype=torch_dtype(info.dtype, torch)))
+            full.append(outs[-1])
+        return tuple(full), outs
 
     def _get_metadata(self) -> tuple[list[ParamInfo], list[int], list[Any]]:
         """The HOST orchestrator's parameters (name, direction, shape, dtype), the indices of its pure

@@ -72,9 +72,10 @@ class Level(enum.Enum, metaclass=_DslEnumType):
 
 
 class Role(enum.Enum, metaclass=_DslEnumType):
-    """``@pl.function(role=...)``."""
+    """``@pl.function(role=...)``: the HOST orchestrator, or a SubWorker (a Python task on the host)."""
 
     Orchestrator = "Orchestrator"
+    SubWorker = "SubWorker"
 
 
 range = DslOp("pl.range")

@@ -16,6 +16,10 @@ def execute_distributed(compiled: Any, *args: Any, config: Any = None) -> Any:
     from pldemu.pypto.errors import FrontendError
     from pldemu.pypto.execute import run
 
+    if compiled.program.sub_workers:  # its SubWorkers run here, mid-run: a resident job has the channel
+        with DistributedWorker(compiled, config) as rt:
+            rt(*args, config=config)
+        return None
     try:
         compiled.last = run(compiled.program, compiled.nranks, args, compiled.output_dir,
                             call_options(config, compiled.output_dir))
@@ -24,4 +28,14 @@ def execute_distributed(compiled: Any, *args: Any, config: Any = None) -> Any:
     return None
 
 
-__all__ = ["DistributedRunHandle", "DistributedWorker", "execute_distributed"]
+def _tensor_from_continuous(arg: Any) -> Any:
+    """A SubWorker argument as a torch tensor, sharing memory (pypto's converter of simpler's mapped
+    arguments; pldemu hands a SubWorker the host tensors themselves, so this is a view of them)."""
+    if hasattr(arg, "numpy") or not hasattr(arg, "__array__"):
+        return arg
+    import torch  # type: ignore[import-not-found]  # real torch, or pldemu's stand-in while active
+
+    return torch.from_numpy(arg)
+
+
+__all__ = ["DistributedRunHandle", "DistributedWorker", "_tensor_from_continuous", "execute_distributed"]
