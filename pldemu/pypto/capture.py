@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
-from pldemu.pypto.errors import FrontendError, Unsupported
+from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.types import plain_annotation
 
 
@@ -113,14 +113,6 @@ class CapturedProgram:
     (``pl.jit`` helpers imported from another module)."""
     line: int = dataclasses.field(default=0, compare=False)
     """The line of the ``class`` statement (0 where there is none: a ``pl.jit`` program)."""
-    unsupported: Unsupported | None = dataclasses.field(default=None, compare=False)
-    """What pldemu's layer lacks for this program, raised when it is compiled (not at ``@pl.program``)."""
-
-    def supported(self) -> CapturedProgram:
-        """This program, or the :class:`Unsupported` error that stops it from being compiled."""
-        if self.unsupported is not None:
-            raise self.unsupported
-        return self
 
     @property
     def sub_workers(self) -> dict[str, CapturedFunction]:
@@ -211,10 +203,7 @@ def _capture(cls: type, closure: Mapping[str, Any], file: str, near: int) -> Cap
     prog = CapturedProgram(cls.__name__, file, functions, closure, line=node.lineno)
     for fn in functions.values():
         if fn.kind is not Kind.SUB_WORKER:  # a SubWorker's body is Python (torch), not pypto's DSL
-            try:
-                check_names(prog, fn)
-            except Unsupported as err:
-                return dataclasses.replace(prog, unsupported=err)
+            check_names(prog, fn)
     return prog
 
 
@@ -281,8 +270,8 @@ def _check_attribute(prog: CapturedProgram, fn: CapturedFunction, node: ast.Attr
         if isinstance(obj, ModuleType) and attr in ("language", "distributed"):
             obj = getattr(obj, attr, None)
         elif not hasattr(obj, attr):
-            raise Unsupported(f"{spelled}.{attr} is not supported by pldemu's pypto layer "
-                              f"(unknown name in pypto's DSL, or out of scope)", prog.file_of(node), node.lineno)
+            raise prog.error(f"{spelled}.{attr} is not supported by pldemu's pypto layer "
+                             f"(unknown name in pypto's DSL, or out of scope)", node)
         else:
             obj = getattr(obj, attr)
         spelled += "." + attr

@@ -23,11 +23,6 @@ class FrontendError(Exception):
         super().__init__(where + message)
 
 
-class Unsupported(FrontendError):
-    """A pypto name or construct pldemu's layer does not provide (pypto would accept it). ``@pl.program``
-    holds it until the program is compiled, so the file's other programs and tests still run."""
-
-
 class AnnotationError(FrontendError, TypeError):
     """A malformed annotation (``pl.Tensor[64, pl.FP32]``), at the line where Python evaluates it; a
     ``TypeError`` too, as Python's own subscript errors are."""

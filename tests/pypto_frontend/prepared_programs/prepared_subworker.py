@@ -98,7 +98,7 @@ def test_a_callback_sees_this_process_and_the_device_result(device_ids):
     compiled = _compile(Checked, 1, device_ids)
     seen = []
     with compiled.prepare(callbacks={"check": lambda args: seen.append(_tensor_from_continuous(args[0]).clone())}) as rt:
-        for k in range(3):
+        for _ in range(3):
             f = torch.zeros((R, C))
             rt(torch.full((R, C), 2.0), torch.full((R, C), 3.0), f)
     assert len(seen) == 3 and all(torch.equal(s, torch.full((R, C), 5.0)) for s in seen)

@@ -28,7 +28,6 @@ def compile(program: Any, output_dir: str | None = None, *_compiler_options: Any
         raise TypeError(f"ir.compile takes a @pl.program class, got {type(program).__name__}")
     folder = Path(output_dir) if output_dir is not None else None
     try:
-        program = program.supported()
         if not program.distributed:
             from pldemu.pypto.execute import new_output_dir
 
