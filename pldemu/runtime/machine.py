@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -55,6 +56,8 @@ class Machine:
         self.truncations = TruncationLog(rank, self._call)
         """Where the compiled truncating operators (``tdiv`` / ``trem``) record what differs from floor
         semantics (``pldemu.runtime.truncation``)."""
+        self.task_ids: Callable[[], int] = itertools.count().__next__
+        """The next task id of this rank (a program-order task takes one when submitted)."""
         self.overrides: dict[Op, Callable[..., Any]] = {}
         """Handlers that replace ``HANDLERS`` entries for this instance (adversarial schedules,
         deferred visibility, invariant checks: ``pldemu.runtime.instrument.schedule``); consulted when a call
