@@ -112,7 +112,7 @@ def submit(tr: Any, node: ast.AST, kind: TaskKind, tid_name: str | None, **field
     before = len(fb._blocks[-1])  # the task the builder emits next
     state.depth += 1
     try:
-        with fb.task(kind, tid_name or "task", **fields) as head:
+        with fb.task(kind, tid_name, **fields) as head:
             yield head
     finally:
         state.depth -= 1
