@@ -194,14 +194,32 @@ class FunctionBuilder:
 
     @contextmanager
     def for_range(self, start: ir.ExprLike, stop: ir.ExprLike | None = None, step: ir.ExprLike = 1,
-                  hint: str = "i") -> Iterator[ir.Var]:
-        """``for var in range(start, stop, step)`` (``for_range(n)`` counts from 0)."""
+                  hint: str = "i", kind: ir.LoopKind = ir.LoopKind.RANGE) -> Iterator[ir.Var]:
+        """``for var in range(start, stop, step)`` (``for_range(n)`` counts from 0); ``kind``: a
+        ``parallel`` or ``pipeline`` loop."""
         if stop is None:
             start, stop = 0, start
         var = ir.Var(self.fresh(hint), ir.INDEX)
         with self.block() as body:
             yield var
-        self.emit(ir.For(var, ir.as_expr(start), ir.as_expr(stop), ir.as_expr(step), ir.Seq(tuple(body))))
+        self.emit(ir.For(var, ir.as_expr(start), ir.as_expr(stop), ir.as_expr(step), ir.Seq(tuple(body)), kind))
+
+    @contextmanager
+    def task(self, kind: ir.TaskKind, tid_hint: str | None = "tid", **fields: object) -> Iterator[ir.Task]:
+        """A task whose body is what the ``with`` emits; yields a placeholder whose ``tid`` is the task id
+        variable (None when ``tid_hint`` is None). ``fields``: the other ``ir.Task`` fields."""
+        tid = ir.Var(self.fresh(tid_hint), ir.TASK_ID) if tid_hint is not None else None
+        head = ir.Task(kind, ir.Seq(), tid, **fields)  # type: ignore[arg-type]
+        with self.block() as body:
+            yield head
+        self.emit(dataclasses.replace(head, body=ir.Seq(tuple(body)), origin=head.origin or self.origin))
+
+    @contextmanager
+    def task_scope(self, manual: bool) -> Iterator[None]:
+        """``pl.scope()`` / ``pl.manual_scope()`` around what the ``with`` emits."""
+        with self.block() as body:
+            yield
+        self.emit(ir.TaskScope(manual, ir.Seq(tuple(body))))
 
     @contextmanager
     def while_(self, cond: ir.ExprLike) -> Iterator[None]:
@@ -506,6 +524,10 @@ class SystemNS(_Namespace):
 
     def wait(self, signal: ir.Var, offsets: ListLike, expected: ir.ExprLike, *, cmp: str | ir.AttrValue = "Ge") -> None:
         self._fb.op(Op.WAIT, [signal, as_list(offsets), ir.as_expr(expected)], {"cmp": cmp})
+
+    def defer_wait(self, signal: ir.Var, offsets: ListLike, expected: ir.ExprLike) -> None:
+        """``pld.system.defer_wait``: the enclosing task completes once ``signal[offsets] >= expected``."""
+        self._fb.op(Op.DEFER_WAIT, [signal, as_list(offsets), ir.as_expr(expected)], {"cmp": "Ge"})
 
     def fence(self) -> None:
         """``system.fence()``: every earlier write of this rank completes, to every target."""

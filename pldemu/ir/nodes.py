@@ -494,6 +494,18 @@ class Seq:
     stmts: tuple[Stmt, ...] = ()
 
 
+class LoopKind(enum.Enum):
+    """How a ``for`` loop's iterations relate; the value is the text-form word before the bounds."""
+
+    RANGE = "range"
+    """Sequential (pypto's ``pl.range``; also what ``pl.unroll`` replicates)."""
+    PARALLEL = "parallel"
+    """pypto's ``pl.parallel``: the program asserts the iterations independent. In an Orchestration its
+    submissions take no sequential-ancestor promotion (their ``Out`` arguments stay OUTPUT_EXISTING)."""
+    PIPELINE = "pipeline"
+    """pypto's ``pl.pipeline``: replicated at tile level inside a kernel; sequential for the task graph."""
+
+
 @dataclass(frozen=True)
 class For:
     """``for var in range(start, stop, step)``; bounds may be runtime expressions."""
@@ -502,6 +514,56 @@ class For:
     start: Expr
     stop: Expr
     step: Expr
+    body: Seq
+    kind: LoopKind = LoopKind.RANGE
+
+
+class TaskKind(enum.Enum):
+    """What submitted a task (pypto's kinds of dispatch); the value is the text-form word."""
+
+    KERNEL = "kernel"
+    """An InCore function called from an Orchestration (one kernel dispatch)."""
+    CORE_GROUP = "core_group"
+    """A ``with pl.at(level=pl.Level.CORE_GROUP)`` region, outlined into its own kernel."""
+    SPMD = "spmd"
+    """``pl.spmd(n)`` / ``pl.spmd_submit``: one task of ``blocks`` logical blocks, concurrent with each other."""
+    DUMMY = "dummy"
+    """``pl.system.task_dummy(deps=...)``: a join with no work and no core."""
+
+
+TASK_ID = ScalarType(DType.INT64)
+"""The type of a task id (pypto's ``pl.Scalar[pl.TASK_ID]``); ``INVALID_TASK`` is the invalid id."""
+INVALID_TASK = -1
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task the Orchestration submits: its kernel body runs on a core of the rank once every task it
+    depends on has completed (``pldemu.runtime.taskdeps`` derives the automatic edges from the body).
+
+    ``tid``: the task id variable it binds (``with ... as tid``); ``deps``: explicit producers (task id
+    scalars; an invalid id is skipped); ``no_dep``: tensors whose accesses make no automatic edge
+    (``pl.no_dep`` / ``no_dep_args``); ``blocks`` / ``block_var``: an SPMD task's block count and the
+    index each block sees; ``early_resolve``: pypto's ``allow_early_resolve`` scheduling hint."""
+
+    kind: TaskKind
+    body: Seq
+    tid: Var | None = None
+    name: str = ""
+    blocks: Expr = field(default_factory=lambda: Const(1))
+    block_var: Var | None = None
+    deps: tuple[Expr, ...] = ()
+    no_dep: tuple[Var, ...] = ()
+    early_resolve: bool = False
+    origin: SourcePos | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class TaskScope:
+    """``pl.scope()`` (AUTO) or ``pl.manual_scope()``: inside a manual scope tasks neither look up nor
+    record tensor accesses, so only explicit ``deps`` order them."""
+
+    manual: bool
     body: Seq
 
 
@@ -525,7 +587,7 @@ class Return:
     values: tuple[Expr, ...] = ()
 
 
-Stmt = Assign | Eval | Seq | For | While | If | Return
+Stmt = Assign | Eval | Seq | For | While | If | Return | Task | TaskScope
 
 # ----------------------------------------------------------------------------------------------
 # Functions and programs

@@ -21,6 +21,9 @@ class Op(enum.Enum):
     REMOTE_LOAD = "pld.tile.remote_load"
     NOTIFY = "pld.system.notify"
     WAIT = "pld.system.wait"
+    # Registers ``signal[offsets] >= expected`` as a completion condition of the enclosing task and
+    # returns: the core is freed, the task completes once the condition holds (pypto's deferred wait).
+    DEFER_WAIT = "pld.system.defer_wait"
     GET_COMM_CTX = "pld.system.get_comm_ctx"
     RANK = "pld.system.rank"
     NRANKS = "pld.system.nranks"

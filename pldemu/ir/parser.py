@@ -26,7 +26,7 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pldemu.ir import nodes as ir
 from pldemu.ir.dtypes import DType
@@ -577,6 +577,10 @@ class _Parser:
                 return self.if_stmt(scope)
             if tok.text == "return":
                 return self.return_stmt(scope)
+            if tok.text == "task" and nxt.kind == NAME:
+                return self.task_stmt(scope)
+            if tok.text == "scope" and nxt.is_name("auto", "manual"):
+                return self.task_scope_stmt(scope)
             if tok.text == "else":
                 raise self.error("'else' without a matching 'if'", tok)
             if nxt.kind == OP and nxt.text in ("+", "-", "*", "//", "%") and self.peek(2).is_op("="):
@@ -605,8 +609,13 @@ class _Parser:
         for_tok = self.advance()
         var_tok = self.name_token("a loop variable")
         self.expect_keyword("in", "after the loop variable (for NAME in range(start, stop, step))")
-        self.expect_keyword("range", "after 'in' (for loops iterate over range(start, stop, step))")
-        open_tok = self.expect_op("(", "after 'range'")
+        kind_tok = self.peek()
+        kinds = {k.value: k for k in ir.LoopKind}
+        if not (kind_tok.kind == NAME and kind_tok.text in kinds):
+            raise self.error("expected 'range' after 'in' (for loops iterate over range(start, stop, step), "
+                             f"parallel(...) or pipeline(...)), got {kind_tok.describe()}", kind_tok)
+        self.advance()
+        open_tok = self.expect_op("(", f"after '{kind_tok.text}'")
         bounds = self.comma_list(")", "in range(...)", lambda: self.expr(scope))
         if not 1 <= len(bounds) <= 3:
             raise self.error(f"range takes 1 to 3 arguments (stop | start, stop | start, stop, step), "
@@ -620,7 +629,52 @@ class _Parser:
         inner.bind(var.name, var.type)
         body = self.block(inner, "for loop")
         scope.leave_loop(inner, f"the for loop at line {for_tok.line}")
-        return ir.For(var, bounds[0], bounds[1], bounds[2], body)
+        return ir.For(var, bounds[0], bounds[1], bounds[2], body, kinds[kind_tok.text])
+
+    def task_stmt(self, scope: Scope) -> ir.Task:
+        """``task [TID =] KIND[(BLOCKS) [block B]] ["NAME"] [deps [..]] [nodep [..]] [early] { ... }``."""
+        task_tok = self.advance()
+        tid: ir.Var | None = None
+        if self.peek(1).is_op("="):
+            tid = ir.Var(self.name_token("a task id").text, ir.TASK_ID)
+            self.advance()
+        kinds = {k.value: k for k in ir.TaskKind}
+        kind_tok = self.peek()
+        if kind_tok.kind != NAME or kind_tok.text not in kinds:
+            raise self.error(f"expected a task kind ({', '.join(kinds)}), got {kind_tok.describe()}", kind_tok)
+        self.advance()
+        kind = kinds[kind_tok.text]
+        fields: dict[str, Any] = {}
+        inner = scope.child()
+        if kind is ir.TaskKind.SPMD:
+            self.expect_op("(", "after 'spmd' (spmd(BLOCKS))")
+            fields["blocks"] = self.expr(scope)
+            self.expect_op(")", "after the block count")
+            if self.peek().is_name("block"):
+                self.advance()
+                fields["block_var"] = ir.Var(self.name_token("a block index").text, ir.INDEX)
+                inner.bind(fields["block_var"].name, ir.INDEX)
+        if self.peek().kind == STRING:
+            fields["name"] = self.advance().value
+        for word, item in (("deps", lambda: self.expr(scope)), ("nodep", lambda: self.expr(scope))):
+            if self.peek().is_name(word):
+                self.advance()
+                self.expect_op("[", f"after '{word}'")
+                fields["deps" if word == "deps" else "no_dep"] = tuple(self.comma_list("]", f"in {word} [...]", item))
+        if self.peek().is_name("early"):
+            self.advance()
+            fields["early_resolve"] = True
+        body = ir.Seq() if kind is ir.TaskKind.DUMMY else self.block(inner, f"{kind.value} task")
+        if kind is not ir.TaskKind.DUMMY:
+            scope.leave_loop(inner, f"the task at line {task_tok.line}")
+        if tid is not None:
+            scope.bind(tid.name, tid.type)
+        return ir.Task(kind, body, tid, origin=ir.SourcePos(self.filename, task_tok.line), **fields)
+
+    def task_scope_stmt(self, scope: Scope) -> ir.TaskScope:
+        self.advance()
+        manual = self.advance().text == "manual"
+        return ir.TaskScope(manual, self.block(scope, "scope"))
 
     def while_stmt(self, scope: Scope) -> ir.While:
         while_tok = self.advance()

@@ -9,7 +9,10 @@ Grammar sketch (the parser is the authority)::
       func NAME(PARAM: PTYPE, ...) {
         NAME = EXPR
         CALL
-        for NAME in range(EXPR, EXPR, EXPR) { ... }
+        for NAME in range(EXPR, EXPR, EXPR) { ... }       (also parallel(...), pipeline(...))
+        task [TID =] KIND[(EXPR) [block NAME]] ["NAME"] [deps [EXPR, ...]] [nodep [NAME, ...]] [early] { ... }
+                                                          (KIND: kernel, core_group, spmd; dummy has no body)
+        scope auto|manual { ... }
         while EXPR { ... }
         if EXPR { ... } else { ... }
         return [EXPR, ...]
@@ -60,7 +63,7 @@ def _stmt_lines(s: ir.Stmt, depth: int, out: list[str], note: StmtNote | None = 
         for sub in s.stmts:
             _stmt_lines(sub, depth, out, note)
     elif isinstance(s, ir.For):
-        rng = f"range({format_expr(s.start)}, {format_expr(s.stop)}, {format_expr(s.step)})"
+        rng = f"{s.kind.value}({format_expr(s.start)}, {format_expr(s.stop)}, {format_expr(s.step)})"
         out.append(f"{pad}for {s.var.name} in {rng} {{")
         _stmt_lines(s.body, depth + 1, out, note)
         out.append(f"{pad}}}")
@@ -75,11 +78,38 @@ def _stmt_lines(s: ir.Stmt, depth: int, out: list[str], note: StmtNote | None = 
             out.append(f"{pad}}} else {{")
             _stmt_lines(s.orelse, depth + 1, out, note)
         out.append(f"{pad}}}")
+    elif isinstance(s, ir.Task):
+        comment = note(s) if note is not None else ""
+        head = f"{pad}{format_task_head(s)}"
+        if s.kind is ir.TaskKind.DUMMY:
+            out.append(head + (f"  # {comment}" if comment else ""))
+            return
+        out.append(head + " {" + (f"  # {comment}" if comment else ""))
+        _stmt_lines(s.body, depth + 1, out, note)
+        out.append(f"{pad}}}")
+    elif isinstance(s, ir.TaskScope):
+        out.append(f"{pad}scope {'manual' if s.manual else 'auto'} {{")
+        _stmt_lines(s.body, depth + 1, out, note)
+        out.append(f"{pad}}}")
     elif isinstance(s, ir.Return):
         vals = ", ".join(format_expr(v) for v in s.values)
         out.append(f"{pad}return {vals}".rstrip())
     else:
         raise TypeError(f"not a statement: {s!r}")
+
+
+def format_task_head(t: ir.Task) -> str:
+    """``task [TID =] KIND[(BLOCKS) block B] ["NAME"] [deps [..]] [nodep [..]] [early]`` (no brace)."""
+    text = "task " + (f"{t.tid.name} = " if t.tid is not None else "") + t.kind.value
+    if t.kind is ir.TaskKind.SPMD:
+        text += f"({format_expr(t.blocks)})" + (f" block {t.block_var.name}" if t.block_var is not None else "")
+    if t.name:
+        text += " " + ir.format_attr(t.name)
+    if t.deps:
+        text += " deps [" + ", ".join(format_expr(d) for d in t.deps) + "]"
+    if t.no_dep:
+        text += " nodep [" + ", ".join(v.name for v in t.no_dep) + "]"
+    return text + (" early" if t.early_resolve else "")
 
 
 def format_function(f: ir.Function, depth: int = 0, note: StmtNote | None = None) -> str:

@@ -326,6 +326,8 @@ SIGNATURES: Mapping[Op, Signature] = MappingProxyType(
                         [AttrSpec("op", NotifyOp, NotifyOp.AtomicAdd)], [Region("signal", "offsets")]),
         Op.WAIT: sig([("signal", W), ("offsets", L), ("expected", S)], _deduce_signal_op,
                       [AttrSpec("cmp", WaitCmp, WaitCmp.Ge)], [Region("signal", "offsets")]),
+        Op.DEFER_WAIT: sig([("signal", W), ("offsets", L), ("expected", S)], _deduce_signal_op,
+                            [AttrSpec("cmp", WaitCmp, WaitCmp.Ge)], [Region("signal", "offsets")]),
         Op.FENCE: sig([], _none),
         Op.BAR_ALL: sig([], _none),
         Op.HOST_TASK: sig([], _none, [AttrSpec("task", int, None)]),

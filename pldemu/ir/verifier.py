@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from pldemu.ir import nodes as ir
 from pldemu.ir.dtypes import DType
+from pldemu.ir.ops import Op
 from pldemu.ir.scope import Scope
 from pldemu.ir.signatures import IRTypeError, make_call
+from pldemu.ir.tasks import scope_problems, task_problems
 from pldemu.ir.walk import MAX_NESTING, program_depth, walk_expr
 
 
@@ -27,6 +29,10 @@ class _Verifier:
         self.program = program
         self.problems: list[str] = []
         self.where = ""
+        self.task_depth = 0
+        """Tasks enclosing the statement being checked (a kernel submits no task)."""
+        self.manual_depth = 0
+        """Manual scopes enclosing it."""
 
     def fail(self, msg: str) -> None:
         self.problems.append(f"{self.where}: {msg}" if self.where else msg)
@@ -109,8 +115,42 @@ class _Verifier:
         elif isinstance(s, ir.Return):
             for v in s.values:
                 self._expr(v, scope)
+        elif isinstance(s, ir.Task):
+            self.task(s, scope)
+        elif isinstance(s, ir.TaskScope):
+            self.task_scope(s, scope)
         else:
             self.fail(f"unknown statement {type(s).__name__}")
+
+    def task(self, t: ir.Task, scope: Scope) -> None:
+        """pypto's rules for a task (``pldemu.ir.tasks``), then its body as a block of its own."""
+        for problem in task_problems(t, self.task_depth, self.manual_depth):
+            self.fail(problem)
+        self._expr(t.blocks, scope)
+        self._int_scalar(t.blocks, "spmd block count")
+        for d in t.deps:
+            self._expr(d, scope)
+            if d.type != ir.TASK_ID:
+                self.fail(f"task dep {ir.format_expr(d)} is not a task id")
+        for v in t.no_dep:
+            self._expr(v, scope)
+            if not isinstance(v, ir.Var) or not isinstance(v.type, ir.TensorType):
+                self.fail(f"nodep entry {ir.format_expr(v)} is not a tensor")
+        inner = scope.child()
+        if t.block_var is not None:
+            inner.bind(t.block_var.name, t.block_var.type)
+        self.task_depth += 1
+        self.seq(t.body, inner)
+        self.task_depth -= 1
+        if t.tid is not None:
+            scope.bind(t.tid.name, t.tid.type)
+
+    def task_scope(self, s: ir.TaskScope, scope: Scope) -> None:
+        for problem in scope_problems(s, self.task_depth, self.manual_depth):
+            self.fail(problem)
+        self.manual_depth += s.manual
+        self.seq(s.body, scope)
+        self.manual_depth -= s.manual
 
     def _bool(self, e: ir.Expr, what: str) -> None:
         t = e.type
@@ -154,6 +194,9 @@ class _Verifier:
             return
         if isinstance(e, ir.Call):
             self._call(e)
+            if e.op is Op.DEFER_WAIT and not self.task_depth:
+                self.fail("pld.system.defer_wait outside a task: it registers a completion condition of the "
+                          "enclosing pl.at(level=pl.Level.CORE_GROUP) task")
             return
         self.fail(f"unknown expression {type(e).__name__}")
 

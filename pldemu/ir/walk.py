@@ -28,6 +28,8 @@ def stmt_exprs(s: ir.Stmt) -> tuple[ir.Expr, ...]:
         return (s.cond,)
     if isinstance(s, ir.Return):
         return s.values
+    if isinstance(s, ir.Task):
+        return (s.blocks, *s.deps)
     return ()
 
 
@@ -35,7 +37,7 @@ def stmt_bodies(s: ir.Stmt) -> tuple[ir.Seq, ...]:
     """The statement lists nested in ``s`` (a ``Seq`` is its own body)."""
     if isinstance(s, ir.Seq):
         return (s,)
-    if isinstance(s, (ir.For, ir.While)):
+    if isinstance(s, (ir.For, ir.While, ir.Task, ir.TaskScope)):
         return (s.body,)
     if isinstance(s, ir.If):
         return (s.then,) if s.orelse is None else (s.then, s.orelse)

@@ -41,7 +41,20 @@ from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 from pldemu.ir import Call, Const, DType, ListExpr, Op, Program, Var
-from pldemu.ir.nodes import Assign, Eval, For, Function, If, Seq, SourcePos, Stmt, TensorType, While
+from pldemu.ir.nodes import (
+    Assign,
+    Eval,
+    For,
+    Function,
+    If,
+    Seq,
+    SourcePos,
+    Stmt,
+    Task,
+    TaskScope,
+    TensorType,
+    While,
+)
 from pldemu.ir.signatures import make_call
 from pldemu.ir.walk import stmt_calls, walk_stmts
 
@@ -234,8 +247,8 @@ class _Placer:
     def _recurse(self, s: Stmt) -> Stmt:
         if isinstance(s, Seq):
             return self.mark(s)
-        if isinstance(s, For):
-            return For(s.var, s.start, s.stop, s.step, self.mark(s.body))
+        if isinstance(s, (For, Task, TaskScope)):
+            return replace(s, body=self.mark(s.body))
         if isinstance(s, While):
             return While(s.cond, self.mark(s.body))
         if isinstance(s, If):

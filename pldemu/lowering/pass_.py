@@ -21,6 +21,7 @@ catalogue (``pldemu.mutants``); the pass puts it in every rule's ``LoweringConte
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -310,7 +311,9 @@ class _FunctionLowering:
             fb.emit(self.block(s, "seq"))
         elif isinstance(s, ir.For):
             start, stop, step = (self.expr(e, s) for e in (s.start, s.stop, s.step))
-            fb.emit(ir.For(s.var, start, stop, step, self.block(s.body, f"for {s.var.name}")))
+            fb.emit(ir.For(s.var, start, stop, step, self.block(s.body, f"for {s.var.name}"), s.kind))
+        elif isinstance(s, (ir.Task, ir.TaskScope)):
+            fb.emit(dataclasses.replace(s, body=self.block(s.body, "task")))
         elif isinstance(s, ir.While):
             call = next(_collectives(expr_calls(s.cond)), None)
             if call is not None:

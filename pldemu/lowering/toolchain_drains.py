@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 from pldemu.ir import Op, Program
-from pldemu.ir.nodes import Assign, Eval, For, Function, If, Seq, SourcePos, Stmt, While
+from pldemu.ir.nodes import Assign, Eval, For, Function, If, Seq, SourcePos, Stmt, Task, TaskScope, While
 from pldemu.ir.signatures import make_call
 from pldemu.lowering.insert_comm_fence import InsertCommFence
 
@@ -74,8 +74,8 @@ def _stmts(stmts: tuple[Stmt, ...]) -> Iterator[Stmt]:
 def _recurse(s: Stmt) -> Stmt:
     if isinstance(s, Seq):
         return _drained(s)
-    if isinstance(s, For):
-        return For(s.var, s.start, s.stop, s.step, _drained(s.body))
+    if isinstance(s, (For, Task, TaskScope)):
+        return replace(s, body=_drained(s.body))
     if isinstance(s, While):
         return While(s.cond, _drained(s.body))
     if isinstance(s, If):

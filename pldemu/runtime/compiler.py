@@ -36,7 +36,7 @@ import numpy as np
 
 from pldemu import ir
 from pldemu.ir.nodes import BinOpKind, FoldError, NotStatic, evaluate, fold_binop
-from pldemu.ir.printer import format_function
+from pldemu.ir.printer import format_function, format_task_head
 from pldemu.ir.walk import expr_calls, stmt_bodies, walk_stmts
 from pldemu.runtime.errors import ProgramError, locate
 from pldemu.runtime.groups import peer_mapper
@@ -293,7 +293,7 @@ class FunctionCompiler:
 
     def _for(self, s: ir.For, indent: int, depth: int) -> None:
         self.line += 1
-        loc = self._loc(f"for {s.var.name} in range({ir.format_expr(s.start)}, {ir.format_expr(s.stop)}, "
+        loc = self._loc(f"for {s.var.name} in {s.kind.value}({ir.format_expr(s.start)}, {ir.format_expr(s.stop)}, "
                         f"{ir.format_expr(s.step)})")
         start, stop, step = self._operands((s.start, s.stop, s.step), loc, indent)
         self._slot(s.var.name)
@@ -329,8 +329,34 @@ class FunctionCompiler:
         values = self._operands(s.values, loc, indent)
         self._src.emit(indent, "return " + _tuple(values), loc.printed)
 
+    def _task(self, s: ir.Task, indent: int, depth: int) -> None:
+        """A task in program order (one legal schedule: every earlier task has completed): its id, then its
+        blocks one after another."""
+        self.line += 1
+        loc = self._loc(format_task_head(s), s.origin)
+        if s.tid is not None:
+            self._slot(s.tid.name)
+            self._src.emit(indent, f"{self._var(s.tid.name)} = {self._bind('_tid', self.m.task_ids)}()", loc.printed)
+        if s.kind is ir.TaskKind.DUMMY:
+            return
+        blocks = self._top(s.blocks, loc, indent)
+        if blocks == "1" and s.block_var is None:
+            self._block(s.body, indent, depth)
+        else:
+            name = s.block_var.name if s.block_var is not None else f"_block{self.line}"
+            self._slot(name)
+            self._src.emit(indent, f"for {self._var(name)} in _range(0, {blocks}, 1):", loc.printed)
+            self._block(s.body, indent + 1, depth + 1)
+        self.line += 1  # closing brace
+
+    def _task_scope(self, s: ir.TaskScope, indent: int, depth: int) -> None:
+        self.line += 1
+        self._block(s.body, indent, depth)
+        self.line += 1
+
     _STMTS: Mapping[type, Callable[..., None]] = {
         ir.Assign: _assign, ir.Eval: _eval, ir.Seq: _seq, ir.For: _for, ir.While: _while, ir.If: _if, ir.Return: _return,
+        ir.Task: _task, ir.TaskScope: _task_scope,
     }
     """The statement dispatch: one emitter per statement kind."""
 
@@ -428,6 +454,10 @@ class FunctionCompiler:
         return site
 
     def _call(self, call: ir.Call, loc: Location, indent: int) -> str:
+        if call.op is ir.Op.DEFER_WAIT:
+            # In program order a deferred wait is the wait itself: what follows it in its task is scalar
+            # bookkeeping only (ir.tasks), so only when the core is freed differs.
+            call = ir.Call(ir.Op.WAIT, call.args, call.attrs, call.type)
         op = call.op
         if op.is_composite:
             what = "collective" if op.is_collective else "tile op"

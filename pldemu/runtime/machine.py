@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -58,6 +59,8 @@ class Machine:
         self.host_task: Callable[[int], None] | None = None
         """Runs host task N (``system.host_task``, a SubWorker) where the embedding can: a resident job's
         rank hands it to the process that called the program; None elsewhere (the op is refused)."""
+        self.task_ids: Callable[[], int] = itertools.count().__next__
+        """The next task id of this rank (a program-order task takes one when submitted)."""
         self.overrides: dict[Op, Callable[..., Any]] = {}
         """Handlers that replace ``HANDLERS`` entries for this instance (adversarial schedules,
         deferred visibility, invariant checks: ``pldemu.runtime.instrument.schedule``); consulted when a call

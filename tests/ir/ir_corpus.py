@@ -26,8 +26,10 @@ from pldemu.ir import (
 )
 from pldemu.ir.nodes import (
     INDEX,
+    LoopKind,
     Seq,
     Stmt,
+    TaskKind,
     emax,
     emin,
 )
@@ -267,8 +269,34 @@ def mx() -> Program:
     return Program("mx", program.buffers, (program.function(), Function("lowered", low.params, low.body)))
 
 
+def tasks() -> Program:
+    """Every task construct: kinds, ids, explicit deps, no_dep, early resolve, scopes, loop kinds, defer_wait."""
+    pb = ProgramBuilder("tasks")
+    data = pb.window("data", "fp32", [1, 8])
+    sig = pb.signal("sig", [NR, 1])
+    fb = pb.function()
+    pld = fb.pld
+    me = pld.system.rank(pld.system.get_comm_ctx(sig))
+    with fb.task_scope(manual=True):
+        with fb.task(TaskKind.CORE_GROUP, "wait_tid", name="deferred_wait") as waiter:
+            pld.system.defer_wait(sig, [me, 0], 1)
+        with fb.task(TaskKind.CORE_GROUP, "use_tid", deps=(waiter.tid,)) as use:
+            pld.tile.load(data, [0, 0], [1, 8])
+    with fb.task(TaskKind.SPMD, "grid", blocks=Const(4), block_var=Var("b", INDEX), deps=(use.tid,),
+                 no_dep=(data,), early_resolve=True):
+        pld.tile.load(data, [0, 0], [1, 8])
+    with fb.task(TaskKind.DUMMY, "join", deps=(waiter.tid, use.tid)):
+        pass
+    with fb.task_scope(manual=False):
+        with fb.for_range(0, 4, kind=LoopKind.PARALLEL), fb.task(TaskKind.KERNEL, None, name="push"):
+            pld.system.notify(sig, me, [me, 0], 1)
+        with fb.for_range(0, 2, kind=LoopKind.PIPELINE):
+            pld.tile.load(data, [0, 0], [1, 8])
+    return pb.build()
+
+
 def all_programs() -> list[Program]:
-    return [collectives(), primitives(), control_flow(), tile_math(), cube(), mx()]
+    return [collectives(), primitives(), control_flow(), tile_math(), cube(), mx(), tasks()]
 
 
 CORPUS: dict[str, Callable[[], Program]] = {
@@ -278,6 +306,7 @@ CORPUS: dict[str, Callable[[], Program]] = {
     "tile_math": tile_math,
     "cube": cube,
     "mx": mx,
+    "tasks": tasks,
 }
 
 

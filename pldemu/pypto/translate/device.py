@@ -43,7 +43,17 @@ from pldemu.pypto.translate.evaluator import Evaluator
 from pldemu.pypto.translate.level import Carry, Emit
 from pldemu.pypto.translate.ops import DEVICE_OPS, is_ir
 from pldemu.pypto.translate.regions import is_tensor, load_region, store_region, subscript_region
+from pldemu.pypto.translate.tasks import (
+    LOOP_KINDS,
+    LOOP_OPTIONS,
+    TASK_OPS,
+    invalid_task,
+    kernel_call,
+    spmd_loop,
+    with_stmt,
+)
 from pldemu.pypto.types import (
+    TASK_ID,
     BakedFloat,
     BakedInt,
     DslOp,
@@ -236,14 +246,19 @@ class DeviceTranslator(Evaluator):
                 self.env[s.target.id] = i
                 self.block(s.body)
             return
-        if name != "pl.range":
-            raise self.error("device loops are `for i in pl.range(...)` or `pl.unroll(n)`", s)
-        assert isinstance(it, ast.Call)
+        if name == "pl.spmd":
+            spmd_loop(self, s)
+            return
+        kind = LOOP_KINDS.get(name or "")
+        if kind is None:
+            raise self.error("device loops are `for i in pl.range(...)` (or pl.parallel, pl.pipeline, pl.spmd), "
+                             "or `pl.unroll(n)`", s)
+        assert isinstance(it, ast.Call) and name is not None
         bounds = [self.eval(a) for a in it.args]
         inits = [kw for kw in it.keywords if kw.arg == "init_values"]
-        others = [kw.arg for kw in it.keywords if kw.arg != "init_values"]
+        others = [kw.arg for kw in it.keywords if kw.arg not in LOOP_OPTIONS[name]]
         if others or not 1 <= len(bounds) <= 3:
-            raise self.error("pl.range(stop | start, stop[, step][, init_values=(...)])", it)
+            raise self.error(f"{name}(stop | start, stop[, step][, init_values=(...)])", it)
         var_node, carried_node = _loop_targets(self, s.target, bool(inits))
         carried = _target_names(carried_node) if carried_node is not None else frozenset()
         rebound = self.own_before(s.body, carried | {var_node.id})
@@ -251,7 +266,8 @@ class DeviceTranslator(Evaluator):
         if carry is not None and carried_node is not None:
             self.bind_carried(carried_node, carry)
         start, stop, step = (0, bounds[0], 1) if len(bounds) == 1 else (*bounds, 1)[:3]
-        with self.fb.for_range(start, stop, step, hint=var_node.id) as var, self.carrying(rebound | carried):
+        with self.fb.for_range(start, stop, step, hint=var_node.id, kind=kind) as var, \
+                self.carrying(rebound | carried):
             self.env[var_node.id] = var
             if carry is not None:
                 self.carries.append(carry)
@@ -286,7 +302,21 @@ class DeviceTranslator(Evaluator):
 
     # -- expressions -------------------------------------------------------------------------------
 
+    def stmt_With(self, s: ast.With) -> None:
+        with_stmt(self, s)
+
+    def stmt_AnnAssign(self, s: ast.AnnAssign) -> None:  # type: ignore[override]
+        """``tid: pl.Scalar[pl.TASK_ID] = None``: pypto's invalid task id, a seed later tasks re-bind."""
+        if s.value is not None and isinstance(s.target, ast.Name) and _is_task_id(self, s.annotation):
+            value = self.eval(s.value)
+            self.bind(s.target.id, invalid_task() if value is None else value)
+            return
+        self.stmt_Assign(s)
+
     def call_dsl(self, name: str, node: ast.Call) -> Any:
+        task_op = TASK_OPS.get(name)
+        if task_op is not None:
+            return task_op(self, node)
         handler = DEVICE_OPS.get(name)
         if handler is None:
             raise self.error(f"{name} is not supported in a device function", node)
@@ -298,6 +328,8 @@ class DeviceTranslator(Evaluator):
             raise self.error("device= is a HOST-level dispatch argument", node)
         args = [self.eval(a) for a in node.args]
         kwargs = {kw.arg: self.eval(kw.value) for kw in node.keywords if kw.arg is not None}
+        if fn.kind is Kind.INCORE and self.fn.kind is Kind.ORCHESTRATION and not self.emit.tasks.depth:
+            return kernel_call(self, fn, node, lambda: inline(self.emit, fn, args, kwargs, node))
         return inline(self.emit, fn, args, kwargs, node)
 
     def subscript(self, base: Any, node: ast.Subscript) -> Any:
@@ -395,6 +427,15 @@ class DeviceTranslator(Evaluator):
 
     def logical_not(self, value: Any, node: ast.AST) -> Any:
         return as_expr(value).eq(False) if is_ir(value) else not value
+
+
+def _is_task_id(tr: DeviceTranslator, annotation: ast.expr) -> bool:
+    """``pl.Scalar[pl.TASK_ID]``."""
+    try:
+        ann = tr.eval(annotation)
+    except FrontendError:
+        return False
+    return isinstance(ann, ScalarAnn) and ann.dtype is TASK_ID
 
 
 def _extent(d: Any, nranks: int) -> int:

@@ -17,6 +17,20 @@ from pldemu.pypto.errors import FrontendError
 
 
 @dataclasses.dataclass
+class TaskState:
+    """Where the translation stands in the task structure of one rank's block (in ``Emit``)."""
+
+    depth: int = 0
+    """Tasks enclosing the statement being translated (a kernel body submits no task)."""
+    manual: int = 0
+    """Manual scopes enclosing it."""
+    blocks: list[Var] = dataclasses.field(default_factory=list)
+    """The block index of each enclosing SPMD task, innermost last (``pl.tile.get_block_idx()``)."""
+    no_dep: list[Var] = dataclasses.field(default_factory=list)
+    """Tensors the arguments being evaluated wrapped in ``pl.no_dep``: the next task's."""
+
+
+@dataclasses.dataclass
 class Emit:
     """What every inlined body of one rank's block shares."""
 
@@ -31,6 +45,8 @@ class Emit:
     views: dict[str, str] = dataclasses.field(default_factory=dict)
     """A window's ``tensor.view`` made to pass it to a parameter of another rank (``device.window_view``) ->
     the window's buffer: a signal used through the view is that buffer's."""
+    tasks: TaskState = dataclasses.field(default_factory=TaskState)
+    """Where the translation stands in the task structure (``translate/tasks.py``)."""
     truncating: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
     """(origin ``file:line``, the ``tdiv`` / ``trem`` as printed) -> the user's text of that ``//`` / ``%``:
     how a run's truncation findings (``Truncation.origin``, ``.expr``) name the user's expression."""
@@ -61,4 +77,4 @@ class DeviceLevel(Protocol):
         """The name of the variable a value gets (the assignment's target, else ``default``)."""
 
 
-__all__ = ["Carry", "DeviceLevel", "Emit"]
+__all__ = ["Carry", "DeviceLevel", "Emit", "TaskState"]

@@ -200,6 +200,7 @@ COMM_HANDLERS: Mapping[Op, Handler] = MappingProxyType({
     Op.REMOTE_LOAD: _remote_load,
     Op.NOTIFY: _notify,
     Op.WAIT: _wait,
+    Op.DEFER_WAIT: _wait,  # the compiler runs it as a wait; the task scheduler defers it
     Op.FENCE: _marker,
     Op.BAR_ALL: _marker,
     Op.CACHEINVALID: _marker,

@@ -80,6 +80,15 @@ class Role(enum.Enum, metaclass=_DslEnumType):
 
 range = DslOp("pl.range")
 unroll = DslOp("pl.unroll")
+parallel = DslOp("pl.parallel")
+pipeline = DslOp("pl.pipeline")
+spmd = DslOp("pl.spmd")
+spmd_submit = DslOp("pl.spmd_submit")
+at = DslOp("pl.at")
+scope = DslOp("pl.scope")
+manual_scope = DslOp("pl.manual_scope")
+no_dep = DslOp("pl.no_dep")
+system = Namespace("pl.system", ("task_dummy",))
 yield_ = DslOp("pl.yield_")
 load = DslOp("pl.load")
 store = DslOp("pl.store")
@@ -146,9 +155,9 @@ _EXPANDS = tuple(f"{side}_expand{suffix}" for side in ("row", "col")
 _REDUCTIONS = ("row_sum", "row_max", "row_min", "col_sum", "col_max", "col_min")
 _MATH = ("div", "exp", "log", "sqrt", "rsqrt", "recip", "neg", "abs")
 tensor = Namespace("pl.tensor", ("add", "sub", "mul", "maximum", "minimum", "cast", "slice", "assemble", "dim",
-                                 *_MATH, "divs", *_EXPANDS, "full", *_CUBE, *_LAYOUT, "create"))
-tile = Namespace("pl.tile", ("load", "store", "add", "sub", "mul", "maximum", "minimum", "adds", "muls",
+                                 *_MATH, "divs", *_EXPANDS, "full", *_CUBE, *_LAYOUT, "create", "get_block_idx"))
+tile = Namespace("pl.tile", ("get_block_idx", "load", "store", "add", "sub", "mul", "maximum", "minimum", "adds", "muls",
                              *_MATH, "divs", *_REDUCTIONS, *_EXPANDS, "full", "maximums", "minimums", *_CUBE,
                              "batch_matmul", "move", *_LAYOUT, "create"))
 
-__all__ = ["BF16", "BOOL", "FP16", "FP32", "INDEX", "INT8", "INT16", "INT32", "INT64", "RUNTIME", "TASK_ID", "UINT8", "UINT16", "UINT32", "AtomicType", "FunctionType", "InOut", "JITFunction", "Level", "Mem", "MemorySpace", "Out", "PadValue", "PyDType", "Role", "Scalar", "Tensor", "Tile", "abs", "add", "assemble", "batch_matmul", "cast", "col_expand", "col_expand_add", "col_expand_div", "col_expand_expdif", "col_expand_max", "col_expand_min", "col_expand_mul", "col_expand_sub", "col_max", "col_min", "col_sum", "const", "create_tensor", "create_tile", "div", "dynamic", "exp", "fillpad", "full", "function", "jit", "load", "log", "matmul", "matmul_acc", "max", "maximum", "min", "minimum", "move", "mul", "neg", "program", "range", "read", "recip", "reshape", "row_expand", "row_expand_add", "row_expand_div", "row_expand_expdif", "row_expand_max", "row_expand_min", "row_expand_mul", "row_expand_sub", "row_max", "row_min", "row_sum", "rsqrt", "set_validshape", "slice", "sqrt", "store", "sub", "tensor", "tile", "transpose", "unroll", "write", "yield_"]
+__all__ = ["BF16", "BOOL", "FP16", "FP32", "INDEX", "INT8", "INT16", "INT32", "INT64", "RUNTIME", "TASK_ID", "UINT8", "UINT16", "UINT32", "AtomicType", "FunctionType", "InOut", "JITFunction", "Level", "Mem", "MemorySpace", "Out", "PadValue", "PyDType", "Role", "Scalar", "Tensor", "Tile", "abs", "add", "assemble", "at", "batch_matmul", "cast", "col_expand", "col_expand_add", "col_expand_div", "col_expand_expdif", "col_expand_max", "col_expand_min", "col_expand_mul", "col_expand_sub", "col_max", "col_min", "col_sum", "const", "create_tensor", "create_tile", "div", "dynamic", "exp", "fillpad", "full", "function", "jit", "load", "log", "manual_scope", "matmul", "matmul_acc", "max", "maximum", "min", "minimum", "move", "mul", "neg", "no_dep", "parallel", "pipeline", "program", "range", "read", "recip", "reshape", "row_expand", "row_expand_add", "row_expand_div", "row_expand_expdif", "row_expand_max", "row_expand_min", "row_expand_mul", "row_expand_sub", "row_max", "row_min", "row_sum", "rsqrt", "scope", "set_validshape", "slice", "spmd", "spmd_submit", "sqrt", "store", "sub", "system", "tensor", "tile", "transpose", "unroll", "write", "yield_"]

@@ -15,7 +15,7 @@ world_size = DslOp("pld.world_size")
 get_comm_ctx = DslOp("pld.get_comm_ctx")
 rank = DslOp("pld.rank")
 nranks = DslOp("pld.nranks")
-system = Namespace("pld.system", ("notify", "wait"))
+system = Namespace("pld.system", ("notify", "wait", "defer_wait"))
 tile = Namespace("pld.tile", ("remote_load", "remote_store", "put", "get"))
 tensor = Namespace("pld.tensor", ("put", "get", "remote_store", "allreduce", "allgather", "reduce_scatter",
                                   "broadcast", "barrier", "all_to_all", "all_to_all_v"))

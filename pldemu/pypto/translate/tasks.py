@@ -1,0 +1,356 @@
+"""pypto's task-forming constructs in a device body, translated into ``ir.Task`` / ``ir.TaskScope`` nodes.
+
+An Orchestration submits tasks: an InCore call, a ``with pl.at(level=pl.Level.CORE_GROUP)`` region, a
+``pl.spmd(n)`` grid (``with`` or ``for`` form, or ``pl.spmd_submit``), a ``pl.system.task_dummy``. Their
+options (``deps=``, ``name_hint=``, ``allow_early_resolve=``, ``pl.no_dep`` / ``no_dep_args=``) become the
+task's fields; ``pl.scope()`` / ``pl.manual_scope()`` become scopes. pypto's rules for what each may
+contain are ``pldemu.ir.tasks``'s, checked here on the node just built so the error names the user's
+line. Facts: ``../shared/reference/pypto-task-graph.md`` §1, §3, §5.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from types import MappingProxyType
+from typing import Any
+
+from pldemu.ir.nodes import (
+    INVALID_TASK,
+    TASK_ID,
+    Const,
+    LoopKind,
+    Seq,
+    Task,
+    TaskKind,
+    TaskScope,
+    TensorType,
+    Var,
+    as_expr,
+)
+from pldemu.ir.ops import Op
+from pldemu.ir.tasks import scope_problems, task_problems
+from pldemu.pypto.errors import FrontendError
+from pldemu.pypto.translate.level import TaskState
+from pldemu.pypto.translate.ops import is_ir
+
+LOOP_KINDS: Mapping[str, LoopKind] = MappingProxyType({
+    "pl.range": LoopKind.RANGE, "pl.parallel": LoopKind.PARALLEL, "pl.pipeline": LoopKind.PIPELINE,
+})
+"""The device loops over ``pl.range``'s arguments and what each is to the task graph."""
+
+LOOP_OPTIONS: Mapping[str, frozenset[str]] = MappingProxyType({
+    "pl.range": frozenset({"init_values"}), "pl.parallel": frozenset({"init_values"}),
+    "pl.pipeline": frozenset({"init_values", "stage"}),
+})
+"""The keywords each loop takes (``stage=``: pypto replicates the body at tile level; same values)."""
+
+
+def _kwargs(tr: Any, call: ast.Call, allowed: frozenset[str], what: str) -> dict[str, Any]:
+    unknown = [kw.arg for kw in call.keywords if kw.arg not in allowed]
+    if unknown:
+        raise tr.error(f"{what}: unsupported argument {unknown[0]}= (pldemu takes {', '.join(sorted(allowed))})", call)
+    return {kw.arg: kw for kw in call.keywords if kw.arg is not None}
+
+
+def _deps(tr: Any, node: ast.keyword | None) -> tuple[Any, ...]:
+    """``deps=[...]``: task ids; a ``None`` entry is pypto's invalid-id sentinel (skipped)."""
+    if node is None:
+        return ()
+    values = tr.eval(node.value)
+    if not isinstance(values, (list, tuple)):
+        raise tr.error("deps= takes a list of task ids (pl.Scalar[pl.TASK_ID]) or None", node.value)
+    out = []
+    for v in values:
+        if v is None or (isinstance(v, Const) and v.value == INVALID_TASK):
+            continue  # pypto's invalid id (a None seed never re-bound) is no edge
+        if not (is_ir(v) and as_expr(v).type == TASK_ID):
+            raise tr.error(f"deps= entry {v!r} is not a task id: name a task with `with pl.at(...) as tid` "
+                           "or pl.system.task_dummy", node.value)
+        out.append(as_expr(v))
+    return tuple(out)
+
+
+def _flag(tr: Any, node: ast.keyword | None) -> bool:
+    return bool(tr.eval(node.value)) if node is not None else False
+
+
+def _name(tr: Any, node: ast.keyword | None) -> str:
+    return str(tr.eval(node.value)) if node is not None else ""
+
+
+def _tensors(tr: Any, node: ast.keyword | None, what: str) -> tuple[Var, ...]:
+    if node is None:
+        return ()
+    values = tr.eval(node.value)
+    if not isinstance(values, (list, tuple)) or not all(
+            isinstance(v, Var) and isinstance(v.type, TensorType) for v in values):
+        raise tr.error(f"{what} takes a list of tensors", node.value)
+    return tuple(values)
+
+
+def _checked(tr: Any, node: ast.AST, built: Task) -> None:
+    """pypto's rules (``pldemu.ir.tasks``) on the task just built, as an error at the user's line."""
+    for problem in task_problems(built, tr.emit.tasks.depth, tr.emit.tasks.manual):
+        raise tr.error(problem, node)
+
+
+def _in_orchestration(tr: Any, what: str, node: ast.AST) -> None:
+    if tr.emit.tasks.depth:
+        raise tr.error(f"{what} inside a task: a kernel body submits no task (tasks belong in the Orchestration)",
+                       node)
+
+
+@contextmanager
+def submit(tr: Any, node: ast.AST, kind: TaskKind, tid_name: str | None, **fields: Any) -> Iterator[Task]:
+    """Translate the ``with`` body into a task of ``kind``; yields its head (``head.tid``: its id)."""
+    _in_orchestration(tr, kind.value + " task", node)
+    state: TaskState = tr.emit.tasks
+    fields.setdefault("no_dep", ())
+    fb = tr.fb
+    before = len(fb._blocks[-1])  # the task the builder emits next
+    state.depth += 1
+    try:
+        with fb.task(kind, tid_name, **fields) as head:
+            yield head
+    finally:
+        state.depth -= 1
+    built = fb._blocks[-1][before]
+    assert isinstance(built, Task)
+    _checked(tr, node, built)
+
+
+def with_at(tr: Any, call: ast.Call, target: ast.expr | None, s: ast.With) -> None:
+    """``with pl.at(level=pl.Level.CORE_GROUP, deps=[...], name_hint=..., allow_early_resolve=...,
+    no_dep_args=[...]) [as tid]:``: one task whose kernel is the body."""
+    kw = _kwargs(tr, call, frozenset({"level", "deps", "name_hint", "allow_early_resolve", "no_dep_args",
+                                      "optimizations", "dumps", "role"}), "pl.at")
+    level = tr.eval(kw["level"].value) if "level" in kw else (tr.eval(call.args[0]) if call.args else None)
+    if getattr(level, "name", None) != "CORE_GROUP":
+        raise tr.error(f"pl.at(level={level!r}) in a device body: pldemu runs pl.at(level=pl.Level.CORE_GROUP) "
+                       "tasks only (other levels are pypto's hierarchy scopes)", call)
+    tid = _target(tr, target)
+    with submit(tr, s, TaskKind.CORE_GROUP, tid, name=_name(tr, kw.get("name_hint")), deps=_deps(tr, kw.get("deps")),
+                no_dep=_tensors(tr, kw.get("no_dep_args"), "no_dep_args="),
+                early_resolve=_flag(tr, kw.get("allow_early_resolve"))) as head:
+        tr.block(s.body)
+    _bind_tid(tr, tid, head.tid)
+
+
+def _bind_tid(tr: Any, name: str | None, tid: Var | None) -> None:
+    """``as NAME``: the name is the task's id; one a loop or branch carries (a TASK_ID seed) is assigned it."""
+    if name is None or tid is None:
+        return
+    if name in tr.owned:
+        tr.bind(name, tid)
+    else:
+        tr.env[name] = tid
+
+
+def _target(tr: Any, target: ast.expr | None) -> str | None:
+    if target is None:
+        return None
+    if not isinstance(target, ast.Name):
+        raise tr.error("`with ... as NAME`: the task id is one name", target)
+    return target.id
+
+
+_SPMD_OPTIONS = frozenset({"sync_start", "name_hint", "deps", "allow_early_resolve", "optimizations"})
+
+
+def with_spmd(tr: Any, call: ast.Call, target: ast.expr | None, s: ast.With) -> None:
+    """``with pl.spmd(n[, deps=...]) [as tid]:``: one task of ``n`` blocks; the body dispatches a kernel or is
+    the kernel (reading ``pl.tile.get_block_idx()``); a sole ``pl.at(CORE_GROUP)`` in it is the kernel."""
+    kw = _kwargs(tr, call, _SPMD_OPTIONS, "pl.spmd")
+    if "deps" in kw and target is None:
+        raise tr.error("pl.spmd(..., deps=[...]) needs the `with pl.spmd(...) as tid:` form (pypto)", call)
+    body = s.body
+    if len(body) == 1 and isinstance(body[0], ast.With) and _callee(tr, body[0].items[0].context_expr) == "pl.at":
+        body = body[0].body  # the explicit InCore carrier is not wrapped again
+    _spmd(tr, call, s, _target(tr, target), kw, lambda var: tr.block(body))
+
+
+def _spmd(tr: Any, call: ast.Call, node: ast.AST, tid: str | None, kw: Mapping[str, ast.keyword],
+          body: Callable[[Var], None]) -> Var | None:
+    if not call.args:
+        raise tr.error("pl.spmd(n): the block count is the first argument", call)
+    blocks = tr.eval(call.args[0])
+    block = Var(tr.fb.fresh("block"), as_expr(0).type)
+    with submit(tr, node, TaskKind.SPMD, tid, name=_name(tr, kw.get("name_hint")), deps=_deps(tr, kw.get("deps")),
+                blocks=as_expr(blocks), block_var=block, early_resolve=_flag(tr, kw.get("allow_early_resolve")),
+                no_dep=tuple(tr.emit.tasks.no_dep)) as head:
+        tr.emit.tasks.no_dep.clear()
+        tr.emit.tasks.blocks.append(block)
+        try:
+            body(block)
+        finally:
+            tr.emit.tasks.blocks.pop()
+    _bind_tid(tr, tid, head.tid)
+    return head.tid
+
+
+def spmd_loop(tr: Any, s: ast.For) -> None:
+    """``for i in pl.spmd(n):``: an SPMD task whose blocks see ``i`` = their block index."""
+    assert isinstance(s.iter, ast.Call)
+    kw = _kwargs(tr, s.iter, _SPMD_OPTIONS - {"deps"}, "for ... in pl.spmd")
+    if s.orelse or not isinstance(s.target, ast.Name):
+        raise tr.error("for NAME in pl.spmd(n): one loop variable, no else", s)
+    name = s.target.id
+
+    def body(block: Var) -> None:
+        tr.env[name] = block
+        tr.block(s.body)
+
+    _spmd(tr, s.iter, s, None, kw, body)
+
+
+def with_scope(tr: Any, call: ast.Call, target: ast.expr | None, s: ast.With) -> None:
+    """``with pl.scope():`` (AUTO, or ``mode=`` MANUAL) and ``with pl.manual_scope():``."""
+    name = _callee(tr, call)
+    mode = next((tr.eval(kw.value) for kw in call.keywords if kw.arg == "mode"), None)
+    manual = name == "pl.manual_scope" or getattr(mode, "name", "").upper() == "MANUAL"
+    state: TaskState = tr.emit.tasks
+    for problem in scope_problems(TaskScope(manual, Seq()), state.depth, state.manual):
+        raise tr.error(problem, s)
+    state.manual += manual
+    try:
+        with tr.fb.task_scope(manual):
+            tr.block(s.body)
+    finally:
+        state.manual -= manual
+
+
+def _callee(tr: Any, node: ast.expr) -> str | None:
+    if not isinstance(node, ast.Call):
+        return None
+    try:
+        callee = tr.eval(node.func)
+    except FrontendError:
+        return None
+    return getattr(callee, "name", None) if type(callee).__name__ == "DslOp" else None
+
+
+WITH_RULES: Mapping[str, Callable[[Any, ast.Call, ast.expr | None, ast.With], None]] = MappingProxyType({
+    "pl.at": with_at, "pl.spmd": with_spmd, "pl.scope": with_scope, "pl.manual_scope": with_scope,
+})
+"""What a ``with`` in a device body means, by its context's DSL name."""
+
+
+def with_stmt(tr: Any, s: ast.With) -> None:
+    """A ``with`` statement of a device body (one item: ``pl.at``, ``pl.spmd``, a scope)."""
+    if len(s.items) != 1:
+        raise tr.error("a device `with` takes one context (pl.at, pl.spmd, pl.scope, pl.manual_scope)", s)
+    item = s.items[0]
+    name = _callee(tr, item.context_expr)
+    rule = WITH_RULES.get(name or "")
+    if rule is None:
+        raise tr.error(f"`with {ast.unparse(item.context_expr)}` is not supported in a device function "
+                       "(pldemu runs pl.at, pl.spmd, pl.scope and pl.manual_scope)", s)
+    assert isinstance(item.context_expr, ast.Call)
+    rule(tr, item.context_expr, item.optional_vars, s)
+
+
+# -- ops ------------------------------------------------------------------------------------------------
+
+
+def get_block_idx(tr: Any, node: ast.Call) -> Any:
+    """``pl.tile.get_block_idx()``: the index of the SPMD block running (0 in any other task, as on a
+    one-block dispatch)."""
+    blocks = tr.emit.tasks.blocks
+    if blocks:
+        return blocks[-1]
+    if not tr.emit.tasks.depth and tr.fn.kind.name != "INCORE":
+        raise tr.error("pl.tile.get_block_idx() outside a kernel: it reads the block index of the running task", node)
+    return Const(0)
+
+
+def task_dummy(tr: Any, node: ast.Call) -> Any:
+    """``pl.system.task_dummy(deps=[...])``: a join task with no work; its task id."""
+    kw = _kwargs(tr, node, frozenset({"deps"}), "pl.system.task_dummy")
+    if node.args:
+        raise tr.error("pl.system.task_dummy takes deps= only", node)
+    with submit(tr, node, TaskKind.DUMMY, tr.hint("join"), deps=_deps(tr, kw.get("deps"))) as head:
+        pass
+    return head.tid
+
+
+def no_dep(tr: Any, node: ast.Call) -> Any:
+    """``pl.no_dep(t)`` as an argument of a kernel call: ``t`` takes no automatic edge in that task."""
+    if len(node.args) != 1 or node.keywords:
+        raise tr.error("pl.no_dep(tensor)", node)
+    t = tr.eval(node.args[0])
+    if not (isinstance(t, Var) and isinstance(t.type, TensorType)):
+        raise tr.error(f"pl.no_dep takes a tensor, got {t!r}", node)
+    tr.emit.tasks.no_dep.append(t)
+    return t
+
+
+def defer_wait(tr: Any, node: ast.Call) -> Any:
+    """``pld.system.defer_wait(signal=, offsets=, expected=, cmp=pld.WaitCmp.Ge)``."""
+    names = ("signal", "offsets", "expected")
+    args = dict(zip(names, node.args, strict=False))
+    args.update({kw.arg: kw.value for kw in node.keywords if kw.arg in names})
+    cmp = next((tr.eval(kw.value) for kw in node.keywords if kw.arg == "cmp"), None)
+    if set(args) != set(names) or cmp is None or getattr(cmp, "name", "") != "Ge":
+        raise tr.error("pld.system.defer_wait(signal=, offsets=, expected=, cmp=pld.WaitCmp.Ge) (pypto: cmp must be "
+                       "Ge, keyword-only)", node)
+    if not tr.emit.tasks.depth:
+        raise tr.error("pld.system.defer_wait outside a task: it belongs in a dedicated "
+                       "`with pl.at(level=pl.Level.CORE_GROUP) as wait_tid:` task", node)
+    signal = tr.eval(args["signal"])
+    offsets = [tr.eval(e) for e in _items(tr, args["offsets"])]
+    expected = tr.eval(args["expected"])
+    tr.emit.signals.add(tr.emit.views.get(signal.name, signal.name))
+    tr.fb.op(Op.DEFER_WAIT, [signal, offsets, expected], {"cmp": cmp})
+    return None
+
+
+def _items(tr: Any, node: ast.expr) -> list[ast.expr]:
+    if not isinstance(node, (ast.List, ast.Tuple)):
+        raise tr.error("offsets= is a list, one entry per dim", node)
+    return list(node.elts)
+
+
+def spmd_submit(tr: Any, node: ast.Call) -> Any:
+    """``out, tid = pl.spmd_submit(self.kernel, *args, core_num=N, deps=[...])``: an SPMD task running the
+    kernel in every block; (the kernel's result, the task id)."""
+    kw = _kwargs(tr, node, frozenset({"core_num", "sync_start", "deps", "allow_early_resolve"}), "pl.spmd_submit")
+    func = node.args[0] if node.args else None
+    if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"
+            and "core_num" in kw):
+        raise tr.error("pl.spmd_submit(self.kernel, *args, core_num=N[, deps=[...]])", node)
+    inner = ast.copy_location(ast.Call(func=func, args=node.args[1:], keywords=[]), node)
+    spec = ast.copy_location(ast.Call(func=node.func, args=[kw["core_num"].value], keywords=[]), node)
+    result: list[Any] = []
+    tid = _spmd(tr, spec, node, tr.hint("tid"), {k: v for k, v in kw.items() if k != "core_num"},
+                lambda block: result.append(tr.eval(inner)))
+    return (result[0] if result else None, tid)
+
+
+TASK_OPS: Mapping[str, Callable[[Any, ast.Call], Any]] = MappingProxyType({
+    "pl.tile.get_block_idx": get_block_idx, "pl.tensor.get_block_idx": get_block_idx,
+    "pl.system.task_dummy": task_dummy, "pl.no_dep": no_dep, "pld.system.defer_wait": defer_wait,
+    "pl.spmd_submit": spmd_submit,
+})
+"""The task ops of a device body (the device translator looks here before ``ops.DEVICE_OPS``)."""
+
+
+def kernel_call(tr: Any, fn: Any, node: ast.Call, run: Callable[[], Any]) -> Any:
+    """An InCore function called from an Orchestration: one task running its body (``run``)."""
+    state: TaskState = tr.emit.tasks
+    no_deps = tuple(state.no_dep)
+    state.no_dep.clear()
+    result: list[Any] = []
+    with submit(tr, node, TaskKind.KERNEL, None, name=fn.name, no_dep=no_deps):
+        result.append(run())
+    return result[0]
+
+
+def invalid_task() -> Const:
+    """pypto's ``None`` seed of a ``pl.Scalar[pl.TASK_ID]``: the invalid id, skipped as a dep."""
+    return Const(INVALID_TASK, TASK_ID.dtype)
+
+
+__all__ = ["LOOP_KINDS", "LOOP_OPTIONS", "TASK_OPS", "WITH_RULES", "TaskState", "invalid_task", "kernel_call",
+           "spmd_loop", "with_stmt"]
