@@ -75,7 +75,7 @@ from pldemu.pypto.torchlite.functions import (
     zeros,
     zeros_like,
 )
-from pldemu.pypto.torchlite.random import manual_seed, rand, randint, randn
+from pldemu.pypto.torchlite.random import Generator, manual_seed, rand, randint, randn, randperm
 from pldemu.pypto.torchlite.tensor import Size, Tensor
 
 float = float32
@@ -93,6 +93,7 @@ def __getattr__(name: str) -> NoReturn:
 
 
 __all__ = [
+    "Generator",
     "Size",
     "Tensor",
     "abs",
@@ -144,6 +145,7 @@ __all__ = [
     "rand",
     "randint",
     "randn",
+    "randperm",
     "remainder",
     "roll",
     "set_num_threads",

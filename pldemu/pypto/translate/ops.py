@@ -36,6 +36,7 @@ from pldemu.ir.nodes import (
 from pldemu.ir.ops import Op
 from pldemu.ir.tile_signatures import accumulator_dtype
 from pldemu.pypto.capture import Kind
+from pldemu.pypto.translate import arrays
 from pldemu.pypto.translate.evaluator import bind_call
 from pldemu.pypto.translate.level import DeviceLevel
 from pldemu.pypto.translate.regions import (
@@ -956,6 +957,9 @@ _MATH_OPS: Mapping[str, Rule] = MappingProxyType({
                         ("set_validshape", _set_validshape))},
     "pl.move": _move("pl.move", "tile"),
     "pl.tile.move": _move("pl.tile.move", "tile"),
+    "pl.array.create": arrays.create,
+    "pl.array.get_element": arrays.get_element,
+    "pl.array.update_element": arrays.update_element,
     "pl.full": _full("pl.full"),
     "pl.tensor.full": _full("pl.tensor.full"),
     "pl.tile.full": _full("pl.tile.full"),

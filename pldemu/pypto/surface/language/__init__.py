@@ -29,6 +29,7 @@ from pldemu.pypto.types import (
     UINT8,
     UINT16,
     UINT32,
+    Array,
     DslOp,
     InOut,
     Namespace,
@@ -150,4 +151,7 @@ tile = Namespace("pl.tile", ("load", "store", "add", "sub", "mul", "maximum", "m
                              *_MATH, "divs", *_REDUCTIONS, *_EXPANDS, "full", "maximums", "minimums", *_CUBE,
                              "batch_matmul", "move", *_LAYOUT, "create"))
 
-__all__ = ["BF16", "BOOL", "FP16", "FP32", "INDEX", "INT8", "INT16", "INT32", "INT64", "RUNTIME", "TASK_ID", "UINT8", "UINT16", "UINT32", "AtomicType", "FunctionType", "InOut", "JITFunction", "Level", "Mem", "MemorySpace", "Out", "PadValue", "PyDType", "Role", "Scalar", "Tensor", "Tile", "abs", "add", "assemble", "batch_matmul", "cast", "col_expand", "col_expand_add", "col_expand_div", "col_expand_expdif", "col_expand_max", "col_expand_min", "col_expand_mul", "col_expand_sub", "col_max", "col_min", "col_sum", "const", "create_tensor", "create_tile", "div", "dynamic", "exp", "fillpad", "full", "function", "jit", "load", "log", "matmul", "matmul_acc", "max", "maximum", "min", "minimum", "move", "mul", "neg", "program", "range", "read", "recip", "reshape", "row_expand", "row_expand_add", "row_expand_div", "row_expand_expdif", "row_expand_max", "row_expand_min", "row_expand_mul", "row_expand_sub", "row_max", "row_min", "row_sum", "rsqrt", "set_validshape", "slice", "sqrt", "store", "sub", "tensor", "tile", "transpose", "unroll", "write", "yield_"]
+array = Namespace("pl.array", ("create", "get_element", "update_element"))
+"""pypto's on-core scalar arrays (``pl.array.create(extent, dtype)``, ``arr[i]``, ``arr[i] = v``)."""
+
+__all__ = ["BF16", "BOOL", "FP16", "FP32", "INDEX", "INT8", "INT16", "INT32", "INT64", "RUNTIME", "TASK_ID", "UINT8", "UINT16", "UINT32", "Array", "AtomicType", "FunctionType", "InOut", "JITFunction", "Level", "Mem", "MemorySpace", "Out", "PadValue", "PyDType", "Role", "Scalar", "Tensor", "Tile", "abs", "add", "array", "assemble", "batch_matmul", "cast", "col_expand", "col_expand_add", "col_expand_div", "col_expand_expdif", "col_expand_max", "col_expand_min", "col_expand_mul", "col_expand_sub", "col_max", "col_min", "col_sum", "const", "create_tensor", "create_tile", "div", "dynamic", "exp", "fillpad", "full", "function", "jit", "load", "log", "matmul", "matmul_acc", "max", "maximum", "min", "minimum", "move", "mul", "neg", "program", "range", "read", "recip", "reshape", "row_expand", "row_expand_add", "row_expand_div", "row_expand_expdif", "row_expand_max", "row_expand_min", "row_expand_mul", "row_expand_sub", "row_max", "row_min", "row_sum", "rsqrt", "set_validshape", "slice", "sqrt", "store", "sub", "tensor", "tile", "transpose", "unroll", "write", "yield_"]
