@@ -51,6 +51,7 @@ from pldemu.pypto.translate.regions import (
     store_region,
     tensor_dim,
 )
+from pldemu.pypto.translate.sort_ops import SORT_OPS
 from pldemu.pypto.types import PyDType, SymInt
 
 Rule = Callable[[DeviceLevel, ast.Call], Any]
@@ -957,6 +958,7 @@ _MATH_OPS: Mapping[str, Rule] = MappingProxyType({
                         ("set_validshape", _set_validshape))},
     "pl.move": _move("pl.move", "tile"),
     "pl.tile.move": _move("pl.tile.move", "tile"),
+    **SORT_OPS,
     "pl.array.create": arrays.create,
     "pl.array.get_element": arrays.get_element,
     "pl.array.update_element": arrays.update_element,
