@@ -104,6 +104,13 @@ class Op(enum.Enum):
     TILE_BATCH_MATMUL = "tile.batch_matmul"
     # Layout (runtime/ops/layout.py).
     TILE_RESHAPE = "tile.reshape"
+    # Sort, gather, arange (runtime/ops/sort.py).
+    TILE_CI = "tile.ci"
+    TILE_SORT32 = "tile.sort32"
+    TILE_MRGSORT = "tile.mrgsort"
+    TILE_MRGSORT_MERGE = "tile.mrgsort_merge"
+    TILE_GATHER = "tile.gather"
+    TILE_GATHER_MASK = "tile.gather_mask"
     # MX quantisation primitives and zero-copy views (what tile.tquant_mx lowers to: lowering/mx.py).
     TILE_TQUANT_MX_RAW = "tile.tquant_mx_raw"
     TILE_TMOV_X2ZZ = "tile.tmov_x2zz"

@@ -31,6 +31,7 @@ from pldemu.ir.enums import (
 from pldemu.ir.mx_signatures import MX_SIGNATURES
 from pldemu.ir.nodes import format_attr
 from pldemu.ir.ops import Op
+from pldemu.ir.sort_signatures import SORT_SIGNATURES
 from pldemu.ir.tile_signatures import TILE_SIGNATURES
 from pldemu.ir.vocabulary import (
     AttrSpec,
@@ -359,6 +360,7 @@ SIGNATURES: Mapping[Op, Signature] = MappingProxyType(
         Op.TILE_ADDS: sig([("tile", TL), ("scalar", S)], SameAsArg(0)),
         Op.TILE_MULS: sig([("tile", TL), ("scalar", S)], SameAsArg(0)),
         **TILE_SIGNATURES,
+        **SORT_SIGNATURES,
         **MX_SIGNATURES,
     }
 )

@@ -14,8 +14,8 @@ The race detector's logs grow with the accesses of a checkpoint, not with the bu
 counted; it keeps no per-cell release history (the shadow-clock window is gone). ``pldemu run`` keeps each buffer about
 twice (the window segment, and the tiles and transfers a run makes of it: :data:`RUN_COPIES`);
 ``pldemu check`` also holds every rank's inputs and the oracle's results (:func:`check_copies`,
-measured: a 64 MiB allreduce at 4 ranks peaks at 1.1 GiB per rank). It is a floor, not a bound: a
-program's own tiles add to it.
+measured: a 64 MiB allreduce at 4 ranks peaks at 1.1 GiB per rank), plus the program's tile variables
+(:func:`tile_bytes`). A refusal names the biggest buffers.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from pldemu.ir.nodes import Program, TileType
+from pldemu.ir.walk import walk_stmts
 from pldemu.job.precheck import StaticBuffer
 
 MIB = 1 << 20
@@ -69,10 +71,14 @@ class MemoryEstimate:
     """What one rank's checkers keep per signal cell (race snapshots, invariant shadows)."""
     copies: int = RUN_COPIES
     """How many times a rank holds its buffers."""
+    tiles: int = 0
+    """One rank's tile variables, each holding its latest tile (:func:`tile_bytes`)."""
+    biggest: tuple[tuple[str, int], ...] = ()
+    """The largest buffers (name, bytes), largest first: what a refusal names."""
 
     @property
     def per_rank(self) -> int:
-        return RANK_OVERHEAD + self.copies * self.buffers + self.shadow
+        return RANK_OVERHEAD + self.copies * self.buffers + self.shadow + self.tiles
 
     @property
     def total(self) -> int:
@@ -81,19 +87,41 @@ class MemoryEstimate:
     def describe(self) -> str:
         return (f"about {_size(self.total)} ({self.nranks} ranks x ({_size(self.buffers)} of buffers x {self.copies}"
                 + (f" + {_size(self.shadow)} checker shadows" if self.shadow else "")
-                + f" + {_size(RANK_OVERHEAD)} per process))")
+                + (f" + {_size(self.tiles)} of tiles" if self.tiles else "")
+                + f" + {_size(RANK_OVERHEAD)} per process))"
+                + ("; biggest buffers: " + ", ".join(f"{n} {_size(b)}" for n, b in self.biggest) if self.biggest
+                   else ""))
 
 
 def job_memory(buffers: Iterable[StaticBuffer], nranks: int, races: bool, copies: int = RUN_COPIES, *,
-               invariants: bool = False) -> MemoryEstimate:
+               invariants: bool = False, tiles: int = 0) -> MemoryEstimate:
     """The estimate for ``buffers`` (one rank's, at ``nranks`` ranks, each held ``copies`` times); with
     ``races`` :data:`RACE_CELL_BYTES` and with ``invariants`` :data:`INVARIANT_CELL_BYTES` per signal
-    cell."""
+    cell; ``tiles``: the bytes of one rank's tile variables (:func:`tile_bytes`)."""
     buffers = list(buffers)
-    data = sum(math.prod(b.shape) * b.element.itemsize for b in buffers)
+    sizes = sorted(((b.name, math.prod(b.shape) * b.element.itemsize) for b in buffers), key=lambda nb: -nb[1])
     signal_cells = sum(math.prod(b.shape) for b in buffers if b.signal)
     per_cell = (RACE_CELL_BYTES if races else 0) + (INVARIANT_CELL_BYTES if invariants else 0)
-    return MemoryEstimate(nranks, data, signal_cells * per_cell, copies)
+    return MemoryEstimate(nranks, sum(n for _, n in sizes), signal_cells * per_cell, copies, tiles,
+                          tuple(sizes[:BIGGEST]))
+
+
+BIGGEST = 3
+"""How many of the largest buffers a refusal names."""
+
+
+def tile_bytes(program: Program) -> int:
+    """The bytes of every tile variable a program's functions bind, once each: pldemu's interpreter keeps each
+    variable's latest value until its function returns, so this bounds what the tiles hold at once (a
+    program of one block per rank counts every rank's block: an over-estimate by up to the rank count)."""
+    seen: dict[str, int] = {}
+    for f in program.functions:
+        for s in walk_stmts(f.body.stmts):
+            var = getattr(s, "var", None)
+            t = getattr(var, "type", None)
+            if isinstance(t, TileType) and var is not None:
+                seen[var.name] = math.prod(t.shape) * t.dtype.itemsize
+    return sum(seen.values())
 
 
 def available_memory() -> int | None:
@@ -127,4 +155,4 @@ def _size(n: float) -> str:
     return f"{n / MIB:.0f} MiB" if n >= MIB else f"{n / 1024:.0f} KiB"
 
 
-__all__ = ["INVARIANT_CELL_BYTES", "RACE_CELL_BYTES", "RANK_OVERHEAD", "RUN_COPIES", "MemoryEstimate", "ResourceError", "available_memory", "check_copies", "check_fits", "job_memory"]
+__all__ = ["INVARIANT_CELL_BYTES", "RACE_CELL_BYTES", "RANK_OVERHEAD", "RUN_COPIES", "MemoryEstimate", "ResourceError", "available_memory", "check_copies", "check_fits", "job_memory", "tile_bytes"]

@@ -211,6 +211,7 @@ def run(prog: CapturedProgram, nranks: int, args: Sequence[Any], output_dir: Pat
         raise _refused(prog, built, err) from None
     if opts.codegen_only:
         return CompiledCall(built, None)
+    _check_memory(prog, built, nranks, opts)
     runtime = opts.runtime
     if runtime.invariants:
         # A notify/wait tag may legitimately stay in its cell at the end of a pypto program.
@@ -218,6 +219,22 @@ def run(prog: CapturedProgram, nranks: int, args: Sequence[Any], output_dir: Pat
     result = launch(program_file, nranks, inputs=list(built.inputs), options=runtime, timeout=opts.timeout,
                     check=False)
     return CompiledCall(built, finish(prog, built, arrays, result))
+
+
+def _check_memory(prog: CapturedProgram, built: Built, nranks: int, opts: FrontendOptions) -> None:
+    """Refuse, before its job starts, a call whose estimated memory (buffers, the LOCAL tensors of
+    ``create_tensor`` and ``pl.array``, tiles, checker shadows: ``pldemu.job.resources``) exceeds what this
+    machine has, naming the estimate and the biggest buffers; ``opts.force`` runs it anyway."""
+    from pldemu.job.precheck import static_buffers
+    from pldemu.job.resources import ResourceError, check_fits, job_memory, tile_bytes
+
+    estimate = job_memory(static_buffers(built.program, nranks).values(), nranks, opts.runtime.race_detect,
+                          invariants=opts.runtime.invariants, tiles=tile_bytes(built.program))
+    try:
+        check_fits(estimate, opts.force)
+    except ResourceError as err:
+        raise prog.error(f"{prog.name} on {nranks} devices: {err} (pldemu python --force, pldemu pytest "
+                         "--pldemu-force)", prog.host().node) from None
 
 
 def finish(prog: CapturedProgram, built: Built, arrays: dict[str, np.ndarray], result: RunResult,

@@ -87,6 +87,8 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
                     help=f"the platform tests compile for (recorded, default {DEFAULT_PLATFORM})")
     group.addoption("--codegen-only", action="store_true", default=False,
                     help="compile and write the artifacts, but run nothing")
+    group.addoption("--pldemu-force", action="store_true", default=False, dest="pldemu_force",
+                    help="run a compiled call even when its estimated memory exceeds what the machine has")
 
 
 def _explicit_confcutdir(args: Sequence[str]) -> bool:
@@ -120,7 +122,8 @@ def frontend_options(config: pytest.Config) -> FrontendOptions:
     try:
         return FrontendOptions.from_flags(pldemu_plugin.runtime_overrides(config), config.getoption("pldemu_timeout"),
                                           codegen_only=config.getoption("codegen_only"),
-                                          platform=config.getoption("platform"))
+                                          platform=config.getoption("platform"),
+                                          force=config.getoption("pldemu_force"))
     except ValueError as err:
         raise pytest.UsageError(f"pldemu: {err}") from None
 

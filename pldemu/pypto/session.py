@@ -37,6 +37,8 @@ class FrontendOptions:
     timeout: float = 120.0
     codegen_only: bool = False
     platform: str = "a2a3sim"
+    force: bool = False
+    """Run a call whose estimated memory exceeds what the machine has (``--force`` / ``--pldemu-force``)."""
 
     @classmethod
     def from_flags(cls, overrides: Mapping[str, Any], job_timeout: float | None = None,

@@ -200,6 +200,14 @@ class TileAnn:
     memory: Any = None
 
 
+@dataclasses.dataclass(frozen=True)
+class ArrayAnn:
+    """``pl.Array[extent, dtype]``: an on-core scalar array (``pl.array.create``)."""
+
+    extent: int
+    dtype: PyDType
+
+
 def _bad(message: str) -> AnnotationError:
     """The error of a malformed annotation, at the user's line: the frame that subscripted
     (``_bad`` is called from the factory's ``__getitem__``)."""
@@ -237,6 +245,14 @@ class _TileFactory:
         return TileAnn(tuple(item[0]), item[1], item[2] if len(item) == 3 else None)
 
 
+class _ArrayFactory:
+    def __getitem__(self, item: object) -> ArrayAnn:
+        if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], int)
+                and not isinstance(item[0], bool) and isinstance(item[1], PyDType)):
+            raise _bad(f"Array requires [extent, dtype] notation, got pl.Array[{item!r}]")
+        return ArrayAnn(item[0], item[1])
+
+
 class _DirectionFactory:
     def __init__(self, direction: Direction) -> None:
         self.direction = direction
@@ -262,6 +278,7 @@ Out = _DirectionFactory(Direction.OUT)
 InOut = _DirectionFactory(Direction.INOUT)
 Scalar = _ScalarFactory()
 Tile = _TileFactory()
+Array = _ArrayFactory()
 
 
 def plain_annotation(value: Any) -> Any:
@@ -336,7 +353,7 @@ class Namespace:
         return self._prefix
 
 
-__all__ = ["BF16", "BOOL", "DTYPES", "FP16", "FP32", "INDEX", "INT8", "INT16", "INT32", "INT64", "RUNTIME", "TASK_ID", "UINT8", "UINT16", "UINT32", "Direction", "DistributedTensor", "DslOp", "DynExpr", "DynVar", "InOut", "Namespace", "Out", "PyDType", "Scalar", "ScalarAnn", "Tensor", "TensorAnn", "Tile", "TileAnn", "bare_tensor", "dim_value", "dtype_of_array", "dtype_of_ir", "dynamic", "plain_annotation"]
+__all__ = ["BF16", "BOOL", "DTYPES", "FP16", "FP32", "INDEX", "INT8", "INT16", "INT32", "INT64", "RUNTIME", "TASK_ID", "UINT8", "UINT16", "UINT32", "Array", "ArrayAnn", "Direction", "DistributedTensor", "DslOp", "DynExpr", "DynVar", "InOut", "Namespace", "Out", "PyDType", "Scalar", "ScalarAnn", "Tensor", "TensorAnn", "Tile", "TileAnn", "bare_tensor", "dim_value", "dtype_of_array", "dtype_of_ir", "dynamic", "plain_annotation"]
 
 
 class SymInt(int):

@@ -248,6 +248,26 @@ def cube() -> Program:
     return pb.build()
 
 
+def sort() -> Program:
+    """The sort / gather / arange family: tile.ci (ascending, descending), sort32, mrgsort (format 1 and a 3-list
+    format 2), both gathers (per row, flat) and a mask gather reinterpreting the index bits."""
+    from pldemu.ir import DType, Op
+    from pldemu.ir.nodes import Const
+
+    pb = ProgramBuilder("sort")
+    x = pb.local("x", "fp32", [1, 64])
+    fb = pb.function("main")
+    ids = fb.op(Op.TILE_CI, [Const(0, DType.UINT32), [1, 64]], {"dtype": DType.UINT32, "descending": 0}, hint="ids")
+    fb.op(Op.TILE_CI, [Const(7, DType.INT32), [1, 16]], {"dtype": DType.INT32, "descending": 1}, hint="down")
+    pairs = fb.op(Op.TILE_SORT32, [fb.pld.tile.load(x, [0, 0], [1, 64], hint="xt"), ids], hint="pairs")
+    run = fb.op(Op.TILE_MRGSORT, [pairs], {"block_len": 64}, hint="run")
+    fb.op(Op.TILE_MRGSORT_MERGE, [run, run, pairs], hint="all")
+    top = fb.op(Op.TILE_GATHER_MASK, [run], {"pattern": 2, "dtype": DType.INT32}, hint="top")
+    fb.op(Op.TILE_GATHER, [pairs, top], {"per_row": 1}, hint="g")
+    fb.op(Op.TILE_GATHER, [pairs, top], {"per_row": 0}, hint="flat")
+    return pb.build()
+
+
 def mx() -> Program:
     """tile.tquant_mx on both axes with its projections, and (function ``lowered``) what it lowers to:
     tquant_mx_raw, tmov_x2zz, the views, tile.transpose, tuple.make / tuple.get_item; and the pldemu
@@ -296,7 +316,7 @@ def tasks() -> Program:
 
 
 def all_programs() -> list[Program]:
-    return [collectives(), primitives(), control_flow(), tile_math(), cube(), mx(), tasks()]
+    return [collectives(), primitives(), control_flow(), tile_math(), cube(), sort(), mx(), tasks()]
 
 
 CORPUS: dict[str, Callable[[], Program]] = {
@@ -305,6 +325,7 @@ CORPUS: dict[str, Callable[[], Program]] = {
     "control_flow": control_flow,
     "tile_math": tile_math,
     "cube": cube,
+    "sort": sort,
     "mx": mx,
     "tasks": tasks,
 }

@@ -300,3 +300,57 @@ def test_golden_idioms_of_prefill_kv_allgather() -> None:
     want[:, :, 0] = [[0.0], [1.0]]
     assert values.dtype == group.dtype == torch.bfloat16
     np.testing.assert_array_equal(group.numpy().astype(np.float32), np.broadcast_to(want.reshape(1, 6, 5), (2, 6, 5)))
+
+
+def test_generator_and_randperm_give_a_private_reproducible_stream() -> None:
+    """``torch.Generator().manual_seed(s)`` returns the generator; ``randperm(n, generator=)`` is a permutation
+    drawn from it (int64), the same for the same seed, and the global stream is untouched by it."""
+    g = torch.Generator().manual_seed(20260510)
+    assert isinstance(g, torch.Generator)
+    p = torch.randperm(96, generator=g)
+    assert p.dtype is torch.int64 and sorted(p.tolist()) == list(range(96))
+    again = torch.randperm(96, generator=torch.Generator().manual_seed(20260510))
+    assert torch.equal(p, again)
+    assert not torch.equal(torch.randperm(96, generator=g), p)  # the stream moved on
+    torch.manual_seed(3)
+    first = torch.rand(4)
+    torch.manual_seed(3)
+    torch.randperm(10, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(torch.rand(4), first)
+    assert torch.randperm(5, dtype=torch.int32).dtype is torch.int32
+
+
+def test_fork_rng_restores_the_global_stream() -> None:
+    torch.manual_seed(11)
+    with torch.random.fork_rng():
+        torch.rand(100)
+    after = torch.rand(3)
+    torch.manual_seed(11)
+    assert torch.equal(torch.rand(3), after)
+
+
+def test_outer_exp2_clamp_repeat_follow_torch() -> None:
+    a = torch.tensor([1, 2, 3], dtype=torch.int32)
+    b = torch.tensor([0.5, -1.0], dtype=torch.float32)
+    o = torch.outer(a, b)
+    assert o.dtype is torch.float32 and o.tolist() == [[0.5, -1.0], [1.0, -2.0], [1.5, -3.0]]
+    with pytest.raises(RuntimeError, match="Expected 1-D argument self, but got 2-D"):
+        torch.outer(torch.zeros(2, 2), b)
+    assert torch.exp2(a).dtype is torch.float32 and torch.exp2(a).tolist() == [2.0, 4.0, 8.0]
+    h = torch.tensor([0.3, -7.25, 10.0], dtype=torch.bfloat16)
+    want = np.exp2(np.array([0.3, -7.25, 10.0], dtype=ml_dtypes.bfloat16).astype(np.float64))
+    assert torch.exp2(h).dtype is torch.bfloat16
+    np.testing.assert_array_equal(torch.exp2(h).numpy(), want.astype(ml_dtypes.bfloat16))
+    x = torch.tensor([-3.0, 0.5, float("nan"), 9.0])
+    np.testing.assert_array_equal(torch.clamp(x, min=-1.0, max=2.0).numpy(), [-1.0, 0.5, np.nan, 2.0])
+    assert torch.clamp(x, min=5.0, max=1.0).tolist()[0] == 1.0  # min > max: every element is max
+    assert torch.clamp(a, max=2).tolist() == [1, 2, 2] and torch.clamp(a, max=2).dtype is torch.int32
+    assert torch.clamp(a, min=1.5).dtype is torch.float32  # a float bound promotes
+    assert x.clamp(max=0.0).tolist()[0] == -3.0
+    with pytest.raises(RuntimeError, match="At least one of 'min' or 'max'"):
+        torch.clamp(x)
+    r = torch.tensor([[1, 2]]).repeat(2, 3)
+    assert r.tolist() == [[1, 2, 1, 2, 1, 2], [1, 2, 1, 2, 1, 2]]
+    assert torch.tensor([1, 2]).repeat(2, 1, 2).shape == (2, 1, 4)
+    with pytest.raises(RuntimeError, match="can not be smaller"):
+        torch.tensor([[1]]).repeat(2)

@@ -101,3 +101,27 @@ def test_failed_allocation_is_one_message_per_rank_exit_3_nothing_left(tmp_path:
     assert out.stderr.count("cannot allocate the buffers of program big (1717 MiB per rank): out of memory") >= 1
     assert "Traceback" not in out.stderr and "error stack" not in out.stderr
     assert "mpich_shm" not in out.stderr, out.stderr
+
+
+def test_the_estimate_counts_tiles_and_names_the_biggest_buffers() -> None:
+    """A kernel's tile variables count once each (their latest tile), LOCAL tensors as buffers; a refusal says the
+    estimate and the three biggest buffers."""
+    from pldemu.ir import ProgramBuilder
+    from pldemu.job.precheck import static_buffers
+    from pldemu.job.resources import ResourceError, check_fits, job_memory, tile_bytes
+
+    pb = ProgramBuilder("m")
+    big = pb.local("recv_x", "bf16", [3072, 4096])
+    pb.local("scratch", "fp32", [256, 256])
+    pb.local("counts", "int32", [32])
+    fb = pb.function()
+    fb.pld.tile.load(big, [0, 0], [1, 4096], hint="row")
+    fb.pld.tile.create([64, 64], "fp32", hint="acc")
+    program = pb.build()
+    assert tile_bytes(program) == 4096 * 2 + 64 * 64 * 4
+    est = job_memory(static_buffers(program, 2).values(), 2, races=False, tiles=tile_bytes(program))
+    assert [n for n, _ in est.biggest] == ["recv_x", "scratch", "counts"]
+    assert est.per_rank == RANK_OVERHEAD + 2 * (3072 * 4096 * 2 + 256 * 256 * 4 + 32 * 4) + est.tiles
+    with pytest.raises(ResourceError, match=r"of tiles .*biggest buffers: recv_x 24 MiB, scratch 256 KiB, counts"):
+        check_fits(est, available=est.total)
+    check_fits(est, force=True, available=1)

@@ -23,6 +23,7 @@ from pldemu.cli.common import add_job_timeout_argument
 from pldemu.job.argtypes import format_number
 from pldemu.job.exits import UsageError, usage_error
 from pldemu.job.flags import add_runtime_arguments, runtime_fields
+from pldemu.job.prelaunch import add_force_argument
 from pldemu.pypto.session import FrontendOptions
 
 _DEFAULTS = FrontendOptions()
@@ -51,6 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--codegen-only", action="store_true",
                         help="compile every call and write compiled.output_dir, but run nothing (the tensors "
                              "stay as they were: a script that checks its results fails its checks)")
+    add_force_argument(parser)
     # One REMAINDER from the script's name on: a positional SCRIPT would take a "--" after it as its own.
     parser.add_argument("script_argv", nargs=argparse.REMAINDER, metavar="SCRIPT [SCRIPT ARGS...]",
                         help="the Python script (it runs as __main__) and its own arguments, verbatim "
@@ -60,7 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def options(args: argparse.Namespace) -> FrontendOptions:
     """The options every compiled call of the script runs with; a value pldemu refuses is a UsageError."""
     try:
-        return FrontendOptions.from_flags(runtime_fields(args), args.job_timeout, codegen_only=args.codegen_only)
+        return FrontendOptions.from_flags(runtime_fields(args), args.job_timeout, codegen_only=args.codegen_only,
+                                         force=args.force)
     except ValueError as err:
         raise UsageError(str(err)) from None
 

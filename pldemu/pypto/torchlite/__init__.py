@@ -43,11 +43,14 @@ from pldemu.pypto.torchlite.functions import (
     arange,
     as_tensor,
     cat,
+    clamp,
+    clip,
     concat,
     cumsum,
     empty,
     empty_like,
     equal,
+    exp2,
     flip,
     from_numpy,
     full,
@@ -63,6 +66,7 @@ from pldemu.pypto.torchlite.functions import (
     numel,
     ones,
     ones_like,
+    outer,
     prod,
     promote_types,
     remainder,
@@ -75,7 +79,7 @@ from pldemu.pypto.torchlite.functions import (
     zeros,
     zeros_like,
 )
-from pldemu.pypto.torchlite.random import manual_seed, rand, randint, randn
+from pldemu.pypto.torchlite.random import Generator, manual_seed, rand, randint, randn, randperm
 from pldemu.pypto.torchlite.tensor import Size, Tensor
 
 float = float32
@@ -93,6 +97,7 @@ def __getattr__(name: str) -> NoReturn:
 
 
 __all__ = [
+    "Generator",
     "Size",
     "Tensor",
     "abs",
@@ -105,6 +110,8 @@ __all__ = [
     "bfloat16",
     "bool",
     "cat",
+    "clamp",
+    "clip",
     "concat",
     "cumsum",
     "double",
@@ -112,6 +119,7 @@ __all__ = [
     "empty",
     "empty_like",
     "equal",
+    "exp2",
     "flip",
     "float",
     "float16",
@@ -139,11 +147,13 @@ __all__ = [
     "numel",
     "ones",
     "ones_like",
+    "outer",
     "prod",
     "promote_types",
     "rand",
     "randint",
     "randn",
+    "randperm",
     "remainder",
     "roll",
     "set_num_threads",

@@ -189,6 +189,26 @@ def minimum(a: Tensor, b: Tensor) -> Tensor:
     return a.min(b)
 
 
+def outer(a: Tensor, b: Tensor) -> Tensor:
+    """``a[i] * b[j]`` of two 1-D tensors, promoted torch's way."""
+    for name, t in (("self", a), ("vec2", b)):
+        if as_array(t).ndim != 1:
+            raise RuntimeError(f"outer: Expected 1-D argument {name}, but got {as_array(t).ndim}-D")
+    (x, y), _ = _operands([a, b])
+    return Tensor(np.multiply.outer(x, y))
+
+
+def exp2(t: Tensor) -> Tensor:
+    return t.exp2()
+
+
+def clamp(t: Tensor, min: Any = None, max: Any = None) -> Tensor:
+    return t.clamp(min, max)
+
+
+clip = clamp
+
+
 @overload
 def where(condition: Tensor) -> tuple[Tensor, ...]: ...
 
@@ -258,10 +278,13 @@ __all__ = [
     "arange",
     "as_tensor",
     "cat",
+    "clamp",
+    "clip",
     "concat",
     "empty",
     "empty_like",
     "equal",
+    "exp2",
     "from_numpy",
     "full",
     "full_like",
@@ -276,6 +299,7 @@ __all__ = [
     "numel",
     "ones",
     "ones_like",
+    "outer",
     "prod",
     "promote_types",
     "remainder",

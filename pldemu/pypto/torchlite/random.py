@@ -7,6 +7,8 @@ the inputs it made, so it does not care which numbers they are.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -20,14 +22,61 @@ def manual_seed(seed: int) -> None:
     np.random.seed(int(seed) % 2**32)
 
 
+class Generator:
+    """``torch.Generator()``: a random stream of its own (numpy's ``RandomState``), seeded by
+    :meth:`manual_seed`; factories given ``generator=`` draw from it, not from the global stream."""
+
+    def __init__(self, device: Any = "cpu") -> None:
+        self._state = np.random.RandomState()
+        self.device = device
+
+    def manual_seed(self, seed: int) -> Generator:
+        """Re-seed the stream; returns the generator itself, as torch's does."""
+        self._state.seed(int(seed) % 2**32)
+        return self
+
+    def seed(self) -> int:
+        """A fresh nondeterministic seed, set and returned."""
+        value = int(np.random.SeedSequence().entropy % 2**32)  # type: ignore[operator]
+        self._state.seed(value)
+        return value
+
+
+def _stream(generator: Generator | None) -> Any:
+    return np.random if generator is None else generator._state
+
+
+def randperm(n: int, *, generator: Generator | None = None, dtype: dt.dtype | None = None, **_: Any) -> Tensor:
+    """A random permutation of ``0 .. n-1`` (int64 by default), from ``generator`` or the global stream."""
+    if int(n) < 0:
+        raise RuntimeError(f"randperm: n must be non-negative, got {n}")
+    return Tensor(_stream(generator).permutation(int(n)).astype((dtype or dt.DEFAULT_INT).numpy))
+
+
+@contextlib.contextmanager
+def fork_rng(devices: Any = None, enabled: bool = True, **_: Any) -> Iterator[None]:
+    """``torch.random.fork_rng()``: the global stream's state is restored when the block ends, so draws
+    inside it do not change what the program draws after it."""
+    if not enabled:
+        yield
+        return
+    state = np.random.get_state()
+    try:
+        yield
+    finally:
+        np.random.set_state(state)
+
+
 def rand(*size: Any, dtype: dt.dtype | None = None, **_: Any) -> Tensor:
     """Uniform on [0, 1); float32 by default."""
-    return Tensor(np.random.random_sample(_shape_args(size)).astype((dtype or dt.DEFAULT_FLOAT).numpy))
+    stream = _stream(_.get("generator"))
+    return Tensor(stream.random_sample(_shape_args(size)).astype((dtype or dt.DEFAULT_FLOAT).numpy))
 
 
 def randn(*size: Any, dtype: dt.dtype | None = None, **_: Any) -> Tensor:
     """Standard normal; float32 by default."""
-    return Tensor(np.random.standard_normal(_shape_args(size)).astype((dtype or dt.DEFAULT_FLOAT).numpy))
+    stream = _stream(_.get("generator"))
+    return Tensor(stream.standard_normal(_shape_args(size)).astype((dtype or dt.DEFAULT_FLOAT).numpy))
 
 
 def randint(low: int, high: int | None = None, size: Any = (), *, dtype: dt.dtype | None = None,
@@ -35,8 +84,8 @@ def randint(low: int, high: int | None = None, size: Any = (), *, dtype: dt.dtyp
     """``randint(high, size)`` or ``randint(low, high, size)``: integers in [low, high); int64 by default."""
     if high is None or isinstance(high, (tuple, list)):
         low, high, size = 0, low, high if high is not None else size
-    values = np.random.randint(int(low), int(high), size=_shape_args((size,)))
+    values = _stream(_.get("generator")).randint(int(low), int(high), size=_shape_args((size,)))
     return Tensor(values.astype((dtype or dt.DEFAULT_INT).numpy))
 
 
-__all__ = ["manual_seed", "rand", "randint", "randn"]
+__all__ = ["Generator", "fork_rng", "manual_seed", "rand", "randint", "randn", "randperm"]

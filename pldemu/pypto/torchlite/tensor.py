@@ -365,6 +365,37 @@ class Tensor:
         """Python's ``%`` (the result has the divisor's sign), as torch.remainder."""
         return _binary(np.mod, self, other)
 
+    def exp2(self) -> Tensor:
+        """``2 ** x``; an integer or bool tensor gives float32 (torch's default float). FP16 / BF16 are
+        computed in FP32 and rounded once, as torch's CPU kernels upcast them."""
+        target = self.dtype if self.dtype.is_floating_point else dt.DEFAULT_FLOAT
+        wide = np.float64 if target is dt.float64 else np.float32
+        return Tensor(np.exp2(self._a.astype(wide)).astype(target.numpy))
+
+    def clamp(self, min: Any = None, max: Any = None) -> Tensor:
+        """Each element limited to ``[min, max]`` (tensors or numbers, promoted torch's way); a NaN stays NaN;
+        where ``min > max`` the result is ``max``, as torch's."""
+        if min is None and max is None:
+            raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+        bounds = [b for b in (min, max) if b is not None]
+        arrays, result = _operands([self, *bounds])
+        out = arrays[0]
+        if min is not None:
+            out = np.maximum(out, arrays[1])
+        if max is not None:
+            out = np.minimum(out, arrays[-1])
+        return Tensor(np.asarray(out, dtype=result.numpy))
+
+    clip = clamp
+
+    def repeat(self, *sizes: Any) -> Tensor:
+        """The tensor tiled ``sizes[i]`` times along each dim (extra leading sizes add dims), a copy."""
+        reps = _shape_args(sizes)
+        if len(reps) < self.ndim:
+            raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions "
+                               "of tensor")
+        return Tensor(np.tile(self._a.reshape((1,) * (len(reps) - self.ndim) + self._a.shape), reps))
+
     def eq(self, other: Any) -> Tensor:
         return _compare(np.equal, self, other)
 

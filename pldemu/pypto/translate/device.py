@@ -39,6 +39,7 @@ from pldemu.ir.nodes import (
 )
 from pldemu.pypto.capture import CapturedFunction, CapturedProgram, Kind
 from pldemu.pypto.errors import FrontendError
+from pldemu.pypto.translate import arrays
 from pldemu.pypto.translate.evaluator import Evaluator
 from pldemu.pypto.translate.level import Carry, Emit
 from pldemu.pypto.translate.ops import DEVICE_OPS, is_ir
@@ -54,6 +55,7 @@ from pldemu.pypto.translate.tasks import (
 )
 from pldemu.pypto.types import (
     TASK_ID,
+    ArrayAnn,
     BakedFloat,
     BakedInt,
     DslOp,
@@ -276,6 +278,10 @@ class DeviceTranslator(Evaluator):
             finally:
                 if carry is not None:
                     self.carries.pop()
+        if self.env.get(var_node.id) is var:
+            # The loop variable lives in the loop (pypto's IR scopes it): a later `d = ...` binds a new name,
+            # not a carry of a variable the IR no longer defines.
+            del self.env[var_node.id]
 
     def bind_carried(self, target: ast.expr, carry: Carry) -> None:
         """The loop's carried names: each owns its carry variable (a tensor is itself)."""
@@ -374,6 +380,9 @@ class DeviceTranslator(Evaluator):
         if not is_tensor(dst):
             raise self.error(f"{what}: {target.value.id} must be a tensor, got {dst!r}", target)
         region = subscript_region(self, dst, self.indices(target), target)
+        if len(region.drop) == len(region.extents) and arrays.is_array(self, dst):
+            arrays.write(self, dst, region.offsets[0], value, target)  # pypto's array.update_element
+            return
         if len(region.drop) == len(region.extents):
             raise self.error(f"{what}: an element write is not supported (as in pypto): use pl.write(dst, "
                              "[i, j], value), or slices (dst[i:i + 1, j:j + 1] = v)", target)
@@ -625,6 +634,12 @@ def check_argument(prog: CapturedProgram, fn: CapturedFunction, param: str, valu
         if not isinstance(t, TileType) or t.dtype != ann.dtype.ir or len(t.shape) != len(ann.dims):
             raise prog.error(f"self.{fn.name}: {param} is a pl.Tile of {len(ann.dims)} dims of {ann.dtype!r}, got "
                              f"{value!r}", node)
+    elif isinstance(ann, ArrayAnn):
+        t = getattr(value, "type", None)
+        if not (isinstance(t, TensorType) and t.dtype == ann.dtype.ir and len(t.shape) == 1
+                and eval_nr(t.shape[0], 1) == ann.extent):
+            raise prog.error(f"self.{fn.name}: {param} is a pl.Array[{ann.extent}, {ann.dtype!r}], got {value!r}",
+                             node)
     elif isinstance(ann, ScalarAnn) and not (is_ir(value) or isinstance(value, (int, float))):
         raise prog.error(f"self.{fn.name}: {param} is a pl.Scalar, got {value!r}", node)
     elif ann is None and param in fn.params and not prog.jit_names:  # pl.jit: typed by its argument

@@ -42,6 +42,8 @@ class Emit:
     dims: Mapping[str, int]
     scratch: dict[str, tuple[Var, tuple[int, ...]]] = dataclasses.field(default_factory=dict)
     """LOCAL buffers the translation adds, by the buffer they stand for: (var, numeric shape at this rank count)."""
+    arrays: set[str] = dataclasses.field(default_factory=set)
+    """The LOCAL buffers that are ``pl.array`` s (``translate/arrays.py``): an element write goes there."""
     views: dict[str, str] = dataclasses.field(default_factory=dict)
     """A window's ``tensor.view`` made to pass it to a parameter of another rank (``device.window_view``) ->
     the window's buffer: a signal used through the view is that buffer's."""

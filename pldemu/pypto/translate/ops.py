@@ -36,6 +36,7 @@ from pldemu.ir.nodes import (
 from pldemu.ir.ops import Op
 from pldemu.ir.tile_signatures import accumulator_dtype
 from pldemu.pypto.capture import Kind
+from pldemu.pypto.translate import arrays
 from pldemu.pypto.translate.evaluator import bind_call
 from pldemu.pypto.translate.level import DeviceLevel
 from pldemu.pypto.translate.regions import (
@@ -50,6 +51,7 @@ from pldemu.pypto.translate.regions import (
     store_region,
     tensor_dim,
 )
+from pldemu.pypto.translate.sort_ops import SORT_OPS
 from pldemu.pypto.types import PyDType, SymInt
 
 Rule = Callable[[DeviceLevel, ast.Call], Any]
@@ -956,6 +958,10 @@ _MATH_OPS: Mapping[str, Rule] = MappingProxyType({
                         ("set_validshape", _set_validshape))},
     "pl.move": _move("pl.move", "tile"),
     "pl.tile.move": _move("pl.tile.move", "tile"),
+    **SORT_OPS,
+    "pl.array.create": arrays.create,
+    "pl.array.get_element": arrays.get_element,
+    "pl.array.update_element": arrays.update_element,
     "pl.full": _full("pl.full"),
     "pl.tensor.full": _full("pl.tensor.full"),
     "pl.tile.full": _full("pl.tile.full"),

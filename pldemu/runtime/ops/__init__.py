@@ -3,7 +3,7 @@
 One module per family: ``comm`` (put, get, remote_load, notify, wait, the communicator queries),
 ``tensor`` (view, read, write), ``tile`` (tile memory, element-wise math, cast, compare, select),
 ``math`` (exp, log, sqrt, rsqrt, recip, neg, abs, div, divs), ``reduce`` (row / column reductions and
-expands), ``matmul`` (the cube and tile.move), ``layout`` (tile.reshape) and ``mx`` (the MX quantisation family); their tables merge here into :data:`HANDLERS`.
+expands), ``matmul`` (the cube and tile.move), ``layout`` (tile.reshape), ``sort`` (sort32, mrgsort, gather, arange) and ``mx`` (the MX quantisation family); their tables merge here into :data:`HANDLERS`.
 
 A handler is called as ``handler(machine, site, args)``: ``args`` are the call's evaluated arguments in
 signature order (scalars as Python numbers, ``[lists]`` as int tuples, tensors as ``TensorRef``, tiles
@@ -31,6 +31,7 @@ from pldemu.runtime.ops.math import MATH_HANDLERS
 from pldemu.runtime.ops.matmul import MATMUL_HANDLERS
 from pldemu.runtime.ops.mx import MX_HANDLERS
 from pldemu.runtime.ops.reduce import REDUCE_HANDLERS
+from pldemu.runtime.ops.sort import SORT_HANDLERS
 from pldemu.runtime.ops.tensor import TENSOR_HANDLERS
 from pldemu.runtime.ops.tile import TILE_HANDLERS
 
@@ -60,6 +61,7 @@ HANDLERS: Mapping[Op, Handler] = MappingProxyType(
         **REDUCE_HANDLERS,
         **MATMUL_HANDLERS,
         **LAYOUT_HANDLERS,
+        **SORT_HANDLERS,
         **MX_HANDLERS,
     }
 )

@@ -29,6 +29,7 @@ from pldemu.pypto.types import (
     UINT8,
     UINT16,
     UINT32,
+    Array,
     DslOp,
     InOut,
     Namespace,
@@ -69,6 +70,19 @@ class Level(enum.Enum, metaclass=_DslEnumType):
     CHIP_DIE = "CHIP_DIE"
     CHIP = "CHIP"
     HOST = "HOST"
+
+
+class MaskPattern:
+    """``pl.tile.MaskPattern``: pypto's selectors of a mask gather (``pl.gather(x, mask_pattern=...)``); bit patterns
+    read right to left, P0101 keeps positions 0, 2, 4, ..., P1010 positions 1, 3, 5, ...."""
+
+    P0101 = 1
+    P1010 = 2
+    P0001 = 3
+    P0010 = 4
+    P0100 = 5
+    P1000 = 6
+    P1111 = 7
 
 
 class Role(enum.Enum, metaclass=_DslEnumType):
@@ -153,11 +167,22 @@ _LAYOUT = ("reshape", "transpose", "fillpad", "set_validshape")
 _EXPANDS = tuple(f"{side}_expand{suffix}" for side in ("row", "col")
                  for suffix in ("", "_add", "_sub", "_mul", "_div", "_max", "_min", "_expdif"))
 _REDUCTIONS = ("row_sum", "row_max", "row_min", "col_sum", "col_max", "col_min")
+_SORT = ("sort32", "mrgsort", "gather", "arange")
+arange = DslOp("pl.arange")
+sort32 = DslOp("pl.sort32")
+mrgsort = DslOp("pl.mrgsort")
+gather = DslOp("pl.gather")
 _MATH = ("div", "exp", "log", "sqrt", "rsqrt", "recip", "neg", "abs")
 tensor = Namespace("pl.tensor", ("add", "sub", "mul", "maximum", "minimum", "cast", "slice", "assemble", "dim",
-                                 *_MATH, "divs", *_EXPANDS, "full", *_CUBE, *_LAYOUT, "create", "get_block_idx"))
+                                 *_MATH, "divs", *_EXPANDS, "full", *_CUBE, *_LAYOUT, "create", *_SORT, "ci",
+                                 "get_block_idx"))
 tile = Namespace("pl.tile", ("get_block_idx", "load", "store", "add", "sub", "mul", "maximum", "minimum", "adds", "muls",
                              *_MATH, "divs", *_REDUCTIONS, *_EXPANDS, "full", "maximums", "minimums", *_CUBE,
-                             "batch_matmul", "move", *_LAYOUT, "create"))
+                             "batch_matmul", "move", *_LAYOUT, "create", *_SORT, "ci",
+                             "gather_mask"))
+tile.MaskPattern = MaskPattern  # type: ignore[attr-defined]
 
-__all__ = ["BF16", "BOOL", "FP16", "FP32", "INDEX", "INT8", "INT16", "INT32", "INT64", "RUNTIME", "TASK_ID", "UINT8", "UINT16", "UINT32", "AtomicType", "FunctionType", "InOut", "JITFunction", "Level", "Mem", "MemorySpace", "Out", "PadValue", "PyDType", "Role", "Scalar", "Tensor", "Tile", "abs", "add", "assemble", "at", "batch_matmul", "cast", "col_expand", "col_expand_add", "col_expand_div", "col_expand_expdif", "col_expand_max", "col_expand_min", "col_expand_mul", "col_expand_sub", "col_max", "col_min", "col_sum", "const", "create_tensor", "create_tile", "div", "dynamic", "exp", "fillpad", "full", "function", "jit", "load", "log", "manual_scope", "matmul", "matmul_acc", "max", "maximum", "min", "minimum", "move", "mul", "neg", "no_dep", "parallel", "pipeline", "program", "range", "read", "recip", "reshape", "row_expand", "row_expand_add", "row_expand_div", "row_expand_expdif", "row_expand_max", "row_expand_min", "row_expand_mul", "row_expand_sub", "row_max", "row_min", "row_sum", "rsqrt", "scope", "set_validshape", "slice", "spmd", "spmd_submit", "sqrt", "store", "sub", "system", "tensor", "tile", "transpose", "unroll", "write", "yield_"]
+array = Namespace("pl.array", ("create", "get_element", "update_element"))
+"""pypto's on-core scalar arrays (``pl.array.create(extent, dtype)``, ``arr[i]``, ``arr[i] = v``)."""
+
+__all__ = ["BF16", "BOOL", "FP16", "FP32", "INDEX", "INT8", "INT16", "INT32", "INT64", "RUNTIME", "TASK_ID", "UINT8", "UINT16", "UINT32", "Array", "AtomicType", "FunctionType", "InOut", "JITFunction", "Level", "Mem", "MemorySpace", "Out", "PadValue", "PyDType", "Role", "Scalar", "Tensor", "Tile", "abs", "add", "arange", "array", "assemble", "at", "batch_matmul", "cast", "col_expand", "col_expand_add", "col_expand_div", "col_expand_expdif", "col_expand_max", "col_expand_min", "col_expand_mul", "col_expand_sub", "col_max", "col_min", "col_sum", "const", "create_tensor", "create_tile", "div", "dynamic", "exp", "fillpad", "full", "function", "gather", "jit", "load", "log", "manual_scope", "matmul", "matmul_acc", "max", "maximum", "min", "minimum", "move", "mrgsort", "mul", "neg", "no_dep", "parallel", "pipeline", "program", "range", "read", "recip", "reshape", "row_expand", "row_expand_add", "row_expand_div", "row_expand_expdif", "row_expand_max", "row_expand_min", "row_expand_mul", "row_expand_sub", "row_max", "row_min", "row_sum", "rsqrt", "scope", "set_validshape", "slice", "sort32", "spmd", "spmd_submit", "sqrt", "store", "sub", "system", "tensor", "tile", "transpose", "unroll", "write", "yield_"]
