@@ -148,7 +148,7 @@ SORT_SIGNATURES: Mapping[Op, Signature] = {
     Op.TILE_MRGSORT: sig([("src", TL)], deduce_mrgsort, [AttrSpec("block_len", int, None)]),
     Op.TILE_MRGSORT_MERGE: sig([("src0", TL), ("src1", TL), ("src2", TL, True), ("src3", TL, True)],
                                deduce_mrgsort_merge),
-    Op.TILE_GATHER: sig([("src", TL), ("indices", TL)], deduce_gather, [AttrSpec("per_row", int, 0)]),
+    Op.TILE_GATHER: sig([("src", TL), ("index_tile", TL)], deduce_gather, [AttrSpec("per_row", int, 0)]),
     Op.TILE_GATHER_MASK: sig([("src", TL)], deduce_gather_mask,
                              [AttrSpec("pattern", int, None), AttrSpec("dtype", DType, None)]),
 }

@@ -35,6 +35,7 @@ OUT_OF_BOUNDS: dict[Op, list[tuple[str, str]]] = {
                       "valid shape [1, 16] does not fit in shape [1, 8]: dim 1 covers [0, 16)")],
     Op.NOTIFY: [("pld.system.notify(s, 0, [NR, 0], 1, op=AtomicAdd)", "leaves buffer s [4, 1]: dim 0 covers [4, 5)")],
     Op.WAIT: [("pld.system.wait(s, [0, 1], 1, cmp=Ge)", "leaves buffer s [4, 1]: dim 1 covers [1, 2)")],
+    Op.DEFER_WAIT: [("pld.system.defer_wait(s, [0, 1], 1, cmp=Ge)", "leaves buffer s [4, 1]: dim 1 covers [1, 2)")],
     Op.TENSOR_VIEW: [("v = tensor.view(d, [4, 4], [4, NR + 1])", "valid shape [4, 5] does not fit in shape [4, 4]")],
     Op.CACHEINVALID: [("system.cacheinvalid(w, [1, 8], [1, 4])", "leaves buffer w [2, 8]: dim 1 covers [4, 12)")],
     Op.TENSOR_READ: [("x = tensor.read(d, [0, 8])", "leaves buffer d [2, 8]: dim 1 covers [8, 9)")],

@@ -40,7 +40,7 @@ from pldemu.ir.nodes import (
 from pldemu.pypto.capture import CapturedFunction, CapturedProgram, Kind
 from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.translate import arrays
-from pldemu.pypto.translate.evaluator import Evaluator
+from pldemu.pypto.translate.evaluator import Evaluator, dsl_callee
 from pldemu.pypto.translate.level import Carry, Emit
 from pldemu.pypto.translate.ops import DEVICE_OPS, is_ir
 from pldemu.pypto.translate.regions import is_tensor, load_region, store_region, subscript_region
@@ -58,7 +58,6 @@ from pldemu.pypto.types import (
     ArrayAnn,
     BakedFloat,
     BakedInt,
-    DslOp,
     ScalarAnn,
     SymInt,
     TensorAnn,
@@ -238,7 +237,7 @@ class DeviceTranslator(Evaluator):
         if s.orelse:
             raise self.error("for ... else is not supported", s)
         it = s.iter
-        name = _callee_name(self, it)
+        name = dsl_callee(self, it)
         if name == "pl.unroll":
             assert isinstance(it, ast.Call)
             count = self.eval(it.args[0]) if it.args else None
@@ -531,14 +530,6 @@ def _returns(body: list[ast.stmt]) -> bool:
     return bool(body) and isinstance(body[-1], ast.Return)
 
 
-def _callee_name(tr: DeviceTranslator, node: ast.expr) -> str | None:
-    if not isinstance(node, ast.Call):
-        return None
-    try:
-        callee = tr.eval(node.func)
-    except FrontendError:
-        return None
-    return callee.name if isinstance(callee, DslOp) else None
 
 
 def _loop_targets(tr: DeviceTranslator, target: ast.expr, carried: bool) -> tuple[ast.Name, ast.expr | None]:

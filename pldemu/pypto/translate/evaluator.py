@@ -32,6 +32,18 @@ _BUILTINS: dict[str, Any] = {"True": True, "False": False, "None": None, "range"
 _PY_CALLABLES = (range, len, min, max, int, abs)
 
 
+def dsl_callee(ev: Any, node: ast.expr) -> str | None:
+    """The pypto name a call ``node`` calls (``pl.at``, ``pl.spmd``), when it calls one of pypto's DSL
+    names; None for anything else, or a callee that does not evaluate."""
+    if not isinstance(node, ast.Call):
+        return None
+    try:
+        callee = ev.eval(node.func)
+    except FrontendError:
+        return None
+    return callee.name if isinstance(callee, DslOp) else None
+
+
 class Evaluator:
     """Evaluates expressions of one function body in ``env``. A level says what a call means there:
     ``call_self`` (``self.f(...)``: a dispatch at HOST level, an inlined body in a device function) and
@@ -326,4 +338,4 @@ def dotted(node: ast.expr) -> str:
     return ast.unparse(node)
 
 
-__all__ = ["Evaluates", "Evaluator", "bind_call", "dotted"]
+__all__ = ["Evaluates", "Evaluator", "bind_call", "dotted", "dsl_callee"]

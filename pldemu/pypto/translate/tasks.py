@@ -31,7 +31,7 @@ from pldemu.ir.nodes import (
 )
 from pldemu.ir.ops import Op
 from pldemu.ir.tasks import scope_problems, task_problems
-from pldemu.pypto.errors import FrontendError
+from pldemu.pypto.translate.evaluator import dsl_callee
 from pldemu.pypto.translate.level import TaskState
 from pldemu.pypto.translate.ops import is_ir
 
@@ -166,7 +166,7 @@ def with_spmd(tr: Any, call: ast.Call, target: ast.expr | None, s: ast.With) -> 
     if "deps" in kw and target is None:
         raise tr.error("pl.spmd(..., deps=[...]) needs the `with pl.spmd(...) as tid:` form (pypto)", call)
     body = s.body
-    if len(body) == 1 and isinstance(body[0], ast.With) and _callee(tr, body[0].items[0].context_expr) == "pl.at":
+    if len(body) == 1 and isinstance(body[0], ast.With) and dsl_callee(tr, body[0].items[0].context_expr) == "pl.at":
         body = body[0].body  # the explicit InCore carrier is not wrapped again
     _spmd(tr, call, s, _target(tr, target), kw, lambda var: tr.block(body))
 
@@ -207,7 +207,7 @@ def spmd_loop(tr: Any, s: ast.For) -> None:
 
 def with_scope(tr: Any, call: ast.Call, target: ast.expr | None, s: ast.With) -> None:
     """``with pl.scope():`` (AUTO, or ``mode=`` MANUAL) and ``with pl.manual_scope():``."""
-    name = _callee(tr, call)
+    name = dsl_callee(tr, call)
     mode = next((tr.eval(kw.value) for kw in call.keywords if kw.arg == "mode"), None)
     manual = name == "pl.manual_scope" or getattr(mode, "name", "").upper() == "MANUAL"
     state: TaskState = tr.emit.tasks
@@ -221,15 +221,6 @@ def with_scope(tr: Any, call: ast.Call, target: ast.expr | None, s: ast.With) ->
         state.manual -= manual
 
 
-def _callee(tr: Any, node: ast.expr) -> str | None:
-    if not isinstance(node, ast.Call):
-        return None
-    try:
-        callee = tr.eval(node.func)
-    except FrontendError:
-        return None
-    return getattr(callee, "name", None) if type(callee).__name__ == "DslOp" else None
-
 
 WITH_RULES: Mapping[str, Callable[[Any, ast.Call, ast.expr | None, ast.With], None]] = MappingProxyType({
     "pl.at": with_at, "pl.spmd": with_spmd, "pl.scope": with_scope, "pl.manual_scope": with_scope,
@@ -242,7 +233,7 @@ def with_stmt(tr: Any, s: ast.With) -> None:
     if len(s.items) != 1:
         raise tr.error("a device `with` takes one context (pl.at, pl.spmd, pl.scope, pl.manual_scope)", s)
     item = s.items[0]
-    name = _callee(tr, item.context_expr)
+    name = dsl_callee(tr, item.context_expr)
     rule = WITH_RULES.get(name or "")
     if rule is None:
         raise tr.error(f"`with {ast.unparse(item.context_expr)}` is not supported in a device function "
