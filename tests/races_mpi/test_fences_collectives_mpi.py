@@ -112,7 +112,9 @@ def test_the_pass_is_needed_exactly_where_data_is_published(comm: MPI.Intracomm,
 IN_FLIGHT = frozenset({"allreduce-mesh", "reduce_scatter"})
 """The recipes whose remote_loads are still in flight at the barrier notify after which their peers
 overwrite the windows read, when run exactly as written (no InsertCommFence, no toolchain drain):
-the race detector reports ``missing fence (read in flight)`` (PTOAS#711's tload variant)."""
+the race detector reports ``missing fence (read in flight)`` (PTOAS#711's tload variant). Decided
+right (docs/races.md, "Fence and cache reports"): the tile.add that uses the read waits for it, the
+scalar notify does not; pypto's or PTOAS's drain before the notify is what makes the recipes safe."""
 
 
 @pytest.mark.parametrize("name", sorted(SPECS))

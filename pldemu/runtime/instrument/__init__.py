@@ -119,13 +119,17 @@ def prepare(m: Machine) -> tuple[Schedule, InvariantChecker | None]:
         from pldemu.runtime.instrument.fenced import fenced_handlers
 
         base = dict(table)
-        sched.cache, fenced = fenced_handlers(m.rank, sched.writes, table)
-        table.update(fenced)
+        flight = None
         if options.fence_policy == "random":  # reads in flight may take their completion's bytes
             from pldemu.runtime.instrument.flight import STREAM_FLIGHT, Flight
             from pldemu.runtime.instrument.schedule import Stream
 
-            table.update(Flight(Stream(options.seed, m.rank, STREAM_FLIGHT)).handlers(table, base))
+            flight = Flight(Stream(options.seed, m.rank, STREAM_FLIGHT))
+        sched.cache, fenced = fenced_handlers(m.rank, sched.writes, table, flight)
+        table.update(fenced)
+        if flight is not None:
+            table.update(flight.handlers(table, base))
+            sched.flight = flight  # the call's end and the host's joins complete the reads too
     elif sched.writes is not None:
         table.update(deferred_handlers(sched.writes, table))
     if sched.delays:

@@ -7,16 +7,18 @@ same transfer planner):
 * **Writes stay pending.** A put (atomic data puts too), a ``tile.store`` into a window and the
   destination write of a get are buffered as in deferred mode, but a ``notify`` no longer lands
   them: only ``system.fence`` does (every target, in order: a completion barrier), besides the
-  host's synchronisation and a rank's reads of its own window (read-your-writes). Under the
-  ``latest`` policy (the default) nothing else lands a write, so a missing fence gives the old data
-  on every call and replays exactly; ``random`` adds deferred mode's seeded due points.
+  host's synchronisation and a rank's reads of its own window (read-your-writes). The call's end
+  completes them (``completion.RULE``, the rule the race detector follows too): they land at the
+  rank's next release, own read of their target, host access or join (``_Fenced._land_completed``).
+  Under the ``latest`` policy (the default) nothing else lands a write, so a missing fence gives the
+  old data on every call and replays exactly; ``random`` adds deferred mode's seeded due points.
 * **A scalar data cache.** ``tensor.read`` / ``tensor.write`` of a data window go through a per-rank
   cache of 64-byte lines (of the buffer's packed element order; window bases are taken as
   64-byte aligned). A read fills its line from memory on a miss and is then served from the line,
   stale until a ``system.cacheinvalid`` covering it drops it. A write updates the cached line and
   marks the element dirty: it reaches memory only when a ``cacheinvalid`` cleans the line (the
   write-back then joins the write buffer, so a ``fence`` completes it) or at the end of the call
-  (the tail flush). ``system.cacheinvalid()`` covers every line; the region form only the line
+  (the tail flush cleans it into the write buffer, complete with the call's other writes). ``system.cacheinvalid()`` covers every line; the region form only the line
   holding the view's base, as on the device.
 * **Signal cells stay atomic and uncached**: a notify, a wait and a ``tensor.read`` / ``tensor.write``
   of a signal cell go to memory (the device's TWAIT cleans the waited line before every poll).
@@ -32,6 +34,7 @@ peer's value, pto-isa#322); this model writes back only the elements the rank wr
 from __future__ import annotations
 
 import operator
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -40,14 +43,19 @@ from typing import Any
 import numpy as np
 
 from pldemu.ir import BufferKind, Op
+from pldemu.mpi import precise_sleep
 from pldemu.runtime.errors import ProgramError
-from pldemu.runtime.instrument.schedule import WriteBuffer, deferred_handlers
+from pldemu.runtime.instrument.schedule import Reading, WriteBuffer, deferred_handlers
 from pldemu.runtime.machine import Handler, Machine
 from pldemu.runtime.sites import CallSite
 from pldemu.runtime.values import Buffer, TensorRef, flat_cell
 
 LINE_BYTES = 64
 """The scalar data cache's line size (the device's ``dcci`` granule)."""
+
+PUBLISH_WAIT_S = 5.0
+"""How long a rank about to land what its last call's end completed waits, at most, for the targets to
+have started this call too (``_Fenced._land_completed``)."""
 
 SPIN_LIMIT = 100_000
 """Reads of one cached line with no primitive, fence or cacheinvalid in between that count as a spin."""
@@ -171,6 +179,11 @@ class LineCache:
         """The line that holds ``cell`` of ``buffer``."""
         return buffer.index, cell // _elements_per_line(buffer)
 
+    def tail_flush(self) -> None:
+        """The call's end (PTOAS#698's tail ``dcci ENTIRE OUT``): every dirty line cleaned into the write
+        buffer, complete with the call's other writes (``completion.RULE``); every line dropped."""
+        self.invalidate()
+
     def write_back(self) -> None:
         """The tail flush (a call's end, the host's access): dirty lines to memory now, every line dropped."""
         lines, self._lines = self._lines, {}
@@ -205,8 +218,38 @@ class _Fenced:
 
         return handler
 
+    def _land_completed(self, m: Machine, target: int | None = None) -> None:
+        """Land the writes the last call's end completed (to ``target`` only, if given), once every rank
+        they are aimed at has started this call: nothing the target did in the previous call or in the
+        host code after it (consuming a result) is ordered after that end, so it must not see them, and
+        it sees them here only if the timing lets it (``completion.LANDS_AT``). Waiting is only a delay
+        (bounded: :data:`PUBLISH_WAIT_S`): the targets start their next call on their own."""
+        wb = self._wb
+        targets = wb.completed_targets(target) - {m.rank}
+        board = m.status
+        if targets and board is not None:
+            run, deadline = board.run, time.monotonic() + PUBLISH_WAIT_S
+            for t in sorted(targets):
+                while board.read(t).run < run and time.monotonic() < deadline:
+                    precise_sleep(50e-6)
+        wb.land_completed(target)
+
+    def _reading(self, op: Op) -> Handler:
+        """A DMA read of a peer's memory: the rank's writes to it that a call's end completed land first
+        (program order after their completion; ``completion.LANDS_AT``)."""
+        inner, cache = self._inner[op], self._cache
+
+        def handler(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Any:
+            cache.progress()
+            if isinstance(args[1], int | np.integer):  # else the handler refuses it
+                self._land_completed(m, int(args[1]))
+            return inner(m, site, args)
+
+        return handler
+
     def notify(self, m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
-        self._wb.tick()  # not a release: pending writes stay pending
+        self._wb.tick()  # not a release of pending writes: they stay pending
+        self._land_completed(m)  # but what a call's end completed is visible to whatever this orders
         self._cache.progress()
         return self._plain[Op.NOTIFY](m, site, args)
 
@@ -220,6 +263,8 @@ class _Fenced:
     def tensor_write(self, m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
         buffer = _cached(args[0])
         if buffer is None:
+            if isinstance(args[0], TensorRef) and args[0].buffer.kind is BufferKind.SIGNAL:
+                self._land_completed(m)  # a Set of a signal cell is a release, like a notify
             return self._plain[Op.TENSOR_WRITE](m, site, args)
         cell = flat_cell("tensor.write", m.rank, m.rank, args[0], args[1])
         self._cache.write(buffer, cell, args[2])
@@ -241,14 +286,17 @@ class _Fenced:
         self._cache.invalidate(self._cache.key_of(buffer, base))  # only the line of the view's base
 
 
-def fenced_handlers(rank: int, wb: WriteBuffer, inner: Mapping[Op, Handler]) -> tuple[LineCache, dict[Op, Handler]]:
+def fenced_handlers(rank: int, wb: WriteBuffer, inner: Mapping[Op, Handler],
+                    reads: Reading | None = None) -> tuple[LineCache, dict[Op, Handler]]:
     """This rank's line cache and the handlers of fenced mode, wrapping ``inner`` (plain or
-    invariant-checking); deferred mode's transfer handlers are reused, atomics buffered too."""
+    invariant-checking); deferred mode's transfer handlers are reused, atomics buffered too;
+    ``reads``: a get's and a put's source reads stay in flight (``flight``, ``--fence-policy random``)."""
     cache = LineCache(rank, wb)
     table = dict(inner)
-    table.update(deferred_handlers(wb, inner, buffers_atomics=True))
+    table.update(deferred_handlers(wb, inner, buffers_atomics=True, reads=reads))
     f = _Fenced(wb, cache, inner, table)
-    table.update({op: f._progress(op) for op in (Op.PUT, Op.GET, Op.REMOTE_LOAD, Op.WAIT)})
+    table.update({op: f._progress(op) for op in (Op.PUT, Op.WAIT)})
+    table.update({op: f._reading(op) for op in (Op.GET, Op.REMOTE_LOAD)})
     table.update({
         Op.NOTIFY: f.notify,
         Op.TENSOR_READ: f.tensor_read,

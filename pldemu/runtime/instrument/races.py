@@ -93,6 +93,7 @@ from pldemu.ir import BufferKind, NotifyOp, Op, WaitCmp
 from pldemu.mpi import CHECKPOINT_POLICY, BoundedComm
 from pldemu.runtime.errors import Cause
 from pldemu.runtime.groups import rank_text
+from pldemu.runtime.instrument.completion import RULE, Point
 from pldemu.runtime.instrument.intervals import MERGE_AT, Interval, merge_intervals, overlap, region_intervals
 from pldemu.runtime.instrument.race_clocks import ACQ, JOIN, REL, SyncEvent, replay
 from pldemu.runtime.instrument.race_fenced import INF_EPOCH, FenceLedger, Pending, fence_notes, merge_notes
@@ -440,7 +441,7 @@ class RaceDetector(MonitorBase):
     def join(self, comm: MPI.Intracomm | None = None) -> None:
         """Collective: every rank's VC becomes the element-wise maximum (model an all-rank barrier of
         the caller: everything before it happens before everything after it)."""
-        self._complete_all()  # the host's barrier lands every write (Schedule.host_sync)
+        self._complete_all(Point.JOIN)  # the host's barrier lands every write (Schedule.host_sync)
         self._join_clocks()
         self._sync.append((JOIN, self._clock()))
         self._meta.append((-1, self._run))
@@ -454,7 +455,7 @@ class RaceDetector(MonitorBase):
         self._run = run
 
     def run_ended(self, run: int, error: BaseException | None) -> None:
-        self._complete_all()  # the kernel's exit completes every write (and the tail flush cleans the cache)
+        self._complete_all(Point.CALL_END)  # the kernel's exit completes every write (the tail flush cleans the cache)
 
     def before(self, event: OpEvent) -> None:
         op = event.op
@@ -695,21 +696,28 @@ class RaceDetector(MonitorBase):
         return len(self._sync), self._turn
 
     def _fence(self, site: CallSite, args: tuple[Any, ...]) -> None:
-        assert self._ledger is not None
-        done = self._ledger.fence(site.id)
-        self._complete(done + self._ledger.land_reads(), self._completion(done))
+        self._complete_at(Point.FENCE, site.id)
 
     def _drain(self, site: CallSite, args: tuple[Any, ...]) -> None:
         """``system.bar_all``: the rank's DMA reads have their bytes (its writes stay pending)."""
-        assert self._ledger is not None
-        self._complete(self._ledger.land_reads(), self._completion([]))
+        self._complete_at(Point.DRAIN, site.id)
 
-    def _complete_all(self) -> None:
+    def _complete_all(self, point: Point) -> None:
         if self._ledger is not None:
-            done = self._ledger.complete_all()
-            reads = self._ledger.land_reads()
-            if done or reads:
-                self._complete(done + reads, self._completion(done))
+            self._complete_at(point)
+
+    def _complete_at(self, point: Point, site: int = -1) -> None:
+        """What ``point`` completes by the one rule the run follows too (``completion.RULE``): a fence its
+        pending writes (dirty lines stay in the cache), a join or the call's end every write (the tail
+        flush cleans the lines), each of them and a drain the reads in flight; stamped now."""
+        assert self._ledger is not None
+        rule, ledger = RULE[point], self._ledger
+        writes: list[Pending] = []
+        if rule.writes:
+            writes = ledger.fence(site) if point is Point.FENCE else ledger.complete_all()
+        reads = ledger.land_reads() if rule.reads else []
+        if writes or reads:
+            self._complete(writes + reads, self._completion(writes))
 
     def _cacheinvalid(self, site: CallSite, args: tuple[Any, ...]) -> None:
         assert self._ledger is not None

@@ -145,6 +145,26 @@ class WriteBack(Protocol):
     def write_back(self) -> None:
         """Write every dirty line back to memory."""
 
+    def tail_flush(self) -> None:
+        """The call's end: every dirty line cleaned into the write buffer, every line dropped."""
+
+
+class Completing(Protocol):
+    """What the schedule asks of fenced mode's reads in flight (``pldemu.runtime.instrument.flight``)."""
+
+    def complete(self) -> None:
+        """Every read in flight has its bytes."""
+
+
+class Reading(Protocol):
+    """What the deferred handlers ask of fenced mode's reads in flight (``flight.Flight``)."""
+
+    def issue(self, dest: np.ndarray, again: Callable[[], np.ndarray], key: Any = None, keep: object = None) -> Any:
+        """A read whose issue's bytes are in ``dest``; ``again()`` reads its source now."""
+
+    def settle(self, r: Any) -> None:
+        """Read ``r`` completes now (if it has not yet)."""
+
 
 class WriteBuffer:
     """One rank's FIFO of writes not yet visible (deferred visibility; see the module docstring).
@@ -156,7 +176,10 @@ class WriteBuffer:
         self.rank = rank
         self._stream = stream
         self._span = span
-        self._q: list[tuple[int, int, Callable[[], Any]]] = []
+        self._q: list[tuple[int, int, Callable[[], Any], int]] = []  # (target, due, apply, serial)
+        self._serial = 0
+        self._completed = 0
+        """Entries with a serial up to this one are complete (fenced mode: a call's end) but not landed."""
         self._ticks = 0
         self._last_due = 0
         self._to_self = 0
@@ -173,7 +196,8 @@ class WriteBuffer:
         span = self._span
         due = NEVER_DUE if span is None else max(self._last_due, self._ticks + 1 + int(self._stream.next() * span))
         self._last_due = due
-        self._q.append((target, due, apply))
+        self._serial += 1
+        self._q.append((target, due, apply, self._serial))
         self.deferred += 1
         if target == self.rank:
             self._to_self += 1
@@ -189,7 +213,7 @@ class WriteBuffer:
         while n < len(q) and q[n][1] <= self._ticks:
             n += 1
         due, self._q = q[:n], q[n:]
-        for target, _, apply in due:
+        for target, _, apply, _ in due:
             if target == self.rank:
                 self._to_self -= 1
             apply()
@@ -198,7 +222,7 @@ class WriteBuffer:
         """Land everything (a release point)."""
         q, self._q = self._q, []
         self._to_self = 0
-        for _, _, apply in q:
+        for _, _, apply, _ in q:
             apply()
 
     def flush_self(self) -> None:
@@ -209,7 +233,32 @@ class WriteBuffer:
         mine = [e for e in self._q if e[0] == me]
         self._q = [e for e in self._q if e[0] != me]
         self._to_self = 0
-        for _, _, apply in mine:
+        for _, _, apply, _ in mine:
+            apply()
+
+    def complete(self) -> None:
+        """Every entry buffered now is complete (fenced mode: the call's end, ``completion.RULE``): it
+        lands at this rank's next :meth:`land_completed` (a release, its own read of the target), a
+        flush, or its due point, whichever comes first."""
+        self._completed = self._serial
+
+    def completed_targets(self, target: int | None = None) -> set[int]:
+        """The targets of the complete entries not yet landed (only ``target``, if given)."""
+        done = self._completed
+        return {e[0] for e in self._q if e[3] <= done and (target is None or e[0] == target)}
+
+    def land_completed(self, target: int | None = None) -> None:
+        """Land, in order, the complete entries (to ``target`` only, if given); the others stay."""
+        done = self._completed
+        q = self._q
+        if not q or q[0][3] > done:
+            return
+        now = [e for e in q if e[3] <= done and (target is None or e[0] == target)]
+        if not now:
+            return
+        self._q = [e for e in q if not (e[3] <= done and (target is None or e[0] == target))]
+        self._to_self -= sum(e[0] == self.rank for e in now)
+        for _, _, apply, _ in now:
             apply()
 
 
@@ -233,6 +282,8 @@ class Schedule(MonitorBase):
         self.writes: WriteBuffer | None = None
         self.cache: WriteBack | None = None
         """Fenced mode's scalar line cache (``pldemu.runtime.instrument.fenced``), else None."""
+        self.flight: Completing | None = None
+        """Fenced mode's reads in flight under ``--fence-policy random`` (``flight``), else None."""
         if options.visibility != "eager":
             latest = options.visibility == "fenced" and options.fence_policy == "latest"
             self.writes = WriteBuffer(rank, Stream(options.seed, rank, STREAM_VISIBILITY),
@@ -267,6 +318,8 @@ class Schedule(MonitorBase):
 
     def host_sync(self) -> None:
         """An all-rank synchronisation of the host (an MPI barrier): every buffered write lands."""
+        if self.flight is not None:
+            self.flight.complete()
         if self.cache is not None:
             self.cache.write_back()
         if self.writes is not None:
@@ -275,8 +328,14 @@ class Schedule(MonitorBase):
     # -- monitor ----------------------------------------------------------------------------------
 
     def run_ended(self, run: int, error: BaseException | None) -> None:
+        # Fenced mode: the kernel's tail completes every read and write (``completion.RULE``); the
+        # writes land at the rank's next release, join, host access or own read of their target.
+        if self.flight is not None:
+            self.flight.complete()
         if self.cache is not None:
-            self.cache.write_back()  # dirty lines are written back at the end of a call
+            self.cache.tail_flush()
+        if self.cache is not None and self.writes is not None:
+            self.writes.complete()
 
     def run_started(self, run: int) -> None:
         if self.skew_us:
@@ -312,11 +371,17 @@ def _copy_into(view: np.ndarray, data: np.ndarray) -> None:
     view[...] = data
 
 
+def _settled(read: Callable[[], None], apply: Callable[[], Any]) -> None:
+    read()  # a write cannot land bytes its source read has not read yet
+    apply()
+
+
 def deferred_handlers(wb: WriteBuffer, inner: Mapping[Op, Handler], *,
-                      buffers_atomics: bool = False) -> dict[Op, Handler]:
+                      buffers_atomics: bool = False, reads: Reading | None = None) -> dict[Op, Handler]:
     """The handlers of deferred-visibility mode, wrapping ``inner`` (plain or invariant-checking);
-    ``buffers_atomics``: buffer element-wise atomic data puts too (fenced mode reuses these)."""
-    d = _Deferred(wb, inner, buffers_atomics)
+    ``buffers_atomics``: buffer element-wise atomic data puts too (fenced mode reuses these);
+    ``reads``: a get's and a put's source reads of a window stay in flight (fenced, ``random``)."""
+    d = _Deferred(wb, inner, buffers_atomics, reads)
     return {
         Op.PUT: d.put,
         Op.GET: d.get,
@@ -334,8 +399,10 @@ class _Deferred:
     """One rank's deferred-visibility handlers: each buffers, releases or drains through ``wb`` and
     leaves the rest of the op to ``inner``'s handler (see the module docstring)."""
 
-    def __init__(self, wb: WriteBuffer, inner: Mapping[Op, Handler], buffers_atomics: bool) -> None:
+    def __init__(self, wb: WriteBuffer, inner: Mapping[Op, Handler], buffers_atomics: bool,
+                 reads: Reading | None = None) -> None:
         self._wb = wb
+        self._reads = reads
         self.buffers_atomics = buffers_atomics
         """Element-wise atomic puts into data windows are buffered too (fenced mode: they are data)."""
         self._inner = dict(inner)  # a snapshot: the caller's table gets these handlers next
@@ -354,19 +421,32 @@ class _Deferred:
         w, peer, view = plan.window, plan.peer, plan.dst.tensor.shape
         w.check_put(peer, view, plan.dst.offsets, plan.data)  # refused where the program put
         snap = np.array(plan.data, dtype=w.dtype, copy=True)  # the data as it is now, whatever happens later
+        read = None
+        if self._reads is not None and plan.src is not None and _data_window(plan.src.tensor) is not None:
+            read = partial(self._reads.settle, self._reads.issue(snap, lambda: plan.data))
         for at, piece in plan.pieces(args[3] if m.stage_pieces else None):
-            wb.add(peer, partial(w.put, peer, view, at, snap[piece], atomic))
+            apply = partial(w.put, peer, view, at, snap[piece], atomic)  # a view of snap: a late read shows
+            wb.add(peer, apply if read is None else partial(_settled, read, apply))
         return None
 
     def get(self, m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
         self._wb.tick()
         if operator.index(args[1]) == m.rank:
             self._wb.flush_self()  # read-your-writes
+        reads = self._reads if _data_window(args[2]) is not None else None
         if _data_window(args[0]) is None:  # into a rank-local tensor: private memory, nothing to defer
-            return self._inner[Op.GET](m, site, args)
+            self._inner[Op.GET](m, site, args)
+            plan = plan_get(m.rank, site, args) if reads is not None else None
+            if reads is not None and plan is not None:
+                reads.issue(plan.target, plan.read, ("tensor", args[0].buffer.index))
+            return None
         plan = plan_get(m.rank, site, args)
         if plan is not None:
-            self._wb.add(m.rank, partial(_copy_into, plan.target, plan.read()))  # read now: possibly stale
+            data = plan.read()  # read now: possibly stale
+            apply = partial(_copy_into, plan.target, data)
+            if reads is not None:
+                apply = partial(_settled, partial(reads.settle, reads.issue(data, plan.read)), apply)
+            self._wb.add(m.rank, apply)
         return None
 
     def remote_load(self, m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
@@ -424,6 +504,8 @@ __all__ = [
     "NO_PERTURBATION",
     "PRIMITIVES",
     "VISIBILITY_SPAN",
+    "Completing",
+    "Reading",
     "Schedule",
     "Stream",
     "WriteBack",
