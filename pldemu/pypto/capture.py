@@ -83,6 +83,8 @@ class CapturedFunction:
     """Parameter defaults (``pl.jit`` functions; a ``@pl.program`` method has none)."""
     python: Callable[..., Any] | None = dataclasses.field(default=None, compare=False)
     """A SubWorker's own Python function: it runs as Python, in the process that called the program."""
+    inferred: bool = False
+    """Its parameters are typed by their arguments (an outlined HOST ``pl.at`` scope: ``translate.outline``)."""
 
     @property
     def abstract(self) -> bool:

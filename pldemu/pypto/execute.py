@@ -26,6 +26,7 @@ from pldemu.pypto.capture import CapturedProgram
 from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.session import FrontendOptions, current_options
 from pldemu.pypto.translate.host import HostProjection
+from pldemu.pypto.translate.outline import outline_host_scopes
 from pldemu.pypto.translate.program import Built, build
 from pldemu.pypto.translate.values import Alloc, HostTensor
 from pldemu.pypto.types import DynExpr, DynVar, ScalarAnn, SymInt, TensorAnn, baked, dim_value
@@ -159,6 +160,7 @@ def translate(prog: CapturedProgram, nranks: int, args: Sequence[Any],
               resident: frozenset[str] = frozenset()) -> tuple[Built, dict[str, np.ndarray]]:
     """Bind ``args`` to the host parameters and build the program for ``nranks`` ranks (``resident``: the
     parameters whose tensors stay on the devices, see :func:`pldemu.pypto.translate.program.build`)."""
+    prog = outline_host_scopes(prog)
     host = prog.host()
     if len(args) != len(host.params):
         raise prog.error(f"{host.name} takes {len(host.params)} host arguments "

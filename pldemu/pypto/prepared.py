@@ -154,7 +154,7 @@ class DistributedWorker:
         self._job = ResidentJob(self._primary.nranks, runtime, timeout=opts.timeout)
         self._w = Allocations()
         self._in_flight: collections.deque[DistributedRunHandle] = collections.deque()
-        self._owned: dict[tuple[int, int], DeviceTensor] = {}
+        self._owned_tensors: dict[tuple[int, int], DeviceTensor] = {}
         self._top = PAGE
         self._registrations: weakref.WeakSet[RegistrationHandle] = weakref.WeakSet()
         self._inherited = tuple(inherited_host_tensors or ())
@@ -205,19 +205,19 @@ class DistributedWorker:
                                  f"shape {tuple(values.shape)} and dtype {values.dtype}")
         t = DeviceTensor(self._address(int(np.prod(tuple(shape))) * npd.itemsize), shape, dtype)
         self._job.alloc(_tid(t), worker_id, t.shape, npd, values)
-        self._owned[(worker_id, t.data_ptr)] = t
+        self._owned_tensors[(worker_id, t.data_ptr)] = t
         return t
 
     def free_tensor(self, t: DeviceTensor, *, worker_id: int = 0) -> None:
         """Free ``t`` (idempotent; ``worker_id`` must be the one it was allocated on)."""
         key = (worker_id, t.data_ptr)
-        if key not in self._owned:
-            owners = sorted(w for w, ptr in self._owned if ptr == t.data_ptr)
+        if key not in self._owned_tensors:
+            owners = sorted(w for w, ptr in self._owned_tensors if ptr == t.data_ptr)
             if owners:
                 raise ValueError(f"free_tensor(..., worker_id={worker_id}) does not match the owning worker for "
                                  f"ptr=0x{t.data_ptr:x} (allocated on worker(s) {owners}); pass the same worker_id.")
             return
-        del self._owned[key]
+        del self._owned_tensors[key]
         if self._job.alive:
             self._job.free(_tid(t))
 
@@ -267,7 +267,7 @@ class DistributedWorker:
 
     def free(self, ptr: int, *, worker_id: int = 0) -> None:
         """Free the memory ``ptr`` (from :meth:`malloc` or :meth:`alloc_tensor`)."""
-        t = self._owned.get((worker_id, ptr))
+        t = self._owned_tensors.get((worker_id, ptr))
         if t is not None:
             self.free_tensor(t, worker_id=worker_id)
 
@@ -303,7 +303,7 @@ class DistributedWorker:
             handle = self._in_flight[0]
             handle._settle()
             first = first or handle._error
-        self._owned.clear()
+        self._owned_tensors.clear()
         for reg in list(self._registrations):
             reg._closed = True
         verdict = self._job.close()
@@ -433,20 +433,20 @@ class DistributedWorker:
 
     def _span(self, ptr: int, nbytes: int, worker_id: int, op: str) -> tuple[DeviceTensor, int]:
         """The live tensor of ``worker_id`` holding ``[ptr, ptr + nbytes)``, and ``ptr``'s byte offset in it."""
-        for (w, base), t in self._owned.items():
+        for (w, base), t in self._owned_tensors.items():
             if w == worker_id and base <= ptr and ptr + nbytes <= base + t.nbytes:
                 return t, ptr - base
         raise ValueError(f"{op}: 0x{ptr:x} + {nbytes} bytes is not inside live memory of this DistributedWorker on "
                          f"worker {worker_id}")
 
     def _owner(self, t: DeviceTensor) -> int:
-        owners = [w for w, ptr in self._owned if ptr == t.data_ptr]
+        owners = [w for w, ptr in self._owned_tensors if ptr == t.data_ptr]
         if not owners:
             raise ValueError(f"{t!r} is not owned by this DistributedWorker (freed, or from another worker)")
         return owners[0]
 
     def _require_owned(self, t: DeviceTensor, worker_id: int, what: str) -> None:
-        if self._owned.get((worker_id, t.data_ptr)) is not t:
+        if self._owned_tensors.get((worker_id, t.data_ptr)) is not t:
             raise ValueError(f"{what}: {t!r} is not a live tensor of this DistributedWorker on worker {worker_id}")
 
     def _check_worker(self, worker_id: int) -> None:

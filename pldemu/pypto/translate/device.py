@@ -633,7 +633,7 @@ def check_argument(prog: CapturedProgram, fn: CapturedFunction, param: str, valu
                              node)
     elif isinstance(ann, ScalarAnn) and not (is_ir(value) or isinstance(value, (int, float))):
         raise prog.error(f"self.{fn.name}: {param} is a pl.Scalar, got {value!r}", node)
-    elif ann is None and param in fn.params and not prog.jit_names:  # pl.jit: typed by its argument
+    elif ann is None and param in fn.params and not prog.jit_names and not fn.inferred:  # else typed by its argument
         raise prog.error(f"self.{fn.name}: parameter {param} has no annotation", fn.node)
 
 

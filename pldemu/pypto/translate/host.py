@@ -99,6 +99,8 @@ class HostProjection(Evaluator):
         self.block(s.body if cond else s.orelse)
 
     def stmt_Return(self, s: ast.Return) -> None:
+        if s.value is not None:  # `return self.orch(...)` dispatches before the host returns
+            self.eval(s.value)
         raise _Return
 
     def assign(self, target: ast.expr, value: Any) -> None:
