@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -106,14 +107,31 @@ def conftest_cut(paths: Sequence[str], invocation_dir: Path) -> Path | None:
     return Path(os.path.commonpath(folders)) if folders else None
 
 
+def suite_paths(paths: Sequence[str], invocation_dir: Path) -> list[Path]:
+    """What pypto's ``tests/st/conftest.py`` (not loaded: see ``conftest_cut``) puts on ``sys.path`` for a
+    test under a ``tests/st`` folder: that folder (pypto's ``harness``) and the project root above
+    ``tests`` (pypto's ``examples`` package, which ``test_l3_explicit_dispatch_onboard`` imports)."""
+    out: list[Path] = []
+    for raw in paths:
+        path = (invocation_dir / raw.split("::", 1)[0]).resolve()
+        st = next((p for p in (path, *path.parents) if p.name == "st" and p.parent.name == "tests"), None)
+        if st is not None:
+            out += [p for p in (st, st.parent.parent) if p not in out]
+    return out
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
-    """Before any conftest is imported: cut the conftest search at the given paths, activate the layer."""
+    """Before any conftest is imported: cut the conftest search at the given paths, put pypto's suite folders
+    on ``sys.path`` as its conftest would, activate the layer."""
     namespace = early_config.known_args_namespace
     if not _explicit_confcutdir(args):
         cut = conftest_cut(namespace.file_or_dir or [], early_config.invocation_params.dir)
         if cut is not None:
             namespace.confcutdir = str(cut)
+    for folder in suite_paths(namespace.file_or_dir or [], early_config.invocation_params.dir):
+        if str(folder) not in sys.path:
+            sys.path.append(str(folder))  # after the test's own folders, as a lookup of last resort
     activate()
 
 

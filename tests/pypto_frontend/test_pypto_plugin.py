@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pldemu.pypto.plugin import conftest_cut, parse_devices
+from pldemu.pypto.plugin import conftest_cut, parse_devices, suite_paths
 from pldemu.pypto.session import FrontendOptions
 
 
@@ -107,6 +107,13 @@ def test_conftests_above_the_paths_are_not_loaded(tmp_path: Path) -> None:
     assert res.returncode == 0, show(res)
     res = inner_pytest(tmp_path, "--confcutdir", str(tmp_path), "st/dist")  # an explicit cut is respected
     assert res.returncode != 0 and "compiler internals" in res.stdout + res.stderr, show(res)
+
+
+def test_suite_paths_are_what_pypto_s_st_conftest_puts_on_sys_path(tmp_path: Path) -> None:
+    (tmp_path / "pypto" / "tests" / "st" / "distributed").mkdir(parents=True)
+    st = tmp_path / "pypto" / "tests" / "st"
+    assert suite_paths(["pypto/tests/st/distributed/test_x.py::t", "pypto/tests/st"], tmp_path) == [st, tmp_path / "pypto"]
+    assert suite_paths(["elsewhere/test_y.py"], tmp_path) == []
 
 
 def test_conftest_cut_is_the_deepest_common_folder(tmp_path: Path) -> None:
