@@ -47,8 +47,21 @@ def is_float_dtype(dtype: np.dtype[Any]) -> bool:
     return dtype.kind == "f" or (dtype.kind == "V" and dtype.name in _EXTENSION_FLOATS)
 
 
+def scalar_as(dtype: np.dtype[Any], value: Any) -> Any:
+    """``value`` (a Python or numpy scalar) converted to ``dtype`` as the device's scalar registers hold it:
+    an integer wraps in two's complement (a float is truncated toward zero first, a NaN is 0), where
+    numpy would raise on an out-of-range int; a float type rounds to nearest, ties to even."""
+    if dtype.kind not in "iu":
+        return dtype.type(value)
+    if isinstance(value, (float, np.floating)):
+        value = 0 if value != value else int(value)  # NaN != NaN
+    bits = 8 * dtype.itemsize
+    low = -(1 << (bits - 1)) if dtype.kind == "i" else 0
+    return dtype.type((int(value) - low) % (1 << bits) + low)
+
+
 BFLOAT16: np.dtype[Any]
 FLOAT8_E4M3FN: np.dtype[Any]
 FLOAT8_E8M0: np.dtype[Any]
 
-__all__ = ["BFLOAT16", "FLOAT8_E4M3FN", "FLOAT8_E8M0", "dtype_named", "is_float_dtype"]
+__all__ = ["BFLOAT16", "FLOAT8_E4M3FN", "FLOAT8_E8M0", "dtype_named", "is_float_dtype", "scalar_as"]

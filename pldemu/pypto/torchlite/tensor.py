@@ -11,6 +11,7 @@ array), so the caller's tensor, and every view of it, sees them. Results follow 
 from __future__ import annotations
 
 import builtins
+import itertools
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
@@ -121,6 +122,36 @@ def _inplace(fn: Callable[..., Any], a: Tensor, b: Any) -> Tensor:
 def as_array(value: Any) -> np.ndarray:
     """The array of a tensor, or a value as an array (for functions taking tensors or data)."""
     return value._a if isinstance(value, Tensor) else np.asarray(value)
+
+
+def _float_math(fn: Callable[[np.ndarray], np.ndarray], a: np.ndarray, dtype: dt.dtype) -> Tensor:
+    """A float function torch's way: an int or bool tensor gives float32 (the default float); FP16 / BF16
+    are computed in float32 and rounded once, as torch's CPU kernels upcast them."""
+    target = dtype if dtype.is_floating_point else dt.DEFAULT_FLOAT
+    wide = np.float64 if target is dt.float64 else np.float32
+    with np.errstate(all="ignore"):
+        return Tensor(np.asarray(fn(a.astype(wide))).astype(target.numpy))
+
+
+_FLOAT_MATH: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "cos": np.cos, "sin": np.sin, "exp": np.exp, "log": np.log, "log2": np.log2, "log1p": np.log1p,
+    "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
+}
+"""torch's float-valued unary functions (an integer input gives float32)."""
+
+_INTEGRAL_MATH: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "ceil": np.ceil, "floor": np.floor, "round": np.rint, "trunc": np.trunc,
+}
+"""Rounding functions: an integer tensor is returned unchanged (a copy), a float one rounds in its dtype
+(``round`` is half to even, as torch's)."""
+
+
+def _uniform_bounds(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[builtins.float, builtins.float]:
+    low = kwargs.pop("from", args[0] if args else 0.0)
+    high = kwargs.pop("to", args[1] if len(args) > 1 else 1.0)
+    if low > high:
+        raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={low} > to={high}")
+    return builtins.float(low), builtins.float(high)
 
 
 class Tensor:
@@ -401,6 +432,189 @@ class Tensor:
 
     def ne(self, other: Any) -> Tensor:
         return _compare(np.not_equal, self, other)
+
+    # -- element-wise math (torch's dtype rules: .ceil of an int tensor is that tensor) ---------------
+    def _math(self, name: str) -> Tensor:
+        if name in _FLOAT_MATH:
+            return _float_math(_FLOAT_MATH[name], self._a, self.dtype)
+        if not self.dtype.is_floating_point:
+            return Tensor(self._a.copy())
+        return Tensor(np.asarray(_INTEGRAL_MATH[name](self._a), self._a.dtype))
+
+    def cos(self) -> Tensor:
+        return self._math("cos")
+
+    def sin(self) -> Tensor:
+        return self._math("sin")
+
+    def exp(self) -> Tensor:
+        return self._math("exp")
+
+    def log(self) -> Tensor:
+        return self._math("log")
+
+    def log2(self) -> Tensor:
+        return self._math("log2")
+
+    def sqrt(self) -> Tensor:
+        return self._math("sqrt")
+
+    def rsqrt(self) -> Tensor:
+        return self._math("rsqrt")
+
+    def sigmoid(self) -> Tensor:
+        return self._math("sigmoid")
+
+    def ceil(self) -> Tensor:
+        return self._math("ceil")
+
+    def floor(self) -> Tensor:
+        return self._math("floor")
+
+    def round(self, decimals: builtins.int = 0) -> Tensor:
+        """Half to even; ``decimals`` scales by ``10 ** decimals`` around it, as torch."""
+        if decimals == 0 or not self.dtype.is_floating_point:
+            return self._math("round")
+        scale = self._a.dtype.type(10.0 ** decimals)
+        return Tensor(np.asarray(np.rint(self._a * scale) / scale, self._a.dtype))
+
+    def isnan(self) -> Tensor:
+        return Tensor(np.isnan(self._a.astype(np.float32)) if self.dtype.is_floating_point
+                      else np.zeros(self._a.shape, bool))
+
+    def isinf(self) -> Tensor:
+        return Tensor(np.isinf(self._a.astype(np.float32)) if self.dtype.is_floating_point
+                      else np.zeros(self._a.shape, bool))
+
+    def isfinite(self) -> Tensor:
+        return Tensor(np.isfinite(self._a.astype(np.float32)) if self.dtype.is_floating_point
+                      else np.ones(self._a.shape, bool))
+
+    def amax(self, dim: Any = (), keepdim: builtins.bool = False) -> Tensor:
+        """The largest value over ``dim`` (an int, a tuple, or ``()`` for every dim); a NaN propagates."""
+        return self._amaxmin(np.max, "amax", dim, keepdim)
+
+    def amin(self, dim: Any = (), keepdim: builtins.bool = False) -> Tensor:
+        """The smallest value over ``dim`` (an int, a tuple, or ``()`` for every dim); a NaN propagates."""
+        return self._amaxmin(np.min, "amin", dim, keepdim)
+
+    def _amaxmin(self, pick: Callable[..., Any], name: str, dim: Any, keepdim: builtins.bool) -> Tensor:
+        dims = (dim,) if isinstance(dim, builtins.int) else tuple(dim)
+        axis = tuple(_dim(d, self.ndim) for d in dims) if dims else None
+        if self._a.size == 0 and axis is None:
+            raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
+                               "Specify the reduction dim with the 'dim' argument.")
+        return Tensor(np.asarray(pick(self._a, axis=axis, keepdims=keepdim)))
+
+    def argmax(self, dim: builtins.int | None = None, keepdim: builtins.bool = False) -> Tensor:
+        """Index of the (first) largest value, int64; over the flattened tensor without ``dim``."""
+        if dim is None:
+            return Tensor(np.asarray(np.argmax(self._a), np.int64))
+        return Tensor(np.argmax(self._a, axis=_dim(dim, self.ndim), keepdims=keepdim).astype(np.int64))
+
+    def uniform_(self, *args: Any, generator: Any = None, **kwargs: Any) -> Tensor:
+        """Fill in place from U[from, to) (``uniform_(from=0, to=1)``), drawn from ``generator`` or the
+        global stream (numpy's numbers, not torch's)."""
+        low, high = _uniform_bounds(args, kwargs)
+        stream = np.random if generator is None else generator._state
+        self._a[...] = (low + (high - low) * stream.random_sample(self._a.shape)).astype(self._a.dtype)
+        return self
+
+    def clamp_min(self, min: Any) -> Tensor:
+        return self.clamp(min=min)
+
+    def clamp_max(self, max: Any) -> Tensor:
+        return self.clamp(max=max)
+
+    def neg(self) -> Tensor:
+        return Tensor(np.negative(self._a))
+
+    def square(self) -> Tensor:
+        return self * self
+
+    def pow(self, exponent: Any) -> Tensor:
+        return self ** exponent
+
+    def t(self) -> Tensor:
+        """The transpose of a tensor of at most two dims."""
+        if self.ndim > 2:
+            raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {self.ndim}D")
+        return Tensor(self._a.T)
+
+    def softmax(self, dim: builtins.int, dtype: dt.dtype | None = None) -> Tensor:
+        """``exp(x - max) / sum`` along ``dim``; FP16 / BF16 computed in float32 and rounded once."""
+        src = self.to(dtype) if dtype is not None else self
+        wide = np.float64 if src.dtype is dt.float64 else np.float32
+        x = src._a.astype(wide)
+        e = np.exp(x - np.max(x, axis=dim, keepdims=True))
+        return Tensor((e / np.sum(e, axis=dim, keepdims=True)).astype(src._a.dtype))
+
+    def masked_fill(self, mask: Any, value: Any) -> Tensor:
+        return Tensor(np.where(as_array(mask), np.asarray(value).astype(self._a.dtype), self._a))
+
+    def index_select(self, dim: builtins.int, index: Any) -> Tensor:
+        return Tensor(np.take(self._a, as_array(index).astype(np.int64), axis=_dim(dim, self.ndim)))
+
+    def gather(self, dim: builtins.int, index: Any) -> Tensor:
+        return Tensor(np.take_along_axis(self._a, as_array(index).astype(np.int64), axis=_dim(dim, self.ndim)))
+
+    def reshape_as(self, other: Tensor) -> Tensor:
+        return self.reshape(other.shape)
+
+    def view_as(self, other: Tensor) -> Tensor:
+        return self.view(other.shape)
+
+    def unflatten(self, dim: builtins.int, sizes: Sequence[builtins.int]) -> Tensor:
+        d = _dim(dim, self.ndim)
+        shape = self._a.shape
+        inner = list(sizes)
+        if -1 in inner:
+            known = int(np.prod([v for v in inner if v != -1]))
+            inner[inner.index(-1)] = shape[d] // known
+        return self.reshape(*shape[:d], *inner, *shape[d + 1:])
+
+    def narrow(self, dim: builtins.int, start: builtins.int, length: builtins.int) -> Tensor:
+        d = _dim(dim, self.ndim)
+        key = (slice(None),) * d + (slice(start, start + length),)
+        return Tensor(self._a[key])
+
+    def split(self, size: Any, dim: builtins.int = 0) -> tuple[Tensor, ...]:
+        """Pieces of ``size`` along ``dim`` (the last may be shorter), or of the listed sizes: views."""
+        d = _dim(dim, self.ndim)
+        n = self._a.shape[d]
+        sizes = [size] * -(-n // size) if isinstance(size, builtins.int) else list(size)
+        bounds = np.cumsum([0, *sizes])
+        return tuple(Tensor(self._a[(slice(None),) * d + (slice(int(a), min(int(b), n)),)])
+                     for a, b in itertools.pairwise(bounds))
+
+    def sort(self, dim: builtins.int = -1, descending: builtins.bool = False, stable: builtins.bool = False) -> MaxMin:
+        """``(values, indices)``, stably (torch's CPU sort keeps equal values in order when ``stable``)."""
+        idx = self.argsort(dim, descending)
+        return MaxMin(Tensor(np.take_along_axis(self._a, idx._a, axis=_dim(dim, self.ndim))), idx)
+
+    def argsort(self, dim: builtins.int = -1, descending: builtins.bool = False,
+                stable: builtins.bool = False) -> Tensor:
+        d = _dim(dim, self.ndim)
+        if descending:
+            # A stable descending order: ascending on the negated rank keeps ties in source order.
+            order = np.argsort(-self._a.astype(np.float64) if self.dtype.is_floating_point
+                               else -self._a.astype(object), axis=d, kind="stable")
+        else:
+            order = np.argsort(self._a, axis=d, kind="stable")
+        return Tensor(np.asarray(order, np.int64))
+
+    def topk(self, k: builtins.int, dim: builtins.int = -1, largest: builtins.bool = True,
+             sorted: builtins.bool = True) -> MaxMin:
+        """The ``k`` largest (smallest) along ``dim`` in order, ties in index order."""
+        values, indices = self.sort(dim, descending=largest)
+        key = (slice(None),) * _dim(dim, self.ndim) + (slice(0, k),)
+        return MaxMin(Tensor(values._a[key]), Tensor(indices._a[key]))
+
+    def nonzero(self, as_tuple: builtins.bool = False) -> Any:
+        found = np.nonzero(self._a)
+        if as_tuple:
+            return tuple(Tensor(i.astype(np.int64)) for i in found)
+        return Tensor(np.stack(found, axis=1).astype(np.int64))
 
     def fill_(self, value: Scalar) -> Tensor:
         self._a[...] = np.asarray(value).astype(self._a.dtype)

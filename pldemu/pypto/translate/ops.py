@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from pldemu.ir.cast_paths import cast_chain
 from pldemu.ir.dtypes import DType
 from pldemu.ir.enums import AtomicType, CastMode, MemorySpace, NotifyOp, PadValue, ReduceOp, WaitCmp
 from pldemu.ir.nodes import (
@@ -552,17 +553,43 @@ def _const(tr: DeviceLevel, node: ast.Call) -> Const:
     return Const(b["value"], b["dtype"].ir)
 
 
-def _cast(tr: DeviceLevel, node: ast.Call) -> Any:
-    b = bind_call(tr, node, ("input", "target_type"), {"mode": None}, "pl.cast")
-    dtype, v = b["target_type"], b["input"]
-    if not isinstance(dtype, PyDType):
-        raise tr.error("pl.cast(input, target_type): target_type must be a pl dtype", node)
-    if not is_ir(v):
-        return int(v) if dtype.ir.is_int else float(v)
-    v = on_core(tr, v, node)
-    if isinstance(v, Var) and isinstance(v.type, TileType):
-        return tr.fb.pld.tile.cast(v, dtype.ir, hint=tr.hint("cast"), mode=_cast_mode(tr, b["mode"], node))
-    return _scalar_cast(tr, as_expr(v), dtype.ir, b["mode"], node)
+def _cast_rule(first: str) -> Rule:
+    """``pl.cast`` / ``pl.tensor.cast`` (first parameter ``input``), ``pl.tile.cast`` (``tile``)."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Any:
+        b = bind_call(tr, node, (first, "target_type"), {"mode": None}, "pl.cast")
+        dtype, v = b["target_type"], b[first]
+        if not isinstance(dtype, PyDType):
+            raise tr.error("pl.cast(input, target_type): target_type must be a pl dtype", node)
+        if not is_ir(v):
+            return int(v) if dtype.ir.is_int else float(v)
+        v = on_core(tr, v, node)
+        if isinstance(v, Var) and isinstance(v.type, TileType):
+            return _tile_cast(tr, v, dtype.ir, _cast_mode(tr, b["mode"], node), node)
+        return _scalar_cast(tr, as_expr(v), dtype.ir, b["mode"], node)
+
+    return rule
+
+
+CAST_ARCH = "a2a3"
+"""The target whose native casts pldemu's chains follow: pypto's default platform (a2a3sim) and pypto-lib's
+(``-p a2a3``); the a5 table is in ``pldemu.ir.cast_paths`` but the platform does not reach translation."""
+
+
+def _tile_cast(tr: DeviceLevel, tile: Var, dst: DType, mode: CastMode, node: ast.AST) -> Var:
+    """A tile cast as pypto's LegalizeTileCast leaves it: one ``tile.cast`` per native hop, each in ``mode``
+    (a chain rounds at every hop), or pypto's refusal of a pair no chain reaches."""
+    src = tltype(tile).dtype
+    if src is dst:
+        raise tr.error(f"pypto refuses it: pl.cast from {src.value} to {dst.value}: a same-dtype cast is not a "
+                       "valid operation", node)
+    chain = cast_chain(src, dst, CAST_ARCH)
+    if chain is None:
+        raise tr.error(f"pypto refuses it: LegalizeTileCast: no native cast path from {src.value} to {dst.value} "
+                       f"for arch {CAST_ARCH}; pto.tcvt does not support this conversion", node)
+    for hop in chain:
+        tile = tr.fb.pld.tile.cast(tile, hop, hint=tr.hint("cast"), mode=mode)
+    return tile
 
 
 def _scalar_cast(tr: DeviceLevel, v: Any, dst: DType, mode: Any, node: ast.AST) -> Any:
@@ -985,7 +1012,7 @@ _OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.min": _scalar_minmax(BinOpKind.MIN, min, "pl.min"),
     "pl.max": _scalar_minmax(BinOpKind.MAX, max, "pl.max"),
     "pl.const": _const,
-    "pl.cast": _cast,
+    "pl.cast": _cast_rule("input"),
     "pl.read": _read,
     "pl.write": _write,
     "pl.slice": _slice("pl.slice", "input"),
@@ -993,7 +1020,8 @@ _OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.assemble": _assemble("pl.assemble"),
     "pl.tensor.assemble": _assemble("pl.tensor.assemble"),
     "pl.tensor.dim": _dim,
-    "pl.tensor.cast": _cast,
+    "pl.tensor.cast": _cast_rule("input"),
+    "pl.tile.cast": _cast_rule("tile"),
     "pl.yield_": _yield,
     "pld.world_size": _world_size,
     "pld.get_comm_ctx": _comm_ctx,

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from pldemu.ir import Op
-from pldemu.npdtypes import is_float_dtype
+from pldemu.npdtypes import is_float_dtype, scalar_as
 from pldemu.runtime.machine import Handler, Machine
 from pldemu.runtime.sites import CallSite
 from pldemu.runtime.values import Tile
@@ -68,7 +68,7 @@ def _div(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
 def _with_scalar(fn: Callable[[np.ndarray, Any], np.ndarray]) -> Handler:
     def handler(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
         tile: Tile = args[0]
-        return Tile(np.asarray(fn(tile.data, tile.data.dtype.type(args[1])), tile.data.dtype), tile.valid)
+        return Tile(np.asarray(fn(tile.data, scalar_as(tile.data.dtype, args[1])), tile.data.dtype), tile.valid)
 
     return handler
 

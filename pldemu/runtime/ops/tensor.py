@@ -10,6 +10,7 @@ from types import MappingProxyType
 from typing import Any
 
 from pldemu.ir import BufferKind, NotifyOp, Op
+from pldemu.npdtypes import scalar_as
 from pldemu.runtime.errors import ProgramError
 from pldemu.runtime.machine import Handler, Machine
 from pldemu.runtime.sites import CallSite
@@ -53,7 +54,7 @@ def _write(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
         # A signal cell only changes through MPI atomics, so a plain store cannot tear a peer's add.
         t.buffer.window.notify(m.rank, cell, operator.index(args[2]), NotifyOp.Set)
         return
-    t.array[index] = args[2]
+    t.array[index] = scalar_as(t.array.dtype, args[2])  # a scalar wider than the element wraps
 
 
 TENSOR_HANDLERS: Mapping[Op, Handler] = MappingProxyType({

@@ -35,7 +35,7 @@ from pldemu.ir import (
     PadValue,
     TileType,
 )
-from pldemu.npdtypes import is_float_dtype
+from pldemu.npdtypes import is_float_dtype, scalar_as
 from pldemu.runtime.machine import Handler, Machine
 from pldemu.runtime.sites import CallSite
 from pldemu.runtime.values import (
@@ -79,7 +79,9 @@ def _float_to_int(x: np.ndarray, dst: np.dtype[Any], mode: CastMode) -> np.ndarr
     r = _round_to_int(x.astype(np.float64), mode)
     info = np.iinfo(dst)
     r = np.where(np.isnan(r), 0.0, np.clip(r, float(info.min), float(info.max)))
-    return r.astype(dst)
+    # float(INT64 max) is 2**63, one past the range: the conversion would wrap it to INT64 min.
+    with np.errstate(invalid="ignore"):
+        return np.where(r >= float(info.max), info.max, r.astype(dst)).astype(dst)
 
 
 def _bits_odd(v: np.ndarray) -> np.ndarray:
@@ -87,25 +89,37 @@ def _bits_odd(v: np.ndarray) -> np.ndarray:
     return (v.view(width) & 1) == 1
 
 
+def _split(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``x`` exactly as the float64 sum ``hi + lo``: an INT64 beyond 2**53 loses bits in one float64, so
+    its low 11 bits go to ``lo`` (``hi`` then has at most 53 significant bits); any other source is exact."""
+    if x.dtype != np.int64:
+        return x.astype(np.float64), np.zeros(x.shape)
+    low = x & 2047
+    return (x - low).astype(np.float64), low.astype(np.float64)
+
+
 def _to_float(x: np.ndarray, dst: np.dtype[Any], mode: CastMode) -> np.ndarray:
-    """Round ``x`` (held exactly in float64) to the float type ``dst`` by ``mode``."""
+    """Round ``x`` to the float type ``dst`` by ``mode``; every distance is exact in float64 (Sterbenz: the
+    bracket lies within a factor of two of ``x``)."""
     if mode in (CastMode.None_, CastMode.RINT) and is_float_dtype(x.dtype):
         return x.astype(dst)  # float -> float nearest-even is numpy's / ml_dtypes' own (single) rounding
-    x64 = x.astype(np.float64)
-    y = x64.astype(dst)
+    hi_x, lo_x = _split(x)
+    y = x.astype(dst)
     y64 = y.astype(np.float64)
-    lo = np.where(y64 > x64, np.nextafter(y, np.array(-np.inf, dst)), y)
-    lo64 = lo.astype(np.float64)
-    exact = lo64 == x64
-    hi = np.where(exact, lo, np.nextafter(lo, np.array(np.inf, dst)))
-    hi64 = hi.astype(np.float64)
-    below, above = x64 - lo64, hi64 - x64
+    with np.errstate(invalid="ignore"):
+        lo = np.where((y64 - hi_x) - lo_x > 0, np.nextafter(y, np.array(-np.inf, dst)), y)
+        lo64 = lo.astype(np.float64)
+        below = (hi_x - lo64) + lo_x
+        exact = below == 0
+        hi = np.where(exact, lo, np.nextafter(lo, np.array(np.inf, dst)))
+        hi64 = hi.astype(np.float64)
+        above = (hi64 - hi_x) - lo_x
     if mode is CastMode.FLOOR:
         out = lo
     elif mode is CastMode.CEIL:
         out = hi
     elif mode is CastMode.TRUNC:
-        out = np.where(x64 >= 0, lo, hi)
+        out = np.where(hi_x >= 0, lo, hi)
     elif mode is CastMode.ODD:
         out = np.where(_bits_odd(lo), lo, hi)
     else:
@@ -113,8 +127,8 @@ def _to_float(x: np.ndarray, dst: np.dtype[Any], mode: CastMode) -> np.ndarray:
             np.where(_bits_odd(lo), hi, lo))
         out = np.where(below < above, lo, np.where(above < below, hi, tie_pick))
     # Exact, NaN and Inf keep the cast; so does a nearest-mode overflow (the bracket's hi is Inf there).
-    overflow = np.isinf(y64) & ~np.isinf(x64) & (mode in (CastMode.None_, CastMode.RINT, CastMode.ROUND))
-    out = np.where(exact | np.isnan(x64) | np.isinf(x64) | overflow, y, out)
+    overflow = np.isinf(y64) & ~np.isinf(hi_x) & (mode in (CastMode.None_, CastMode.RINT, CastMode.ROUND))
+    out = np.where(exact | np.isnan(hi_x) | np.isinf(hi_x) | overflow, y, out)
     return np.asarray(out, dtype=dst)
 
 
@@ -275,11 +289,12 @@ def _binary(ufunc: np.ufunc) -> Handler:
 
 
 def _scalar(ufunc: np.ufunc) -> Handler:
-    """Tile-scalar op; the scalar is converted to the tile's dtype first (FP16 math stays FP16)."""
+    """Tile-scalar op; the scalar is converted to the tile's dtype first (FP16 math stays FP16; an integer
+    scalar wraps, as pypto narrows it at run time)."""
 
     def handler(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
         tile: Tile = args[0]
-        return Tile(ufunc(tile.data, tile.data.dtype.type(args[1])), tile.valid)
+        return Tile(ufunc(tile.data, scalar_as(tile.data.dtype, args[1])), tile.valid)
 
     return handler
 

@@ -1,0 +1,208 @@
+"""``torch.cos`` / ``ceil`` / ``amax`` / ... and ``torch.iinfo`` / ``finfo`` of the stand-in: the element-wise
+math and type limits pypto-lib's goldens and input builders call, with torch's dtype rules (the
+methods of :class:`~pldemu.pypto.torchlite.tensor.Tensor` do the work)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from pldemu.pypto.torchlite import dtypes as dt
+from pldemu.pypto.torchlite.tensor import Tensor
+
+inf = math.inf
+nan = math.nan
+
+
+def cos(t: Tensor) -> Tensor:
+    return t.cos()
+
+
+def sin(t: Tensor) -> Tensor:
+    return t.sin()
+
+
+def exp(t: Tensor) -> Tensor:
+    return t.exp()
+
+
+def log(t: Tensor) -> Tensor:
+    return t.log()
+
+
+def log2(t: Tensor) -> Tensor:
+    return t.log2()
+
+
+def sqrt(t: Tensor) -> Tensor:
+    return t.sqrt()
+
+
+def rsqrt(t: Tensor) -> Tensor:
+    return t.rsqrt()
+
+
+def sigmoid(t: Tensor) -> Tensor:
+    return t.sigmoid()
+
+
+def ceil(t: Tensor) -> Tensor:
+    return t.ceil()
+
+
+def floor(t: Tensor) -> Tensor:
+    return t.floor()
+
+
+def round(t: Tensor, *, decimals: int = 0) -> Tensor:
+    return t.round(decimals)
+
+
+def isnan(t: Tensor) -> Tensor:
+    return t.isnan()
+
+
+def isinf(t: Tensor) -> Tensor:
+    return t.isinf()
+
+
+def isfinite(t: Tensor) -> Tensor:
+    return t.isfinite()
+
+
+def amax(t: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:
+    return t.amax(dim, keepdim)
+
+
+def amin(t: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:
+    return t.amin(dim, keepdim)
+
+
+def argmax(t: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    return t.argmax(dim, keepdim)
+
+
+def mean(t: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: dt.dtype | None = None) -> Tensor:
+    return t.mean(dim, keepdim, dtype)
+
+
+def softmax(t: Tensor, dim: int, dtype: dt.dtype | None = None) -> Tensor:
+    return t.softmax(dim, dtype)
+
+
+def topk(t: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> Any:
+    return t.topk(k, dim, largest, sorted)
+
+
+def sort(t: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Any:
+    return t.sort(dim, descending, stable)
+
+
+def argsort(t: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
+    return t.argsort(dim, descending, stable)
+
+
+def gather(t: Tensor, dim: int, index: Tensor) -> Tensor:
+    return t.gather(dim, index)
+
+
+def index_select(t: Tensor, dim: int, index: Tensor) -> Tensor:
+    return t.index_select(dim, index)
+
+
+def nonzero(t: Tensor, *, as_tuple: bool = False) -> Any:
+    return t.nonzero(as_tuple=as_tuple)
+
+
+def neg(t: Tensor) -> Tensor:
+    return t.neg()
+
+
+def square(t: Tensor) -> Tensor:
+    return t.square()
+
+
+@dataclass(frozen=True)
+class iinfo:
+    """``torch.iinfo(dtype)``: ``bits``, ``min``, ``max`` and ``dtype`` (its name) of an integer dtype."""
+
+    bits: int
+    min: int
+    max: int
+    dtype: str
+
+    def __new__(cls, dtype: dt.dtype) -> iinfo:
+        if dtype.is_floating_point or dtype is dt.bool_:
+            raise TypeError(f"torch.{dtype.name} is not supported by torch.iinfo")
+        self = object.__new__(cls)
+        info = np.iinfo(dtype.numpy)
+        for name, value in (("bits", info.bits), ("min", int(info.min)), ("max", int(info.max)),
+                            ("dtype", dtype.name)):
+            object.__setattr__(self, name, value)
+        return self
+
+    def __init__(self, dtype: dt.dtype) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class finfo:
+    """``torch.finfo(dtype=float32)``: ``bits``, ``eps``, ``max``, ``min``, ``tiny`` (= ``smallest_normal``),
+    ``resolution`` and ``dtype`` of a float dtype (BF16's from ml_dtypes)."""
+
+    bits: int
+    eps: float
+    max: float
+    min: float
+    tiny: float
+    smallest_normal: float
+    resolution: float
+    dtype: str
+
+    def __new__(cls, dtype: dt.dtype | None = None) -> finfo:
+        dtype = dtype or dt.DEFAULT_FLOAT
+        if not dtype.is_floating_point:
+            raise TypeError(f"torch.finfo() requires a floating point input type. Use torch.iinfo to handle "
+                            f"'torch.finfo' of torch.{dtype.name}")
+        import ml_dtypes  # BF16's limits; float types only
+
+        info: Any = ml_dtypes.finfo(dtype.numpy)
+        self = object.__new__(cls)
+        values = {"bits": int(info.bits), "eps": float(info.eps), "max": float(info.max), "min": float(info.min),
+                  "tiny": float(info.tiny), "smallest_normal": float(info.smallest_normal),
+                  "resolution": float(info.resolution), "dtype": dtype.name}
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+        return self
+
+    def __init__(self, dtype: dt.dtype | None = None) -> None:
+        pass
+
+
+__all__ = [
+    "amax",
+    "amin",
+    "argmax",
+    "ceil",
+    "cos",
+    "exp",
+    "finfo",
+    "floor",
+    "iinfo",
+    "inf",
+    "isfinite",
+    "isinf",
+    "isnan",
+    "log",
+    "log2",
+    "mean",
+    "nan",
+    "round",
+    "rsqrt",
+    "sigmoid",
+    "sin",
+    "sqrt",
+]

@@ -1,0 +1,96 @@
+"""The torch stand-in's element-wise math, limits, extremes and selection (``torch.cos`` / ``ceil`` / ``iinfo``
+/ ``finfo`` / ``amax`` / ``uniform_`` / ``softmax`` / ``topk`` / ...), under torch's dtype rules, against
+numpy references and torch's documented results."""
+
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import pldemu.pypto.torchlite as torch
+
+
+def test_float_math_of_an_int_tensor_is_float32_and_half_types_round_once() -> None:
+    i = torch.arange(4, dtype=torch.int32)
+    for fn, ref in ((torch.cos, np.cos), (torch.sin, np.sin), (torch.exp, np.exp), (torch.sqrt, np.sqrt)):
+        out = fn(i)
+        assert out.dtype is torch.float32
+        np.testing.assert_array_equal(out.numpy(), ref(np.arange(4, dtype=np.float32)))
+    h = torch.tensor([0.3, 1.7, 3.1], dtype=torch.bfloat16)
+    want = np.cos(h.numpy().astype(np.float32)).astype(ml_dtypes.bfloat16)
+    assert torch.cos(h).dtype is torch.bfloat16
+    np.testing.assert_array_equal(torch.cos(h).numpy(), want)
+    np.testing.assert_allclose(torch.rsqrt(torch.tensor([4.0])).numpy(), [0.5])
+    np.testing.assert_allclose(torch.tensor([0.0]).sigmoid().numpy(), [0.5])
+
+
+def test_rounding_functions_keep_integers_and_round_half_to_even() -> None:
+    x = torch.tensor([-1.5, -0.5, 0.5, 1.5, 2.5, 1.2])
+    assert torch.ceil(x).tolist() == [-1.0, -0.0, 1.0, 2.0, 3.0, 2.0]
+    assert torch.floor(x).tolist() == [-2.0, -1.0, 0.0, 1.0, 2.0, 1.0]
+    assert torch.round(x).tolist() == [-2.0, -0.0, 0.0, 2.0, 2.0, 1.0]
+    assert torch.round(torch.tensor([1.25, 1.35]), decimals=1).tolist() == pytest.approx([1.2, 1.4])
+    n = torch.tensor([3, -4], dtype=torch.int64)
+    assert torch.ceil(n).dtype is torch.int64 and torch.ceil(n).tolist() == [3, -4]
+
+
+def test_limits() -> None:
+    i8 = torch.iinfo(torch.int8)
+    assert (i8.bits, i8.min, i8.max, i8.dtype) == (8, -128, 127, "int8")
+    assert torch.iinfo(torch.int64).max == 2**63 - 1
+    f = torch.finfo(torch.bfloat16)
+    assert (f.bits, f.eps, f.max, f.tiny) == (16, 2.0**-7, float(ml_dtypes.finfo(ml_dtypes.bfloat16).max), 2.0**-126)
+    assert torch.finfo().eps == float(np.finfo(np.float32).eps)
+    assert torch.finfo(torch.float16).max == 65504.0
+    with pytest.raises(TypeError):
+        torch.iinfo(torch.float32)
+    with pytest.raises(TypeError):
+        torch.finfo(torch.int32)
+    assert torch.inf == math.inf and math.isnan(torch.nan)
+
+
+def test_amax_amin_reduce_dims_and_propagate_nan() -> None:
+    x = torch.tensor([[1.0, 5.0, -2.0], [4.0, 0.0, 3.0]])
+    assert x.amax().item() == 5.0 and x.amin().item() == -2.0
+    assert x.amax(dim=-1, keepdim=True).tolist() == [[5.0], [4.0]]
+    assert torch.amin(x, dim=(0, 1)).item() == -2.0
+    assert x.amax(dim=0).tolist() == [4.0, 5.0, 3.0]
+    assert math.isnan(torch.tensor([1.0, float("nan")]).amax().item())
+    with pytest.raises(RuntimeError, match="numel"):
+        torch.zeros(0).amax()
+
+
+def test_uniform_fills_in_place_within_bounds_and_is_seeded() -> None:
+    torch.manual_seed(3)
+    t = torch.empty(64, 8)
+    assert t.uniform_(-2.0, 3.0) is t
+    a = t.numpy().copy()
+    assert a.min() >= -2.0 and a.max() < 3.0 and a.std() > 0.5
+    torch.manual_seed(3)
+    np.testing.assert_array_equal(torch.empty(64, 8).uniform_(-2.0, 3.0).numpy(), a)
+    g = torch.Generator().manual_seed(1)
+    b = torch.zeros(4, dtype=torch.bfloat16).uniform_(generator=g)
+    assert b.dtype is torch.bfloat16 and (b.numpy().astype(np.float32) < 1).all()
+    with pytest.raises(RuntimeError):
+        torch.empty(2).uniform_(1.0, 0.0)
+
+
+def test_clamp_min_softmax_and_selection() -> None:
+    x = torch.tensor([[3.0, 1.0, 3.0, 2.0], [0.0, 5.0, 5.0, 1.0]])
+    assert x.clamp_min(2.0).tolist() == [[3.0, 2.0, 3.0, 2.0], [2.0, 5.0, 5.0, 2.0]]
+    assert x.clamp_max(2.0).tolist() == [[2.0, 1.0, 2.0, 2.0], [0.0, 2.0, 2.0, 1.0]]
+    e = np.exp(x.numpy() - x.numpy().max(-1, keepdims=True))
+    np.testing.assert_allclose(torch.softmax(x, -1).numpy(), e / e.sum(-1, keepdims=True), rtol=1e-6)
+    values, indices = x.topk(2)
+    assert values.tolist() == [[3.0, 3.0], [5.0, 5.0]] and indices.tolist() == [[0, 2], [1, 2]]  # ties: index order
+    assert x.argsort(dim=-1, descending=True).tolist() == [[0, 2, 3, 1], [1, 2, 3, 0]]
+    assert x.gather(1, torch.tensor([[3], [0]])).tolist() == [[2.0], [0.0]]
+    assert x.index_select(1, torch.tensor([1, 1])).tolist() == [[1.0, 1.0], [5.0, 5.0]]
+    assert [p.shape[1] for p in x.split(3, dim=1)] == [3, 1]
+    assert x.unflatten(1, (2, -1)).shape == (2, 2, 2)
+    assert x.nonzero().tolist()[:3] == [[0, 0], [0, 1], [0, 2]]
+    assert x.t().shape == (4, 2) and x.narrow(1, 1, 2).tolist() == [[1.0, 3.0], [5.0, 5.0]]
+    assert x.masked_fill(x > 2.5, -1.0).tolist() == [[-1.0, 1.0, -1.0, 2.0], [0.0, -1.0, -1.0, 1.0]]
