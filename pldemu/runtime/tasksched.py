@@ -123,6 +123,7 @@ class _Task:
     info: TaskInfo
     body: Callable[..., Any]
     blocks: int
+    producers: frozenset[int] = frozenset()
     waiting_on: int = 0
     consumers: list[_Task] = field(default_factory=list)
     started: int = 0
@@ -196,6 +197,7 @@ class TaskScheduler:
         self.orch_runnable = True
         self.draining = False
         self.failure: BaseException | None = None
+        self.completing: _Task | None = None
         run = self.m.status.run if self.m.status is not None else 0
         self.run = run
         self.rng = random.Random(f"{self.m.options.seed}:{self.m.rank}:{run}")
@@ -218,6 +220,22 @@ class TaskScheduler:
         self.tasks.append(t)
         return t.key
 
+    # -- what the detectors ask ---------------------------------------------------------------------
+
+    def current_key(self) -> int | None:
+        """The task whose code runs now (a deferred wait: its task's), None in the Orchestration."""
+        if self.completing is not None:
+            return self.completing.key
+        task = self.current.task
+        return task.key if task is not None else None
+
+    def graph(self) -> list[frozenset[int]]:
+        """The producers of each task of this call (by key), as pypto's runtime derived them."""
+        return [t.producers for t in self.tasks]
+
+    def task_text(self, key: int) -> str:
+        return self.tasks[key].text() if 0 <= key < len(self.tasks) else f"task {key}"
+
     # -- the orchestrator's side -------------------------------------------------------------------
 
     def submit(self, info: TaskInfo, values: tuple[Any, ...], deps: tuple[Any, ...], blocks: Any,
@@ -232,6 +250,7 @@ class TaskScheduler:
         self.outstanding += 1
         tags = {_key(name, value): tag for name, value, tag in zip(info.names, values, info.tags, strict=True)}
         producers = self.tmap.submit(TaskArgs(t.key, tags, info.manual, tuple(int(d) for d in deps)))
+        t.producers = producers
         for p in producers:
             if 0 <= p < len(self.tasks) and not self.tasks[p].done:
                 self.tasks[p].consumers.append(t)
@@ -336,7 +355,11 @@ class TaskScheduler:
         for t in list(self.deferred):
             while t.deferred and t.deferred[0][0].holds():
                 _, run = t.deferred.pop(0)
-                run()
+                self.completing = t  # the wait is the deferred task's (the detectors attribute it so)
+                try:
+                    run()
+                finally:
+                    self.completing = None
                 progressed = True
             if not t.deferred:
                 self.deferred.remove(t)
