@@ -371,14 +371,11 @@ class TaskScheduler:
                                       and th.parked.holds()]
         if self.orch_runnable and (not self.draining or self.outstanding == 0):
             out.append(("orch", None))
-        seen: set[Shape] = set()
         for t in self.ready:
-            if t.info.shape in seen:
-                continue
             if self._fits(t.info.shape):
                 out.append(("start", t))
                 if self.order == "fifo":
-                    seen.add(t.info.shape)  # submission order per shape
+                    break  # submission order: the first ready block that fits
         return out
 
     def _pick(self, cands: list[tuple[str, Any]]) -> tuple[str, Any]:
