@@ -35,7 +35,7 @@ from pldemu.api import DEFAULT_TIMEOUT, Inputs, PerRank, RunResult, launch
 from pldemu.job.argtypes import host_shape, microseconds, nonneg_int, positive_float, positive_int, straggler
 from pldemu.job.launch import Placement, in_mpi_job
 from pldemu.pool.client import JobPool, use_pool
-from pldemu.runtime.options import VISIBILITY_MODES, RuntimeOptions
+from pldemu.runtime.options import TASK_ORDERS, VISIBILITY_MODES, RuntimeOptions
 
 MARKER = "pldemu"
 DEFAULT_RANKS = (2,)
@@ -60,6 +60,8 @@ _OPTIONS: Mapping[str, tuple[str | None, dict[str, Any]]] = {
     "straggler": ("straggler", {"type": straggler, "metavar": "R:US", "help": "rank R is slower by US per primitive"}),
     "skew": ("skew_us", {"type": microseconds, "metavar": "US", "help": "random delay before every call"}),
     "visibility": ("visibility", {"choices": VISIBILITY_MODES, "help": "when puts become visible"}),
+    "task-order": ("task_order", {"choices": TASK_ORDERS, "help": "how one rank's tasks run (random, fifo, program)"}),
+    "cores": ("cores", {"type": nonneg_int, "metavar": "N", "help": "clusters one rank's tasks share"}),
     "races": ("race_detect", {"action": argparse.BooleanOptionalAction, "default": None,
                               "help": "detect data races (--no-pldemu-races: do not)"}),
     "invariants": ("invariants", {"action": "store_true", "default": None, "help": "check protocol invariants"}),

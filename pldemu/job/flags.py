@@ -23,6 +23,7 @@ from pldemu.job.exits import UsageError
 from pldemu.runtime.options import (
     DEFAULT_OPTIONS,
     FENCE_POLICIES,
+    TASK_ORDERS,
     VISIBILITY_MODES,
     WINDOW_BACKENDS,
     RuntimeOptions,
@@ -118,6 +119,12 @@ _FLAGS = (
     RuntimeFlag("--no-insert-fences", "insert_fences", "with --visibility fenced: run the program as written, "
                 "without the InsertCommFence pass and the toolchain's drain before each notify (PTOAS#718)",
                 negated=True, group=SCHEDULE_GROUP, commands=SCHEDULED),
+    RuntimeFlag("--task-order", "task_order", "how one rank's tasks (pl.at, pl.spmd, kernel calls) run: random "
+                "(default: concurrently, a scheduler seeded by --seed, the rank and the call choosing among the ready "
+                "ones), fifo (concurrently, the Orchestration first, then submission order) or program (each at its "
+                "submission; see docs/task-graph.md)", choices=TASK_ORDERS, group=SCHEDULE_GROUP, commands=SCHEDULED),
+    RuntimeFlag("--cores", "cores", "clusters (1 AIC + 2 AIV each) one rank's tasks share (default: the platform's, 8 "
+                "for pypto's simulators)", nonneg_int, "N", group=SCHEDULE_GROUP, commands=SCHEDULED),
     RuntimeFlag("--invariants", "invariants", "check the protocol invariants (no negative cell, no Set/AtomicAdd "
                 "mixing)", group=SCHEDULE_GROUP, commands=frozenset({"run", "python"})),
     RuntimeFlag("--no-invariants", "invariants", "do not check the protocol invariants as the program runs (no "

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from pldemu.runtime.options import RuntimeOptions
+from pldemu.runtime.options import PLATFORM_CLUSTERS, RuntimeOptions
 
 
 def _pypto_runtime() -> RuntimeOptions:
@@ -52,7 +52,8 @@ class FrontendOptions:
         base = cls()
         limit = base.timeout if job_timeout is None else float(job_timeout)
         waits = max(1.0, min(base.runtime.timeout, limit / 3))
-        runtime = dataclasses.replace(base.runtime, **{"timeout": waits, **overrides})
+        cores = PLATFORM_CLUSTERS.get(str(fields.get("platform", base.platform)))  # tasks share the platform's
+        runtime = dataclasses.replace(base.runtime, **{"timeout": waits, "cores": cores, **overrides})
         return cls(runtime=runtime, timeout=limit, **fields)
 
 

@@ -27,7 +27,7 @@ outlined parts share them.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import CodeType, FunctionType, TracebackType
 from typing import Any
@@ -44,6 +44,7 @@ from pldemu.runtime.machine import Machine
 from pldemu.runtime.monitor import Monitor
 from pldemu.runtime.ops import BINDINGS, HANDLERS, SIGNAL_OPS, Binding, decode_attrs
 from pldemu.runtime.sites import CallSite, Location, OpEvent
+from pldemu.runtime.taskplan import TaskPlan, task_plan
 
 Frame = list[Any]
 Listener = Callable[[OpEvent], None]
@@ -198,6 +199,9 @@ class FunctionCompiler:
         self._buffers = {b.name: b for b in machine.buffers}
         self._grouped = any(b.group is not None for b in machine.buffers)
         self._rebound: frozenset[str] = frozenset()
+        self._plan: TaskPlan | None = None
+        """How the function's tasks are submitted (``runtime.taskplan``); None: program order (or no task)."""
+        self._in_task = False
 
     # -- entry -----------------------------------------------------------------------------------
 
@@ -206,9 +210,12 @@ class FunctionCompiler:
         self.line = header_line
         self._in_frame = _block_depth(fn.body) > _MAX_DEPTH
         self._rebound = _bound_names(fn)
+        self._plan = task_plan(fn, self.m) if not self._in_frame else None
         for p in fn.params:
             self._slot(p.name)
         self._block(fn.body, 1, 0)
+        if self._plan is not None:
+            self._drain(1)  # the dispatch completes when every task has
         names = [""] * len(self.slots)
         for name, slot in self.slots.items():
             names[slot] = name
@@ -224,8 +231,8 @@ class FunctionCompiler:
             raise ProgramError(f"function {fn.name} is too large or deep to run ({type(err).__name__})") from None
         namespace: dict[str, Any] = {"__builtins__": {}, **self._bound}
         exec(code, namespace)  # our own source: identifiers and literals only (module docstring)
-        codes = frozenset(v.__code__ for v in namespace.values() if isinstance(v, FunctionType)
-                          and v.__code__.co_filename == code.co_filename)
+        codes = frozenset(_nested_codes(v.__code__ for v in namespace.values() if isinstance(v, FunctionType)
+                                        and v.__code__.co_filename == code.co_filename))
         return CompiledFunction(fn.name, namespace[entry], len(self.slots), tuple(names), source, lines, codes,
                                 self._numeric)
 
@@ -279,8 +286,15 @@ class FunctionCompiler:
         for st in s.stmts:
             self._STMTS[type(st)](self, st, indent, depth)
 
+    def _drain(self, indent: int, stmt: ir.Stmt | ir.Expr | None = None) -> None:
+        """In a function that submits tasks, the Orchestration waits for them before ``stmt`` touches a tensor
+        (before a ``return`` and at the end: always)."""
+        if self._plan is not None and not self._in_task and (stmt is None or self._plan.touches(stmt)):
+            self._src.emit(indent, f"{self._bind('_dr', self._plan.scheduler.drain)}()", None)
+
     def _assign(self, s: ir.Assign, indent: int, depth: int) -> None:
         self.line += 1
+        self._drain(indent, s.value)
         loc = self._loc(f"{s.var.name} = {ir.format_expr(s.value)}", s.origin)
         value = self._top(s.value, loc, indent)
         self._slot(s.var.name)
@@ -288,6 +302,7 @@ class FunctionCompiler:
 
     def _eval(self, s: ir.Eval, indent: int, depth: int) -> None:
         self.line += 1
+        self._drain(indent, s.call)
         loc = self._loc(ir.format_expr(s.call), s.origin)
         self._src.emit(indent, self._top(s.call, loc, indent), loc.printed)
 
@@ -305,6 +320,7 @@ class FunctionCompiler:
         self.line += 1
         loc = self._loc(f"while {ir.format_expr(s.cond)}")
         self._src.emit(indent, "while True:", loc.printed)
+        self._drain(indent + 1, s.cond)
         cond = self._top(s.cond, loc, indent + 1)
         self._src.emit(indent + 1, f"if not {cond}:", loc.printed)
         self._src.emit(indent + 2, "break", loc.printed)
@@ -314,6 +330,7 @@ class FunctionCompiler:
     def _if(self, s: ir.If, indent: int, depth: int) -> None:
         self.line += 1
         loc = self._loc(f"if {ir.format_expr(s.cond)}")
+        self._drain(indent, s.cond)
         cond = self._top(s.cond, loc, indent)
         self._src.emit(indent, f"if {cond}:", loc.printed)
         self._block(s.then, indent + 1, depth + 1)
@@ -326,17 +343,26 @@ class FunctionCompiler:
     def _return(self, s: ir.Return, indent: int, depth: int) -> None:
         self.line += 1
         loc = self._loc(("return " + ", ".join(ir.format_expr(v) for v in s.values)).rstrip())
+        self._drain(indent)
         values = self._operands(s.values, loc, indent)
         self._src.emit(indent, "return " + _tuple(values), loc.printed)
 
     def _task(self, s: ir.Task, indent: int, depth: int) -> None:
-        """A task in program order (one legal schedule: every earlier task has completed): its id, then its
-        blocks one after another."""
+        """A task: submitted to the rank's scheduler (``runtime.tasksched``), or run at its submission in
+        program order (one legal schedule: every earlier task has completed): its id, then its blocks one
+        after another."""
+        plan = self._plan
+        if plan is not None and plan.concurrent(s):
+            self._submit(plan, s, indent, depth)
+            return
         self.line += 1
         loc = self._loc(format_task_head(s), s.origin)
         if s.tid is not None:
+            ids = self.m.task_ids if plan is None else plan.scheduler.inline
             self._slot(s.tid.name)
-            self._src.emit(indent, f"{self._var(s.tid.name)} = {self._bind('_tid', self.m.task_ids)}()", loc.printed)
+            self._src.emit(indent, f"{self._var(s.tid.name)} = {self._bind('_tid', ids)}()", loc.printed)
+        elif plan is not None:
+            self._src.emit(indent, f"{self._bind('_tid', plan.scheduler.inline)}()", loc.printed)
         if s.kind is ir.TaskKind.DUMMY:
             return
         blocks = self._top(s.blocks, loc, indent)
@@ -348,6 +374,33 @@ class FunctionCompiler:
             self._src.emit(indent, f"for {self._var(name)} in _range(0, {blocks}, 1):", loc.printed)
             self._block(s.body, indent + 1, depth + 1)
         self.line += 1  # closing brace
+
+    def _submit(self, plan: TaskPlan, s: ir.Task, indent: int, depth: int) -> None:
+        """The task's body as a nested function of its block index, its captured variables bound now (what
+        pypto passes a task is their values at submission), submitted with its arguments and deps."""
+        self.line += 1
+        loc = self._loc(format_task_head(s), s.origin)
+        captured = [n for n in plan.captures(s) if n in self.slots]
+        deps = self._operands(s.deps, loc, indent)
+        blocks = self._top(s.blocks, loc, indent)
+        fn = f"_tk{self.line}"
+        block = s.block_var.name if s.block_var is not None else f"_block{self.line}"
+        self._slot(block)
+        params = [self._var(block), *(f"{self._var(n)}={self._var(n)}" for n in captured)]
+        self._src.emit(indent, f"def {fn}({', '.join(params)}):", loc.printed)
+        outer, self._in_task = self._in_task, True
+        self._block(s.body, indent + 1, depth + 1)
+        self._in_task = outer
+        info = plan.info(s, str(loc), lambda n: n in self.slots)
+        values = _tuple([self._var(n) for n in info.names]) if info.names else "()"
+        submit = f"{self._bind('_sub', plan.scheduler.submit)}({self._bind('_ti', info)}, {values}, " \
+                 f"{_tuple(deps) if deps else '()'}, {blocks}, {fn})"
+        if s.tid is not None:
+            self._slot(s.tid.name)
+            submit = f"{self._var(s.tid.name)} = {submit}"
+        self._src.emit(indent, submit, loc.printed)
+        if s.kind is not ir.TaskKind.DUMMY:
+            self.line += 1  # closing brace (a dummy task is one line)
 
     def _task_scope(self, s: ir.TaskScope, indent: int, depth: int) -> None:
         self.line += 1
@@ -454,10 +507,13 @@ class FunctionCompiler:
         return site
 
     def _call(self, call: ir.Call, loc: Location, indent: int) -> str:
+        deferred = False
         if call.op is ir.Op.DEFER_WAIT:
             # In program order a deferred wait is the wait itself: what follows it in its task is scalar
-            # bookkeeping only (ir.tasks), so only when the core is freed differs.
+            # bookkeeping only (ir.tasks), so only when the core is freed differs. Submitted, the scheduler
+            # runs the wait once its condition holds, after the block has ended.
             call = ir.Call(ir.Op.WAIT, call.args, call.attrs, call.type)
+            deferred = self._plan is not None and self._in_task
         op = call.op
         if op.is_composite:
             what = "collective" if op.is_collective else "tile op"
@@ -472,6 +528,8 @@ class FunctionCompiler:
         self._numeric |= observed or op not in SIGNAL_OPS or handler is not HANDLERS[op]
         # A program with comm sub-domains: a peer operand may be group-local (pldemu.runtime.groups).
         mapper = peer_mapper(op) if self._grouped else None
+        if deferred:
+            return self._deferred(call, site, handler, monitors, loc, indent)
         binding = BINDINGS.get(op) if not observed and handler is HANDLERS[op] and mapper is None else None
         if binding is not None:
             bound = self._bound_call(binding, call, site, loc, indent)
@@ -484,6 +542,22 @@ class FunctionCompiler:
             run = _observed(self.m, site, handler, self.listeners or (), monitors)
             return f"{self._bind('_c', run)}({args})"
         return f"{self._bind('_h', handler)}(_m, {self._bind('_s', site)}, {args})"
+
+    def _deferred(self, call: ir.Call, site: CallSite, handler: Any, monitors: tuple[Monitor, ...], loc: Location,
+                  indent: int) -> str:
+        """A ``defer_wait`` in a submitted task: its condition registered on the task; the wait (its handler
+        behind the listeners and monitors, as any wait) runs when the scheduler completes the task."""
+        assert self._plan is not None
+        args = _tuple(self._operands(call.args, loc, indent))
+        if monitors or self.listeners is not None:
+            run = _observed(self.m, site, handler, self.listeners or (), monitors)
+        else:
+            m = self.m
+
+            def run(values: tuple[Any, ...]) -> Any:
+                return handler(m, site, values)
+        defer = self._bind("_dw", self._plan.scheduler.defer)
+        return f"{defer}({self._bind('_s', site)}, {args}, {self._bind('_r', run)})"
 
     def _bound_call(self, binding: Binding, call: ir.Call, site: CallSite, loc: Location, indent: int) -> str | None:
         """The call through its site's specialised entry (``ops.BINDINGS``), or None when the site is
@@ -508,6 +582,13 @@ def _bound_names(fn: ir.Function) -> frozenset[str]:
         if isinstance(st, (ir.Assign, ir.For)):
             names.add(st.var.name)
     return frozenset(names)
+
+
+def _nested_codes(codes: Iterable[CodeType]) -> Iterator[CodeType]:
+    """``codes`` and every code object defined inside them (a submitted task's body is a nested function)."""
+    for code in codes:
+        yield code
+        yield from _nested_codes(c for c in code.co_consts if isinstance(c, CodeType))
 
 
 def _tuple(items: Sequence[str]) -> str:

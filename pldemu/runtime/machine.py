@@ -61,6 +61,12 @@ class Machine:
         rank hands it to the process that called the program; None elsewhere (the op is refused)."""
         self.task_ids: Callable[[], int] = itertools.count().__next__
         """The next task id of this rank (a program-order task takes one when submitted)."""
+        self.tasks: Any = None
+        """This rank's ``pldemu.runtime.tasksched.TaskScheduler``, made when a function that submits tasks is
+        compiled for a concurrent task order; None otherwise."""
+        self.park: Callable[[CallSite, Buffer, Any, int, int], None] | None = None
+        """Called by a wait that did not hold at its first poll, before it blocks (the task scheduler's: a
+        block of a task parks on its core there until the condition holds); None: nothing to do."""
         self.overrides: dict[Op, Callable[..., Any]] = {}
         """Handlers that replace ``HANDLERS`` entries for this instance (adversarial schedules,
         deferred visibility, invariant checks: ``pldemu.runtime.instrument.schedule``); consulted when a call

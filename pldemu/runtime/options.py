@@ -7,7 +7,9 @@ pass it down, so a run is fully described by its program, its communicator and t
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 WINDOW_BACKENDS = ("auto", "shared", "rma", "hybrid")
 """Accepted values of ``RuntimeOptions.windows`` (see ``pldemu.windows.choose_backend``)."""
@@ -17,6 +19,16 @@ VISIBILITY_MODES = ("eager", "deferred", "fenced")
 
 FENCE_POLICIES = ("latest", "random")
 """Accepted values of ``RuntimeOptions.fence_policy`` (see ``pldemu.runtime.instrument.fenced``)."""
+
+PLATFORM_CLUSTERS: Mapping[str, int] = MappingProxyType({"a2a3": 24, "a5": 36, "a2a3sim": 8, "a5sim": 8})
+"""Clusters (1 AIC + 2 AIV each) per platform (simpler ``platform_config.h``; the simulators take
+``SIM_AUTO_BLOCKDIM = 8``): ``../shared/reference/pypto-task-graph.md`` §1."""
+
+DEFAULT_CLUSTERS = 8
+"""``RuntimeOptions.cores`` when nothing names a platform: pypto's simulators' count."""
+
+TASK_ORDERS = ("random", "fifo", "program")
+"""Accepted values of ``RuntimeOptions.task_order`` (see ``pldemu.runtime.tasksched``)."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +74,13 @@ class RuntimeOptions:
     generators emit for ``//`` and ``%``) whose value differs from floor semantics is a warning, printed,
     rather than a finding that fails the run (exit 1; ``pldemu.runtime.truncation``).
 
+    ``task_order``: how one rank's tasks (pypto's ``pl.at`` / ``pl.spmd`` / kernel calls) run
+    (``pldemu.runtime.tasksched``): ``random`` (concurrently, a seeded scheduler choosing among the ready
+    ones, by ``(seed, rank, call)``), ``fifo`` (concurrently, the Orchestration first, then submission order)
+    or ``program`` (each task at its submission, in program order). ``cores``: the clusters (1 AIC + 2 AIV
+    each) the tasks share; None: the platform's (8, pypto's simulators'; the pypto front end takes its
+    ``--platform``'s).
+
     ``blocking_waits``: a ``pld.system.wait`` still unsatisfied after its spins sleeps in the kernel
     on the cell until the notify that changes it (shared windows on Linux; ``pldemu.windows.shared``);
     False forces the timed back-off between polls (``pldemu.mpi.TIMED_POLICY``), which is also what
@@ -85,6 +104,8 @@ class RuntimeOptions:
     blocking_waits: bool = True
     cell_check: bool = True
     truncation_warn: bool = False
+    task_order: str = "random"
+    cores: int | None = None
 
     def __post_init__(self) -> None:
         t = self.timeout
@@ -118,6 +139,12 @@ class RuntimeOptions:
             raise ValueError(
                 f"RuntimeOptions.fence_policy must be one of {', '.join(FENCE_POLICIES)}, got {self.fence_policy!r}"
             )
+        if self.task_order not in TASK_ORDERS:
+            raise ValueError(
+                f"RuntimeOptions.task_order must be one of {', '.join(TASK_ORDERS)}, got {self.task_order!r}")
+        c = self.cores
+        if c is not None and (isinstance(c, bool) or not isinstance(c, int) or c < 1):
+            raise ValueError(f"RuntimeOptions.cores must be None or a number of clusters >= 1, got {c!r}")
         for name in ("poison", "stage_pieces", "race_detect", "invariants", "blocking_waits", "cell_check",
                      "insert_fences", "truncation_warn"):
             value = getattr(self, name)
@@ -128,4 +155,4 @@ class RuntimeOptions:
 DEFAULT_OPTIONS = RuntimeOptions()
 """The defaults (immutable, so one shared instance is safe as a default argument)."""
 
-__all__ = ["DEFAULT_OPTIONS", "FENCE_POLICIES", "VISIBILITY_MODES", "WINDOW_BACKENDS", "RuntimeOptions"]
+__all__ = ["DEFAULT_CLUSTERS", "DEFAULT_OPTIONS", "FENCE_POLICIES", "PLATFORM_CLUSTERS", "TASK_ORDERS", "VISIBILITY_MODES", "WINDOW_BACKENDS", "RuntimeOptions"]

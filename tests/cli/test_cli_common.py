@@ -14,7 +14,7 @@ from pldemu.runtime.options import RuntimeOptions
 
 # A value other than the default for every runtime flag that takes one (switches are just given).
 SET = {"--seed": "7", "--jitter": "12.5", "--straggler": "1:250", "--skew": "30", "--visibility": "deferred",
-       "--fence-policy": "random",
+       "--fence-policy": "random", "--task-order": "fifo", "--cores": "3",
        "--windows": "rma", "--timeout": "4.5", "--trace": "t.json"}
 POSITIONAL = {"run": ["x.pld"], "check": ["allreduce"], "stress": ["allreduce"], "demo": [], "bench": []}
 

@@ -76,6 +76,12 @@ class Instruments:
             if self.tracer is not None:
                 self.races.on_reports = self.tracer.add_races
             out.append(self.races)
+            if machine.tasks is not None:  # the program submits tasks: races between them (race_tasks)
+                from pldemu.runtime.instrument.race_tasks import TaskRaces
+
+                tasks = TaskRaces(machine.tasks, machine.rank, machine.buffers, machine.sites)
+                self.races.extra_reports = tasks.take
+                out.append(tasks)
         if self.tracer is not None:
             out.append(self.tracer)
         return out

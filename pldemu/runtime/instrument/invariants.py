@@ -291,6 +291,8 @@ class InvariantChecker(MonitorBase):
                 return inner[Op.WAIT](m, site, args)
             cell = flat_cell("wait", m.rank, m.rank, sig, args[1])
             expected = operator.index(args[2])
+            if m.park is not None and not w.test(cell, expected, site.attrs["cmp"]):
+                m.park(site, sig.buffer, w, cell, expected)  # a task's block parks on its core (runtime.tasksched)
             board = m.status
             assert board is not None
             board.wait_started(site.id, sig.buffer.index, cell, expected, site.attrs["cmp_code"])

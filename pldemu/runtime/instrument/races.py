@@ -395,6 +395,9 @@ class RaceDetector(MonitorBase):
         """Called on every rank with each checkpoint's reports (the tracer draws them)."""
         self.total_reports = 0
         """Reports found so far over all checkpoints."""
+        self.extra_reports: Callable[[], list[RaceReport]] | None = None
+        """This rank's reports found by another checker since the last checkpoint (races between its tasks:
+        ``race_tasks``), joined to the checkpoint's verdict."""
         self._after = {
             Op.PUT: self._put,
             Op.GET: self._get,
@@ -792,8 +795,9 @@ class RaceDetector(MonitorBase):
         if self._ledger is not None:
             self._complete(self._ledger.complete_all(), INF_EPOCH)  # never completed in this epoch
         stale = self._ledger.signal_reads if self._ledger is not None else []
+        extra = self.extra_reports() if self.extra_reports is not None else []
         mine = _Epoch(self.rank, self._sync, self._meta, self._init, stale, self._log, self._spans, self._vc,
-                      list(self._own.values()))
+                      list(self._own.values()) + extra)
         self._own = {}
         self._init = None  # rank 0 snapshots every rank's cells from now on
         tag = 2 * (self._checks % CHECK_TAGS)  # a timed-out checkpoint's messages never match a later one

@@ -95,6 +95,8 @@ def _wait(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
 def _block(m: Machine, site: CallSite, buf: Buffer, w: windows.Window, cell: int, expected: int) -> None:
     """The rest of a wait on ``w`` (``buf``'s window) that its first poll did not satisfy: published
     on the status board."""
+    if m.park is not None:  # a task's block parks on its core until the condition holds (runtime.tasksched)
+        m.park(site, buf, w, cell, expected)
     board = m.status
     assert board is not None
     board.wait_started(site.id, buf.index, cell, expected, site.attrs["cmp_code"])
