@@ -537,6 +537,10 @@ class SystemNS(_Namespace):
         """``system.bar_all()``: the pipe drain; every earlier DMA read of this rank has its bytes."""
         self._fb.op(Op.BAR_ALL, [])
 
+    def dispatch_end(self) -> None:
+        """``system.dispatch_end()``: the tasks of the HOST dispatch before it complete here."""
+        self._fb.op(Op.DISPATCH_END, [])
+
     def host_task(self, task: int) -> None:
         """``system.host_task(task=N)``: host task N (a SubWorker) runs here, in the calling process."""
         self._fb.op(Op.HOST_TASK, [], {"task": task})

@@ -39,6 +39,9 @@ class Op(enum.Enum):
     # A host task (pypto's SubWorker): the process that called the program runs a Python function on the
     # host tensors; every rank meets it there (only a resident job, whose launcher can run it, has one).
     HOST_TASK = "system.host_task"
+    # The end of one HOST dispatch on this rank: its tasks complete before the rank's next dispatch starts
+    # (pypto keeps a rank's dispatches in program order); a no-op where no task is in flight.
+    DISPATCH_END = "system.dispatch_end"
 
     # Local tensor / tile ops.
     TENSOR_VIEW = "tensor.view"

@@ -332,6 +332,7 @@ SIGNATURES: Mapping[Op, Signature] = MappingProxyType(
         Op.FENCE: sig([], _none),
         Op.BAR_ALL: sig([], _none),
         Op.HOST_TASK: sig([], _none, [AttrSpec("task", int, None)]),
+        Op.DISPATCH_END: sig([], _none),
         Op.CACHEINVALID: sig([("tensor", T, True), ("shapes", L, True), ("offsets", L, True)],
                               _deduce_cacheinvalid, regions=[Region("tensor", "offsets", "shapes")]),
         Op.GET_COMM_CTX: sig([("window", W)], _ctx),

@@ -20,7 +20,8 @@ from pldemu.runtime.options import PLATFORM_CLUSTERS, RuntimeOptions
 def _pypto_runtime() -> RuntimeOptions:
     # Race detection is on by default (item 8 of issue 21). Windows are zero at allocation by pypto's contract: the
     # translation loads zeros into them (``poison`` still marks fresh tiles).
-    return RuntimeOptions(race_detect=True)
+    # Tasks share the clusters of the default platform (a2a3sim), as ``from_flags`` gives them for a platform.
+    return RuntimeOptions(race_detect=True, cores=PLATFORM_CLUSTERS["a2a3sim"])
 
 
 @dataclasses.dataclass(frozen=True)

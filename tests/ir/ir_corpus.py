@@ -98,6 +98,7 @@ def primitives() -> Program:
     pld.system.fence()
     pld.system.bar_all()
     pld.system.host_task(0)
+    pld.system.dispatch_end()
     pld.system.cacheinvalid()
     pld.system.cacheinvalid(win, [NR, 64], [me, 0])
     pld.tensor.view(win, [1, NR * 64])

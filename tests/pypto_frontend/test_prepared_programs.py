@@ -57,7 +57,7 @@ def _checks(outcomes: dict[str, Outcome]) -> None:
     for test in RESTARTING:
         text = _failed(outcomes, test)
         assert "(dispatch 2 of its prepared worker)" in text, text
-        assert "stale-credit" in text and "in call 2 was satisfied at once by what call 1 left" in text, text
+        assert "stale-credit" in text and "in call 2 is met by what call 1 left" in text, text
         assert f"[{_line('pld.tile.remote_store')}] (call 2)" in text, text
         assert f"[{_line('y = pl.store(pl.load(buf')}] (call 2)" in text, text
     text = _failed(outcomes, "test_submitted_dispatches_overlap")

@@ -60,7 +60,7 @@ def parse(*words: str) -> argparse.Namespace:
 # --- the command line --------------------------------------------------------------------------------
 
 VALUES = {"--seed": "7", "--jitter": "12.5", "--straggler": "1:250", "--skew": "30", "--visibility": "deferred",
-          "--fence-policy": "random", "--windows": "rma", "--timeout": "4.5"}
+          "--fence-policy": "random", "--windows": "rma", "--timeout": "4.5", "--task-order": "fifo", "--cores": "3"}
 """A value other than the default for every value-taking runtime flag of the command."""
 
 

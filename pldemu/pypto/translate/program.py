@@ -18,7 +18,8 @@ import numpy as np
 
 from pldemu.ir.builder import FunctionBuilder
 from pldemu.ir.dtypes import DType
-from pldemu.ir.nodes import NR, BufferDecl, BufferKind, Program, SourcePos, TensorType, Var
+from pldemu.ir.nodes import NR, BufferDecl, BufferKind, Program, SourcePos, Task, TensorType, Var
+from pldemu.ir.walk import walk_stmts
 from pldemu.pypto.capture import CapturedFunction, CapturedProgram
 from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.translate.device import DeviceTranslator, Emit, inline
@@ -261,7 +262,7 @@ def _emit_events(emit: Emit, host_fn: Any, events: list[Event]) -> None:
         at = ast.Pass(lineno=ev.line, col_offset=0)
         emit.fb.origin = SourcePos(host_fn.file, ev.line)
         if isinstance(ev, Dispatch):
-            inline(emit, emit.prog.functions[ev.func], list(ev.args), dict(ev.kwargs), at, dispatched=True)
+            _dispatch(emit, ev, at)
         elif isinstance(ev, HostTask):
             emit.fb.pld.system.host_task(ev.index)
         else:
@@ -275,6 +276,17 @@ def _emit_events(emit: Emit, host_fn: Any, events: list[Event]) -> None:
                 raise emit.prog.error(f"{ev.op}: missing {', '.join(missing)} (pypto synthesises the signal "
                                       "of a HOST pld.tensor.allreduce only)", at)
             collective(tr, ev.op, b, at)
+
+
+def _dispatch(emit: Emit, ev: Dispatch, at: ast.stmt) -> None:
+    """One HOST dispatch inlined; when it submits tasks, a ``system.dispatch_end`` after it: they complete
+    before the rank's next dispatch starts (pypto keeps a rank's dispatches in program order)."""
+    with emit.fb.block() as body:
+        inline(emit, emit.prog.functions[ev.func], list(ev.args), dict(ev.kwargs), at, dispatched=True)
+    for st in body:
+        emit.fb.emit(st)
+    if any(isinstance(s, Task) for s in walk_stmts(body)):
+        emit.fb.pld.system.dispatch_end()
 
 
 def _inputs(plan: _Plan, rank: int, resident: frozenset[str]) -> dict[str, np.ndarray]:

@@ -8,10 +8,11 @@ their epoch at 1 on every dispatch of a persistent graph). The race detector rep
 leads to; this monitor names its cause.
 
 At a point where every rank has finished its calls (a fence), :meth:`StaleCredits.at_rest` records this
-rank's non-zero signal cells. In a later call, the first wait on such a cell that its first poll finds
-satisfied while the cell still holds exactly what the earlier call left is a finding, naming both calls.
-A peer that Set the cell to the very same value before the wait counts as stale too (the one case this
-cannot tell apart).
+rank's non-zero signal cells. In a later call, the first wait on such a cell (before this rank wrote it
+itself: a notify to its own cell, a ``tensor.write``) whose condition the leftover alone meets is a
+finding, naming both calls: in some allowed order the wait passes on the leftover before anything of
+its own call reaches the cell, whatever this run's timing was (a counter that goes on, ``wait(>= k)`` in
+call k, is not: the leftover ``k - 1`` does not meet it).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ class StaleCredits(MonitorBase):
         self._call = 0
 
     def wants(self, op: Op) -> bool:
-        return op is Op.WAIT
+        return op in (Op.WAIT, Op.NOTIFY, Op.TENSOR_WRITE)
 
     def run_started(self, run: int) -> None:
         self._call = run
@@ -59,23 +60,29 @@ class StaleCredits(MonitorBase):
         if not self._rest:
             return
         sig: TensorRef = event.args[0]
+        if event.op is Op.NOTIFY:  # this rank's own write of its own cell ends what the leftover meant
+            if event.args[1] == self.rank:
+                self._rest.pop((sig.buffer.name, flat_cell("notify", self.rank, self.rank, sig, event.args[2])), None)
+            return
+        if event.op is Op.TENSOR_WRITE:
+            if sig.buffer.kind is BufferKind.SIGNAL:
+                self._rest.pop((sig.buffer.name, flat_cell("write", self.rank, self.rank, sig, event.args[1])), None)
+            return
         cell = flat_cell("wait", self.rank, self.rank, sig, event.args[1])
         left = self._rest.pop((sig.buffer.name, cell), None)
-        if left is None or sig.buffer.window is None:
+        if left is None:
             return
         value, call = left
-        now = int(sig.buffer.array.reshape(-1)[cell])  # once: a peer's notify may land any time
         expected = int(event.args[2])
-        met = now >= expected if event.site.attrs["cmp"] is WaitCmp.Ge else now == expected
-        if now == value and met:
+        if value >= expected if event.site.attrs["cmp"] is WaitCmp.Ge else value == expected:
             index = ", ".join(map(str, unravel(cell, sig.buffer.shape)))
             self.found.append(
                 f"{STALE}: rank {self.rank} at {event.location}: the wait for {sig.buffer.name}[{index}] "
-                f"{_cmp_text(event.site.attrs)} {expected} in call {self._call} was satisfied at once by what call "
-                f"{call} left in the cell ({value}, at rest after call {call}); nothing of call {self._call} had "
-                f"reached it, so the wait orders nothing (a counter that restarts every call on windows that are "
-                f"not reset: retire each credit, e.g. an AtomicAdd of its negative, or count on from the previous "
-                f"call's value)")
+                f"{_cmp_text(event.site.attrs)} {expected} in call {self._call} is met by what call {call} left in "
+                f"the cell ({value}, at rest after call {call}) before anything of call {self._call} reaches it, so "
+                f"the wait orders nothing (a counter that restarts every call on windows that are not reset: "
+                f"retire each credit, e.g. an AtomicAdd of its negative, or count on from the previous call's "
+                f"value)")
 
     def take(self) -> list[str]:
         """The findings since the last take."""
