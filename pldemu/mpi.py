@@ -95,6 +95,10 @@ millisecond, with every rank asleep and the cores idle. The 8-rank job of the MP
 -n 4 --iters 1000 --no-races`` 1.6-2.0 s against 1.2 s (docs/benchmarks.md, "Item 3, ninth pass")."""
 
 IDLE_POLICY = PollPolicy(spin_polls=0, yield_polls=0, min_sleep=1e-4, max_sleep=2e-2, tight_sleeps=False)
+WARM_POLICY = PollPolicy(spin_polls=0, yield_polls=0, min_sleep=1e-4, max_sleep=1e-3, tight_sleeps=False)
+"""The back-off of a resident job's rank in the first :data:`WARM_SECONDS` after a request (a prepared
+worker's dispatches come in bursts: the next one is picked up within a millisecond), before the idle one."""
+WARM_SECONDS = 1.0
 """The back-off of a warm job's ranks between two runs (``pldemu.pool``): a run that follows at once
 is picked up within a fraction of a millisecond, and a rank idle for longer wakes 50 times a second,
 so that the idle ranks of several pools do not take the cores from the run in progress (each poll
@@ -394,6 +398,8 @@ __all__ = [
     "HOST_POLICY",
     "IDLE_POLICY",
     "TIMED_POLICY",
+    "WARM_POLICY",
+    "WARM_SECONDS",
     "Backoff",
     "Blocker",
     "BoundedComm",

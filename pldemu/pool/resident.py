@@ -58,6 +58,9 @@ OPTIONS_FILE = "options.pickle"
 CLOSE_GRACE = 30.0
 """Seconds a resident job may take to judge what is left, close its windows and end after ``close``."""
 
+ANSWER_POLL = 2e-3
+"""The longest sleep between two looks for the ranks' answers (a dispatch's answer is seen within 2 ms)."""
+
 WINDOWS = ("keep", "reset", "fresh")
 """What a dispatch finds in the windows a previous dispatch of its program used (see the server)."""
 
@@ -288,7 +291,7 @@ class ResidentJob:
                 self._stop()
                 return None
             time.sleep(pause)
-            pause = min(2 * pause, 0.01)
+            pause = min(2 * pause, ANSWER_POLL)
         return [json.loads(p.read_text()) for p in paths]
 
     def _serve_host_tasks(self) -> bool:

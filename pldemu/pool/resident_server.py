@@ -306,13 +306,17 @@ def _load_arrays(folder: Path, me: int, inst: ProgramInstance) -> dict[str, np.n
 
 
 def _next_request(folder: Path, index: int) -> dict[str, Any]:
-    """Request ``index``, waiting for it in the idle back-off (the launcher writes it atomically)."""
-    from pldemu.mpi import IDLE_POLICY, Backoff
+    """Request ``index``, waiting for it in the warm back-off, then the idle one (the launcher writes it
+    atomically)."""
+    from pldemu.mpi import IDLE_POLICY, WARM_POLICY, WARM_SECONDS, Backoff
 
     path = request_path(folder, index)
-    backoff = Backoff(IDLE_POLICY)
+    warm = Backoff(WARM_POLICY, time.monotonic() + WARM_SECONDS)
+    while not path.exists() and warm.pause():
+        pass
+    idle = Backoff(IDLE_POLICY)
     while not path.exists():
-        backoff.pause()
+        idle.pause()
     request: dict[str, Any] = json.loads(path.read_text())
     return request
 
