@@ -199,6 +199,59 @@ def translate(prog: CapturedProgram, nranks: int, args: Sequence[Any],
     return build(prog, events, dims, resident), arrays
 
 
+@dataclasses.dataclass
+class TranslationCache:
+    """One program's translations by what they depend on: the shapes and dtypes of the call's host tensors,
+    its host scalars' values and which parameters are resident (never tensor contents: host control flow
+    that depends on them is refused). A prepared worker translates once per kind of call, not per dispatch;
+    a hit only slices the call's own tensors into the ranks' inputs."""
+
+    limit: int = 16
+    """Kinds of call kept (a call of another kind past the limit is translated, not kept)."""
+    entries: dict[tuple[Any, ...], tuple[Built, dict[str, tuple[tuple[int, ...], np.dtype[Any]]]]] = \
+        dataclasses.field(default_factory=dict)
+
+    def translate(self, prog: CapturedProgram, nranks: int, args: Sequence[Any],
+                  resident: frozenset[str] = frozenset()) -> tuple[Built, dict[str, np.ndarray]]:
+        """:func:`translate`, from the cache when a call of this kind was translated before."""
+        key = _call_kind(prog, nranks, args, resident)
+        hit = self.entries.get(key) if key is not None else None
+        if hit is None:
+            built, arrays = translate(prog, nranks, args, resident)
+            if key is not None and len(self.entries) < self.limit:
+                params = set(prog.host().params)
+                self.entries[key] = (built, {n: (a.shape, a.dtype) for n, a in arrays.items() if n not in params})
+            return built, arrays
+        built, created = hit
+        host = prog.host()
+        arrays = {p: as_array(a) for p, a in zip(host.params, args, strict=True)
+                  if isinstance(host.annotations.get(p), TensorAnn)}
+        arrays.update({n: np.zeros(shape, dtype) for n, (shape, dtype) in created.items()})
+        inputs = tuple({**{n: a for n, a in built.inputs[r].items() if n not in mine},
+                        **{n: np.ascontiguousarray(arrays[p][k]) for n, (p, k) in mine.items() if p not in resident}}
+                       for r, mine in enumerate(built.sources))
+        return dataclasses.replace(built, inputs=inputs), arrays
+
+
+def _call_kind(prog: CapturedProgram, nranks: int, args: Sequence[Any], resident: frozenset[str]) -> tuple[Any, ...] | None:
+    """What a call's translation depends on, or None when some argument cannot be told (never cached)."""
+    host = prog.host()
+    if len(args) != len(host.params):
+        return None
+    kind: list[Any] = [nranks, resident]
+    for p, a in zip(host.params, args, strict=True):
+        ann = host.annotations.get(p)
+        if isinstance(ann, ScalarAnn):
+            kind.append(("s", scalar_value(a)))
+            continue
+        try:
+            arr = as_array(a)
+        except TypeError:
+            return None
+        kind.append(("t", arr.shape, arr.dtype.str))
+    return tuple(kind)
+
+
 def run(prog: CapturedProgram, nranks: int, args: Sequence[Any], output_dir: Path,
         opts: FrontendOptions | None = None) -> CompiledCall:
     """Translate, write the artifacts, run one job and write Out / InOut tensors back in place."""
@@ -298,6 +351,7 @@ __all__ = [
     "CompiledCall",
     "FrontendError",
     "ProgramRunError",
+    "TranslationCache",
     "TruncationWarning",
     "as_array",
     "bind_dims",

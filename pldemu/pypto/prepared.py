@@ -36,7 +36,7 @@ from pldemu.pool.resident import Dispatch, ResidentJob, verdict_code
 from pldemu.pypto.device_tensors import DeviceTensor, StackedDeviceTensor
 from pldemu.pypto.dfx import call_options, check_config
 from pldemu.pypto.errors import FrontendError
-from pldemu.pypto.execute import ProgramRunError, as_array, finish, np_dtype, translate
+from pldemu.pypto.execute import ProgramRunError, TranslationCache, as_array, finish, np_dtype
 from pldemu.pypto.translate.values import HostTensor
 from pldemu.pypto.types import Direction, TensorAnn
 
@@ -153,6 +153,7 @@ class DistributedWorker:
         runtime = dataclasses.replace(opts.runtime, cell_check=False)  # a pypto program may leave its tags
         self._job = ResidentJob(self._primary.nranks, runtime, timeout=opts.timeout)
         self._w = Allocations()
+        self._translations: dict[str, TranslationCache] = {}
         self._in_flight: collections.deque[DistributedRunHandle] = collections.deque()
         self._owned_tensors: dict[tuple[int, int], DeviceTensor] = {}
         self._top = PAGE
@@ -333,7 +334,8 @@ class DistributedWorker:
         prog = compiled.program
         host_args, resident = self._bind(prog, args)
         try:
-            built, arrays = translate(prog, compiled.nranks, host_args, frozenset(resident))
+            built, arrays = self._translations.setdefault(key, TranslationCache()).translate(
+                prog, compiled.nranks, host_args, frozenset(resident))
         except FrontendError as err:
             raise err.with_traceback(None) from None
         d = self._dispatch(key, prog, built, resident, blocking=wait and not self._in_flight)
