@@ -386,3 +386,17 @@ def test_options_are_validated() -> None:
         with pytest.raises(ValueError, match=rf"RuntimeOptions\.{field}"):
             RuntimeOptions(**kwargs)  # type: ignore[arg-type]
     assert RuntimeOptions() == RuntimeOptions(timeout=30.0, windows="auto", seed=0, poison=True)
+
+
+def test_a_host_task_outside_a_resident_job_is_refused_at_its_line() -> None:
+    pb = ProgramBuilder("host_task")
+    pb.local("x", "fp32", [1, 8])
+    fb = pb.function()
+    fb.pld.system.host_task(3)
+    with instance(pb.build()) as inst:
+        with pytest.raises(ProgramError, match=r"host task 3 .* runs only in a resident job"):
+            inst.run()
+        ran = []
+        inst.on_host_task(ran.append)  # a resident job's rank: it runs the task
+        inst.run()
+        assert ran == [3]
