@@ -229,6 +229,22 @@ class TaskScheduler:
         task = self.current.task
         return task.key if task is not None else None
 
+    def current_block(self) -> int:
+        """The block index of the code running now (0 in the Orchestration, a one-block task or a deferred wait)."""
+        return self.current.block if self.completing is None and self.current.task is not None else 0
+
+    def block_count(self, key: int) -> int:
+        """How many blocks task ``key`` has (1 for a task of one block, n for ``spmd(n)``)."""
+        return self.tasks[key].blocks if 0 <= key < len(self.tasks) else 1
+
+    def cores_of(self, key: int) -> tuple[int, int]:
+        """The (AIC, AIV) cores one block of task ``key`` holds while it runs."""
+        return self.tasks[key].info.shape.value if 0 <= key < len(self.tasks) else (0, 0)
+
+    def deferring(self) -> bool:
+        """True while a deferred task's wait runs at its completion (it holds no core)."""
+        return self.completing is not None
+
     def graph(self) -> list[frozenset[int]]:
         """The producers of each task of this call (by key), as pypto's runtime derived them."""
         return [t.producers for t in self.tasks]
@@ -514,6 +530,8 @@ class TaskScheduler:
             out.append(f"deferred (no core), completes when {_cond_text(t.deferred[0][0])}: {t.text()}")
         for t in self.ready:
             out.append(f"ready, no free {t.info.shape.name} core: {t.text()}")
+        if held and self.ready and not any(self.free[i] for i in (0, 1) if self.ready[0].info.shape.value[i]):
+            out.append(f"waits took every core {self.ready[0].text()} needs (pypto #2391)")
         awaited = {c.buffer.name for c in self._blocked()}
         for t in self.tasks:
             if t.started == 0 and t.info.signals & awaited:
