@@ -70,3 +70,13 @@ def test_program_order_runs_tasks_at_submission(tmp_path: Path) -> None:
     # one legal schedule: the deferred waiters block in program order (as before stage 3)
     res = _run(tmp_path, "deferred_waiters", 1, "--task-order", "program", "--timeout", "1")
     assert res.returncode != 0 and "deadlock" in res.stdout + res.stderr, res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("seed", ["1", "2", "3"])
+def test_waits_that_can_take_every_core_are_reported_in_any_order(tmp_path: Path, seed: str) -> None:
+    # pypto #2391 decided from the graph: a run whose order let the notifier in first reports it as well
+    res = _run(tmp_path, "waits_take_every_core", 2, "--cores", "1", "--task-order", "random", "--seed", seed)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and "(pypto #2391" in out, out
+    assert "waits can take every core on rank" in out or "waits took every core task 2" in out, out
+    assert 'core_group "notifier"' in out, out

@@ -175,7 +175,10 @@ class TaskRaces(MonitorBase):
                     if a.task >= len(anc) or b.task >= len(anc) or not _concurrent(a, b, anc):
                         continue
                     self._pair(found, buf, target, a, b)
-        return list(found.values()) + self._saturations(run, anc)
+        if not run.holding:
+            return list(found.values())
+        # the schedules of #2391 are those pypto's edges allow: a handshake this run observed constrains none
+        return list(found.values()) + self._saturations(run, _ancestors([set(g) for g in graph]))
 
     def _saturations(self, run: _Run, anc: list[int]) -> list[RaceReport]:
         """pypto #2391, decided from the graph: blocking waits on a cell that tasks with no order to a
