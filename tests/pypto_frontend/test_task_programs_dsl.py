@@ -26,6 +26,7 @@ PASSING = (
     *(f"test_the_publisher_opts_out_of_the_handshake_edge[{m}-{n}]" for m in ("manual", "no_dep") for n in RANKS),
     *(f"test_an_early_resolving_grid_keeps_its_edge[{n}]" for n in RANKS),
     *(f"test_deferred_waiters_free_their_cores[{n}]" for n in RANKS),
+    *(f"test_an_orchestration_read_waits_for_its_writer_only[{n}]" for n in RANKS),
     *(f"test_the_publisher_submitted_first_orders_the_waiters[{n}]" for n in RANKS),
     *(f"test_partials_reduced_in_ascending_k[{n}]" for n in RANKS),
     *(f"test_a_row_count_per_epoch[{n}]" for n in RANKS),
@@ -64,6 +65,9 @@ def _rules(outcomes: dict[str, Outcome]) -> None:
                "return pl.store(pl.add(pl.load(x", "return pl.store(pl.load(mid")
     _task_race(_failed(outcomes, "test_a_manual_scope_without_deps"), "task_rules.py",
                "mid = pl.store(pl.add(pl.load(x", "y = pl.store(pl.load(mid")
+    text = _failed(outcomes, "test_an_orchestration_write_beside_a_reader")
+    assert "between the Orchestration and a task of rank 0" in text and "get_tensor_data" in text, text
+    assert _at("task_rules.py", "pl.write(cnt") in text and _at("task_rules.py", "echo = pl.store(pl.load(cnt") in text
     text = _failed(outcomes, "test_an_automatic_edge_behind_the_handshake")
     assert "deadlock" in text and "holds a core, blocked in wait cells cell 0 >= 2" in text, text
     assert 'would have notified cells (not started): task 1' in text and 'core_group "publish"' in text, text

@@ -7,8 +7,12 @@ TensorMap, explicit deps) plus a notify by one task that a later wait of another
 observed (a local handshake orders them on the device too). A conflicting pair (overlapping elements of
 one buffer, at least one write, not two atomic adds) is a race naming both tasks and lines; two atomic
 ``AtomicAdd`` puts of floating-point data into one element from unordered tasks are an order-dependent
-sum (pypto-lib #953: the partials are folded in task-completion order). The Orchestration's own accesses
-are never concurrent with a task (it drains before touching tensors: ``runtime.tasksched``).
+sum (pypto-lib #953: the partials are folded in task-completion order). The blocks of one SPMD task are
+concurrent with each other. The Orchestration drains before touching tensors (``runtime.tasksched``),
+except at a ``pl.read`` / ``pl.write``, which waits only for the tensor's TensorMap writers as pypto's
+runtime does: its access is concurrent with the tasks submitted before it that are not those writers or
+their ancestors (an INPUT reader, a manual-scope writer). Blocking waits that can hold every core a notifier
+of their cell needs are reported too (pypto #2391).
 
 Both are decided from the graph, not from the order this run took, so every schedule reports the same.
 The reports join the detector's at its checkpoint (``RaceDetector.extra_reports``).
@@ -32,6 +36,9 @@ from pldemu.runtime.values import Buffer, TensorRef, flat_cell
 CORE_SATURATION = "waits can take every core"
 """``RaceReport.reason`` of blocking waits that can hold every core their notifier needs (pypto #2391)."""
 
+ORCH = -1
+"""The task key of the Orchestration's own accesses."""
+
 ORDER_DEPENDENT = "order-dependent sum"
 """``RaceReport.reason`` of two unordered floating-point AtomicAdd accumulations into one element."""
 
@@ -43,6 +50,10 @@ class _Access:
     ivs: list[Interval]
     site: int
     block: int = 0
+    seen: int = 0
+    """The Orchestration's access (``task`` ORCH): how many tasks were submitted before it."""
+    after: frozenset[int] = frozenset()
+    """The Orchestration's access: the tasks it waited for (``TaskScheduler.await_writers``)."""
 
 
 @dataclass
@@ -93,8 +104,10 @@ class TaskRaces(MonitorBase):
 
     def after(self, event: OpEvent, result: Any) -> None:
         task = self.sched.current_key()
-        if task is None:
-            return
+        if task is None:  # the Orchestration: a pl.read / pl.write while tasks it did not wait for may run
+            if not self.sched.orch_concurrent():
+                return
+            task = ORCH
         op, args, site = event.op, event.args, event.site
         if op is Op.NOTIFY:
             self._notify(task, args, site)
@@ -130,8 +143,7 @@ class TaskRaces(MonitorBase):
         except Exception:  # the handler refuses it itself
             return
         if ivs:
-            self._cur.accesses.setdefault((target, t.buffer.index), []).append(
-                _Access(task, kind, ivs, site.id, self.sched.current_block()))
+            self._cur.accesses.setdefault((target, t.buffer.index), []).append(self._access(task, kind, ivs, site))
 
     def _scalar(self, task: int, args: tuple[Any, ...], kind: int, site: CallSite) -> None:
         t = args[0]
@@ -142,7 +154,12 @@ class TaskRaces(MonitorBase):
         except Exception:
             return
         self._cur.accesses.setdefault((self.rank, t.buffer.index), []).append(
-            _Access(task, kind, [(flat, flat + 1)], site.id, self.sched.current_block()))
+            self._access(task, kind, [(flat, flat + 1)], site))
+
+    def _access(self, task: int, kind: int, ivs: list[Interval], site: CallSite) -> _Access:
+        if task == ORCH:
+            return _Access(task, kind, ivs, site.id, 0, len(self.sched.tasks), frozenset(self.sched.orch_after))
+        return _Access(task, kind, ivs, site.id, self.sched.current_block())
 
     def _notify(self, task: int, args: tuple[Any, ...], site: CallSite) -> None:
         sig, peer = args[0], args[1]
@@ -158,7 +175,7 @@ class TaskRaces(MonitorBase):
             cell = flat_cell("race", self.rank, self.rank, sig, tuple(args[1]))
             notifiers = self._cur.notifiers.get((sig.buffer.index, cell), set()) - {task}
             self._cur.sync.setdefault(task, set()).update(notifiers)
-            if not self.sched.deferring():  # a blocking wait holds its core, satisfied at once or not
+            if task != ORCH and not self.sched.deferring():  # a blocking wait holds its core, satisfied or not
                 waits = self._cur.holding.setdefault((sig.buffer.index, cell), {})
                 waits.setdefault((task, self.sched.current_block()), site.id)
 
@@ -172,7 +189,7 @@ class TaskRaces(MonitorBase):
             buf = self.buffers[index]
             for i, a in enumerate(accs):
                 for b in accs[i + 1:]:
-                    if a.task >= len(anc) or b.task >= len(anc) or not _concurrent(a, b, anc):
+                    if max(a.task, b.task) >= len(anc) or not _concurrent(a, b, anc):
                         continue
                     self._pair(found, buf, target, a, b)
         if not run.holding:
@@ -237,6 +254,8 @@ class TaskRaces(MonitorBase):
                                     one_task=first.task == second.task)
 
     def _task_text(self, a: _Access) -> str:
+        if a.task == ORCH:
+            return "the Orchestration"
         text = self.sched.task_text(a.task)
         return text + f" block {a.block}" if self.sched.block_count(a.task) > 1 else text
 
@@ -255,7 +274,8 @@ class TaskRaceReport(RaceReport):
 
     def describe(self) -> str:
         a, b = self.first, self.second
-        between = "two blocks of one task" if self.one_task else "two tasks"
+        between = ("two blocks of one task" if self.one_task else "the Orchestration and a task"
+                   if self.tasks[0] == "the Orchestration" else "two tasks")
         head = (f"{self.reason or 'race'} on {self.region_text()} of rank {self.target} ({self.overlap} elements) "
                 f"between {between} of rank {a.rank} (call {a.call}): ")
         sides = f"{a.kind_name} at {a.location} in {self.tasks[0]} || {b.kind_name} at {b.location} in {self.tasks[1]}"
@@ -263,6 +283,11 @@ class TaskRaceReport(RaceReport):
             return (head + sides + ": floating-point AtomicAdd partials from tasks with no order between them are "
                     "summed in task-completion order, which is not fixed (pypto-lib #953: write disjoint partials "
                     "and reduce them in one task, or order the tasks with deps=)")
+        if self.tasks[0] == "the Orchestration":
+            return (head + sides + ": an Orchestration's pl.read / pl.write waits only for the tensor's writers the "
+                    "TensorMap recorded (pypto's get_tensor_data / set_tensor_data): not for a reader, nor for a "
+                    "writer in a manual scope (order the task before it with a tensor edge, or read a tensor it "
+                    "writes)")
         if self.one_task:
             return (head + sides + ": the blocks of one spmd task run at once on their cores with no order between "
                     "them (give each block its own region, or split the work into tasks ordered by deps=)")
@@ -306,6 +331,9 @@ def _concurrent(a: _Access, b: _Access, anc: list[int]) -> bool:
     only with syncall), or two tasks with no path between them."""
     if a.task == b.task:
         return a.block != b.block
+    if a.task == ORCH or b.task == ORCH:
+        o, t = (a, b) if a.task == ORCH else (b, a)
+        return t.task < o.seen and not any(w == t.task or (anc[w] >> t.task) & 1 for w in o.after if w < len(anc))
     return not ((anc[b.task] >> a.task) & 1 or (anc[a.task] >> b.task) & 1)
 
 

@@ -10,6 +10,9 @@ pypto's class form, written here; not collected by pldemu's own suite).
   edges the publisher waits for the handshake, which waits for the publisher: every rank deadlocks;
 * ``allow_early_resolve=True``: a hint, not an edge change; the consumer of the early-resolving grid
   still sees every block's row;
+* an Orchestration's ``pl.read`` (``get_tensor_data``) waits only for the tensor's writer: waiting for
+  every task would deadlock on a waiter whose notifier is submitted after the read; a ``pl.write`` beside
+  a task that still reads the tensor is a race (the runtime records no readers);
 * ``defer_wait``: more waiters than the simulator has AIV cores, then the publisher: deferred waiters
   free their cores (the blocking version is in task_bug_cores.py).
 """
@@ -189,6 +192,51 @@ def early_grid():
     return EarlyGrid
 
 
+def orchestration_access(write_back: bool):
+    """An Orchestration's ``pl.read`` waits only for the tensor's writer ("count"), not for the waiter
+    submitted before it, whose notifier (the publisher) comes after the read: waiting for every task would
+    deadlock every rank. ``write_back`` adds a ``pl.write`` to the tensor a task still reads: the runtime
+    does not see readers, so the write is concurrent with it (a race)."""
+
+    @pl.program
+    class OrchestrationAccess:
+        @pl.function(type=pl.FunctionType.Orchestration)
+        def chip(self, x: pl.Tensor[[1, W], pl.INT32], y: pl.Out[pl.Tensor[[1, W], pl.INT32]],
+                 cnt: pl.InOut[pl.Tensor[[1, W], pl.INT32]], echo: pl.Out[pl.Tensor[[1, W], pl.INT32]],
+                 payload: pl.InOut[pld.DistributedTensor[[1, W], pl.INT32]],
+                 sig: pl.InOut[pld.DistributedTensor[[1, 1], pl.INT32]]) -> pl.Tensor[[1, W], pl.INT32]:
+            with pl.at(level=pl.Level.CORE_GROUP, name_hint="waiter") as waited:
+                pld.system.wait(signal=sig, offsets=[0, 0], expected=1, cmp=pld.WaitCmp.Ge)
+            with pl.at(level=pl.Level.CORE_GROUP, name_hint="count"):
+                cnt = pl.store(pl.load(x, [0, 0], [1, W]), [0, 0], cnt)
+            with pl.at(level=pl.Level.CORE_GROUP, name_hint="echo"):
+                echo = pl.store(pl.load(cnt, [0, 0], [1, W]), [0, 0], echo)
+            n: pl.Scalar[pl.INT32] = pl.read(cnt, [0, 0])  # get_tensor_data: waits for "count" only
+            if write_back:
+                pl.write(cnt, [0, 0], n + 1)  # BUG: "echo" reads cnt and nothing orders it before this write
+            with pl.at(level=pl.Level.CORE_GROUP, name_hint="publisher"):
+                ctx = pld.get_comm_ctx(sig)
+                nxt = (pld.rank(ctx) + 1) % pld.nranks(ctx)
+                pld.tile.remote_store(pl.load(x, [0, 0], [1, W]), target=payload, peer=nxt, offsets=[0, 0])
+                pld.system.notify(target=sig, peer=nxt, offsets=[0, 0], value=n, op=pld.NotifyOp.Set)
+            with pl.at(level=pl.Level.CORE_GROUP, name_hint="receive", deps=[waited]):
+                y = pl.store(pl.load(payload, [0, 0], [1, W]), [0, 0], y)
+            return y
+
+        @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+        def host(self, x: pl.Tensor[[NR, 1, W], pl.INT32], y: pl.Out[pl.Tensor[[NR, 1, W], pl.INT32]],
+                 cnt: pl.InOut[pl.Tensor[[NR, 1, W], pl.INT32]],
+                 echo: pl.Out[pl.Tensor[[NR, 1, W], pl.INT32]]) -> pl.Tensor[[NR, 1, W], pl.INT32]:
+            rows = pld.alloc_window_buffer(W * 4)
+            cells = pld.alloc_window_buffer(4)
+            for r in pl.range(pld.world_size()):
+                self.chip(x[r], y[r], cnt[r], echo[r], pld.window(rows, [1, W], dtype=pl.INT32),
+                          pld.window(cells, [1, 1], dtype=pl.INT32), device=r)
+            return y
+
+    return OrchestrationAccess
+
+
 WAITERS = 20
 """More waiters than the simulator's 16 AIV cores (8 clusters)."""
 
@@ -287,3 +335,20 @@ def test_an_early_resolving_grid_keeps_its_edge(device_ids, devices):
 @pytest.mark.parametrize("devices", [1, 2, 3, 4, 5])
 def test_deferred_waiters_free_their_cores(device_ids, devices):
     _ring_payload(devices, _compile(deferred_waiters(), device_ids, devices), WAITERS)
+
+
+def _orchestration_access(device_ids, devices, write_back):
+    x = (_rows(devices, dtype=torch.int32) + 1).share_memory_()
+    y, cnt, echo = (torch.zeros_like(x).share_memory_() for _ in range(3))
+    _compile(orchestration_access(write_back), device_ids, devices)(x, y, cnt, echo)
+    for r in range(devices):
+        assert torch.equal(y[r], x[(r - 1) % devices]), (r, y[r])
+
+
+@pytest.mark.parametrize("devices", [1, 2, 3, 4, 5])
+def test_an_orchestration_read_waits_for_its_writer_only(device_ids, devices):
+    _orchestration_access(device_ids, devices, False)
+
+
+def test_an_orchestration_write_beside_a_reader(device_ids):
+    _orchestration_access(device_ids, 2, True)
