@@ -289,7 +289,13 @@ class FunctionCompiler:
     def _drain(self, indent: int, stmt: ir.Stmt | ir.Expr | None = None) -> None:
         """In a function that submits tasks, the Orchestration waits for them before ``stmt`` touches a tensor
         (before a ``return`` and at the end: always)."""
-        if self._plan is not None and not self._in_task and (stmt is None or self._plan.touches(stmt)):
+        if self._plan is None or self._in_task:
+            return
+        names = self._plan.awaited(stmt) if stmt is not None else None
+        if names and all(n in self.slots for n in names):  # pl.read / pl.write: only their tensors' writers (pypto's get_tensor_data / set_tensor_data)
+            args = "".join(f"{self._var(n)}, " for n in names)
+            self._src.emit(indent, f"{self._bind('_aw', self._plan.scheduler.await_writers)}(({args}))", None)
+        elif stmt is None or self._plan.touches(stmt):
             self._src.emit(indent, f"{self._bind('_dr', self._plan.scheduler.drain)}()", None)
 
     def _assign(self, s: ir.Assign, indent: int, depth: int) -> None:

@@ -24,6 +24,10 @@ from pldemu.runtime.tasksched import TaskInfo, TaskScheduler, task_shape
 NO_DRAIN: frozenset[Op] = frozenset({Op.TENSOR_VIEW, Op.RANK, Op.NRANKS, Op.GET_COMM_CTX})
 """Orchestration ops that touch no tensor data: no need to wait for the tasks first."""
 
+ORCH_ACCESS: frozenset[Op] = frozenset({Op.TENSOR_READ, Op.TENSOR_WRITE})
+"""Orchestration ops that wait only for their tensor's writers (pypto's ``get_tensor_data`` /
+``set_tensor_data``)."""
+
 
 def _names(stmts: Iterable[ir.Stmt]) -> Iterator[str]:
     """Every variable name the statements ``stmts`` (not their nested bodies) use or bind."""
@@ -86,6 +90,16 @@ class TaskPlan:
         return TaskInfo(where, task.kind, task_shape(task), names, tuple(sub.args.tags[n] for n in names),
                         sub.args.manual, signals)
 
+    def awaited(self, e: ir.Stmt | ir.Expr) -> list[str] | None:
+        """The tensors an Orchestration statement reads or writes with ``pl.read`` / ``pl.write`` when those are
+        all the tensor data it touches (it then waits only for their writers, as pypto's runtime does), else
+        None (it drains)."""
+        exprs = stmt_exprs(e) if not isinstance(e, (ir.Call, ir.BinOp, ir.Var, ir.Const, ir.ListExpr)) else (e,)
+        calls = [c for x in exprs for c in walk_expr(x) if isinstance(c, ir.Call) and c.op not in NO_DRAIN]
+        if not calls or any(c.op not in ORCH_ACCESS or not isinstance(c.args[0], ir.Var) for c in calls):
+            return None
+        return sorted({c.args[0].name for c in calls if isinstance(c.args[0], ir.Var)})
+
     def touches(self, e: ir.Stmt | ir.Expr) -> bool:
         """Whether an Orchestration expression calls an op on tensor data (it waits for the tasks first)."""
         exprs = stmt_exprs(e) if not isinstance(e, (ir.Call, ir.BinOp, ir.Var, ir.Const, ir.ListExpr)) else (e,)
@@ -101,4 +115,4 @@ def task_plan(fn: ir.Function, m: Machine) -> TaskPlan | None:
     return TaskPlan(fn, m.tasks, {id(s.task): s for s in submissions(fn)})
 
 
-__all__ = ["NO_DRAIN", "TaskPlan", "task_plan"]
+__all__ = ["NO_DRAIN", "ORCH_ACCESS", "TaskPlan", "task_plan"]

@@ -198,6 +198,9 @@ class TaskScheduler:
         self.draining = False
         self.failure: BaseException | None = None
         self.completing: _Task | None = None
+        self.awaiting: tuple[_Task, ...] = ()
+        self.orch_after: set[int] = set()
+        """The tasks this call's Orchestration has waited for by ``await_writers`` (it runs after them)."""
         run = self.m.status.run if self.m.status is not None else 0
         self.run = run
         self.rng = random.Random(f"{self.m.options.seed}:{self.m.rank}:{run}")
@@ -229,6 +232,22 @@ class TaskScheduler:
         task = self.current.task
         return task.key if task is not None else None
 
+    def current_block(self) -> int:
+        """The block index of the code running now (0 in the Orchestration, a one-block task or a deferred wait)."""
+        return self.current.block if self.completing is None and self.current.task is not None else 0
+
+    def block_count(self, key: int) -> int:
+        """How many blocks task ``key`` has (1 for a task of one block, n for ``spmd(n)``)."""
+        return self.tasks[key].blocks if 0 <= key < len(self.tasks) else 1
+
+    def cores_of(self, key: int) -> tuple[int, int]:
+        """The (AIC, AIV) cores one block of task ``key`` holds while it runs."""
+        return self.tasks[key].info.shape.value if 0 <= key < len(self.tasks) else (0, 0)
+
+    def deferring(self) -> bool:
+        """True while a deferred task's wait runs at its completion (it holds no core)."""
+        return self.completing is not None
+
     def graph(self) -> list[frozenset[int]]:
         """The producers of each task of this call (by key), as pypto's runtime derived them."""
         return [t.producers for t in self.tasks]
@@ -259,6 +278,26 @@ class TaskScheduler:
             self._make_ready(t)
         self._switch(self._orch, runnable=True)
         return t.key
+
+    def await_writers(self, values: tuple[Any, ...]) -> None:
+        """pypto's ``get_tensor_data`` / ``set_tensor_data`` (an Orchestration's ``pl.read`` / ``pl.write``):
+        wait until the writers the TensorMap recorded for each tensor's buffer have completed, not for every
+        outstanding task. A writer in a manual scope is not recorded, and readers never are (pypto's runtime
+        does not see them): the task race check reports what that leaves unordered."""
+        if not self.active:
+            return
+        keys = {_key("", v) for v in values if isinstance(v, TensorRef)}
+        needed = tuple(self.tasks[k] for key in keys for k in self.tmap.writers.get(key, ()))
+        self.orch_after.update(t.key for t in needed)
+        if any(not t.done for t in needed):
+            self.awaiting = needed
+            self._switch(self._orch, runnable=True)
+            self.awaiting = ()
+
+    def orch_concurrent(self) -> bool:
+        """Whether this call has submitted tasks the Orchestration has not drained: its access may be concurrent
+        with one of them in some order (whether it already ended in this one or not)."""
+        return self.active
 
     def drain(self) -> None:
         """The Orchestration waits until every submitted task has completed (then the call's state resets)."""
@@ -369,7 +408,7 @@ class TaskScheduler:
     def _candidates(self) -> list[tuple[str, Any]]:
         out: list[tuple[str, Any]] = [("resume", th) for th in self.parked if th.parked is not None
                                       and th.parked.holds()]
-        if self.orch_runnable and (not self.draining or self.outstanding == 0):
+        if self.orch_runnable and (not self.draining or self.outstanding == 0) and all(t.done for t in self.awaiting):
             out.append(("orch", None))
         for t in self.ready:
             if self._fits(t.info.shape):
@@ -514,6 +553,8 @@ class TaskScheduler:
             out.append(f"deferred (no core), completes when {_cond_text(t.deferred[0][0])}: {t.text()}")
         for t in self.ready:
             out.append(f"ready, no free {t.info.shape.name} core: {t.text()}")
+        if held and self.ready and not any(self.free[i] for i in (0, 1) if self.ready[0].info.shape.value[i]):
+            out.append(f"waits took every core {self.ready[0].text()} needs (pypto #2391)")
         awaited = {c.buffer.name for c in self._blocked()}
         for t in self.tasks:
             if t.started == 0 and t.info.signals & awaited:

@@ -1,7 +1,7 @@
 """Our own task-graph programs (tests/runtime/task_programs/, written here in pypto's patterns) run by
 ``pldemu run`` with concurrent tasks (issue 40, stages 3-4): each buggy one is reported whatever order
 the scheduler takes (fifo, seeded random, jitter, deferred visibility, 1-3 ranks), each fixed one is
-clean."""
+clean; the invariants (Set/AtomicAdd mixing, cells not 0 at rest) see what tasks notify, in every order."""
 
 from __future__ import annotations
 
@@ -70,3 +70,40 @@ def test_program_order_runs_tasks_at_submission(tmp_path: Path) -> None:
     # one legal schedule: the deferred waiters block in program order (as before stage 3)
     res = _run(tmp_path, "deferred_waiters", 1, "--task-order", "program", "--timeout", "1")
     assert res.returncode != 0 and "deadlock" in res.stdout + res.stderr, res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("seed", ["1", "2", "3"])
+def test_waits_that_can_take_every_core_are_reported_in_any_order(tmp_path: Path, seed: str) -> None:
+    # pypto #2391 decided from the graph: a run whose order let the notifier in first reports it as well
+    res = _run(tmp_path, "waits_take_every_core", 2, "--cores", "1", "--task-order", "random", "--seed", seed)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and "(pypto #2391" in out, out
+    assert "waits can take every core on rank" in out or "waits took every core task 2" in out, out
+    assert 'core_group "notifier"' in out, out
+
+
+@pytest.mark.parametrize("flags", SCHEDULES, ids=["fifo", "random", "random-jitter-deferred"])
+def test_the_invariants_see_a_task_s_notify(tmp_path: Path, flags: tuple[str, ...]) -> None:
+    res = _run(tmp_path, "mixed_credits", 2, "--invariants", *flags)
+    out = res.stdout + res.stderr
+    assert res.returncode == 1 and "invariant set-and-add: signal cell sig[0, 0] of rank 0" in out, out
+    assert "[mixed_credits.pld:" in out, out
+
+
+@pytest.mark.parametrize("flags", SCHEDULES, ids=["fifo", "random", "random-jitter-deferred"])
+def test_credits_left_by_tasks_are_not_0_at_rest(tmp_path: Path, flags: tuple[str, ...]) -> None:
+    res = _run(tmp_path, "credits_left", 3, "--invariants", *flags)
+    out = res.stdout + res.stderr
+    assert res.returncode == 1 and "invariant nonzero-at-rest: signal cell sig[0, 0] of rank 0 is 4" in out, out
+    program = tmp_path / "retired.pld"  # the fix: retire the four credits once they are awaited
+    program.write_text((PROGRAMS / "credits_left.pld").read_text().replace(
+        "cmp=Ge)\n", "cmp=Ge)\n    pld.system.notify(sig, me, [0, 0], -4, op=AtomicAdd)\n"))
+    res = subprocess.run([sys.executable, "-m", "pldemu", "run", str(program), "-n", "3", "--races", "--invariants",
+                          "--timeout", "3", *flags], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert res.returncode == 0 and "invariants: none" in res.stdout, res.stdout + res.stderr
+
+
+@pytest.mark.parametrize(("name", "ranks"), [("deferred_waiters", 2), ("waits_after_notifier", 3)])
+def test_fixed_task_programs_keep_the_invariants(tmp_path: Path, name: str, ranks: int) -> None:
+    res = _run(tmp_path, name, ranks, "--invariants", "--task-order", "random", "--seed", "3")
+    assert res.returncode == 0 and "invariants: none" in res.stdout, res.stdout + res.stderr

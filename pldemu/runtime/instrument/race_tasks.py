@@ -7,8 +7,12 @@ TensorMap, explicit deps) plus a notify by one task that a later wait of another
 observed (a local handshake orders them on the device too). A conflicting pair (overlapping elements of
 one buffer, at least one write, not two atomic adds) is a race naming both tasks and lines; two atomic
 ``AtomicAdd`` puts of floating-point data into one element from unordered tasks are an order-dependent
-sum (pypto-lib #953: the partials are folded in task-completion order). The Orchestration's own accesses
-are never concurrent with a task (it drains before touching tensors: ``runtime.tasksched``).
+sum (pypto-lib #953: the partials are folded in task-completion order). The blocks of one SPMD task are
+concurrent with each other. The Orchestration drains before touching tensors (``runtime.tasksched``),
+except at a ``pl.read`` / ``pl.write``, which waits only for the tensor's TensorMap writers as pypto's
+runtime does: its access is concurrent with the tasks submitted before it that are not those writers or
+their ancestors (an INPUT reader, a manual-scope writer). Blocking waits that can hold every core a notifier
+of their cell needs are reported too (pypto #2391).
 
 Both are decided from the graph, not from the order this run took, so every schedule reports the same.
 The reports join the detector's at its checkpoint (``RaceDetector.extra_reports``).
@@ -29,6 +33,12 @@ from pldemu.runtime.sites import CallSite, OpEvent
 from pldemu.runtime.transfer import Region, plan_get, plan_put
 from pldemu.runtime.values import Buffer, TensorRef, flat_cell
 
+CORE_SATURATION = "waits can take every core"
+"""``RaceReport.reason`` of blocking waits that can hold every core their notifier needs (pypto #2391)."""
+
+ORCH = -1
+"""The task key of the Orchestration's own accesses."""
+
 ORDER_DEPENDENT = "order-dependent sum"
 """``RaceReport.reason`` of two unordered floating-point AtomicAdd accumulations into one element."""
 
@@ -39,6 +49,11 @@ class _Access:
     kind: int
     ivs: list[Interval]
     site: int
+    block: int = 0
+    seen: int = 0
+    """The Orchestration's access (``task`` ORCH): how many tasks were submitted before it."""
+    after: frozenset[int] = frozenset()
+    """The Orchestration's access: the tasks it waited for (``TaskScheduler.await_writers``)."""
 
 
 @dataclass
@@ -48,6 +63,10 @@ class _Run:
     accesses: dict[tuple[int, int], list[_Access]] = field(default_factory=dict)
     notifiers: dict[tuple[int, int], set[int]] = field(default_factory=dict)
     sync: dict[int, set[int]] = field(default_factory=dict)
+    signalling: dict[tuple[int, int], dict[int, int]] = field(default_factory=dict)
+    """(signal, cell) -> task -> site of its first notify of that cell on any rank (the #2391 check)."""
+    holding: dict[tuple[int, int], dict[tuple[int, int], int]] = field(default_factory=dict)
+    """(signal, cell) -> (task, block) -> site of a blocking wait of that block on this rank's cell."""
 
 
 class TaskRaces(MonitorBase):
@@ -85,13 +104,15 @@ class TaskRaces(MonitorBase):
 
     def after(self, event: OpEvent, result: Any) -> None:
         task = self.sched.current_key()
-        if task is None:
-            return
+        if task is None:  # the Orchestration: a pl.read / pl.write while tasks it did not wait for may run
+            if not self.sched.orch_concurrent():
+                return
+            task = ORCH
         op, args, site = event.op, event.args, event.site
         if op is Op.NOTIFY:
-            self._notify(task, args)
+            self._notify(task, args, site)
         elif op is Op.WAIT:
-            self._wait(task, args)
+            self._wait(task, args, site)
         elif op is Op.TILE_LOAD:
             extent = args[3] if len(args) > 3 else args[2]
             self._add(task, self.rank, args[0], READ, site, args[1], extent)
@@ -122,7 +143,7 @@ class TaskRaces(MonitorBase):
         except Exception:  # the handler refuses it itself
             return
         if ivs:
-            self._cur.accesses.setdefault((target, t.buffer.index), []).append(_Access(task, kind, ivs, site.id))
+            self._cur.accesses.setdefault((target, t.buffer.index), []).append(self._access(task, kind, ivs, site))
 
     def _scalar(self, task: int, args: tuple[Any, ...], kind: int, site: CallSite) -> None:
         t = args[0]
@@ -133,20 +154,30 @@ class TaskRaces(MonitorBase):
         except Exception:
             return
         self._cur.accesses.setdefault((self.rank, t.buffer.index), []).append(
-            _Access(task, kind, [(flat, flat + 1)], site.id))
+            self._access(task, kind, [(flat, flat + 1)], site))
 
-    def _notify(self, task: int, args: tuple[Any, ...]) -> None:
+    def _access(self, task: int, kind: int, ivs: list[Interval], site: CallSite) -> _Access:
+        if task == ORCH:
+            return _Access(task, kind, ivs, site.id, 0, len(self.sched.tasks), frozenset(self.sched.orch_after))
+        return _Access(task, kind, ivs, site.id, self.sched.current_block())
+
+    def _notify(self, task: int, args: tuple[Any, ...], site: CallSite) -> None:
         sig, peer = args[0], args[1]
-        if isinstance(sig, TensorRef) and operator.index(peer) == self.rank:
+        if isinstance(sig, TensorRef):
             cell = flat_cell("race", self.rank, self.rank, sig, tuple(args[2]))
-            self._cur.notifiers.setdefault((sig.buffer.index, cell), set()).add(task)
+            self._cur.signalling.setdefault((sig.buffer.index, cell), {}).setdefault(task, site.id)
+            if operator.index(peer) == self.rank:
+                self._cur.notifiers.setdefault((sig.buffer.index, cell), set()).add(task)
 
-    def _wait(self, task: int, args: tuple[Any, ...]) -> None:
+    def _wait(self, task: int, args: tuple[Any, ...], site: CallSite) -> None:
         sig = args[0]
         if isinstance(sig, TensorRef):
             cell = flat_cell("race", self.rank, self.rank, sig, tuple(args[1]))
             notifiers = self._cur.notifiers.get((sig.buffer.index, cell), set()) - {task}
             self._cur.sync.setdefault(task, set()).update(notifiers)
+            if task != ORCH and not self.sched.deferring():  # a blocking wait holds its core, satisfied or not
+                waits = self._cur.holding.setdefault((sig.buffer.index, cell), {})
+                waits.setdefault((task, self.sched.current_block()), site.id)
 
     # -- checking --------------------------------------------------------------------------------
 
@@ -158,12 +189,48 @@ class TaskRaces(MonitorBase):
             buf = self.buffers[index]
             for i, a in enumerate(accs):
                 for b in accs[i + 1:]:
-                    if a.task == b.task or a.task >= len(anc) or b.task >= len(anc):
-                        continue
-                    if (anc[b.task] >> a.task) & 1 or (anc[a.task] >> b.task) & 1:
+                    if max(a.task, b.task) >= len(anc) or not _concurrent(a, b, anc):
                         continue
                     self._pair(found, buf, target, a, b)
+        if not run.holding:
+            return list(found.values())
+        # the schedules of #2391 are those pypto's edges allow: a handshake this run observed constrains none
+        return list(found.values()) + self._saturations(run, _ancestors([set(g) for g in graph]))
+
+    def _saturations(self, run: _Run, anc: list[int]) -> list[RaceReport]:
+        """pypto #2391, decided from the graph: blocking waits on a cell that tasks with no order to a
+        notifier of that cell (on any rank) can hold on every core the notifier needs, so a schedule that
+        starts them first deadlocks the chip. One report per (cell, notifier site)."""
+        found: dict[tuple[int, int, int], RaceReport] = {}
+        for (index, cell), notifiers in run.signalling.items():
+            blocks = run.holding.get((index, cell), {})
+            for notifier, nsite in notifiers.items():
+                if notifier >= len(anc) or (index, cell, nsite) in found:
+                    continue
+                held = _unordered_blocks(notifier, blocks, anc)
+                if held and not self._fits(notifier, held):
+                    found[(index, cell, nsite)] = self._saturation(index, cell, notifier, nsite, held)
         return list(found.values())
+
+    def _fits(self, notifier: int, held: dict[tuple[int, int], int]) -> bool:
+        need = self.sched.cores_of(notifier)
+        used = [sum(self.sched.cores_of(task)[i] for task, _ in held) for i in (0, 1)]
+        return all(need[i] == 0 or used[i] + need[i] <= self.sched.capacity[i] for i in (0, 1))
+
+    def _saturation(self, index: int, cell: int, notifier: int, nsite: int,
+                    held: dict[tuple[int, int], int]) -> RaceReport:
+        buf = self.buffers[index]
+        (wtask, _), wsite = min(held.items())
+        waiters = sorted({task for task, _ in held})
+        return CoreSaturationReport(
+            buf.name, buf.shape, self.rank, cell, cell + 1, 1,
+            RaceAccess(self.rank, READ, self._where(wsite), self.run, 0.0),
+            RaceAccess(self.rank, WRITE, self._where(nsite), self.run, 0.0), reason=CORE_SATURATION,
+            tasks=(self.sched.task_text(wtask), self.sched.task_text(notifier)), blocks=len(held),
+            waiters=len(waiters), cores=self.sched.capacity)
+
+    def _where(self, site: int) -> str:
+        return self.sites[site].where if 0 <= site < len(self.sites) else f"<site {site}>"
 
     def _pair(self, found: dict[tuple[Any, ...], RaceReport], buf: Buffer, target: int, a: _Access,
               b: _Access) -> None:
@@ -180,10 +247,17 @@ class TaskRaces(MonitorBase):
         key = (buf.index, target, min(a.site, b.site), max(a.site, b.site), reason)
         if key in found:
             return
-        first, second = sorted((a, b), key=lambda x: x.task)
+        first, second = sorted((a, b), key=lambda x: (x.task, x.block))
         found[key] = TaskRaceReport(buf.name, buf.shape, target, hit[0], hit[1], hit[2],
                                     self._side(first), self._side(second), reason=reason,
-                                    tasks=(self.sched.task_text(first.task), self.sched.task_text(second.task)))
+                                    tasks=(self._task_text(first), self._task_text(second)),
+                                    one_task=first.task == second.task)
+
+    def _task_text(self, a: _Access) -> str:
+        if a.task == ORCH:
+            return "the Orchestration"
+        text = self.sched.task_text(a.task)
+        return text + f" block {a.block}" if self.sched.block_count(a.task) > 1 else text
 
     def _side(self, a: _Access) -> RaceAccess:
         where = self.sites[a.site].where if 0 <= a.site < len(self.sites) else f"<site {a.site}>"
@@ -195,18 +269,72 @@ class TaskRaceReport(RaceReport):
     """A race (or an order-dependent sum) between two tasks of one rank with no dependency path between them."""
 
     tasks: tuple[str, str] = ("", "")
+    one_task: bool = False
+    """Both sides are blocks of one SPMD task (which run at once, with no order between them)."""
 
     def describe(self) -> str:
         a, b = self.first, self.second
+        between = ("two blocks of one task" if self.one_task else "the Orchestration and a task"
+                   if self.tasks[0] == "the Orchestration" else "two tasks")
         head = (f"{self.reason or 'race'} on {self.region_text()} of rank {self.target} ({self.overlap} elements) "
-                f"between two tasks of rank {a.rank} (call {a.call}): ")
+                f"between {between} of rank {a.rank} (call {a.call}): ")
         sides = f"{a.kind_name} at {a.location} in {self.tasks[0]} || {b.kind_name} at {b.location} in {self.tasks[1]}"
         if self.reason == ORDER_DEPENDENT:
             return (head + sides + ": floating-point AtomicAdd partials from tasks with no order between them are "
                     "summed in task-completion order, which is not fixed (pypto-lib #953: write disjoint partials "
                     "and reduce them in one task, or order the tasks with deps=)")
+        if self.tasks[0] == "the Orchestration":
+            return (head + sides + ": an Orchestration's pl.read / pl.write waits only for the tensor's writers the "
+                    "TensorMap recorded (pypto's get_tensor_data / set_tensor_data): not for a reader, nor for a "
+                    "writer in a manual scope (order the task before it with a tensor edge, or read a tensor it "
+                    "writes)")
+        if self.one_task:
+            return (head + sides + ": the blocks of one spmd task run at once on their cores with no order between "
+                    "them (give each block its own region, or split the work into tasks ordered by deps=)")
         return (head + sides + ": no dependency path between the tasks (no tensor edge pypto's runtime derives, "
                 "no deps=), so they may run in either order or at once on two cores")
+
+
+@dataclass(frozen=True)
+class CoreSaturationReport(TaskRaceReport):
+    """Blocking waits that can hold every core a notifier of their cell needs (pypto #2391)."""
+
+    blocks: int = 0
+    waiters: int = 0
+    cores: tuple[int, int] = (0, 0)
+
+    def describe(self) -> str:
+        a, b = self.first, self.second
+        return (f"{CORE_SATURATION} on rank {a.rank} (call {a.call}): {self.blocks} blocks of {self.waiters} tasks "
+                f"with no order to the notifier wait on {self.region_text()} holding their cores (first at "
+                f"{a.location} in {self.tasks[0]}), while {self.tasks[1]}, which notifies that cell at {b.location}, "
+                f"is not before them: a schedule that starts the waits first takes every core it needs (the rank has "
+                f"{self.cores[0]} AIC + {self.cores[1]} AIV) and it never runs, so the chip deadlocks (pypto #2391: "
+                "submit the notifier first so the waiters take an edge on it, or use pld.system.defer_wait, which "
+                "frees its core)")
+
+
+def _unordered_blocks(notifier: int, blocks: dict[tuple[int, int], int], anc: list[int]) -> dict[tuple[int, int], int]:
+    """The waiting blocks that can all hold a core at once before ``notifier`` starts: neither before nor
+    after it, and pairwise unordered (a greedy antichain, in submission order)."""
+    chosen: dict[tuple[int, int], int] = {}
+    for (task, block), site in sorted(blocks.items()):
+        if task == notifier or task >= len(anc) or (anc[task] >> notifier) & 1 or (anc[notifier] >> task) & 1:
+            continue
+        if all(t == task or not ((anc[task] >> t) & 1 or (anc[t] >> task) & 1) for t, _ in chosen):
+            chosen[(task, block)] = site
+    return chosen
+
+
+def _concurrent(a: _Access, b: _Access, anc: list[int]) -> bool:
+    """No order between the two accesses: two blocks of one SPMD task (they run at once, pypto orders them
+    only with syncall), or two tasks with no path between them."""
+    if a.task == b.task:
+        return a.block != b.block
+    if a.task == ORCH or b.task == ORCH:
+        o, t = (a, b) if a.task == ORCH else (b, a)
+        return t.task < o.seen and not any(w == t.task or (anc[w] >> t.task) & 1 for w in o.after if w < len(anc))
+    return not ((anc[b.task] >> a.task) & 1 or (anc[a.task] >> b.task) & 1)
 
 
 def _ancestors(preds: list[set[int]]) -> list[int]:
@@ -229,4 +357,4 @@ def _ancestors(preds: list[set[int]]) -> list[int]:
     return [visit(k, set()) for k in range(len(preds))]
 
 
-__all__ = ["ORDER_DEPENDENT", "TaskRaceReport", "TaskRaces"]
+__all__ = ["CORE_SATURATION", "ORDER_DEPENDENT", "CoreSaturationReport", "TaskRaceReport", "TaskRaces"]

@@ -1,0 +1,120 @@
+"""End to end through ``pldemu pytest``: pldemu's own task-graph programs in pypto's class form
+(tests/pypto_frontend/task_programs, written here, not collected by pldemu's own suite; issue 40 item 5).
+
+Every dependency rule has a program that needs it, clean at 1-5 ranks, and the same program without the
+rule is reported (a race naming both tasks' lines, or the deadlock). Each real bug has a buggy and a fixed
+version in its pattern: pypto #2391 (waiters submitted before their publisher can take every core),
+pypto-lib #953 (FP32 AtomicAdd partials from the blocks of one grid) and #975 (a row count without an
+epoch, satisfied by the previous layer's rows). Every buggy one is reported in every run and every fixed
+one is clean, in the default seeded random order, in fifo order, and under jitter with deferred
+visibility: one ``pldemu pytest`` session per flag set."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from prefetch import Outcome, line_in, prefetched, session_outcomes
+
+PROGRAMS = Path(__file__).resolve().parent / "task_programs"
+FILES = ("task_rules.py", "task_bug_cores.py", "task_bug_partials.py", "task_bug_epoch.py")
+RANKS = range(1, 6)
+
+PASSING = (
+    *(f"test_a_tensor_edge_orders_the_consumer[{n}]" for n in RANKS),
+    *(f"test_deps_order_a_manual_scope[{n}]" for n in RANKS),
+    *(f"test_the_publisher_opts_out_of_the_handshake_edge[{m}-{n}]" for m in ("manual", "no_dep") for n in RANKS),
+    *(f"test_an_early_resolving_grid_keeps_its_edge[{n}]" for n in RANKS),
+    *(f"test_deferred_waiters_free_their_cores[{n}]" for n in RANKS),
+    *(f"test_an_orchestration_read_waits_for_its_writer_only[{n}]" for n in RANKS),
+    *(f"test_the_publisher_submitted_first_orders_the_waiters[{n}]" for n in RANKS),
+    *(f"test_partials_reduced_in_ascending_k[{n}]" for n in RANKS),
+    *(f"test_a_row_count_per_epoch[{n}]" for n in RANKS),
+)
+
+
+def _session(key: str, *flags: str) -> pytest.MarkDecorator:
+    return pytest.mark.prefetch(key, "pytest", "-p", "no:cacheprovider", "--device", "0-4", "--pldemu-timeout", "10",
+                                *flags, "--junitxml={tmp}/report.xml", *(str(PROGRAMS / f) for f in FILES))
+
+
+@pytest.fixture(scope="class")
+def outcomes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
+    """test name -> outcome of the class's one ``pldemu pytest`` run over every program."""
+    return session_outcomes(prefetched(request, tmp_path_factory))
+
+
+def _failed(outcomes: dict[str, Outcome], test: str) -> str:
+    outcome, text = outcomes[test]
+    assert outcome == "failed", (test, outcome, text)
+    assert "Traceback" not in text and "pldemu/pypto/" not in text, text
+    return text
+
+
+def _at(name: str, text: str) -> str:
+    return f"[{line_in(PROGRAMS, name, text)}]"
+
+
+def _task_race(text: str, name: str, write: str, read: str) -> None:
+    assert "between two tasks of rank 0" in text and "no dependency path between the tasks" in text, text
+    assert _at(name, write) in text and _at(name, read) in text, text
+
+
+def _rules(outcomes: dict[str, Outcome]) -> None:
+    _task_race(_failed(outcomes, "test_a_no_dep_read_drops_the_edge"), "task_rules.py",
+               "return pl.store(pl.add(pl.load(x", "return pl.store(pl.load(mid")
+    _task_race(_failed(outcomes, "test_a_manual_scope_without_deps"), "task_rules.py",
+               "mid = pl.store(pl.add(pl.load(x", "y = pl.store(pl.load(mid")
+    text = _failed(outcomes, "test_an_orchestration_write_beside_a_reader")
+    assert "between the Orchestration and a task of rank 0" in text and "get_tensor_data" in text, text
+    assert _at("task_rules.py", "pl.write(cnt") in text and _at("task_rules.py", "echo = pl.store(pl.load(cnt") in text
+    text = _failed(outcomes, "test_an_automatic_edge_behind_the_handshake")
+    assert "deadlock" in text and "holds a core, blocked in wait cells cell 0 >= 2" in text, text
+    assert 'would have notified cells (not started): task 1' in text and 'core_group "publish"' in text, text
+
+
+def _bugs(outcomes: dict[str, Outcome]) -> None:
+    for n in RANKS:  # #2391: decided from the graph in a run that ends, the wait-for report in one that hangs
+        text = _failed(outcomes, f"test_waiters_submitted_before_their_publisher[{n}]")
+        assert "(pypto #2391" in text and 'kernel "publish"' in text, text
+        assert "waits can take every core on rank" in text or "holds a core, blocked in wait" in text, text
+        text = _failed(outcomes, f"test_partials_added_atomically[{n}]")
+        assert "order-dependent sum on cells[0, 0:8]" in text and "between two blocks of one task" in text, text
+        assert _at("task_bug_partials.py", "atomic=pl.AtomicType.Add") in text and "pypto-lib #953" in text, text
+    for n in range(2, 6):  # #975: a cross-rank race on the second layer's rows
+        text = _failed(outcomes, f"test_a_row_count_without_an_epoch[{n}]")
+        assert "races found" in text and "race on rows[4, 0:8]" in text, text
+        assert _at("task_bug_epoch.py", "pld.tile.remote_store(row") in text, text
+        assert _at("task_bug_epoch.py", "y = pl.store(pl.load(recv") in text, text
+
+
+def _checks(outcomes: dict[str, Outcome]) -> None:
+    for test in PASSING:
+        assert outcomes[test][0] == "passed", (test, outcomes[test])
+    _rules(outcomes)
+    _bugs(outcomes)
+
+
+@_session("task-programs")
+class TestRandomOrder:
+    def test_outcomes(self, outcomes: dict[str, Outcome]) -> None:
+        _checks(outcomes)
+
+
+@_session("task-programs-fifo", "--pldemu-task-order", "fifo")
+class TestFifoOrder:
+    def test_outcomes(self, outcomes: dict[str, Outcome]) -> None:
+        _checks(outcomes)
+
+
+@_session("task-programs-disturbed", "--pldemu-seed", "7", "--pldemu-jitter", "50", "--pldemu-visibility", "deferred")
+class TestJitterAndDeferredVisibility:
+    def test_outcomes(self, outcomes: dict[str, Outcome]) -> None:
+        _checks(outcomes)
+
+
+pytestmark = pytest.mark.launcher
+
+
+def test_every_program_file_is_run() -> None:
+    assert {p.name for p in PROGRAMS.glob("*.py")} == set(FILES)
