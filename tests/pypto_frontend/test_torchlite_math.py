@@ -94,3 +94,40 @@ def test_clamp_min_softmax_and_selection() -> None:
     assert x.nonzero().tolist()[:3] == [[0, 0], [0, 1], [0, 2]]
     assert x.t().shape == (4, 2) and x.narrow(1, 1, 2).tolist() == [[1.0, 3.0], [5.0, 5.0]]
     assert x.masked_fill(x > 2.5, -1.0).tolist() == [[-1.0, 1.0, -1.0, 2.0], [0.0, -1.0, -1.0, 1.0]]
+
+
+def test_float8_round_trips_as_torch_casts_them() -> None:
+    """e4m3fn: 3 mantissa bits, nearest with ties to even, largest finite 448, beyond it NaN (torch's cast
+    does not saturate); e8m0fnu holds powers of two. Values worked by hand from the formats."""
+    x = torch.tensor([1.0, 0.3, 0.296875, -0.3, 450.0, 500.0, 448.0, 2.0 ** -9])
+    back = x.to(torch.float8_e4m3fn)
+    assert back.dtype is torch.float8_e4m3fn and back.element_size() == 1
+    got = back.float().tolist()
+    assert got[:4] == [1.0, 0.3125, 0.3125, -0.3125]  # 0.296875 is the tie between 0.28125 and 0.3125
+    assert got[4] == 448.0 and math.isnan(got[5]) and got[6] == 448.0 and got[7] == 2.0 ** -9
+    p = torch.tensor([0.25, 1024.0]).to(torch.float8_e8m0fnu).float()
+    assert p.tolist() == [0.25, 1024.0]
+    with pytest.raises(RuntimeError, match="Promotion for Float8"):
+        torch.promote_types(torch.float8_e4m3fn, torch.float32)
+
+
+def test_bucketize_sign_std_and_method_arithmetic() -> None:
+    edges = torch.tensor([0.25, 0.75, 1.25])
+    x = torch.tensor([[0.0, 0.25, 0.5], [0.75, 1.3, 9.0]])
+    assert torch.bucketize(x, edges).tolist() == [[0, 0, 1], [1, 3, 3]]
+    assert torch.bucketize(x, edges, right=True).tolist() == [[0, 1, 1], [2, 3, 3]]
+    assert torch.bucketize(x, edges).dtype is torch.int64
+    assert torch.bucketize(x, edges, out_int32=True).dtype is torch.int32
+    assert torch.sign(torch.tensor([-2.5, 0.0, 3.0])).tolist() == [-1.0, 0.0, 1.0]
+    assert torch.tensor([-3, 0, 7], dtype=torch.int8).sign().tolist() == [-1, 0, 1]
+    v = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    assert v.std().item() == pytest.approx(math.sqrt(5 / 3))
+    assert v.std(unbiased=False).item() == pytest.approx(math.sqrt(1.25))
+    assert v.sub(1.0).tolist() == [0.0, 1.0, 2.0, 3.0] and v.sub(v, alpha=2).tolist() == [-1.0, -2.0, -3.0, -4.0]
+    w = torch.tensor([1.0, -9.0, 9.0])
+    assert w.div_(2.0) is w and w.tolist() == [0.5, -4.5, 4.5]
+    assert w.clamp_(-1.0, 1.0).tolist() == [0.5, -1.0, 1.0] and w.tolist() == [0.5, -1.0, 1.0]
+    assert w.mul_(4).clamp_max_(3.0).tolist() == [2.0, -4.0, 3.0]
+    i = torch.tensor([1, 2], dtype=torch.int32)
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        i.mul_(0.5)

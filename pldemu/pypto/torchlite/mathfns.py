@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from pldemu.pypto.torchlite import dtypes as dt
-from pldemu.pypto.torchlite.tensor import Tensor
+from pldemu.pypto.torchlite.tensor import Tensor, as_array
 
 inf = math.inf
 nan = math.nan
@@ -125,6 +125,21 @@ def square(t: Tensor) -> Tensor:
     return t.square()
 
 
+def sign(t: Tensor) -> Tensor:
+    return t.sign()
+
+
+def bucketize(input: Any, boundaries: Tensor, *, out_int32: bool = False, right: bool = False) -> Tensor:
+    """For each element the index of its bucket in the ascending 1-D ``boundaries``: the first ``i`` with
+    ``x <= boundaries[i]`` (``right=True``: ``x < boundaries[i]``), ``len(boundaries)`` past the last;
+    int64 (``out_int32``: int32), as torch.bucketize."""
+    edges = as_array(boundaries)
+    if edges.ndim != 1:
+        raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim({edges.ndim})")
+    found = np.searchsorted(edges, as_array(input), side="right" if right else "left")
+    return Tensor(np.asarray(found).astype(np.int32 if out_int32 else np.int64))
+
+
 @dataclass(frozen=True)
 class iinfo:
     """``torch.iinfo(dtype)``: ``bits``, ``min``, ``max`` and ``dtype`` (its name) of an integer dtype."""
@@ -186,6 +201,7 @@ __all__ = [
     "amax",
     "amin",
     "argmax",
+    "bucketize",
     "ceil",
     "cos",
     "exp",
@@ -203,6 +219,7 @@ __all__ = [
     "round",
     "rsqrt",
     "sigmoid",
+    "sign",
     "sin",
     "sqrt",
 ]

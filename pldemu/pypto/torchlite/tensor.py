@@ -523,6 +523,66 @@ class Tensor:
     def clamp_min(self, min: Any) -> Tensor:
         return self.clamp(min=min)
 
+    def clamp_(self, min: Any = None, max: Any = None) -> Tensor:
+        """``clamp`` in place (the result stored back in this tensor's dtype)."""
+        return self._store(self.clamp(min, max))
+
+    def clamp_min_(self, min: Any) -> Tensor:
+        return self.clamp_(min=min)
+
+    def clamp_max_(self, max: Any) -> Tensor:
+        return self.clamp_(max=max)
+
+    def _store(self, result: Tensor) -> Tensor:
+        """An in-place op's result written back, refused (as torch does) where it would lose a category."""
+        if result.dtype.category > self.dtype.category:
+            raise RuntimeError(f"result type {result.dtype.name} can't be cast to the desired output type "
+                               f"{self.dtype.name}")
+        self._a[...] = result._a.astype(self._a.dtype)
+        return self
+
+    def add(self, other: Any, *, alpha: Any = 1) -> Tensor:
+        """``self + alpha * other``."""
+        return self + (other if alpha == 1 else other * alpha)
+
+    def sub(self, other: Any, *, alpha: Any = 1) -> Tensor:
+        """``self - alpha * other``."""
+        return self - (other if alpha == 1 else other * alpha)
+
+    def mul(self, other: Any) -> Tensor:
+        return self * other
+
+    def div(self, other: Any) -> Tensor:
+        return self / other
+
+    def add_(self, other: Any, *, alpha: Any = 1) -> Tensor:
+        return self._store(self.add(other, alpha=alpha))
+
+    def sub_(self, other: Any, *, alpha: Any = 1) -> Tensor:
+        return self._store(self.sub(other, alpha=alpha))
+
+    def mul_(self, other: Any) -> Tensor:
+        return self._store(self * other)
+
+    def div_(self, other: Any) -> Tensor:
+        return self._store(self / other)
+
+    def sign(self) -> Tensor:
+        """-1, 0 or 1 by the element's sign (a NaN stays NaN, a bool is itself), in the tensor's dtype."""
+        if self.dtype is dt.bool_:
+            return self.clone()
+        return Tensor(np.sign(self._a.astype(_CALC_FLOAT.get(self.dtype, self._a.dtype))).astype(self._a.dtype))
+
+    def std(self, dim: Any = None, unbiased: builtins.bool | None = None, keepdim: builtins.bool = False, *,
+            correction: Any = None) -> Tensor:
+        """The standard deviation over ``dim`` (all elements by default) with Bessel's correction unless
+        ``unbiased=False`` / ``correction=0``; FP16 / BF16 computed in float32 and rounded once."""
+        if not self.dtype.is_floating_point:
+            raise RuntimeError(f"std and var only support floating point and complex dtypes, got {self.dtype.name}")
+        ddof = (0 if unbiased is False else 1) if correction is None else correction
+        return self._reduce(lambda a, axis, keepdims: np.std(a, axis=axis, keepdims=keepdims, ddof=ddof),
+                            dim, keepdim, None)
+
     def clamp_max(self, max: Any) -> Tensor:
         return self.clamp(max=max)
 
