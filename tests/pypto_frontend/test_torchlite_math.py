@@ -131,3 +131,11 @@ def test_bucketize_sign_std_and_method_arithmetic() -> None:
     i = torch.tensor([1, 2], dtype=torch.int32)
     with pytest.raises(RuntimeError, match="can't be cast"):
         i.mul_(0.5)
+
+
+def test_unique_sorts_and_counts() -> None:
+    x = torch.tensor([[3, 1], [3, 7]], dtype=torch.int32)
+    assert torch.unique(x).tolist() == [1, 3, 7] and torch.unique(x).dtype is torch.int32
+    values, inverse, counts = torch.unique(x, return_inverse=True, return_counts=True)
+    assert inverse.tolist() == [[1, 0], [1, 2]] and counts.tolist() == [1, 2, 1]
+    assert torch.unique(torch.tensor([2.0, -1.0, 2.0]), sorted=True).tolist() == [-1.0, 2.0]

@@ -115,6 +115,7 @@ from pldemu.pypto.torchlite.mathfns import (
     sqrt,
     square,
     topk,
+    unique,
 )
 from pldemu.pypto.torchlite.random import Generator, manual_seed, rand, randint, randn, randperm
 from pldemu.pypto.torchlite.tensor import Size, Tensor
@@ -234,6 +235,7 @@ __all__ = [
     "testing",
     "topk",
     "uint8",
+    "unique",
     "where",
     "zeros",
     "zeros_like",

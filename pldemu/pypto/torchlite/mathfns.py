@@ -129,6 +129,21 @@ def sign(t: Tensor) -> Tensor:
     return t.sign()
 
 
+def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,
+           dim: int | None = None) -> Any:
+    """The distinct elements in ascending order (torch's CPU unique sorts whatever ``sorted`` says), with
+    the inverse indices (int64, the input's shape) and counts (int64) when asked, in torch's tuple order."""
+    if dim is not None:
+        raise NotImplementedError("torch.unique(dim=) is not in pldemu's torch stand-in; install torch to use it")
+    values, inverse, counts = np.unique(input.numpy(), return_inverse=True, return_counts=True)
+    out = [Tensor(values)]
+    if return_inverse:
+        out.append(Tensor(inverse.reshape(input.shape).astype(np.int64)))
+    if return_counts:
+        out.append(Tensor(counts.astype(np.int64)))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
 def bucketize(input: Any, boundaries: Tensor, *, out_int32: bool = False, right: bool = False) -> Tensor:
     """For each element the index of its bucket in the ascending 1-D ``boundaries``: the first ``i`` with
     ``x <= boundaries[i]`` (``right=True``: ``x < boundaries[i]``), ``len(boundaries)`` past the last;
@@ -222,4 +237,5 @@ __all__ = [
     "sign",
     "sin",
     "sqrt",
+    "unique",
 ]
