@@ -462,6 +462,15 @@ class TileNS(_Namespace):
         """tile.reshape: the same elements in another shape (zero copy)."""
         return self._var(Op.TILE_RESHAPE, [tile, as_list(shape)], {}, hint or tile.name)
 
+    def tile_slice(self, tile: ir.Var, shape: Sequence[int], offset: Sequence[ir.ExprLike],
+                   hint: str | None = None) -> ir.Var:
+        """tile.slice: a copy of a static window of the tile at ``offset``."""
+        return self._var(Op.TILE_SLICE, [tile, as_list(shape), as_list(offset)], {}, hint or tile.name)
+
+    def concat(self, src0: ir.Var, src1: ir.Var, hint: str = "cat") -> ir.Var:
+        """tile.concat: two 2-D tiles side by side (column-wise)."""
+        return self._var(Op.TILE_CONCAT, [src0, src1], {}, hint)
+
     def transpose(self, tile: ir.Var, axis1: int, axis2: int, hint: str | None = None) -> ir.Var:
         """tile.transpose: a copy with two axes swapped."""
         return self._var(Op.TILE_TRANSPOSE, [tile, ir.as_expr(axis1), ir.as_expr(axis2)], {}, hint or tile.name)

@@ -104,6 +104,8 @@ class Op(enum.Enum):
     TILE_BATCH_MATMUL = "tile.batch_matmul"
     # Layout (runtime/ops/layout.py).
     TILE_RESHAPE = "tile.reshape"
+    TILE_SLICE = "tile.slice"
+    TILE_CONCAT = "tile.concat"
     # Sort, gather, arange (runtime/ops/sort.py).
     TILE_CI = "tile.ci"
     TILE_SORT32 = "tile.sort32"

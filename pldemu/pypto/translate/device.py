@@ -43,7 +43,7 @@ from pldemu.pypto.translate import arrays
 from pldemu.pypto.translate.evaluator import Evaluator, dsl_callee
 from pldemu.pypto.translate.level import Carry, Emit
 from pldemu.pypto.translate.ops import DEVICE_OPS, is_ir
-from pldemu.pypto.translate.regions import is_tensor, load_region, store_region, subscript_region
+from pldemu.pypto.translate.regions import is_tensor, load_region, slice_tile, store_region, subscript_region
 from pldemu.pypto.translate.tasks import (
     LOOP_KINDS,
     LOOP_OPTIONS,
@@ -339,10 +339,14 @@ class DeviceTranslator(Evaluator):
 
     def subscript(self, base: Any, node: ast.Subscript) -> Any:
         """``t[i, j]`` of a tensor (all indices scalars, one per dim) is ``tensor.read``; any other
-        subscript of a tensor is its slice, loaded where it is made (pypto's ConvertTensorToTileOps)."""
+        subscript of a tensor is its slice, loaded where it is made (pypto's ConvertTensorToTileOps); a
+        subscript of a tile is its ``tile.slice``."""
         if isinstance(base, Var) and isinstance(base.type, TileType):
-            raise self.error(f"{ast.unparse(node)}: a subscript of a tile (pypto's tile.slice / tile.read) is not "
-                             "supported by pldemu; slice or read the tensor it came from", node)
+            region = subscript_region(self, base, self.indices(node), node)
+            if len(region.drop) == len(region.extents):
+                raise self.error(f"{ast.unparse(node)}: an element read of a tile (pypto's tile.read) is not "
+                                 "supported by pldemu; read the tensor it came from", node)
+            return slice_tile(self, base, region, node)
         if not is_tensor(base):
             return super().subscript(base, node)
         region = subscript_region(self, base, self.indices(node), node)

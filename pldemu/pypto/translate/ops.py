@@ -49,6 +49,7 @@ from pldemu.pypto.translate.regions import (
     is_tensor,
     load_region,
     on_core,
+    slice_tile,
     store_region,
     tensor_dim,
 )
@@ -640,22 +641,41 @@ def _write(tr: DeviceLevel, node: ast.Call) -> None:
 def _slice(name: str, source: str) -> Rule:
     """``pl.slice(input, ...)`` / ``pl.tensor.slice(tensor, shape, offset, valid_shape=, drop_dims=,
     pad_value=, clamp=)`` of a tensor: a ``tile.load`` of the region where the slice is made, as pypto's
-    ConvertTensorToTileOps lowers it (that path does not apply ``pad_value`` either)."""
+    ConvertTensorToTileOps lowers it (that path does not apply ``pad_value`` either); of a tile (``pl.slice``
+    only): its ``tile.slice``."""
 
     def rule(tr: DeviceLevel, node: ast.Call) -> Var:
         b = bind_call(tr, node, (source, "shape", "offset"), {"valid_shape": None, "drop_dims": None,
                                                                "pad_value": None, "clamp": False}, name)
         t = b[source]
-        if not is_tensor(t):
-            raise tr.error(f"{name}: {source} must be a tensor (pldemu has no tile.slice), got {t!r}", node)
+        on_tile = source == "input" and isinstance(t, Var) and isinstance(t.type, TileType)
+        if not (is_tensor(t) or on_tile):
+            raise tr.error(f"{name}: {source} must be a tensor or a tile, got {t!r}", node)
         shape = _ints(tr, b["shape"], f"{name}: shape (a slice extent must be static)", node)
         drop = sorted(set(_ints(tr, b["drop_dims"] or [], f"{name}: drop_dims", node)))
         if any(not 0 <= d < len(shape) or shape[d] != 1 for d in drop):
             raise tr.error(f"{name}: drop_dims {drop} must name unit axes of shape {shape}", node)
         region = Region(tuple(_offsets(tr, b["offset"], name, node)), tuple(shape), tuple(drop))
-        check_bounds(tr, t, region, node, clamp=bool(b["clamp"]))
+        check_bounds(tr, t, region, node, clamp=bool(b["clamp"]) and not on_tile)
+        if on_tile:
+            if b["valid_shape"] is not None or b["clamp"] or b["pad_value"] is not None:
+                raise tr.error(f"{name} of a tile: valid_shape= / clamp= / pad_value= are not supported by "
+                               "pldemu", node)
+            return slice_tile(tr, t, region, node)
         valid = _slice_valid(tr, t, region, b["valid_shape"], bool(b["clamp"]), node)
         return load_region(tr, t, region, node, valid)
+
+    return rule
+
+
+def _concat(name: str) -> Rule:
+    """``pl.concat(src0, src1)`` / ``pl.tile.concat``: two 2-D tiles side by side (``tile.concat``); a
+    tensor operand is loaded whole first (pypto's conversion of ``tensor.concat`` in a kernel)."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, ("src0", "src1"), {}, name)
+        a, c = (_tile(tr, on_core(tr, b[k], node), f"{name}: {k}", node) for k in ("src0", "src1"))
+        return tr.fb.pld.tile.concat(a, c, hint=tr.hint("cat"))
 
     return rule
 
@@ -1017,6 +1037,8 @@ _OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.write": _write,
     "pl.slice": _slice("pl.slice", "input"),
     "pl.tensor.slice": _slice("pl.tensor.slice", "tensor"),
+    "pl.concat": _concat("pl.concat"),
+    "pl.tile.concat": _concat("pl.tile.concat"),
     "pl.assemble": _assemble("pl.assemble"),
     "pl.tensor.assemble": _assemble("pl.tensor.assemble"),
     "pl.tensor.dim": _dim,

@@ -70,7 +70,9 @@ def _ttype(t: Var) -> TensorType:
 
 
 def dims(tr: DeviceLevel, t: Var, node: ast.AST) -> tuple[int, ...]:
-    """The tensor's dims at this job's rank count (``NR`` evaluated)."""
+    """The tensor's dims at this job's rank count (``NR`` evaluated); a tile's static shape."""
+    if isinstance(t.type, TileType):
+        return t.type.shape
     out = []
     for d in _ttype(t).shape:
         v = eval_nr(d, tr.emit.nranks)
@@ -238,6 +240,16 @@ def load_region(tr: DeviceLevel, t: Var, region: Region, node: ast.AST, valid: S
     view, offsets = _collapsed(tr, t, region, node)
     kept_valid = None if valid is None else [v for i, v in enumerate(valid) if i not in region.drop]
     return tr.fb.pld.tile.load(view, offsets, region.kept, kept_valid, hint=tr.hint(f"{t.name}_slice"))
+
+
+def slice_tile(tr: DeviceLevel, tile: Var, region: Region, node: ast.AST) -> Var:
+    """A slice of a tile (a subscript or ``pl.slice``): pypto's ``tile.slice`` of the window, its scalar-
+    indexed unit axes then dropped (a reshape, as pypto's ``drop_dims`` erases them from the type)."""
+    part = tr.fb.pld.tile.tile_slice(tile, list(region.extents), list(region.offsets),
+                                     hint=tr.hint(f"{tile.name}_slice"))
+    if not region.drop:
+        return part
+    return tr.fb.pld.tile.reshape(part, list(region.kept), hint=tr.hint(f"{tile.name}_slice"))
 
 
 def fixpipe(tr: DeviceLevel, tile: Var, dtype: DType) -> Var:

@@ -119,6 +119,7 @@ read = DslOp("pl.read")
 write = DslOp("pl.write")
 slice = DslOp("pl.slice")
 assemble = DslOp("pl.assemble")
+concat = DslOp("pl.concat")
 div = DslOp("pl.div")
 full = DslOp("pl.full")
 exp = DslOp("pl.exp")
@@ -180,10 +181,10 @@ tile = Namespace("pl.tile", ("get_block_idx", "load", "store", "add", "sub", "mu
                              "cast",
                              *_MATH, "divs", *_REDUCTIONS, *_EXPANDS, "full", "maximums", "minimums", *_CUBE,
                              "batch_matmul", "move", *_LAYOUT, "create", *_SORT, "ci",
-                             "gather_mask"))
+                             "gather_mask", "concat"))
 tile.MaskPattern = MaskPattern  # type: ignore[attr-defined]
 
 array = Namespace("pl.array", ("create", "get_element", "update_element"))
 """pypto's on-core scalar arrays (``pl.array.create(extent, dtype)``, ``arr[i]``, ``arr[i] = v``)."""
 
-__all__ = ["BF16", "BOOL", "FP16", "FP32", "INDEX", "INT8", "INT16", "INT32", "INT64", "RUNTIME", "TASK_ID", "UINT8", "UINT16", "UINT32", "Array", "AtomicType", "FunctionType", "InOut", "JITFunction", "Level", "Mem", "MemorySpace", "Out", "PadValue", "PyDType", "Role", "Scalar", "Tensor", "Tile", "abs", "add", "arange", "array", "assemble", "at", "batch_matmul", "cast", "col_expand", "col_expand_add", "col_expand_div", "col_expand_expdif", "col_expand_max", "col_expand_min", "col_expand_mul", "col_expand_sub", "col_max", "col_min", "col_sum", "const", "create_tensor", "create_tile", "div", "dynamic", "exp", "fillpad", "full", "function", "gather", "jit", "load", "log", "manual_scope", "matmul", "matmul_acc", "max", "maximum", "min", "minimum", "move", "mrgsort", "mul", "neg", "no_dep", "parallel", "pipeline", "program", "range", "read", "recip", "reshape", "row_expand", "row_expand_add", "row_expand_div", "row_expand_expdif", "row_expand_max", "row_expand_min", "row_expand_mul", "row_expand_sub", "row_max", "row_min", "row_sum", "rsqrt", "scope", "set_validshape", "slice", "sort32", "spmd", "spmd_submit", "sqrt", "store", "sub", "system", "tensor", "tile", "transpose", "unroll", "write", "yield_"]
+__all__ = ["BF16", "BOOL", "FP16", "FP32", "INDEX", "INT8", "INT16", "INT32", "INT64", "RUNTIME", "TASK_ID", "UINT8", "UINT16", "UINT32", "Array", "AtomicType", "FunctionType", "InOut", "JITFunction", "Level", "Mem", "MemorySpace", "Out", "PadValue", "PyDType", "Role", "Scalar", "Tensor", "Tile", "abs", "add", "arange", "array", "assemble", "at", "batch_matmul", "cast", "col_expand", "col_expand_add", "col_expand_div", "col_expand_expdif", "col_expand_max", "col_expand_min", "col_expand_mul", "col_expand_sub", "col_max", "col_min", "col_sum", "concat", "const", "create_tensor", "create_tile", "div", "dynamic", "exp", "fillpad", "full", "function", "gather", "jit", "load", "log", "manual_scope", "matmul", "matmul_acc", "max", "maximum", "min", "minimum", "move", "mrgsort", "mul", "neg", "no_dep", "parallel", "pipeline", "program", "range", "read", "recip", "reshape", "row_expand", "row_expand_add", "row_expand_div", "row_expand_expdif", "row_expand_max", "row_expand_min", "row_expand_mul", "row_expand_sub", "row_max", "row_min", "row_sum", "rsqrt", "scope", "set_validshape", "slice", "sort32", "spmd", "spmd_submit", "sqrt", "store", "sub", "system", "tensor", "tile", "transpose", "unroll", "write", "yield_"]

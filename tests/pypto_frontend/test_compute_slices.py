@@ -1,0 +1,135 @@
+"""Slices of tiles and column concatenation in kernels: a subscript of a tile (``t[:, 0:8]``, at a loop
+offset, with a scalar index that drops its axis) and ``pl.slice`` of a tile are pypto's ``tile.slice``;
+``pl.concat`` / ``pl.tile.concat`` is ``tile.concat``. Run on two ranks against numpy slicing; the valid
+box through a slice; refusals at the user's line."""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+import numpy as np
+import pytest
+
+from pldemu.ir import ProgramBuilder
+from pldemu.ir.nodes import Const, ListExpr
+from pldemu.ir.ops import Op
+from pldemu.ir.signatures import make_call
+from pldemu.ir.vocabulary import IRTypeError
+from pldemu.ir.walk import function_calls
+from pldemu.pypto.errors import FrontendError
+from pldemu.pypto.execute import translate
+from pldemu.pypto.surface import ir
+from pldemu.pypto.surface import language as pl
+from pldemu.pypto.surface.ir.distributed_compiled_program import DistributedConfig
+
+NR = pl.dynamic("NR")
+R, C, H = 8, 32, 8
+
+
+@pl.program
+class Slices:
+    """y[0]: the tile's halves swapped by subscripts and concat; y[1]: per loop step a [R, H] window at a
+    run-time column offset, doubled; y[2]: pl.slice of rows 2..6 and a row picked by a scalar index then
+    concatenated with itself; p: a window of a partly valid tile (its valid box carried)."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, x: pl.Tensor[[R, C], pl.FP32], y: pl.Out[pl.Tensor[[3, R, C], pl.FP32]],
+          p: pl.Out[pl.Tensor[[R, H], pl.FP32]]) -> None:
+        t = pl.load(x, [0, 0], [R, C])
+        swapped = pl.concat(t[:, 16:32], t[:, 0:16])
+        y = pl.assemble(y, swapped, [0, 0, 0])
+        for j in pl.range(C // H):
+            col = j * H
+            y = pl.assemble(y, pl.mul(t[0:R, col:col + H], 2.0), [1, 0, col])
+        middle = pl.slice(t, [4, C], [2, 0])
+        y = pl.assemble(y, middle, [2, 0, 0])
+        row = pl.reshape(t[5, 0:16], [1, 16])
+        y = pl.assemble(y, pl.tile.concat(row, row), [2, 6, 0])
+        part = pl.set_validshape(t, 5, 12)
+        pl.store(part[:, H:2 * H], [0, 0], p)
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, xs: pl.Tensor[[NR, R, C], pl.FP32], ys: pl.Out[pl.Tensor[[NR, 3, R, C], pl.FP32]],
+                  ps: pl.Out[pl.Tensor[[NR, R, H], pl.FP32]]) -> None:
+        for r in pl.range(2):
+            self.k(xs[r], ys[r], ps[r], device=r)
+
+
+def _args() -> tuple[np.ndarray, ...]:
+    xs = np.random.default_rng(5).standard_normal((2, R, C)).astype(np.float32)
+    return xs, np.zeros((2, 3, R, C), np.float32), np.full((2, R, H), -1.0, np.float32)
+
+
+@pytest.mark.launcher
+def test_tile_slices_and_concat_run_on_two_ranks() -> None:
+    xs, ys, ps = _args()
+    ir.compile(Slices, distributed_config=DistributedConfig(device_ids=[0, 1]))(xs, ys, ps)
+    np.testing.assert_array_equal(ys[:, 0], np.concatenate([xs[:, :, 16:], xs[:, :, :16]], axis=2))
+    np.testing.assert_array_equal(ys[:, 1], 2 * xs)
+    np.testing.assert_array_equal(ys[:, 2, :4], xs[:, 2:6])
+    np.testing.assert_array_equal(ys[:, 2, 6], np.concatenate([xs[:, 5, :16], xs[:, 5, :16]], axis=1))
+    np.testing.assert_array_equal(ys[:, 2, 4:6], 0.0)
+    want = np.full((2, R, H), -1.0, np.float32)
+    want[:, :5, :4] = xs[:, :5, H:H + 4]  # valid columns 8..11 of the 5 x 12 box; the store writes the box
+    np.testing.assert_array_equal(ps, want)
+
+
+def test_names_translate_onto_tile_slice_and_concat() -> None:
+    built, _ = translate(Slices, 2, _args())
+    ops = [c.op for f in built.program.functions for c in function_calls(f)]
+    assert ops.count(Op.TILE_SLICE) == 2 * 6 and ops.count(Op.TILE_CONCAT) == 2 * 2  # one block per rank
+
+
+def _list(items: list[int]) -> ListExpr:
+    return ListExpr(tuple(Const(i) for i in items))
+
+
+def test_slice_type_carries_the_valid_box_and_concat_checks_rows() -> None:
+    fb = ProgramBuilder("s").function()
+    t = fb.pld.tile.set_validshape(fb.pld.tile.create([R, C], "fp32"), [5, 12])
+    window = make_call(Op.TILE_SLICE, [t, _list([4, 16]), _list([2, 8])])
+    assert [int(v.value) for v in window.type.valid_shape] == [3, 4]  # type: ignore[union-attr]
+    with pytest.raises(IRTypeError, match="runs off"):
+        make_call(Op.TILE_SLICE, [t, _list([4, 16]), _list([6, 0])])
+    other = fb.pld.tile.create([4, 8], "fp32")
+    with pytest.raises(IRTypeError, match="row count must match, got 8 vs 4"):
+        make_call(Op.TILE_CONCAT, [t, other])
+    with pytest.raises(IRTypeError, match="same dtype"):
+        make_call(Op.TILE_CONCAT, [t, fb.pld.tile.create([R, 16], "fp16")])
+
+
+def _mistake(mistake: str):  # type: ignore[no-untyped-def]
+    @pl.program
+    class Prog:
+        @pl.function(type=pl.FunctionType.InCore)
+        def k(self, x: pl.Tensor[[R, C], pl.FP32], y: pl.Out[pl.Tensor[[R, C], pl.FP32]]) -> None:
+            t = pl.load(x, [0, 0], [R, C])
+            if mistake == "outside":
+                t = t[:, 24:40]  # MARK-outside
+            if mistake == "element":
+                t = t[1, 2]  # MARK-element
+            if mistake == "rows":
+                t = pl.concat(t, t[0:4, :])  # MARK-rows
+            pl.store(t, [0, 0], y)
+
+        @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+        def host_orch(self, x: pl.Tensor[[R, C], pl.FP32], y: pl.Out[pl.Tensor[[R, C], pl.FP32]]) -> None:
+            self.k(x, y)
+
+    return Prog
+
+
+@pytest.mark.parametrize(("mistake", "message"), [
+    ("outside", "axis 1 region [24, 40) is outside its 32 elements"),
+    ("element", "an element read of a tile (pypto's tile.read) is not supported"),
+    ("rows", "row count must match, got 8 vs 4"),
+])
+def test_mistakes_are_one_error_at_the_users_line(mistake: str, message: str) -> None:
+    args = (np.zeros((R, C), np.float32), np.zeros((R, C), np.float32))
+    with pytest.raises(FrontendError, match=re.escape(message)) as err:
+        translate(_mistake(mistake), 1, args)
+    assert err.value.file == __file__
+    src, start = inspect.getsourcelines(inspect.getmodule(_mistake))  # type: ignore[arg-type]
+    want = next(max(start, 1) + i for i, line in enumerate(src) if f"MARK-{mistake}" in line)
+    assert err.value.line == want, str(err.value)
