@@ -467,6 +467,14 @@ class TileNS(_Namespace):
         """tile.slice: a copy of a static window of the tile at ``offset``."""
         return self._var(Op.TILE_SLICE, [tile, as_list(shape), as_list(offset)], {}, hint or tile.name)
 
+    def read(self, tile: ir.Var, indices: ListLike, hint: str = "val") -> ir.Var:
+        """tile.read: one element of the tile as a scalar."""
+        return self._var(Op.TILE_READ, [tile, as_list(indices)], {}, hint)
+
+    def write(self, tile: ir.Var, indices: ListLike, value: ir.ExprLike) -> None:
+        """tile.write: one element of the tile set in place."""
+        self._fb.op(Op.TILE_WRITE, [tile, as_list(indices), ir.as_expr(value)])
+
     def concat(self, src0: ir.Var, src1: ir.Var, hint: str = "cat") -> ir.Var:
         """tile.concat: two 2-D tiles side by side (column-wise)."""
         return self._var(Op.TILE_CONCAT, [src0, src1], {}, hint)

@@ -106,6 +106,8 @@ class Op(enum.Enum):
     TILE_RESHAPE = "tile.reshape"
     TILE_SLICE = "tile.slice"
     TILE_CONCAT = "tile.concat"
+    TILE_READ = "tile.read"
+    TILE_WRITE = "tile.write"
     # Sort, gather, arange (runtime/ops/sort.py).
     TILE_CI = "tile.ci"
     TILE_SORT32 = "tile.sort32"

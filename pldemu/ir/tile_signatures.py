@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pldemu.ir.dtypes import DType
 from pldemu.ir.enums import CastMode, CmpType, MemorySpace, TileLayout
 from pldemu.ir.nodes import (
+    NONE,
     Arg,
     AttrValue,
     Const,
@@ -511,6 +512,21 @@ def deduce_tile_concat(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValu
     return TileType(a.dtype, (a.shape[0], a.shape[1] + b.shape[1]), None, a.memory)
 
 
+def deduce_tile_element(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+    """tile.read(tile, [indices]) is a scalar of the tile's dtype; tile.write(tile, [indices], value) writes
+    one element in place (an effect). One index per axis; a constant index must lie inside the tile."""
+    t = _tile(args[0])
+    assert isinstance(args[1], ListExpr)
+    if len(args[1].items) != len(t.shape):
+        raise IRTypeError(op, "indices", f"a list of {len(t.shape)} entries (one per dimension)",
+                          str(len(args[1].items)))
+    for axis, (i, dim) in enumerate(zip(args[1].items, t.shape, strict=True)):
+        at = static_int(i)
+        if at is not None and not 0 <= at < dim:
+            raise TileTypeError(op, "indices", f"index {at} of axis {axis} is outside the tile's {dim}")
+    return ScalarType(t.dtype) if op is Op.TILE_READ else NONE
+
+
 TL, S, L, SL, TS = Kind.TILE, Kind.SCALAR, Kind.LIST, Kind.STATIC_LIST, Kind.TILE_OR_SCALAR
 _CMP = AttrSpec("cmp_type", CmpType, None)
 
@@ -542,6 +558,8 @@ TILE_SIGNATURES: Mapping[Op, Signature] = {
     Op.TILE_RESHAPE: sig([("tile", TL), ("shape", SL)], deduce_reshape),
     Op.TILE_SLICE: sig([("tile", TL), ("shape", SL), ("offset", L)], deduce_tile_slice),
     Op.TILE_CONCAT: sig([("src0", TL), ("src1", TL)], deduce_tile_concat),
+    Op.TILE_READ: sig([("tile", TL), ("indices", L)], deduce_tile_element),
+    Op.TILE_WRITE: sig([("tile", TL), ("indices", L), ("value", S)], deduce_tile_element),
     Op.TILE_MOVE: sig([("tile", TL)], deduce_move, [AttrSpec("target_memory", MemorySpace, None)]),
     Op.TILE_MATMUL: sig([("lhs", TL), ("rhs", TL)], Matmul(2)),
     Op.TILE_BATCH_MATMUL: sig([("lhs", TL), ("rhs", TL)], Matmul(None)),

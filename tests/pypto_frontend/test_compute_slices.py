@@ -1,7 +1,9 @@
-"""Slices of tiles and column concatenation in kernels: a subscript of a tile (``t[:, 0:8]``, at a loop
-offset, with a scalar index that drops its axis) and ``pl.slice`` of a tile are pypto's ``tile.slice``;
-``pl.concat`` / ``pl.tile.concat`` is ``tile.concat``. Run on two ranks against numpy slicing; the valid
-box through a slice; refusals at the user's line."""
+"""Slices of tiles, column concatenation and element access in kernels: a subscript of a tile
+(``t[:, 0:8]``, at a loop offset, with a scalar index that drops its axis) and ``pl.slice`` of a tile are
+pypto's ``tile.slice``; ``pl.concat`` / ``pl.tile.concat`` is ``tile.concat``; ``pl.tile.read`` /
+``pl.tile.write`` (and ``pl.read`` / ``pl.write`` of a tile) are ``tile.read`` / ``tile.write``,
+``pl.tensor.read`` / ``pl.tensor.write`` the tensor's. Run on two ranks against numpy; the valid box
+through a slice; refusals at the user's line."""
 
 from __future__ import annotations
 
@@ -79,6 +81,47 @@ def test_names_translate_onto_tile_slice_and_concat() -> None:
     built, _ = translate(Slices, 2, _args())
     ops = [c.op for f in built.program.functions for c in function_calls(f)]
     assert ops.count(Op.TILE_SLICE) == 2 * 6 and ops.count(Op.TILE_CONCAT) == 2 * 2  # one block per rank
+
+
+@pl.program
+class Elements:
+    """A count per bucket built element by element into a tile (pypto-lib's MoE meta row), an INT8 tile
+    written past its range (wraps as the core's scalar store), elements read back into a tensor."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, idx: pl.Tensor[[16], pl.INT32], counts: pl.Out[pl.Tensor[[1, 8], pl.INT32]],
+          small: pl.Out[pl.Tensor[[1, 32], pl.INT8]], picked: pl.Out[pl.Tensor[[1, 8], pl.INT32]]) -> None:
+        meta = pl.tile.full([1, 8], dtype=pl.INT32, value=0)
+        for i in pl.range(16):
+            b = pl.tensor.read(idx, [i])
+            pl.tile.write(meta, [0, b], pl.tile.read(meta, [0, b]) + 1)
+        pl.store(meta, [0, 0], counts)
+        bytes_ = pl.tile.full([1, 32], dtype=pl.INT8, value=1)
+        pl.write(bytes_, [0, 3], pl.read(meta, [0, 0]) + 200)  # an INT32 value past INT8's range
+        pl.store(bytes_, [0, 0], small)
+        for j in pl.range(8):
+            pl.tensor.write(picked, [0, j], pl.read(meta, [0, 7 - j]) * 10)
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, idx: pl.Tensor[[NR, 16], pl.INT32], counts: pl.Out[pl.Tensor[[NR, 1, 8], pl.INT32]],
+                  small: pl.Out[pl.Tensor[[NR, 1, 32], pl.INT8]],
+                  picked: pl.Out[pl.Tensor[[NR, 1, 8], pl.INT32]]) -> None:
+        for r in pl.range(2):
+            self.k(idx[r], counts[r], small[r], picked[r], device=r)
+
+
+@pytest.mark.launcher
+def test_tile_elements_read_and_written_in_place() -> None:
+    idx = np.random.default_rng(9).integers(0, 8, (2, 16)).astype(np.int32)
+    counts, picked = np.zeros((2, 1, 8), np.int32), np.zeros((2, 1, 8), np.int32)
+    small = np.zeros((2, 1, 32), np.int8)
+    ir.compile(Elements, distributed_config=DistributedConfig(device_ids=[0, 1]))(idx, counts, small, picked)
+    want = np.stack([np.bincount(row, minlength=8) for row in idx]).astype(np.int32)
+    np.testing.assert_array_equal(counts[:, 0], want)
+    np.testing.assert_array_equal(picked[:, 0], want[:, ::-1] * 10)
+    bytes_ = np.ones((2, 1, 32), np.int8)
+    bytes_[:, 0, 3] = (want[:, 0] + 200 + 128) % 256 - 128
+    np.testing.assert_array_equal(small, bytes_)
 
 
 def _list(items: list[int]) -> ListExpr:

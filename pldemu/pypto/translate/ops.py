@@ -627,15 +627,48 @@ def _cast_mode(tr: DeviceLevel, mode: Any, node: ast.AST) -> CastMode:
         raise tr.error(f"pl.cast: unknown mode {mode!r} (none, rint, round, floor, ceil, trunc, odd)", node) from None
 
 
-def _read(tr: DeviceLevel, node: ast.Call) -> Var:
-    b = bind_call(tr, node, ("src", "offset"), {}, "pl.read")
-    return tr.fb.pld.tensor.read(_tensor(tr, b["src"], "pl.read: src", node), list(b["offset"]))
+def _is_tile(v: Any) -> bool:
+    return isinstance(v, Var) and isinstance(v.type, TileType)
 
 
-def _write(tr: DeviceLevel, node: ast.Call) -> None:
-    b = bind_call(tr, node, ("dst", "offset", "value"), {}, "pl.write")
-    t = _tensor(tr, b["dst"], "pl.write: dst", node)
-    tr.fb.pld.tensor.write(t, list(b["offset"]), _typed(b["value"], ttype(t).dtype))
+def _index_list(v: Any) -> list[Any]:
+    """pypto's indices: a list, or one bare index (its flat 1-D spelling)."""
+    return list(v) if isinstance(v, (list, tuple)) else [v]
+
+
+def _read_rule(name: str, params: tuple[str, str]) -> Rule:
+    """``pl.read(src, offset)`` / ``pl.tensor.read(tensor, indices)`` / ``pl.tile.read(tile, indices)``:
+    one element as a scalar (``tensor.read`` of a tensor, ``tile.read`` of a tile)."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, params, {}, name)
+        src, at = b[params[0]], _index_list(b[params[1]])
+        if _is_tile(src) and not name.startswith("pl.tensor."):
+            return tr.fb.pld.tile.read(src, at, hint=tr.hint("val"))
+        if name.startswith("pl.tile."):
+            raise tr.error(f"{name}: {params[0]} must be a tile, got {src!r}", node)
+        return tr.fb.pld.tensor.read(_tensor(tr, src, f"{name}: {params[0]}", node), at)
+
+    return rule
+
+
+def _write_rule(name: str, params: tuple[str, str, str]) -> Rule:
+    """``pl.write(dst, offset, value)`` and its tensor / tile spellings: one element set (a tile's in
+    place, as the core's buffer is)."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> None:
+        b = bind_call(tr, node, params, {}, name)
+        dst, at, value = b[params[0]], _index_list(b[params[1]]), b[params[2]]
+        if _is_tile(dst) and not name.startswith("pl.tensor."):
+            assert isinstance(dst.type, TileType)
+            tr.fb.pld.tile.write(dst, at, _typed(value, dst.type.dtype))
+            return
+        if name.startswith("pl.tile."):
+            raise tr.error(f"{name}: {params[0]} must be a tile, got {dst!r}", node)
+        t = _tensor(tr, dst, f"{name}: {params[0]}", node)
+        tr.fb.pld.tensor.write(t, at, _typed(value, ttype(t).dtype))
+
+    return rule
 
 
 def _slice(name: str, source: str) -> Rule:
@@ -1033,8 +1066,12 @@ _OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.max": _scalar_minmax(BinOpKind.MAX, max, "pl.max"),
     "pl.const": _const,
     "pl.cast": _cast_rule("input"),
-    "pl.read": _read,
-    "pl.write": _write,
+    "pl.read": _read_rule("pl.read", ("src", "offset")),
+    "pl.write": _write_rule("pl.write", ("dst", "offset", "value")),
+    "pl.tensor.read": _read_rule("pl.tensor.read", ("tensor", "indices")),
+    "pl.tensor.write": _write_rule("pl.tensor.write", ("tensor", "indices", "value")),
+    "pl.tile.read": _read_rule("pl.tile.read", ("tile", "indices")),
+    "pl.tile.write": _write_rule("pl.tile.write", ("tile", "indices", "value")),
     "pl.slice": _slice("pl.slice", "input"),
     "pl.tensor.slice": _slice("pl.tensor.slice", "tensor"),
     "pl.concat": _concat("pl.concat"),

@@ -1,4 +1,5 @@
-"""Handlers of the layout ops that are not the MX family's: tile.reshape, tile.slice, tile.concat.
+"""Handlers of the layout ops that are not the MX family's: tile.reshape, tile.slice, tile.concat, and a
+tile's element access (tile.read, tile.write in place: the tile is the core's buffer).
 
 Registered into the one handler table (``pldemu.runtime.ops.HANDLERS``). A reshape is a view: the same
 row-major elements in the new shape, the valid box as the signature maps it (fully valid, or a box that
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from pldemu.ir import Op
+from pldemu.npdtypes import scalar_as
 from pldemu.runtime.errors import ProgramError
 from pldemu.runtime.machine import Handler, Machine
 from pldemu.runtime.sites import CallSite
@@ -59,8 +61,25 @@ def _concat(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
     return Tile(data, data.shape)
 
 
-LAYOUT_HANDLERS: Mapping[Op, Handler] = MappingProxyType({Op.TILE_RESHAPE: _reshape, Op.TILE_SLICE: _slice,
-                                                          Op.TILE_CONCAT: _concat})
+def _element(name: str, tile: Tile, index: tuple[int, ...]) -> tuple[int, ...]:
+    at = tuple(int(i) for i in index)
+    if any(not 0 <= i < d for i, d in zip(at, tile.data.shape, strict=True)):
+        raise ProgramError(f"{name}: index {list(at)} is outside the tile {list(tile.data.shape)}")
+    return at
+
+
+def _read(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Any:
+    return args[0].data[_element("tile.read", args[0], args[1])].item()
+
+
+def _write(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
+    tile: Tile = args[0]
+    tile.data[_element("tile.write", tile, args[1])] = scalar_as(tile.data.dtype, args[2])  # wraps as the core
+
+
+LAYOUT_HANDLERS: Mapping[Op, Handler] = MappingProxyType({
+    Op.TILE_RESHAPE: _reshape, Op.TILE_SLICE: _slice, Op.TILE_CONCAT: _concat, Op.TILE_READ: _read,
+    Op.TILE_WRITE: _write})
 """Entries of the one handler table (merged there)."""
 
 __all__ = ["LAYOUT_HANDLERS"]

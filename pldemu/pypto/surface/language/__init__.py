@@ -175,13 +175,14 @@ mrgsort = DslOp("pl.mrgsort")
 gather = DslOp("pl.gather")
 _MATH = ("div", "exp", "log", "sqrt", "rsqrt", "recip", "neg", "abs")
 tensor = Namespace("pl.tensor", ("add", "sub", "mul", "maximum", "minimum", "cast", "slice", "assemble", "dim",
+                                 "read", "write",
                                  *_MATH, "divs", *_EXPANDS, "full", *_CUBE, *_LAYOUT, "create", *_SORT, "ci",
                                  "get_block_idx"))
 tile = Namespace("pl.tile", ("get_block_idx", "load", "store", "add", "sub", "mul", "maximum", "minimum", "adds", "muls",
                              "cast",
                              *_MATH, "divs", *_REDUCTIONS, *_EXPANDS, "full", "maximums", "minimums", *_CUBE,
                              "batch_matmul", "move", *_LAYOUT, "create", *_SORT, "ci",
-                             "gather_mask", "concat"))
+                             "gather_mask", "concat", "read", "write"))
 tile.MaskPattern = MaskPattern  # type: ignore[attr-defined]
 
 array = Namespace("pl.array", ("create", "get_element", "update_element"))
