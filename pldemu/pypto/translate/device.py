@@ -40,6 +40,7 @@ from pldemu.ir.nodes import (
 from pldemu.pypto.capture import CapturedFunction, CapturedProgram, Kind
 from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.translate import arrays
+from pldemu.pypto.translate.cube_split import split_aiv_loop
 from pldemu.pypto.translate.evaluator import Evaluator, dsl_callee
 from pldemu.pypto.translate.level import Carry, Emit
 from pldemu.pypto.translate.ops import DEVICE_OPS, is_ir
@@ -249,6 +250,9 @@ class DeviceTranslator(Evaluator):
             return
         if name == "pl.spmd":
             spmd_loop(self, s)
+            return
+        if name == "pl.split_aiv":
+            split_aiv_loop(self, s)
             return
         kind = LOOP_KINDS.get(name or "")
         if kind is None:

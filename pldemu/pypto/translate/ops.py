@@ -38,6 +38,7 @@ from pldemu.ir.ops import Op
 from pldemu.ir.tile_signatures import accumulator_dtype
 from pldemu.pypto.capture import Kind
 from pldemu.pypto.translate import arrays
+from pldemu.pypto.translate.cube_split import CUBE_SPLIT_OPS
 from pldemu.pypto.translate.evaluator import bind_call
 from pldemu.pypto.translate.level import DeviceLevel
 from pldemu.pypto.translate.regions import (
@@ -1039,6 +1040,7 @@ _MATH_OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.move": _move("pl.move", "tile"),
     "pl.tile.move": _move("pl.tile.move", "tile"),
     **SORT_OPS,
+    **CUBE_SPLIT_OPS,
     "pl.array.create": arrays.create,
     "pl.array.get_element": arrays.get_element,
     "pl.array.update_element": arrays.update_element,

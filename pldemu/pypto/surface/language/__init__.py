@@ -92,6 +92,21 @@ class Role(enum.Enum, metaclass=_DslEnumType):
     SubWorker = "SubWorker"
 
 
+class SplitMode(enum.Enum, metaclass=_DslEnumType):
+    """``pl.split_aiv(n, mode=...)``: how the AIV lanes divide a region's tiles (NONE: each the whole tile)."""
+
+    NONE = 0
+    UP_DOWN = 1
+    LEFT_RIGHT = 2
+
+
+split_aiv = DslOp("pl.split_aiv")
+aiv_shard = DslOp("pl.aiv_shard")
+aic_gather = DslOp("pl.aic_gather")
+cross_core_slot = DslOp("pl.cross_core_slot")
+"""``optimizations=[pl.cross_core_slot(slot_num=N)]``: the cube / vector ring's depth (no value changes)."""
+split = DslOp("pl.split")
+"""``optimizations=[pl.split(mode)]`` of a ``pl.at`` / ``pl.spmd`` scope (no value changes here)."""
 range = DslOp("pl.range")
 unroll = DslOp("pl.unroll")
 parallel = DslOp("pl.parallel")
@@ -182,10 +197,11 @@ tile = Namespace("pl.tile", ("get_block_idx", "load", "store", "add", "sub", "mu
                              "cast",
                              *_MATH, "divs", *_REDUCTIONS, *_EXPANDS, "full", "maximums", "minimums", *_CUBE,
                              "batch_matmul", "move", *_LAYOUT, "create", *_SORT, "ci",
-                             "gather_mask", "concat", "read", "write"))
+                             "gather_mask", "concat", "read", "write", "aiv_shard", "aic_gather",
+                             "get_subblock_idx"))
 tile.MaskPattern = MaskPattern  # type: ignore[attr-defined]
 
 array = Namespace("pl.array", ("create", "get_element", "update_element"))
 """pypto's on-core scalar arrays (``pl.array.create(extent, dtype)``, ``arr[i]``, ``arr[i] = v``)."""
 
-__all__ = ["BF16", "BOOL", "FP16", "FP32", "INDEX", "INT8", "INT16", "INT32", "INT64", "RUNTIME", "TASK_ID", "UINT8", "UINT16", "UINT32", "Array", "AtomicType", "FunctionType", "InOut", "JITFunction", "Level", "Mem", "MemorySpace", "Out", "PadValue", "PyDType", "Role", "Scalar", "Tensor", "Tile", "abs", "add", "arange", "array", "assemble", "at", "batch_matmul", "cast", "col_expand", "col_expand_add", "col_expand_div", "col_expand_expdif", "col_expand_max", "col_expand_min", "col_expand_mul", "col_expand_sub", "col_max", "col_min", "col_sum", "concat", "const", "create_tensor", "create_tile", "div", "dynamic", "exp", "fillpad", "full", "function", "gather", "jit", "load", "log", "manual_scope", "matmul", "matmul_acc", "max", "maximum", "min", "minimum", "move", "mrgsort", "mul", "neg", "no_dep", "parallel", "pipeline", "program", "range", "read", "recip", "reshape", "row_expand", "row_expand_add", "row_expand_div", "row_expand_expdif", "row_expand_max", "row_expand_min", "row_expand_mul", "row_expand_sub", "row_max", "row_min", "row_sum", "rsqrt", "scope", "set_validshape", "slice", "sort32", "spmd", "spmd_submit", "sqrt", "store", "sub", "system", "tensor", "tile", "transpose", "unroll", "write", "yield_"]
+__all__ = ["BF16", "BOOL", "FP16", "FP32", "INDEX", "INT8", "INT16", "INT32", "INT64", "RUNTIME", "TASK_ID", "UINT8", "UINT16", "UINT32", "Array", "AtomicType", "FunctionType", "InOut", "JITFunction", "Level", "Mem", "MemorySpace", "Out", "PadValue", "PyDType", "Role", "Scalar", "SplitMode", "Tensor", "Tile", "abs", "add", "aic_gather", "aiv_shard", "arange", "array", "assemble", "at", "batch_matmul", "cast", "col_expand", "col_expand_add", "col_expand_div", "col_expand_expdif", "col_expand_max", "col_expand_min", "col_expand_mul", "col_expand_sub", "col_max", "col_min", "col_sum", "concat", "const", "create_tensor", "create_tile", "cross_core_slot", "div", "dynamic", "exp", "fillpad", "full", "function", "gather", "jit", "load", "log", "manual_scope", "matmul", "matmul_acc", "max", "maximum", "min", "minimum", "move", "mrgsort", "mul", "neg", "no_dep", "parallel", "pipeline", "program", "range", "read", "recip", "reshape", "row_expand", "row_expand_add", "row_expand_div", "row_expand_expdif", "row_expand_max", "row_expand_min", "row_expand_mul", "row_expand_sub", "row_max", "row_min", "row_sum", "rsqrt", "scope", "set_validshape", "slice", "sort32", "split", "split_aiv", "spmd", "spmd_submit", "sqrt", "store", "sub", "system", "tensor", "tile", "transpose", "unroll", "write", "yield_"]
