@@ -137,5 +137,20 @@ def test_unique_sorts_and_counts() -> None:
     x = torch.tensor([[3, 1], [3, 7]], dtype=torch.int32)
     assert torch.unique(x).tolist() == [1, 3, 7] and torch.unique(x).dtype is torch.int32
     values, inverse, counts = torch.unique(x, return_inverse=True, return_counts=True)
+    assert values.tolist() == [1, 3, 7]
     assert inverse.tolist() == [[1, 0], [1, 2]] and counts.tolist() == [1, 2, 1]
     assert torch.unique(torch.tensor([2.0, -1.0, 2.0]), sorted=True).tolist() == [-1.0, 2.0]
+
+
+def test_einsum_contracts_in_the_promoted_dtype() -> None:
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((2, 3, 4)).astype(np.float32), rng.standard_normal((5, 4)).astype(np.float32)
+    got = torch.einsum("thd,cd->thc", torch.from_numpy(a), torch.from_numpy(b))
+    np.testing.assert_allclose(got.numpy(), np.tensordot(a, b, axes=([2], [1])), rtol=1e-6)
+    assert got.dtype is torch.float32
+    q = torch.full((1, 2, 16), 100, dtype=torch.int8)
+    k = torch.ones((3, 16), dtype=torch.int8)
+    s = torch.einsum("thd,cd->thc", [q, k])
+    assert s.dtype is torch.int8 and s.tolist()[0][0][0] == (1600 + 128) % 256 - 128  # wraps as torch's int8 sum
+    h = torch.tensor([[0.1, 0.2]], dtype=torch.bfloat16)
+    assert torch.einsum("ij,ij->i", h, h).dtype is torch.bfloat16
