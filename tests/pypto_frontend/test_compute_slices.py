@@ -124,6 +124,34 @@ def test_tile_elements_read_and_written_in_place() -> None:
     np.testing.assert_array_equal(small, bytes_)
 
 
+@pl.program
+class SliceMatmul:
+    """pypto-lib's decode_o_proj spelling: tensor slices (a subscript, pl.slice) into a matmul with b_trans, a
+    tensor-level matmul to pypto although pldemu loads each slice where it is made."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, x: pl.Tensor[[R, C], pl.FP32], w: pl.Tensor[[16, C], pl.FP32],
+          y: pl.Out[pl.Tensor[[R, 16], pl.FP32]]) -> None:
+        acc = pl.matmul(pl.slice(x, [R, 16], [0, 0]), w[0:16, 0:16], b_trans=True, out_dtype=pl.FP32)
+        acc = pl.matmul_acc(acc, x[:, 16:32], w[:, 16:32], b_trans=True)
+        pl.store(acc, [0, 0], y)
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, x: pl.Tensor[[R, C], pl.FP32], w: pl.Tensor[[16, C], pl.FP32],
+                  y: pl.Out[pl.Tensor[[R, 16], pl.FP32]]) -> None:
+        self.k(x, w, y)
+
+
+@pytest.mark.launcher
+def test_b_trans_on_tensor_slices_is_the_tensor_form() -> None:
+    rng = np.random.default_rng(4)
+    x = rng.integers(-3, 4, (R, C)).astype(np.float32)
+    w = rng.integers(-3, 4, (16, C)).astype(np.float32)
+    y = np.zeros((R, 16), np.float32)
+    ir.compile(SliceMatmul, distributed_config=DistributedConfig(device_ids=[0]))(x, w, y)
+    np.testing.assert_array_equal(y, x @ w.T)
+
+
 def _list(items: list[int]) -> ListExpr:
     return ListExpr(tuple(Const(i) for i in items))
 

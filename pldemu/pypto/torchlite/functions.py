@@ -191,7 +191,8 @@ def einsum(equation: str, *operands: Any) -> Tensor:
         raise TypeError("einsum(): operands must be tensors")
     arrays, result = _operands(items)
     wide = (np.float64 if result is dt.float64 else np.float32) if result.is_floating_point else np.int64
-    out = np.einsum(equation, *(a.astype(wide) for a in arrays))
+    wide_operands: list[Any] = [a.astype(wide) for a in arrays]
+    out = np.einsum(equation, *wide_operands)
     return Tensor(np.asarray(out).astype(result.numpy))
 
 

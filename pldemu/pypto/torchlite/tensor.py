@@ -595,6 +595,11 @@ class Tensor:
     def pow(self, exponent: Any) -> Tensor:
         return self ** exponent
 
+    @property
+    def T(self) -> Tensor:
+        """The dims reversed (a view), as torch's ``.T``."""
+        return Tensor(self._a.T)
+
     def t(self) -> Tensor:
         """The transpose of a tensor of at most two dims."""
         if self.ndim > 2:

@@ -350,7 +350,8 @@ def _transposed(tr: DeviceLevel, tile: Var, trans: Any, what: str, node: ast.AST
 def _cube_operands(tr: DeviceLevel, b: Mapping[str, Any], name: str, node: ast.AST) -> tuple[Var, Var, bool]:
     """The lhs and rhs tiles of a matmul (tensors loaded whole, transposed as asked), in Left and Right, and
     whether the call is tensor-level (pypto's dispatch: a tensor operand makes it ``tensor.matmul``)."""
-    tensor_level = is_tensor(b["lhs"]) or is_tensor(b["rhs"])
+    tensor_level = any(is_tensor(b[p]) or (isinstance(b[p], Var) and b[p].name in tr.emit.tensor_slices)
+                       for p in ("lhs", "rhs"))
     lhs, rhs = (_tile(tr, on_core(tr, b[p], node, name), f"{name}: {p}", node) for p in ("lhs", "rhs"))
     if not tensor_level and (b.get("a_trans") or b.get("b_trans") or b.get("c_matrix_nz")):
         raise tr.error(f"pypto refuses it: {name}: a_trans / b_trans / c_matrix_nz are Tensor-only (on tiles, "

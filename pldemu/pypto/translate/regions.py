@@ -239,7 +239,9 @@ def load_region(tr: DeviceLevel, t: Var, region: Region, node: ast.AST, valid: S
     """``tensor.slice`` in a kernel: a ``tile.load`` of the region (``valid``: full-rank valid extents)."""
     view, offsets = _collapsed(tr, t, region, node)
     kept_valid = None if valid is None else [v for i, v in enumerate(valid) if i not in region.drop]
-    return tr.fb.pld.tile.load(view, offsets, region.kept, kept_valid, hint=tr.hint(f"{t.name}_slice"))
+    tile = tr.fb.pld.tile.load(view, offsets, region.kept, kept_valid, hint=tr.hint(f"{t.name}_slice"))
+    tr.emit.tensor_slices.add(tile.name)
+    return tile
 
 
 def slice_tile(tr: DeviceLevel, tile: Var, region: Region, node: ast.AST) -> Var:
