@@ -126,20 +126,23 @@ def test_tile_elements_read_and_written_in_place() -> None:
 
 @pl.program
 class SliceMatmul:
-    """pypto-lib's decode_o_proj spelling: tensor slices (a subscript, pl.slice) into a matmul with b_trans, a
-    tensor-level matmul to pypto although pldemu loads each slice where it is made."""
+    """pypto-lib's decode_o_proj spellings: tensor slices (a subscript, pl.slice) into a matmul with b_trans, a
+    tensor-level matmul to pypto although pldemu loads each slice where it is made; a row_max without a
+    scratch of an op on a slice (tensor-level too)."""
 
     @pl.function(type=pl.FunctionType.InCore)
     def k(self, x: pl.Tensor[[R, C], pl.FP32], w: pl.Tensor[[16, C], pl.FP32],
-          y: pl.Out[pl.Tensor[[R, 16], pl.FP32]]) -> None:
+          y: pl.Out[pl.Tensor[[R, 16], pl.FP32]], peak: pl.Out[pl.Tensor[[R, 1], pl.FP32]]) -> None:
         acc = pl.matmul(pl.slice(x, [R, 16], [0, 0]), w[0:16, 0:16], b_trans=True, out_dtype=pl.FP32)
         acc = pl.matmul_acc(acc, x[:, 16:32], w[:, 16:32], b_trans=True)
         pl.store(acc, [0, 0], y)
+        mags = pl.abs(pl.slice(x, [R, 16], [0, 16]))  # a tensor-level op of a slice: a tensor to pypto
+        pl.store(pl.row_max(mags), [0, 0], peak)  # so the reduction's scratch is synthesised
 
     @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
     def host_orch(self, x: pl.Tensor[[R, C], pl.FP32], w: pl.Tensor[[16, C], pl.FP32],
-                  y: pl.Out[pl.Tensor[[R, 16], pl.FP32]]) -> None:
-        self.k(x, w, y)
+                  y: pl.Out[pl.Tensor[[R, 16], pl.FP32]], peak: pl.Out[pl.Tensor[[R, 1], pl.FP32]]) -> None:
+        self.k(x, w, y, peak)
 
 
 @pytest.mark.launcher
@@ -147,9 +150,10 @@ def test_b_trans_on_tensor_slices_is_the_tensor_form() -> None:
     rng = np.random.default_rng(4)
     x = rng.integers(-3, 4, (R, C)).astype(np.float32)
     w = rng.integers(-3, 4, (16, C)).astype(np.float32)
-    y = np.zeros((R, 16), np.float32)
-    ir.compile(SliceMatmul, distributed_config=DistributedConfig(device_ids=[0]))(x, w, y)
+    y, peak = np.zeros((R, 16), np.float32), np.zeros((R, 1), np.float32)
+    ir.compile(SliceMatmul, distributed_config=DistributedConfig(device_ids=[0]))(x, w, y, peak)
     np.testing.assert_array_equal(y, x @ w.T)
+    np.testing.assert_array_equal(peak[:, 0], np.abs(x[:, 16:]).max(axis=1))
 
 
 def _list(items: list[int]) -> ListExpr:

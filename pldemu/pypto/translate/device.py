@@ -79,6 +79,21 @@ _TRUNCATING_HINT = {BinOpKind.TDIV: "quot", BinOpKind.TREM: "rem"}
 """The variable a truncating operator's value gets when it is not assigned to a name."""
 
 
+_TILE_MAKERS = frozenset({"pl.load", "pl.tile.load", "pl.create_tile", "pl.tile.create", "pl.tile.full",
+                          "pl.aiv_shard", "pl.tile.aiv_shard"})
+"""Ops whose result is a tile to pypto whatever their operands (a tensor's load, an allocation, a crossing)."""
+
+
+def _call_operands(node: ast.Call) -> list[ast.expr]:
+    return [*node.args, *(kw.value for kw in node.keywords)]
+
+
+def _marked(tr: DeviceTranslator, e: ast.expr) -> bool:
+    """A name bound to a tile that is a tensor to pypto (``Emit.tensor_slices``)."""
+    v = tr.env.get(e.id) if isinstance(e, ast.Name) else None
+    return isinstance(v, Var) and v.name in tr.emit.tensor_slices
+
+
 class _Returned(Exception):
     def __init__(self, value: Any) -> None:
         self.value = value
@@ -329,7 +344,12 @@ class DeviceTranslator(Evaluator):
         handler = DEVICE_OPS.get(name)
         if handler is None:
             raise self.error(f"{name} is not supported in a device function", node)
-        return handler(self, node)
+        marked = len(self.emit.tensor_slices)
+        result = handler(self, node)
+        if isinstance(result, Var) and isinstance(result.type, TileType) and name not in _TILE_MAKERS and (
+                len(self.emit.tensor_slices) > marked or any(_marked(self, a) for a in _call_operands(node))):
+            self.emit.tensor_slices.add(result.name)  # an op of a tensor-level operand is tensor-level (pypto)
+        return result
 
     def call_self(self, node: ast.Call, name: str) -> Any:
         fn = self.callee_function(node, name)

@@ -54,6 +54,7 @@ from pldemu.pypto.translate.regions import (
     store_region,
     tensor_dim,
 )
+from pldemu.pypto.translate.regions import tensor_level as tensor_on_core
 from pldemu.pypto.translate.sort_ops import SORT_OPS
 from pldemu.pypto.types import PyDType, SymInt
 
@@ -205,7 +206,7 @@ def _unary(op: Op, name: str, src: str, options: Mapping[str, Any] = MappingProx
 
     def rule(tr: DeviceLevel, node: ast.Call) -> Var:
         b = bind_call(tr, node, (src, *options), dict(options), name)
-        was_tensor = is_tensor(b[src])
+        was_tensor = tensor_on_core(tr, b[src])
         tile = _tile(tr, on_core(tr, b[src], node, name), f"{name}: {src}", node)
         if was_tensor and to_fp32 and tltype(tile).dtype.is_int:
             tile = tr.fb.pld.tile.cast(tile, DType.FP32, hint=tr.hint("cast"), mode=CastMode.ROUND)
@@ -239,7 +240,7 @@ def _reduce(op: Op, name: str, src: str, tmp: bool, tile_needs_tmp: bool) -> Rul
 
     def rule(tr: DeviceLevel, node: ast.Call) -> Var:
         b = bind_call(tr, node, (src, "tmp_tile") if tmp else (src,), {"tmp_tile": None} if tmp else {}, name)
-        was_tensor = is_tensor(b[src])
+        was_tensor = tensor_on_core(tr, b[src])
         tile = _tile(tr, on_core(tr, b[src], node, name), f"{name}: {src}", node)
         scratch = b.get("tmp_tile")
         if scratch is None and tile_needs_tmp:
@@ -350,8 +351,7 @@ def _transposed(tr: DeviceLevel, tile: Var, trans: Any, what: str, node: ast.AST
 def _cube_operands(tr: DeviceLevel, b: Mapping[str, Any], name: str, node: ast.AST) -> tuple[Var, Var, bool]:
     """The lhs and rhs tiles of a matmul (tensors loaded whole, transposed as asked), in Left and Right, and
     whether the call is tensor-level (pypto's dispatch: a tensor operand makes it ``tensor.matmul``)."""
-    tensor_level = any(is_tensor(b[p]) or (isinstance(b[p], Var) and b[p].name in tr.emit.tensor_slices)
-                       for p in ("lhs", "rhs"))
+    tensor_level = any(tensor_on_core(tr, b[p]) for p in ("lhs", "rhs"))
     lhs, rhs = (_tile(tr, on_core(tr, b[p], node, name), f"{name}: {p}", node) for p in ("lhs", "rhs"))
     if not tensor_level and (b.get("a_trans") or b.get("b_trans") or b.get("c_matrix_nz")):
         raise tr.error(f"pypto refuses it: {name}: a_trans / b_trans / c_matrix_nz are Tensor-only (on tiles, "

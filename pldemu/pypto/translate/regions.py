@@ -112,7 +112,16 @@ def on_core(tr: DeviceLevel, v: Any, node: ast.AST, op: str = "a tensor-level op
         return v
     shape = list(dims(tr, v, node))
     aligned_tile(tr, f"{op}'s whole-tensor load", shape, _ttype(v).dtype, node)
-    return tr.fb.pld.tile.load(v, [0] * len(shape), shape, hint=f"{v.name}_tile")
+    tile = tr.fb.pld.tile.load(v, [0] * len(shape), shape, hint=f"{v.name}_tile")
+    tr.emit.tensor_slices.add(tile.name)
+    return tile
+
+
+def tensor_level(tr: DeviceLevel, v: Any) -> bool:
+    """A tensor, or a tile that is one to pypto (a tensor's slice or a tensor-level op's result, loaded on
+    core where it is made): pypto's dispatch gives it the tensor form of an op (``b_trans=``, synthesised
+    scratch tiles)."""
+    return is_tensor(v) or (isinstance(v, Var) and v.name in tr.emit.tensor_slices)
 
 
 def tensor_dim(tr: DeviceLevel, t: Any, axis: Any, node: ast.AST) -> int:
