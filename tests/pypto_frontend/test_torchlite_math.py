@@ -154,3 +154,17 @@ def test_einsum_contracts_in_the_promoted_dtype() -> None:
     assert s.dtype is torch.int8 and s.tolist()[0][0][0] == (1600 + 128) % 256 - 128  # wraps as torch's int8 sum
     h = torch.tensor([[0.1, 0.2]], dtype=torch.bfloat16)
     assert torch.einsum("ij,ij->i", h, h).dtype is torch.bfloat16
+
+
+def test_golden_report_helpers() -> None:
+    """What pypto-lib's golden/validation.py reports with: count_nonzero, movedim, norm, unravel_index,
+    quantile, nn.functional.cosine_similarity (values worked by hand)."""
+    x = torch.tensor([[0.0, 3.0], [4.0, 0.0]])
+    assert x.count_nonzero().item() == 2 and torch.count_nonzero(x, dim=0).tolist() == [1, 1]
+    assert x.norm().item() == 5.0
+    assert torch.zeros(2, 3, 4).movedim(0, -1).shape == (3, 4, 2)
+    assert [int(c.item()) for c in torch.unravel_index(torch.tensor(5), (2, 3))] == [1, 2]
+    q = torch.quantile(torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0]), torch.tensor([0.5, 0.9]))
+    assert q.tolist() == pytest.approx([3.0, 4.6])
+    cos = torch.nn.functional.cosine_similarity(torch.tensor([1.0, 0.0]), torch.tensor([1.0, 1.0]), dim=0)
+    assert cos.item() == pytest.approx(math.sqrt(0.5))

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import NoReturn
 
-from pldemu.pypto.torchlite import testing
+from pldemu.pypto.torchlite import nn, testing
 from pldemu.pypto.torchlite.dtypes import (
     bfloat16,
     dtype,
@@ -90,6 +90,7 @@ from pldemu.pypto.torchlite.mathfns import (
     bucketize,
     ceil,
     cos,
+    count_nonzero,
     exp,
     finfo,
     floor,
@@ -106,6 +107,7 @@ from pldemu.pypto.torchlite.mathfns import (
     nan,
     neg,
     nonzero,
+    quantile,
     round,
     rsqrt,
     sigmoid,
@@ -117,6 +119,7 @@ from pldemu.pypto.torchlite.mathfns import (
     square,
     topk,
     unique,
+    unravel_index,
 )
 from pldemu.pypto.torchlite.random import Generator, manual_seed, rand, randint, randn, randperm
 from pldemu.pypto.torchlite.tensor import Size, Tensor
@@ -159,6 +162,7 @@ __all__ = [
     "clip",
     "concat",
     "cos",
+    "count_nonzero",
     "cumsum",
     "double",
     "dtype",
@@ -208,6 +212,7 @@ __all__ = [
     "minimum",
     "nan",
     "neg",
+    "nn",
     "nonzero",
     "numel",
     "ones",
@@ -215,6 +220,7 @@ __all__ = [
     "outer",
     "prod",
     "promote_types",
+    "quantile",
     "rand",
     "randint",
     "randn",
@@ -238,6 +244,7 @@ __all__ = [
     "topk",
     "uint8",
     "unique",
+    "unravel_index",
     "where",
     "zeros",
     "zeros_like",

@@ -144,6 +144,28 @@ def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False, ret
     return out[0] if len(out) == 1 else tuple(out)
 
 
+def count_nonzero(t: Tensor, dim: Any = None) -> Tensor:
+    return t.count_nonzero(dim)
+
+
+def unravel_index(indices: Any, shape: Any) -> tuple[Tensor, ...]:
+    """The coordinates of flat ``indices`` in ``shape``: one int64 tensor per dim (numpy.unravel_index)."""
+    return tuple(Tensor(np.asarray(c).astype(np.int64))
+                 for c in np.unravel_index(as_array(indices).astype(np.int64), tuple(int(d) for d in shape)))
+
+
+def quantile(input: Tensor, q: Any, dim: int | None = None, keepdim: bool = False, *,
+             interpolation: str = "linear") -> Tensor:
+    """The ``q`` quantiles (a float or a 1-D tensor; leading result dim for a tensor) of all elements or
+    along ``dim``, interpolated as torch (numpy's methods of the same names); float inputs only."""
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"quantile() input tensor must be either float or double dtype, got {input.dtype.name}")
+    a = input.numpy()
+    quantile_of: Any = np.quantile  # method= is a Literal of names in numpy's stubs; torch's names are those
+    out = quantile_of(a, as_array(q).astype(np.float64), axis=dim, keepdims=keepdim, method=interpolation)
+    return Tensor(np.asarray(out).astype(a.dtype))
+
+
 def bucketize(input: Any, boundaries: Tensor, *, out_int32: bool = False, right: bool = False) -> Tensor:
     """For each element the index of its bucket in the ascending 1-D ``boundaries``: the first ``i`` with
     ``x <= boundaries[i]`` (``right=True``: ``x < boundaries[i]``), ``len(boundaries)`` past the last;
@@ -219,6 +241,7 @@ __all__ = [
     "bucketize",
     "ceil",
     "cos",
+    "count_nonzero",
     "exp",
     "finfo",
     "floor",
@@ -231,6 +254,7 @@ __all__ = [
     "log2",
     "mean",
     "nan",
+    "quantile",
     "round",
     "rsqrt",
     "sigmoid",
@@ -238,4 +262,5 @@ __all__ = [
     "sin",
     "sqrt",
     "unique",
+    "unravel_index",
 ]

@@ -595,6 +595,25 @@ class Tensor:
     def pow(self, exponent: Any) -> Tensor:
         return self ** exponent
 
+    def count_nonzero(self, dim: Any = None) -> Tensor:
+        """The number of non-zero elements (over ``dim``, an int or a tuple), int64."""
+        axis = None if dim is None else tuple(_dim(d, self.ndim) for d in (dim if isinstance(dim, (tuple, list))
+                                                                           else (dim,)))
+        return Tensor(np.asarray(np.count_nonzero(self._a, axis=axis)).astype(np.int64))
+
+    def movedim(self, source: Any, destination: Any) -> Tensor:
+        """A view with the ``source`` dims moved to ``destination`` (ints or sequences), as numpy.moveaxis."""
+        return Tensor(np.moveaxis(self._a, source, destination))
+
+    def norm(self, p: Any = "fro", dim: Any = None, keepdim: builtins.bool = False) -> Tensor:
+        """The 2-norm (``p`` = 2 or ``"fro"``) over all elements or ``dim``; float32 for half inputs."""
+        if p not in (2, 2.0, "fro"):
+            raise NotImplementedError(f"Tensor.norm(p={p!r}) is not in pldemu's torch stand-in; install torch")
+        if not self.dtype.is_floating_point:
+            raise RuntimeError(f"norm(): input dtype should be floating point, got {self.dtype.name}")
+        return self._reduce(lambda a, axis, keepdims: np.sqrt(np.sum(a * a, axis=axis, keepdims=keepdims)),
+                            dim, keepdim, None)
+
     @property
     def T(self) -> Tensor:
         """The dims reversed (a view), as torch's ``.T``."""
