@@ -1,7 +1,8 @@
 """pypto's cube / vector split in a kernel: ``for aiv_id in pl.split_aiv(2, mode=...)`` runs its body once
 per AIV lane, ``pl.aiv_shard`` gives each lane its half of a cube accumulator (rows in UP_DOWN, columns in
 LEFT_RIGHT, the whole in NONE) in the vector buffer, ``pl.tile.get_subblock_idx()`` is the lane, and
-``pl.cross_core_slot`` in ``optimizations=`` changes no value. Run on two ranks against numpy; refusals at
+``pl.cross_core_slot`` in ``optimizations=`` changes no value; ``pl.tile.transpose_view`` of a Mat tile
+feeds a matmul its transpose. Run on two ranks against numpy; refusals at
 the user's line."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import re
 import numpy as np
 import pytest
 
+from pldemu.ir.enums import MemorySpace
 from pldemu.ir.ops import Op
 from pldemu.ir.walk import function_calls
 from pldemu.pypto.errors import FrontendError
@@ -32,13 +34,15 @@ class CubeSplit:
     @pl.function(type=pl.FunctionType.InCore)
     def k(self, a: pl.Tensor[[M, K], pl.FP32], b: pl.Tensor[[K, N], pl.FP32],
           up: pl.Out[pl.Tensor[[M, N], pl.FP32]], side: pl.Out[pl.Tensor[[M, N], pl.FP32]],
-          lanes: pl.Out[pl.Tensor[[2, N], pl.FP32]]) -> None:
+          lanes: pl.Out[pl.Tensor[[2, N], pl.FP32]], tprod: pl.Out[pl.Tensor[[M, N], pl.FP32]]) -> None:
         acc = pl.matmul(pl.load(a, [0, 0], [M, K]), pl.load(b, [0, 0], [K, N]))
         for aiv_id in pl.split_aiv(2, mode=pl.SplitMode.UP_DOWN):
             half = pl.aiv_shard(acc)
             up = pl.assemble(up, pl.add(half, pl.cast(aiv_id, pl.FP32)), [aiv_id * (M // 2), 0])
         for aiv_id in pl.split_aiv(2, mode=pl.SplitMode.LEFT_RIGHT):
             side = pl.assemble(side, pl.mul(pl.aiv_shard(acc), 2.0), [0, aiv_id * (N // 2)])
+        kt = pl.tile.transpose_view(pl.load(b, [0, 0], [K, N], target_memory=pl.MemorySpace.Mat))
+        pl.store(pl.matmul(pl.load(a, [0, 0], [M, K]), kt), [0, 0], tprod)  # a @ b.T
         for lane in pl.split_aiv(2, mode=pl.SplitMode.NONE):
             whole = pl.aiv_shard(acc)
             row = pl.reshape(whole[lane, :], [1, N])
@@ -47,29 +51,32 @@ class CubeSplit:
     @pl.function(type=pl.FunctionType.Orchestration)
     def orch(self, a: pl.Tensor[[M, K], pl.FP32], b: pl.Tensor[[K, N], pl.FP32],
              up: pl.Out[pl.Tensor[[M, N], pl.FP32]], side: pl.Out[pl.Tensor[[M, N], pl.FP32]],
-             lanes: pl.Out[pl.Tensor[[2, N], pl.FP32]]) -> None:
+             lanes: pl.Out[pl.Tensor[[2, N], pl.FP32]], tprod: pl.Out[pl.Tensor[[M, N], pl.FP32]]) -> None:
         with pl.spmd(1, optimizations=[pl.cross_core_slot(slot_num=2)]):
-            self.k(a, b, up, side, lanes)
+            self.k(a, b, up, side, lanes, tprod)
 
     @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
     def host_orch(self, a: pl.Tensor[[NR, M, K], pl.FP32], b: pl.Tensor[[NR, K, N], pl.FP32],
                   up: pl.Out[pl.Tensor[[NR, M, N], pl.FP32]], side: pl.Out[pl.Tensor[[NR, M, N], pl.FP32]],
-                  lanes: pl.Out[pl.Tensor[[NR, 2, N], pl.FP32]]) -> None:
+                  lanes: pl.Out[pl.Tensor[[NR, 2, N], pl.FP32]],
+                  tprod: pl.Out[pl.Tensor[[NR, M, N], pl.FP32]]) -> None:
         for r in pl.range(2):
-            self.orch(a[r], b[r], up[r], side[r], lanes[r], device=r)
+            self.orch(a[r], b[r], up[r], side[r], lanes[r], tprod[r], device=r)
 
 
 def _args() -> tuple[np.ndarray, ...]:
     rng = np.random.default_rng(11)
     a = rng.integers(-3, 4, (2, M, K)).astype(np.float32)  # small integers: every product sum is exact
     b = rng.integers(-3, 4, (2, K, N)).astype(np.float32)
-    return a, b, np.zeros((2, M, N), np.float32), np.zeros((2, M, N), np.float32), np.zeros((2, 2, N), np.float32)
+    return (a, b, np.zeros((2, M, N), np.float32), np.zeros((2, M, N), np.float32), np.zeros((2, 2, N), np.float32),
+            np.zeros((2, M, N), np.float32))
 
 
 @pytest.mark.launcher
 def test_lanes_split_a_cube_accumulator() -> None:
-    a, b, up, side, lanes = _args()
-    ir.compile(CubeSplit, distributed_config=DistributedConfig(device_ids=[0, 1]))(a, b, up, side, lanes)
+    a, b, up, side, lanes, tprod = _args()
+    ir.compile(CubeSplit, distributed_config=DistributedConfig(device_ids=[0, 1]))(a, b, up, side, lanes, tprod)
+    np.testing.assert_array_equal(tprod, a @ b.transpose(0, 2, 1))  # pl.tile.transpose_view
     prod = a @ b
     lane_of_row = (np.arange(M) >= M // 2).astype(np.float32)[None, :, None]
     np.testing.assert_array_equal(up, prod + lane_of_row)
@@ -79,10 +86,11 @@ def test_lanes_split_a_cube_accumulator() -> None:
 
 def test_a_shard_is_a_window_moved_to_the_vector_buffer() -> None:
     built, _ = translate(CubeSplit, 2, _args())
-    ops = [c.op for f in built.program.functions for c in function_calls(f)]
+    calls = [c for f in built.program.functions for c in function_calls(f)]
     # per rank: 2 + 2 lane halves and the NONE lanes' two row subscripts; the six shards cross to Vec
-    # (besides the matmul's two operand moves)
-    assert ops.count(Op.TILE_SLICE) == 2 * (4 + 2) and ops.count(Op.TILE_MOVE) == 2 * (2 + 6)
+    assert [c.op for c in calls].count(Op.TILE_SLICE) == 2 * (4 + 2)
+    to_vec = [c for c in calls if c.op is Op.TILE_MOVE and c.type.memory is MemorySpace.Vec]  # type: ignore[union-attr]
+    assert len(to_vec) == 2 * 6
 
 
 def _mistake(mistake: str):  # type: ignore[no-untyped-def]

@@ -348,6 +348,15 @@ def _transposed(tr: DeviceLevel, tile: Var, trans: Any, what: str, node: ast.AST
     return tr.fb.pld.tile.transpose(tile, rank - 2, rank - 1, hint=f"{tile.name}_t")
 
 
+def _transpose_view(tr: DeviceLevel, node: ast.Call) -> Var:
+    """``pl.tile.transpose_view(tile)``: pypto's zero-copy NZ <-> ZN reinterpretation of a (Mat) tile, whose
+    values are the tile with its two trailing axes swapped: a ``tile.transpose`` here (the same values;
+    pldemu holds tiles row-major, so the view is a copy)."""
+    b = bind_call(tr, node, ("tile",), {}, "pl.tile.transpose_view")
+    tile = _tile(tr, b["tile"], "pl.tile.transpose_view: tile", node)
+    return _transposed(tr, tile, True, "pl.tile.transpose_view", node)
+
+
 def _cube_operands(tr: DeviceLevel, b: Mapping[str, Any], name: str, node: ast.AST) -> tuple[Var, Var, bool]:
     """The lhs and rhs tiles of a matmul (tensors loaded whole, transposed as asked), in Left and Right, and
     whether the call is tensor-level (pypto's dispatch: a tensor operand makes it ``tensor.matmul``)."""
@@ -1078,6 +1087,7 @@ _OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.slice": _slice("pl.slice", "input"),
     "pl.tensor.slice": _slice("pl.tensor.slice", "tensor"),
     "pl.concat": _concat("pl.concat"),
+    "pl.tile.transpose_view": _transpose_view,
     "pl.tile.concat": _concat("pl.tile.concat"),
     "pl.assemble": _assemble("pl.assemble"),
     "pl.tensor.assemble": _assemble("pl.tensor.assemble"),
