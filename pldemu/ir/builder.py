@@ -475,6 +475,10 @@ class TileNS(_Namespace):
         """tile.write: one element of the tile set in place."""
         self._fb.op(Op.TILE_WRITE, [tile, as_list(indices), ir.as_expr(value)])
 
+    def assemble(self, target: ir.Var, source: ir.Var, offset: ListLike) -> None:
+        """tile.assemble: the source's valid box written into the target tile at ``offset`` in place."""
+        self._fb.op(Op.TILE_ASSEMBLE, [target, source, as_list(offset)])
+
     def concat(self, src0: ir.Var, src1: ir.Var, hint: str = "cat") -> ir.Var:
         """tile.concat: two 2-D tiles side by side (column-wise)."""
         return self._var(Op.TILE_CONCAT, [src0, src1], {}, hint)

@@ -108,6 +108,7 @@ class Op(enum.Enum):
     TILE_CONCAT = "tile.concat"
     TILE_READ = "tile.read"
     TILE_WRITE = "tile.write"
+    TILE_ASSEMBLE = "tile.assemble"
     # Sort, gather, arange (runtime/ops/sort.py).
     TILE_CI = "tile.ci"
     TILE_SORT32 = "tile.sort32"

@@ -527,6 +527,24 @@ def deduce_tile_element(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrVal
     return ScalarType(t.dtype) if op is Op.TILE_READ else NONE
 
 
+def deduce_tile_assemble(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+    """tile.assemble(target, source, [offset]): the source's valid box written into the target tile at
+    ``offset``, in place (an effect; what pypto's gather_row DMA and in-place assemble do). One dtype; a
+    static window must lie inside the target."""
+    t, src = _tile(args[0]), _tile(args[1])
+    assert isinstance(args[2], ListExpr)
+    if t.dtype != src.dtype:
+        raise TileTypeError(op, "source", f"source dtype {src.dtype.value} must be the target's {t.dtype.value}")
+    if len(args[2].items) != len(t.shape) or len(src.shape) != len(t.shape):
+        raise TileTypeError(op, "offset", f"a source and offsets of the target's rank {len(t.shape)}")
+    for axis, (o, e, d) in enumerate(zip(args[2].items, src.shape, t.shape, strict=True)):
+        at = static_int(o)
+        if e > d or (at is not None and not 0 <= at <= d - e):
+            raise TileTypeError(op, "offset", f"source {list(src.shape)} at axis {axis} offset {at} runs off the "
+                                f"target's {d}")
+    return NONE
+
+
 TL, S, L, SL, TS = Kind.TILE, Kind.SCALAR, Kind.LIST, Kind.STATIC_LIST, Kind.TILE_OR_SCALAR
 _CMP = AttrSpec("cmp_type", CmpType, None)
 
@@ -559,6 +577,7 @@ TILE_SIGNATURES: Mapping[Op, Signature] = {
     Op.TILE_SLICE: sig([("tile", TL), ("shape", SL), ("offset", L)], deduce_tile_slice),
     Op.TILE_CONCAT: sig([("src0", TL), ("src1", TL)], deduce_tile_concat),
     Op.TILE_READ: sig([("tile", TL), ("indices", L)], deduce_tile_element),
+    Op.TILE_ASSEMBLE: sig([("target", TL), ("source", TL), ("offset", L)], deduce_tile_assemble),
     Op.TILE_WRITE: sig([("tile", TL), ("indices", L), ("value", S)], deduce_tile_element),
     Op.TILE_MOVE: sig([("tile", TL)], deduce_move, [AttrSpec("target_memory", MemorySpace, None)]),
     Op.TILE_MATMUL: sig([("lhs", TL), ("rhs", TL)], Matmul(2)),

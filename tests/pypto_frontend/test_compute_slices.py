@@ -3,7 +3,8 @@
 pypto's ``tile.slice``; ``pl.concat`` / ``pl.tile.concat`` is ``tile.concat``; ``pl.tile.read`` /
 ``pl.tile.write`` (and ``pl.read`` / ``pl.write`` of a tile) are ``tile.read`` / ``tile.write``,
 ``pl.tensor.read`` / ``pl.tensor.write`` the tensor's. Run on two ranks against numpy; the valid box
-through a slice; refusals at the user's line."""
+through a slice; ``pl.create_l1`` / ``pl.gather_row`` (an in-place ``tile.assemble``); refusals at the user's
+line."""
 
 from __future__ import annotations
 
@@ -155,6 +156,46 @@ def test_b_trans_on_tensor_slices_is_the_tensor_form() -> None:
     ir.compile(SliceMatmul, distributed_config=DistributedConfig(device_ids=[0]))(x, w, y, peak)
     np.testing.assert_array_equal(y, x @ w.T)
     np.testing.assert_array_equal(peak[:, 0], np.abs(x[:, 16:]).max(axis=1))
+
+
+P, G = 12, 8
+
+
+@pl.program
+class PagedGather:
+    """A kernel-driven paged gather (pypto-lib's sparse attention): rows of a GM pool picked by a block
+    table land in an L1 accumulator (pl.create_l1 + pl.gather_row), as rows and, transposed, as columns;
+    both feed a matmul."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, q: pl.Tensor[[2, 16], pl.FP32], pool: pl.Tensor[[P, 16], pl.FP32], table: pl.Tensor[[G], pl.INT32],
+          s: pl.Out[pl.Tensor[[2, G], pl.FP32]], st: pl.Out[pl.Tensor[[2, G], pl.FP32]]) -> None:
+        kv = pl.create_l1([G, 16], pl.FP32)
+        kv_t = pl.create_l1([16, G], pl.FP32, transpose=True)
+        for r in pl.range(G):
+            phys = pl.cast(pl.tensor.read(table, [r]), pl.INDEX)
+            kv = pl.gather_row(kv, pool, [r, 0], [phys, 0], [1, 16])
+            kv_t = pl.gather_row(kv_t, pool, [0, r], [phys, 0], [1, 16], transpose=True)
+        pl.store(pl.matmul(pl.load(q, [0, 0], [2, 16]), kv, b_trans=True), [0, 0], s)
+        pl.store(pl.matmul(pl.load(q, [0, 0], [2, 16]), kv_t), [0, 0], st)
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, q: pl.Tensor[[2, 16], pl.FP32], pool: pl.Tensor[[P, 16], pl.FP32],
+                  table: pl.Tensor[[G], pl.INT32], s: pl.Out[pl.Tensor[[2, G], pl.FP32]],
+                  st: pl.Out[pl.Tensor[[2, G], pl.FP32]]) -> None:
+        self.k(q, pool, table, s, st)
+
+
+@pytest.mark.launcher
+def test_paged_gather_into_l1_feeds_a_matmul() -> None:
+    rng = np.random.default_rng(8)
+    q = rng.integers(-3, 4, (2, 16)).astype(np.float32)
+    pool = rng.integers(-3, 4, (P, 16)).astype(np.float32)
+    table = rng.permutation(P)[:G].astype(np.int32)
+    s, st = np.zeros((2, G), np.float32), np.zeros((2, G), np.float32)
+    ir.compile(PagedGather, distributed_config=DistributedConfig(device_ids=[0]))(q, pool, table, s, st)
+    np.testing.assert_array_equal(s, q @ pool[table].T)
+    np.testing.assert_array_equal(st, q @ pool[table].T)
 
 
 def _list(items: list[int]) -> ListExpr:

@@ -446,6 +446,50 @@ def _create_tile(name: str) -> Rule:
     return rule
 
 
+def _create_l1(name: str) -> Rule:
+    """``pl.create_l1(shape, dtype, transpose=False)``: pypto's on-chip (Mat) accumulator of a kernel-driven
+    gather, tensor-typed to pypto (so it composes with a tensor-level ``pl.matmul``); a Mat tile here,
+    filled by ``pl.gather_row``."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, ("shape", "dtype", "transpose"), {"transpose": False}, name)
+        shape, dtype = _ints(tr, b["shape"], f"{name}: shape", node), _dtype_arg(tr, b["dtype"], name, node)
+        if any(d <= 0 for d in shape):
+            raise tr.error(f"pypto refuses it: {name}: shape must be static and positive, got {shape}", node)
+        tile = tr.fb.pld.tile.create(shape, dtype, mem=MemorySpace.Mat, hint=tr.hint("l1"))
+        tr.emit.tensor_slices.add(tile.name)
+        return tile
+
+    return rule
+
+
+def _gather_row(name: str) -> Rule:
+    """``pl.gather_row(acc, src, dst_offset, src_offset, shapes, transpose=False, *, valid_shape=None)``: the GM
+    window ``shapes`` of ``src`` at ``src_offset`` (its ``valid_shape`` part) written into ``acc`` at
+    ``dst_offset`` in place (``transpose``: the window's two axes swapped, a row landing as a column);
+    returns ``acc``, as pypto's DMA into L1 does."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, ("acc", "src", "dst_offset", "src_offset", "shapes", "transpose"),
+                      {"transpose": False, "valid_shape": None}, name)
+        acc = _tile(tr, b["acc"], f"{name}: acc", node)
+        src = _tensor(tr, b["src"], f"{name}: src", node)
+        shape = _ints(tr, b["shapes"], f"{name}: shapes (a static window)", node)
+        if b["transpose"] and b["valid_shape"] is not None:
+            raise tr.error(f"pypto refuses it: {name}: valid_shape is not supported together with transpose=True",
+                           node)
+        region = Region(tuple(_offsets(tr, b["src_offset"], name, node)), tuple(shape), ())
+        check_bounds(tr, src, region, node)
+        piece = tr.fb.pld.tile.load(src, list(region.offsets), shape,
+                                    None if b["valid_shape"] is None else list(b["valid_shape"]), hint=tr.hint("row"))
+        if b["transpose"]:
+            piece = _transposed(tr, piece, True, name, node)
+        tr.fb.pld.tile.assemble(acc, piece, _offsets(tr, b["dst_offset"], name, node))
+        return acc
+
+    return rule
+
+
 def _dtype_arg(tr: DeviceLevel, v: Any, name: str, node: ast.AST) -> DType:
     if not isinstance(v, PyDType):
         raise tr.error(f"{name}: dtype must be a pl dtype, got {v!r}", node)
@@ -1088,6 +1132,10 @@ _OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.tensor.slice": _slice("pl.tensor.slice", "tensor"),
     "pl.concat": _concat("pl.concat"),
     "pl.tile.transpose_view": _transpose_view,
+    "pl.create_l1": _create_l1("pl.create_l1"),
+    "pl.tensor.create_l1": _create_l1("pl.tensor.create_l1"),
+    "pl.gather_row": _gather_row("pl.gather_row"),
+    "pl.tensor.gather_row": _gather_row("pl.tensor.gather_row"),
     "pl.tile.concat": _concat("pl.tile.concat"),
     "pl.assemble": _assemble("pl.assemble"),
     "pl.tensor.assemble": _assemble("pl.tensor.assemble"),

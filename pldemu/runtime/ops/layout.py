@@ -1,5 +1,6 @@
 """Handlers of the layout ops that are not the MX family's: tile.reshape, tile.slice, tile.concat, and a
-tile's element access (tile.read, tile.write in place: the tile is the core's buffer).
+tile's element access (tile.read, tile.write in place: the tile is the core's buffer) and tile.assemble
+(a box written into a tile in place: pypto's gather_row DMA).
 
 Registered into the one handler table (``pldemu.runtime.ops.HANDLERS``). A reshape is a view: the same
 row-major elements in the new shape, the valid box as the signature maps it (fully valid, or a box that
@@ -77,7 +78,21 @@ def _write(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
     tile.data[_element("tile.write", tile, args[1])] = scalar_as(tile.data.dtype, args[2])  # wraps as the core
 
 
+def _assemble(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
+    """The source's valid box into the target at ``offset``, in place (the rest of the target unchanged)."""
+    target: Tile = args[0]
+    source: Tile = args[1]
+    offset = tuple(int(o) for o in args[2])
+    box = source.valid
+    if any(not 0 <= o <= d - e for o, e, d in zip(offset, box, target.data.shape, strict=True)):
+        raise ProgramError(f"tile.assemble: source box {list(box)} at offset {list(offset)} runs off the tile "
+                           f"{list(target.data.shape)}")
+    window = tuple(slice(o, o + e) for o, e in zip(offset, box, strict=True))
+    target.data[window] = source.data[tuple(slice(0, e) for e in box)]
+
+
 LAYOUT_HANDLERS: Mapping[Op, Handler] = MappingProxyType({
+    Op.TILE_ASSEMBLE: _assemble,
     Op.TILE_RESHAPE: _reshape, Op.TILE_SLICE: _slice, Op.TILE_CONCAT: _concat, Op.TILE_READ: _read,
     Op.TILE_WRITE: _write})
 """Entries of the one handler table (merged there)."""
