@@ -3,7 +3,7 @@
 pypto's ``tile.slice``; ``pl.concat`` / ``pl.tile.concat`` is ``tile.concat``; ``pl.tile.read`` /
 ``pl.tile.write`` (and ``pl.read`` / ``pl.write`` of a tile) are ``tile.read`` / ``tile.write``,
 ``pl.tensor.read`` / ``pl.tensor.write`` the tensor's. Run on two ranks against numpy; the valid box
-through a slice; ``pl.create_l1`` / ``pl.gather_row`` (an in-place ``tile.assemble``); refusals at the user's
+through a slice; ``pl.create_l1`` / ``pl.gather_row`` (an in-place ``tile.assemble``); ``pl.scatter``'s mask form; refusals at the user's
 line."""
 
 from __future__ import annotations
@@ -156,6 +156,33 @@ def test_b_trans_on_tensor_slices_is_the_tensor_form() -> None:
     ir.compile(SliceMatmul, distributed_config=DistributedConfig(device_ids=[0]))(x, w, y, peak)
     np.testing.assert_array_equal(y, x @ w.T)
     np.testing.assert_array_equal(peak[:, 0], np.abs(x[:, 16:]).max(axis=1))
+
+
+@pl.program
+class Interleave:
+    """pypto-lib's dspark attention re-interleaves RoPE halves with the mask form of pl.tensor.scatter."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, x: pl.Tensor[[R, C], pl.FP32], y: pl.Out[pl.Tensor[[R, C], pl.FP32]]) -> None:
+        t = pl.load(x, [0, 0], [R, C])
+        out = pl.full([R, C], dtype=pl.FP32, value=0.0)
+        out = pl.tensor.scatter(t[:, 0:16], mask_pattern=pl.tile.MaskPattern.P0101, dst=out)
+        out = pl.scatter(t[:, 16:32], mask_pattern=pl.tile.MaskPattern.P1010, dst=out)
+        pl.store(out, [0, 0], y)
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, x: pl.Tensor[[R, C], pl.FP32], y: pl.Out[pl.Tensor[[R, C], pl.FP32]]) -> None:
+        self.k(x, y)
+
+
+@pytest.mark.launcher
+def test_mask_scatter_interleaves() -> None:
+    x = np.random.default_rng(6).standard_normal((R, C)).astype(np.float32)
+    y = np.zeros((R, C), np.float32)
+    ir.compile(Interleave, distributed_config=DistributedConfig(device_ids=[0]))(x, y)
+    want = np.empty_like(x)
+    want[:, 0::2], want[:, 1::2] = x[:, :16], x[:, 16:]
+    np.testing.assert_array_equal(y, want)
 
 
 P, G = 12, 8
