@@ -3,7 +3,7 @@
 pypto's ``tile.slice``; ``pl.concat`` / ``pl.tile.concat`` is ``tile.concat``; ``pl.tile.read`` /
 ``pl.tile.write`` (and ``pl.read`` / ``pl.write`` of a tile) are ``tile.read`` / ``tile.write``,
 ``pl.tensor.read`` / ``pl.tensor.write`` the tensor's. Run on two ranks against numpy; the valid box
-through a slice; ``pl.create_l1`` / ``pl.gather_row`` (an in-place ``tile.assemble``); ``pl.scatter``'s mask form; refusals at the user's
+through a slice; ``pl.create_l1`` / ``pl.gather_row`` (an in-place ``tile.assemble``); ``pl.scatter``'s mask form; ``pl.cmp`` of tensors; refusals at the user's
 line."""
 
 from __future__ import annotations
@@ -183,6 +183,32 @@ def test_mask_scatter_interleaves() -> None:
     want = np.empty_like(x)
     want[:, 0::2], want[:, 1::2] = x[:, :16], x[:, 16:]
     np.testing.assert_array_equal(y, want)
+
+
+@pl.program
+class Compare:
+    """pypto-lib's lm_head greedy sampler: pl.cmp of tensor slices is 0 / 1 in the lhs dtype (pypto's CmpConv)."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, x: pl.Tensor[[R, C], pl.FP32], gt: pl.Out[pl.Tensor[[R, 16], pl.FP32]],
+          eq: pl.Out[pl.Tensor[[R, 16], pl.INT32]]) -> None:
+        pl.store(pl.cmp(x[:, 0:16], 0.0, cmp_type=4), [0, 0], gt)
+        same = pl.cmp(x[:, 0:16], x[:, 16:32], cmp_type=0)
+        pl.store(pl.cast(same, target_type=pl.INT32), [0, 0], eq)
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, x: pl.Tensor[[R, C], pl.FP32], gt: pl.Out[pl.Tensor[[R, 16], pl.FP32]],
+                  eq: pl.Out[pl.Tensor[[R, 16], pl.INT32]]) -> None:
+        self.k(x, gt, eq)
+
+
+@pytest.mark.launcher
+def test_tensor_compare_is_zero_or_one() -> None:
+    x = np.random.default_rng(2).integers(-2, 3, (R, C)).astype(np.float32)
+    gt, eq = np.full((R, 16), 7.0, np.float32), np.full((R, 16), 7, np.int32)
+    ir.compile(Compare, distributed_config=DistributedConfig(device_ids=[0]))(x, gt, eq)
+    np.testing.assert_array_equal(gt, (x[:, :16] > 0).astype(np.float32))
+    np.testing.assert_array_equal(eq, (x[:, :16] == x[:, 16:]).astype(np.int32))
 
 
 P, G = 12, 8

@@ -18,7 +18,7 @@ from typing import Any
 
 from pldemu.ir.cast_paths import cast_chain
 from pldemu.ir.dtypes import DType
-from pldemu.ir.enums import AtomicType, CastMode, MemorySpace, NotifyOp, PadValue, ReduceOp, WaitCmp
+from pldemu.ir.enums import AtomicType, CastMode, CmpType, MemorySpace, NotifyOp, PadValue, ReduceOp, WaitCmp
 from pldemu.ir.nodes import (
     NR,
     BinOp,
@@ -355,6 +355,32 @@ def _transpose_view(tr: DeviceLevel, node: ast.Call) -> Var:
     b = bind_call(tr, node, ("tile",), {}, "pl.tile.transpose_view")
     tile = _tile(tr, b["tile"], "pl.tile.transpose_view: tile", node)
     return _transposed(tr, tile, True, "pl.tile.transpose_view", node)
+
+
+def _cmp(name: str) -> Rule:
+    """``pl.cmp(lhs, rhs, cmp_type=0)`` (0 eq, 1 ne, 2 lt, 3 le, 4 gt, 5 ge): of tiles, ``tile.cmp`` /
+    ``tile.cmps`` (a scalar rhs), the packed predicate mask; of a tensor (or a tensor-level tile), pypto's
+    CmpConv: that mask selecting 1 or 0 (``tile.sel`` of two fills), a 0 / 1 tile in lhs's dtype."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, ("lhs", "rhs", "cmp_type"), {"cmp_type": 0}, name)
+        tensor_form = tensor_on_core(tr, b["lhs"]) and not name.startswith("pl.tile.")
+        lhs = _tile(tr, on_core(tr, b["lhs"], node, name), f"{name}: lhs", node)
+        rhs = on_core(tr, b["rhs"], node, name)
+        kind = CmpType(int(b["cmp_type"]))
+        t = tltype(lhs)
+        if isinstance(rhs, Var) and isinstance(rhs.type, TileType):
+            mask = tr.fb.pld.tile.cmp(lhs, rhs, kind, hint=tr.hint("mask"))
+        else:
+            mask = tr.fb.pld.tile.cmps(lhs, _typed(rhs, t.dtype), kind, hint=tr.hint("mask"))
+        if not tensor_form:
+            return mask
+        one = tr.fb.pld.tile.full(list(t.shape), 1, t.dtype, hint=tr.hint("cmp_one"))
+        zero = tr.fb.pld.tile.full(list(t.shape), 0, t.dtype, hint=tr.hint("cmp_zero"))
+        scratch = tr.fb.pld.tile.create([1, 32], DType.UINT8, hint=tr.hint("cmp_tmp"))
+        return tr.fb.pld.tile.sel(mask, one, zero, scratch, hint=tr.hint("cmp"))
+
+    return rule
 
 
 def _cube_operands(tr: DeviceLevel, b: Mapping[str, Any], name: str, node: ast.AST) -> tuple[Var, Var, bool]:
@@ -1132,6 +1158,8 @@ _OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.tensor.slice": _slice("pl.tensor.slice", "tensor"),
     "pl.concat": _concat("pl.concat"),
     "pl.tile.transpose_view": _transpose_view,
+    "pl.cmp": _cmp("pl.cmp"),
+    "pl.tensor.cmp": _cmp("pl.tensor.cmp"),
     "pl.create_l1": _create_l1("pl.create_l1"),
     "pl.tensor.create_l1": _create_l1("pl.tensor.create_l1"),
     "pl.gather_row": _gather_row("pl.gather_row"),
