@@ -168,3 +168,14 @@ def test_golden_report_helpers() -> None:
     assert q.tolist() == pytest.approx([3.0, 4.6])
     cos = torch.nn.functional.cosine_similarity(torch.tensor([1.0, 0.0]), torch.tensor([1.0, 1.0]), dim=0)
     assert cos.item() == pytest.approx(math.sqrt(0.5))
+
+
+def test_half_matmul_accumulates_in_float32_and_rounds_once() -> None:
+    """BF16 @ BF16 as torch's CPU kernel: float32 sums rounded once to BF16 (numpy has no BLAS for
+    ml_dtypes' bfloat16: an element loop that took minutes on pypto-lib's goldens)."""
+    rng = np.random.default_rng(3)
+    a, b = (rng.standard_normal(s).astype(ml_dtypes.bfloat16) for s in ((4, 64), (64, 3)))
+    got = torch.from_numpy(a) @ torch.from_numpy(b)
+    want = (a.astype(np.float32) @ b.astype(np.float32)).astype(ml_dtypes.bfloat16)
+    assert got.dtype is torch.bfloat16
+    np.testing.assert_array_equal(got.numpy(), want)

@@ -119,6 +119,16 @@ def _inplace(fn: Callable[..., Any], a: Tensor, b: Any) -> Tensor:
     return a
 
 
+def _matmul(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``x @ y`` in the operands' (common) dtype: FP16 / BF16 accumulated in float32 and rounded once, as
+    torch's CPU kernels do (and through BLAS: numpy has none for ml_dtypes' bfloat16, whose matmul is an
+    element loop)."""
+    wide = _CALC_FLOAT.get(dt.from_numpy_dtype(x.dtype))
+    if wide is None:
+        return np.matmul(x, y)
+    return np.matmul(x.astype(wide), y.astype(wide)).astype(x.dtype)
+
+
 def as_array(value: Any) -> np.ndarray:
     """The array of a tensor, or a value as an array (for functions taking tensors or data)."""
     return value._a if isinstance(value, Tensor) else np.asarray(value)
@@ -806,7 +816,10 @@ class Tensor:
         return _binary(np.power, o, self)
 
     def __matmul__(self, o: Any) -> Tensor:
-        return _binary(np.matmul, self, o)
+        return _binary(_matmul, self, o)
+
+    def __rmatmul__(self, o: Any) -> Tensor:
+        return _binary(_matmul, o, self)
 
     def __and__(self, o: Any) -> Tensor:
         return _binary(np.bitwise_and, self, o)
