@@ -179,3 +179,9 @@ def test_half_matmul_accumulates_in_float32_and_rounds_once() -> None:
     want = (a.astype(np.float32) @ b.astype(np.float32)).astype(ml_dtypes.bfloat16)
     assert got.dtype is torch.bfloat16
     np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_log1p_is_accurate_near_zero() -> None:
+    x = torch.tensor([1e-10, 0.0, 1.0])
+    np.testing.assert_allclose(torch.log1p(x).numpy(), [1e-10, 0.0, math.log(2.0)], rtol=1e-6)
+    assert torch.tensor([1, 3]).log1p().dtype is torch.float32

@@ -37,6 +37,10 @@ def log2(t: Tensor) -> Tensor:
     return t.log2()
 
 
+def log1p(t: Tensor) -> Tensor:
+    return t.log1p()
+
+
 def sqrt(t: Tensor) -> Tensor:
     return t.sqrt()
 
@@ -251,6 +255,7 @@ __all__ = [
     "isinf",
     "isnan",
     "log",
+    "log1p",
     "log2",
     "mean",
     "nan",

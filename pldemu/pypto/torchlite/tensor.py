@@ -466,6 +466,9 @@ class Tensor:
     def log2(self) -> Tensor:
         return self._math("log2")
 
+    def log1p(self) -> Tensor:
+        return self._math("log1p")
+
     def sqrt(self) -> Tensor:
         return self._math("sqrt")
 
