@@ -462,6 +462,27 @@ class TileNS(_Namespace):
         """tile.reshape: the same elements in another shape (zero copy)."""
         return self._var(Op.TILE_RESHAPE, [tile, as_list(shape)], {}, hint or tile.name)
 
+    def tile_slice(self, tile: ir.Var, shape: Sequence[int], offset: Sequence[ir.ExprLike],
+                   hint: str | None = None) -> ir.Var:
+        """tile.slice: a copy of a static window of the tile at ``offset``."""
+        return self._var(Op.TILE_SLICE, [tile, as_list(shape), as_list(offset)], {}, hint or tile.name)
+
+    def read(self, tile: ir.Var, indices: ListLike, hint: str = "val") -> ir.Var:
+        """tile.read: one element of the tile as a scalar."""
+        return self._var(Op.TILE_READ, [tile, as_list(indices)], {}, hint)
+
+    def write(self, tile: ir.Var, indices: ListLike, value: ir.ExprLike) -> None:
+        """tile.write: one element of the tile set in place."""
+        self._fb.op(Op.TILE_WRITE, [tile, as_list(indices), ir.as_expr(value)])
+
+    def assemble(self, target: ir.Var, source: ir.Var, offset: ListLike) -> None:
+        """tile.assemble: the source's valid box written into the target tile at ``offset`` in place."""
+        self._fb.op(Op.TILE_ASSEMBLE, [target, source, as_list(offset)])
+
+    def concat(self, src0: ir.Var, src1: ir.Var, hint: str = "cat") -> ir.Var:
+        """tile.concat: two 2-D tiles side by side (column-wise)."""
+        return self._var(Op.TILE_CONCAT, [src0, src1], {}, hint)
+
     def transpose(self, tile: ir.Var, axis1: int, axis2: int, hint: str | None = None) -> ir.Var:
         """tile.transpose: a copy with two axes swapped."""
         return self._var(Op.TILE_TRANSPOSE, [tile, ir.as_expr(axis1), ir.as_expr(axis2)], {}, hint or tile.name)

@@ -107,6 +107,11 @@ class Op(enum.Enum):
     TILE_BATCH_MATMUL = "tile.batch_matmul"
     # Layout (runtime/ops/layout.py).
     TILE_RESHAPE = "tile.reshape"
+    TILE_SLICE = "tile.slice"
+    TILE_CONCAT = "tile.concat"
+    TILE_READ = "tile.read"
+    TILE_WRITE = "tile.write"
+    TILE_ASSEMBLE = "tile.assemble"
     # Sort, gather, arange (runtime/ops/sort.py).
     TILE_CI = "tile.ci"
     TILE_SORT32 = "tile.sort32"
@@ -114,6 +119,7 @@ class Op(enum.Enum):
     TILE_MRGSORT_MERGE = "tile.mrgsort_merge"
     TILE_GATHER = "tile.gather"
     TILE_GATHER_MASK = "tile.gather_mask"
+    TILE_SCATTER_MASK = "tile.scatter_mask"
     # MX quantisation primitives and zero-copy views (what tile.tquant_mx lowers to: lowering/mx.py).
     TILE_TQUANT_MX_RAW = "tile.tquant_mx_raw"
     TILE_TMOV_X2ZZ = "tile.tmov_x2zz"

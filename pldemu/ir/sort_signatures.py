@@ -139,6 +139,24 @@ def deduce_gather_mask(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValu
     return TileType(dtype, (src.shape[0], src.shape[1] // stride), None, src.memory)
 
 
+def deduce_scatter_mask(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+    """tile.scatter_mask(src, dst) {pattern}: the inverse of gather_mask: ``dst`` (2-D, one dtype, ``src``'s
+    rows, ``src.cols * stride`` columns) with the pattern's columns replaced by ``src``'s; typed as ``dst``."""
+    src, dst = _tile(args[0]), _tile(args[1])
+    pattern = attrs["pattern"]
+    assert isinstance(pattern, int)
+    if pattern not in MASK_PATTERNS:
+        raise TileTypeError(op, "mask_pattern", f"mask_pattern must be 1..7, got {pattern}")
+    if len(src.shape) != 2 or len(dst.shape) != 2 or src.dtype != dst.dtype:
+        raise TileTypeError(op, "dst", f"takes 2-D src and dst of one dtype, got {_dims(src)} {src.dtype.value} and "
+                            f"{_dims(dst)} {dst.dtype.value}")
+    stride = MASK_PATTERNS[pattern][0]
+    if dst.shape != (src.shape[0], src.shape[1] * stride):
+        raise TileTypeError(op, "dst", f"dst must be [{src.shape[0]}, {src.shape[1] * stride}] (src cols x {stride}), "
+                            f"got {_dims(dst)}")
+    return dst
+
+
 TL, S, SL = Kind.TILE, Kind.SCALAR, Kind.STATIC_LIST
 
 SORT_SIGNATURES: Mapping[Op, Signature] = {
@@ -151,6 +169,7 @@ SORT_SIGNATURES: Mapping[Op, Signature] = {
     Op.TILE_GATHER: sig([("src", TL), ("index_tile", TL)], deduce_gather, [AttrSpec("per_row", int, 0)]),
     Op.TILE_GATHER_MASK: sig([("src", TL)], deduce_gather_mask,
                              [AttrSpec("pattern", int, None), AttrSpec("dtype", DType, None)]),
+    Op.TILE_SCATTER_MASK: sig([("src", TL), ("dst", TL)], deduce_scatter_mask, [AttrSpec("pattern", int, None)]),
 }
 """Entries of the one signature table (merged there)."""
 

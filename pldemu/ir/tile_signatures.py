@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pldemu.ir.dtypes import DType
 from pldemu.ir.enums import CastMode, CmpType, MemorySpace, TileLayout
 from pldemu.ir.nodes import (
+    NONE,
     Arg,
     AttrValue,
     Const,
@@ -471,6 +472,79 @@ def deduce_reshape(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) 
     return TileType(t.dtype, shape, _canonical_valid(shape, valid), t.memory, t.layout)
 
 
+def deduce_tile_slice(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+    """tile.slice(tile, [shape], [offset]): a static window of the tile; its valid box is the source's
+    shifted by ``offset`` and cut to the window (pypto's rule), so a window of a fully valid tile is fully
+    valid. A static window must lie inside the tile; a dynamic offset is checked when it runs."""
+    t = _tile(args[0])
+    assert isinstance(args[1], ListExpr) and isinstance(args[2], ListExpr)
+    shape = tuple(static_int(i) or 0 for i in args[1].items)
+    offsets = [static_int(o) for o in args[2].items]
+    if len(shape) != len(t.shape) or len(offsets) != len(t.shape) or any(d <= 0 for d in shape):
+        raise IRTypeError(op, "shape", f"{len(t.shape)} positive extents and {len(t.shape)} offsets",
+                          f"{list(shape)} at {len(offsets)} offsets")
+    valid: list[Expr] = []
+    for axis, (ext, off, dim, v) in enumerate(zip(shape, offsets, t.shape, valid_of(t), strict=True)):
+        if ext > dim or (off is not None and not 0 <= off <= dim - ext):
+            raise TileTypeError(op, "offset", f"window {list(shape)} at axis {axis} offset {off} runs off the "
+                                f"tile's {dim}")
+        have = static_int(v)
+        if have == dim:
+            valid.append(Const(ext))
+        elif off is not None and have is not None:
+            valid.append(Const(min(max(have - off, 0), ext)))
+        else:
+            raise TileTypeError(op, "tile", f"slice of a partly valid tile {_valid_text(t)} at a dynamic offset "
+                                "is not supported by pldemu")
+    return TileType(t.dtype, shape, _canonical_valid(shape, valid), t.memory, t.layout)
+
+
+def deduce_tile_concat(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+    """tile.concat(src0, src1): two 2-D tiles of one dtype and row count side by side, typed fully valid as
+    pypto's deducer types it."""
+    a, b = _tile(args[0]), _tile(args[1])
+    if a.dtype != b.dtype:
+        raise TileTypeError(op, "src1", f"src0 and src1 must have same dtype, got {a.dtype.value} and {b.dtype.value}")
+    if len(a.shape) != 2 or len(b.shape) != 2:
+        raise TileTypeError(op, "src0", f"requires 2D tiles, got {_dims(a)} and {_dims(b)}")
+    if a.shape[0] != b.shape[0]:
+        raise TileTypeError(op, "src1", f"row count must match, got {a.shape[0]} vs {b.shape[0]}")
+    return TileType(a.dtype, (a.shape[0], a.shape[1] + b.shape[1]), None, a.memory)
+
+
+def deduce_tile_element(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+    """tile.read(tile, [indices]) is a scalar of the tile's dtype; tile.write(tile, [indices], value) writes
+    one element in place (an effect). One index per axis; a constant index must lie inside the tile."""
+    t = _tile(args[0])
+    assert isinstance(args[1], ListExpr)
+    if len(args[1].items) != len(t.shape):
+        raise IRTypeError(op, "indices", f"a list of {len(t.shape)} entries (one per dimension)",
+                          str(len(args[1].items)))
+    for axis, (i, dim) in enumerate(zip(args[1].items, t.shape, strict=True)):
+        at = static_int(i)
+        if at is not None and not 0 <= at < dim:
+            raise TileTypeError(op, "indices", f"index {at} of axis {axis} is outside the tile's {dim}")
+    return ScalarType(t.dtype) if op is Op.TILE_READ else NONE
+
+
+def deduce_tile_assemble(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+    """tile.assemble(target, source, [offset]): the source's valid box written into the target tile at
+    ``offset``, in place (an effect; what pypto's gather_row DMA and in-place assemble do). One dtype; a
+    static window must lie inside the target."""
+    t, src = _tile(args[0]), _tile(args[1])
+    assert isinstance(args[2], ListExpr)
+    if t.dtype != src.dtype:
+        raise TileTypeError(op, "source", f"source dtype {src.dtype.value} must be the target's {t.dtype.value}")
+    if len(args[2].items) != len(t.shape) or len(src.shape) != len(t.shape):
+        raise TileTypeError(op, "offset", f"a source and offsets of the target's rank {len(t.shape)}")
+    for axis, (o, e, d) in enumerate(zip(args[2].items, src.shape, t.shape, strict=True)):
+        at = static_int(o)
+        if e > d or (at is not None and not 0 <= at <= d - e):
+            raise TileTypeError(op, "offset", f"source {list(src.shape)} at axis {axis} offset {at} runs off the "
+                                f"target's {d}")
+    return NONE
+
+
 TL, S, L, SL, TS = Kind.TILE, Kind.SCALAR, Kind.LIST, Kind.STATIC_LIST, Kind.TILE_OR_SCALAR
 _CMP = AttrSpec("cmp_type", CmpType, None)
 
@@ -500,6 +574,11 @@ TILE_SIGNATURES: Mapping[Op, Signature] = {
         Op.TILE_COL_EXPAND, Op.TILE_COL_EXPAND_ADD, Op.TILE_COL_EXPAND_SUB, Op.TILE_COL_EXPAND_MUL,
         Op.TILE_COL_EXPAND_DIV, Op.TILE_COL_EXPAND_MAX, Op.TILE_COL_EXPAND_MIN, Op.TILE_COL_EXPAND_EXPDIF)},
     Op.TILE_RESHAPE: sig([("tile", TL), ("shape", SL)], deduce_reshape),
+    Op.TILE_SLICE: sig([("tile", TL), ("shape", SL), ("offset", L)], deduce_tile_slice),
+    Op.TILE_CONCAT: sig([("src0", TL), ("src1", TL)], deduce_tile_concat),
+    Op.TILE_READ: sig([("tile", TL), ("indices", L)], deduce_tile_element),
+    Op.TILE_ASSEMBLE: sig([("target", TL), ("source", TL), ("offset", L)], deduce_tile_assemble),
+    Op.TILE_WRITE: sig([("tile", TL), ("indices", L), ("value", S)], deduce_tile_element),
     Op.TILE_MOVE: sig([("tile", TL)], deduce_move, [AttrSpec("target_memory", MemorySpace, None)]),
     Op.TILE_MATMUL: sig([("lhs", TL), ("rhs", TL)], Matmul(2)),
     Op.TILE_BATCH_MATMUL: sig([("lhs", TL), ("rhs", TL)], Matmul(None)),

@@ -13,7 +13,7 @@ from prefetch import Outcome, _outcome, prefetched
 
 PROGRAMS = Path(__file__).resolve().parent / "model_programs"
 RANKS = (2, 4)
-PASSING = {"moe_layer.py": ("test_moe_layer",)}
+PASSING = {"attention_tp.py": ("test_attention_tp",), "moe_layer.py": ("test_moe_layer",)}
 """Program file -> its tests (each parametrized over RANKS)."""
 
 _FILES = [str(PROGRAMS / name) for name in PASSING]

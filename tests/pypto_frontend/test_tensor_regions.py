@@ -280,7 +280,7 @@ def _kernel_mistake(mistake: str):  # type: ignore[no-untyped-def]
             elif mistake == "subscript-count":
                 y[0:2, :, 0] = x[0:2, :]  # MARK-subscript-count
             elif mistake == "tile-subscript":
-                y[0:2, :] = pl.add(x, x)[0:2, :]  # MARK-tile-subscript
+                y[0:2, :] = pl.add(x, x)[0, 1]  # MARK-tile-subscript
 
         @pl.function(type=pl.FunctionType.InCore)
         def takes(self, x: pl.Tensor[[2, COLS], pl.FP32]) -> None:
@@ -323,7 +323,7 @@ def _kernel_mistake(mistake: str):  # type: ignore[no-untyped-def]
     ("assemble-rank", "t has 3 dims, the source 2 and the offset 2 entries"),
     ("add-scalar", "pl.add: lhs must be a tile or a tensor, got Var(n_val)"),
     ("subscript-count", "y has 2 dims, the subscript 3 indices"),
-    ("tile-subscript", "a subscript of a tile (pypto's tile.slice / tile.read) is not supported by pldemu"),
+    ("tile-subscript", "an element read of a tile (pypto's tile.read) is not supported by pldemu"),
     ("pass-slice", "self.takes: x is a tensor parameter, got a tile"),
     ("host-dim", "pl.tensor.dim: axis must be a static int in [-2, 2), got 3"),
 ])

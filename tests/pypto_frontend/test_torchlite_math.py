@@ -94,3 +94,94 @@ def test_clamp_min_softmax_and_selection() -> None:
     assert x.nonzero().tolist()[:3] == [[0, 0], [0, 1], [0, 2]]
     assert x.t().shape == (4, 2) and x.narrow(1, 1, 2).tolist() == [[1.0, 3.0], [5.0, 5.0]]
     assert x.masked_fill(x > 2.5, -1.0).tolist() == [[-1.0, 1.0, -1.0, 2.0], [0.0, -1.0, -1.0, 1.0]]
+
+
+def test_float8_round_trips_as_torch_casts_them() -> None:
+    """e4m3fn: 3 mantissa bits, nearest with ties to even, largest finite 448, beyond it NaN (torch's cast
+    does not saturate); e8m0fnu holds powers of two. Values worked by hand from the formats."""
+    x = torch.tensor([1.0, 0.3, 0.296875, -0.3, 450.0, 500.0, 448.0, 2.0 ** -9])
+    back = x.to(torch.float8_e4m3fn)
+    assert back.dtype is torch.float8_e4m3fn and back.element_size() == 1
+    got = back.float().tolist()
+    assert got[:4] == [1.0, 0.3125, 0.3125, -0.3125]  # 0.296875 is the tie between 0.28125 and 0.3125
+    assert got[4] == 448.0 and math.isnan(got[5]) and got[6] == 448.0 and got[7] == 2.0 ** -9
+    p = torch.tensor([0.25, 1024.0]).to(torch.float8_e8m0fnu).float()
+    assert p.tolist() == [0.25, 1024.0]
+    with pytest.raises(RuntimeError, match="Promotion for Float8"):
+        torch.promote_types(torch.float8_e4m3fn, torch.float32)
+
+
+def test_bucketize_sign_std_and_method_arithmetic() -> None:
+    edges = torch.tensor([0.25, 0.75, 1.25])
+    x = torch.tensor([[0.0, 0.25, 0.5], [0.75, 1.3, 9.0]])
+    assert torch.bucketize(x, edges).tolist() == [[0, 0, 1], [1, 3, 3]]
+    assert torch.bucketize(x, edges, right=True).tolist() == [[0, 1, 1], [2, 3, 3]]
+    assert torch.bucketize(x, edges).dtype is torch.int64
+    assert torch.bucketize(x, edges, out_int32=True).dtype is torch.int32
+    assert torch.sign(torch.tensor([-2.5, 0.0, 3.0])).tolist() == [-1.0, 0.0, 1.0]
+    assert torch.tensor([-3, 0, 7], dtype=torch.int8).sign().tolist() == [-1, 0, 1]
+    v = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    assert v.std().item() == pytest.approx(math.sqrt(5 / 3))
+    assert v.std(unbiased=False).item() == pytest.approx(math.sqrt(1.25))
+    assert v.sub(1.0).tolist() == [0.0, 1.0, 2.0, 3.0] and v.sub(v, alpha=2).tolist() == [-1.0, -2.0, -3.0, -4.0]
+    w = torch.tensor([1.0, -9.0, 9.0])
+    assert w.div_(2.0) is w and w.tolist() == [0.5, -4.5, 4.5]
+    assert w.clamp_(-1.0, 1.0).tolist() == [0.5, -1.0, 1.0] and w.tolist() == [0.5, -1.0, 1.0]
+    assert w.mul_(4).clamp_max_(3.0).tolist() == [2.0, -4.0, 3.0]
+    i = torch.tensor([1, 2], dtype=torch.int32)
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        i.mul_(0.5)
+
+
+def test_unique_sorts_and_counts() -> None:
+    x = torch.tensor([[3, 1], [3, 7]], dtype=torch.int32)
+    assert torch.unique(x).tolist() == [1, 3, 7] and torch.unique(x).dtype is torch.int32
+    values, inverse, counts = torch.unique(x, return_inverse=True, return_counts=True)
+    assert values.tolist() == [1, 3, 7]
+    assert inverse.tolist() == [[1, 0], [1, 2]] and counts.tolist() == [1, 2, 1]
+    assert torch.unique(torch.tensor([2.0, -1.0, 2.0]), sorted=True).tolist() == [-1.0, 2.0]
+
+
+def test_einsum_contracts_in_the_promoted_dtype() -> None:
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((2, 3, 4)).astype(np.float32), rng.standard_normal((5, 4)).astype(np.float32)
+    got = torch.einsum("thd,cd->thc", torch.from_numpy(a), torch.from_numpy(b))
+    np.testing.assert_allclose(got.numpy(), np.tensordot(a, b, axes=([2], [1])), rtol=1e-6)
+    assert got.dtype is torch.float32
+    q = torch.full((1, 2, 16), 100, dtype=torch.int8)
+    k = torch.ones((3, 16), dtype=torch.int8)
+    s = torch.einsum("thd,cd->thc", [q, k])
+    assert s.dtype is torch.int8 and s.tolist()[0][0][0] == (1600 + 128) % 256 - 128  # wraps as torch's int8 sum
+    h = torch.tensor([[0.1, 0.2]], dtype=torch.bfloat16)
+    assert torch.einsum("ij,ij->i", h, h).dtype is torch.bfloat16
+
+
+def test_golden_report_helpers() -> None:
+    """What pypto-lib's golden/validation.py reports with: count_nonzero, movedim, norm, unravel_index,
+    quantile, nn.functional.cosine_similarity (values worked by hand)."""
+    x = torch.tensor([[0.0, 3.0], [4.0, 0.0]])
+    assert x.count_nonzero().item() == 2 and torch.count_nonzero(x, dim=0).tolist() == [1, 1]
+    assert x.norm().item() == 5.0
+    assert torch.zeros(2, 3, 4).movedim(0, -1).shape == (3, 4, 2)
+    assert [int(c.item()) for c in torch.unravel_index(torch.tensor(5), (2, 3))] == [1, 2]
+    q = torch.quantile(torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0]), torch.tensor([0.5, 0.9]))
+    assert q.tolist() == pytest.approx([3.0, 4.6])
+    cos = torch.nn.functional.cosine_similarity(torch.tensor([1.0, 0.0]), torch.tensor([1.0, 1.0]), dim=0)
+    assert cos.item() == pytest.approx(math.sqrt(0.5))
+
+
+def test_half_matmul_accumulates_in_float32_and_rounds_once() -> None:
+    """BF16 @ BF16 as torch's CPU kernel: float32 sums rounded once to BF16 (numpy has no BLAS for
+    ml_dtypes' bfloat16: an element loop that took minutes on pypto-lib's goldens)."""
+    rng = np.random.default_rng(3)
+    a, b = (rng.standard_normal(s).astype(ml_dtypes.bfloat16) for s in ((4, 64), (64, 3)))
+    got = torch.from_numpy(a) @ torch.from_numpy(b)
+    want = (a.astype(np.float32) @ b.astype(np.float32)).astype(ml_dtypes.bfloat16)
+    assert got.dtype is torch.bfloat16
+    np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_log1p_is_accurate_near_zero() -> None:
+    x = torch.tensor([1e-10, 0.0, 1.0])
+    np.testing.assert_allclose(torch.log1p(x).numpy(), [1e-10, 0.0, math.log(2.0)], rtol=1e-6)
+    assert torch.tensor([1, 3]).log1p().dtype is torch.float32

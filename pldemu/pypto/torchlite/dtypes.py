@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from pldemu.npdtypes import BFLOAT16
+from pldemu.npdtypes import BFLOAT16, FLOAT8_E4M3FN, FLOAT8_E8M0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,8 +53,14 @@ float16 = dtype("float16", np.dtype(np.float16), 2)
 bfloat16 = dtype("bfloat16", BFLOAT16, 2)
 float32 = dtype("float32", np.dtype(np.float32), 2)
 float64 = dtype("float64", np.dtype(np.float64), 2)
+float8_e4m3fn = dtype("float8_e4m3fn", FLOAT8_E4M3FN, 2)
+float8_e8m0fnu = dtype("float8_e8m0fnu", FLOAT8_E8M0, 2)
+"""The FP8 types pypto-lib's goldens round through (``x.to(torch.float8_e4m3fn).float()``): ml_dtypes'
+conversions are torch's (nearest, ties to even; past the largest finite value e4m3fn gives NaN, as
+torch's non-saturating cast does)."""
 
-ALL_DTYPES = (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64)
+ALL_DTYPES = (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, float8_e4m3fn,
+              float8_e8m0fnu)
 _BY_NUMPY: Mapping[np.dtype[Any], dtype] = MappingProxyType({d.numpy: d for d in ALL_DTYPES})
 
 DEFAULT_FLOAT = float32
@@ -62,6 +68,8 @@ DEFAULT_FLOAT = float32
 DEFAULT_INT = int64
 _SCALAR_DEFAULT = (bool_, DEFAULT_INT, DEFAULT_FLOAT)
 _HALF = frozenset({float16, bfloat16})
+FLOAT8 = frozenset({float8_e4m3fn, float8_e8m0fnu})
+"""Types torch refuses to promote with any other ("Promotion for Float8 Types is not supported")."""
 
 
 def from_numpy_dtype(np_dtype: np.dtype[Any]) -> dtype:
@@ -76,6 +84,8 @@ def promote(a: dtype, b: dtype) -> dtype:
     """torch.promote_types for two dtypes."""
     if a == b:
         return a
+    if a in FLOAT8 or b in FLOAT8:
+        raise RuntimeError(f"Promotion for Float8 Types is not supported, attempted to promote {a.name} and {b.name}")
     if a.category != b.category:
         return a if a.category > b.category else b
     if a.category == 2:
@@ -132,6 +142,8 @@ __all__ = [
     "bfloat16",
     "bool_",
     "dtype",
+    "float8_e4m3fn",
+    "float8_e8m0fnu",
     "float16",
     "float32",
     "float64",

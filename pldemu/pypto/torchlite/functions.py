@@ -181,6 +181,21 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     return a @ b
 
 
+def einsum(equation: str, *operands: Any) -> Tensor:
+    """``torch.einsum(equation, *operands)`` (operands also as one list): numpy's einsum on the torch
+    result dtype of the operands. Floats are summed in float32 (float64 for float64) and rounded once, as
+    torch's CPU kernels accumulate FP16 / BF16; integers are summed in int64 and wrap into the result type
+    (the same residue as torch's accumulation in that type)."""
+    items = list(operands[0]) if len(operands) == 1 and isinstance(operands[0], (list, tuple)) else list(operands)
+    if not builtins.all(isinstance(t, Tensor) for t in items):
+        raise TypeError("einsum(): operands must be tensors")
+    arrays, result = _operands(items)
+    wide = (np.float64 if result is dt.float64 else np.float32) if result.is_floating_point else np.int64
+    wide_operands: list[Any] = [a.astype(wide) for a in arrays]
+    out = np.einsum(equation, *wide_operands)
+    return Tensor(np.asarray(out).astype(result.numpy))
+
+
 def maximum(a: Tensor, b: Tensor) -> Tensor:
     return a.max(b)
 
@@ -281,6 +296,7 @@ __all__ = [
     "clamp",
     "clip",
     "concat",
+    "einsum",
     "empty",
     "empty_like",
     "equal",

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from pldemu.pypto.torchlite import dtypes as dt
-from pldemu.pypto.torchlite.tensor import Tensor
+from pldemu.pypto.torchlite.tensor import Tensor, as_array
 
 inf = math.inf
 nan = math.nan
@@ -35,6 +35,10 @@ def log(t: Tensor) -> Tensor:
 
 def log2(t: Tensor) -> Tensor:
     return t.log2()
+
+
+def log1p(t: Tensor) -> Tensor:
+    return t.log1p()
 
 
 def sqrt(t: Tensor) -> Tensor:
@@ -125,6 +129,58 @@ def square(t: Tensor) -> Tensor:
     return t.square()
 
 
+def sign(t: Tensor) -> Tensor:
+    return t.sign()
+
+
+def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,
+           dim: int | None = None) -> Any:
+    """The distinct elements in ascending order (torch's CPU unique sorts whatever ``sorted`` says), with
+    the inverse indices (int64, the input's shape) and counts (int64) when asked, in torch's tuple order."""
+    if dim is not None:
+        raise NotImplementedError("torch.unique(dim=) is not in pldemu's torch stand-in; install torch to use it")
+    values, inverse, counts = np.unique(input.numpy(), return_inverse=True, return_counts=True)
+    out = [Tensor(values)]
+    if return_inverse:
+        out.append(Tensor(inverse.reshape(input.shape).astype(np.int64)))
+    if return_counts:
+        out.append(Tensor(counts.astype(np.int64)))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def count_nonzero(t: Tensor, dim: Any = None) -> Tensor:
+    return t.count_nonzero(dim)
+
+
+def unravel_index(indices: Any, shape: Any) -> tuple[Tensor, ...]:
+    """The coordinates of flat ``indices`` in ``shape``: one int64 tensor per dim (numpy.unravel_index)."""
+    return tuple(Tensor(np.asarray(c).astype(np.int64))
+                 for c in np.unravel_index(as_array(indices).astype(np.int64), tuple(int(d) for d in shape)))
+
+
+def quantile(input: Tensor, q: Any, dim: int | None = None, keepdim: bool = False, *,
+             interpolation: str = "linear") -> Tensor:
+    """The ``q`` quantiles (a float or a 1-D tensor; leading result dim for a tensor) of all elements or
+    along ``dim``, interpolated as torch (numpy's methods of the same names); float inputs only."""
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"quantile() input tensor must be either float or double dtype, got {input.dtype.name}")
+    a = input.numpy()
+    quantile_of: Any = np.quantile  # method= is a Literal of names in numpy's stubs; torch's names are those
+    out = quantile_of(a, as_array(q).astype(np.float64), axis=dim, keepdims=keepdim, method=interpolation)
+    return Tensor(np.asarray(out).astype(a.dtype))
+
+
+def bucketize(input: Any, boundaries: Tensor, *, out_int32: bool = False, right: bool = False) -> Tensor:
+    """For each element the index of its bucket in the ascending 1-D ``boundaries``: the first ``i`` with
+    ``x <= boundaries[i]`` (``right=True``: ``x < boundaries[i]``), ``len(boundaries)`` past the last;
+    int64 (``out_int32``: int32), as torch.bucketize."""
+    edges = as_array(boundaries)
+    if edges.ndim != 1:
+        raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim({edges.ndim})")
+    found = np.searchsorted(edges, as_array(input), side="right" if right else "left")
+    return Tensor(np.asarray(found).astype(np.int32 if out_int32 else np.int64))
+
+
 @dataclass(frozen=True)
 class iinfo:
     """``torch.iinfo(dtype)``: ``bits``, ``min``, ``max`` and ``dtype`` (its name) of an integer dtype."""
@@ -186,8 +242,10 @@ __all__ = [
     "amax",
     "amin",
     "argmax",
+    "bucketize",
     "ceil",
     "cos",
+    "count_nonzero",
     "exp",
     "finfo",
     "floor",
@@ -197,12 +255,17 @@ __all__ = [
     "isinf",
     "isnan",
     "log",
+    "log1p",
     "log2",
     "mean",
     "nan",
+    "quantile",
     "round",
     "rsqrt",
     "sigmoid",
+    "sign",
     "sin",
     "sqrt",
+    "unique",
+    "unravel_index",
 ]

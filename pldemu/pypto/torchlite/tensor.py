@@ -119,6 +119,16 @@ def _inplace(fn: Callable[..., Any], a: Tensor, b: Any) -> Tensor:
     return a
 
 
+def _matmul(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``x @ y`` in the operands' (common) dtype: FP16 / BF16 accumulated in float32 and rounded once, as
+    torch's CPU kernels do (and through BLAS: numpy has none for ml_dtypes' bfloat16, whose matmul is an
+    element loop)."""
+    wide = _CALC_FLOAT.get(dt.from_numpy_dtype(x.dtype))
+    if wide is None:
+        return np.matmul(x, y)
+    return np.matmul(x.astype(wide), y.astype(wide)).astype(x.dtype)
+
+
 def as_array(value: Any) -> np.ndarray:
     """The array of a tensor, or a value as an array (for functions taking tensors or data)."""
     return value._a if isinstance(value, Tensor) else np.asarray(value)
@@ -456,6 +466,9 @@ class Tensor:
     def log2(self) -> Tensor:
         return self._math("log2")
 
+    def log1p(self) -> Tensor:
+        return self._math("log1p")
+
     def sqrt(self) -> Tensor:
         return self._math("sqrt")
 
@@ -523,6 +536,66 @@ class Tensor:
     def clamp_min(self, min: Any) -> Tensor:
         return self.clamp(min=min)
 
+    def clamp_(self, min: Any = None, max: Any = None) -> Tensor:
+        """``clamp`` in place (the result stored back in this tensor's dtype)."""
+        return self._store(self.clamp(min, max))
+
+    def clamp_min_(self, min: Any) -> Tensor:
+        return self.clamp_(min=min)
+
+    def clamp_max_(self, max: Any) -> Tensor:
+        return self.clamp_(max=max)
+
+    def _store(self, result: Tensor) -> Tensor:
+        """An in-place op's result written back, refused (as torch does) where it would lose a category."""
+        if result.dtype.category > self.dtype.category:
+            raise RuntimeError(f"result type {result.dtype.name} can't be cast to the desired output type "
+                               f"{self.dtype.name}")
+        self._a[...] = result._a.astype(self._a.dtype)
+        return self
+
+    def add(self, other: Any, *, alpha: Any = 1) -> Tensor:
+        """``self + alpha * other``."""
+        return self + (other if alpha == 1 else other * alpha)
+
+    def sub(self, other: Any, *, alpha: Any = 1) -> Tensor:
+        """``self - alpha * other``."""
+        return self - (other if alpha == 1 else other * alpha)
+
+    def mul(self, other: Any) -> Tensor:
+        return self * other
+
+    def div(self, other: Any) -> Tensor:
+        return self / other
+
+    def add_(self, other: Any, *, alpha: Any = 1) -> Tensor:
+        return self._store(self.add(other, alpha=alpha))
+
+    def sub_(self, other: Any, *, alpha: Any = 1) -> Tensor:
+        return self._store(self.sub(other, alpha=alpha))
+
+    def mul_(self, other: Any) -> Tensor:
+        return self._store(self * other)
+
+    def div_(self, other: Any) -> Tensor:
+        return self._store(self / other)
+
+    def sign(self) -> Tensor:
+        """-1, 0 or 1 by the element's sign (a NaN stays NaN, a bool is itself), in the tensor's dtype."""
+        if self.dtype is dt.bool_:
+            return self.clone()
+        return Tensor(np.sign(self._a.astype(_CALC_FLOAT.get(self.dtype, self._a.dtype))).astype(self._a.dtype))
+
+    def std(self, dim: Any = None, unbiased: builtins.bool | None = None, keepdim: builtins.bool = False, *,
+            correction: Any = None) -> Tensor:
+        """The standard deviation over ``dim`` (all elements by default) with Bessel's correction unless
+        ``unbiased=False`` / ``correction=0``; FP16 / BF16 computed in float32 and rounded once."""
+        if not self.dtype.is_floating_point:
+            raise RuntimeError(f"std and var only support floating point and complex dtypes, got {self.dtype.name}")
+        ddof = (0 if unbiased is False else 1) if correction is None else correction
+        return self._reduce(lambda a, axis, keepdims: np.std(a, axis=axis, keepdims=keepdims, ddof=ddof),
+                            dim, keepdim, None)
+
     def clamp_max(self, max: Any) -> Tensor:
         return self.clamp(max=max)
 
@@ -534,6 +607,30 @@ class Tensor:
 
     def pow(self, exponent: Any) -> Tensor:
         return self ** exponent
+
+    def count_nonzero(self, dim: Any = None) -> Tensor:
+        """The number of non-zero elements (over ``dim``, an int or a tuple), int64."""
+        axis = None if dim is None else tuple(_dim(d, self.ndim) for d in (dim if isinstance(dim, (tuple, list))
+                                                                           else (dim,)))
+        return Tensor(np.asarray(np.count_nonzero(self._a, axis=axis)).astype(np.int64))
+
+    def movedim(self, source: Any, destination: Any) -> Tensor:
+        """A view with the ``source`` dims moved to ``destination`` (ints or sequences), as numpy.moveaxis."""
+        return Tensor(np.moveaxis(self._a, source, destination))
+
+    def norm(self, p: Any = "fro", dim: Any = None, keepdim: builtins.bool = False) -> Tensor:
+        """The 2-norm (``p`` = 2 or ``"fro"``) over all elements or ``dim``; float32 for half inputs."""
+        if p not in (2, 2.0, "fro"):
+            raise NotImplementedError(f"Tensor.norm(p={p!r}) is not in pldemu's torch stand-in; install torch")
+        if not self.dtype.is_floating_point:
+            raise RuntimeError(f"norm(): input dtype should be floating point, got {self.dtype.name}")
+        return self._reduce(lambda a, axis, keepdims: np.sqrt(np.sum(a * a, axis=axis, keepdims=keepdims)),
+                            dim, keepdim, None)
+
+    @property
+    def T(self) -> Tensor:
+        """The dims reversed (a view), as torch's ``.T``."""
+        return Tensor(self._a.T)
 
     def t(self) -> Tensor:
         """The transpose of a tensor of at most two dims."""
@@ -722,7 +819,10 @@ class Tensor:
         return _binary(np.power, o, self)
 
     def __matmul__(self, o: Any) -> Tensor:
-        return _binary(np.matmul, self, o)
+        return _binary(_matmul, self, o)
+
+    def __rmatmul__(self, o: Any) -> Tensor:
+        return _binary(_matmul, o, self)
 
     def __and__(self, o: Any) -> Tensor:
         return _binary(np.bitwise_and, self, o)

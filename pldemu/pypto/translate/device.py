@@ -40,10 +40,11 @@ from pldemu.ir.nodes import (
 from pldemu.pypto.capture import CapturedFunction, CapturedProgram, Kind
 from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.translate import arrays
+from pldemu.pypto.translate.cube_split import split_aiv_loop
 from pldemu.pypto.translate.evaluator import Evaluator, dsl_callee
 from pldemu.pypto.translate.level import Carry, Emit
 from pldemu.pypto.translate.ops import DEVICE_OPS, is_ir
-from pldemu.pypto.translate.regions import is_tensor, load_region, store_region, subscript_region
+from pldemu.pypto.translate.regions import is_tensor, load_region, slice_tile, store_region, subscript_region
 from pldemu.pypto.translate.tasks import (
     LOOP_KINDS,
     LOOP_OPTIONS,
@@ -76,6 +77,21 @@ def _floor_differs(kind: BinOpKind, a: Any, b: Any, truncated: Const) -> bool:
 
 _TRUNCATING_HINT = {BinOpKind.TDIV: "quot", BinOpKind.TREM: "rem"}
 """The variable a truncating operator's value gets when it is not assigned to a name."""
+
+
+_TILE_MAKERS = frozenset({"pl.load", "pl.tile.load", "pl.create_tile", "pl.tile.create", "pl.tile.full",
+                          "pl.aiv_shard", "pl.tile.aiv_shard"})
+"""Ops whose result is a tile to pypto whatever their operands (a tensor's load, an allocation, a crossing)."""
+
+
+def _call_operands(node: ast.Call) -> list[ast.expr]:
+    return [*node.args, *(kw.value for kw in node.keywords)]
+
+
+def _marked(tr: DeviceTranslator, e: ast.expr) -> bool:
+    """A name bound to a tile that is a tensor to pypto (``Emit.tensor_slices``)."""
+    v = tr.env.get(e.id) if isinstance(e, ast.Name) else None
+    return isinstance(v, Var) and v.name in tr.emit.tensor_slices
 
 
 class _Returned(Exception):
@@ -250,6 +266,9 @@ class DeviceTranslator(Evaluator):
         if name == "pl.spmd":
             spmd_loop(self, s)
             return
+        if name == "pl.split_aiv":
+            split_aiv_loop(self, s)
+            return
         kind = LOOP_KINDS.get(name or "")
         if kind is None:
             raise self.error("device loops are `for i in pl.range(...)` (or pl.parallel, pl.pipeline, pl.spmd), "
@@ -325,7 +344,12 @@ class DeviceTranslator(Evaluator):
         handler = DEVICE_OPS.get(name)
         if handler is None:
             raise self.error(f"{name} is not supported in a device function", node)
-        return handler(self, node)
+        marked = len(self.emit.tensor_slices)
+        result = handler(self, node)
+        if isinstance(result, Var) and isinstance(result.type, TileType) and name not in _TILE_MAKERS and (
+                len(self.emit.tensor_slices) > marked or any(_marked(self, a) for a in _call_operands(node))):
+            self.emit.tensor_slices.add(result.name)  # an op of a tensor-level operand is tensor-level (pypto)
+        return result
 
     def call_self(self, node: ast.Call, name: str) -> Any:
         fn = self.callee_function(node, name)
@@ -339,10 +363,14 @@ class DeviceTranslator(Evaluator):
 
     def subscript(self, base: Any, node: ast.Subscript) -> Any:
         """``t[i, j]`` of a tensor (all indices scalars, one per dim) is ``tensor.read``; any other
-        subscript of a tensor is its slice, loaded where it is made (pypto's ConvertTensorToTileOps)."""
+        subscript of a tensor is its slice, loaded where it is made (pypto's ConvertTensorToTileOps); a
+        subscript of a tile is its ``tile.slice``."""
         if isinstance(base, Var) and isinstance(base.type, TileType):
-            raise self.error(f"{ast.unparse(node)}: a subscript of a tile (pypto's tile.slice / tile.read) is not "
-                             "supported by pldemu; slice or read the tensor it came from", node)
+            region = subscript_region(self, base, self.indices(node), node)
+            if len(region.drop) == len(region.extents):
+                raise self.error(f"{ast.unparse(node)}: an element read of a tile (pypto's tile.read) is not "
+                                 "supported by pldemu; read the tensor it came from", node)
+            return slice_tile(self, base, region, node)
         if not is_tensor(base):
             return super().subscript(base, node)
         region = subscript_region(self, base, self.indices(node), node)

@@ -31,6 +31,9 @@ _BUILTINS: dict[str, Any] = {"True": True, "False": False, "None": None, "range"
 
 _PY_CALLABLES = (range, len, min, max, int, abs)
 
+_UNBOUND = object()
+"""A comprehension's loop name that had no binding before it."""
+
 
 def dsl_callee(ev: Any, node: ast.expr) -> str | None:
     """The pypto name a call ``node`` calls (``pl.at``, ``pl.spmd``), when it calls one of pypto's DSL
@@ -156,6 +159,34 @@ class Evaluator:
 
     def eval_List(self, node: ast.List) -> list[Any]:
         return [self.eval(e) for e in node.elts]
+
+    def eval_ListComp(self, node: ast.ListComp) -> list[Any]:
+        """``[e for x in <static iterable> if c]`` (pypto-lib's ``deps=[tids[g] for g in range(G)]``): Python
+        unrolls it as pypto's parser does; the loop names are bound only while it runs."""
+        out: list[Any] = []
+        self._comprehend(node, list(node.generators), out)
+        return out
+
+    def _comprehend(self, node: ast.ListComp, gens: list[ast.comprehension], out: list[Any]) -> None:
+        if not gens:
+            out.append(self.eval(node.elt))
+            return
+        gen = gens[0]
+        items = self.eval(gen.iter)
+        if gen.is_async or not isinstance(gen.target, ast.Name) or not isinstance(items, (range, list, tuple)):
+            raise self.error(f"a list comprehension over a static range, list or tuple with one loop name "
+                             f"({ast.unparse(node)!r})", node)
+        name, saved = gen.target.id, self.env.get(gen.target.id, _UNBOUND)
+        try:
+            for item in items:
+                self.env[name] = item
+                if all(self.eval(c) for c in gen.ifs):
+                    self._comprehend(node, gens[1:], out)
+        finally:
+            if saved is _UNBOUND:
+                self.env.pop(name, None)
+            else:
+                self.env[name] = saved
 
     def eval_Tuple(self, node: ast.Tuple) -> tuple[Any, ...]:
         return tuple(self.eval(e) for e in node.elts)

@@ -49,6 +49,9 @@ class Emit:
     the window's buffer: a signal used through the view is that buffer's."""
     tasks: TaskState = dataclasses.field(default_factory=TaskState)
     """Where the translation stands in the task structure (``translate/tasks.py``)."""
+    tensor_slices: set[str] = dataclasses.field(default_factory=set)
+    """Tiles that are a tensor's slice loaded where it is made (``regions.load_region``): still a tensor to
+    pypto, so ``pl.matmul(..., b_trans=True)`` on one is its tensor-level form."""
     truncating: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
     """(origin ``file:line``, the ``tdiv`` / ``trem`` as printed) -> the user's text of that ``//`` / ``%``:
     how a run's truncation findings (``Truncation.origin``, ``.expr``) name the user's expression."""

@@ -18,7 +18,7 @@ from typing import Any
 
 from pldemu.ir.cast_paths import cast_chain
 from pldemu.ir.dtypes import DType
-from pldemu.ir.enums import AtomicType, CastMode, MemorySpace, NotifyOp, PadValue, ReduceOp, WaitCmp
+from pldemu.ir.enums import AtomicType, CastMode, CmpType, MemorySpace, NotifyOp, PadValue, ReduceOp, WaitCmp
 from pldemu.ir.nodes import (
     NR,
     BinOp,
@@ -38,6 +38,7 @@ from pldemu.ir.ops import Op
 from pldemu.ir.tile_signatures import accumulator_dtype
 from pldemu.pypto.capture import Kind
 from pldemu.pypto.translate import arrays
+from pldemu.pypto.translate.cube_split import CUBE_SPLIT_OPS
 from pldemu.pypto.translate.evaluator import bind_call
 from pldemu.pypto.translate.level import DeviceLevel
 from pldemu.pypto.translate.regions import (
@@ -49,9 +50,11 @@ from pldemu.pypto.translate.regions import (
     is_tensor,
     load_region,
     on_core,
+    slice_tile,
     store_region,
     tensor_dim,
 )
+from pldemu.pypto.translate.regions import tensor_level as tensor_on_core
 from pldemu.pypto.translate.sort_ops import SORT_OPS
 from pldemu.pypto.types import PyDType, SymInt
 
@@ -203,7 +206,7 @@ def _unary(op: Op, name: str, src: str, options: Mapping[str, Any] = MappingProx
 
     def rule(tr: DeviceLevel, node: ast.Call) -> Var:
         b = bind_call(tr, node, (src, *options), dict(options), name)
-        was_tensor = is_tensor(b[src])
+        was_tensor = tensor_on_core(tr, b[src])
         tile = _tile(tr, on_core(tr, b[src], node, name), f"{name}: {src}", node)
         if was_tensor and to_fp32 and tltype(tile).dtype.is_int:
             tile = tr.fb.pld.tile.cast(tile, DType.FP32, hint=tr.hint("cast"), mode=CastMode.ROUND)
@@ -237,7 +240,7 @@ def _reduce(op: Op, name: str, src: str, tmp: bool, tile_needs_tmp: bool) -> Rul
 
     def rule(tr: DeviceLevel, node: ast.Call) -> Var:
         b = bind_call(tr, node, (src, "tmp_tile") if tmp else (src,), {"tmp_tile": None} if tmp else {}, name)
-        was_tensor = is_tensor(b[src])
+        was_tensor = tensor_on_core(tr, b[src])
         tile = _tile(tr, on_core(tr, b[src], node, name), f"{name}: {src}", node)
         scratch = b.get("tmp_tile")
         if scratch is None and tile_needs_tmp:
@@ -345,10 +348,45 @@ def _transposed(tr: DeviceLevel, tile: Var, trans: Any, what: str, node: ast.AST
     return tr.fb.pld.tile.transpose(tile, rank - 2, rank - 1, hint=f"{tile.name}_t")
 
 
+def _transpose_view(tr: DeviceLevel, node: ast.Call) -> Var:
+    """``pl.tile.transpose_view(tile)``: pypto's zero-copy NZ <-> ZN reinterpretation of a (Mat) tile, whose
+    values are the tile with its two trailing axes swapped: a ``tile.transpose`` here (the same values;
+    pldemu holds tiles row-major, so the view is a copy)."""
+    b = bind_call(tr, node, ("tile",), {}, "pl.tile.transpose_view")
+    tile = _tile(tr, b["tile"], "pl.tile.transpose_view: tile", node)
+    return _transposed(tr, tile, True, "pl.tile.transpose_view", node)
+
+
+def _cmp(name: str) -> Rule:
+    """``pl.cmp(lhs, rhs, cmp_type=0)`` (0 eq, 1 ne, 2 lt, 3 le, 4 gt, 5 ge): of tiles, ``tile.cmp`` /
+    ``tile.cmps`` (a scalar rhs), the packed predicate mask; of a tensor (or a tensor-level tile), pypto's
+    CmpConv: that mask selecting 1 or 0 (``tile.sel`` of two fills), a 0 / 1 tile in lhs's dtype."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, ("lhs", "rhs", "cmp_type"), {"cmp_type": 0}, name)
+        tensor_form = tensor_on_core(tr, b["lhs"]) and not name.startswith("pl.tile.")
+        lhs = _tile(tr, on_core(tr, b["lhs"], node, name), f"{name}: lhs", node)
+        rhs = on_core(tr, b["rhs"], node, name)
+        kind = CmpType(int(b["cmp_type"]))
+        t = tltype(lhs)
+        if isinstance(rhs, Var) and isinstance(rhs.type, TileType):
+            mask = tr.fb.pld.tile.cmp(lhs, rhs, kind, hint=tr.hint("mask"))
+        else:
+            mask = tr.fb.pld.tile.cmps(lhs, _typed(rhs, t.dtype), kind, hint=tr.hint("mask"))
+        if not tensor_form:
+            return mask
+        one = tr.fb.pld.tile.full(list(t.shape), 1, t.dtype, hint=tr.hint("cmp_one"))
+        zero = tr.fb.pld.tile.full(list(t.shape), 0, t.dtype, hint=tr.hint("cmp_zero"))
+        scratch = tr.fb.pld.tile.create([1, 32], DType.UINT8, hint=tr.hint("cmp_tmp"))
+        return tr.fb.pld.tile.sel(mask, one, zero, scratch, hint=tr.hint("cmp"))
+
+    return rule
+
+
 def _cube_operands(tr: DeviceLevel, b: Mapping[str, Any], name: str, node: ast.AST) -> tuple[Var, Var, bool]:
     """The lhs and rhs tiles of a matmul (tensors loaded whole, transposed as asked), in Left and Right, and
     whether the call is tensor-level (pypto's dispatch: a tensor operand makes it ``tensor.matmul``)."""
-    tensor_level = is_tensor(b["lhs"]) or is_tensor(b["rhs"])
+    tensor_level = any(tensor_on_core(tr, b[p]) for p in ("lhs", "rhs"))
     lhs, rhs = (_tile(tr, on_core(tr, b[p], node, name), f"{name}: {p}", node) for p in ("lhs", "rhs"))
     if not tensor_level and (b.get("a_trans") or b.get("b_trans") or b.get("c_matrix_nz")):
         raise tr.error(f"pypto refuses it: {name}: a_trans / b_trans / c_matrix_nz are Tensor-only (on tiles, "
@@ -430,6 +468,50 @@ def _create_tile(name: str) -> Rule:
         if b["transpose"] or b["flat_layout"]:
             raise tr.error(f"{name}: transpose= / flat_layout= are not supported by pldemu (row-major tiles)", node)
         return tr.fb.pld.tile.create(shape, dtype, mem=space, hint=tr.hint("tile"))
+
+    return rule
+
+
+def _create_l1(name: str) -> Rule:
+    """``pl.create_l1(shape, dtype, transpose=False)``: pypto's on-chip (Mat) accumulator of a kernel-driven
+    gather, tensor-typed to pypto (so it composes with a tensor-level ``pl.matmul``); a Mat tile here,
+    filled by ``pl.gather_row``."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, ("shape", "dtype", "transpose"), {"transpose": False}, name)
+        shape, dtype = _ints(tr, b["shape"], f"{name}: shape", node), _dtype_arg(tr, b["dtype"], name, node)
+        if any(d <= 0 for d in shape):
+            raise tr.error(f"pypto refuses it: {name}: shape must be static and positive, got {shape}", node)
+        tile = tr.fb.pld.tile.create(shape, dtype, mem=MemorySpace.Mat, hint=tr.hint("l1"))
+        tr.emit.tensor_slices.add(tile.name)
+        return tile
+
+    return rule
+
+
+def _gather_row(name: str) -> Rule:
+    """``pl.gather_row(acc, src, dst_offset, src_offset, shapes, transpose=False, *, valid_shape=None)``: the GM
+    window ``shapes`` of ``src`` at ``src_offset`` (its ``valid_shape`` part) written into ``acc`` at
+    ``dst_offset`` in place (``transpose``: the window's two axes swapped, a row landing as a column);
+    returns ``acc``, as pypto's DMA into L1 does."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, ("acc", "src", "dst_offset", "src_offset", "shapes", "transpose"),
+                      {"transpose": False, "valid_shape": None}, name)
+        acc = _tile(tr, b["acc"], f"{name}: acc", node)
+        src = _tensor(tr, b["src"], f"{name}: src", node)
+        shape = _ints(tr, b["shapes"], f"{name}: shapes (a static window)", node)
+        if b["transpose"] and b["valid_shape"] is not None:
+            raise tr.error(f"pypto refuses it: {name}: valid_shape is not supported together with transpose=True",
+                           node)
+        region = Region(tuple(_offsets(tr, b["src_offset"], name, node)), tuple(shape), ())
+        check_bounds(tr, src, region, node)
+        piece = tr.fb.pld.tile.load(src, list(region.offsets), shape,
+                                    None if b["valid_shape"] is None else list(b["valid_shape"]), hint=tr.hint("row"))
+        if b["transpose"]:
+            piece = _transposed(tr, piece, True, name, node)
+        tr.fb.pld.tile.assemble(acc, piece, _offsets(tr, b["dst_offset"], name, node))
+        return acc
 
     return rule
 
@@ -626,36 +708,88 @@ def _cast_mode(tr: DeviceLevel, mode: Any, node: ast.AST) -> CastMode:
         raise tr.error(f"pl.cast: unknown mode {mode!r} (none, rint, round, floor, ceil, trunc, odd)", node) from None
 
 
-def _read(tr: DeviceLevel, node: ast.Call) -> Var:
-    b = bind_call(tr, node, ("src", "offset"), {}, "pl.read")
-    return tr.fb.pld.tensor.read(_tensor(tr, b["src"], "pl.read: src", node), list(b["offset"]))
+def _is_tile(v: Any) -> bool:
+    return isinstance(v, Var) and isinstance(v.type, TileType)
 
 
-def _write(tr: DeviceLevel, node: ast.Call) -> None:
-    b = bind_call(tr, node, ("dst", "offset", "value"), {}, "pl.write")
-    t = _tensor(tr, b["dst"], "pl.write: dst", node)
-    tr.fb.pld.tensor.write(t, list(b["offset"]), _typed(b["value"], ttype(t).dtype))
+def _index_list(v: Any) -> list[Any]:
+    """pypto's indices: a list, or one bare index (its flat 1-D spelling)."""
+    return list(v) if isinstance(v, (list, tuple)) else [v]
+
+
+def _read_rule(name: str, params: tuple[str, str]) -> Rule:
+    """``pl.read(src, offset)`` / ``pl.tensor.read(tensor, indices)`` / ``pl.tile.read(tile, indices)``:
+    one element as a scalar (``tensor.read`` of a tensor, ``tile.read`` of a tile)."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, params, {}, name)
+        src, at = b[params[0]], _index_list(b[params[1]])
+        if _is_tile(src) and not name.startswith("pl.tensor."):
+            return tr.fb.pld.tile.read(src, at, hint=tr.hint("val"))
+        if name.startswith("pl.tile."):
+            raise tr.error(f"{name}: {params[0]} must be a tile, got {src!r}", node)
+        return tr.fb.pld.tensor.read(_tensor(tr, src, f"{name}: {params[0]}", node), at)
+
+    return rule
+
+
+def _write_rule(name: str, params: tuple[str, str, str]) -> Rule:
+    """``pl.write(dst, offset, value)`` and its tensor / tile spellings: one element set (a tile's in
+    place, as the core's buffer is)."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> None:
+        b = bind_call(tr, node, params, {}, name)
+        dst, at, value = b[params[0]], _index_list(b[params[1]]), b[params[2]]
+        if _is_tile(dst) and not name.startswith("pl.tensor."):
+            assert isinstance(dst.type, TileType)
+            tr.fb.pld.tile.write(dst, at, _typed(value, dst.type.dtype))
+            return
+        if name.startswith("pl.tile."):
+            raise tr.error(f"{name}: {params[0]} must be a tile, got {dst!r}", node)
+        t = _tensor(tr, dst, f"{name}: {params[0]}", node)
+        tr.fb.pld.tensor.write(t, at, _typed(value, ttype(t).dtype))
+
+    return rule
 
 
 def _slice(name: str, source: str) -> Rule:
     """``pl.slice(input, ...)`` / ``pl.tensor.slice(tensor, shape, offset, valid_shape=, drop_dims=,
     pad_value=, clamp=)`` of a tensor: a ``tile.load`` of the region where the slice is made, as pypto's
-    ConvertTensorToTileOps lowers it (that path does not apply ``pad_value`` either)."""
+    ConvertTensorToTileOps lowers it (that path does not apply ``pad_value`` either); of a tile (``pl.slice``
+    only): its ``tile.slice``."""
 
     def rule(tr: DeviceLevel, node: ast.Call) -> Var:
         b = bind_call(tr, node, (source, "shape", "offset"), {"valid_shape": None, "drop_dims": None,
                                                                "pad_value": None, "clamp": False}, name)
         t = b[source]
-        if not is_tensor(t):
-            raise tr.error(f"{name}: {source} must be a tensor (pldemu has no tile.slice), got {t!r}", node)
+        on_tile = source == "input" and isinstance(t, Var) and isinstance(t.type, TileType)
+        if not (is_tensor(t) or on_tile):
+            raise tr.error(f"{name}: {source} must be a tensor or a tile, got {t!r}", node)
         shape = _ints(tr, b["shape"], f"{name}: shape (a slice extent must be static)", node)
         drop = sorted(set(_ints(tr, b["drop_dims"] or [], f"{name}: drop_dims", node)))
         if any(not 0 <= d < len(shape) or shape[d] != 1 for d in drop):
             raise tr.error(f"{name}: drop_dims {drop} must name unit axes of shape {shape}", node)
         region = Region(tuple(_offsets(tr, b["offset"], name, node)), tuple(shape), tuple(drop))
-        check_bounds(tr, t, region, node, clamp=bool(b["clamp"]))
+        check_bounds(tr, t, region, node, clamp=bool(b["clamp"]) and not on_tile)
+        if on_tile:
+            if b["valid_shape"] is not None or b["clamp"] or b["pad_value"] is not None:
+                raise tr.error(f"{name} of a tile: valid_shape= / clamp= / pad_value= are not supported by "
+                               "pldemu", node)
+            return slice_tile(tr, t, region, node)
         valid = _slice_valid(tr, t, region, b["valid_shape"], bool(b["clamp"]), node)
         return load_region(tr, t, region, node, valid)
+
+    return rule
+
+
+def _concat(name: str) -> Rule:
+    """``pl.concat(src0, src1)`` / ``pl.tile.concat``: two 2-D tiles side by side (``tile.concat``); a
+    tensor operand is loaded whole first (pypto's conversion of ``tensor.concat`` in a kernel)."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, ("src0", "src1"), {}, name)
+        a, c = (_tile(tr, on_core(tr, b[k], node), f"{name}: {k}", node) for k in ("src0", "src1"))
+        return tr.fb.pld.tile.concat(a, c, hint=tr.hint("cat"))
 
     return rule
 
@@ -986,6 +1120,7 @@ _MATH_OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.move": _move("pl.move", "tile"),
     "pl.tile.move": _move("pl.tile.move", "tile"),
     **SORT_OPS,
+    **CUBE_SPLIT_OPS,
     "pl.array.create": arrays.create,
     "pl.array.get_element": arrays.get_element,
     "pl.array.update_element": arrays.update_element,
@@ -1013,10 +1148,23 @@ _OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.max": _scalar_minmax(BinOpKind.MAX, max, "pl.max"),
     "pl.const": _const,
     "pl.cast": _cast_rule("input"),
-    "pl.read": _read,
-    "pl.write": _write,
+    "pl.read": _read_rule("pl.read", ("src", "offset")),
+    "pl.write": _write_rule("pl.write", ("dst", "offset", "value")),
+    "pl.tensor.read": _read_rule("pl.tensor.read", ("tensor", "indices")),
+    "pl.tensor.write": _write_rule("pl.tensor.write", ("tensor", "indices", "value")),
+    "pl.tile.read": _read_rule("pl.tile.read", ("tile", "indices")),
+    "pl.tile.write": _write_rule("pl.tile.write", ("tile", "indices", "value")),
     "pl.slice": _slice("pl.slice", "input"),
     "pl.tensor.slice": _slice("pl.tensor.slice", "tensor"),
+    "pl.concat": _concat("pl.concat"),
+    "pl.tile.transpose_view": _transpose_view,
+    "pl.cmp": _cmp("pl.cmp"),
+    "pl.tensor.cmp": _cmp("pl.tensor.cmp"),
+    "pl.create_l1": _create_l1("pl.create_l1"),
+    "pl.tensor.create_l1": _create_l1("pl.tensor.create_l1"),
+    "pl.gather_row": _gather_row("pl.gather_row"),
+    "pl.tensor.gather_row": _gather_row("pl.tensor.gather_row"),
+    "pl.tile.concat": _concat("pl.tile.concat"),
     "pl.assemble": _assemble("pl.assemble"),
     "pl.tensor.assemble": _assemble("pl.tensor.assemble"),
     "pl.tensor.dim": _dim,

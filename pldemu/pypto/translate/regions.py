@@ -70,7 +70,9 @@ def _ttype(t: Var) -> TensorType:
 
 
 def dims(tr: DeviceLevel, t: Var, node: ast.AST) -> tuple[int, ...]:
-    """The tensor's dims at this job's rank count (``NR`` evaluated)."""
+    """The tensor's dims at this job's rank count (``NR`` evaluated); a tile's static shape."""
+    if isinstance(t.type, TileType):
+        return t.type.shape
     out = []
     for d in _ttype(t).shape:
         v = eval_nr(d, tr.emit.nranks)
@@ -110,7 +112,16 @@ def on_core(tr: DeviceLevel, v: Any, node: ast.AST, op: str = "a tensor-level op
         return v
     shape = list(dims(tr, v, node))
     aligned_tile(tr, f"{op}'s whole-tensor load", shape, _ttype(v).dtype, node)
-    return tr.fb.pld.tile.load(v, [0] * len(shape), shape, hint=f"{v.name}_tile")
+    tile = tr.fb.pld.tile.load(v, [0] * len(shape), shape, hint=f"{v.name}_tile")
+    tr.emit.tensor_slices.add(tile.name)
+    return tile
+
+
+def tensor_level(tr: DeviceLevel, v: Any) -> bool:
+    """A tensor, or a tile that is one to pypto (a tensor's slice or a tensor-level op's result, loaded on
+    core where it is made): pypto's dispatch gives it the tensor form of an op (``b_trans=``, synthesised
+    scratch tiles)."""
+    return is_tensor(v) or (isinstance(v, Var) and v.name in tr.emit.tensor_slices)
 
 
 def tensor_dim(tr: DeviceLevel, t: Any, axis: Any, node: ast.AST) -> int:
@@ -237,7 +248,19 @@ def load_region(tr: DeviceLevel, t: Var, region: Region, node: ast.AST, valid: S
     """``tensor.slice`` in a kernel: a ``tile.load`` of the region (``valid``: full-rank valid extents)."""
     view, offsets = _collapsed(tr, t, region, node)
     kept_valid = None if valid is None else [v for i, v in enumerate(valid) if i not in region.drop]
-    return tr.fb.pld.tile.load(view, offsets, region.kept, kept_valid, hint=tr.hint(f"{t.name}_slice"))
+    tile = tr.fb.pld.tile.load(view, offsets, region.kept, kept_valid, hint=tr.hint(f"{t.name}_slice"))
+    tr.emit.tensor_slices.add(tile.name)
+    return tile
+
+
+def slice_tile(tr: DeviceLevel, tile: Var, region: Region, node: ast.AST) -> Var:
+    """A slice of a tile (a subscript or ``pl.slice``): pypto's ``tile.slice`` of the window, its scalar-
+    indexed unit axes then dropped (a reshape, as pypto's ``drop_dims`` erases them from the type)."""
+    part = tr.fb.pld.tile.tile_slice(tile, list(region.extents), list(region.offsets),
+                                     hint=tr.hint(f"{tile.name}_slice"))
+    if not region.drop:
+        return part
+    return tr.fb.pld.tile.reshape(part, list(region.kept), hint=tr.hint(f"{tile.name}_slice"))
 
 
 def fixpipe(tr: DeviceLevel, tile: Var, dtype: DType) -> Var:

@@ -167,6 +167,26 @@ def _tile_gather_mask(tr: DeviceLevel, node: ast.Call) -> Var:
     return _mask(tr, _tile(tr, b["src"], name, "src", node), b["mask_pattern"], b["output_dtype"], name, node)
 
 
+def _scatter(name: str) -> Rule:
+    """``pl.scatter(input, *, mask_pattern=P, dst=D)`` / ``pl.tensor.scatter``: ``dst`` with the pattern's
+    columns (P0101: 0, 2, 4, ...) replaced by ``input``'s (``tile.scatter_mask``); the index form is not
+    supported by pldemu."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, ("input", "dim", "index", "src"),
+                      {"dim": None, "index": None, "src": None, "mask_pattern": None, "dst": None}, name)
+        if b["dim"] is not None or b["index"] is not None or b["src"] is not None or b["dst"] is None:
+            raise tr.error(f"{name}: only the mask form (mask_pattern=..., dst=...) is supported by pldemu", node)
+        pattern = b["mask_pattern"]
+        if isinstance(pattern, bool) or not isinstance(pattern, int):
+            raise tr.error(f"{name}: mask_pattern must be a compile-time int (pl.tile.MaskPattern.X), got "
+                           f"{pattern!r}", node)
+        src, dst = _tile(tr, b["input"], name, "input", node), _tile(tr, b["dst"], name, "dst", node)
+        return _emit(tr, Op.TILE_SCATTER_MASK, [src, dst], {"pattern": pattern}, "scattered")
+
+    return rule
+
+
 SORT_OPS: Mapping[str, Rule] = MappingProxyType({
     **{f"{prefix}{op}": _arange(f"{prefix}{op}") for prefix in ("pl.", "pl.tensor.", "pl.tile.")
        for op in ("arange", "ci") if (prefix, op) != ("pl.", "ci")},
@@ -176,6 +196,8 @@ SORT_OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.tensor.gather": _gather("pl.tensor.gather"),
     "pl.tile.gather": _tile_gather,
     "pl.tile.gather_mask": _tile_gather_mask,
+    "pl.scatter": _scatter("pl.scatter"),
+    "pl.tensor.scatter": _scatter("pl.tensor.scatter"),
 })
 """pypto's spellings of the family (``pl.ci`` is not one of them)."""
 

@@ -133,7 +133,17 @@ def _gather_mask(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
     return Tile(out, out.shape)
 
 
+def _scatter_mask(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
+    src: Tile = args[0]
+    dst: Tile = args[1]
+    stride, phase = MASK_PATTERNS[site.attrs["pattern"]]
+    out = dst.data.copy()
+    out[..., phase::stride] = src.data
+    return Tile(out, dst.valid)
+
+
 SORT_HANDLERS: Mapping[Op, Handler] = MappingProxyType({
+    Op.TILE_SCATTER_MASK: _scatter_mask,
     Op.TILE_CI: _ci,
     Op.TILE_SORT32: _sort32,
     Op.TILE_MRGSORT: _mrgsort,

@@ -92,6 +92,21 @@ class Role(enum.Enum, metaclass=_DslEnumType):
     SubWorker = "SubWorker"
 
 
+class SplitMode(enum.Enum, metaclass=_DslEnumType):
+    """``pl.split_aiv(n, mode=...)``: how the AIV lanes divide a region's tiles (NONE: each the whole tile)."""
+
+    NONE = 0
+    UP_DOWN = 1
+    LEFT_RIGHT = 2
+
+
+split_aiv = DslOp("pl.split_aiv")
+aiv_shard = DslOp("pl.aiv_shard")
+aic_gather = DslOp("pl.aic_gather")
+cross_core_slot = DslOp("pl.cross_core_slot")
+"""``optimizations=[pl.cross_core_slot(slot_num=N)]``: the cube / vector ring's depth (no value changes)."""
+split = DslOp("pl.split")
+"""``optimizations=[pl.split(mode)]`` of a ``pl.at`` / ``pl.spmd`` scope (no value changes here)."""
 range = DslOp("pl.range")
 unroll = DslOp("pl.unroll")
 parallel = DslOp("pl.parallel")
@@ -119,6 +134,10 @@ read = DslOp("pl.read")
 write = DslOp("pl.write")
 slice = DslOp("pl.slice")
 assemble = DslOp("pl.assemble")
+concat = DslOp("pl.concat")
+cmp = DslOp("pl.cmp")
+create_l1 = DslOp("pl.create_l1")
+gather_row = DslOp("pl.gather_row")
 div = DslOp("pl.div")
 full = DslOp("pl.full")
 exp = DslOp("pl.exp")
@@ -167,23 +186,26 @@ _LAYOUT = ("reshape", "transpose", "fillpad", "set_validshape")
 _EXPANDS = tuple(f"{side}_expand{suffix}" for side in ("row", "col")
                  for suffix in ("", "_add", "_sub", "_mul", "_div", "_max", "_min", "_expdif"))
 _REDUCTIONS = ("row_sum", "row_max", "row_min", "col_sum", "col_max", "col_min")
-_SORT = ("sort32", "mrgsort", "gather", "arange")
+_SORT = ("sort32", "mrgsort", "gather", "arange", "scatter")
 arange = DslOp("pl.arange")
 sort32 = DslOp("pl.sort32")
 mrgsort = DslOp("pl.mrgsort")
 gather = DslOp("pl.gather")
+scatter = DslOp("pl.scatter")
 _MATH = ("div", "exp", "log", "sqrt", "rsqrt", "recip", "neg", "abs")
 tensor = Namespace("pl.tensor", ("add", "sub", "mul", "maximum", "minimum", "cast", "slice", "assemble", "dim",
+                                 "read", "write", "create_l1", "gather_row", "cmp",
                                  *_MATH, "divs", *_EXPANDS, "full", *_CUBE, *_LAYOUT, "create", *_SORT, "ci",
                                  "get_block_idx"))
 tile = Namespace("pl.tile", ("get_block_idx", "load", "store", "add", "sub", "mul", "maximum", "minimum", "adds", "muls",
                              "cast",
                              *_MATH, "divs", *_REDUCTIONS, *_EXPANDS, "full", "maximums", "minimums", *_CUBE,
                              "batch_matmul", "move", *_LAYOUT, "create", *_SORT, "ci",
-                             "gather_mask"))
+                             "gather_mask", "concat", "read", "write", "aiv_shard", "aic_gather",
+                             "get_subblock_idx", "transpose_view"))
 tile.MaskPattern = MaskPattern  # type: ignore[attr-defined]
 
 array = Namespace("pl.array", ("create", "get_element", "update_element"))
 """pypto's on-core scalar arrays (``pl.array.create(extent, dtype)``, ``arr[i]``, ``arr[i] = v``)."""
 
-__all__ = ["BF16", "BOOL", "FP16", "FP32", "INDEX", "INT8", "INT16", "INT32", "INT64", "RUNTIME", "TASK_ID", "UINT8", "UINT16", "UINT32", "Array", "AtomicType", "FunctionType", "InOut", "JITFunction", "Level", "Mem", "MemorySpace", "Out", "PadValue", "PyDType", "Role", "Scalar", "Tensor", "Tile", "abs", "add", "arange", "array", "assemble", "at", "batch_matmul", "cast", "col_expand", "col_expand_add", "col_expand_div", "col_expand_expdif", "col_expand_max", "col_expand_min", "col_expand_mul", "col_expand_sub", "col_max", "col_min", "col_sum", "const", "create_tensor", "create_tile", "div", "dynamic", "exp", "fillpad", "full", "function", "gather", "jit", "load", "log", "manual_scope", "matmul", "matmul_acc", "max", "maximum", "min", "minimum", "move", "mrgsort", "mul", "neg", "no_dep", "parallel", "pipeline", "program", "range", "read", "recip", "reshape", "row_expand", "row_expand_add", "row_expand_div", "row_expand_expdif", "row_expand_max", "row_expand_min", "row_expand_mul", "row_expand_sub", "row_max", "row_min", "row_sum", "rsqrt", "scope", "set_validshape", "slice", "sort32", "spmd", "spmd_submit", "sqrt", "store", "sub", "system", "tensor", "tile", "transpose", "unroll", "write", "yield_"]
+__all__ = ["BF16", "BOOL", "FP16", "FP32", "INDEX", "INT8", "INT16", "INT32", "INT64", "RUNTIME", "TASK_ID", "UINT8", "UINT16", "UINT32", "Array", "AtomicType", "FunctionType", "InOut", "JITFunction", "Level", "Mem", "MemorySpace", "Out", "PadValue", "PyDType", "Role", "Scalar", "SplitMode", "Tensor", "Tile", "abs", "add", "aic_gather", "aiv_shard", "arange", "array", "assemble", "at", "batch_matmul", "cast", "cmp", "col_expand", "col_expand_add", "col_expand_div", "col_expand_expdif", "col_expand_max", "col_expand_min", "col_expand_mul", "col_expand_sub", "col_max", "col_min", "col_sum", "concat", "const", "create_l1", "create_tensor", "create_tile", "cross_core_slot", "div", "dynamic", "exp", "fillpad", "full", "function", "gather", "gather_row", "jit", "load", "log", "manual_scope", "matmul", "matmul_acc", "max", "maximum", "min", "minimum", "move", "mrgsort", "mul", "neg", "no_dep", "parallel", "pipeline", "program", "range", "read", "recip", "reshape", "row_expand", "row_expand_add", "row_expand_div", "row_expand_expdif", "row_expand_max", "row_expand_min", "row_expand_mul", "row_expand_sub", "row_max", "row_min", "row_sum", "rsqrt", "scatter", "scope", "set_validshape", "slice", "sort32", "split", "split_aiv", "spmd", "spmd_submit", "sqrt", "store", "sub", "system", "tensor", "tile", "transpose", "unroll", "write", "yield_"]
