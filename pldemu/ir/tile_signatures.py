@@ -518,12 +518,12 @@ def deduce_tile_element(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrVal
     t = _tile(args[0])
     assert isinstance(args[1], ListExpr)
     if len(args[1].items) != len(t.shape):
-        raise IRTypeError(op, "indices", f"a list of {len(t.shape)} entries (one per dimension)",
+        raise IRTypeError(op, "element", f"a list of {len(t.shape)} entries (one per dimension)",
                           str(len(args[1].items)))
     for axis, (i, dim) in enumerate(zip(args[1].items, t.shape, strict=True)):
         at = static_int(i)
         if at is not None and not 0 <= at < dim:
-            raise TileTypeError(op, "indices", f"index {at} of axis {axis} is outside the tile's {dim}")
+            raise TileTypeError(op, "element", f"index {at} of axis {axis} is outside the tile's {dim}")
     return ScalarType(t.dtype) if op is Op.TILE_READ else NONE
 
 
@@ -576,9 +576,9 @@ TILE_SIGNATURES: Mapping[Op, Signature] = {
     Op.TILE_RESHAPE: sig([("tile", TL), ("shape", SL)], deduce_reshape),
     Op.TILE_SLICE: sig([("tile", TL), ("shape", SL), ("offset", L)], deduce_tile_slice),
     Op.TILE_CONCAT: sig([("src0", TL), ("src1", TL)], deduce_tile_concat),
-    Op.TILE_READ: sig([("tile", TL), ("indices", L)], deduce_tile_element),
+    Op.TILE_READ: sig([("tile", TL), ("element", L)], deduce_tile_element),
     Op.TILE_ASSEMBLE: sig([("target", TL), ("source", TL), ("offset", L)], deduce_tile_assemble),
-    Op.TILE_WRITE: sig([("tile", TL), ("indices", L), ("value", S)], deduce_tile_element),
+    Op.TILE_WRITE: sig([("tile", TL), ("element", L), ("value", S)], deduce_tile_element),
     Op.TILE_MOVE: sig([("tile", TL)], deduce_move, [AttrSpec("target_memory", MemorySpace, None)]),
     Op.TILE_MATMUL: sig([("lhs", TL), ("rhs", TL)], Matmul(2)),
     Op.TILE_BATCH_MATMUL: sig([("lhs", TL), ("rhs", TL)], Matmul(None)),

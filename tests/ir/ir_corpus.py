@@ -269,6 +269,24 @@ def sort() -> Program:
     return pb.build()
 
 
+def views() -> Program:
+    """Tile windows and elements: tile.slice (a copy of a window), tile.concat, tile.read / tile.write of one
+    element, tile.assemble (in place) and tile.scatter_mask (gather_mask's inverse)."""
+    from pldemu.ir import Op
+
+    pb = ProgramBuilder("views")
+    x = pb.local("x", "fp32", [4, 64])
+    fb = pb.function("main")
+    t = fb.pld.tile.load(x, [0, 0], [4, 64], hint="t")
+    part = fb.op(Op.TILE_SLICE, [t, [2, 32], [1, 16]], hint="part")
+    fb.pld.tile.concat(part, part)
+    fb.pld.tile.write(t, [0, 2], fb.pld.tile.read(t, [0, 1]))
+    fb.pld.tile.assemble(t, part, [2, 0])
+    half = fb.op(Op.TILE_SLICE, [t, [4, 32], [0, 0]], hint="half")
+    fb.op(Op.TILE_SCATTER_MASK, [half, t], {"pattern": 1}, hint="spread")
+    return pb.build()
+
+
 def mx() -> Program:
     """tile.tquant_mx on both axes with its projections, and (function ``lowered``) what it lowers to:
     tquant_mx_raw, tmov_x2zz, the views, tile.transpose, tuple.make / tuple.get_item; and the pldemu
@@ -317,7 +335,7 @@ def tasks() -> Program:
 
 
 def all_programs() -> list[Program]:
-    return [collectives(), primitives(), control_flow(), tile_math(), cube(), sort(), mx(), tasks()]
+    return [collectives(), primitives(), control_flow(), tile_math(), cube(), sort(), views(), mx(), tasks()]
 
 
 CORPUS: dict[str, Callable[[], Program]] = {
@@ -327,6 +345,7 @@ CORPUS: dict[str, Callable[[], Program]] = {
     "tile_math": tile_math,
     "cube": cube,
     "sort": sort,
+    "views": views,
     "mx": mx,
     "tasks": tasks,
 }
