@@ -155,7 +155,8 @@ class ResidentJob:
                                                       local_ranks=placement.local_ranks(ranks)))
         self._next = 0
         self._open: dict[int, _Open] = {}
-        self._closed_requests: dict[int, _Open] = {}
+        self._task_errors: dict[int, BaseException] = {}
+        """What a host task of an answered dispatch raised (only those: the rest of a request is dropped)."""
         self._ended: str | None = None
         self.requests = 0
         """Requests sent so far."""
@@ -190,8 +191,8 @@ class ResidentJob:
 
     def host_task_error(self, index: int) -> BaseException | None:
         """What a host task of dispatch ``index`` raised, if one did (the job then ended)."""
-        req = self._open.get(index) or self._closed_requests.get(index)
-        return req.error if req is not None else None
+        req = self._open.get(index)
+        return req.error if req is not None else self._task_errors.get(index)
 
     def alloc(self, tensor: str, rank: int, shape: Sequence[int], dtype: np.dtype[Any],
               init: np.ndarray | None = None) -> int:
@@ -263,7 +264,9 @@ class ResidentJob:
             raise KeyError(f"request {index} is not open (each result is taken once)")
         start = time.monotonic()
         answers = self._wait(index)
-        self._closed_requests[index] = self._open.pop(index)
+        answered = self._open.pop(index)
+        if answered.error is not None:
+            self._task_errors[index] = answered.error
         if answers is None:
             return self._ended_result(req, time.monotonic() - start)
         races = tuple(answers[0].get("races", ()))
