@@ -125,6 +125,14 @@ def _mistake(mistake: str):  # type: ignore[no-untyped-def]
                 pl.div(n, n, high_precision=True)  # MARK-div-int
             if mistake == "rsqrt-tile":
                 pl.rsqrt(t, high_precision=True)  # MARK-rsqrt-tile
+            if mistake == "rsqrt-tile-full":
+                pl.rsqrt(pl.tile.full([ROWS, COLS], pl.FP32, 1.0), high_precision=True)  # MARK-rsqrt-tile-full
+            if mistake == "div-tile-scalar":
+                pl.div(t, 2.0, high_precision=True)  # MARK-div-tile-scalar
+            if mistake == "div-tensor-scalar":
+                pl.div(x, 2.0, high_precision=True)  # MARK-div-tensor-scalar
+            if mistake == "div-row-broadcast":
+                pl.div(x, pl.row_sum(x), high_precision=True)  # MARK-div-row-broadcast
             if mistake == "log-int":
                 pl.log(n)  # MARK-log-int
             if mistake == "div-dtypes":
@@ -142,7 +150,12 @@ def _mistake(mistake: str):  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize(("mistake", "message"), [
     ("recip-int", "pl.recip supports high_precision only for FP16 or FP32, got INT32"),
     ("div-int", "pl.div supports high_precision only for FP16 or FP32"),
-    ("rsqrt-tile", "pl.rsqrt: high_precision is Tensor-only"),
+    ("rsqrt-tile", "pl.rsqrt: 'high_precision' is not supported for Tile operands. The tile form selects "
+                   "precision by taking a scratch tile: pl.tile.rsqrt(tile, tmp)."),
+    ("rsqrt-tile-full", "pl.rsqrt: 'high_precision' is not supported for Tile operands"),
+    ("div-tile-scalar", "pl.div: high_precision requires a Tile rhs"),
+    ("div-tensor-scalar", "tensor.div(high_precision=True) requires a Tensor rhs"),
+    ("div-row-broadcast", "tensor.div(high_precision=True) does not support row broadcasting"),
     ("log-int", "tile.log: argument 'tile' must be a tile of fp16, fp32, got tile int32[4, 16]"),
     ("div-dtypes", "tile.div: argument 'rhs' must be a tile fp32[4, 16] valid [4, 16] like lhs"),
 ])
@@ -383,3 +396,51 @@ def test_tile_module_spellings_bind_pyptos_parameter_names() -> None:
     assert [len(_calls(p, op)) for op in (Op.TILE_ROW_MIN, Op.TILE_ROW_EXPAND, Op.TILE_COL_EXPAND_ADD,
                                           Op.TILE_ROW_EXPAND_MAX, Op.TILE_COL_EXPAND, Op.TILE_COL_MAX,
                                           Op.TILE_COL_EXPAND_MUL)] == [1] * 7
+
+
+T_ROWS = 8  # an FP32 [1, 8] row and [8, 1] column are 32 bytes: ptoas's tile alignment
+INV_K = 1.0 / (2 * COLS)  # pypto-lib's HC_DIM_INV
+
+
+@pl.program
+class InverseRms:
+    """pypto-lib's hc_pre inverse RMS: a ``pl.full`` accumulator (a tensor to pypto) carried through a K loop
+    whose branch re-binds it, then a tensor-level ``rsqrt(..., high_precision=True)`` of the carry."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, x: pl.Tensor[[T_ROWS, 2 * COLS], pl.FP32], y: pl.Out[pl.Tensor[[1, T_ROWS], pl.FP32]]) -> None:
+        sq = pl.full([1, T_ROWS], dtype=pl.FP32, value=0.0)
+        for kb in pl.range(2):
+            if kb == 0:
+                head = x[0:T_ROWS, 0:COLS]
+                sq = pl.add(sq, pl.reshape(pl.row_sum(pl.mul(head, head)), [1, T_ROWS]))
+            else:
+                tail = pl.slice(x, [T_ROWS, COLS], [0, kb * COLS])
+                sq = pl.add(sq, pl.reshape(pl.row_sum(pl.mul(tail, tail)), [1, T_ROWS]))
+        inv = pl.rsqrt(pl.add(pl.mul(sq, INV_K), 1e-6), high_precision=True)
+        y = pl.assemble(y, inv, [0, 0])
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, xs: pl.Tensor[[NR, T_ROWS, 2 * COLS], pl.FP32],
+                  ys: pl.Out[pl.Tensor[[NR, 1, T_ROWS], pl.FP32]]) -> None:
+        for r in pl.range(pld.world_size()):
+            self.k(xs[r], ys[r], device=r)
+
+
+def _rms_args(n: int) -> tuple[np.ndarray, np.ndarray]:
+    xs = np.random.default_rng(14).normal(0.0, 3.0, (n, T_ROWS, 2 * COLS)).astype(np.float32)
+    return xs, np.zeros((n, 1, T_ROWS), np.float32)
+
+
+def test_a_full_accumulator_is_a_tensor_through_its_loop() -> None:
+    built, _ = translate(InverseRms, 1, _rms_args(1))
+    (rsqrt,) = _calls(built.program, Op.TILE_RSQRT)
+    assert len(rsqrt.args) == 2  # tensor-level high_precision: pypto's synthesised scratch
+
+
+@pytest.mark.launcher
+def test_inverse_rms_runs_on_two_ranks() -> None:
+    xs, ys = _rms_args(2)
+    ir.compile(InverseRms, distributed_config=DistributedConfig(device_ids=[0, 1]))(xs, ys)
+    mean_sq = (xs.astype(np.float64) ** 2).mean(axis=-1)
+    np.testing.assert_allclose(ys[:, 0, :], 1.0 / np.sqrt(mean_sq + 1e-6), rtol=2e-6)

@@ -221,6 +221,7 @@ class DeviceTranslator(Evaluator):
                 continue
             if name not in self.owned:
                 self.env[name] = self.owned[name] = self.fb.let(name, as_expr(value))
+                self.keep_level(value, self.owned[name])
             carried.add(name)
         return frozenset(carried)
 
@@ -322,7 +323,13 @@ class DeviceTranslator(Evaluator):
             else:
                 # A tile or scalar is a value: one variable the loop's pl.yield_ re-assigns.
                 values.append(self.fb.let("carry", as_expr(v)))
+                self.keep_level(v, values[-1])
         return Carry(values)
+
+    def keep_level(self, value: Any, carry: Var) -> None:
+        """A carry keeps its init's type in pypto's IR: a tensor-level tile's carry variable is one too."""
+        if isinstance(value, Var) and value.name in self.emit.tensor_slices:
+            self.emit.tensor_slices.add(carry.name)
 
     # -- expressions -------------------------------------------------------------------------------
 

@@ -148,7 +148,9 @@ def _binary(tile_op: Op, scalar_op: Op | None, name: str, negate: bool = False,
     options = {"high_precision": False} if high_precision else {}
 
     def rule(tr: DeviceLevel, node: ast.Call) -> Var:
-        b = {k: on_core(tr, v, node, name) for k, v in bind_call(tr, node, ("lhs", "rhs"), options, name).items()}
+        bound = bind_call(tr, node, ("lhs", "rhs"), options, name)
+        was_tensor = tensor_on_core(tr, bound["lhs"])
+        b = {k: on_core(tr, v, node, name) for k, v in bound.items()}
         lhs = b["lhs"]
         if not (isinstance(lhs, Var) and isinstance(lhs.type, TileType)):
             raise tr.error(f"{name}: lhs must be a tile or a tensor, got {lhs!r}", node)
@@ -158,8 +160,15 @@ def _binary(tile_op: Op, scalar_op: Op | None, name: str, negate: bool = False,
         if isinstance(rhs, Var) and isinstance(rhs.type, TileType):
             expand = _row_broadcast(tr, tile_op, lhs, rhs, name, node)
             if expand is not None:
+                if b.get("high_precision"):
+                    raise tr.error("pypto refuses it: tensor.div(high_precision=True) does not support row "
+                                   "broadcasting: the PTO high-precision row-expand division form requires an "
+                                   "explicit tmp tile", node)
                 return tr.fb.pld.tile.expand(expand, lhs, rhs, hint=tr.hint("acc"))
             return tr.fb.pld.tile.binary(tile_op, lhs, rhs, hint=tr.hint("acc"))
+        if b.get("high_precision"):
+            raise tr.error("pypto refuses it: tensor.div(high_precision=True) requires a Tensor rhs" if was_tensor
+                           else f"pypto refuses it: {name}: high_precision requires a Tile rhs", node)
         if scalar_op is None:
             raise tr.error(f"{name}: rhs must be a tile", node)
         if negate:
@@ -226,8 +235,8 @@ def _unary(op: Op, name: str, src: str, options: Mapping[str, Any] = MappingProx
 def _check_high_precision(tr: DeviceLevel, name: str, t: TileType, was_tensor: bool, op: Op,
                           node: ast.AST) -> None:
     if op is Op.TILE_RSQRT and not was_tensor:
-        raise tr.error(f"pypto refuses it: {name}: high_precision is Tensor-only; on a tile pass the scratch "
-                       "to pl.tile.rsqrt(tile, tmp) instead", node)
+        raise tr.error(f"pypto refuses it: {name}: 'high_precision' is not supported for Tile operands. The tile "
+                       "form selects precision by taking a scratch tile: pl.tile.rsqrt(tile, tmp).", node)
     if t.dtype not in _HIGH_PRECISION_DTYPES:
         raise tr.error(f"pypto refuses it: {name} supports high_precision only for FP16 or FP32, got "
                        f"{t.dtype.value.upper()}", node)
@@ -314,7 +323,10 @@ def _full(name: str) -> Rule:
         if any(d <= 0 for d in shape):
             raise tr.error(f"pypto refuses it: {name}: shape must be static and positive, got {shape}", node)
         fill = int(value) if dtype.ir.is_int else float(value)
-        return tr.fb.pld.tile.full(shape, Const(fill, dtype.ir), dtype.ir, hint=tr.hint("full"))
+        tile = tr.fb.pld.tile.full(shape, Const(fill, dtype.ir), dtype.ir, hint=tr.hint("full"))
+        if not name.startswith("pl.tile."):
+            tr.emit.tensor_slices.add(tile.name)  # pypto's pl.full is tensor.full: a tensor to its dispatch
+        return tile
 
     return rule
 
