@@ -120,6 +120,7 @@ class Op(enum.Enum):
     TILE_GATHER = "tile.gather"
     TILE_GATHER_MASK = "tile.gather_mask"
     TILE_SCATTER_MASK = "tile.scatter_mask"
+    TILE_SCATTER = "tile.scatter"
     # MX quantisation primitives and zero-copy views (what tile.tquant_mx lowers to: lowering/mx.py).
     TILE_TQUANT_MX_RAW = "tile.tquant_mx_raw"
     TILE_TMOV_X2ZZ = "tile.tmov_x2zz"

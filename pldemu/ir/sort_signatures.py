@@ -157,6 +157,30 @@ def deduce_scatter_mask(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrVal
     return dst
 
 
+SCATTER_DTYPES = frozenset({DType.INT8, DType.INT16, DType.INT32, DType.FP16, DType.FP32, DType.BF16})
+"""pypto's scatter element types (tensor.scatter / tile.scatter)."""
+
+
+def deduce_scatter(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+    """tile.scatter(dst, src, indexes) {per_row}: ``dst`` with ``src``'s elements written where ``indexes`` (``src``'s
+    shape) points; typed as ``dst``. per_row=1 (pypto's tensor form, ``dim=-1``): ``out[b, idx[b, k]] = src[b, k]``,
+    ``src`` no larger than ``dst``; per_row=0 (``pl.tile.scatter``): ``out.flat[idx[i, j]] = src[i, j]``. 2-D, one
+    element type; the index element as wide as the element (INT16 for a 1-byte one), as pypto's deducers require."""
+    dst, src, idx = _tile(args[0]), _tile(args[1]), _tile(args[2])
+    if dst.dtype not in SCATTER_DTYPES or src.dtype != dst.dtype:
+        raise TileTypeError(op, "src", f"dst and src of one type in I8, I16, I32, FP16, FP32, BF16, got "
+                            f"{dst.dtype.value} and {src.dtype.value}")
+    if idx.dtype not in (DType.INT16, DType.INT32) or idx.dtype.itemsize != max(dst.dtype.itemsize, 2):
+        raise TileTypeError(op, "indexes", f"indexes must be INT32 for a 4-byte element, INT16 for a 1- or 2-byte "
+                            f"one, got {idx.dtype.value} for {dst.dtype.value}")
+    if len(dst.shape) != 2 or len(src.shape) != 2 or idx.shape != src.shape:
+        raise TileTypeError(op, "indexes", f"2-D dst and src, indexes of src's shape, got dst {_dims(dst)}, src "
+                            f"{_dims(src)}, indexes {_dims(idx)}")
+    if attrs["per_row"] and (src.shape[0] > dst.shape[0] or src.shape[1] > dst.shape[1]):
+        raise TileTypeError(op, "src", f"src {_dims(src)} must be no larger than dst {_dims(dst)}")
+    return dst
+
+
 TL, S, SL = Kind.TILE, Kind.SCALAR, Kind.STATIC_LIST
 
 SORT_SIGNATURES: Mapping[Op, Signature] = {
@@ -170,6 +194,7 @@ SORT_SIGNATURES: Mapping[Op, Signature] = {
     Op.TILE_GATHER_MASK: sig([("src", TL)], deduce_gather_mask,
                              [AttrSpec("pattern", int, None), AttrSpec("dtype", DType, None)]),
     Op.TILE_SCATTER_MASK: sig([("src", TL), ("dst", TL)], deduce_scatter_mask, [AttrSpec("pattern", int, None)]),
+    Op.TILE_SCATTER: sig([("dst", TL), ("src", TL), ("indexes", TL)], deduce_scatter, [AttrSpec("per_row", int, 1)]),
 }
 """Entries of the one signature table (merged there)."""
 

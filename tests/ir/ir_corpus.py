@@ -271,8 +271,9 @@ def sort() -> Program:
 
 def views() -> Program:
     """Tile windows and elements: tile.slice (a copy of a window), tile.concat, tile.read / tile.write of one
-    element, tile.assemble (in place) and tile.scatter_mask (gather_mask's inverse)."""
-    from pldemu.ir import Op
+    element, tile.assemble (in place), tile.scatter_mask (gather_mask's inverse) and tile.scatter (per row)."""
+    from pldemu.ir import DType, Op
+    from pldemu.ir.nodes import Const
 
     pb = ProgramBuilder("views")
     x = pb.local("x", "fp32", [4, 64])
@@ -284,6 +285,9 @@ def views() -> Program:
     fb.pld.tile.assemble(t, part, [2, 0])
     half = fb.op(Op.TILE_SLICE, [t, [4, 32], [0, 0]], hint="half")
     fb.op(Op.TILE_SCATTER_MASK, [half, t], {"pattern": 1}, hint="spread")
+    cols = fb.op(Op.TILE_CI, [Const(0, DType.INT32), [1, 32]], {"dtype": DType.INT32, "descending": 0}, hint="cols")
+    fb.op(Op.TILE_SCATTER, [t, fb.op(Op.TILE_SLICE, [t, [1, 32], [0, 0]], hint="row"), cols], {"per_row": 1},
+          hint="placed")
     return pb.build()
 
 

@@ -1,6 +1,7 @@
 """pypto's sort / gather / arange family in a device body: ``pl.arange`` / ``ci``, ``pl.sort32``, ``pl.mrgsort``
 (format 1 ``block_len=`` and format 2, 2-4 lists), ``pl.gather`` (index and mask forms) and ``pl.tile.gather`` /
-``pl.tile.gather_mask``, in the unified, tensor and tile spellings.
+``pl.tile.gather_mask``, ``pl.scatter`` (index and mask forms) and ``pl.tile.scatter``, in the unified, tensor and
+tile spellings.
 
 Each is one pldemu tile op (``pldemu/ir/sort_signatures.py``: pypto's deducers; ``pldemu/runtime/ops/sort.py``:
 the numerics); a tensor operand is loaded whole first, as pypto's ConvertTensorToTileOps keeps the value on core.
@@ -35,6 +36,12 @@ def _tile(tr: DeviceLevel, v: Any, name: str, what: str, node: ast.AST) -> Var:
     if not (isinstance(v, Var) and isinstance(v.type, TileType)):
         raise tr.error(f"{name}: {what} must be a tile or a tensor, got {v!r}", node)
     return v
+
+
+def _tt(v: Var) -> TileType:
+    """The tile type of a Var :func:`_tile` accepted."""
+    assert isinstance(v.type, TileType)
+    return v.type
 
 
 def _dtype(tr: DeviceLevel, v: Any, name: str, what: str, node: ast.AST) -> DType:
@@ -168,15 +175,21 @@ def _tile_gather_mask(tr: DeviceLevel, node: ast.Call) -> Var:
 
 
 def _scatter(name: str) -> Rule:
-    """``pl.scatter(input, *, mask_pattern=P, dst=D)`` / ``pl.tensor.scatter``: ``dst`` with the pattern's
-    columns (P0101: 0, 2, 4, ...) replaced by ``input``'s (``tile.scatter_mask``); the index form is not
-    supported by pldemu."""
+    """``pl.scatter`` / ``pl.tensor.scatter``: the index form ``(input, dim, index, src)``, ``out[b, index[b, k]] =
+    src[b, k]`` on a copy of ``input`` (``tile.scatter {per_row=1}``, pypto's ``tensor.scatter``), or the mask form
+    ``(input, *, mask_pattern=P, dst=D)``, ``dst`` with the pattern's columns (P0101: 0, 2, 4, ...) replaced by
+    ``input``'s (``tile.scatter_mask``). The two forms' keywords are not mixed (pypto's wrapper)."""
 
     def rule(tr: DeviceLevel, node: ast.Call) -> Var:
         b = bind_call(tr, node, ("input", "dim", "index", "src"),
                       {"dim": None, "index": None, "src": None, "mask_pattern": None, "dst": None}, name)
-        if b["dim"] is not None or b["index"] is not None or b["src"] is not None or b["dst"] is None:
-            raise tr.error(f"{name}: only the mask form (mask_pattern=..., dst=...) is supported by pldemu", node)
+        is_index = any(b[k] is not None for k in ("dim", "index", "src"))
+        is_mask = b["mask_pattern"] is not None or b["dst"] is not None
+        form_error = _scatter_form_error(is_index, is_mask, b)
+        if form_error:
+            raise tr.error(f"pypto refuses it: {form_error}", node)
+        if is_index:
+            return _scatter_index(tr, b, name, node)
         pattern = b["mask_pattern"]
         if isinstance(pattern, bool) or not isinstance(pattern, int):
             raise tr.error(f"{name}: mask_pattern must be a compile-time int (pl.tile.MaskPattern.X), got "
@@ -185,6 +198,63 @@ def _scatter(name: str) -> Rule:
         return _emit(tr, Op.TILE_SCATTER_MASK, [src, dst], {"pattern": pattern}, "scattered")
 
     return rule
+
+
+def _scatter_form_error(is_index: bool, is_mask: bool, b: Mapping[str, Any]) -> str | None:
+    """pypto's wrapper's ValueError for a call that is neither form, or both."""
+    if is_index and is_mask:
+        return ("scatter() index form (dim, index, src) and mask form (mask_pattern, dst) are mutually exclusive; "
+                "do not mix kwargs from different forms")
+    if is_mask and (b["mask_pattern"] is None or b["dst"] is None):
+        return "scatter() mask form requires both mask_pattern and dst"
+    if not is_index and not is_mask:
+        return "scatter() requires (dim, index, src) for index form, or (mask_pattern=<int>, dst=...) for mask form"
+    if is_index and any(b[k] is None for k in ("dim", "index", "src")):
+        return "scatter() index form requires dim, index and src"
+    return None
+
+
+_INT16_FLAT_LIMIT = 32768
+"""pypto's conversion builds INT16 flat indices ``row * cols + col`` for a 1- or 2-byte element: rows * cols must
+stay within INT16."""
+
+
+def _scatter_index(tr: DeviceLevel, b: Mapping[str, Any], name: str, node: ast.Call) -> Var:
+    """The index form, checked as pypto's ``tensor.scatter`` deducer and conversion check it (their words)."""
+    op = "The operator tensor.scatter"
+    dim = b["dim"]
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise tr.error(f"{name}: dim must be a compile-time int, got {dim!r}", node)
+    dst, src, idx = (_tile(tr, b[k], name, k, node) for k in ("input", "src", "index"))
+    t = _tt(dst)
+    rank = len(t.shape)
+    if rank != 2:
+        raise tr.error(f"pypto refuses it: {op} currently supports rank-2 input only, got rank {rank}", node)
+    if (dim + rank if dim < 0 else dim) != rank - 1:
+        raise tr.error(f"pypto refuses it: {op} currently supports dim=-1 (last axis) only, got dim={dim}", node)
+    i = _tt(idx).dtype
+    need = max(t.dtype.itemsize, 2)
+    if i in (DType.INT16, DType.INT32) and i.itemsize != need:
+        raise tr.error(f"pypto refuses it: {op} with input dtype {t.dtype.value} ({t.dtype.itemsize} bytes) requires "
+                       f"index dtype of {need} bytes, but got {i.value} ({i.itemsize} bytes)", node)
+    rows, cols = _tt(src).shape[0], t.shape[1]
+    if i is DType.INT16 and rows * cols > _INT16_FLAT_LIMIT:
+        raise tr.error(f"pypto refuses it: tensor.scatter with element dtype {t.dtype.value} uses INT16 flattened "
+                       f"indices, but the destination is too large: rows({rows}) * cols({cols}) exceeds the INT16 "
+                       f"index range (max flat index 32767, rows <= {_INT16_FLAT_LIMIT // cols}). Use a smaller "
+                       "tile or split the scatter into chunks.", node)
+    return _emit(tr, Op.TILE_SCATTER, [dst, src, idx], {"per_row": 1}, "scattered")
+
+
+def _tile_scatter(tr: DeviceLevel, node: ast.Call) -> Var:
+    """``pl.tile.scatter(dst, src, indexes)``: ``dst.flat[indexes[i, j]] = src[i, j]``, pypto's DPS form: ``dst``
+    is rewritten in place and the result is it."""
+    name = "pl.tile.scatter"
+    b = bind_call(tr, node, ("dst", "src", "indexes"), {}, name)
+    dst, src, idx = (_tile(tr, b[k], name, k, node) for k in ("dst", "src", "indexes"))
+    out = _emit(tr, Op.TILE_SCATTER, [dst, src, idx], {"per_row": 0}, "scattered")
+    tr.fb.pld.tile.assemble(dst, out, [0] * len(_tt(dst).shape))
+    return dst
 
 
 SORT_OPS: Mapping[str, Rule] = MappingProxyType({
@@ -198,6 +268,7 @@ SORT_OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.tile.gather_mask": _tile_gather_mask,
     "pl.scatter": _scatter("pl.scatter"),
     "pl.tensor.scatter": _scatter("pl.tensor.scatter"),
+    "pl.tile.scatter": _tile_scatter,
 })
 """pypto's spellings of the family (``pl.ci`` is not one of them)."""
 

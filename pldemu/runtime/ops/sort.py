@@ -1,5 +1,5 @@
 """Handlers of the sort / gather / arange family: tile.ci, tile.sort32, tile.mrgsort, tile.mrgsort_merge,
-tile.gather and tile.gather_mask.
+tile.gather, tile.gather_mask, tile.scatter and tile.scatter_mask.
 
 Registered into the one handler table (``pldemu.runtime.ops.HANDLERS``); every handler is whole-array numpy.
 
@@ -142,7 +142,30 @@ def _scatter_mask(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
     return Tile(out, dst.valid)
 
 
+def _scatter(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
+    """A copy of ``dst`` with ``src``'s elements over the indexes' valid box written where they point (per row:
+    the column in the same row; flat: the offset in the whole tile). Of two elements sent to one cell the later
+    in row-major order wins (pto.tscatter's loop order; pypto leaves it open)."""
+    dst: Tile = args[0]
+    src: Tile = args[1]
+    idx: Tile = args[2]
+    box = prefix(idx.valid)
+    index = idx.data[box].astype(np.int64)
+    per_row = bool(site.attrs["per_row"])
+    limit = dst.data.shape[-1] if per_row else dst.data.size
+    if index.size and (index.min() < 0 or index.max() >= limit):
+        bad = index[(index < 0) | (index >= limit)][0]
+        what = "a row's" if per_row else "the destination's"
+        raise ProgramError(f"tile.scatter: index {int(bad)} is outside {what} {limit} elements (pypto leaves an "
+                           "out-of-range index undefined)")
+    out = dst.data.copy()
+    flat = index + np.arange(index.shape[0])[:, None] * limit if per_row else index
+    out.reshape(-1)[flat.reshape(-1)] = src.data[box].reshape(-1)  # numpy: a repeated index keeps the last value
+    return Tile(out, dst.valid)
+
+
 SORT_HANDLERS: Mapping[Op, Handler] = MappingProxyType({
+    Op.TILE_SCATTER: _scatter,
     Op.TILE_SCATTER_MASK: _scatter_mask,
     Op.TILE_CI: _ci,
     Op.TILE_SORT32: _sort32,
