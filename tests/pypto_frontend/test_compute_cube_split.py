@@ -1,6 +1,7 @@
 """pypto's cube / vector split in a kernel: ``for aiv_id in pl.split_aiv(2, mode=...)`` runs its body once
 per AIV lane, ``pl.aiv_shard`` gives each lane its half of a cube accumulator (rows in UP_DOWN, columns in
 LEFT_RIGHT, the whole in NONE) in the vector buffer, ``pl.tile.get_subblock_idx()`` is the lane, and
+``pl.aic_gather`` rejoins the lanes' halves for the cube (a data-parallel region),
 ``pl.cross_core_slot`` in ``optimizations=`` changes no value; ``pl.tile.transpose_view`` of a Mat tile
 feeds a matmul its transpose. Run on two ranks against numpy; refusals at
 the user's line."""
@@ -21,6 +22,7 @@ from pldemu.pypto.execute import translate
 from pldemu.pypto.surface import ir
 from pldemu.pypto.surface import language as pl
 from pldemu.pypto.surface.ir.distributed_compiled_program import DistributedConfig
+from pldemu.pypto.surface.language import distributed as pld
 
 NR = pl.dynamic("NR")
 M, K, N = 16, 16, 16
@@ -103,7 +105,9 @@ def _mistake(mistake: str):  # type: ignore[no-untyped-def]
                 t = pl.aiv_shard(t)  # MARK-outside
             if mistake == "gather":
                 for _ in pl.split_aiv(2, mode=pl.SplitMode.UP_DOWN):
-                    t = pl.aic_gather(t)  # MARK-gather
+                    half = pl.aiv_shard(t)
+                    for _ in pl.range(2):
+                        t = pl.aic_gather(half)  # MARK-gather
             if mistake == "odd":
                 for _ in pl.split_aiv(3, mode=pl.SplitMode.UP_DOWN):
                     t = pl.aiv_shard(t)  # MARK-odd
@@ -118,7 +122,7 @@ def _mistake(mistake: str):  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize(("mistake", "message"), [
     ("outside", "pl.aiv_shard outside a pl.split_aiv region"),
-    ("gather", "pl.aic_gather in an UP_DOWN / LEFT_RIGHT region"),
+    ("gather", "pl.aic_gather inside a loop or branch of an UP_DOWN / LEFT_RIGHT region is not supported"),
     ("odd", "does not split into 3 lanes along axis 0"),
 ])
 def test_mistakes_are_one_error_at_the_users_line(mistake: str, message: str) -> None:
@@ -129,3 +133,52 @@ def test_mistakes_are_one_error_at_the_users_line(mistake: str, message: str) ->
     src, start = inspect.getsourcelines(inspect.getmodule(_mistake))  # type: ignore[arg-type]
     want = next(max(start, 1) + i for i, line in enumerate(src) if f"MARK-{mistake}" in line)
     assert err.value.line == want, str(err.value)
+
+
+@pl.program
+class Rejoin:
+    """Each lane scales its half of a @ b by (lane + 1); pl.aic_gather rejoins the halves (rows in UP_DOWN, columns
+    in LEFT_RIGHT) and the cube multiplies the whole by b again, outside the regions."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, a: pl.Tensor[[M, K], pl.FP32], b: pl.Tensor[[K, N], pl.FP32],
+          rows: pl.Out[pl.Tensor[[M, N], pl.FP32]], cols: pl.Out[pl.Tensor[[M, N], pl.FP32]]) -> None:
+        bt = pl.load(b, [0, 0], [K, N])
+        acc = pl.matmul(pl.load(a, [0, 0], [M, K]), bt)
+        for aiv_id in pl.split_aiv(2, mode=pl.SplitMode.UP_DOWN):
+            top = pl.aic_gather(pl.mul(pl.aiv_shard(acc), pl.cast(aiv_id + 1, pl.FP32)))
+        pl.store(pl.matmul(top, bt), [0, 0], rows)
+        for aiv_id in pl.split_aiv(2, mode=pl.SplitMode.LEFT_RIGHT):
+            side = pl.aiv_shard(acc)
+            side = pl.aic_gather(pl.mul(side, pl.cast(aiv_id + 1, pl.FP32)))
+        pl.store(pl.matmul(side, bt), [0, 0], cols)
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, a: pl.Tensor[[NR, M, K], pl.FP32], b: pl.Tensor[[NR, K, N], pl.FP32],
+                  rows: pl.Out[pl.Tensor[[NR, M, N], pl.FP32]], cols: pl.Out[pl.Tensor[[NR, M, N], pl.FP32]]) -> None:
+        for r in pl.range(pld.world_size()):
+            self.k(a[r], b[r], rows[r], cols[r], device=r)
+
+
+def _rejoin_args() -> tuple[np.ndarray, ...]:
+    a, b = _args()[:2]
+    return a, b, np.zeros((2, M, N), np.float32), np.zeros((2, M, N), np.float32)
+
+
+def test_a_gather_assembles_each_lanes_half() -> None:
+    built, _ = translate(Rejoin, 1, tuple(x[:1] for x in _rejoin_args()))
+    calls = [c for f in built.program.functions for c in function_calls(f)]
+    made = [c for c in calls if c.op is Op.TILE_CREATE]
+    assert [c.type.shape for c in made] == [(M, N), (M, N)]  # type: ignore[union-attr]
+    assert [c.op for c in calls].count(Op.TILE_ASSEMBLE) == 4  # two lanes x two regions
+
+
+@pytest.mark.launcher
+def test_gathered_halves_feed_the_cube() -> None:
+    a, b, rows, cols = _rejoin_args()
+    ir.compile(Rejoin, distributed_config=DistributedConfig(device_ids=[0, 1]))(a, b, rows, cols)
+    prod = a @ b
+    by_row = np.where(np.arange(M)[None, :, None] < M // 2, 1.0, 2.0).astype(np.float32)
+    by_col = np.where(np.arange(N)[None, None, :] < N // 2, 1.0, 2.0).astype(np.float32)
+    np.testing.assert_array_equal(rows, (prod * by_row) @ b)
+    np.testing.assert_array_equal(cols, (prod * by_col) @ b)

@@ -1,7 +1,7 @@
 """pypto's cube / vector split inside one kernel: ``for aiv_id in pl.split_aiv(n, mode=...)`` runs its body
 once per AIV lane, ``pl.aiv_shard(x)`` brings a cube value onto the lane (halved along the split axis in
-``UP_DOWN`` / ``LEFT_RIGHT``, whole in ``NONE``), ``pl.aic_gather(x)`` hands a lane value back (``NONE``
-only here) and ``pl.tile.get_subblock_idx()`` is the lane.
+``UP_DOWN`` / ``LEFT_RIGHT``, whole in ``NONE``), ``pl.aic_gather(x)`` hands a lane value back (rejoining the
+lanes' halves in ``UP_DOWN`` / ``LEFT_RIGHT``) and ``pl.tile.get_subblock_idx()`` is the lane.
 
 pldemu runs the lanes one after the other inside the block (the body unrolled per lane, as pypto's
 ``ExpandMixedKernel`` gives each lane its own copy), so each lane computes what it computes on the device;
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -41,6 +41,18 @@ class AivLane:
     index: int
     lanes: int
     axis: int | None
+    top: frozenset[int] = frozenset()
+    """The ``id`` of each call in a top-level statement of the body (not inside a loop, branch or ``with``)."""
+    gathered: dict[int, Var] = field(default_factory=dict, compare=False)
+    """``pl.aic_gather`` call (``id``) -> the whole tile the lanes' halves are assembled into (one per region)."""
+
+
+_NESTING = (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith, ast.Try)
+
+
+def _top_calls(body: list[ast.stmt]) -> frozenset[int]:
+    return frozenset(id(n) for st in body if not isinstance(st, _NESTING) for n in ast.walk(st)
+                     if isinstance(n, ast.Call))
 
 
 def split_aiv_loop(tr: Any, s: ast.For) -> None:
@@ -56,9 +68,10 @@ def split_aiv_loop(tr: Any, s: ast.For) -> None:
         raise tr.error("for NAME in pl.split_aiv(...): one loop variable, no else", s)
     if _LANE_KEY in tr.env:
         raise tr.error("pl.split_aiv regions do not nest", s)
+    top, gathered = _top_calls(s.body), {}
     try:
         for index in range(lanes):
-            tr.env[_LANE_KEY] = AivLane(index, lanes, _SPLIT_AXIS[mode])
+            tr.env[_LANE_KEY] = AivLane(index, lanes, _SPLIT_AXIS[mode], top, gathered)
             tr.env[s.target.id] = index
             tr.block(s.body)
     finally:
@@ -95,12 +108,33 @@ def _aiv_shard(tr: DeviceLevel, node: ast.Call) -> Any:
 
 def _aic_gather(tr: DeviceLevel, node: ast.Call) -> Any:
     """A lane value handed to the cube: in NONE the value itself (pypto: well defined only when both lanes
-    agree on it); rejoining halves (UP_DOWN / LEFT_RIGHT) is not supported by pldemu."""
+    agree on it); in UP_DOWN / LEFT_RIGHT the lanes' halves rejoined along the split axis (lane ``i``'s at
+    ``i * extent``): the first lane makes the whole tile, each lane assembles its half into it, so after the
+    region (the lanes run one after the other) it holds every lane's."""
     lane = _lane(tr, "pl.aic_gather", node)
-    if lane.axis is not None:
-        raise tr.error("pl.aic_gather in an UP_DOWN / LEFT_RIGHT region (rejoining the lanes' halves) is not "
-                       "supported by pldemu", node)
-    return bind_call(tr, node, ("x",), {}, "pl.aic_gather")["x"]
+    x = bind_call(tr, node, ("x",), {}, "pl.aic_gather")["x"]
+    if lane.axis is None:
+        return x
+    x = on_core(tr, x, node, "pl.aic_gather")
+    if not (isinstance(x, Var) and isinstance(x.type, TileType)):
+        raise tr.error(f"pl.aic_gather: x must be a tile or a tensor, got {x!r}", node)
+    if id(node) not in lane.top:
+        raise tr.error("pl.aic_gather inside a loop or branch of an UP_DOWN / LEFT_RIGHT region is not supported "
+                       "by pldemu (gather at the top level of the region body)", node)
+    t = x.type
+    valid = None if t.valid_shape is None else tuple(getattr(v, "value", None) for v in t.valid_shape)
+    if lane.axis >= len(t.shape) or valid not in (None, t.shape):
+        raise tr.error(f"pl.aic_gather: a fully valid half of rank > {lane.axis} rejoins along axis {lane.axis}, "
+                       f"got {list(t.shape)} (fillpad a partly valid half first)", node)
+    whole = lane.gathered.get(id(node))
+    if whole is None:
+        shape = list(t.shape)
+        shape[lane.axis] *= lane.lanes
+        whole = lane.gathered[id(node)] = tr.fb.pld.tile.create(shape, t.dtype, mem=t.memory, hint="gathered")
+    offset = [0] * len(t.shape)
+    offset[lane.axis] = lane.index * t.shape[lane.axis]
+    tr.fb.pld.tile.assemble(whole, x, offset)
+    return whole
 
 
 def _subblock_idx(tr: Any, node: ast.Call) -> Any:
