@@ -278,7 +278,9 @@ def _mistake(mistake: str):  # type: ignore[no-untyped-def]
             if mistake == "outside":
                 t = t[:, 24:40]  # MARK-outside
             if mistake == "element":
-                t = t[1, 2]  # MARK-element
+                t[1, 2] = t[0, 0]  # MARK-element
+            if mistake == "window":
+                t[0:2, 0:8] = t[0:2, 0:16]  # MARK-window
             if mistake == "rows":
                 t = pl.concat(t, t[0:4, :])  # MARK-rows
             pl.store(t, [0, 0], y)
@@ -292,7 +294,8 @@ def _mistake(mistake: str):  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize(("mistake", "message"), [
     ("outside", "axis 1 region [24, 40) is outside its 32 elements"),
-    ("element", "an element read of a tile (pypto's tile.read) is not supported"),
+    ("element", "pypto refuses it: Subscript-write source must also be a tile, got ScalarType"),
+    ("window", "the source must be a fp32 tile of the window's extents [2, 8], got fp32 [2, 16]"),
     ("rows", "row count must match, got 8 vs 4"),
 ])
 def test_mistakes_are_one_error_at_the_users_line(mistake: str, message: str) -> None:
@@ -303,3 +306,41 @@ def test_mistakes_are_one_error_at_the_users_line(mistake: str, message: str) ->
     src, start = inspect.getsourcelines(inspect.getmodule(_mistake))  # type: ignore[arg-type]
     want = next(max(start, 1) + i for i, line in enumerate(src) if f"MARK-{mistake}" in line)
     assert err.value.line == want, str(err.value)
+
+
+@pl.program
+class TileElements:
+    """A tile's element read by subscript (pypto's tile.read) scales a window; windows of the tile written by
+    subscript (pypto's ``t = tile.assemble(t, src, offsets)``: a new value, the name copied before keeps the old)."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, x: pl.Tensor[[R, C], pl.FP32], y: pl.Out[pl.Tensor[[2, R, C], pl.FP32]]) -> None:
+        t = pl.load(x, [0, 0], [R, C])
+        before = t
+        corner = t[R - 1, C - 1]
+        t[2:4, 8:16] = pl.mul(t[0:2, 0:8], corner)
+        t[5, 0:8] = t[6:7, 8:16]
+        y = pl.assemble(y, t, [0, 0, 0])
+        y = pl.assemble(y, before, [1, 0, 0])
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, x: pl.Tensor[[R, C], pl.FP32], y: pl.Out[pl.Tensor[[2, R, C], pl.FP32]]) -> None:
+        self.k(x, y)
+
+
+def test_tile_subscripts_read_an_element_and_write_windows() -> None:
+    built, _ = translate(TileElements, 1, (np.zeros((R, C), np.float32), np.zeros((2, R, C), np.float32)))
+    ops = [c.op for f in built.program.functions for c in function_calls(f)]
+    assert ops.count(Op.TILE_READ) == 1 and ops.count(Op.TILE_ASSEMBLE) == 2
+
+
+@pytest.mark.launcher
+def test_tile_elements_run() -> None:
+    x = np.random.default_rng(8).standard_normal((R, C)).astype(np.float32)
+    y = np.zeros((2, R, C), np.float32)
+    ir.compile(TileElements, distributed_config=DistributedConfig(device_ids=[0]))(x, y)
+    want = x.copy()
+    want[2:4, 8:16] = x[0:2, 0:8] * x[R - 1, C - 1]
+    want[5, 0:8] = want[6, 8:16]
+    np.testing.assert_array_equal(y[0], want)
+    np.testing.assert_array_equal(y[1], x)

@@ -323,7 +323,7 @@ def _kernel_mistake(mistake: str):  # type: ignore[no-untyped-def]
     ("assemble-rank", "t has 3 dims, the source 2 and the offset 2 entries"),
     ("add-scalar", "pl.add: lhs must be a tile or a tensor, got Var(n_val)"),
     ("subscript-count", "y has 2 dims, the subscript 3 indices"),
-    ("tile-subscript", "an element read of a tile (pypto's tile.read) is not supported by pldemu"),
+    ("tile-subscript", "y[0:2, :] = ...: the value must be a tensor or a tile, got Var(val)"),  # a scalar: tile.read
     ("pass-slice", "self.takes: x is a tensor parameter, got a tile"),
     ("host-dim", "pl.tensor.dim: axis must be a static int in [-2, 2), got 3"),
 ])

@@ -44,7 +44,14 @@ from pldemu.pypto.translate.cube_split import split_aiv_loop
 from pldemu.pypto.translate.evaluator import Evaluator, dsl_callee
 from pldemu.pypto.translate.level import Carry, Emit
 from pldemu.pypto.translate.ops import DEVICE_OPS, is_ir
-from pldemu.pypto.translate.regions import is_tensor, load_region, slice_tile, store_region, subscript_region
+from pldemu.pypto.translate.regions import (
+    assemble_tile,
+    is_tensor,
+    load_region,
+    slice_tile,
+    store_region,
+    subscript_region,
+)
 from pldemu.pypto.translate.tasks import (
     LOOP_KINDS,
     LOOP_OPTIONS,
@@ -370,13 +377,12 @@ class DeviceTranslator(Evaluator):
 
     def subscript(self, base: Any, node: ast.Subscript) -> Any:
         """``t[i, j]`` of a tensor (all indices scalars, one per dim) is ``tensor.read``; any other
-        subscript of a tensor is its slice, loaded where it is made (pypto's ConvertTensorToTileOps); a
-        subscript of a tile is its ``tile.slice``."""
+        subscript of a tensor is its slice, loaded where it is made (pypto's ConvertTensorToTileOps); of a
+        tile, all scalars are ``tile.read`` (pypto's parser), any other subscript its ``tile.slice``."""
         if isinstance(base, Var) and isinstance(base.type, TileType):
             region = subscript_region(self, base, self.indices(node), node)
             if len(region.drop) == len(region.extents):
-                raise self.error(f"{ast.unparse(node)}: an element read of a tile (pypto's tile.read) is not "
-                                 "supported by pldemu; read the tensor it came from", node)
+                return self.fb.pld.tile.read(base, list(region.offsets), hint=self.hint("val"))
             return slice_tile(self, base, region, node)
         if not is_tensor(base):
             return super().subscript(base, node)
@@ -411,8 +417,11 @@ class DeviceTranslator(Evaluator):
         if not isinstance(target.value, ast.Name):
             raise self.error(f"{what}: the target of a slice assignment must be a name (dst[a:b] = v)", target)
         dst = self.eval(target.value)
+        if isinstance(dst, Var) and isinstance(dst.type, TileType):
+            self.bind(target.value.id, assemble_tile(self, dst, self.indices(target), value, target))
+            return
         if not is_tensor(dst):
-            raise self.error(f"{what}: {target.value.id} must be a tensor, got {dst!r}", target)
+            raise self.error(f"{what}: {target.value.id} must be a tensor or a tile, got {dst!r}", target)
         region = subscript_region(self, dst, self.indices(target), target)
         if len(region.drop) == len(region.extents) and arrays.is_array(self, dst):
             arrays.write(self, dst, region.offsets[0], value, target)  # pypto's array.update_element

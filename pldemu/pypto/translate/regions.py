@@ -263,6 +263,29 @@ def slice_tile(tr: DeviceLevel, tile: Var, region: Region, node: ast.AST) -> Var
     return tr.fb.pld.tile.reshape(part, list(region.kept), hint=tr.hint(f"{tile.name}_slice"))
 
 
+def assemble_tile(tr: DeviceLevel, dst: Var, items: Sequence[Any], value: Any, node: ast.AST) -> Var:
+    """``t[a:b, c:d] = src`` of a tile: pypto's parser makes it ``t = tile.assemble(t, src, [a, c])`` (a new
+    value, so other names keep the old one): a copy of ``t`` with ``src``'s valid box written in at the offset.
+    The source is a tile of the window's extents (a scalar-indexed axis is 1; pypto's parser checks the same)."""
+    region = subscript_region(tr, dst, items, node)
+    what = f"{ast.unparse(node)} = ..."
+    if not (isinstance(value, Var) and isinstance(value.type, TileType)):
+        kind = "ScalarType" if isinstance(value, (Const, BinOp, Var, int, float)) else type(value).__name__
+        raise tr.error(f"pypto refuses it: Subscript-write source must also be a tile, got {kind} ({what}; an "
+                       "element write is pl.tile.write(t, [i, j], value))", node)
+    src, t = value.type, dst.type
+    assert isinstance(t, TileType)
+    valid = tuple(static_int(v) for v in src.valid_shape) if src.valid_shape is not None else src.shape
+    fits = len(src.shape) == len(t.shape) and (region.extents == src.shape or all(
+        v is None or v == e for v, e in zip(valid, region.extents, strict=True)))
+    if not fits or src.dtype != t.dtype:
+        raise tr.error(f"{what}: the source must be a {t.dtype.value} tile of the window's extents "
+                       f"{list(region.extents)}, got {src.dtype.value} {list(src.shape)}", node)
+    whole = tr.fb.pld.tile.tile_slice(dst, list(t.shape), [0] * len(t.shape), hint=tr.hint(dst.name))
+    tr.fb.pld.tile.assemble(whole, value, list(region.offsets))
+    return whole
+
+
 def fixpipe(tr: DeviceLevel, tile: Var, dtype: DType) -> Var:
     """An FP32 accumulator (Acc) tile stored into an FP16 / BF16 tensor: converted on the way out, as the
     cube's FIXPIPE does (nearest, ties to even: pypto's docs on the Acc downcast); any other tile as it is."""
