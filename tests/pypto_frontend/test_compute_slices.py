@@ -279,6 +279,12 @@ def _mistake(mistake: str):  # type: ignore[no-untyped-def]
                 t = t[:, 24:40]  # MARK-outside
             if mistake == "element":
                 t[1, 2] = t[0, 0]  # MARK-element
+            if mistake == "clamp":
+                t = pl.slice(t, [4, 8], [6, 0], clamp=True)  # MARK-clamp
+            if mistake == "tile-clamp":
+                t = pl.tile.slice(t, [4, 8], [0, 0], clamp=True)  # MARK-tile-clamp
+            if mistake == "valid-wide":
+                t = pl.slice(t, [4, 8], [0, 0], valid_shape=[4, 9])  # MARK-valid-wide
             if mistake == "window":
                 t[0:2, 0:8] = t[0:2, 0:16]  # MARK-window
             if mistake == "rows":
@@ -295,6 +301,10 @@ def _mistake(mistake: str):  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize(("mistake", "message"), [
     ("outside", "axis 1 region [24, 40) is outside its 32 elements"),
     ("element", "pypto refuses it: Subscript-write source must also be a tile, got ScalarType"),
+    ("clamp", "pypto refuses it: pl.slice: clamp=True is not supported for a Tile. An on-chip window has no "
+              "clamping mechanism"),
+    ("tile-clamp", "pl.tile.slice() got an unexpected keyword argument 'clamp'"),
+    ("valid-wide", "pypto refuses it: tile.slice valid_shape 1 is 9, which exceeds the window extent 8"),
     ("window", "the source must be a fp32 tile of the window's extents [2, 8], got fp32 [2, 16]"),
     ("rows", "row count must match, got 8 vs 4"),
 ])
@@ -344,3 +354,43 @@ def test_tile_elements_run() -> None:
     want[5, 0:8] = want[6, 8:16]
     np.testing.assert_array_equal(y[0], want)
     np.testing.assert_array_equal(y[1], x)
+
+
+@pl.program
+class NarrowedSlices:
+    """``valid_shape=`` on slices of a tile: a static box, a run-time row count (``pl.tile.slice``), and a request
+    wider than a partly valid source's window, which narrows to the source (pypto: it never widens); each
+    assembled into y, which takes only the valid box."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, x: pl.Tensor[[R, C], pl.FP32], n: pl.Scalar[pl.INDEX],
+          y: pl.Out[pl.Tensor[[3, R, C], pl.FP32]]) -> None:
+        t = pl.load(x, [0, 0], [R, C])
+        y = pl.assemble(y, pl.slice(t, [4, 16], [2, 8], valid_shape=[3, 10]), [0, 0, 0])
+        y = pl.assemble(y, pl.tile.slice(t, [R, 16], [0, 16], valid_shape=[n, 16]), [1, 0, 0])
+        top = pl.slice(t, [4, 16], [0, 0], valid_shape=[2, 16])
+        y = pl.assemble(y, pl.slice(top, [4, 8], [0, 8], valid_shape=[4, 8]), [2, 0, 0])
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, x: pl.Tensor[[R, C], pl.FP32], y: pl.Out[pl.Tensor[[3, R, C], pl.FP32]]) -> None:
+        self.k(x, 5, y)
+
+
+def test_narrowed_slices_keep_the_smaller_box() -> None:
+    built, _ = translate(NarrowedSlices, 1, (np.zeros((R, C), np.float32), np.zeros((3, R, C), np.float32)))
+    boxes = [c.type.valid_shape for f in built.program.functions for c in function_calls(f)
+             if c.op is Op.TILE_SET_VALIDSHAPE]
+    assert [int(v.value) for v in boxes[0]] == [3, 10]  # type: ignore[union-attr]
+    assert [int(v.value) for v in boxes[-1]] == [2, 8]  # type: ignore[union-attr]
+
+
+@pytest.mark.launcher
+def test_narrowed_slices_run() -> None:
+    x = np.random.default_rng(9).standard_normal((R, C)).astype(np.float32)
+    y = np.zeros((3, R, C), np.float32)
+    ir.compile(NarrowedSlices, distributed_config=DistributedConfig(device_ids=[0]))(x, y)
+    want = np.zeros_like(y)
+    want[0, 0:3, 0:10] = x[2:5, 8:18]
+    want[1, 0:5, 0:16] = x[0:5, 16:32]
+    want[2, 0:2, 0:8] = x[0:2, 8:16]
+    np.testing.assert_array_equal(y, want)

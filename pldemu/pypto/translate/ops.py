@@ -767,16 +767,22 @@ def _write_rule(name: str, params: tuple[str, str, str]) -> Rule:
 def _slice(name: str, source: str) -> Rule:
     """``pl.slice(input, ...)`` / ``pl.tensor.slice(tensor, shape, offset, valid_shape=, drop_dims=,
     pad_value=, clamp=)`` of a tensor: a ``tile.load`` of the region where the slice is made, as pypto's
-    ConvertTensorToTileOps lowers it (that path does not apply ``pad_value`` either); of a tile (``pl.slice``
-    only): its ``tile.slice``."""
+    ConvertTensorToTileOps lowers it (that path does not apply ``pad_value`` either); of a tile (``pl.slice``,
+    ``pl.tile.slice``): its ``tile.slice``, narrowed by ``valid_shape=``; ``clamp=`` refused as pypto refuses it."""
 
     def rule(tr: DeviceLevel, node: ast.Call) -> Var:
         b = bind_call(tr, node, (source, "shape", "offset"), {"valid_shape": None, "drop_dims": None,
                                                                "pad_value": None, "clamp": False}, name)
         t = b[source]
-        on_tile = source == "input" and isinstance(t, Var) and isinstance(t.type, TileType)
-        if not (is_tensor(t) or on_tile):
+        on_tile = source != "tensor" and isinstance(t, Var) and isinstance(t.type, TileType)
+        if not ((is_tensor(t) and source != "tile") or on_tile):
             raise tr.error(f"{name}: {source} must be a tensor or a tile, got {t!r}", node)
+        if on_tile and b["clamp"]:
+            if source == "input" and tensor_on_core(tr, t):
+                raise tr.error(f"{name}: clamp=True of a tensor's slice already on core is not supported by pldemu "
+                               "(clamp the first slice)", node)
+            raise tr.error(_TILE_CLAMP if source == "input" else f"{name}() got an unexpected keyword argument "
+                           "'clamp'", node)
         shape = _ints(tr, b["shape"], f"{name}: shape (a slice extent must be static)", node)
         drop = sorted(set(_ints(tr, b["drop_dims"] or [], f"{name}: drop_dims", node)))
         if any(not 0 <= d < len(shape) or shape[d] != 1 for d in drop):
@@ -784,14 +790,22 @@ def _slice(name: str, source: str) -> Rule:
         region = Region(tuple(_offsets(tr, b["offset"], name, node)), tuple(shape), tuple(drop))
         check_bounds(tr, t, region, node, clamp=bool(b["clamp"]) and not on_tile)
         if on_tile:
-            if b["valid_shape"] is not None or b["clamp"] or b["pad_value"] is not None:
-                raise tr.error(f"{name} of a tile: valid_shape= / clamp= / pad_value= are not supported by "
-                               "pldemu", node)
-            return slice_tile(tr, t, region, node)
+            if b["pad_value"] is not None:
+                raise tr.error(f"{name} of a tile: pad_value= is not supported by pldemu", node)
+            requested = b["valid_shape"]
+            if requested is not None and not isinstance(requested, (list, tuple)):
+                raise tr.error(f"{name}: valid_shape must be a list of extents, got {requested!r}", node)
+            return slice_tile(tr, t, region, node, requested)
         valid = _slice_valid(tr, t, region, b["valid_shape"], bool(b["clamp"]), node)
         return load_region(tr, t, region, node, valid)
 
     return rule
+
+
+_TILE_CLAMP = ("pypto refuses it: pl.slice: clamp=True is not supported for a Tile. An on-chip window has no clamping "
+               "mechanism, so offset + shape must stay inside the source tile. Clamp the read at the tensor boundary "
+               "instead — pl.load(..., clamp=True) or pl.slice(tensor, ..., clamp=True) — and slice the resulting "
+               "tile in bounds.")
 
 
 def _concat(name: str) -> Rule:
@@ -1168,6 +1182,7 @@ _OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.tile.write": _write_rule("pl.tile.write", ("tile", "indices", "value")),
     "pl.slice": _slice("pl.slice", "input"),
     "pl.tensor.slice": _slice("pl.tensor.slice", "tensor"),
+    "pl.tile.slice": _slice("pl.tile.slice", "tile"),
     "pl.concat": _concat("pl.concat"),
     "pl.tile.transpose_view": _transpose_view,
     "pl.cmp": _cmp("pl.cmp"),

@@ -253,11 +253,14 @@ def load_region(tr: DeviceLevel, t: Var, region: Region, node: ast.AST, valid: S
     return tile
 
 
-def slice_tile(tr: DeviceLevel, tile: Var, region: Region, node: ast.AST) -> Var:
-    """A slice of a tile (a subscript or ``pl.slice``): pypto's ``tile.slice`` of the window, its scalar-
-    indexed unit axes then dropped (a reshape, as pypto's ``drop_dims`` erases them from the type)."""
+def slice_tile(tr: DeviceLevel, tile: Var, region: Region, node: ast.AST, valid: Sequence[Any] | None = None) -> Var:
+    """A slice of a tile (a subscript or ``pl.slice``): pypto's ``tile.slice`` of the window, narrowed to
+    ``valid`` (``pl.slice``'s ``valid_shape=``, at the window's rank) where given, its scalar-indexed unit axes
+    then dropped (a reshape, as pypto's ``drop_dims`` erases them from the type)."""
     part = tr.fb.pld.tile.tile_slice(tile, list(region.extents), list(region.offsets),
                                      hint=tr.hint(f"{tile.name}_slice"))
+    if valid is not None:
+        part = tr.fb.pld.tile.set_validshape(part, _narrowed(tr, part, valid, node), hint=tr.hint(f"{tile.name}_slice"))
     if not region.drop:
         return part
     return tr.fb.pld.tile.reshape(part, list(region.kept), hint=tr.hint(f"{tile.name}_slice"))
@@ -284,6 +287,31 @@ def assemble_tile(tr: DeviceLevel, dst: Var, items: Sequence[Any], value: Any, n
     whole = tr.fb.pld.tile.tile_slice(dst, list(t.shape), [0] * len(t.shape), hint=tr.hint(dst.name))
     tr.fb.pld.tile.assemble(whole, value, list(region.offsets))
     return whole
+
+
+def _narrowed(tr: DeviceLevel, window: Var, requested: Sequence[Any], node: ast.AST) -> list[Any]:
+    """``valid_shape=`` of a tile slice: per axis the smaller of the request and what the source is valid for
+    under the window (pypto: it narrows, never widens); a request beyond the window is pypto's error."""
+    t = window.type
+    assert isinstance(t, TileType)
+    if len(requested) != len(t.shape):
+        raise tr.error(f"pypto refuses it: tile.slice requires valid_shape to have the same rank as the window, but "
+                       f"got valid_shape rank {len(requested)} and window rank {len(t.shape)}", node)
+    have = t.valid_shape or tuple(Const(d) for d in t.shape)
+    out: list[Any] = []
+    for axis, (want, ext, avail) in enumerate(zip(requested, t.shape, have, strict=True)):
+        fixed = _static(want)
+        if fixed is not None and fixed > ext:
+            raise tr.error(f"pypto refuses it: tile.slice valid_shape {axis} is {fixed}, which exceeds the window "
+                           f"extent {ext}; a valid region cannot be larger than the shape that holds it", node)
+        bound = static_int(avail)
+        if fixed is not None and bound is not None:
+            out.append(min(fixed, bound))
+        elif bound == ext:
+            out.append(want)
+        else:
+            out.append(BinOp(BinOpKind.MIN, as_expr(want), as_expr(avail)))
+    return out
 
 
 def fixpipe(tr: DeviceLevel, tile: Var, dtype: DType) -> Var:

@@ -202,7 +202,7 @@ tile = Namespace("pl.tile", ("get_block_idx", "load", "store", "add", "sub", "mu
                              *_MATH, "divs", *_REDUCTIONS, *_EXPANDS, "full", "maximums", "minimums", *_CUBE,
                              "batch_matmul", "move", *_LAYOUT, "create", *_SORT, "ci",
                              "gather_mask", "concat", "read", "write", "aiv_shard", "aic_gather",
-                             "get_subblock_idx", "transpose_view"))
+                             "get_subblock_idx", "transpose_view", "slice"))
 tile.MaskPattern = MaskPattern  # type: ignore[attr-defined]
 
 array = Namespace("pl.array", ("create", "get_element", "update_element"))
