@@ -562,6 +562,11 @@ class SystemNS(_Namespace):
         """``system.dispatch_end()``: the tasks of the HOST dispatch before it complete here."""
         self._fb.op(Op.DISPATCH_END, [])
 
+    def aiv_lane(self, lane: int, sync: bool = False) -> None:
+        """``system.aiv_lane {lane, sync}``: the AIV lane the code after it runs on (-1: the region ended), or the
+        cross-lane barrier that lane passes (``sync``)."""
+        self._fb.op(Op.AIV_LANE, [], {"lane": lane, "sync": int(sync)})
+
     def host_task(self, task: int) -> None:
         """``system.host_task(task=N)``: host task N (a SubWorker) runs here, in the calling process."""
         self._fb.op(Op.HOST_TASK, [], {"task": task})

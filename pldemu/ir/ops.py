@@ -42,6 +42,11 @@ class Op(enum.Enum):
     # The end of one HOST dispatch on this rank: its tasks complete before the rank's next dispatch starts
     # (pypto keeps a rank's dispatches in program order); a no-op where no task is in flight.
     DISPATCH_END = "system.dispatch_end"
+    # The AIV lane the code after it runs on (``lane`` >= 0; -1: the split region ended), or with ``sync=1`` a
+    # cross-lane barrier (pypto's syncall) that lane passes: a marker for the task race check, which treats
+    # the lanes of a ``pl.split_aiv`` region as concurrent between their barriers (the translator runs them
+    # one after the other).
+    AIV_LANE = "system.aiv_lane"
 
     # Local tensor / tile ops.
     TENSOR_VIEW = "tensor.view"

@@ -333,6 +333,7 @@ SIGNATURES: Mapping[Op, Signature] = MappingProxyType(
         Op.BAR_ALL: sig([], _none),
         Op.HOST_TASK: sig([], _none, [AttrSpec("task", int, None)]),
         Op.DISPATCH_END: sig([], _none),
+        Op.AIV_LANE: sig([], _none, [AttrSpec("lane", int, None), AttrSpec("sync", int, 0)]),
         Op.CACHEINVALID: sig([("tensor", T, True), ("shapes", L, True), ("offsets", L, True)],
                               _deduce_cacheinvalid, regions=[Region("tensor", "offsets", "shapes")]),
         Op.GET_COMM_CTX: sig([("window", W)], _ctx),

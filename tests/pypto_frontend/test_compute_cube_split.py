@@ -108,6 +108,18 @@ def _mistake(mistake: str):  # type: ignore[no-untyped-def]
                     half = pl.aiv_shard(t)
                     for _ in pl.range(2):
                         t = pl.aic_gather(half)  # MARK-gather
+            if mistake == "sync-outside":
+                pl.system.syncall()  # MARK-sync-outside
+            if mistake == "sync-nested":
+                for _ in pl.split_aiv(2, mode=pl.SplitMode.NONE):
+                    for _ in pl.range(2):
+                        pl.system.syncall()  # MARK-sync-nested
+            if mistake == "sync-hard-workspace":
+                for _ in pl.split_aiv(2, mode=pl.SplitMode.NONE):
+                    pl.system.syncall(gm_workspace=x)  # MARK-sync-hard-workspace
+            if mistake == "sync-soft-count":
+                for _ in pl.split_aiv(2, mode=pl.SplitMode.NONE):
+                    pl.system.syncall(mode="soft", gm_workspace=x)  # MARK-sync-soft-count
             if mistake == "odd":
                 for _ in pl.split_aiv(3, mode=pl.SplitMode.UP_DOWN):
                     t = pl.aiv_shard(t)  # MARK-odd
@@ -124,6 +136,11 @@ def _mistake(mistake: str):  # type: ignore[no-untyped-def]
     ("outside", "pl.aiv_shard outside a pl.split_aiv region"),
     ("gather", "pl.aic_gather inside a loop or branch of an UP_DOWN / LEFT_RIGHT region is not supported"),
     ("odd", "does not split into 3 lanes along axis 0"),
+    ("sync-outside", "pl.system.syncall is supported by pldemu only as a statement at the top level of a "
+                     "pl.split_aiv region body"),
+    ("sync-nested", "pl.system.syncall is supported by pldemu only as a statement at the top level"),
+    ("sync-hard-workspace", "pypto refuses it: syncall(mode='hard') takes no gm_workspace/used_cores"),
+    ("sync-soft-count", "pypto refuses it: soft syncall requires explicit used_cores"),
 ])
 def test_mistakes_are_one_error_at_the_users_line(mistake: str, message: str) -> None:
     args = (np.zeros((M, N), np.float32), np.zeros((M, N), np.float32))
@@ -182,3 +199,30 @@ def test_gathered_halves_feed_the_cube() -> None:
     by_col = np.where(np.arange(N)[None, None, :] < N // 2, 1.0, 2.0).astype(np.float32)
     np.testing.assert_array_equal(rows, (prod * by_row) @ b)
     np.testing.assert_array_equal(cols, (prod * by_col) @ b)
+
+
+@pl.program
+class Barrier:
+    """Two lanes, one barrier: each lane's part before it runs before either lane's part after it."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, x: pl.Tensor[[M, N], pl.FP32], y: pl.Out[pl.Tensor[[M, N], pl.FP32]]) -> None:
+        for lane in pl.split_aiv(2, mode=pl.SplitMode.NONE):
+            y = pl.store(pl.load(x, [lane * 8, 0], [8, N]), [lane * 8, 0], y)
+            pl.system.fence()
+            pl.system.syncall()
+            pl.system.cacheinvalid()
+            y = pl.store(pl.load(y, [(1 - lane) * 8, 0], [8, N]), [lane * 8, 0], y)
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, x: pl.Tensor[[M, N], pl.FP32], y: pl.Out[pl.Tensor[[M, N], pl.FP32]]) -> None:
+        self.k(x, y)
+
+
+def test_the_lanes_meet_at_a_syncall() -> None:
+    built, _ = translate(Barrier, 1, (np.zeros((M, N), np.float32), np.zeros((M, N), np.float32)))
+    calls = [c for f in built.program.functions for c in function_calls(f)
+             if c.op in (Op.AIV_LANE, Op.TILE_STORE, Op.FENCE)]
+    seen = [(c.attr("lane"), c.attr("sync")) if c.op is Op.AIV_LANE else c.op.text for c in calls]
+    assert seen == [(0, 0), "tile.store", "system.fence", (0, 1), (1, 0), "tile.store", "system.fence", (1, 1),
+                    (0, 0), "tile.store", (1, 0), "tile.store", (-1, 0)]

@@ -4,8 +4,9 @@
 Every dependency rule has a program that needs it, clean at 1-5 ranks, and the same program without the
 rule is reported (a race naming both tasks' lines, or the deadlock). Each real bug has a buggy and a fixed
 version in its pattern: pypto #2391 (waiters submitted before their publisher can take every core),
-pypto-lib #953 (FP32 AtomicAdd partials from the blocks of one grid) and #975 (a row count without an
-epoch, satisfied by the previous layer's rows). Every buggy one is reported in every run and every fixed
+pypto-lib #953 (FP32 AtomicAdd partials from the blocks of one grid), #975 (a row count without an
+epoch, satisfied by the previous layer's rows) and pypto #1981 (the two AIV lanes of a split region
+exchanging halves through GM without a barrier). Every buggy one is reported in every run and every fixed
 one is clean, in the default seeded random order, in fifo order, and under jitter with deferred
 visibility: one ``pldemu pytest`` session per flag set."""
 
@@ -17,7 +18,7 @@ import pytest
 from prefetch import Outcome, line_in, prefetched, session_outcomes
 
 PROGRAMS = Path(__file__).resolve().parent / "task_programs"
-FILES = ("task_rules.py", "task_bug_cores.py", "task_bug_partials.py", "task_bug_epoch.py")
+FILES = ("task_rules.py", "task_bug_cores.py", "task_bug_partials.py", "task_bug_epoch.py", "task_bug_lanes.py")
 RANKS = range(1, 6)
 
 PASSING = (
@@ -30,6 +31,7 @@ PASSING = (
     *(f"test_the_publisher_submitted_first_orders_the_waiters[{n}]" for n in RANKS),
     *(f"test_partials_reduced_in_ascending_k[{n}]" for n in RANKS),
     *(f"test_a_row_count_per_epoch[{n}]" for n in RANKS),
+    *(f"test_lanes_exchange_after_the_barrier[{n}]" for n in RANKS),
 )
 
 
@@ -78,6 +80,10 @@ def _bugs(outcomes: dict[str, Outcome]) -> None:
         text = _failed(outcomes, f"test_waiters_submitted_before_their_publisher[{n}]")
         assert "(pypto #2391" in text and 'kernel "publish"' in text, text
         assert "waits can take every core on rank" in text or "holds a core, blocked in wait" in text, text
+        text = _failed(outcomes, f"test_lanes_exchange_without_a_barrier[{n}]")  # #1981: the lanes run at once
+        assert "between two AIV lanes of one task of rank 0" in text and "(pypto #1981)" in text, text
+        assert _at("task_bug_lanes.py", "stage = pl.store(pl.mul(mine") in text, text
+        assert _at("task_bug_lanes.py", "theirs = pl.load(stage") in text, text
         text = _failed(outcomes, f"test_partials_added_atomically[{n}]")
         assert "order-dependent sum on cells[0, 0:8]" in text and "between two blocks of one task" in text, text
         assert _at("task_bug_partials.py", "atomic=pl.AtomicType.Add") in text and "pypto-lib #953" in text, text

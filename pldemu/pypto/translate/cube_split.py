@@ -5,7 +5,11 @@ lanes' halves in ``UP_DOWN`` / ``LEFT_RIGHT``) and ``pl.tile.get_subblock_idx()`
 
 pldemu runs the lanes one after the other inside the block (the body unrolled per lane, as pypto's
 ``ExpandMixedKernel`` gives each lane its own copy), so each lane computes what it computes on the device;
-two lanes racing on one GM cell are not interleaved (pypto #1981's intra-task race is out of reach).
+a top-level ``pl.system.syncall(...)`` of the body is the lanes' barrier: every lane runs the part before it
+before any lane runs the part after it. ``system.aiv_lane`` markers name the lane running and the barriers it
+passes, so the task race check (``runtime/instrument/race_tasks.py``) treats the lanes as concurrent logical
+threads between barriers: a cross-lane GM exchange without the barrier is reported (pypto #1981) whatever
+order the lanes ran in.
 ``pl.cross_core_slot`` / ``pl.split`` (ring depth, split entries in ``optimizations=``) change no value.
 """
 
@@ -19,7 +23,7 @@ from typing import Any
 
 from pldemu.ir.enums import MemorySpace
 from pldemu.ir.nodes import TileType, Var
-from pldemu.pypto.translate.evaluator import bind_call
+from pldemu.pypto.translate.evaluator import bind_call, dsl_callee
 from pldemu.pypto.translate.level import DeviceLevel
 from pldemu.pypto.translate.regions import Region, on_core, slice_tile
 
@@ -68,14 +72,95 @@ def split_aiv_loop(tr: Any, s: ast.For) -> None:
         raise tr.error("for NAME in pl.split_aiv(...): one loop variable, no else", s)
     if _LANE_KEY in tr.env:
         raise tr.error("pl.split_aiv regions do not nest", s)
-    top, gathered = _top_calls(s.body), {}
+    segments = _segments(tr, s.body)
+    top, gathered = _top_calls(s.body), dict[int, Var]()
+    # Between barriers each lane keeps its own names (a lane's value never reaches another lane); a name an
+    # enclosing loop carries stays the carry's variable.
+    states = [(dict(tr.env), {k: v for k, v in tr.owned.items() if k in tr.carried}) for _ in range(lanes)]
+    base_owned = dict(tr.owned)
     try:
-        for index in range(lanes):
-            tr.env[_LANE_KEY] = AivLane(index, lanes, _SPLIT_AXIS[mode], top, gathered)
-            tr.env[s.target.id] = index
-            tr.block(s.body)
+        for phase, body in enumerate(segments):
+            for index in range(lanes):
+                if len(segments) > 1:
+                    _restore(tr, *states[index])
+                tr.env[_LANE_KEY] = AivLane(index, lanes, _SPLIT_AXIS[mode], top, gathered)
+                tr.env[s.target.id] = index
+                tr.fb.pld.system.aiv_lane(index)
+                tr.block(body)
+                if phase < len(segments) - 1:
+                    tr.fb.pld.system.aiv_lane(index, sync=True)
+                states[index] = (dict(tr.env), dict(tr.owned))
     finally:
         tr.env.pop(_LANE_KEY, None)
+    if len(segments) > 1:
+        _restore(tr, states[-1][0], {**base_owned, **states[-1][1]})
+        tr.env.pop(_LANE_KEY, None)
+    tr.fb.pld.system.aiv_lane(-1)
+
+
+def _restore(tr: Any, env: dict[str, Any], owned: dict[str, Any]) -> None:
+    tr.env.clear()
+    tr.env.update(env)
+    tr.owned.clear()
+    tr.owned.update(owned)
+
+
+def _segments(tr: Any, body: list[ast.stmt]) -> list[list[ast.stmt]]:
+    """The region body cut at its top-level ``pl.system.syncall(...)`` statements (each checked as pypto's
+    wrapper checks it): the lanes run segment by segment, every lane's segment before any lane's next, as
+    the barrier orders them on the device."""
+    segments: list[list[ast.stmt]] = [[]]
+    for st in _unfolded(tr, body):
+        if isinstance(st, ast.Expr) and dsl_callee(tr, st.value) == "pl.system.syncall":
+            assert isinstance(st.value, ast.Call)
+            _check_syncall(tr, st.value)
+            segments.append([])
+        else:
+            segments[-1].append(st)
+    return segments
+
+
+def _unfolded(tr: Any, body: list[ast.stmt]) -> list[ast.stmt]:
+    """``body`` with each ``if`` on a Python constant (a program factory's flag) replaced by the branch it
+    takes, as its translation folds it: a barrier inside one is at the top level too."""
+    out: list[ast.stmt] = []
+    for st in body:
+        test = tr.eval(st.test) if isinstance(st, ast.If) and _syncs(st) else None
+        if isinstance(st, ast.If) and isinstance(test, (bool, int)):
+            out += _unfolded(tr, st.body if test else st.orelse)
+        else:
+            out.append(st)
+    return out
+
+
+def _syncs(st: ast.stmt) -> bool:
+    return any(isinstance(n, ast.Call) and ast.unparse(n.func).endswith("system.syncall") for n in ast.walk(st))
+
+
+_SOFT_CORE_TYPES = ("aiv_only", "aic_only", "mix")
+
+
+def _check_syncall(tr: Any, node: ast.Call) -> None:
+    """``pl.system.syncall(*, core_type="mix", mode="hard", gm_workspace=None, used_cores=None)``: pypto's
+    wrapper's refusals, in its words."""
+    b = bind_call(tr, node, (), {"core_type": "mix", "mode": "hard", "gm_workspace": None, "used_cores": None},
+                  "pl.system.syncall")
+    mode, core_type = b["mode"], b["core_type"]
+    message = None
+    if mode == "hard" and (b["gm_workspace"] is not None or b["used_cores"] is not None):
+        message = ("syncall(mode='hard') takes no gm_workspace/used_cores; pass mode='soft' to use the GM-polling "
+                   "barrier")
+    elif mode not in ("hard", "soft"):
+        message = f"syncall mode must be 'hard' or 'soft', got {mode!r}"
+    elif mode == "soft" and core_type not in _SOFT_CORE_TYPES:
+        message = f"soft syncall core_type must be one of {_SOFT_CORE_TYPES}, got {core_type!r}"
+    elif mode == "soft" and b["gm_workspace"] is None:
+        message = "soft syncall requires gm_workspace (a shared, zero-initialized GM INT32 tensor)"
+    elif mode == "soft" and b["used_cores"] is None:
+        message = ("soft syncall requires explicit used_cores; pass 0 only when the device launch configuration "
+                   "matches the runtime's logical grid")
+    if message is not None:
+        raise tr.error(f"pypto refuses it: {message}", node)
 
 
 def _lane(tr: Any, name: str, node: ast.AST) -> AivLane:
@@ -137,6 +222,26 @@ def _aic_gather(tr: DeviceLevel, node: ast.Call) -> Any:
     return whole
 
 
+def _syncall(tr: DeviceLevel, node: ast.Call) -> Any:
+    raise tr.error("pl.system.syncall is supported by pldemu only as a statement at the top level of a "
+                   "pl.split_aiv region body (the barrier of its AIV lanes)", node)
+
+
+def _fence(tr: DeviceLevel, node: ast.Call) -> None:
+    """``pl.system.fence()``: every earlier write of the rank completes (``system.fence``)."""
+    bind_call(tr, node, (), {}, "pl.system.fence")
+    tr.fb.pld.system.fence()
+
+
+def _cacheinvalid(tr: DeviceLevel, node: ast.Call) -> None:
+    """``pl.system.cacheinvalid()``: the whole-GM clean and invalidate (``system.cacheinvalid``); the region
+    overload is not supported by pldemu."""
+    if node.args or node.keywords:
+        raise tr.error("pl.system.cacheinvalid(tensor, ...) (one cache line) is not supported by pldemu: use the "
+                       "whole-GM pl.system.cacheinvalid()", node)
+    tr.fb.pld.system.cacheinvalid()
+
+
 def _subblock_idx(tr: Any, node: ast.Call) -> Any:
     """``pl.tile.get_subblock_idx()``: the AIV lane (0 outside a split region, as on a lone vector core)."""
     lane = tr.env.get(_LANE_KEY)
@@ -147,6 +252,7 @@ CUBE_SPLIT_OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.aiv_shard": _aiv_shard, "pl.tile.aiv_shard": _aiv_shard,
     "pl.aic_gather": _aic_gather, "pl.tile.aic_gather": _aic_gather,
     "pl.tile.get_subblock_idx": _subblock_idx,
+    "pl.system.syncall": _syncall, "pl.system.fence": _fence, "pl.system.cacheinvalid": _cacheinvalid,
 })
 """The split region's names (``pl.split_aiv`` itself is a loop: :func:`split_aiv_loop`)."""
 

@@ -8,7 +8,11 @@ observed (a local handshake orders them on the device too). A conflicting pair (
 one buffer, at least one write, not two atomic adds) is a race naming both tasks and lines; two atomic
 ``AtomicAdd`` puts of floating-point data into one element from unordered tasks are an order-dependent
 sum (pypto-lib #953: the partials are folded in task-completion order). The blocks of one SPMD task are
-concurrent with each other. The Orchestration drains before touching tensors (``runtime.tasksched``),
+concurrent with each other, and so are the AIV lanes of one block inside a ``pl.split_aiv`` region (the
+translator runs them one after the other; ``system.aiv_lane`` markers say which lane runs): two accesses of
+different lanes conflict unless a cross-lane barrier (pypto's ``syncall``, a ``system.aiv_lane {sync=1}``
+each lane passes) lies between them, i.e. unless the lanes had passed different numbers of barriers (pypto
+#1981). The Orchestration drains before touching tensors (``runtime.tasksched``),
 except at a ``pl.read`` / ``pl.write``, which waits only for the tensor's TensorMap writers as pypto's
 runtime does: its access is concurrent with the tasks submitted before it that are not those writers or
 their ancestors (an INPUT reader, a manual-scope writer). Blocking waits that can hold every core a notifier
@@ -54,6 +58,10 @@ class _Access:
     """The Orchestration's access (``task`` ORCH): how many tasks were submitted before it."""
     after: frozenset[int] = frozenset()
     """The Orchestration's access: the tasks it waited for (``TaskScheduler.await_writers``)."""
+    lane: int = -1
+    """The AIV lane of a ``pl.split_aiv`` region it ran on (-1: outside every region)."""
+    phase: int = 0
+    """How many cross-lane barriers its lane had passed in its block."""
 
 
 @dataclass
@@ -67,13 +75,17 @@ class _Run:
     """(signal, cell) -> task -> site of its first notify of that cell on any rank (the #2391 check)."""
     holding: dict[tuple[int, int], dict[tuple[int, int], int]] = field(default_factory=dict)
     """(signal, cell) -> (task, block) -> site of a blocking wait of that block on this rank's cell."""
+    lanes: dict[tuple[int, int], int] = field(default_factory=dict)
+    """(task, block) -> the AIV lane running now in that block (absent: outside a split region)."""
+    phases: dict[tuple[int, int, int], int] = field(default_factory=dict)
+    """(task, block, lane) -> the cross-lane barriers that lane has passed."""
 
 
 class TaskRaces(MonitorBase):
     """This rank's task-level race check: a monitor of the program's accesses, inside tasks only."""
 
     WANTED = frozenset({Op.TILE_LOAD, Op.TILE_STORE, Op.TENSOR_READ, Op.TENSOR_WRITE, Op.PUT, Op.GET, Op.NOTIFY,
-                        Op.WAIT})
+                        Op.WAIT, Op.AIV_LANE})
 
     def __init__(self, scheduler: Any, rank: int, buffers: Sequence[Buffer], sites: Sequence[CallSite]) -> None:
         self.sched = scheduler
@@ -109,7 +121,9 @@ class TaskRaces(MonitorBase):
                 return
             task = ORCH
         op, args, site = event.op, event.args, event.site
-        if op is Op.NOTIFY:
+        if op is Op.AIV_LANE:
+            self._lane(task, site)
+        elif op is Op.NOTIFY:
             self._notify(task, args, site)
         elif op is Op.WAIT:
             self._wait(task, args, site)
@@ -130,6 +144,17 @@ class TaskRaces(MonitorBase):
             if got is not None:
                 self._side_of(task, got.peer, got.src, READ, site)
                 self._side_of(task, self.rank, got.dst, WRITE, site)
+
+    def _lane(self, task: int, site: CallSite) -> None:
+        if task == ORCH:
+            return
+        key, lane = (task, self.sched.current_block()), int(site.attrs["lane"])
+        if lane < 0:
+            self._cur.lanes.pop(key, None)
+        elif site.attrs["sync"]:
+            self._cur.phases[(*key, lane)] = self._cur.phases.get((*key, lane), 0) + 1
+        else:
+            self._cur.lanes[key] = lane
 
     def _side_of(self, task: int, target: int, side: Region | None, kind: int, site: CallSite) -> None:
         if side is not None:
@@ -159,7 +184,9 @@ class TaskRaces(MonitorBase):
     def _access(self, task: int, kind: int, ivs: list[Interval], site: CallSite) -> _Access:
         if task == ORCH:
             return _Access(task, kind, ivs, site.id, 0, len(self.sched.tasks), frozenset(self.sched.orch_after))
-        return _Access(task, kind, ivs, site.id, self.sched.current_block())
+        block = self.sched.current_block()
+        lane = self._cur.lanes.get((task, block), -1)
+        return _Access(task, kind, ivs, site.id, block, lane=lane, phase=self._cur.phases.get((task, block, lane), 0))
 
     def _notify(self, task: int, args: tuple[Any, ...], site: CallSite) -> None:
         sig, peer = args[0], args[1]
@@ -247,17 +274,19 @@ class TaskRaces(MonitorBase):
         key = (buf.index, target, min(a.site, b.site), max(a.site, b.site), reason)
         if key in found:
             return
-        first, second = sorted((a, b), key=lambda x: (x.task, x.block))
+        first, second = sorted((a, b), key=lambda x: (x.task, x.block, x.lane))
         found[key] = TaskRaceReport(buf.name, buf.shape, target, hit[0], hit[1], hit[2],
                                     self._side(first), self._side(second), reason=reason,
                                     tasks=(self._task_text(first), self._task_text(second)),
-                                    one_task=first.task == second.task)
+                                    one_task=first.task == second.task,
+                                    lanes=(first.task, first.block) == (second.task, second.block))
 
     def _task_text(self, a: _Access) -> str:
         if a.task == ORCH:
             return "the Orchestration"
         text = self.sched.task_text(a.task)
-        return text + f" block {a.block}" if self.sched.block_count(a.task) > 1 else text
+        text = text + f" block {a.block}" if self.sched.block_count(a.task) > 1 else text
+        return text + f" lane {a.lane}" if a.lane >= 0 else text
 
     def _side(self, a: _Access) -> RaceAccess:
         where = self.sites[a.site].where if 0 <= a.site < len(self.sites) else f"<site {a.site}>"
@@ -271,10 +300,13 @@ class TaskRaceReport(RaceReport):
     tasks: tuple[str, str] = ("", "")
     one_task: bool = False
     """Both sides are blocks of one SPMD task (which run at once, with no order between them)."""
+    lanes: bool = False
+    """Both sides are AIV lanes of one block (a ``pl.split_aiv`` region), with no barrier between them."""
 
     def describe(self) -> str:
         a, b = self.first, self.second
-        between = ("two blocks of one task" if self.one_task else "the Orchestration and a task"
+        between = ("two AIV lanes of one task" if self.lanes else "two blocks of one task" if self.one_task
+                   else "the Orchestration and a task"
                    if self.tasks[0] == "the Orchestration" else "two tasks")
         head = (f"{self.reason or 'race'} on {self.region_text()} of rank {self.target} ({self.overlap} elements) "
                 f"between {between} of rank {a.rank} (call {a.call}): ")
@@ -288,6 +320,11 @@ class TaskRaceReport(RaceReport):
                     "TensorMap recorded (pypto's get_tensor_data / set_tensor_data): not for a reader, nor for a "
                     "writer in a manual scope (order the task before it with a tensor edge, or read a tensor it "
                     "writes)")
+        if self.lanes:
+            return (head + sides + ": the two AIV lanes of a pl.split_aiv region run at once with no order between "
+                    "them (pypto #1981): put pypto's cross-lane sequence between the write and the other lane's "
+                    "access (pl.system.cacheinvalid(), pl.system.fence(), pl.system.syncall(...), "
+                    "pl.system.cacheinvalid()), or keep each lane to its own region")
         if self.one_task:
             return (head + sides + ": the blocks of one spmd task run at once on their cores with no order between "
                     "them (give each block its own region, or split the work into tasks ordered by deps=)")
@@ -328,9 +365,12 @@ def _unordered_blocks(notifier: int, blocks: dict[tuple[int, int], int], anc: li
 
 def _concurrent(a: _Access, b: _Access, anc: list[int]) -> bool:
     """No order between the two accesses: two blocks of one SPMD task (they run at once, pypto orders them
-    only with syncall), or two tasks with no path between them."""
+    only with syncall), two AIV lanes of one block that had passed as many cross-lane barriers, or two tasks
+    with no path between them."""
     if a.task == b.task:
-        return a.block != b.block
+        if a.block == b.block:
+            return a.lane >= 0 and b.lane >= 0 and a.lane != b.lane and a.phase == b.phase
+        return True
     if a.task == ORCH or b.task == ORCH:
         o, t = (a, b) if a.task == ORCH else (b, a)
         return t.task < o.seen and not any(w == t.task or (anc[w] >> t.task) & 1 for w in o.after if w < len(anc))

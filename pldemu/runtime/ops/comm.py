@@ -208,6 +208,7 @@ COMM_HANDLERS: Mapping[Op, Handler] = MappingProxyType({
     Op.CACHEINVALID: _marker,
     Op.HOST_TASK: _host_task,
     Op.DISPATCH_END: _marker,
+    Op.AIV_LANE: _marker,
     Op.GET_COMM_CTX: _get_comm_ctx,
     Op.RANK: _rank,
     Op.NRANKS: _nranks,
