@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import re
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -444,3 +445,25 @@ def test_inverse_rms_runs_on_two_ranks() -> None:
     ir.compile(InverseRms, distributed_config=DistributedConfig(device_ids=[0, 1]))(xs, ys)
     mean_sq = (xs.astype(np.float64) ** 2).mean(axis=-1)
     np.testing.assert_allclose(ys[:, 0, :], 1.0 / np.sqrt(mean_sq + 1e-6), rtol=2e-6)
+
+
+@pl.jit.incore
+def jit_inverse_rms(x: pl.Tensor, y: pl.Out[pl.Tensor]):
+    sq = pl.full([1, T_ROWS], dtype=pl.FP32, value=0.0)
+    for kb in pl.range(2):
+        part = x[0:T_ROWS, kb * COLS:kb * COLS + COLS]
+        sq = pl.add(sq, pl.reshape(pl.row_sum(pl.mul(part, part)), [1, T_ROWS]))
+    return pl.assemble(y, pl.rsqrt(pl.add(pl.mul(sq, INV_K), 1e-6), high_precision=True), [0, 0])
+
+
+@pl.jit
+def jit_rms_entry(x: pl.Tensor[[T_ROWS, 2 * COLS], pl.FP32], y: pl.Out[pl.Tensor[[1, T_ROWS], pl.FP32]]):
+    return jit_inverse_rms(x, y)
+
+
+def test_a_jit_kernel_takes_the_tensor_form_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYPTO_PROG_BUILD_DIR", str(tmp_path))  # pypto's build folder, not the working one
+    xs, ys = (a[0] for a in _rms_args(1))
+    built, _ = translate(jit_rms_entry.compile(xs, ys).program, 1, [xs, ys])
+    (rsqrt,) = _calls(built.program, Op.TILE_RSQRT)
+    assert len(rsqrt.args) == 2

@@ -8,6 +8,7 @@ from __future__ import annotations
 import inspect
 import re
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -108,7 +109,8 @@ def jit_entry(x: pl.Tensor[[R, S], pl.FP32], src: pl.Tensor[[R, K], pl.FP32], id
     return jit_scatter(x, src, idx, y)
 
 
-def test_a_jit_kernel_spells_the_index_form() -> None:
+def test_a_jit_kernel_spells_the_index_form(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYPTO_PROG_BUILD_DIR", str(tmp_path))  # pypto's build folder, not the working one
     x, src, idx = (a[0] for a in _args(1)[:3])
     args = [x, src, idx, np.zeros_like(x)]
     built, _ = translate(jit_entry.compile(*args).program, 1, args)
