@@ -394,3 +394,49 @@ def test_narrowed_slices_run() -> None:
     want[1, 0:5, 0:16] = x[0:5, 16:32]
     want[2, 0:2, 0:8] = x[0:2, 8:16]
     np.testing.assert_array_equal(y, want)
+
+
+MIX, PAD = 24, 32  # pypto-lib's hc_pre: MIX_HC rows read through a MIX_PAD-row window
+
+
+@pl.program
+class PaddedWindow:
+    """A tensor slice whose window overhangs the tensor, its valid_shape naming the rows that exist (pypto
+    bounds only what a tensor slice reads: pypto-lib's ``pl.slice(hc_fn, [MIX_PAD, K], [0, k0],
+    valid_shape=[MIX_HC, K])``); the valid rows are stored back."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, w: pl.Tensor[[MIX, C], pl.FP32], y: pl.Out[pl.Tensor[[MIX, C], pl.FP32]]) -> None:
+        for kb in pl.range(2):
+            part = pl.slice(w, [PAD, 16], [0, kb * 16], valid_shape=[MIX, 16])
+            y = pl.assemble(y, pl.mul(part, 2.0), [0, kb * 16])
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, w: pl.Tensor[[MIX, C], pl.FP32], y: pl.Out[pl.Tensor[[MIX, C], pl.FP32]]) -> None:
+        self.k(w, y)
+
+
+@pytest.mark.launcher
+def test_a_padded_window_reads_its_valid_rows() -> None:
+    w = np.random.default_rng(10).standard_normal((MIX, C)).astype(np.float32)
+    y = np.zeros_like(w)
+    ir.compile(PaddedWindow, distributed_config=DistributedConfig(device_ids=[0]))(w, y)
+    np.testing.assert_array_equal(y, w * 2.0)
+
+
+def test_a_valid_shape_past_the_tensor_is_refused() -> None:
+    @pl.program
+    class Past:
+        @pl.function(type=pl.FunctionType.InCore)
+        def k(self, w: pl.Tensor[[MIX, C], pl.FP32], y: pl.Out[pl.Tensor[[MIX, C], pl.FP32]]) -> None:
+            part = pl.slice(w, [PAD, C], [0, 0], valid_shape=[MIX + 1, C])  # MARK-past
+            y = pl.assemble(y, part, [0, 0])
+
+        @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+        def host_orch(self, w: pl.Tensor[[MIX, C], pl.FP32], y: pl.Out[pl.Tensor[[MIX, C], pl.FP32]]) -> None:
+            self.k(w, y)
+
+    with pytest.raises(FrontendError, match=re.escape("w: axis 0 region [0, 25) is outside its 24 elements")) as err:
+        translate(Past, 1, (np.zeros((MIX, C), np.float32), np.zeros((MIX, C), np.float32)))
+    src, start = inspect.getsourcelines(inspect.getmodule(_mistake))  # type: ignore[arg-type]
+    assert err.value.line == next(max(start, 1) + i for i, line in enumerate(src) if "MARK-past" in line)

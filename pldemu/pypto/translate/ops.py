@@ -788,7 +788,8 @@ def _slice(name: str, source: str) -> Rule:
         if any(not 0 <= d < len(shape) or shape[d] != 1 for d in drop):
             raise tr.error(f"{name}: drop_dims {drop} must name unit axes of shape {shape}", node)
         region = Region(tuple(_offsets(tr, b["offset"], name, node)), tuple(shape), tuple(drop))
-        check_bounds(tr, t, region, node, clamp=bool(b["clamp"]) and not on_tile)
+        check_bounds(tr, t, _reach(region, None if on_tile else b["valid_shape"]), node,
+                     clamp=bool(b["clamp"]) and not on_tile)
         if on_tile:
             if b["pad_value"] is not None:
                 raise tr.error(f"{name} of a tile: pad_value= is not supported by pldemu", node)
@@ -824,6 +825,24 @@ def _offsets(tr: DeviceLevel, v: Any, name: str, node: ast.AST) -> list[Any]:
     if not isinstance(v, (list, tuple)):
         raise tr.error(f"{name}: offset must be a list, got {v!r}", node)
     return list(v)
+
+
+def _reach(region: Region, valid: Any) -> Region:
+    """The part of a tensor slice that must lie inside the tensor: with ``valid_shape=`` only the valid
+    extents (pypto's tensor.slice bounds only what it reads: a padded window over a shorter tensor is its
+    idiom, pypto-lib's ``hc_fn[0:MIX_PAD]`` of MIX_HC rows); a run-time extent only its start."""
+    if not isinstance(valid, (list, tuple)) or len(valid) != len(region.extents):
+        return region
+    return Region(region.offsets, tuple(_reach_extent(e, v) for e, v in zip(region.extents, valid, strict=True)),
+                  region.drop)
+
+
+def _reach_extent(window: int, valid: Any) -> int:
+    fixed = valid if isinstance(valid, int) and not isinstance(valid, bool) else (
+        static_int(valid) if is_ir(valid) else None)
+    if fixed is None:
+        return 1  # a run-time extent: only the start is checked (pypto trusts what stays symbolic)
+    return max(1, min(window, fixed))
 
 
 def _slice_valid(tr: DeviceLevel, t: Var, region: Region, requested: Any, clamp: bool,
