@@ -181,3 +181,45 @@ def test_tile_annotation_is_pyptos_subscript() -> None:
     assert pl.Tile[[4, 8], pl.INT8].memory is None and pl.Mem is pl.MemorySpace
     with pytest.raises(Exception, match=r"pl.Tile\[\[dims\], dtype\]"):
         pl.Tile[[4, 8]]
+
+
+@pl.program
+class SplitKTensorCarry:
+    """pypto-lib's split-K idiom (mtp/expert_routed.py, dspark/hc_pre.py): an accumulator made by
+    ``pl.create_tensor``, re-bound in the K loop to ``pl.matmul`` at the first step and to ``pl.matmul_acc`` of
+    itself after; FP32 and INT32 accumulators."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, x: pl.Tensor[[M, K], pl.FP32], w: pl.Tensor[[N, K], pl.FP32], q: pl.Tensor[[M, K], pl.INT8],
+          v: pl.Tensor[[N, K], pl.INT8], y: pl.Out[pl.Tensor[[M, N], pl.FP32]],
+          z: pl.Out[pl.Tensor[[M, N], pl.INT32]]) -> None:
+        acc = pl.create_tensor([M, N], dtype=pl.FP32)
+        iacc = pl.create_tensor([M, N], dtype=pl.INT32)
+        for k0 in pl.range(0, K, KT):
+            if k0 == 0:
+                acc = pl.matmul(x[:, k0:k0 + KT], w[:, k0:k0 + KT], b_trans=True, out_dtype=pl.FP32)
+                iacc = pl.matmul(q[:, k0:k0 + KT], v[:, k0:k0 + KT], b_trans=True, out_dtype=pl.INT32)
+            else:
+                acc = pl.matmul_acc(acc, x[:, k0:k0 + KT], w[:, k0:k0 + KT], b_trans=True)
+                iacc = pl.matmul_acc(iacc, q[:, k0:k0 + KT], v[:, k0:k0 + KT], b_trans=True)
+        y = pl.assemble(y, acc, [0, 0])
+        z = pl.assemble(z, iacc, [0, 0])
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, x: pl.Tensor[[M, K], pl.FP32], w: pl.Tensor[[N, K], pl.FP32], q: pl.Tensor[[M, K], pl.INT8],
+                  v: pl.Tensor[[N, K], pl.INT8], y: pl.Out[pl.Tensor[[M, N], pl.FP32]],
+                  z: pl.Out[pl.Tensor[[M, N], pl.INT32]]) -> None:
+        self.k(x, w, q, v, y, z)
+
+
+@pytest.mark.launcher
+def test_a_created_accumulator_carries_split_k() -> None:
+    rng = np.random.default_rng(12)
+    x = rng.integers(-4, 5, (M, K)).astype(np.float32)  # small integers: every sum is exact in FP32
+    w = rng.integers(-4, 5, (N, K)).astype(np.float32)
+    q = rng.integers(-128, 128, (M, K)).astype(np.int8)
+    v = rng.integers(-128, 128, (N, K)).astype(np.int8)
+    y, z = np.zeros((M, N), np.float32), np.zeros((M, N), np.int32)
+    ir.compile(SplitKTensorCarry, distributed_config=DistributedConfig(device_ids=[0]))(x, w, q, v, y, z)
+    np.testing.assert_array_equal(y, x @ w.T)
+    np.testing.assert_array_equal(z, q.astype(np.int64) @ v.astype(np.int64).T)
