@@ -175,8 +175,6 @@ class DeviceTranslator(Evaluator):
         or a branch that re-binds it is seen after it (and by the loop's next iteration). A value another
         name (or the caller) still holds is copied into a variable of this name's own; an expression of
         variables is evaluated here, into one, so re-binding those variables later does not change it."""
-        if self._into_scratch(name, value):
-            return
         mine = self.owned.get(name)
         if mine is not None and name in self.carried:
             value = self._in_memory_of(mine, value)
@@ -205,21 +203,6 @@ class DeviceTranslator(Evaluator):
             self.owned.pop(name, None)
             self.env[name] = value
 
-    def _into_scratch(self, name: str, value: Any) -> bool:
-        """pypto-lib's split-K idiom: ``acc = pl.create_tensor(...)`` then, in a loop, ``acc = pl.matmul(...)``
-        at the first K step and ``acc = pl.matmul_acc(acc, ...)`` after. ``acc`` is a tensor pypto carries
-        through the loop, and its conversion stores each tile-level value into it: so is a tile of its shape and
-        dtype bound to a carried LOCAL tensor here (``tile.store``); the name stays the tensor."""
-        t = self.env.get(name)
-        if not (name in self.carried and isinstance(t, Var) and t.name in self.emit.scratch
-                and isinstance(t.type, TensorType) and isinstance(value, Var) and isinstance(value.type, TileType)):
-            return False
-        shape = self.emit.scratch[t.name][1]
-        if (value.type.dtype, value.type.shape) != (t.type.dtype, shape):
-            return False
-        self.fb.pld.tile.store(value, [0] * len(shape), t)
-        return True
-
     def _in_memory_of(self, mine: Var, value: Any) -> Any:
         """A carried tile re-bound to the same tile in another memory space (a split-K accumulator from a Vec
         ``tile.full`` re-bound to its matmul_acc in Acc) is moved back to the carry's space: pypto's
@@ -241,8 +224,6 @@ class DeviceTranslator(Evaluator):
         carried = set()
         for name in sorted(_assigned_names(body) - skip):
             value: Any = self.env.get(name)
-            if isinstance(value, Var) and value.name in self.emit.scratch:
-                carried.add(name)  # a LOCAL tensor: tile values re-bound to it are stored (_into_scratch)
             if not _variable_kind(value, python=True):
                 continue
             if name not in self.owned:
