@@ -392,8 +392,8 @@ class TileNS(_Namespace):
             args.append(as_list(valid_shape))
         return self._var(Op.TILE_LOAD, args, {}, hint)
 
-    def store(self, tile: ir.Var, offsets: ListLike, tensor: ir.Var) -> None:
-        self._fb.op(Op.TILE_STORE, [tile, as_list(offsets), tensor])
+    def store(self, tile: ir.Var, offsets: ListLike, tensor: ir.Var, *, atomic: str | ir.AttrValue = "None") -> None:
+        self._fb.op(Op.TILE_STORE, [tile, as_list(offsets), tensor], {"atomic": atomic})
 
     def set_validshape(self, tile: ir.Var, valid_shape: ListLike, hint: str | None = None) -> ir.Var:
         return self._var(Op.TILE_SET_VALIDSHAPE, [tile, as_list(valid_shape)], {}, hint or tile.name)
