@@ -89,6 +89,8 @@ def _bugs(outcomes: dict[str, Outcome]) -> None:
         text = _failed(outcomes, f"test_split_k_partials_assembled_atomically[{n}]")
         assert "order-dependent sum on y[0, 0:8]" in text and "between two blocks of one task" in text, text
         assert _at("task_bug_assemble.py", "y = pl.assemble(y, part, [0, col], atomic=") in text, text
+        # the task is named at its construct's line, not at a line of its body
+        assert f'"proj_matmul" {_at("task_bug_assemble.py", "for b in pl.spmd(GROUPS * SPLIT")}' in text, text
         assert "pypto-lib #953" in text and "race on" not in text, text
     for n in range(2, 6):  # #975: a cross-rank race on the second layer's rows
         text = _failed(outcomes, f"test_a_row_count_without_an_epoch[{n}]")
