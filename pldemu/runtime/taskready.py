@@ -16,19 +16,20 @@ set is grouped by shape: whether a group fits is one test, not one per task.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
 
 
 class ReadySet(Generic[T]):
-    """Ready tasks grouped by a hashable (their core shape); see the module docstring."""
+    """Ready tasks in ``groups`` groups, numbered from 0 (the scheduler's: one per core shape); see the
+    module docstring."""
 
-    def __init__(self, fifo: bool) -> None:
+    def __init__(self, fifo: bool, groups: int) -> None:
         self._fifo = fifo
-        self._queues: dict[Hashable, deque[T]] = {}
-        self._lists: dict[Hashable, list[T]] = {}
+        self._queues: list[deque[T]] = [deque() for _ in range(groups)]
+        self._lists: list[list[T]] = [[] for _ in range(groups)]
         self._slot: dict[T, int] = {}
         """``random``: each task's index in its group's list."""
         self._order: dict[T, int] = {}
@@ -42,18 +43,18 @@ class ReadySet(Generic[T]):
         """The ready tasks in the order they became ready (for reports: it sorts)."""
         return iter(sorted(self._order, key=self._order.__getitem__))
 
-    def add(self, item: T, group: Hashable) -> None:
+    def add(self, item: T, group: int) -> None:
         """``item`` became ready; it needs a free core of ``group``."""
         self._order[item] = self._count
         self._count += 1
         if self._fifo:
-            self._queues.setdefault(group, deque()).append(item)
+            self._queues[group].append(item)
             return
-        items = self._lists.setdefault(group, [])
+        items = self._lists[group]
         self._slot[item] = len(items)
         items.append(item)
 
-    def remove(self, item: T, group: Hashable) -> None:
+    def remove(self, item: T, group: int) -> None:
         """``item``'s last block started. ``fifo`` removes only a group's first task (the one it chose)."""
         del self._order[item]
         if self._fifo:
@@ -67,19 +68,22 @@ class ReadySet(Generic[T]):
             items[slot] = last
             self._slot[last] = slot
 
-    def first(self, groups: Sequence[Hashable]) -> T | None:
+    def first(self, groups: Sequence[int]) -> T | None:
         """``fifo``: the task that became ready first among ``groups`` (the ones with a free core)."""
-        heads = [q[0] for g in groups if (q := self._queues.get(g))]
-        return min(heads, key=self._order.__getitem__) if heads else None
+        heads = [q[0] for g in groups if (q := self._queues[g])]
+        return heads[0] if len(heads) == 1 else min(heads, key=self._order.__getitem__) if heads else None
 
-    def count(self, groups: Sequence[Hashable]) -> int:
+    def count(self, groups: Sequence[int]) -> int:
         """``random``: how many ready tasks ``groups`` hold."""
-        return sum(len(self._lists.get(g, ())) for g in groups)
+        total = 0
+        for g in groups:
+            total += len(self._lists[g])
+        return total
 
-    def nth(self, groups: Sequence[Hashable], index: int) -> T:
+    def nth(self, groups: Sequence[int], index: int) -> T:
         """``random``: the task at ``index`` of ``groups``' lists laid end to end (``index < count(groups)``)."""
         for g in groups:
-            items = self._lists.get(g, [])
+            items = self._lists[g]
             if index < len(items):
                 return items[index]
             index -= len(items)

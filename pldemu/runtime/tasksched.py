@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import functools
 import random
 import threading
 import time
@@ -75,7 +76,13 @@ class Shape(enum.Enum):
 
 
 READY_SHAPES = (Shape.AIV, Shape.AIC, Shape.MIX)
-"""The shapes a ready block can need, in the order ``random`` lays their ready tasks end to end."""
+"""The shapes a ready block can need: the ready set's groups, in the order ``random`` lays them end to end."""
+
+_GROUP = {shape: i for i, shape in enumerate(READY_SHAPES)}
+_CAP = (max(s.value[0] for s in READY_SHAPES), max(s.value[1] for s in READY_SHAPES))
+_FITTING = tuple(tuple(tuple(g for g, s in enumerate(READY_SHAPES) if aic >= s.value[0] and aiv >= s.value[1])
+                       for aiv in range(_CAP[1] + 1)) for aic in range(_CAP[0] + 1))
+"""The groups with a free core, by (free AIC, free AIV) capped at the largest need: one lookup per choice."""
 
 CUBE_OPS: frozenset[Op] = frozenset(op for op in Op if "matmul" in op.value or "gemv" in op.value)
 """Ops that run on the cube (an AIC); every other tile op runs on a vector core."""
@@ -104,6 +111,11 @@ class TaskInfo:
     manual: bool
     signals: frozenset[str] = frozenset()
     """The signal names the body notifies (for the report's would-have-notified tasks)."""
+
+    @functools.cached_property
+    def group(self) -> int:
+        """The ready set's group of the task's blocks: its shape's index in ``READY_SHAPES`` (once per statement)."""
+        return _GROUP.get(self.shape, 0)
 
 
 @dataclass(frozen=True)
@@ -193,7 +205,7 @@ class TaskScheduler:
         self.tmap = TensorMap()
         self.tasks: list[_Task] = []
         self.free = list(self.capacity)
-        self.ready: ReadySet[_Task] = ReadySet(fifo=self.order == "fifo")
+        self.ready: ReadySet[_Task] = ReadySet(self.order == "fifo", len(READY_SHAPES))
         self.parked: list[_Thread] = []
         self.deferred: list[_Task] = []
         self.outstanding = 0
@@ -359,7 +371,7 @@ class TaskScheduler:
         if t.info.shape is Shape.NONE:
             self._complete(t)
         else:
-            self.ready.add(t, t.info.shape)
+            self.ready.add(t, t.info.group)
 
     def _block_ended(self, th: _Thread) -> None:
         task = th.task
@@ -421,10 +433,13 @@ class TaskScheduler:
         """The next logical thread, None if none can run; the ready blocks are indexed by shape, so the cost does
         not grow with how many are ready (``taskready``)."""
         cands = self._runnable()
-        fitting = [s for s in READY_SHAPES if self._fits(s)]
-        if self.order == "fifo":  # waits, the Orchestration, then the first ready block that fits
+        fifo = self.order == "fifo"
+        if fifo and cands:  # waits, then the Orchestration, then the first ready block that fits
+            return cands[0]
+        fitting = _FITTING[min(self.free[0], _CAP[0])][min(self.free[1], _CAP[1])]
+        if fifo:
             first = self.ready.first(fitting)
-            return cands[0] if cands else None if first is None else ("start", first)
+            return None if first is None else ("start", first)
         n = len(cands) + self.ready.count(fitting)
         if n == 0:
             return None
@@ -485,7 +500,7 @@ class TaskScheduler:
         self.free[0] -= task.info.shape.value[0]
         self.free[1] -= task.info.shape.value[1]
         if task.started == task.blocks:
-            self.ready.remove(task, task.info.shape)
+            self.ready.remove(task, task.info.group)
         worker = self._idle.pop() if self._idle else _Worker(self)
         worker.thread = th
         th.go, th.worker = worker.go, worker
