@@ -25,9 +25,11 @@ def _program(kind: str) -> ProgramBuilder:
     return pb
 
 
-@pytest.mark.parametrize("kind", ["local", "window"])
-def test_an_atomic_store_adds_into_the_region(kind: str) -> None:
-    with instance(_program(kind).build()) as inst:
+@pytest.mark.parametrize(("kind", "visibility"), [("local", "eager"), ("window", "eager"), ("window", "deferred"),
+                                                  ("window", "fenced")])
+def test_an_atomic_store_adds_into_the_region(kind: str, visibility: str) -> None:
+    # deferred: the atomic add is not buffered (as an atomic put), fenced: it is, and lands at the call's end
+    with instance(_program(kind).build(), visibility=visibility) as inst:
         inst.local("src")[...] = np.arange(16, dtype=np.float32).reshape(2, 8)
         inst.local("dst")[...] = 0.0
         inst.run()

@@ -474,8 +474,11 @@ class _Deferred:
     def tile_store(self, m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
         t = args[2]
         atomic = site.attrs.get("atomic", False)
-        if _data_window(t) is None or (atomic and not self.buffers_atomics):
-            return self._inner[Op.TILE_STORE](m, site, args)  # an atomic add, like an atomic put: not deferred
+        if _data_window(t) is None:
+            return self._inner[Op.TILE_STORE](m, site, args)
+        if atomic and not self.buffers_atomics:  # an atomic add, like an atomic put, is not deferred; it reads
+            self._wb.flush_self()  # the region, so this rank's own earlier stores land first (read-your-writes)
+            return self._inner[Op.TILE_STORE](m, site, args)
         tile: Tile = args[0]
         valid = tile.valid
         view = t.array[region("tile.store", m.rank, m.rank, f"window '{t.buffer.name}'", t.shape, args[1], valid)]
