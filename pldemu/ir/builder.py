@@ -210,9 +210,10 @@ class FunctionBuilder:
         variable (None when ``tid_hint`` is None). ``fields``: the other ``ir.Task`` fields."""
         tid = ir.Var(self.fresh(tid_hint), ir.TASK_ID) if tid_hint is not None else None
         head = ir.Task(kind, ir.Seq(), tid, **fields)  # type: ignore[arg-type]
+        origin = head.origin or self.origin  # now: the body's statements move self.origin to their own lines
         with self.block() as body:
             yield head
-        self.emit(dataclasses.replace(head, body=ir.Seq(tuple(body)), origin=head.origin or self.origin))
+        self.emit(dataclasses.replace(head, body=ir.Seq(tuple(body)), origin=origin))
 
     @contextmanager
     def task_scope(self, manual: bool) -> Iterator[None]:
@@ -392,8 +393,8 @@ class TileNS(_Namespace):
             args.append(as_list(valid_shape))
         return self._var(Op.TILE_LOAD, args, {}, hint)
 
-    def store(self, tile: ir.Var, offsets: ListLike, tensor: ir.Var) -> None:
-        self._fb.op(Op.TILE_STORE, [tile, as_list(offsets), tensor])
+    def store(self, tile: ir.Var, offsets: ListLike, tensor: ir.Var, *, atomic: str | ir.AttrValue = "None") -> None:
+        self._fb.op(Op.TILE_STORE, [tile, as_list(offsets), tensor], {"atomic": atomic})
 
     def set_validshape(self, tile: ir.Var, valid_shape: ListLike, hint: str | None = None) -> ir.Var:
         return self._var(Op.TILE_SET_VALIDSHAPE, [tile, as_list(valid_shape)], {}, hint or tile.name)

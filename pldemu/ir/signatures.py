@@ -349,7 +349,9 @@ SIGNATURES: Mapping[Op, Signature] = MappingProxyType(
                              [AttrSpec("dtype", DType, None), AttrSpec("mem", MemorySpace, MemorySpace.Vec)]),
         Op.TILE_LOAD: sig([("tensor", T), ("offsets", L), ("shape", SL), ("valid_shape", L, True)],
                            _deduce_load_like, regions=_LOAD_REGIONS),
+        # atomic=Add: pypto's pl.assemble(..., atomic=pl.AtomicType.Add), an element-wise add into the region
         Op.TILE_STORE: sig([("tile", TL), ("offsets", L), ("tensor", T)], _deduce_store,
+                            [AttrSpec("atomic", AtomicType, AtomicType.None_, implicit=True)],
                             regions=[Region("tensor", "offsets", "tile")]),
         Op.TILE_SET_VALIDSHAPE: sig([("tile", TL), ("valid_shape", L)], _deduce_set_valid,
                                      regions=[Region("tile", extent="valid_shape")]),
@@ -440,7 +442,11 @@ def make_call(op: Op, args: Sequence[ir.Arg], attrs: Mapping[str, ir.AttrValue] 
     out: dict[str, ir.AttrValue] = {}
     for spec in sig.attrs:
         if spec.name in given:
-            out[spec.name] = _coerce_attr(op, spec, given.pop(spec.name))
+            value = _coerce_attr(op, spec, given.pop(spec.name))
+            if not (spec.implicit and value == spec.default):
+                out[spec.name] = value
+        elif spec.implicit:
+            continue
         elif spec.default is None:
             raise IRTypeError(op, spec.name, "given (required attribute)")
         else:

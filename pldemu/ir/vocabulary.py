@@ -71,6 +71,9 @@ class AttrSpec:
     name: str
     kind: type  # an IntEnum subclass, DType, int, float or str
     default: AttrValue | None  # None: required
+    implicit: bool = False
+    """An attribute added to an op after programs were written with it: left out of the call (and so of
+    its text) while it holds its default, so those programs and their printed form stay as they were."""
 
 
 Deducer = Callable[[Op, Sequence[Arg], Mapping[str, AttrValue]], Type]

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import functools
 import random
 import threading
 import time
@@ -58,6 +59,7 @@ from pldemu.runtime.machine import Machine
 from pldemu.runtime.options import DEFAULT_CLUSTERS
 from pldemu.runtime.sites import CallSite
 from pldemu.runtime.taskdeps import Tag, TaskArgs, TensorMap
+from pldemu.runtime.taskready import ReadySet
 from pldemu.runtime.values import Buffer, TensorRef, flat_cell
 
 POLL_SLICE = 0.002
@@ -72,6 +74,15 @@ class Shape(enum.Enum):
     MIX = (1, 2)
     NONE = (0, 0)
 
+
+READY_SHAPES = (Shape.AIV, Shape.AIC, Shape.MIX)
+"""The shapes a ready block can need: the ready set's groups, in the order ``random`` lays them end to end."""
+
+_GROUP = {shape: i for i, shape in enumerate(READY_SHAPES)}
+_CAP = (max(s.value[0] for s in READY_SHAPES), max(s.value[1] for s in READY_SHAPES))
+_FITTING = tuple(tuple(tuple(g for g, s in enumerate(READY_SHAPES) if aic >= s.value[0] and aiv >= s.value[1])
+                       for aiv in range(_CAP[1] + 1)) for aic in range(_CAP[0] + 1))
+"""The groups with a free core, by (free AIC, free AIV) capped at the largest need: one lookup per choice."""
 
 CUBE_OPS: frozenset[Op] = frozenset(op for op in Op if "matmul" in op.value or "gemv" in op.value)
 """Ops that run on the cube (an AIC); every other tile op runs on a vector core."""
@@ -100,6 +111,11 @@ class TaskInfo:
     manual: bool
     signals: frozenset[str] = frozenset()
     """The signal names the body notifies (for the report's would-have-notified tasks)."""
+
+    @functools.cached_property
+    def group(self) -> int:
+        """The ready set's group of the task's blocks: its shape's index in ``READY_SHAPES`` (once per statement)."""
+        return _GROUP.get(self.shape, 0)
 
 
 @dataclass(frozen=True)
@@ -189,7 +205,7 @@ class TaskScheduler:
         self.tmap = TensorMap()
         self.tasks: list[_Task] = []
         self.free = list(self.capacity)
-        self.ready: list[_Task] = []
+        self.ready: ReadySet[_Task] = ReadySet(self.order == "fifo", len(READY_SHAPES))
         self.parked: list[_Thread] = []
         self.deferred: list[_Task] = []
         self.outstanding = 0
@@ -355,7 +371,7 @@ class TaskScheduler:
         if t.info.shape is Shape.NONE:
             self._complete(t)
         else:
-            self.ready.append(t)
+            self.ready.add(t, t.info.group)
 
     def _block_ended(self, th: _Thread) -> None:
         task = th.task
@@ -405,22 +421,30 @@ class TaskScheduler:
                 self._complete(t)
         return progressed
 
-    def _candidates(self) -> list[tuple[str, Any]]:
+    def _runnable(self) -> list[tuple[str, Any]]:
+        """The parked blocks whose condition holds (at most one per core), then the Orchestration if it can go on."""
         out: list[tuple[str, Any]] = [("resume", th) for th in self.parked if th.parked is not None
                                       and th.parked.holds()]
         if self.orch_runnable and (not self.draining or self.outstanding == 0) and all(t.done for t in self.awaiting):
             out.append(("orch", None))
-        for t in self.ready:
-            if self._fits(t.info.shape):
-                out.append(("start", t))
-                if self.order == "fifo":
-                    break  # submission order: the first ready block that fits
         return out
 
-    def _pick(self, cands: list[tuple[str, Any]]) -> tuple[str, Any]:
-        if self.order == "fifo":
+    def _choose(self) -> tuple[str, Any] | None:
+        """The next logical thread, None if none can run; the ready blocks are indexed by shape, so the cost does
+        not grow with how many are ready (``taskready``)."""
+        cands = self._runnable()
+        fifo = self.order == "fifo"
+        if fifo and cands:  # waits, then the Orchestration, then the first ready block that fits
             return cands[0]
-        return cands[self.rng.randrange(len(cands))]
+        fitting = _FITTING[min(self.free[0], _CAP[0])][min(self.free[1], _CAP[1])]
+        if fifo:
+            first = self.ready.first(fitting)
+            return None if first is None else ("start", first)
+        n = len(cands) + self.ready.count(fitting)
+        if n == 0:
+            return None
+        i = self.rng.randrange(n)
+        return cands[i] if i < len(cands) else ("start", self.ready.nth(fitting, i - len(cands)))
 
     def _switch(self, me: _Thread, runnable: bool, ended: bool = False) -> None:
         """Give the baton to the next logical thread (perhaps ``me``) and, unless ``me`` ended, wait until
@@ -449,11 +473,11 @@ class TaskScheduler:
         published = False
         while True:
             self._settle_deferred()
-            cands = self._candidates()
-            if cands:
+            choice = self._choose()
+            if choice is not None:
                 if published and self.m.status is not None:
                     self.m.status.wait_ended()
-                return self._take(self._pick(cands))
+                return self._take(choice)
             if not published:
                 published = self._publish()
             if time.monotonic() > deadline:
@@ -476,7 +500,7 @@ class TaskScheduler:
         self.free[0] -= task.info.shape.value[0]
         self.free[1] -= task.info.shape.value[1]
         if task.started == task.blocks:
-            self.ready.remove(task)
+            self.ready.remove(task, task.info.group)
         worker = self._idle.pop() if self._idle else _Worker(self)
         worker.thread = th
         th.go, th.worker = worker.go, worker
@@ -551,10 +575,11 @@ class TaskScheduler:
                        f"{th.task.text()} block {th.block}")
         for t in self.deferred:
             out.append(f"deferred (no core), completes when {_cond_text(t.deferred[0][0])}: {t.text()}")
-        for t in self.ready:
+        ready = list(self.ready)
+        for t in ready:
             out.append(f"ready, no free {t.info.shape.name} core: {t.text()}")
-        if held and self.ready and not any(self.free[i] for i in (0, 1) if self.ready[0].info.shape.value[i]):
-            out.append(f"waits took every core {self.ready[0].text()} needs (pypto #2391)")
+        if held and ready and not any(self.free[i] for i in (0, 1) if ready[0].info.shape.value[i]):
+            out.append(f"waits took every core {ready[0].text()} needs (pypto #2391)")
         awaited = {c.buffer.name for c in self._blocked()}
         for t in self.tasks:
             if t.started == 0 and t.info.signals & awaited:

@@ -4,9 +4,10 @@
 Every dependency rule has a program that needs it, clean at 1-5 ranks, and the same program without the
 rule is reported (a race naming both tasks' lines, or the deadlock). Each real bug has a buggy and a fixed
 version in its pattern: pypto #2391 (waiters submitted before their publisher can take every core),
-pypto-lib #953 (FP32 AtomicAdd partials from the blocks of one grid), #975 (a row count without an
-epoch, satisfied by the previous layer's rows) and pypto #1981 (the two AIV lanes of a split region
-exchanging halves through GM without a barrier). Every buggy one is reported in every run and every fixed
+pypto-lib #953 (FP32 AtomicAdd partials from the blocks of one grid: by remote_store, and in #953's own
+spelling, pl.assemble(..., atomic=pl.AtomicType.Add), where an INT32 count is exact and clean), #975 (a row
+count without an epoch, satisfied by the previous layer's rows) and pypto #1981 (the two AIV lanes of a split
+region exchanging halves through GM without a barrier). Every buggy one is reported in every run and every fixed
 one is clean, in the default seeded random order, in fifo order, and under jitter with deferred
 visibility: one ``pldemu pytest`` session per flag set."""
 
@@ -18,8 +19,16 @@ import pytest
 from prefetch import Outcome, line_in, prefetched, session_outcomes
 
 PROGRAMS = Path(__file__).resolve().parent / "task_programs"
-FILES = ("task_rules.py", "task_bug_cores.py", "task_bug_partials.py", "task_bug_epoch.py", "task_bug_lanes.py")
+FILES = (
+    "task_rules.py",
+    "task_bug_cores.py",
+    "task_bug_partials.py",
+    "task_bug_epoch.py",
+    "task_bug_lanes.py",
+    "task_bug_assemble.py",
+)
 RANKS = range(1, 6)
+ASSEMBLE_RANKS = range(1, 4)
 
 PASSING = (
     *(f"test_a_tensor_edge_orders_the_consumer[{n}]" for n in RANKS),
@@ -32,6 +41,8 @@ PASSING = (
     *(f"test_partials_reduced_in_ascending_k[{n}]" for n in RANKS),
     *(f"test_a_row_count_per_epoch[{n}]" for n in RANKS),
     *(f"test_lanes_exchange_after_the_barrier[{n}]" for n in RANKS),
+    *(f"test_split_k_partials_reduced_in_ascending_k[{n}]" for n in ASSEMBLE_RANKS),
+    *(f"test_an_int32_count_assembled_atomically[{n}]" for n in ASSEMBLE_RANKS),
 )
 
 
@@ -87,6 +98,13 @@ def _bugs(outcomes: dict[str, Outcome]) -> None:
         text = _failed(outcomes, f"test_partials_added_atomically[{n}]")
         assert "order-dependent sum on cells[0, 0:8]" in text and "between two blocks of one task" in text, text
         assert _at("task_bug_partials.py", "atomic=pl.AtomicType.Add") in text and "pypto-lib #953" in text, text
+    for n in ASSEMBLE_RANKS:  # #953 in its own spelling: pl.assemble(..., atomic=pl.AtomicType.Add)
+        text = _failed(outcomes, f"test_split_k_partials_assembled_atomically[{n}]")
+        assert "order-dependent sum on y[0, 0:8]" in text and "between two blocks of one task" in text, text
+        assert _at("task_bug_assemble.py", "y = pl.assemble(y, part, [0, col], atomic=") in text, text
+        # the task is named at its construct's line, not at a line of its body
+        assert f'"proj_matmul" {_at("task_bug_assemble.py", "for b in pl.spmd(GROUPS * SPLIT")}' in text, text
+        assert "pypto-lib #953" in text and "race on" not in text, text
     for n in range(2, 6):  # #975: a cross-rank race on the second layer's rows
         text = _failed(outcomes, f"test_a_row_count_without_an_epoch[{n}]")
         assert "races found" in text and "race on rows[4, 0:8]" in text, text

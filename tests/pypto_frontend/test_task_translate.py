@@ -192,3 +192,11 @@ def test_pyptos_rules_are_errors_at_the_users_line(cls: type, marker: str, words
         _program(cls)
     assert words in str(err.value)
     assert f"{__file__.rsplit('/', 1)[-1]}:{_line(marker)}" in str(err.value)
+
+
+def test_a_tasks_line_is_its_constructs_not_a_body_line() -> None:
+    # the task's origin is taken where the construct starts, not after its body moved the builder's origin
+    tasks = _tasks(_program(Graph))[:6]
+    markers = ["dst = self.fill(pl.no_dep(src), dst)", 'name_hint="first"', "with pl.spmd(4, deps=[first])",
+               "for i in pl.spmd(2):", "with pl.at(level=pl.Level.CORE_GROUP):", "pl.system.task_dummy(deps="]
+    assert [t.origin.line if t.origin else None for t in tasks] == [_line(m) for m in markers]

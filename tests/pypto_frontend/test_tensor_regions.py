@@ -269,8 +269,6 @@ def _kernel_mistake(mistake: str):  # type: ignore[no-untyped-def]
                 y[0:2, :] = pl.slice(x, [2, COLS], [0, 0], drop_dims=[0])  # MARK-drop-dims
             elif mistake == "dim-axis":
                 y[0:2, :] = x[0:pl.tensor.dim(x, 2), :]  # MARK-dim-axis
-            elif mistake == "assemble-atomic":
-                pl.assemble(y, x, [0, 0], atomic=pl.AtomicType.Add)  # MARK-assemble-atomic
             elif mistake == "assemble-bounds":
                 pl.assemble(y, pl.load(x, [0, 0], [2, COLS]), [3, 0])  # MARK-assemble-bounds
             elif mistake == "assemble-rank":
@@ -291,6 +289,8 @@ def _kernel_mistake(mistake: str):  # type: ignore[no-untyped-def]
                  y: pl.Out[pl.Tensor[[ROWS, COLS], pl.FP32]], t: pl.Tensor[[2, ROWS, COLS], pl.FP32]) -> None:
             if mistake == "pass-slice":
                 self.takes(x[0:2, :])  # MARK-pass-slice
+            elif mistake == "assemble-atomic":
+                pl.assemble(y, x, [0, 0], atomic=pl.AtomicType.Add)  # MARK-assemble-atomic
             else:
                 self.k(x, n, y, t)
 
@@ -318,7 +318,8 @@ def _kernel_mistake(mistake: str):  # type: ignore[no-untyped-def]
     ("slice-bounds", "x: axis 0 region [3, 5) is outside its 4 elements"),
     ("drop-dims", "pl.slice: drop_dims [0] must name unit axes of shape [2, 16]"),
     ("dim-axis", "pl.tensor.dim: axis must be a static int in [-2, 2) for x (2 dims), got 2"),
-    ("assemble-atomic", "pl.assemble: atomic= is not supported by pldemu"),
+    ("assemble-atomic", "pl.assemble: atomic=pl.AtomicType.Add outside a kernel: pypto has no atomic combine at the "
+                        "orchestration level"),
     ("assemble-bounds", "y: axis 0 region [3, 5) is outside its 4 elements"),
     ("assemble-rank", "t has 3 dims, the source 2 and the offset 2 entries"),
     ("add-scalar", "pl.add: lhs must be a tile or a tensor, got Var(n_val)"),

@@ -867,21 +867,24 @@ def _min(a: Any, b: Any) -> Any:
 
 def _assemble(name: str) -> Rule:
     """``pl.assemble(target, source, offset, *, atomic=)``: the source (a tile, or a tensor loaded whole)
-    stored into the target at ``offset`` (pypto's conversion: ``tile.store``); returns the target."""
+    stored into the target at ``offset`` (pypto's conversion: ``tile.store``; ``atomic=pl.AtomicType.Add``:
+    the atomic-add store split-K uses, only in a kernel, as pypto requires); returns the target."""
 
     def rule(tr: DeviceLevel, node: ast.Call) -> Var:
         b = bind_call(tr, node, ("target", "source", "offset"), {"atomic": AtomicType.None_}, name)
         t = b["target"]
         if not is_tensor(t):
             raise tr.error(f"{name}: target must be a tensor (pldemu has no tile.assemble), got {t!r}", node)
-        if AtomicType(b["atomic"]) is not AtomicType.None_:
-            raise tr.error(f"{name}: atomic= is not supported by pldemu (it has no atomic tile.store)", node)
+        atomic = AtomicType(b["atomic"])
+        if atomic is not AtomicType.None_ and not (tr.emit.tasks.depth or tr.fn.kind is Kind.INCORE):
+            raise tr.error(f"{name}: atomic=pl.AtomicType.Add outside a kernel: pypto has no atomic combine at the "
+                           "orchestration level (put it in a pl.at(level=pl.Level.CORE_GROUP) or pl.spmd task)", node)
         src = on_core(tr, b["source"], node)
         if not (isinstance(src, Var) and isinstance(src.type, TileType)):
             raise tr.error(f"{name}: source must be a tensor or a tile, got {src!r}", node)
         region = _assembled(tr, t, tltype(src), _offsets(tr, b["offset"], name, node), node)
         check_bounds(tr, t, region, node)
-        store_region(tr, src, t, region, node, name)
+        store_region(tr, src, t, region, node, name, atomic)
         return t
 
     return rule

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pldemu.ir.dtypes import DType
-from pldemu.ir.enums import CastMode, MemorySpace
+from pldemu.ir.enums import AtomicType, CastMode, MemorySpace
 from pldemu.ir.nodes import (
     BinOp,
     BinOpKind,
@@ -324,8 +324,10 @@ def fixpipe(tr: DeviceLevel, tile: Var, dtype: DType) -> Var:
     return tr.fb.pld.tile.cast(tile, dtype, hint=f"{tile.name}_out", mode=CastMode.RINT)
 
 
-def store_region(tr: DeviceLevel, value: Any, t: Var, region: Region, node: ast.AST, what: str) -> None:
-    """``tensor.assemble`` in a kernel: the value (a tile, or a tensor loaded whole) stored into the region."""
+def store_region(tr: DeviceLevel, value: Any, t: Var, region: Region, node: ast.AST, what: str,
+                 atomic: AtomicType = AtomicType.None_) -> None:
+    """``tensor.assemble`` in a kernel: the value (a tile, or a tensor loaded whole) stored into the region
+    (``atomic``: added into it element-wise)."""
     tile = on_core(tr, value, node)
     if not (isinstance(tile, Var) and isinstance(tile.type, TileType)):
         raise tr.error(f"{what}: the value must be a tensor or a tile, got {value!r}", node)
@@ -339,7 +341,7 @@ def store_region(tr: DeviceLevel, value: Any, t: Var, region: Region, node: ast.
     if list(tt.shape) != region.kept and (valid is None or list(valid) != region.kept):
         raise tr.error(f"{what}: the region of {t.name} is {region.kept}, the value {list(tt.shape)}", node)
     view, offsets = _collapsed(tr, t, region, node)
-    tr.fb.pld.tile.store(tile, offsets, view)
+    tr.fb.pld.tile.store(tile, offsets, view, atomic=atomic)
 
 
 __all__ = ["TILE_ALIGN_BYTES", "Region", "aligned_tile", "check_bounds", "dims", "fixpipe", "is_tensor", "load_region", "on_core", "static_extent",

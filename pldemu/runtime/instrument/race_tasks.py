@@ -6,8 +6,9 @@ between their tasks: the edges pypto's runtime derives (``runtime.taskdeps``: ta
 TensorMap, explicit deps) plus a notify by one task that a later wait of another task on this rank's cell
 observed (a local handshake orders them on the device too). A conflicting pair (overlapping elements of
 one buffer, at least one write, not two atomic adds) is a race naming both tasks and lines; two atomic
-``AtomicAdd`` puts of floating-point data into one element from unordered tasks are an order-dependent
-sum (pypto-lib #953: the partials are folded in task-completion order). The blocks of one SPMD task are
+``AtomicAdd`` puts or atomic ``tile.store`` calls (``pl.assemble(..., atomic=Add)``) of floating-point
+data into one element from unordered tasks are an order-dependent sum (pypto-lib #953: the partials are
+folded in task-completion order). The blocks of one SPMD task are
 concurrent with each other, and so are the AIV lanes of one block inside a ``pl.split_aiv`` region (the
 translator runs them one after the other; ``system.aiv_lane`` markers say which lane runs): two accesses of
 different lanes conflict unless a cross-lane barrier (pypto's ``syncall``, a ``system.aiv_lane {sync=1}``
@@ -131,7 +132,8 @@ class TaskRaces(MonitorBase):
             extent = args[3] if len(args) > 3 else args[2]
             self._add(task, self.rank, args[0], READ, site, args[1], extent)
         elif op is Op.TILE_STORE:
-            self._add(task, self.rank, args[2], WRITE, site, args[1], args[0].valid)
+            kind = ATOMIC if site.attrs.get("atomic", False) else WRITE  # pl.assemble(..., atomic=Add)
+            self._add(task, self.rank, args[2], kind, site, args[1], args[0].valid)
         elif op in (Op.TENSOR_READ, Op.TENSOR_WRITE):
             self._scalar(task, args, READ if op is Op.TENSOR_READ else WRITE, site)
         elif op is Op.PUT:

@@ -766,7 +766,8 @@ class RaceDetector(MonitorBase):
         tile, t = args[0], args[2]
         buf = _data_window(t)
         if buf is not None:
-            self._record(self.rank, buf, WRITE, site.id, region_intervals(t.shape, args[1], tile.valid))
+            kind = ATOMIC if site.attrs.get("atomic", False) else WRITE  # pl.assemble(..., atomic=Add)
+            self._record(self.rank, buf, kind, site.id, region_intervals(t.shape, args[1], tile.valid))
 
     @property
     def pending(self) -> int:

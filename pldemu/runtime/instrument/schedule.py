@@ -473,12 +473,20 @@ class _Deferred:
 
     def tile_store(self, m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
         t = args[2]
+        atomic = site.attrs.get("atomic", False)
         if _data_window(t) is None:
+            return self._inner[Op.TILE_STORE](m, site, args)
+        if atomic and not self.buffers_atomics:  # an atomic add, like an atomic put, is not deferred; it reads
+            self._wb.flush_self()  # the region, so this rank's own earlier stores land first (read-your-writes)
             return self._inner[Op.TILE_STORE](m, site, args)
         tile: Tile = args[0]
         valid = tile.valid
         view = t.array[region("tile.store", m.rank, m.rank, f"window '{t.buffer.name}'", t.shape, args[1], valid)]
-        self._wb.add(m.rank, partial(_copy_into, view, np.array(tile.data[prefix(valid)], copy=True)))
+        snap = np.array(tile.data[prefix(valid)], copy=True)
+        w = t.buffer.window
+        apply = partial(w.put, m.rank, t.shape, tuple(args[1]), snap, True) if atomic and w is not None else \
+            partial(_copy_into, view, snap)
+        self._wb.add(m.rank, apply)
         return None
 
     def tensor_read(self, m: Machine, site: CallSite, args: tuple[Any, ...]) -> Any:

@@ -245,7 +245,13 @@ def _store(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
     t: TensorRef = args[2]
     valid = tile.valid
     data = tile.data if valid == tile.data.shape else tile.data[prefix(valid)]
-    t.array[region("tile.store", m.rank, m.rank, t.buffer, t.shape, args[1], valid)] = data
+    at = region("tile.store", m.rank, m.rank, t.buffer, t.shape, args[1], valid)
+    if not site.attrs.get("atomic", False):
+        t.array[at] = data
+    elif t.buffer.window is not None:  # a window: atomic with respect to peers' atomic puts into it too
+        t.buffer.window.put(m.rank, t.shape, args[1], np.asarray(data), True)
+    else:  # pl.assemble(..., atomic=Add): the device's atomic-add store, element-wise in the target's dtype
+        t.array[at] += data.astype(t.array.dtype, copy=False)
 
 
 def _set_validshape(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
