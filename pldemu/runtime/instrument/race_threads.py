@@ -159,11 +159,13 @@ class TaskThreads:
         return tc.start
 
     def _completion(self, task: Any) -> dict[int, int]:
-        """A completed task's clock as edges: its start and every block's thread at its end."""
-        edges = dict(self._start(task))
-        for tid in self._of(task).blocks.values():
-            edges[tid] = len(self.threads[tid].sync)
-        return edges
+        """A completed task's clock as edges: every block's thread at its end (each began with the task's
+        start edges, so they are not repeated: a chain of tasks keeps a few edges each), or, if no block
+        logged anything, its start."""
+        blocks = self._of(task).blocks
+        if not blocks:
+            return self._start(task)
+        return {tid: len(self.threads[tid].sync) for tid in blocks.values()}
 
 
 __all__ = ["Rising", "TaskThreads", "ThreadLog"]

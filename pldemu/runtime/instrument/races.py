@@ -977,8 +977,9 @@ def _thread_views(epochs: Sequence[_Epoch]) -> tuple[list[_Epoch], list[int], li
         base = len(views)
         for th in [ThreadLog(e.sync, e.meta, e.log), *e.threads]:
             sync = [(EDGE, ev[1], base + ev[2], ev[3]) if ev[0] == EDGE else ev for ev in th.sync]
-            views.append(replace(e, rank=len(views), sync=sync, meta=th.meta, log=th.log, threads=[],
-                                 **({} if th.part is None else {"spans": {}, "stale": [], "own": []})))
+            view = replace(e, rank=len(views), sync=sync, meta=th.meta, log=th.log, threads=[])
+            # a task thread's records are all in its log (fenced mode, with its spans, keeps one thread)
+            views.append(view if th.part is None else replace(view, spans={}, stale=[], own=[]))
             ranks.append(e.rank)
             parts.append(th.part)
     return views, ranks, parts
