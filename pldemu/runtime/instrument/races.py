@@ -26,6 +26,11 @@ describes the rule exactly):
 * ``join`` (all ranks, e.g. an MPI barrier of the harness, and every ``check``) sets every VC to the
   element-wise maximum: whatever happened before the join happens before whatever follows it.
 
+**Tasks** (``race_threads``): on a rank that runs tasks concurrently each task block and the
+Orchestration is a logical thread with its own sync log, records and clock entry (:meth:`RaceDetector.
+attach_tasks`); rank 0 replays the threads as ranks whose cells are their rank's and leaves two threads
+of one rank to ``race_tasks``. A rank without tasks (or in fenced mode) keeps one thread: as above.
+
 Memory: the sync log and the records of one epoch (from one checkpoint to the next); the checkpoint
 drops both, since everything before it happens before everything after. No per-cell history has a
 fixed size, so no acquire falls back to a coarse clock because a producer ran ahead.
