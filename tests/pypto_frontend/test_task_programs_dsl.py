@@ -17,7 +17,7 @@ import pytest
 from prefetch import Outcome, line_in, prefetched, session_outcomes
 
 PROGRAMS = Path(__file__).resolve().parent / "task_programs"
-FILES = ("task_rules.py", "task_bug_cores.py", "task_bug_partials.py", "task_bug_epoch.py")
+FILES = ("task_rules.py", "task_bug_cores.py", "task_bug_partials.py", "task_bug_epoch.py", "task_bug_peer.py")
 RANKS = range(1, 6)
 
 PASSING = (
@@ -30,6 +30,7 @@ PASSING = (
     *(f"test_the_publisher_submitted_first_orders_the_waiters[{n}]" for n in RANKS),
     *(f"test_partials_reduced_in_ascending_k[{n}]" for n in RANKS),
     *(f"test_a_row_count_per_epoch[{n}]" for n in RANKS),
+    *(f"test_an_audit_after_the_consumer[{n}]" for n in range(2, 5)),
 )
 
 
@@ -86,6 +87,11 @@ def _bugs(outcomes: dict[str, Outcome]) -> None:
         assert "races found" in text and "race on rows[4, 0:8]" in text, text
         assert _at("task_bug_epoch.py", "pld.tile.remote_store(row") in text, text
         assert _at("task_bug_epoch.py", "y = pl.store(pl.load(recv") in text, text
+    for n in range(2, 5):  # cross-rank happens-before per task: every rank's audit, in every task order
+        text = _failed(outcomes, f"test_an_audit_beside_the_consumer[{n}]")
+        assert all(f"race on rows[0, 0:8] of rank {r} " in text for r in range(n)), text
+        assert _at("task_bug_peer.py", "pld.tile.remote_store(") in text, text
+        assert _at("task_bug_peer.py", "z = pl.store(pl.load(recv") in text, text
 
 
 def _checks(outcomes: dict[str, Outcome]) -> None:
