@@ -46,7 +46,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -151,6 +151,15 @@ class _Task:
         return f"task {self.key} {self.info.where}"
 
 
+class TaskObserver(Protocol):
+    """Told of the Orchestration's side of the graph (the race detector's logical threads,
+    ``instrument.race_threads``): a submission, and the tasks it then waited for."""
+
+    def forked(self, task: Any) -> None: ...
+
+    def awaited(self, tasks: Sequence[Any]) -> None: ...
+
+
 class _Aborted(BaseException):
     """Unwinds a logical thread of a run that failed elsewhere."""
 
@@ -195,6 +204,7 @@ class TaskScheduler:
         self.capacity = (clusters, 2 * clusters)
         self._idle: list[_Worker] = []
         self._orch = _Thread(None)
+        self.observer: TaskObserver | None = None
         self._reset()
         m.park = self.park
 
@@ -282,6 +292,8 @@ class TaskScheduler:
             raise ProgramError(f"{info.where}: an spmd task needs at least one block, got {nblocks}")
         t = _Task(len(self.tasks), info, body, nblocks)
         self.tasks.append(t)
+        if self.observer is not None:
+            self.observer.forked(t)
         self.outstanding += 1
         tags = {_key(name, value): tag for name, value, tag in zip(info.names, values, info.tags, strict=True)}
         producers = self.tmap.submit(TaskArgs(t.key, tags, info.manual, tuple(int(d) for d in deps)))
@@ -309,6 +321,8 @@ class TaskScheduler:
             self.awaiting = needed
             self._switch(self._orch, runnable=True)
             self.awaiting = ()
+        if self.observer is not None:
+            self.observer.awaited(needed)
 
     def orch_concurrent(self) -> bool:
         """Whether this call has submitted tasks the Orchestration has not drained: its access may be concurrent
@@ -323,6 +337,8 @@ class TaskScheduler:
             self.draining = True
             self._switch(self._orch, runnable=True)
             self.draining = False
+        if self.observer is not None:
+            self.observer.awaited(self.tasks)
         self.active = False
 
     # -- the blocks' side --------------------------------------------------------------------------
@@ -614,4 +630,4 @@ def _cond_text(c: Condition) -> str:
 
 
 __all__ = ["CUBE_OPS", "Condition", "Shape",
-           "TaskInfo", "TaskScheduler", "task_shape"]
+           "TaskInfo", "TaskObserver", "TaskScheduler", "task_shape"]

@@ -26,6 +26,7 @@ FILES = (
     "task_bug_epoch.py",
     "task_bug_lanes.py",
     "task_bug_assemble.py",
+    "task_bug_peer.py",
 )
 RANKS = range(1, 6)
 ASSEMBLE_RANKS = range(1, 4)
@@ -43,6 +44,7 @@ PASSING = (
     *(f"test_lanes_exchange_after_the_barrier[{n}]" for n in RANKS),
     *(f"test_split_k_partials_reduced_in_ascending_k[{n}]" for n in ASSEMBLE_RANKS),
     *(f"test_an_int32_count_assembled_atomically[{n}]" for n in ASSEMBLE_RANKS),
+    *(f"test_an_audit_after_the_consumer[{n}]" for n in range(2, 5)),
 )
 
 
@@ -110,6 +112,11 @@ def _bugs(outcomes: dict[str, Outcome]) -> None:
         assert "races found" in text and "race on rows[4, 0:8]" in text, text
         assert _at("task_bug_epoch.py", "pld.tile.remote_store(row") in text, text
         assert _at("task_bug_epoch.py", "y = pl.store(pl.load(recv") in text, text
+    for n in range(2, 5):  # cross-rank happens-before per task: every rank's audit, in every task order
+        text = _failed(outcomes, f"test_an_audit_beside_the_consumer[{n}]")
+        assert all(f"race on rows[0, 0:8] of rank {r} " in text for r in range(n)), text
+        assert _at("task_bug_peer.py", "pld.tile.remote_store(") in text, text
+        assert _at("task_bug_peer.py", "z = pl.store(pl.load(recv") in text, text
 
 
 def _checks(outcomes: dict[str, Outcome]) -> None:

@@ -81,6 +81,7 @@ class Instruments:
 
                 tasks = TaskRaces(machine.tasks, machine.rank, machine.buffers, machine.sites)
                 self.races.extra_reports = tasks.take
+                self.races.attach_tasks(machine.tasks)  # cross-rank happens-before per task (race_threads)
                 out.append(tasks)
         if self.tracer is not None:
             out.append(self.tracer)

@@ -36,6 +36,16 @@ clocks and the clocks on the acquires: the replay iterates from the program-orde
 (the least fixed point: only orderings some wait really needs), visiting events in timestamp order so
 that one or two passes usually settle it.
 
+**Logical threads** (a rank that runs tasks concurrently, ``race_threads``). Each task block and the
+Orchestration is its own *thread*: its own log and its own clock entry, as if it were a rank whose
+cells are its rank's (``replay``'s ``ranks``). ``(EDGE, t, source, pos)`` joins the clock thread
+``source`` had after its first ``pos`` events (a task's start: the Orchestration at its submission and
+its producers at their completion; the Orchestration after a drain: the tasks'); ``(FORK, t)`` ticks
+the Orchestration's own entry at a submission, so that what it does afterwards is not known to the
+task. A task thread lives in one part of the epoch (between two joins: ``parts``); its own entry
+starts past anything the previous joins told. Events of one rank carry strictly increasing times, so
+the replay visits an edge after its source's events.
+
 **Where it is not exact (it then orders more, hiding races, never inventing one).** A cell both Set
 and added to in one epoch (itself a ``set-and-add`` invariant violation), an Eq wait or a counter
 with negative remote credits whose candidate releases depend on each other's, an Eq wait whose
@@ -53,8 +63,9 @@ from typing import Any
 
 import numpy as np
 
-REL, ACQ, JOIN = 0, 1, 2
-"""Sync event kinds (the first field of a logged event)."""
+REL, ACQ, JOIN, EDGE, FORK = 0, 1, 2, 3, 4
+"""Sync event kinds (the first field of a logged event). EDGE and FORK are the task threads' (see
+"Logical threads" in the module docstring): no-task logs have neither."""
 
 MAX_PASSES = 32
 """Replay passes per part of an epoch before the fallback (see the module docstring)."""
@@ -361,10 +372,13 @@ def _fresh(nranks: int, r: int) -> list[int]:
 class _Replay:
     """One epoch's replay (see the module docstring)."""
 
-    def __init__(self, logs: Sequence[Sequence[SyncEvent]], init: Sequence[Mapping[int, np.ndarray]]) -> None:
+    def __init__(self, logs: Sequence[Sequence[SyncEvent]], init: Sequence[Mapping[int, np.ndarray]],
+                 ranks: Sequence[int] | None = None, parts: Sequence[int | None] | None = None) -> None:
         self.logs = logs
         self.init = init
         self.nr = nr = len(logs)
+        self.rank_of: Sequence[int] = ranks if ranks is not None else range(nr)
+        self.part_of: Sequence[int | None] = parts if parts is not None else [None] * nr
         self.solver = _Solver(nr)
         self.chains: dict[CellKey, dict[int, _Chain]] = {}
         self.dirty = _Dirty()
@@ -374,24 +388,37 @@ class _Replay:
         self.coarse = [0] * nr
 
     def run(self) -> Resolved:
-        joins = [[i for i, ev in enumerate(log) if ev[0] == JOIN] for log in self.logs]
-        if len({len(j) for j in joins}) > 1:
-            raise RuntimeError(f"race detector: the ranks joined a different number of times ({joins})")
+        main = [r for r in range(self.nr) if self.part_of[r] is None]
+        joins = {r: [i for i, ev in enumerate(self.logs[r]) if ev[0] == JOIN] for r in main}
+        if len({len(j) for j in joins.values()}) > 1:
+            raise RuntimeError(f"race detector: the ranks joined a different number of times ({list(joins.values())})")
+        nparts = len(joins[main[0]]) + 1 if main else 1
         start = [_fresh(self.nr, r) for r in range(self.nr)]
         pos = [0] * self.nr
-        for part in range(len(joins[0]) + 1):
-            ends = [j[part] if part < len(j) else len(self.logs[r]) for r, j in enumerate(joins)]
+        for part in range(nparts):
+            ends = [self._end(r, part, joins) for r in range(self.nr)]
+            pos = [0 if self.part_of[r] == part else p for r, p in enumerate(pos)]
             vcs = self._part(start, pos, ends)
-            if part < len(joins[0]):
+            if part < nparts - 1:
                 joined = [max(col) for col in zip(*vcs, strict=True)]
                 start = []
                 for r in range(self.nr):
                     v = list(joined)
                     v[r] += 1
                     start.append(v)
-                    self.segments[r][ends[r] + 1] = tuple(v)
-                pos = [e + 1 for e in ends]
+                    if self.part_of[r] is None:
+                        self.segments[r][ends[r] + 1] = tuple(v)
+                pos = [e + 1 if self.part_of[r] is None else e for r, e in enumerate(ends)]
         return Resolved(self.segments, self.exact, self.coarse)
+
+    def _end(self, r: int, part: int, joins: Mapping[int, list[int]]) -> int:
+        """Where thread r's events of ``part`` end: a main thread's at its join, a task thread's at its log's
+        end in its own part (none before it, all after it)."""
+        own = self.part_of[r]
+        if own is None:
+            j = joins[r]
+            return j[part] if part < len(j) else len(self.logs[r])
+        return 0 if part < own else len(self.logs[r])
 
     def _part(self, start: list[list[int]], pos: list[int], ends: list[int]) -> list[list[int]]:
         order = sorted((self.logs[r][i][1], r, i) for r in range(self.nr) for i in range(pos[r], ends[r]))
@@ -399,7 +426,9 @@ class _Replay:
         touched: list[_Chain] = []
         ticks = [v[r] for r, v in enumerate(start)]
         for r, i, ev in events:
-            if ev[0] == REL:
+            if ev[0] == FORK:
+                ticks[r] += 1
+            elif ev[0] == REL:
                 ch = self.chains.setdefault((ev[2], ev[3], ev[4]), {}).get(r)
                 if ch is None:
                     ch = self.chains[(ev[2], ev[3], ev[4])][r] = _Chain(r, self.dirty)
@@ -454,6 +483,8 @@ class _Replay:
                     ch.clocks[k] = vc
                 ch.done = k
                 vcs[r] = vc = (*vc[:r], vc[r] + 1, *vc[r + 1 :])
+            elif ev[0] >= EDGE:
+                vcs[r] = vc = self._edge(r, vc, ev)
             else:
                 got, exact = acquire(r, vc, ev)
                 counts[0 if exact else 1][r] += 1
@@ -462,16 +493,24 @@ class _Replay:
             segs[r][i + 1] = vc
         return changed, [list(v) for v in vcs]
 
+    def _edge(self, r: int, vc: VClock, ev: SyncEvent) -> VClock:
+        """A task thread's FORK (its own entry ticks) or EDGE (the source's clock joined)."""
+        if ev[0] == FORK:
+            return (*vc[:r], vc[r] + 1, *vc[r + 1 :])
+        got = self.segments[ev[2]][ev[3]]
+        return tuple(g if g > v else v for g, v in zip(got, vc, strict=True))
+
     def _exact(self, r: int, vc: VClock, ev: SyncEvent) -> tuple[VClock | None, bool]:
         _, _, buf, cell, eq, expected = ev
-        init = self.init[r].get(buf)
+        owner = self.rank_of[r]
+        init = self.init[owner].get(buf)
         start = int(init[cell]) if init is not None else 0
-        return self.solver.acquire(self.chains.get((r, buf, cell), {}), _Wait(r, vc, eq, expected, start))
+        return self.solver.acquire(self.chains.get((owner, buf, cell), {}), _Wait(r, vc, eq, expected, start))
 
     def _by_time(self, r: int, vc: VClock, ev: SyncEvent) -> tuple[VClock | None, bool]:
         """The fallback: every release into the cell issued before the wait passed."""
         got: VClock | None = None
-        for ch in self.chains.get((r, ev[2], ev[3]), {}).values():
+        for ch in self.chains.get((self.rank_of[r], ev[2], ev[3]), {}).values():
             n = bisect_left(ch.times, ev[1])
             if n:
                 c = ch.at(n - 1)
@@ -479,10 +518,13 @@ class _Replay:
         return got, False
 
 
-def replay(logs: Sequence[Sequence[SyncEvent]], init: Sequence[Mapping[int, np.ndarray]]) -> Resolved:
+def replay(logs: Sequence[Sequence[SyncEvent]], init: Sequence[Mapping[int, np.ndarray]],
+           ranks: Sequence[int] | None = None, parts: Sequence[int | None] | None = None) -> Resolved:
     """Resolve one epoch: every rank's sync log (``logs[r]``) and, per rank, the values of its signal
-    cells at the epoch's start (``init[r][buffer index]``, flat)."""
-    return _Replay(logs, init).run()
+    cells at the epoch's start (``init[r][buffer index]``, flat). With logical threads (see the module
+    docstring) ``logs`` is per thread, ``ranks[i]`` thread i's rank and ``parts[i]`` its part of the
+    epoch (None: its rank's main thread, which carries the joins)."""
+    return _Replay(logs, init, ranks, parts).run()
 
 
-__all__ = ["ACQ", "JOIN", "MAX_PASSES", "MAX_SUMS", "REL", "Resolved", "SyncEvent", "replay"]
+__all__ = ["ACQ", "EDGE", "FORK", "JOIN", "MAX_PASSES", "MAX_SUMS", "REL", "Resolved", "SyncEvent", "replay"]

@@ -1,7 +1,8 @@
 """Races between one rank's tasks (issue 40, stage 4), whatever order the scheduler chose.
 
-The rank-level detector (``races``) orders a rank's accesses by program order, which is one schedule of
-its tasks. Here two accesses by tasks of one rank are concurrent when the *task graph* has no path
+The rank-level detector (``races``) judges a peer's accesses against a task's (a logical thread per task
+block, ``race_threads``), not two tasks of one rank. Here two accesses by tasks of one rank are concurrent
+when the *task graph* has no path
 between their tasks: the edges pypto's runtime derives (``runtime.taskdeps``: tags through the
 TensorMap, explicit deps) plus a notify by one task that a later wait of another task on this rank's cell
 observed (a local handshake orders them on the device too). A conflicting pair (overlapping elements of

@@ -26,6 +26,11 @@ describes the rule exactly):
 * ``join`` (all ranks, e.g. an MPI barrier of the harness, and every ``check``) sets every VC to the
   element-wise maximum: whatever happened before the join happens before whatever follows it.
 
+**Tasks** (``race_threads``): on a rank that runs tasks concurrently each task block and the
+Orchestration is a logical thread with its own sync log, records and clock entry (:meth:`RaceDetector.
+attach_tasks`); rank 0 replays the threads as ranks whose cells are their rank's and leaves two threads
+of one rank to ``race_tasks``. A rank without tasks (or in fenced mode) keeps one thread: as above.
+
 Memory: the sync log and the records of one epoch (from one checkpoint to the next); the checkpoint
 drops both, since everything before it happens before everything after. No per-cell history has a
 fixed size, so no acquire falls back to a coarse clock because a producer ran ahead.
@@ -83,7 +88,7 @@ from __future__ import annotations
 import operator
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -95,8 +100,9 @@ from pldemu.runtime.errors import Cause
 from pldemu.runtime.groups import rank_text
 from pldemu.runtime.instrument.completion import RULE, Point
 from pldemu.runtime.instrument.intervals import MERGE_AT, Interval, merge_intervals, overlap, region_intervals
-from pldemu.runtime.instrument.race_clocks import ACQ, JOIN, REL, SyncEvent, replay
+from pldemu.runtime.instrument.race_clocks import ACQ, EDGE, JOIN, REL, SyncEvent, replay
 from pldemu.runtime.instrument.race_fenced import INF_EPOCH, FenceLedger, Pending, fence_notes, merge_notes
+from pldemu.runtime.instrument.race_threads import Rising, TaskThreads, ThreadLog
 from pldemu.runtime.monitor import MonitorBase
 from pldemu.runtime.sites import CallSite, OpEvent
 from pldemu.runtime.status import RankStatus
@@ -327,6 +333,8 @@ class _Epoch:
     vc: list[int]
     own: list[RaceReport]
     """Fenced mode's own-rank stale reads, reported as they are (program order decides them)."""
+    threads: list[ThreadLog] = field(default_factory=list)
+    """Its task threads (``race_threads``; the fields above are then its main thread's), else empty."""
 
 
 @dataclass(frozen=True)
@@ -398,6 +406,9 @@ class RaceDetector(MonitorBase):
         self.extra_reports: Callable[[], list[RaceReport]] | None = None
         """This rank's reports found by another checker since the last checkpoint (races between its tasks:
         ``race_tasks``), joined to the checkpoint's verdict."""
+        self._threads: TaskThreads | None = None
+        """The rank's logical threads when it runs tasks concurrently (:meth:`attach_tasks`), else None."""
+        self._here: ThreadLog | None = None
         self._after = {
             Op.PUT: self._put,
             Op.GET: self._get,
@@ -411,6 +422,28 @@ class RaceDetector(MonitorBase):
         if self._ledger is not None:
             self._after[Op.FENCE] = self._fence
             self._after[Op.BAR_ALL] = self._drain
+
+    def attach_tasks(self, sched: Any) -> None:
+        """This rank runs tasks concurrently on ``sched`` (``runtime.tasksched``): keep a sync log, records
+        and clock per logical thread (``race_threads``), so that whatever order the tasks ran in, a task's
+        acquires order only its own later accesses and its releases only what happens before it. Fenced
+        mode keeps one thread per rank."""
+        if self._ledger is not None:
+            return
+        self._clock = Rising(self._clock)
+        self._threads = TaskThreads(sched, self._clock, lambda: self._run)
+        main = self._threads.main
+        main.sync, main.meta, main.log = self._sync, self._meta, self._log
+        self._here = main
+        sched.observer = self._threads
+
+    def _enter(self) -> None:
+        """Point the logs at the logical thread that runs now."""
+        assert self._threads is not None
+        th = self._threads.current()
+        if th is not self._here:
+            self._here = th
+            self._sync, self._meta, self._log = th.sync, th.meta, th.log
 
     # -- clocks --------------------------------------------------------------------------------
 
@@ -445,6 +478,9 @@ class RaceDetector(MonitorBase):
         """Collective: every rank's VC becomes the element-wise maximum (model an all-rank barrier of
         the caller: everything before it happens before everything after it)."""
         self._complete_all(Point.JOIN)  # the host's barrier lands every write (Schedule.host_sync)
+        if self._threads is not None:
+            self._enter()
+            self._threads.joins += 1
         self._join_clocks()
         self._sync.append((JOIN, self._clock()))
         self._meta.append((-1, self._run))
@@ -461,6 +497,8 @@ class RaceDetector(MonitorBase):
         self._complete_all(Point.CALL_END)  # the kernel's exit completes every write (the tail flush cleans the cache)
 
     def before(self, event: OpEvent) -> None:
+        if self._threads is not None:
+            self._enter()
         op = event.op
         if op is Op.NOTIFY:
             sig, peer = event.args[0], event.args[1]
@@ -478,6 +516,8 @@ class RaceDetector(MonitorBase):
             self._cacheinvalid(event.site, event.args)
 
     def after(self, event: OpEvent, result: Any) -> None:
+        if self._threads is not None:
+            self._enter()
         if event.op is Op.TENSOR_READ:
             self._tensor_read(event.site, event.args, result)
             return
@@ -540,6 +580,8 @@ class RaceDetector(MonitorBase):
         buf = self._by_name[name]
         if buf.window is None or buf.kind is BufferKind.SIGNAL:
             return
+        if self._threads is not None:
+            self._enter()
         if offsets is None or extent is None:
             ivs = _whole(buf)
         else:
@@ -772,6 +814,8 @@ class RaceDetector(MonitorBase):
     @property
     def pending(self) -> int:
         """Records logged since the last checkpoint."""
+        if self._threads is not None:
+            return sum(len(th.log) for th in self._threads.threads)
         return len(self._log)
 
     # -- checkpoint ----------------------------------------------------------------------------
@@ -797,8 +841,13 @@ class RaceDetector(MonitorBase):
             self._complete(self._ledger.complete_all(), INF_EPOCH)  # never completed in this epoch
         stale = self._ledger.signal_reads if self._ledger is not None else []
         extra = self.extra_reports() if self.extra_reports is not None else []
+        threads: list[ThreadLog] = []
+        if self._threads is not None:
+            main = self._threads.main
+            self._sync, self._meta, self._log = main.sync, main.meta, main.log
+            threads = self._threads.take()
         mine = _Epoch(self.rank, self._sync, self._meta, self._init, stale, self._log, self._spans, self._vc,
-                      list(self._own.values()) + extra)
+                      list(self._own.values()) + extra, threads)
         self._own = {}
         self._init = None  # rank 0 snapshots every rank's cells from now on
         tag = 2 * (self._checks % CHECK_TAGS)  # a timed-out checkpoint's messages never match a later one
@@ -818,6 +867,9 @@ class RaceDetector(MonitorBase):
         self._spans.clear()
         self._sync = []
         self._meta = []
+        if self._threads is not None:
+            self._here = main = self._threads.main
+            self._sync, self._meta, self._log = main.sync, main.meta, main.log
         if self._ledger is not None:
             self._ledger.fills.clear()
         self._vc = list(verdict.joined)
@@ -856,24 +908,34 @@ class RaceDetector(MonitorBase):
         try:
             if any(e.init is None for e in epochs) and not known:
                 raise RuntimeError("race detector: an earlier checkpoint timed out; its epoch cannot be replayed")
-            res = replay([e.sync for e in epochs], [e.init if e.init is not None else known[e.rank] for e in epochs])
-            sync = [(e.sync, e.meta) for e in epochs]
+            views, ranks, parts = _thread_views(epochs)
+            threaded = len(views) > len(epochs)
+            res = replay([v.sync for v in views], [e.init if e.init is not None else known[e.rank] for e in epochs],
+                         ranks if threaded else None, parts if threaded else None)
+            sync = [(v.sync, v.meta) for v in views]
             lost = lost_updates(sync, res.segments, self._buffers, self._where)
             if any(e.stale for e in epochs):
                 lost += stale_signal_reads(sync, res.segments, [e.stale for e in epochs], self._buffers, self._where)
             notes = shared_line_notes(sync, self._buffers, self._sites) if self._ledger is not None else set()
         except RuntimeError as err:
             return str(err)
-        wires = [_wires(e, res.segments[e.rank], self._where) for e in epochs]
+        wires = [_wires(v, res.segments[v.rank], self._where) for v in views]
         found: list[RaceReport] = []
+        if threaded:
+            lost = _on_ranks(lost, ranks)
         for target in range(self.nranks):
-            found += find_races(target, self._buffers, [w for out in wires for w in out[target]])
+            races = find_races(target, self._buffers, [w for out in wires for w in out[target]],
+                               ranks if threaded else None)
+            found += _on_ranks(races, ranks) if threaded else races
             found += [r for e in epochs for r in e.own if r.target == target]
             if target == 0:
                 found += lost
         reports = sorted(found, key=lambda r: (r.target, r.buffer, r.start, r.first.rank, r.second.rank))
         joined = [max(col) for col in zip(*(e.vc for e in epochs), strict=True)]
-        return _Verdict(reports, list(zip(res.exact, res.coarse, strict=True)), joined, notes)
+        acquires = [(0, 0)] * self.nranks
+        for r, exact, coarse in zip(ranks, res.exact, res.coarse, strict=True):
+            acquires[r] = (acquires[r][0] + exact, acquires[r][1] + coarse)
+        return _Verdict(reports, acquires, joined, notes)
 
     def notes(self) -> list[str]:
         """Collective (fenced mode; else empty): the notes on markers that were useless or insufficient
@@ -906,6 +968,41 @@ def _int32(value: Any) -> int:
 
 def _wtime_us() -> float:
     return MPI.Wtime() * 1e6
+
+
+def _thread_views(epochs: Sequence[_Epoch]) -> tuple[list[_Epoch], list[int], list[int | None]]:
+    """Every rank's logical threads as the replay sees them (``race_clocks``: "Logical threads"): one epoch
+    per thread, its ``rank`` the thread's index, an EDGE's source translated to that index; with the
+    thread's rank and part (None: a main thread). Without tasks, the epochs themselves."""
+    if not any(e.threads for e in epochs):
+        return list(epochs), [e.rank for e in epochs], [None] * len(epochs)
+    views: list[_Epoch] = []
+    ranks: list[int] = []
+    parts: list[int | None] = []
+    for e in epochs:
+        base = len(views)
+        for th in [ThreadLog(e.sync, e.meta, e.log), *e.threads]:
+            sync = [(EDGE, ev[1], base + ev[2], ev[3]) if ev[0] == EDGE else ev for ev in th.sync]
+            view = replace(e, rank=len(views), sync=sync, meta=th.meta, log=th.log, threads=[])
+            # a task thread's records are all in its log (fenced mode, with its spans, keeps one thread)
+            views.append(view if th.part is None else replace(view, spans={}, stale=[], own=[]))
+            ranks.append(e.rank)
+            parts.append(th.part)
+    return views, ranks, parts
+
+
+def _on_ranks(reports: Sequence[RaceReport], ranks: Sequence[int]) -> list[RaceReport]:
+    """Reports between logical threads told as between their ranks; two that then name the same
+    accesses are one (their counts added)."""
+    out: dict[tuple[Any, ...], RaceReport] = {}
+    for r in reports:
+        r = replace(r, first=replace(r.first, rank=ranks[r.first.rank]),
+                    second=replace(r.second, rank=ranks[r.second.rank]))
+        key = (r.reason, r.buffer, r.target, r.first.rank, r.first.location, r.first.kind, r.second.rank,
+               r.second.location, r.second.kind)
+        old = out.get(key)
+        out[key] = r if old is None else replace(old, count=old.count + r.count)
+    return list(out.values())[:MAX_REPORTS]
 
 
 def _wires(ep: _Epoch, segments: Sequence[tuple[int, ...]], where: Callable[[int | str], str]) -> list[list[_Wire]]:
@@ -950,23 +1047,27 @@ def _span_detail(ep: _Epoch, how: tuple[Any, ...], span: tuple[int, int], segmen
     return ("fill", where(how[1]), waits)
 
 
-def find_races(target: int, buffers: Sequence[Buffer], records: Sequence[_Wire]) -> list[RaceReport]:
+def find_races(target: int, buffers: Sequence[Buffer], records: Sequence[_Wire],
+               ranks: Sequence[int] | None = None) -> list[RaceReport]:
     """The races among ``records`` (all accesses to rank ``target``'s windows since the last
-    checkpoint, from every rank), deduplicated per (buffer, ranks, sites, kinds)."""
+    checkpoint, from every rank), deduplicated per (buffer, ranks, sites, kinds). ``ranks``: the records
+    are by logical threads (``race_threads``), thread i of rank ``ranks[i]``; two threads of one rank are
+    left to the task race check (``race_tasks``)."""
     by_buf: dict[int, dict[int, list[_Wire]]] = {}
     for w in records:
         by_buf.setdefault(w[1], {}).setdefault(w[0], []).append(w)
     found: dict[tuple[Any, ...], RaceReport] = {}
     for buf_index, per_rank in sorted(by_buf.items()):
         buf = buffers[buf_index]
-        ranks = sorted(per_rank)
-        for r in ranks:
+        threads = sorted(per_rank)
+        for r in threads:
             per_rank[r].sort(key=_epoch_of)  # each rank's records in its time order
-        for i, p in enumerate(ranks):
-            if p != target:
+        for i, p in enumerate(threads):
+            if (p if ranks is None else ranks[p]) != target:
                 _same_origin(buf, target, per_rank[p], found)
-            for q in ranks[i + 1 :]:
-                _pair(buf, target, p, per_rank[p], q, per_rank[q], found)
+            for q in threads[i + 1 :]:
+                if ranks is None or ranks[p] != ranks[q]:
+                    _pair(buf, target, p, per_rank[p], q, per_rank[q], found)
     return list(found.values())[:MAX_REPORTS]
 
 

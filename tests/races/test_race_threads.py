@@ -1,0 +1,61 @@
+"""The replay of logical threads (``race_clocks``: "Logical threads", ``race_threads``) on hand-made
+sync logs: a task's acquire orders only its own accesses, its release carries only what happens before
+it, the Orchestration's FORK and a task's EDGEs; without MPI."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pldemu.runtime.instrument.race_clocks import ACQ, EDGE, FORK, JOIN, REL, SyncEvent, replay
+
+# threads: 0 = rank 0's Orchestration, 1 = rank 1's, 2 and 3 = two tasks of rank 0, 4 = a task of rank 0 after
+# the join
+RANKS = [0, 1, 0, 0, 0]
+PARTS: list[int | None] = [None, None, 0, 0, 1]
+INIT = [{0: np.zeros(2, dtype=np.int64)}, {0: np.zeros(2, dtype=np.int64)}]
+
+
+def rel(t: float, target: int) -> SyncEvent:
+    return (REL, t, target, 0, 0, 1, False)
+
+
+def acq(t: float) -> SyncEvent:
+    return (ACQ, t, 0, 0, False, 1)
+
+
+def segments(logs: list[list[SyncEvent]]) -> list[list[tuple[int, ...]]]:
+    return replay(logs, INIT, RANKS, PARTS).segments
+
+
+def test_an_acquire_orders_only_its_own_task() -> None:
+    # rank 1 notifies rank 0; task 2 waits for it; task 3, forked later, acquires nothing
+    orch = [(FORK, 2.0), (FORK, 3.0), (EDGE, 9.0, 2, 2), (EDGE, 9.1, 3, 1)]
+    logs = [orch, [rel(1.0, 0)], [(EDGE, 4.0, 0, 0), acq(5.0)], [(EDGE, 6.0, 0, 1)], []]
+    seg = segments(logs)
+    assert seg[2][2][1] == 1  # task 2 after its wait knows rank 1's release
+    assert seg[3][1][1] == 0  # task 3 does not, though it ran after task 2's wait
+    assert seg[0][4][1] == 1  # the Orchestration after the drain does
+
+
+def test_a_release_carries_its_own_task_only() -> None:
+    # task 2 writes (its records at its own entry 1), task 3 notifies rank 1, which waits
+    logs = [[(FORK, 1.0), (FORK, 2.0)], [acq(6.0)], [(EDGE, 3.0, 0, 0)], [(EDGE, 4.0, 0, 1), rel(5.0, 1)], []]
+    seg = segments(logs)
+    assert seg[1][1][3] == 1 and seg[1][1][2] == 0  # rank 1 knows task 3's release, not task 2
+    assert seg[3][1][0] == 2 and seg[0][2][0] == 3  # the task knows the Orchestration before its own FORK only
+
+
+def test_a_dependency_carries_the_producer_to_the_peer() -> None:
+    # task 3 starts from task 2's completion (deps): its notify carries task 2's records
+    logs = [[(FORK, 1.0), (FORK, 2.0)], [acq(6.0)], [(EDGE, 3.0, 0, 0)], [(EDGE, 4.0, 0, 1), (EDGE, 4.1, 2, 1),
+                                                                            rel(5.0, 1)], []]
+    assert segments(logs)[1][1][2] == 1
+
+
+def test_a_task_after_a_join_starts_past_what_the_join_told() -> None:
+    logs = [[(FORK, 1.0), (EDGE, 3.0, 2, 1), (JOIN, 4.0), (FORK, 5.0)], [(JOIN, 4.0)], [(EDGE, 2.0, 0, 0)], [],
+            [(EDGE, 6.0, 0, 4)]]
+    seg = segments(logs)
+    assert seg[1][1][2] >= 1  # the join tells every rank task 2's records
+    assert seg[4][1][4] > seg[1][1][4]  # task 4's own entry is past what the join told of it
+    assert seg[4][1][1] == 1  # and it knows what rank 1 did before the join
