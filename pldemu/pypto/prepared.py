@@ -38,7 +38,7 @@ from pldemu.pypto.dfx import call_options, check_config
 from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.execute import ProgramRunError, TranslationCache, as_array, finish, np_dtype
 from pldemu.pypto.translate.values import HostTensor
-from pldemu.pypto.types import Direction, TensorAnn
+from pldemu.pypto.types import Direction, ScalarAnn, TensorAnn
 
 PAGE = 4096
 """Resident tensors' handles are page-aligned addresses of a made-up space, a page apart at least."""
@@ -406,7 +406,8 @@ class DistributedWorker:
                 resident[name] = a
                 out.append(np.broadcast_to(np.zeros((), np_dtype(a.dtype)), a.shape))
                 continue
-            if callable(getattr(a, "is_shared", None)) and not a.is_shared():
+            scalar = isinstance(prog.host().annotations.get(name), ScalarAnn)  # pypto forwards a scalar as it is
+            if not scalar and callable(getattr(a, "is_shared", None)) and not a.is_shared():
                 raise TypeError(f"Parameter {name!r}: a host torch.Tensor passed to a DistributedWorker must be "
                                 "shared memory allocated BEFORE prepare() (call .share_memory_() and reuse the same "
                                 "buffer across dispatches), so the forked chip worker can see it.")

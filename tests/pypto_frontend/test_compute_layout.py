@@ -38,7 +38,7 @@ class Layout:
           t: pl.Out[pl.Tensor[[C, R], pl.FP32]], q: pl.Out[pl.Tensor[[R, C], pl.INT32]]) -> None:
         ones = pl.create_tensor([R, C], dtype=pl.INT32, init_value=7)
         ones = pl.assemble(ones, pl.full([2, C], dtype=pl.INT32, value=-1), [3, 0])
-        pl.store(pl.load(ones, [0, 0], [R, C]), [0, 0], q)
+        q = pl.assemble(q, ones, [0, 0])  # a kernel's created tensor is the core's tile: assembled out
         tile = pl.set_validshape(pl.load(x, [0, 0], [R, C]), 5, 9)
         y = pl.assemble(y, pl.fillpad(tile, pad_value=pl.PadValue.max), [0, 0, 0])
         y = pl.assemble(y, pl.tile.fillpad(tile, -math.inf), [1, 0, 0])

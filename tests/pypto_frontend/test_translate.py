@@ -286,3 +286,24 @@ def test_a_name_rebound_never_changes_another_names_value() -> None:
     assert isinstance(after, Var) and everywhere[after.name] == 1  # evaluated when bound, not re-read later
     assert isinstance(first, Var) and first.name not in in_loops  # bump's loop carries a copy
     assert sorted(in_loops) == ["acc", "cur", "ts_val_2"]
+
+
+@pl.program
+class TrueDivision:
+    """``1.0 / D`` of closure numbers in a kernel (pypto-lib's RMSNorm scale): Python's value, a constant."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, x: pl.Tensor[[1, COLS], pl.FP32], y: pl.Out[pl.Tensor[[1, COLS], pl.FP32]]) -> None:
+        pl.store(pl.mul(pl.load(x, [0, 0], [1, COLS]), 1.0 / COLS), [0, 0], y)
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, x: pl.Tensor[[1, COLS], pl.FP32], y: pl.Out[pl.Tensor[[1, COLS], pl.FP32]]) -> None:
+        self.k(x, y)
+
+
+def test_true_division_of_python_numbers_folds() -> None:
+    x = np.zeros((1, COLS), np.float32)
+    built, _ = translate(TrueDivision, 1, (x, x.copy()))
+    (fn,) = built.program.functions
+    muls = [c for c in function_calls(fn) if c.op is Op.TILE_MULS]
+    assert len(muls) == 1 and muls[0].args[1] == Const(1.0 / COLS, muls[0].args[1].type.dtype)

@@ -206,11 +206,17 @@ class DeviceTranslator(Evaluator):
     def _in_memory_of(self, mine: Var, value: Any) -> Any:
         """A carried tile re-bound to the same tile in another memory space (a split-K accumulator from a Vec
         ``tile.full`` re-bound to its matmul_acc in Acc) is moved back to the carry's space: pypto's
-        InferTileMemorySpace gives the carry the yielded space instead; the values are the same."""
+        InferTileMemorySpace gives the carry the yielded space instead; the values are the same. One with
+        another valid box (the first K step's ``pl.matmul`` of valid-shaped slices, into a carry from a
+        ``pl.create_tensor``) takes the carry's: pypto's loop-carried value keeps its init's type."""
         t, v = mine.type, getattr(value, "type", None)
-        if (isinstance(t, TileType) and isinstance(v, TileType) and v.memory is not t.memory
-                and (v.dtype, v.shape, v.valid_shape, v.layout) == (t.dtype, t.shape, t.valid_shape, t.layout)):
-            return self.fb.pld.tile.move(value, t.memory)
+        if not (isinstance(t, TileType) and isinstance(v, TileType)
+                and (v.dtype, v.shape, v.layout) == (t.dtype, t.shape, t.layout)):
+            return value
+        if v.memory is not t.memory:
+            value = self.fb.pld.tile.move(value, t.memory)
+        if v.valid_shape != t.valid_shape:
+            value = self.fb.pld.tile.set_validshape(value, list(t.valid_shape or t.shape))
         return value
 
     def holds(self, value: Var) -> bool:

@@ -67,6 +67,10 @@ def is_ir(value: Any) -> bool:
 
 
 def _tensor(tr: DeviceLevel, v: Any, what: str, node: ast.AST) -> Var:
+    if isinstance(v, Var) and v.name in tr.emit.tensor_slices:
+        raise tr.error(f"{what} must be a tensor in DDR, got {v.name}: a tensor made in the kernel (pl.create_tensor, "
+                       "pl.full, a loaded slice) is a tile on the core, as pypto's conversion makes it: read it with "
+                       "a subscript or pl.slice, write it with pl.assemble", node)
     if not (isinstance(v, Var) and isinstance(v.type, TensorType)):
         raise tr.error(f"{what} must be a tensor, got {v!r}", node)
     return v
@@ -535,9 +539,10 @@ def _dtype_arg(tr: DeviceLevel, v: Any, name: str, node: ast.AST) -> DType:
 
 
 def _create_tensor(tr: DeviceLevel, node: ast.Call) -> Var:
-    """``pl.create_tensor(shape, dtype, layout=ND, manual_dep=False, init_value=None)`` in a kernel or an
-    orchestration function: a LOCAL tensor of the rank (zeros at the start of a run, as pypto's torch codegen
-    makes it; pypto leaves it undefined), filled with ``init_value`` here when given. ``manual_dep`` and
+    """``pl.create_tensor(shape, dtype, layout=ND, manual_dep=False, init_value=None)``. In an orchestration
+    function (outside any task): a LOCAL tensor of the rank (zeros at the start of a run, as pypto's torch
+    codegen makes it; pypto leaves it undefined). In a kernel, a ``pl.spmd`` body or a ``pl.at`` region: the
+    core's own tile (:func:`_created_tile`). Filled with ``init_value`` here when given. ``manual_dep`` and
     ``layout`` change no value."""
     name = "pl.create_tensor"
     b = bind_call(tr, node, ("shape", "dtype"), {"layout": None, "manual_dep": False, "init_value": None}, name)
@@ -550,12 +555,29 @@ def _create_tensor(tr: DeviceLevel, node: ast.Call) -> Var:
         raise tr.error(f"pypto refuses it: {name}: init_value must be a constant int or float, got {init!r}", node)
     if init not in (None, 0) and dtype in (DType.FP16, DType.BF16):
         raise tr.error(f"pypto refuses it: {name}: a non-zero init_value of an FP16 / BF16 tensor", node)
+    if tr.emit.tasks.depth or tr.fn.kind is Kind.INCORE:
+        return _created_tile(tr, shape, dtype, init)
     t = Var(tr.fb.fresh(getattr(tr, "lhs", None) or "created"), TensorType(dtype, tuple(Const(d) for d in shape)))
     tr.emit.scratch[t.name] = (t, tuple(shape))
     if init is not None:
         fill = tr.fb.pld.tile.full(shape, Const(int(init) if dtype.is_int else float(init), dtype), dtype, hint="init")
         tr.fb.pld.tile.store(fill, [0] * len(shape), t)
     return t
+
+
+def _created_tile(tr: DeviceLevel, shape: list[int], dtype: DType, init: int | float | None) -> Var:
+    """A kernel's ``pl.create_tensor``: pypto outlines a ``pl.spmd`` / ``pl.at`` body into an InCore function
+    and its ConvertTensorToTileOps makes the ``tensor.create`` a Vec ``tile.create`` (op_conversion_registry.cpp),
+    so each core running a block has its own: no two blocks (or tasks) share it. Still a tensor to pypto's
+    DSL checks (``Emit.tensor_slices``). Undefined until written, as pypto's; ``init_value`` (which pypto's
+    conversion does not forward) fills it here."""
+    hint = getattr(tr, "lhs", None) or "created"
+    if init is None:
+        tile = tr.fb.pld.tile.create(shape, dtype, hint=hint)
+    else:
+        tile = tr.fb.pld.tile.full(shape, Const(int(init) if dtype.is_int else float(init), dtype), dtype, hint=hint)
+    tr.emit.tensor_slices.add(tile.name)
+    return tile
 
 
 def _reshape(name: str, src: str) -> Rule:
@@ -736,8 +758,8 @@ def _read_rule(name: str, params: tuple[str, str]) -> Rule:
     def rule(tr: DeviceLevel, node: ast.Call) -> Var:
         b = bind_call(tr, node, params, {}, name)
         src, at = b[params[0]], _index_list(b[params[1]])
-        if _is_tile(src) and not name.startswith("pl.tensor."):
-            return tr.fb.pld.tile.read(src, at, hint=tr.hint("val"))
+        if _is_tile(src) and (not name.startswith("pl.tensor.") or src.name in tr.emit.tensor_slices):
+            return tr.fb.pld.tile.read(src, at, hint=tr.hint("val"))  # pypto converts a tile's tensor.read so
         if name.startswith("pl.tile."):
             raise tr.error(f"{name}: {params[0]} must be a tile, got {src!r}", node)
         return tr.fb.pld.tensor.read(_tensor(tr, src, f"{name}: {params[0]}", node), at)
@@ -752,7 +774,7 @@ def _write_rule(name: str, params: tuple[str, str, str]) -> Rule:
     def rule(tr: DeviceLevel, node: ast.Call) -> None:
         b = bind_call(tr, node, params, {}, name)
         dst, at, value = b[params[0]], _index_list(b[params[1]]), b[params[2]]
-        if _is_tile(dst) and not name.startswith("pl.tensor."):
+        if _is_tile(dst) and (not name.startswith("pl.tensor.") or dst.name in tr.emit.tensor_slices):
             assert isinstance(dst.type, TileType)
             tr.fb.pld.tile.write(dst, at, _typed(value, dst.type.dtype))
             return
@@ -873,21 +895,40 @@ def _assemble(name: str) -> Rule:
     def rule(tr: DeviceLevel, node: ast.Call) -> Var:
         b = bind_call(tr, node, ("target", "source", "offset"), {"atomic": AtomicType.None_}, name)
         t = b["target"]
-        if not is_tensor(t):
-            raise tr.error(f"{name}: target must be a tensor (pldemu has no tile.assemble), got {t!r}", node)
+        if not (is_tensor(t) or _is_tile(t)):
+            raise tr.error(f"{name}: target must be a tensor or a tile, got {t!r}", node)
         atomic = AtomicType(b["atomic"])
         if atomic is not AtomicType.None_ and not (tr.emit.tasks.depth or tr.fn.kind is Kind.INCORE):
             raise tr.error(f"{name}: atomic=pl.AtomicType.Add outside a kernel: pypto has no atomic combine at the "
                            "orchestration level (put it in a pl.at(level=pl.Level.CORE_GROUP) or pl.spmd task)", node)
+        if atomic is not AtomicType.None_ and _is_tile(t):
+            raise tr.error(f"{name}: atomic= into the tile {t.name}: pypto's tile.assemble has no atomic form "
+                           "(atomic-add into a tensor in global memory)", node)
         src = on_core(tr, b["source"], node)
         if not (isinstance(src, Var) and isinstance(src.type, TileType)):
             raise tr.error(f"{name}: source must be a tensor or a tile, got {src!r}", node)
+        if _is_tile(t):
+            return _assembled_tile(tr, t, src, _offsets(tr, b["offset"], name, node), node)
         region = _assembled(tr, t, tltype(src), _offsets(tr, b["offset"], name, node), node)
         check_bounds(tr, t, region, node)
         store_region(tr, src, t, region, node, name, atomic)
         return t
 
     return rule
+
+
+def _assembled_tile(tr: DeviceLevel, dst: Var, src: Var, offsets: list[Any], node: ast.AST) -> Var:
+    """``pl.assemble`` into a tile (a kernel's ``pl.create_tensor``): pypto's conversion makes it
+    ``tile.assemble``, a new value (other names keep the old one): a copy of ``dst`` with ``src``'s valid box
+    written in at ``offsets``."""
+    t, s = tltype(dst), tltype(src)
+    if s.dtype != t.dtype or len(s.shape) != len(t.shape) or len(offsets) != len(t.shape):
+        raise tr.error(f"pl.assemble into the {t.dtype.value} {list(t.shape)} tile {dst.name}: the source must be a "
+                       f"{t.dtype.value} tile of its rank with one offset per axis, got {s.dtype.value} "
+                       f"{list(s.shape)} at {len(offsets)} offsets", node)
+    whole = tr.fb.pld.tile.tile_slice(dst, list(t.shape), [0] * len(t.shape), hint=tr.hint(dst.name))
+    tr.fb.pld.tile.assemble(whole, src, offsets)
+    return whole
 
 
 def _assembled(tr: DeviceLevel, t: Var, src: TileType, offsets: list[Any], node: ast.AST) -> Region:
