@@ -200,7 +200,8 @@ class FunctionCompiler:
         self._grouped = any(b.group is not None for b in machine.buffers)
         self._rebound: frozenset[str] = frozenset()
         self._plan: TaskPlan | None = None
-        """How the function's tasks are submitted (``runtime.taskplan``); None: program order (or no task)."""
+        """How the function's tasks are submitted (``runtime.taskplan``); None: no task, or program order with
+        no task-aware check (``taskplan.graph_needed``)."""
         self._in_task = False
 
     # -- entry -----------------------------------------------------------------------------------
@@ -515,7 +516,7 @@ class FunctionCompiler:
     def _call(self, call: ir.Call, loc: Location, indent: int) -> str:
         deferred = False
         if call.op is ir.Op.DEFER_WAIT:
-            # In program order a deferred wait is the wait itself: what follows it in its task is scalar
+            # Run inline (program order, no scheduler) a deferred wait is the wait itself: what follows it is scalar
             # bookkeeping only (ir.tasks), so only when the core is freed differs. Submitted, the scheduler
             # runs the wait once its condition holds, after the block has ended.
             call = ir.Call(ir.Op.WAIT, call.args, call.attrs, call.type)

@@ -63,7 +63,8 @@ class Machine:
         """The next task id of this rank (a program-order task takes one when submitted)."""
         self.tasks: Any = None
         """This rank's ``pldemu.runtime.tasksched.TaskScheduler``, made when a function that submits tasks is
-        compiled for a concurrent task order; None otherwise."""
+        compiled for a concurrent task order, or for program order with a task-aware check (``taskplan.graph_needed``);
+        None otherwise."""
         self.park: Callable[[CallSite, Buffer, Any, int, int], None] | None = None
         """Called by a wait that did not hold at its first poll, before it blocks (the task scheduler's: a
         block of a task parks on its core there until the condition holds); None: nothing to do."""

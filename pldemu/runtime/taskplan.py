@@ -1,8 +1,11 @@
 """What the compiler needs to submit a function's tasks to the rank's scheduler (``runtime.tasksched``).
 
-Made once per function that holds a task, unless the task order is ``program`` (then every task runs at
-its submission, as the compiler has always emitted it, and a function without tasks never gets here, so
-it compiles exactly as before issue 40). Per task statement it gives the variables its body captures,
+Made once per function that holds a task, unless the task order is ``program`` and no task-aware check is
+on (then every task runs at its submission, as the compiler has always emitted it, with no graph built; a
+function without tasks never gets here, so it compiles exactly as before issue 40). With ``--races`` the
+program order goes through the scheduler too, whose ``program`` policy runs each task to completion at its
+submission: the task graph is built by the one TensorMap, so the task-aware checks report what they report
+in every other order. Per task statement it gives the variables its body captures,
 its ``TaskInfo`` (shape, pypto's static tags from ``runtime.taskdeps.submissions``), and whether it can be
 submitted at all: a task whose body assigns a scalar the Orchestration reads later runs inline after a
 drain (the Orchestration could not read a value a concurrent task has not produced yet; pypto outlines
@@ -18,6 +21,7 @@ from pldemu.ir import Op
 from pldemu.ir import nodes as ir
 from pldemu.ir.walk import stmt_bodies, stmt_exprs, walk_calls, walk_expr, walk_stmts
 from pldemu.runtime.machine import Machine
+from pldemu.runtime.options import RuntimeOptions
 from pldemu.runtime.taskdeps import Submission, submissions
 from pldemu.runtime.tasksched import TaskInfo, TaskScheduler, task_shape
 
@@ -106,13 +110,20 @@ class TaskPlan:
         return any(isinstance(c, ir.Call) and c.op not in NO_DRAIN for x in exprs for c in walk_expr(x))
 
 
+def graph_needed(options: RuntimeOptions) -> bool:
+    """Whether a rank's tasks go through its scheduler (which builds the task graph): in a concurrent order
+    always; in program order only for the checks decided from the graph (``race_tasks``, ``race_threads``:
+    on with ``--races``), which must report the same in every order."""
+    return options.task_order != "program" or options.race_detect
+
+
 def task_plan(fn: ir.Function, m: Machine) -> TaskPlan | None:
-    """The plan of ``fn``, or None when it submits no task or the task order is ``program``."""
-    if m.options.task_order == "program" or not any(isinstance(s, ir.Task) for s in walk_stmts(fn.body.stmts)):
+    """The plan of ``fn``, or None when it submits no task or its tasks need no graph (``graph_needed``)."""
+    if not graph_needed(m.options) or not any(isinstance(s, ir.Task) for s in walk_stmts(fn.body.stmts)):
         return None
     if m.tasks is None:
         m.tasks = TaskScheduler(m)
     return TaskPlan(fn, m.tasks, {id(s.task): s for s in submissions(fn)})
 
 
-__all__ = ["NO_DRAIN", "ORCH_ACCESS", "TaskPlan", "task_plan"]
+__all__ = ["NO_DRAIN", "ORCH_ACCESS", "TaskPlan", "graph_needed", "task_plan"]

@@ -27,8 +27,12 @@ captured variables bound at submission (what pypto passes a task is its argument
   whose condition now holds, a ready block with a free core): ``random`` (the default; drawn from
   ``(seed, rank, call number)``, so a seed replays it and repeated calls explore different orders) or
   ``fifo`` (satisfied waits first, then the Orchestration until it blocks, then ready blocks in
-  submission order: the fast orchestrator of simpler's default). ``program`` is not this module's: the
-  compiler then runs each task's blocks at its submission, as before issue 40.
+  submission order: the fast orchestrator of simpler's default). ``program`` runs one block at a time in
+  submission order, each to its end, and the Orchestration only once every task it submitted has
+  completed: each task runs to completion at its submission, and the graph is the same as in any other
+  order, so the checks decided from it (``instrument.race_tasks``, ``instrument.race_threads``) report the
+  same. Without those checks the compiler runs program order itself, with no scheduler and no graph
+  (``taskplan.graph_needed``).
 
 When nothing can run and no condition holds for ``RuntimeOptions.timeout`` seconds, the run is a
 deadlock: the wait-for report names the tasks holding the cores, what each waits for, the tasks ready
@@ -44,9 +48,9 @@ import functools
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
@@ -215,7 +219,7 @@ class TaskScheduler:
         self.tmap = TensorMap()
         self.tasks: list[_Task] = []
         self.free = list(self.capacity)
-        self.ready: ReadySet[_Task] = ReadySet(self.order == "fifo", len(READY_SHAPES))
+        self.ready: ReadySet[_Task] = ReadySet(self.order != "random", len(READY_SHAPES))
         self.parked: list[_Thread] = []
         self.deferred: list[_Task] = []
         self.outstanding = 0
@@ -446,21 +450,49 @@ class TaskScheduler:
         return out
 
     def _choose(self) -> tuple[str, Any] | None:
-        """The next logical thread, None if none can run; the ready blocks are indexed by shape, so the cost does
-        not grow with how many are ready (``taskready``)."""
+        """The next logical thread by the task order's policy, None if none can run."""
+        return self._POLICIES[self.order](self)
+
+    def _fitting(self) -> tuple[int, ...]:
+        """The ready set's groups with a free core (indexed by shape: the cost does not grow with the ready)."""
+        return _FITTING[min(self.free[0], _CAP[0])][min(self.free[1], _CAP[1])]
+
+    def _choose_random(self) -> tuple[str, Any] | None:
+        """``random``: one uniform draw over the runnable threads and the ready blocks that fit."""
         cands = self._runnable()
-        fifo = self.order == "fifo"
-        if fifo and cands:  # waits, then the Orchestration, then the first ready block that fits
-            return cands[0]
-        fitting = _FITTING[min(self.free[0], _CAP[0])][min(self.free[1], _CAP[1])]
-        if fifo:
-            first = self.ready.first(fitting)
-            return None if first is None else ("start", first)
+        fitting = self._fitting()
         n = len(cands) + self.ready.count(fitting)
         if n == 0:
             return None
         i = self.rng.randrange(n)
         return cands[i] if i < len(cands) else ("start", self.ready.nth(fitting, i - len(cands)))
+
+    def _choose_fifo(self) -> tuple[str, Any] | None:
+        """``fifo``: satisfied waits, then the Orchestration, then the first ready block that fits."""
+        cands = self._runnable()
+        if cands:
+            return cands[0]
+        first = self.ready.first(self._fitting())
+        return None if first is None else ("start", first)
+
+    def _choose_program(self) -> tuple[str, Any] | None:
+        """``program``: one block at a time, in submission order, each to its end (a parked one resumes once its
+        condition holds, before anything else starts); the Orchestration once every task it submitted has
+        completed. So each task runs to completion at its submission, as without a scheduler, and every
+        earlier task is complete when a task is submitted (its producers too: it is ready at once)."""
+        if self.parked:
+            th = self.parked[0]
+            return ("resume", th) if th.parked is not None and th.parked.holds() else None
+        first = self.ready.first(self._fitting())
+        if first is not None:
+            return ("start", first)
+        if self.outstanding or not self.orch_runnable:
+            return None
+        return ("orch", None)
+
+    _POLICIES: ClassVar[Mapping[str, Callable[[TaskScheduler], tuple[str, Any] | None]]] = {
+        "random": _choose_random, "fifo": _choose_fifo, "program": _choose_program}
+    """The choice of each task order (``RuntimeOptions.task_order``)."""
 
     def _switch(self, me: _Thread, runnable: bool, ended: bool = False) -> None:
         """Give the baton to the next logical thread (perhaps ``me``) and, unless ``me`` ended, wait until
@@ -603,6 +635,10 @@ class TaskScheduler:
                 out.append(f"would have notified {names} (not started): {t.text()}")
         if not self.orch_runnable and not self.draining:
             out.append("the Orchestration is blocked")
+        if self.order == "program" and (held or self.deferred):
+            out.append("task order program: the Orchestration submits its next task only once this one has completed, "
+                       "so a wait for a later task of this rank cannot hold (--task-order random or fifo runs them at "
+                       "once)")
         return out
 
 

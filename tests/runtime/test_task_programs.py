@@ -1,7 +1,10 @@
 """Our own task-graph programs (tests/runtime/task_programs/, written here in pypto's patterns) run by
 ``pldemu run`` with concurrent tasks (issue 40, stages 3-4): each buggy one is reported whatever order
-the scheduler takes (fifo, seeded random, jitter, deferred visibility, 1-3 ranks), each fixed one is
-clean; the invariants (Set/AtomicAdd mixing, cells not 0 at rest) see what tasks notify, in every order."""
+the scheduler takes (fifo, seeded random, jitter, deferred visibility, 1-3 ranks) and in program order
+(each task run to completion at its submission), each fixed one is clean; the invariants (Set/AtomicAdd
+mixing, cells not 0 at rest) see what tasks notify, in every order. A program that needs its rank's tasks
+at once (a wait for a later task of the rank) deadlocks in program order: that schedule's honest result,
+checked as such, not as clean."""
 
 from __future__ import annotations
 
@@ -18,6 +21,10 @@ SCHEDULES = [
     ("--task-order", "random", "--seed", "1"),
     ("--task-order", "random", "--seed", "7", "--jitter", "50", "--visibility", "deferred"),
 ]
+SCHEDULE_IDS = ["fifo", "random", "random-jitter-deferred"]
+EVERY_ORDER = [*SCHEDULES, ("--task-order", "program")]
+"""The concurrent schedules and the named program order."""
+EVERY_ORDER_IDS = [*SCHEDULE_IDS, "program"]
 
 
 def _run(tmp_path: Path, name: str, ranks: int, *flags: str) -> subprocess.CompletedProcess[str]:
@@ -26,7 +33,7 @@ def _run(tmp_path: Path, name: str, ranks: int, *flags: str) -> subprocess.Compl
                           timeout=120)
 
 
-@pytest.mark.parametrize("flags", SCHEDULES, ids=["fifo", "random", "random-jitter-deferred"])
+@pytest.mark.parametrize("flags", EVERY_ORDER, ids=EVERY_ORDER_IDS)
 @pytest.mark.parametrize(("name", "ranks", "found"), [
     ("war_without_deps", 2, "between two tasks of rank 0"),
     ("atomic_partials", 1, "order-dependent sum on acc"),
@@ -38,9 +45,12 @@ def test_buggy_task_graph_is_reported_in_every_schedule(tmp_path: Path, name: st
     assert "no dependency path" in res.stdout or "task-completion order" in res.stdout
 
 
-@pytest.mark.parametrize("flags", SCHEDULES, ids=["fifo", "random", "random-jitter-deferred"])
-@pytest.mark.parametrize(("name", "ranks"), [("war_with_deps", 3), ("waits_after_notifier", 2),
-                                             ("deferred_waiters", 2)])
+@pytest.mark.parametrize(("name", "ranks", "flags"), [
+    *((name, ranks, flags) for name, ranks in (("war_with_deps", 3), ("waits_after_notifier", 2))
+      for flags in EVERY_ORDER),
+    *(("deferred_waiters", 2, flags) for flags in SCHEDULES),  # program order: it deadlocks (below)
+], ids=[*(f"{n}-{o}" for n in ("war_with_deps", "waits_after_notifier") for o in EVERY_ORDER_IDS),
+        *(f"deferred_waiters-{o}" for o in SCHEDULE_IDS)])
 def test_fixed_task_graph_is_clean(tmp_path: Path, name: str, ranks: int, flags: tuple[str, ...]) -> None:
     res = _run(tmp_path, name, ranks, "--cores", "1", *flags)
     assert res.returncode == 0, res.stdout + res.stderr
@@ -66,10 +76,23 @@ def test_deferred_waiters_free_their_cores_where_blocking_ones_deadlock(tmp_path
     assert res.returncode != 0 and "holds a core" in res.stdout + res.stderr, res.stdout + res.stderr
 
 
-def test_program_order_runs_tasks_at_submission(tmp_path: Path) -> None:
-    # one legal schedule: the deferred waiters block in program order (as before stage 3)
-    res = _run(tmp_path, "deferred_waiters", 1, "--task-order", "program", "--timeout", "1")
-    assert res.returncode != 0 and "deadlock" in res.stdout + res.stderr, res.stdout + res.stderr
+@pytest.mark.parametrize(("name", "held"), [
+    ("deferred_waiters", "deferred (no core), completes when sig cell 0 >= 1: task 0"),
+    ("waits_take_every_core", "holds a core, blocked in wait sig cell 0 >= 1"),
+])
+def test_program_order_runs_tasks_at_submission(tmp_path: Path, name: str, held: str) -> None:
+    # one legal schedule: a waiter whose notifier is a later task of its rank never completes in program order
+    # (as before stage 3); with --races the scheduler runs it (the graph is built) and its report says why
+    res = _run(tmp_path, name, 1, "--task-order", "program", "--timeout", "1")
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and "deadlock" in out and held in out, out
+    assert "task order program: the Orchestration submits its next task only once" in out, out
+    # without a task-aware check no scheduler runs: the compiler runs each task inline, the wait blocks the rank
+    res = subprocess.run([sys.executable, "-m", "pldemu", "run", str(PROGRAMS / f"{name}.pld"), "-n", "1",
+                          "--task-order", "program", "--timeout", "1"], capture_output=True, text=True, cwd=tmp_path,
+                         timeout=120)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and "deadlock" in out and "rank 0's tasks:" not in out, out
 
 
 @pytest.mark.parametrize("seed", ["1", "2", "3"])
@@ -82,7 +105,7 @@ def test_waits_that_can_take_every_core_are_reported_in_any_order(tmp_path: Path
     assert 'core_group "notifier"' in out, out
 
 
-@pytest.mark.parametrize("flags", SCHEDULES, ids=["fifo", "random", "random-jitter-deferred"])
+@pytest.mark.parametrize("flags", EVERY_ORDER, ids=EVERY_ORDER_IDS)
 def test_the_invariants_see_a_task_s_notify(tmp_path: Path, flags: tuple[str, ...]) -> None:
     res = _run(tmp_path, "mixed_credits", 2, "--invariants", *flags)
     out = res.stdout + res.stderr
@@ -90,7 +113,7 @@ def test_the_invariants_see_a_task_s_notify(tmp_path: Path, flags: tuple[str, ..
     assert "[mixed_credits.pld:" in out, out
 
 
-@pytest.mark.parametrize("flags", SCHEDULES, ids=["fifo", "random", "random-jitter-deferred"])
+@pytest.mark.parametrize("flags", EVERY_ORDER, ids=EVERY_ORDER_IDS)
 def test_credits_left_by_tasks_are_not_0_at_rest(tmp_path: Path, flags: tuple[str, ...]) -> None:
     res = _run(tmp_path, "credits_left", 3, "--invariants", *flags)
     out = res.stdout + res.stderr

@@ -3,7 +3,9 @@ where a peer's access races with one task of a rank that other tasks of that ran
 
 Each buggy one is reported in every task order: fifo (which, with one clock per rank, hid both: it runs
 the unrelated reader after the consumer's acquire, the writer before the unrelated notifier), seeded
-random orders, jitter with deferred visibility, at 2 and 3 ranks. Each fixed one (an explicit dep, a
+random orders, jitter with deferred visibility, and program order (each task run to completion at its
+submission: with --races it goes through the scheduler, so the rank's tasks are logical threads there
+too), at 2 and 3 ranks. Each fixed one (an explicit dep, a
 tensor RAW edge) is clean in the same orders."""
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ ORDERS = [
     ("--task-order", "fifo"),
     *(("--task-order", "random", "--seed", seed) for seed in ("1", "2", "3", "4")),
     ("--task-order", "random", "--seed", "7", "--jitter", "50", "--visibility", "deferred"),
+    ("--task-order", "program"),
 ]
-ORDER_IDS = ["fifo", "random1", "random2", "random3", "random4", "random-jitter-deferred"]
+ORDER_IDS = ["fifo", "random1", "random2", "random3", "random4", "random-jitter-deferred", "program"]
 
 
 def _run(tmp_path: Path, name: str, ranks: int, *flags: str) -> subprocess.CompletedProcess[str]:
