@@ -370,7 +370,10 @@ class DeviceTranslator(Evaluator):
             if len(region.drop) == len(region.extents):
                 raise self.error(f"{ast.unparse(node)}: an element read of a tile (pypto's tile.read) is not "
                                  "supported by pldemu; read the tensor it came from", node)
-            return slice_tile(self, base, region, node)
+            window = slice_tile(self, base, region, node)
+            if base.name in self.emit.tensor_slices:  # a window of a tensor is a tensor to pypto's dispatch
+                self.emit.tensor_slices.add(window.name)
+            return window
         if not is_tensor(base):
             return super().subscript(base, node)
         region = subscript_region(self, base, self.indices(node), node)
