@@ -236,6 +236,8 @@ class HostProjection(Evaluator):
             return self.alloc(node)
         if name == "pl.tensor.dim":
             return self.dim(node)
+        if name == "pl.cast":
+            return self.cast(node)
         if name == "pld.window":
             b = bind_call(self, node, ("buf", "shape"), {"dtype": None}, name)
             if not isinstance(b["buf"], Alloc) or not isinstance(b["dtype"], PyDType):
@@ -261,6 +263,20 @@ class HostProjection(Evaluator):
             return args[1] if name in ("pld.tensor.allgather", "pld.tensor.all_to_all",
                                        "pld.tensor.all_to_all_v") else (args[0] if args else None)
         raise self.error(f"{name} cannot be used at HOST level", node)
+
+    def cast(self, node: ast.Call) -> int | float:
+        """``pl.cast(number, dtype)`` at HOST level (pypto-lib passes ``pl.cast(0, pl.INT32)`` as a device's
+        scalar argument): the number, as the dtype's kind of number."""
+        b = bind_call(self, node, ("input", "target_type"), {"mode": "round"}, "pl.cast")
+        value, target = b["input"], b["target_type"]
+        if not isinstance(target, PyDType) or isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.error("pl.cast at HOST level takes a number and a dtype (pl.cast(0, pl.INT32))", node)
+        if target.ir.is_float:
+            return float(value)
+        if isinstance(value, float):
+            raise self.error(f"pl.cast of the float {value} to {target!r} at HOST level is not supported by pldemu; "
+                             "pass an int", node)
+        return value
 
     def dim(self, node: ast.Call) -> int:
         """``pl.tensor.dim(t, axis)`` of a host tensor or a window view: its dim (``NR``'s :class:`SymInt`
