@@ -1,7 +1,8 @@
 """``torch.manual_seed`` / ``rand`` / ``randn`` / ``randint`` of the stand-in, as pypto's tests make inputs.
 
-The numbers come from numpy's global generator (``numpy.random``), seeded by ``manual_seed``: the same
-seed gives the same inputs run after run, but not torch's numbers. A test's golden is computed from
+The numbers come from numpy's global generator (``numpy.random``), seeded by ``manual_seed`` (``rand`` /
+``randn`` draw one seed from it for a fast float32 ``numpy.random.Generator``): the same seed gives the same
+inputs run after run, but not torch's numbers. A test's golden is computed from
 the inputs it made, so it does not care which numbers they are.
 """
 
