@@ -406,11 +406,7 @@ class DistributedWorker:
                 resident[name] = a
                 out.append(np.broadcast_to(np.zeros((), np_dtype(a.dtype)), a.shape))
                 continue
-            scalar = isinstance(prog.host().annotations.get(name), ScalarAnn)  # pypto forwards a scalar as it is
-            if not scalar and callable(getattr(a, "is_shared", None)) and not a.is_shared():
-                raise TypeError(f"Parameter {name!r}: a host torch.Tensor passed to a DistributedWorker must be "
-                                "shared memory allocated BEFORE prepare() (call .share_memory_() and reuse the same "
-                                "buffer across dispatches), so the forked chip worker can see it.")
+            check_shared(name, prog.host().annotations.get(name), a)
             out.append(a)
         return out, resident
 
@@ -580,5 +576,17 @@ def _tid(t: DeviceTensor) -> str:
     return f"t{t.data_ptr:x}"
 
 
+def check_shared(name: str, ann: Any, arg: Any) -> None:
+    """pypto's rule for a prepared worker's host tensor: shared memory allocated before ``prepare()``
+    (the forked chip worker reads it there). A scalar parameter is forwarded as a value, so a 0-d
+    tensor given for one (pypto-lib's ``ScalarSpec``) is not checked, as pypto does not."""
+    if isinstance(ann, ScalarAnn) or not callable(getattr(arg, "is_shared", None)) or arg.is_shared():
+        return
+    raise TypeError(f"Parameter {name!r}: a host torch.Tensor passed to a DistributedWorker must be shared memory "
+                    "allocated BEFORE prepare() (call .share_memory_() and reuse the same buffer across "
+                    "dispatches), so the forked chip worker can see it.")
+
+
 __all__ = ["IN_FLIGHT", "Allocations", "DistributedRunHandle", "DistributedWorker", "RegistrationHandle",
-           "reset_policy"]
+           "check_shared", "reset_policy"]
+

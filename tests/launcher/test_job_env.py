@@ -11,7 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from pldemu.job.launch import LOCAL, MPICH_OVERSUBSCRIBED, Placement, job_env, run_job, usable_cores
+from pldemu.job.launch import (
+    BLAS_ONE_THREAD,
+    LOCAL,
+    MPICH_OVERSUBSCRIBED,
+    Placement,
+    job_env,
+    run_job,
+    usable_cores,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 PRINT_ENV = ("import os, json; from mpi4py import MPI; "
@@ -57,3 +65,11 @@ def test_the_ranks_of_an_oversubscribed_job_see_the_settings(monkeypatch: pytest
         rc = run_job(usable_cores() + 1, [sys.executable, "-c", code], 120.0, stdout=sink, stderr=err, cwd=REPO)
     assert rc == 0, err.getvalue()
     assert json.loads((tmp_path / "out").read_text()) == dict(MPICH_OVERSUBSCRIBED)
+
+
+def test_every_job_runs_blas_in_the_calling_thread_unless_the_user_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in BLAS_ONE_THREAD:
+        monkeypatch.delenv(name, raising=False)
+    assert {name: job_env().get(name) for name in BLAS_ONE_THREAD} == dict(BLAS_ONE_THREAD)
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")
+    assert job_env(local_ranks=1)["OPENBLAS_NUM_THREADS"] == "4"

@@ -297,6 +297,51 @@ def test_fills_run_on_two_ranks() -> None:
     np.testing.assert_array_equal(bs, np.full(bs.shape, np.float64(1e-4)).astype(ml_dtypes.bfloat16))
 
 
+@pl.program
+class MeanScale:
+    """pypto-lib's RMS norm scales a sum of squares by ``1.0 / D``: a true division of Python numbers,
+    folded to a float constant where it is written."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, x: pl.Tensor[[ROWS, COLS], pl.FP32], y: pl.Out[pl.Tensor[[ROWS, COLS], pl.FP32]]) -> None:
+        pl.store(pl.mul(pl.load(x, [0, 0], [ROWS, COLS]), 1.0 / COLS), [0, 0], y)
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, x: pl.Tensor[[ROWS, COLS], pl.FP32], y: pl.Out[pl.Tensor[[ROWS, COLS], pl.FP32]]) -> None:
+        self.k(x, y)
+
+
+@pytest.mark.launcher
+def test_a_true_division_of_python_numbers_is_a_constant() -> None:
+    x = np.random.default_rng(3).normal(0.0, 1.0, (ROWS, COLS)).astype(np.float32)
+    y = np.zeros_like(x)
+    ir.compile(MeanScale, distributed_config=DistributedConfig(device_ids=[0]))(x, y)
+    np.testing.assert_array_equal(y, x * np.float32(1.0 / COLS))
+
+
+@pl.program
+class HostCast:
+    """pypto-lib's HOST orchestrators pass ``pl.cast(0, pl.INT32)`` and ``pl.const(1, pl.INT32)`` as a device's
+    scalar arguments."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, x: pl.Tensor[[ROWS, COLS], pl.FP32], y: pl.Out[pl.Tensor[[ROWS, COLS], pl.FP32]],
+          scale: pl.Scalar[pl.FP32], shift: pl.Scalar[pl.FP32]) -> None:
+        pl.store(pl.mul(pl.add(pl.load(x, [0, 0], [ROWS, COLS]), shift), scale), [0, 0], y)
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, x: pl.Tensor[[ROWS, COLS], pl.FP32], y: pl.Out[pl.Tensor[[ROWS, COLS], pl.FP32]]) -> None:
+        self.k(x, y, pl.cast(3, pl.FP32), pl.const(1, pl.FP32))
+
+
+@pytest.mark.launcher
+def test_a_host_cast_of_a_number_is_the_number() -> None:
+    x = np.random.default_rng(2).normal(0.0, 1.0, (ROWS, COLS)).astype(np.float32)
+    y = np.zeros_like(x)
+    ir.compile(HostCast, distributed_config=DistributedConfig(device_ids=[0]))(x, y)
+    np.testing.assert_array_equal(y, (x + np.float32(1.0)) * np.float32(3.0))
+
+
 def test_a_fill_value_must_be_a_constant() -> None:
     @pl.program
     class Dynamic:

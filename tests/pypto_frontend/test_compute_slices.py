@@ -159,6 +159,29 @@ def test_b_trans_on_tensor_slices_is_the_tensor_form() -> None:
 
 
 @pl.program
+class WindowOfTensorOp:
+    """A subscript of a tensor-level op's result (pypto-lib's greedy sampler merges halves of a sorted
+    tensor) is a tensor window to pypto: its row_max gets the scratch pypto's conversion synthesises."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, x: pl.Tensor[[R, C], pl.FP32], peak: pl.Out[pl.Tensor[[R, 1], pl.FP32]]) -> None:
+        mags = pl.abs(x[:, 0:C])
+        pl.store(pl.row_max(mags[:, 8:24]), [0, 0], peak)
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, x: pl.Tensor[[R, C], pl.FP32], peak: pl.Out[pl.Tensor[[R, 1], pl.FP32]]) -> None:
+        self.k(x, peak)
+
+
+@pytest.mark.launcher
+def test_a_window_of_a_tensor_level_value_is_tensor_level() -> None:
+    x = np.random.default_rng(8).standard_normal((R, C)).astype(np.float32)
+    peak = np.zeros((R, 1), np.float32)
+    ir.compile(WindowOfTensorOp, distributed_config=DistributedConfig(device_ids=[0]))(x, peak)
+    np.testing.assert_array_equal(peak[:, 0], np.abs(x[:, 8:24]).max(axis=1))
+
+
+@pl.program
 class Interleave:
     """pypto-lib's dspark attention re-interleaves RoPE halves with the mask form of pl.tensor.scatter."""
 

@@ -167,3 +167,27 @@ def test_mistakes_are_one_error_at_the_users_line(mistake: str, message: str) ->
         translate(_mistake(mistake), 1, args)
     source, first = inspect.getsourcelines(_mistake)
     assert info.value.line == first + next(i for i, s in enumerate(source) if f"MARK-{mistake}" in s)
+
+
+@pl.program
+class MergeHalves:
+    """pypto-lib's greedy sampler: a tensor-level sorted row's two halves merged (format 2) with no scratch,
+    which pypto synthesises for a tensor's merge (the halves are windows of a tensor-level value)."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, scores: pl.Tensor[[1, N], pl.FP32], val_out: pl.Out[pl.Tensor[[1, N], pl.FP32]]) -> None:
+        pairs = pl.mrgsort(pl.sort32(scores[0:1, :], pl.arange(0, [1, N], dtype=pl.UINT32)), block_len=64)
+        both = pl.mrgsort(pairs[:, 0:N], pairs[:, N:2 * N])
+        pl.store(pl.gather(both, mask_pattern=pl.tile.MaskPattern.P0101), [0, 0], val_out)
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, scores: pl.Tensor[[1, N], pl.FP32], val_out: pl.Out[pl.Tensor[[1, N], pl.FP32]]) -> None:
+        self.k(scores, val_out)
+
+
+@pytest.mark.launcher
+def test_halves_of_a_tensor_level_sort_merge_without_a_scratch() -> None:
+    scores = np.random.default_rng(12).standard_normal((1, N)).astype(np.float32)
+    out = np.zeros((1, N), np.float32)
+    ir.compile(MergeHalves, distributed_config=DistributedConfig(device_ids=[0]))(scores, out)
+    np.testing.assert_array_equal(out[0], np.sort(scores[0])[::-1])

@@ -185,3 +185,27 @@ def test_log1p_is_accurate_near_zero() -> None:
     x = torch.tensor([1e-10, 0.0, 1.0])
     np.testing.assert_allclose(torch.log1p(x).numpy(), [1e-10, 0.0, math.log(2.0)], rtol=1e-6)
     assert torch.tensor([1, 3]).log1p().dtype is torch.float32
+
+
+@pytest.mark.parametrize("n_edges", [7, 40])  # a quantisation grid's few edges (counted) and many (searched)
+@pytest.mark.parametrize("right", [False, True])
+def test_bucketize_agrees_with_a_binary_search_on_ties_and_nan(n_edges: int, right: bool) -> None:
+    edges = np.linspace(-3.0, 3.0, n_edges, dtype=np.float32)
+    x = np.concatenate([edges, np.random.default_rng(5).normal(0, 2, 498 - n_edges).astype(np.float32), [np.nan, -np.inf]])
+    got = torch.bucketize(torch.tensor(x.reshape(2, -1)), torch.tensor(edges), right=right)
+    want = np.searchsorted(edges, x, side="right" if right else "left").reshape(2, -1)
+    np.testing.assert_array_equal(got.numpy(), want)
+    assert got.dtype is torch.int64
+
+
+def test_randn_and_rand_draw_float32_reproducibly_and_float64_when_asked() -> None:
+    torch.manual_seed(9)
+    first = torch.randn(3, 1000), torch.rand(5)
+    torch.manual_seed(9)
+    again = torch.randn(3, 1000), torch.rand(5)
+    for a, b in zip(first, again, strict=True):
+        assert a.dtype is torch.float32
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert abs(float(first[0].mean())) < 0.1 and 0.9 < float(first[0].std()) < 1.1
+    assert torch.randn(4, dtype=torch.float64).dtype is torch.float64
+    assert torch.randn(4, dtype=torch.bfloat16).dtype is torch.bfloat16

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from race_helpers import data_buffer
 
@@ -35,6 +36,19 @@ from pldemu.runtime.instrument.races import (
 def test_region_intervals(view: tuple[int, ...], off: tuple[int, ...], ext: tuple[int, ...],
                           want: list[tuple[int, int]]) -> None:
     assert region_intervals(view, off, ext) == want
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_region_intervals_are_sorted_disjoint_unmerged_runs_of_exactly_the_regions_cells(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    view = tuple(int(d) for d in rng.integers(1, 6, int(rng.integers(1, 4))))
+    off = tuple(int(rng.integers(0, d)) for d in view)
+    ext = tuple(int(rng.integers(1, d - o + 1)) for d, o in zip(view, off, strict=True))
+    got = region_intervals(view, off, ext)
+    cells = np.zeros(view, bool)
+    cells[tuple(slice(o, o + e) for o, e in zip(off, ext, strict=True))] = True
+    assert merge_intervals(got) == got  # nothing left to join
+    assert sorted(c for lo, hi in got for c in range(lo, hi)) == list(np.flatnonzero(cells.ravel()))
 
 
 def test_region_with_too_many_runs_becomes_its_bounding_interval() -> None:

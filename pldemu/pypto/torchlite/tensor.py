@@ -551,7 +551,7 @@ class Tensor:
         if result.dtype.category > self.dtype.category:
             raise RuntimeError(f"result type {result.dtype.name} can't be cast to the desired output type "
                                f"{self.dtype.name}")
-        self._a[...] = result._a.astype(self._a.dtype)
+        np.copyto(self._a, result._a, casting="unsafe")  # no temporary: model-scale tensors are GBs
         return self
 
     def add(self, other: Any, *, alpha: Any = 1) -> Tensor:

@@ -389,7 +389,10 @@ class DeviceTranslator(Evaluator):
             region = subscript_region(self, base, self.indices(node), node)
             if len(region.drop) == len(region.extents):
                 return self.fb.pld.tile.read(base, list(region.offsets), hint=self.hint("val"))
-            return slice_tile(self, base, region, node)
+            window = slice_tile(self, base, region, node)
+            if base.name in self.emit.tensor_slices:  # a window of a tensor is a tensor to pypto's dispatch
+                self.emit.tensor_slices.add(window.name)
+            return window
         if not is_tensor(base):
             return super().subscript(base, node)
         region = subscript_region(self, base, self.indices(node), node)

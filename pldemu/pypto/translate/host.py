@@ -16,6 +16,7 @@ import ast
 import contextlib
 import math
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -45,6 +46,12 @@ from pldemu.pypto.translate.values import (
     Unresolved,
 )
 from pldemu.pypto.types import INT32, Direction, DslOp, PyDType, SymInt
+
+_HOST_NUMBERS: Mapping[str, tuple[tuple[str, str], dict[str, Any]]] = MappingProxyType({
+    "pl.cast": (("input", "target_type"), {"mode": "round"}),
+    "pl.const": (("value", "dtype"), {}),
+})
+"""The typed numbers a HOST function may pass to a device: pypto's parameter names and defaults."""
 
 
 class _Return(Exception):
@@ -236,6 +243,8 @@ class HostProjection(Evaluator):
             return self.alloc(node)
         if name == "pl.tensor.dim":
             return self.dim(node)
+        if name in _HOST_NUMBERS:
+            return self.number(name, node)
         if name == "pld.window":
             b = bind_call(self, node, ("buf", "shape"), {"dtype": None}, name)
             if not isinstance(b["buf"], Alloc) or not isinstance(b["dtype"], PyDType):
@@ -261,6 +270,22 @@ class HostProjection(Evaluator):
             return args[1] if name in ("pld.tensor.allgather", "pld.tensor.all_to_all",
                                        "pld.tensor.all_to_all_v") else (args[0] if args else None)
         raise self.error(f"{name} cannot be used at HOST level", node)
+
+    def number(self, name: str, node: ast.Call) -> int | float:
+        """``pl.cast(number, dtype)`` / ``pl.const(number, dtype)`` at HOST level (pypto-lib passes
+        ``pl.cast(0, pl.INT32)`` and ``pl.const(1, pl.INT32)`` as a device's scalar argument): the number, as
+        the dtype's kind of number."""
+        params, defaults = _HOST_NUMBERS[name]
+        b = bind_call(self, node, params, defaults, name)
+        value, target = b[params[0]], b[params[1]]
+        if not isinstance(target, PyDType) or isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.error(f"{name} at HOST level takes a number and a dtype ({name}(0, pl.INT32))", node)
+        if target.ir.is_float:
+            return float(value)
+        if isinstance(value, float):
+            raise self.error(f"{name} of the float {value} to {target!r} at HOST level is not supported by pldemu; "
+                             "pass an int", node)
+        return value
 
     def dim(self, node: ast.Call) -> int:
         """``pl.tensor.dim(t, axis)`` of a host tensor or a window view: its dim (``NR``'s :class:`SymInt`

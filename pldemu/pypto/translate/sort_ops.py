@@ -19,7 +19,8 @@ from pldemu.ir.nodes import Const, ScalarType, TileType, Var
 from pldemu.ir.ops import Op
 from pldemu.pypto.translate.evaluator import bind_call
 from pldemu.pypto.translate.level import DeviceLevel
-from pldemu.pypto.translate.regions import is_tensor, on_core
+from pldemu.pypto.translate.regions import on_core
+from pldemu.pypto.translate.regions import tensor_level as tensor_level_value
 from pldemu.pypto.types import PyDType
 
 Rule = Callable[[DeviceLevel, ast.Call], Any]
@@ -95,7 +96,8 @@ def _mrgsort(name: str) -> Rule:
                       {"src1": None, "src2": None, "src3": None, "tmp": None, "exhausted": False, "block_len": None},
                       name)
         srcs = [b[k] for k in ("src0", "src1", "src2", "src3") if b[k] is not None]
-        tensor_level = is_tensor(b["src0"])
+        # a tensor, or a window / op of one, takes the tensor form (pypto's dispatch); pl.tile.mrgsort is the tile op
+        tensor_level = tensor_level_value(tr, b["src0"]) and not name.startswith("pl.tile.")
         if b["tmp"] is not None and tensor_level:
             raise tr.error(f"pypto refuses it: {name}: tmp is Tile-only (at tensor level the scratch is "
                            "synthesised)", node)

@@ -26,6 +26,7 @@ The reports join the detector's at its checkpoint (``RaceDetector.extra_reports`
 
 from __future__ import annotations
 
+import heapq
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -217,11 +218,11 @@ class TaskRaces(MonitorBase):
         found: dict[tuple[Any, ...], RaceReport] = {}
         for (target, index), accs in run.accesses.items():
             buf = self.buffers[index]
-            for i, a in enumerate(accs):
-                for b in accs[i + 1:]:
-                    if max(a.task, b.task) >= len(anc) or not _concurrent(a, b, anc):
-                        continue
-                    self._pair(found, buf, target, a, b)
+            for i, j in _meeting_pairs(accs):
+                a, b = accs[i], accs[j]
+                if max(a.task, b.task) >= len(anc) or not _concurrent(a, b, anc):
+                    continue
+                self._pair(found, buf, target, a, b)
         if not run.holding:
             return list(found.values())
         # the schedules of #2391 are those pypto's edges allow: a handshake this run observed constrains none
@@ -364,6 +365,28 @@ def _unordered_blocks(notifier: int, blocks: dict[tuple[int, int], int], anc: li
         if all(t == task or not ((anc[task] >> t) & 1 or (anc[t] >> task) & 1) for t, _ in chosen):
             chosen[(task, block)] = site
     return chosen
+
+
+def _meeting_pairs(accs: Sequence[_Access]) -> list[tuple[int, int]]:
+    """The pairs ``(i, j)``, ``i < j`` and in that order, of accesses whose spans (first to last cell)
+    meet and that are not both reads: every pair that can race, found by a sweep over the spans, so a
+    model-scale kernel's thousands of disjoint tile loads and stores are not compared pair by pair."""
+    spans = sorted((min(lo for lo, _ in a.ivs), max(hi for _, hi in a.ivs), i) for i, a in enumerate(accs) if a.ivs)
+    open_reads: dict[int, int] = {}  # access -> span end, for the spans that still reach the sweep
+    open_writes: dict[int, int] = {}
+    ends: list[tuple[int, int]] = []  # a heap of (span end, access) to close spans as the sweep passes them
+    pairs: list[tuple[int, int]] = []
+    for lo, hi, i in spans:
+        while ends and ends[0][0] <= lo:
+            _, k = heapq.heappop(ends)
+            open_reads.pop(k, None)
+            open_writes.pop(k, None)
+        others = list(open_writes) if accs[i].kind == READ else [*open_reads, *open_writes]
+        pairs.extend((min(i, k), max(i, k)) for k in others)
+        (open_reads if accs[i].kind == READ else open_writes)[i] = hi
+        heapq.heappush(ends, (hi, i))
+    pairs.sort()
+    return pairs
 
 
 def _concurrent(a: _Access, b: _Access, anc: list[int]) -> bool:

@@ -390,6 +390,8 @@ class RaceDetector(MonitorBase):
         self._sync: list[SyncEvent] = []
         self._meta: list[tuple[int, int]] = []  # per sync event: (site id, call), for the reports
         self._log: dict[_LogKey, list[Any]] = {}
+        self._merged: dict[_LogKey, int] = {}
+        """A log entry's interval count after its last merge."""
         # The same-origin check needs the order of this rank's remote writes and reads, which one
         # record per site and segment loses (a site's read before a put and its read after it would
         # be one record): a remote read after a remote write starts a new turn, and turns split records.
@@ -569,8 +571,11 @@ class RaceDetector(MonitorBase):
             return
         have: list[Interval] = rec[1]
         have.extend(ivs)
-        if len(have) >= MERGE_AT:
+        # merged again only once it has doubled since: a long loop of tile loads of one site (a model-scale
+        # weight's thousands of row runs) re-sorted its whole list at every access, quadratic in Python
+        if len(have) >= max(MERGE_AT, 2 * self._merged.get(key, 0)):
             rec[1] = merge_intervals(have)
+            self._merged[key] = len(rec[1])
 
     def host_access(self, name: str, write: bool, where: str = "harness", *,
                     offsets: Shape | None = None, extent: Shape | None = None) -> None:
@@ -864,6 +869,7 @@ class RaceDetector(MonitorBase):
         self.coarse_acquires += coarse
         self._notes.update(verdict.notes)
         self._log.clear()
+        self._merged.clear()
         self._spans.clear()
         self._sync = []
         self._meta = []
