@@ -472,6 +472,10 @@ class TileNS(_Namespace):
         """tile.read: one element of the tile as a scalar."""
         return self._var(Op.TILE_READ, [tile, as_list(indices)], {}, hint)
 
+    def scalar_cast(self, value: ir.ExprLike, dtype: DType, hint: str = "cast") -> ir.Var:
+        """scalar.cast: an integer scalar as another integer dtype (wrapped as the scalar register holds it)."""
+        return self._var(Op.SCALAR_CAST, [ir.as_expr(value)], {"dtype": dtype}, hint)
+
     def write(self, tile: ir.Var, indices: ListLike, value: ir.ExprLike) -> None:
         """tile.write: one element of the tile set in place."""
         self._fb.op(Op.TILE_WRITE, [tile, as_list(indices), ir.as_expr(value)])

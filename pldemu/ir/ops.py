@@ -117,6 +117,9 @@ class Op(enum.Enum):
     TILE_READ = "tile.read"
     TILE_WRITE = "tile.write"
     TILE_ASSEMBLE = "tile.assemble"
+    # An integer device scalar as another integer dtype (pypto's scalar Cast, e.g. an INDEX loop product
+    # cast to INT32): the result has that dtype, its value wrapped as the scalar register holds it.
+    SCALAR_CAST = "scalar.cast"
     # Sort, gather, arange (runtime/ops/sort.py).
     TILE_CI = "tile.ci"
     TILE_SORT32 = "tile.sort32"

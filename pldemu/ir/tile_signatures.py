@@ -117,6 +117,17 @@ def deduce_cast(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> 
     return TileType(dtype, t.shape, t.valid_shape, t.memory)
 
 
+def deduce_scalar_cast(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+    """scalar.cast: an integer scalar as another integer dtype (pldemu's scalars convert between integer and
+    float types only where the value is known at translation time)."""
+    src, dtype = args[0].type if not isinstance(args[0], ListExpr) else None, attrs["dtype"]
+    assert isinstance(dtype, DType)
+    if not (isinstance(src, ScalarType) and src.dtype.is_int and dtype.is_int):
+        got = describe(src) if src is not None else "a list"
+        raise TileTypeError(op, "dtype", f"an integer scalar to an integer dtype, got {got} to {dtype.value}")
+    return ScalarType(dtype)
+
+
 def deduce_cmp(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
     """tile.cmp / tile.cmps: the packed predicate mask of the lhs geometry."""
     lhs = _tile(args[0])
@@ -577,6 +588,7 @@ TILE_SIGNATURES: Mapping[Op, Signature] = {
     Op.TILE_SLICE: sig([("tile", TL), ("shape", SL), ("offset", L)], deduce_tile_slice),
     Op.TILE_CONCAT: sig([("src0", TL), ("src1", TL)], deduce_tile_concat),
     Op.TILE_READ: sig([("tile", TL), ("element", L)], deduce_tile_element),
+    Op.SCALAR_CAST: sig([("value", S)], deduce_scalar_cast, [AttrSpec("dtype", DType, None)]),
     Op.TILE_ASSEMBLE: sig([("target", TL), ("source", TL), ("offset", L)], deduce_tile_assemble),
     Op.TILE_WRITE: sig([("tile", TL), ("element", L), ("value", S)], deduce_tile_element),
     Op.TILE_MOVE: sig([("tile", TL)], deduce_move, [AttrSpec("target_memory", MemorySpace, None)]),

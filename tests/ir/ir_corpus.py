@@ -102,6 +102,8 @@ def primitives() -> Program:
     pld.system.aiv_lane(0)
     pld.system.aiv_lane(0, sync=True)
     pld.system.aiv_lane(-1)
+    fb.pld.tile.scalar_cast(me * 2, DType.INDEX)
+    fb.pld.tile.scalar_cast(me, DType.INT8)
     pld.system.cacheinvalid()
     pld.system.cacheinvalid(win, [NR, 64], [me, 0])
     pld.tensor.view(win, [1, NR * 64])

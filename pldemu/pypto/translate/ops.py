@@ -128,10 +128,16 @@ def _space(tr: DeviceLevel, v: Any, name: str, node: ast.AST) -> MemorySpace:
 
 
 def _store(tr: DeviceLevel, node: ast.Call) -> Var:
-    b = bind_call(tr, node, ("tile", "offsets", "output_tensor"), {}, "pl.store")
+    """``pl.store(tile, offsets, output_tensor, shapes=None, *, atomic=)`` (pypto's tile.store): ``shapes``
+    is the ND partition the tile covers (pypto's FlattenTileNdTo2D injects it; here the tile's own shape,
+    leading 1s aside); ``atomic=pl.AtomicType.Add`` adds into the region, in a kernel only."""
+    b = bind_call(tr, node, ("tile", "offsets", "output_tensor", "shapes"),
+                  {"shapes": None, "atomic": AtomicType.None_}, "pl.store")
     t = _tensor(tr, b["output_tensor"], "pl.store: output tensor", node)
     tile = fixpipe(tr, _tile(tr, b["tile"], "pl.store: tile", node), ttype(t).dtype)
     offsets = list(b["offsets"])
+    _store_shapes(tr, b["shapes"], tile, offsets, node)
+    atomic = _kernel_atomic(tr, b["atomic"], "pl.store", node)
     target = t
     if len(tltype(tile).shape) == 2 and len(ttype(t).shape) == 3 and len(offsets) == 3:
         # pypto stores a rank-2 tile into the two trailing dims of a rank-3 tensor: the same cells are
@@ -139,8 +145,32 @@ def _store(tr: DeviceLevel, node: ast.Call) -> Var:
         x, y, z = ttype(t).shape
         target = tr.fb.pld.tensor.view(t, [x * y, z])
         offsets = [as_expr(offsets[0]) * y + offsets[1], offsets[2]]
-    tr.fb.pld.tile.store(tile, offsets, target)
+    tr.fb.pld.tile.store(tile, offsets, target, atomic=atomic)
     return t
+
+
+def _store_shapes(tr: DeviceLevel, shapes: Any, tile: Var, offsets: list[Any], node: ast.AST) -> None:
+    """pypto's checks of ``shapes=`` (one extent per offset), and pldemu's: the partition is the tile's shape."""
+    if shapes is None:
+        return
+    if not isinstance(shapes, (list, tuple)) or not shapes or len(shapes) != len(offsets):
+        raise tr.error(f"pypto refuses it: tile.store requires shapes and offsets to have the same number of "
+                       f"dimensions, got shapes={shapes!r} and {len(offsets)} offsets", node)
+    extents = [static_int(e) if is_ir(e) else e for e in shapes]
+    kept = list(tltype(tile).shape)
+    trimmed = extents[len(extents) - len(kept):] if len(extents) >= len(kept) else None
+    if trimmed != kept or any(e != 1 for e in extents[:len(extents) - len(kept)]):
+        raise tr.error(f"pl.store: shapes={list(shapes)} is not the tile's shape {kept}: pldemu stores a tile "
+                       "into the partition of its own shape", node)
+
+
+def _kernel_atomic(tr: DeviceLevel, value: Any, name: str, node: ast.AST) -> AtomicType:
+    """``atomic=``: pypto's split-K combine, only in a kernel (a core's store into global memory)."""
+    atomic = AtomicType(value)
+    if atomic is not AtomicType.None_ and not (tr.emit.tasks.depth or tr.fn.kind is Kind.INCORE):
+        raise tr.error(f"{name}: atomic=pl.AtomicType.Add outside a kernel: pypto has no atomic combine at the "
+                       "orchestration level (put it in a pl.at(level=pl.Level.CORE_GROUP) or pl.spmd task)", node)
+    return atomic
 
 
 def _binary(tile_op: Op, scalar_op: Op | None, name: str, negate: bool = False,
@@ -728,8 +758,9 @@ def _scalar_cast(tr: DeviceLevel, v: Any, dst: DType, mode: Any, node: ast.AST) 
         raise tr.error(f"pl.cast of a {src.value} device scalar to {dst.value}: pldemu casts a scalar between "
                        "integer and float types only when its value is known at translation time (a pl.Scalar "
                        "parameter, a constant)", node)
-    # pldemu's scalars are exact integers whatever their width: INT32 <-> INDEX changes no value.
-    return v
+    if src is dst:
+        return v
+    return tr.fb.pld.tile.scalar_cast(v, dst, hint=tr.hint("cast"))  # pypto's scalar Cast: typed as dst
 
 
 def _cast_mode(tr: DeviceLevel, mode: Any, node: ast.AST) -> CastMode:
@@ -897,10 +928,7 @@ def _assemble(name: str) -> Rule:
         t = b["target"]
         if not (is_tensor(t) or _is_tile(t)):
             raise tr.error(f"{name}: target must be a tensor or a tile, got {t!r}", node)
-        atomic = AtomicType(b["atomic"])
-        if atomic is not AtomicType.None_ and not (tr.emit.tasks.depth or tr.fn.kind is Kind.INCORE):
-            raise tr.error(f"{name}: atomic=pl.AtomicType.Add outside a kernel: pypto has no atomic combine at the "
-                           "orchestration level (put it in a pl.at(level=pl.Level.CORE_GROUP) or pl.spmd task)", node)
+        atomic = _kernel_atomic(tr, b["atomic"], name, node)
         if atomic is not AtomicType.None_ and _is_tile(t):
             raise tr.error(f"{name}: atomic= into the tile {t.name}: pypto's tile.assemble has no atomic form "
                            "(atomic-add into a tensor in global memory)", node)

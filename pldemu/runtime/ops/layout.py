@@ -73,6 +73,10 @@ def _read(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Any:
     return args[0].data[_element("tile.read", args[0], args[1])].item()
 
 
+def _scalar_cast(m: Machine, site: CallSite, args: tuple[Any, ...]) -> int:
+    return int(scalar_as(site.attrs["dtype"], args[0]))  # the site holds the numpy dtype
+
+
 def _write(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
     tile: Tile = args[0]
     tile.data[_element("tile.write", tile, args[1])] = scalar_as(tile.data.dtype, args[2])  # wraps as the core
@@ -93,7 +97,7 @@ def _assemble(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
 
 LAYOUT_HANDLERS: Mapping[Op, Handler] = MappingProxyType({
     Op.TILE_ASSEMBLE: _assemble,
-    Op.TILE_RESHAPE: _reshape, Op.TILE_SLICE: _slice, Op.TILE_CONCAT: _concat, Op.TILE_READ: _read,
+    Op.TILE_RESHAPE: _reshape, Op.TILE_SLICE: _slice, Op.TILE_CONCAT: _concat, Op.TILE_READ: _read, Op.SCALAR_CAST: _scalar_cast,
     Op.TILE_WRITE: _write})
 """Entries of the one handler table (merged there)."""
 

@@ -1,0 +1,131 @@
+"""Three spellings pypto-lib's layers use, written here in their pattern: a scalar ``pl.cast`` between
+integer dtypes is typed as its target (an INT32 minimum carried through a loop, its lane offset an INDEX
+product cast to INT32, pypto-lib's greedy sampler); ``pl.tile.store(..., shapes=)`` (the ND partition
+pypto's FlattenTileNdTo2D injects, spelled out by pypto-lib's gate); ``pl.store(..., atomic=Add)`` in a
+kernel. Run at one and two ranks against numpy."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pldemu.ir.dtypes import DType
+from pldemu.ir.ops import Op
+from pldemu.ir.walk import function_calls
+from pldemu.pypto.errors import FrontendError
+from pldemu.pypto.execute import translate
+from pldemu.pypto.surface import ir
+from pldemu.pypto.surface import language as pl
+from pldemu.pypto.surface.ir.distributed_compiled_program import DistributedConfig
+from pldemu.pypto.surface.language import distributed as pld
+
+NR = pl.dynamic("NR")
+LANES, WIDTH, CELLS = 4, 16, 8
+"""The sampler's lanes (rows) and row width: a flat index is lane * WIDTH + column."""
+
+
+@pl.program
+class LaneArgmin:
+    """Each row's minimum column index where the value is the row maximum; the smallest flat index over the
+    lanes, an INT32 carried through ``pl.range`` and combined with ``pl.min``."""
+
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def orch(self, hits: pl.Tensor[[LANES, CELLS], pl.INT32], out: pl.Out[pl.Tensor[[1, CELLS], pl.INT32]]) -> None:
+        with pl.at(level=pl.Level.CORE_GROUP, name_hint="argmin"):
+            lanes = pl.load(hits, [0, 0], [LANES, CELLS])
+            best = pl.read(lanes, [0, 0])
+            for lane in pl.range(1, LANES):
+                offset = pl.cast(lane * WIDTH, pl.INT32)
+                best = pl.min(best, pl.read(lanes, [lane, 0]) + offset)
+            row = pl.full([1, CELLS], dtype=pl.INT32, value=0)
+            out = pl.store(pl.add(row, best), [0, 0], out)
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, hits: pl.Tensor[[NR, LANES, CELLS], pl.INT32],
+                  out: pl.Out[pl.Tensor[[NR, 1, CELLS], pl.INT32]]) -> None:
+        for r in pl.range(pld.world_size()):
+            self.orch(hits[r], out[r], device=r)
+
+
+TOKENS, D = 4, 32
+
+
+@pl.program
+class RowStores:
+    """One token per SPMD block: its scaled row stored with ``shapes=[1, D]``, and every block's row added
+    atomically into one INT32 total (``pl.store(..., atomic=Add)``: integer sums are exact in any order)."""
+
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def orch(self, x: pl.Tensor[[TOKENS, D], pl.FP32], counts: pl.Tensor[[TOKENS, D], pl.INT32],
+             y: pl.Out[pl.Tensor[[TOKENS, D], pl.FP32]], total: pl.InOut[pl.Tensor[[1, D], pl.INT32]]) -> None:
+        for tok in pl.spmd(TOKENS, name_hint="rows"):
+            row = pl.mul(pl.tile.load(x, [tok, 0], [1, D]), 3.0)
+            pl.tile.store(row, [tok, 0], y, shapes=[1, D])
+            pl.store(pl.tile.load(counts, [tok, 0], [1, D]), [0, 0], total, atomic=pl.AtomicType.Add)
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, x: pl.Tensor[[NR, TOKENS, D], pl.FP32], counts: pl.Tensor[[NR, TOKENS, D], pl.INT32],
+                  y: pl.Out[pl.Tensor[[NR, TOKENS, D], pl.FP32]],
+                  total: pl.InOut[pl.Tensor[[NR, 1, D], pl.INT32]]) -> None:
+        for r in pl.range(pld.world_size()):
+            self.orch(x[r], counts[r], y[r], total[r], device=r)
+
+
+def _compiled(program: Any, nranks: int) -> Any:
+    return ir.compile(program, distributed_config=DistributedConfig(device_ids=list(range(nranks))))
+
+
+def _hits(nranks: int) -> np.ndarray:
+    return np.random.default_rng(7).integers(0, WIDTH, (nranks, LANES, CELLS)).astype(np.int32)
+
+
+@pytest.mark.launcher
+@pytest.mark.parametrize("nranks", [1, 2])
+def test_an_int32_carried_through_a_loop_with_a_cast_index_offset(nranks: int) -> None:
+    hits = _hits(nranks)
+    out = np.zeros((nranks, 1, CELLS), np.int32)
+    _compiled(LaneArgmin, nranks)(hits, out)
+    flat = hits[:, :, 0] + np.arange(LANES, dtype=np.int32) * WIDTH
+    np.testing.assert_array_equal(out[:, 0], np.repeat(flat.min(axis=1)[:, None], CELLS, axis=1))
+
+
+def test_a_scalar_cast_is_typed_as_its_target() -> None:
+    built, _ = translate(LaneArgmin, 1, (_hits(1), np.zeros((1, 1, CELLS), np.int32)))
+    casts = [c for f in built.program.functions for c in function_calls(f) if c.op is Op.SCALAR_CAST]
+    assert casts and all(c.attr("dtype") is DType.INT32 and c.type.dtype is DType.INT32 for c in casts)
+
+
+@pytest.mark.launcher
+@pytest.mark.parametrize("nranks", [1, 2])
+def test_rows_stored_with_shapes_and_counts_added_atomically(nranks: int) -> None:
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((nranks, TOKENS, D)).astype(np.float32)
+    counts = rng.integers(-50, 50, (nranks, TOKENS, D)).astype(np.int32)
+    y = np.zeros_like(x)
+    total = np.full((nranks, 1, D), 5, np.int32)
+    _compiled(RowStores, nranks)(x, counts, y, total)
+    np.testing.assert_array_equal(y, x * np.float32(3.0))
+    np.testing.assert_array_equal(total[:, 0], 5 + counts.sum(axis=1, dtype=np.int32))
+
+
+@pl.program
+class WrongShapes:
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def orch(self, x: pl.Tensor[[TOKENS, D], pl.FP32], y: pl.Out[pl.Tensor[[TOKENS, D], pl.FP32]]) -> None:
+        with pl.at(level=pl.Level.CORE_GROUP, name_hint="rows"):
+            pl.tile.store(pl.tile.load(x, [0, 0], [1, D]), [0, 0], y, shapes=[2, D])
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, x: pl.Tensor[[NR, TOKENS, D], pl.FP32], y: pl.Out[pl.Tensor[[NR, TOKENS, D], pl.FP32]]) -> None:
+        for r in pl.range(pld.world_size()):
+            self.orch(x[r], y[r], device=r)
+
+
+def test_shapes_other_than_the_tiles_are_refused_at_the_line() -> None:
+    x = np.zeros((1, TOKENS, D), np.float32)
+    with pytest.raises(FrontendError, match=re.escape("shapes=[2, 32] is not the tile's shape [1, 32]")) as err:
+        translate(WrongShapes, 1, (x, np.zeros_like(x)))
+    assert "test_compute_store_cast.py" in str(err.value)
