@@ -158,6 +158,26 @@ def test_class_form_ir_compile_translates_static_host_annotations() -> None:
     assert (err.value.file, err.value.line) == (__file__, _line_of("MARK-class-for-else") - 2)
 
 
+def test_class_form_l2_ir_compile_translates_each_orchestration() -> None:
+    @pl.program
+    class L2Copy:
+        @pl.function(type=pl.FunctionType.InCore)
+        def kernel(self, x: pl.Tensor[[1, COLS], pl.FP32], y: pl.Out[pl.Tensor[[1, COLS], pl.FP32]]):
+            for _ in pl.range(1):
+                t = pl.load(x, [0, 0], [1, COLS])
+            else:  # MARK-l2-for-else
+                t = pl.load(x, [0, 0], [1, COLS])
+            return pl.store(t, [0, 0], y)
+
+        @pl.function(type=pl.FunctionType.Orchestration)
+        def orch(self, x: pl.Tensor[[1, COLS], pl.FP32], y: pl.Out[pl.Tensor[[1, COLS], pl.FP32]]):
+            return self.kernel(x, y)
+
+    with pytest.raises(FrontendError, match=re.escape("for ... else is not supported")) as err:
+        ir.compile(L2Copy)
+    assert (err.value.file, err.value.line) == (__file__, _line_of("MARK-l2-for-else") - 2)
+
+
 SCRIPT = """
     import argparse
 
