@@ -220,7 +220,8 @@ class TranslationCache:
             built, arrays = translate(prog, nranks, args, resident)
             if key is not None and len(self.entries) < self.limit:
                 params = set(prog.host().params)
-                self.entries[key] = (built, {n: (a.shape, a.dtype) for n, a in arrays.items() if n not in params})
+                self.entries[key] = (_without_call_data(built),
+                                     {n: (a.shape, a.dtype) for n, a in arrays.items() if n not in params})
             return built, arrays
         built, created = hit
         host = prog.host()
@@ -231,6 +232,52 @@ class TranslationCache:
                         **{n: np.ascontiguousarray(arrays[p][k]) for n, (p, k) in mine.items() if p not in resident}}
                        for r, mine in enumerate(built.sources))
         return dataclasses.replace(built, inputs=inputs), arrays
+
+
+def _without_call_data(built: Built) -> Built:
+    """``built`` without the slices of its call's host tensors (a hit takes its own call's): a kept
+    translation does not hold a model's inputs alive, nor a compile()'s sample tensors."""
+    inputs = tuple({n: a for n, a in inputs.items() if n not in mine}
+                   for inputs, mine in zip(built.inputs, built.sources, strict=True))
+    return dataclasses.replace(built, inputs=inputs) if built.sources else built
+
+
+def annotation_samples(prog: CapturedProgram, nranks: int) -> list[Any] | str:
+    """Host arguments that stand for any call, read from the host annotations alone (``ir.compile`` of a
+    class; ``compile()`` of a ``pl.jit`` function in signature mode): zeros of each tensor's shape with
+    ``NR`` the device count, each specialised scalar's value. When a call must still tell something the
+    translation depends on (another dynamic dim's extent, a scalar's value), what it is, instead."""
+    host = prog.host()
+    samples: list[Any] = []
+    for p in host.params:
+        ann = host.annotations.get(p)
+        if isinstance(ann, ScalarAnn):
+            if p not in prog.specialized:
+                return f"host scalar {p} has no value before a call"
+            samples.append(prog.specialized[p])
+        elif isinstance(ann, TensorAnn) and ann.dims is not None and ann.dtype is not None:
+            try:
+                shape = tuple(dim_value(d, {RANK_DIM: nranks}) for d in ann.dims)
+            except KeyError as err:
+                return f"host tensor {p}: dynamic dim {err.args[0]} has no extent before a call"
+            samples.append(np.zeros(shape, ann.dtype.ir.np))
+        else:
+            samples.append(None)  # translate refuses it, as a call would
+    return samples
+
+
+def rank_count_mismatch(prog: CapturedProgram, nranks: int, args: Sequence[Any]) -> str | None:
+    """Sample host tensors (a ``pl.jit`` ``compile()``'s) whose ``NR`` is not the device count: a call of
+    their shapes is refused, but pypto compiles them (``NR`` is symbolic), so compile does not translate
+    them; what to say instead. The other errors of binding their shapes are the call's, raised here."""
+    host = prog.host()
+    arrays = {p: as_array(a) for p, a in zip(host.params, args, strict=False)
+              if isinstance(ann := host.annotations.get(p), TensorAnn) and not ann.bare}
+    bound = bind_dims(prog, arrays).get(RANK_DIM)
+    if bound is None or bound == nranks:
+        return None
+    return (f"its sample tensors give {RANK_DIM} = {bound}, but it runs on {nranks} devices (a call of these "
+            "shapes is refused)")
 
 
 def _call_kind(prog: CapturedProgram, nranks: int, args: Sequence[Any], resident: frozenset[str]) -> tuple[Any, ...] | None:
@@ -253,13 +300,14 @@ def _call_kind(prog: CapturedProgram, nranks: int, args: Sequence[Any], resident
 
 
 def run(prog: CapturedProgram, nranks: int, args: Sequence[Any], output_dir: Path,
-        opts: FrontendOptions | None = None) -> CompiledCall:
-    """Translate, write the artifacts, run one job and write Out / InOut tensors back in place."""
+        opts: FrontendOptions | None = None, translations: TranslationCache | None = None) -> CompiledCall:
+    """Translate (from ``translations`` when a call of this kind was translated before, by ``compile``
+    or an earlier call), write the artifacts, run one job and write Out / InOut tensors back in place."""
     from pldemu.api import launch
     from pldemu.pypto.artifacts import write_artifacts
 
     opts = opts or current_options()
-    built, arrays = translate(prog, nranks, args)
+    built, arrays = (translations or TranslationCache()).translate(prog, nranks, args)
     try:
         program_file = write_artifacts(built, output_dir, opts)
     except LoweringError as err:
@@ -353,11 +401,13 @@ __all__ = [
     "ProgramRunError",
     "TranslationCache",
     "TruncationWarning",
+    "annotation_samples",
     "as_array",
     "bind_dims",
     "finish",
     "new_output_dir",
     "np_dtype",
+    "rank_count_mismatch",
     "run",
     "scalar_value",
     "translate",

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pldemu.pypto.jit.kinds import JitKind
-from pldemu.pypto.jit.specialize import compiled_for, lowered_for
+from pldemu.pypto.jit.specialize import compiled_for, lowered_for, translated_for
 
 _UNSET: Any = object()
 """``auto_scope=`` not passed (a kind that does not take it refuses any explicit value, as pypto does)."""
@@ -45,9 +45,10 @@ class JITFunction:
     def compile(self, *args: Any, config: Any = None, **kwargs: Any) -> Any:
         """Specialise and compile for these arguments (shapes, dtypes and scalar values; tensor contents
         are never read), or from the annotations when no tensor is given (signature mode); the cached
-        compiled program when the key was seen before."""
+        compiled program when the key was seen before. The program is translated for them now, so what
+        pldemu refuses is reported here, and a call with arguments of their kind reuses the translation."""
         __tracebackhide__ = True
-        return compiled_for(self, args, kwargs, config, signature_mode=True)[0]
+        return translated_for(self, args, kwargs, config)
 
     def __call__(self, *args: Any, config: Any = None, **kwargs: Any) -> Any:
         """Compile (or take from the cache), then run: in-place calls return None."""

@@ -19,6 +19,7 @@ import dataclasses
 import hashlib
 import inspect
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -189,6 +190,44 @@ def target_of(fn: JitFunctionLike, config: Any) -> Target:
 def compiled_for(fn: JitFunctionLike, args: Sequence[Any], kwargs: Mapping[str, Any], config: Any,
                  signature_mode: bool) -> tuple[Any, list[Any]]:
     """The compiled program for these arguments (cached on ``fn``), and the arguments in parameter order."""
+    compiled, binding = _compiled(fn, args, kwargs, config, signature_mode)
+    return compiled, list(binding.arguments.values())
+
+
+def translated_for(fn: JitFunctionLike, args: Sequence[Any], kwargs: Mapping[str, Any], config: Any) -> Any:
+    """``fn.compile(...)``: the compiled program, translated now for these arguments (what a call of
+    their shapes and values runs; refused constructs raise here, at their line, and that call reuses the
+    translation). What compile cannot know is said, not guessed: an :class:`UntranslatedWarning`."""
+    compiled, binding = _compiled(fn, args, kwargs, config, signature_mode=True)
+    try:
+        compiled.translate_ahead(_compile_samples(compiled, binding))
+    except FrontendError as err:
+        raise err.with_traceback(None) from None
+    if compiled.untranslated is not None:
+        warnings.warn(f"{compiled.program.name}.compile() did not translate it: {compiled.untranslated}; "
+                      "pldemu translates it at the first call, where an unsupported name or construct is "
+                      "reported", UntranslatedWarning, stacklevel=3)
+    return compiled
+
+
+class UntranslatedWarning(UserWarning):
+    """``compile()`` could not translate the program ahead of its call (signature mode with a dynamic dim
+    or a ``pl.RUNTIME`` scalar; sample tensors whose ``NR`` is not the device count)."""
+
+
+def _compile_samples(compiled: Any, binding: Binding) -> list[Any] | str:
+    """The host arguments compile translates for: the sample arguments, or in signature mode what the
+    annotations give; a string when a call must tell more."""
+    from pldemu.pypto.execute import annotation_samples, rank_count_mismatch
+
+    if binding.signature_mode:
+        return annotation_samples(compiled.program, compiled.nranks)
+    args = list(binding.arguments.values())
+    return rank_count_mismatch(compiled.program, compiled.nranks, args) or args
+
+
+def _compiled(fn: JitFunctionLike, args: Sequence[Any], kwargs: Mapping[str, Any], config: Any,
+              signature_mode: bool) -> tuple[Any, Binding]:
     from pldemu.pypto.surface.ir.distributed_compiled_program import DistributedCompiledProgram
 
     try:
@@ -207,7 +246,7 @@ def compiled_for(fn: JitFunctionLike, args: Sequence[Any], kwargs: Mapping[str, 
                                                                    output_dir=jit_output_dir(prog.name))
     except FrontendError as err:
         raise err.with_traceback(None) from None
-    return compiled, list(binding.arguments.values())
+    return compiled, binding
 
 
 def lowered_for(fn: JitFunctionLike, args: Sequence[Any], kwargs: Mapping[str, Any], config: Any) -> Any:
@@ -303,4 +342,5 @@ def jit_output_dir(program_name: str) -> Path:
     return Path(base) / f"{program_name}_{datetime.now().strftime('%Y%m%d_%H%M%S')}"
 
 
-__all__ = ["Binding", "Lowered", "TensorMeta", "bind", "compiled_for", "jit_output_dir", "lowered_for", "program_for"]
+__all__ = ["Binding", "Lowered", "TensorMeta", "UntranslatedWarning", "bind", "compiled_for", "jit_output_dir",
+           "lowered_for", "program_for", "translated_for"]

@@ -22,7 +22,10 @@ def compile(program: Any, output_dir: str | None = None, *_compiler_options: Any
     ``distributed_config`` (default: device 0) when some function is at HOST level, else (an L2-only
     program, as pypto decides) a :class:`CompiledProgram`. ``output_dir``: where the artifacts go (default
     a fresh temporary folder). pypto's compiler options (positional after ``output_dir``, or by keyword:
-    strategy, passes, ptoas, ...) tune code generation pldemu does not do: accepted, no effect."""
+    strategy, passes, ptoas, ...) tune code generation pldemu does not do: accepted, no effect. The program
+    is translated now when its host annotations tell everything a call would (static shapes but ``NR``, no
+    unspecialised host scalar), so what pldemu refuses is reported here; else ``compiled.untranslated``
+    says what only a call tells."""
     __tracebackhide__ = True
     if not isinstance(program, CapturedProgram):
         raise TypeError(f"ir.compile takes a @pl.program class, got {type(program).__name__}")
@@ -32,8 +35,12 @@ def compile(program: Any, output_dir: str | None = None, *_compiler_options: Any
             from pldemu.pypto.execute import new_output_dir
 
             return CompiledProgram(program, folder or new_output_dir(program), platform)
+        from pldemu.pypto.execute import annotation_samples
+
         config = distributed_config or DistributedConfig(device_ids=[0])
-        return DistributedCompiledProgram(program, config, platform, output_dir=folder)
+        compiled = DistributedCompiledProgram(program, config, platform, output_dir=folder)
+        compiled.translate_ahead(annotation_samples(program, compiled.nranks))
+        return compiled
     except FrontendError as err:
         raise err.with_traceback(None) from None
 

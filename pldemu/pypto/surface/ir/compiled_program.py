@@ -33,12 +33,21 @@ class OrchestrationCallable:
     __test__ = False
 
     def __init__(self, program: CapturedProgram, name: str, output_dir: Path, platform: str) -> None:
+        from pldemu.pypto.execute import TranslationCache, annotation_samples
+
         self._entry = program.with_single_device_host(name)
         self._name = name
         self._output_dir = output_dir
         self._platform = platform
         self.last: Any = None
         """What the last call produced (:class:`~pldemu.pypto.execute.CompiledCall`)."""
+        self.translations = TranslationCache()
+        """Its translations by kind of call: at compile when the annotations tell everything a call
+        would (else :attr:`untranslated` says what is missing), and each call's."""
+        samples = annotation_samples(self._entry, 1)
+        self.untranslated: str | None = samples if isinstance(samples, str) else None
+        if not isinstance(samples, str):
+            self.translations.translate(self._entry, 1, samples)
 
     @property
     def name(self) -> str:
@@ -77,7 +86,8 @@ class OrchestrationCallable:
 
         check_config(config, f"orchestration {self._name!r}")
         try:
-            self.last = run(self._entry, 1, args, self._output_dir, call_options(config, self._output_dir))
+            self.last = run(self._entry, 1, args, self._output_dir, call_options(config, self._output_dir),
+                            self.translations)
         except FrontendError as err:
             raise err.with_traceback(None) from None
 

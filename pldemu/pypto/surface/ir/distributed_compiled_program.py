@@ -70,14 +70,30 @@ class DistributedCompiledProgram:
     def __init__(self, program: CapturedProgram, config: DistributedConfig, platform: str | None,
                  output_dir: Path | None = None) -> None:
         from pldemu.pypto.artifacts import write_compile_artifacts
-        from pldemu.pypto.execute import new_output_dir
+        from pldemu.pypto.execute import TranslationCache, new_output_dir
 
         self.program = program
         self.config = config
         self.platform = platform
         self.output_dir: Path = output_dir if output_dir is not None else new_output_dir(program)
         self.last: Any = None
+        self.translations = TranslationCache()
+        """Its translations by kind of call (:meth:`translate_ahead`'s and each call's): a call of a kind
+        translated before does not translate again."""
+        self.untranslated: str | None = "not compiled with arguments"
+        """Why the last :meth:`translate_ahead` did not translate (what only a call can tell), or None."""
         write_compile_artifacts(program, self.output_dir, platform or "a2a3sim")
+
+    def translate_ahead(self, samples: list[Any] | str) -> None:
+        """Translate now for a call with these host arguments, so that what pldemu refuses (an unsupported
+        name or construct) is one error at its line at compile time, and a later call of their kind reuses
+        the translation; ``samples`` a string: why that cannot be done before a call (kept as
+        :attr:`untranslated`)."""
+        if isinstance(samples, str):
+            self.untranslated = samples
+            return
+        self.translations.translate(self.program, self.nranks, samples)
+        self.untranslated = None
 
     @property
     def nranks(self) -> int:

@@ -22,7 +22,7 @@ def execute_distributed(compiled: Any, *args: Any, config: Any = None) -> Any:
         return None
     try:
         compiled.last = run(compiled.program, compiled.nranks, args, compiled.output_dir,
-                            call_options(config, compiled.output_dir))
+                            call_options(config, compiled.output_dir), compiled.translations)
     except FrontendError as err:
         raise err.with_traceback(None) from None
     return None
