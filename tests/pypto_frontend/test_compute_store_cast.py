@@ -129,3 +129,45 @@ def test_shapes_other_than_the_tiles_are_refused_at_the_line() -> None:
     with pytest.raises(FrontendError, match=re.escape("shapes=[2, 32] is not the tile's shape [1, 32]")) as err:
         translate(WrongShapes, 1, (x, np.zeros_like(x)))
     assert "test_compute_store_cast.py" in str(err.value)
+
+
+N_IDS, WIDE = 16, 4
+NOISE = 7
+
+
+@pl.program
+class QueryIds:
+    """A token id carried through a branch: a cast constant, a cast noise id for active tokens, the anchor's
+    INT64 id for the first of each group (pypto-lib's drafter pattern); a cast of a number is a typed
+    constant, so the carried value is INT64 throughout."""
+
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def orch(self, anchors: pl.Tensor[[N_IDS], pl.INT64], ids: pl.Out[pl.Tensor[[N_IDS], pl.INT64]],
+             active: pl.Scalar[pl.INDEX]) -> None:
+        with pl.at(level=pl.Level.CORE_GROUP, name_hint="ids"):
+            for tok in pl.range(N_IDS):
+                tid = pl.cast(0, pl.INT64)
+                if tok < active:
+                    tid = pl.cast(NOISE, pl.INT64)
+                    if tok % WIDE == 0:
+                        tid = pl.read(anchors, [tok // WIDE])
+                pl.write(ids, [tok], tid)
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, anchors: pl.Tensor[[NR, N_IDS], pl.INT64], ids: pl.Out[pl.Tensor[[NR, N_IDS], pl.INT64]],
+                  active: pl.Scalar[pl.INDEX]) -> None:
+        for r in pl.range(pld.world_size()):
+            self.orch(anchors[r], ids[r], active, device=r)
+
+
+@pytest.mark.launcher
+@pytest.mark.parametrize("nranks", [1, 2])
+def test_a_cast_number_carried_with_an_int64_read(nranks: int) -> None:
+    anchors = (np.arange(nranks * N_IDS, dtype=np.int64).reshape(nranks, N_IDS) + 2**40)
+    ids = np.full((nranks, N_IDS), -1, np.int64)
+    _compiled(QueryIds, nranks)(anchors, ids, 10)
+    want = np.zeros((nranks, N_IDS), np.int64)
+    want[:, :10] = NOISE
+    for tok in range(0, 10, WIDE):
+        want[:, tok] = anchors[:, tok // WIDE]
+    np.testing.assert_array_equal(ids, want)

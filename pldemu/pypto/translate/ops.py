@@ -36,6 +36,7 @@ from pldemu.ir.nodes import (
 )
 from pldemu.ir.ops import Op
 from pldemu.ir.tile_signatures import accumulator_dtype
+from pldemu.npdtypes import scalar_as
 from pldemu.pypto.capture import Kind
 from pldemu.pypto.translate import arrays
 from pldemu.pypto.translate.cube_split import CUBE_SPLIT_OPS
@@ -707,8 +708,8 @@ def _cast_rule(first: str) -> Rule:
         dtype, v = b["target_type"], b[first]
         if not isinstance(dtype, PyDType):
             raise tr.error("pl.cast(input, target_type): target_type must be a pl dtype", node)
-        if not is_ir(v):
-            return int(v) if dtype.ir.is_int else float(v)
+        if not is_ir(v):  # pypto's cast of a number is a typed constant: a carried value keeps its dtype
+            return Const(int(scalar_as(dtype.ir.np, v)) if dtype.ir.is_int else float(v), dtype.ir)
         v = on_core(tr, v, node)
         if isinstance(v, Var) and isinstance(v.type, TileType):
             return _tile_cast(tr, v, dtype.ir, _cast_mode(tr, b["mode"], node), node)
