@@ -131,3 +131,24 @@ def test_a_view_out_of_its_bounds_is_refused_at_the_users_line() -> None:
     with pytest.raises(FrontendError, match=r"y\[view\]: axis 0 region \[3, 5\) is outside its 4 elements") as err:
         translate(overreach_orch.compile(y).program, 1, [y])
     assert (err.value.file, err.value.line) == (__file__, _line_of("MARK-overreach"))
+
+
+@pl.jit.inline
+def edge_store(y: pl.Tensor[[T, C], pl.FP32]):
+    with pl.at(level=pl.Level.CORE_GROUP, name_hint="edge"):
+        two = pl.full([2, C], dtype=pl.FP32, value=1.0)
+        pl.store(pl.set_validshape(two, 1, C), [T - 1, 0], y)  # only its valid row is written: inside the view
+    return y
+
+
+@pl.jit
+def edge_orch(y: pl.Out[pl.Tensor[[ROWS, C], pl.FP32]]):
+    edge_store(y[T:2 * T, :])
+    return y
+
+
+def test_a_store_through_a_view_is_bounded_by_the_tiles_valid_box() -> None:
+    y = np.zeros((ROWS, C), np.float32)
+    built, _ = translate(edge_orch.compile(y).program, 1, [y])
+    (store,) = [c for f in built.program.functions for c in function_calls(f) if c.op is Op.TILE_STORE]
+    assert store.args[2].name == "y" and format_expr(store.args[1].items[0]) == str(2 * T - 1)

@@ -110,6 +110,14 @@ def _through_view(tr: DeviceLevel, t: Any, offsets: Any, extents: Sequence[int],
     return base, list(moved.offsets)
 
 
+def _stored(t: TileType) -> tuple[int, ...]:
+    """The extents a store of the tile writes, as far as they are static (``tile.store`` moves only the
+    valid box; a run-time valid extent counts 1: only its start is checked, as for a slice)."""
+    if t.valid_shape is None:
+        return t.shape
+    return tuple(_reach_extent(e, v) for e, v in zip(t.shape, t.valid_shape, strict=True))
+
+
 def _ints(tr: DeviceLevel, v: Any, what: str, node: ast.AST) -> list[int]:
     if not isinstance(v, (list, tuple)) or not all(isinstance(i, int) and not isinstance(i, bool) for i in v):
         raise tr.error(f"{what} must be a list of static ints, got {v!r}", node)
@@ -147,7 +155,7 @@ def _space(tr: DeviceLevel, v: Any, name: str, node: ast.AST) -> MemorySpace:
 def _store(tr: DeviceLevel, node: ast.Call) -> Var:
     b = bind_call(tr, node, ("tile", "offsets", "output_tensor"), {}, "pl.store")
     given = _tile(tr, b["tile"], "pl.store: tile", node)
-    base, offsets = _through_view(tr, b["output_tensor"], b["offsets"], tltype(given).shape, node)
+    base, offsets = _through_view(tr, b["output_tensor"], b["offsets"], _stored(tltype(given)), node)
     t = _tensor(tr, base, "pl.store: output tensor", node)
     tile = fixpipe(tr, given, ttype(t).dtype)
     target = t
