@@ -55,9 +55,10 @@ def mix(x: pl.Tensor[[T, 2, C], pl.FP32], bias: pl.Tensor[[2, C], pl.FP32],
 
 @pl.jit.inline
 def first_bias(bias: pl.Tensor[[1, C], pl.FP32], y: pl.Tensor[[T, C], pl.FP32]):
-    """Adds bias[0, 0] (an element read through a view) to row 0 of y, with pl.load / pl.store of the view."""
+    """Adds bias[0, 0] (an element read through a view) to row 0 of y, with pl.load / pl.store of the view
+    (and its ``.shape`` / ``.dtype``, as pl.jit folds them)."""
     with pl.at(level=pl.Level.CORE_GROUP, name_hint="first"):
-        row = pl.load(y, [0, 0], [1, C])
+        row = pl.add(pl.load(y, [0, 0], [1, C]), pl.full([1, y.shape[1]], dtype=y.dtype, value=0.0))
         pl.store(pl.add(row, pl.read(bias, [0, 0])), [0, 0], y)
     return y
 

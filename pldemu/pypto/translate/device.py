@@ -76,6 +76,7 @@ from pldemu.pypto.types import (
     TileAnn,
     dim_expr,
     dim_value,
+    dtype_of_ir,
 )
 
 _IR_CMP = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge"}
@@ -150,6 +151,11 @@ class DeviceTranslator(Evaluator):
         if not (isinstance(value, Var) and isinstance(value.type, TensorType)):
             return None
         return tuple(_extent(d, self.emit.nranks) for d in value.type.shape)
+
+    def tensor_meta(self, value: Any, attr: str, node: ast.AST) -> Any:
+        if isinstance(value, TensorView) and attr == "dtype":
+            return dtype_of_ir(value.dtype)
+        return super().tensor_meta(value, attr, node)
 
     def hint(self, default: str) -> str:
         return self.lhs or default
@@ -398,6 +404,10 @@ class DeviceTranslator(Evaluator):
         with self.views_loaded(False):  # a subscript of a view reads its base's region
             base = self.eval(node.value)
         return self.subscript(base, node)
+
+    def eval_Attribute(self, node: ast.Attribute) -> Any:
+        with self.views_loaded(False):  # a view's .shape / .dtype are its own, as pl.jit folds them
+            return super().eval_Attribute(node)
 
     def call_self(self, node: ast.Call, name: str) -> Any:
         fn = self.callee_function(node, name)
