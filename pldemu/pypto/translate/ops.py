@@ -49,6 +49,7 @@ from pldemu.pypto.translate.regions import (
     check_bounds,
     dims,
     fixpipe,
+    in_kernel,
     is_tensor,
     on_core,
     reshape_view,
@@ -581,7 +582,7 @@ def _create_tensor(tr: DeviceLevel, node: ast.Call) -> Var:
         raise tr.error(f"pypto refuses it: {name}: init_value must be a constant int or float, got {init!r}", node)
     if init not in (None, 0) and dtype in (DType.FP16, DType.BF16):
         raise tr.error(f"pypto refuses it: {name}: a non-zero init_value of an FP16 / BF16 tensor", node)
-    if tr.emit.tasks.depth or tr.fn.kind is Kind.INCORE:
+    if in_kernel(tr):
         return _created_tile(tr, shape, dtype, init)
     t = Var(tr.fb.fresh(getattr(tr, "lhs", None) or "created"), TensorType(dtype, tuple(Const(d) for d in shape)))
     tr.emit.scratch[t.name] = (t, tuple(shape))
@@ -927,7 +928,7 @@ def _assemble(name: str) -> Rule:
         if not (is_tensor(t) or _is_tile(t) or isinstance(t, TensorView)):
             raise tr.error(f"{name}: target must be a tensor or a tile, got {t!r}", node)
         atomic = AtomicType(b["atomic"])
-        if atomic is not AtomicType.None_ and not (tr.emit.tasks.depth or tr.fn.kind is Kind.INCORE):
+        if atomic is not AtomicType.None_ and not in_kernel(tr):
             raise tr.error(f"{name}: atomic=pl.AtomicType.Add outside a kernel: pypto has no atomic combine at the "
                            "orchestration level (put it in a pl.at(level=pl.Level.CORE_GROUP) or pl.spmd task)", node)
         if atomic is not AtomicType.None_ and _is_tile(t):

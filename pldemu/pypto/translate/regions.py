@@ -45,6 +45,7 @@ from pldemu.ir.nodes import (
     format_expr,
     static_int,
 )
+from pldemu.pypto.capture import Kind
 from pldemu.pypto.translate.level import DeviceLevel
 from pldemu.pypto.types import SymInt
 
@@ -86,7 +87,7 @@ class TensorView:
 def in_kernel(tr: DeviceLevel) -> bool:
     """In a kernel (an InCore function, a ``pl.at`` / ``pl.spmd`` task, what they inline), where pypto's
     ConvertTensorToTileOps makes tensor ops tile ops; else at the orchestration level."""
-    return bool(tr.emit.tasks.depth) or tr.fn.kind.name == "INCORE"
+    return bool(tr.emit.tasks.depth) or tr.fn.kind is Kind.INCORE
 
 
 def based(t: Var | TensorView, region: Region) -> tuple[Var, Region]:
