@@ -281,14 +281,14 @@ def _kernel_mistake(mistake: str):  # type: ignore[no-untyped-def]
                 y[0:2, :] = pl.add(x, x)[0, 1]  # MARK-tile-subscript
 
         @pl.function(type=pl.FunctionType.InCore)
-        def takes(self, x: pl.Tensor[[2, COLS], pl.FP32]) -> None:
-            pass
+        def takes(self, x: pl.Tensor[[2, COLS], pl.FP32], y: pl.Out[pl.Tensor[[ROWS, COLS], pl.FP32]]) -> None:
+            y[0:2, :] = x[1:3, :]  # MARK-view-bounds
 
         @pl.function(type=pl.FunctionType.Orchestration)
         def orch(self, x: pl.Tensor[[ROWS, COLS], pl.FP32], n: pl.Tensor[[1], pl.INT32],
                  y: pl.Out[pl.Tensor[[ROWS, COLS], pl.FP32]], t: pl.Tensor[[2, ROWS, COLS], pl.FP32]) -> None:
-            if mistake == "pass-slice":
-                self.takes(x[0:2, :])  # MARK-pass-slice
+            if mistake == "view-bounds":
+                self.takes(x[2:4, :], y)
             elif mistake == "assemble-atomic":
                 pl.assemble(y, x, [0, 0], atomic=pl.AtomicType.Add)  # MARK-assemble-atomic
             else:
@@ -325,7 +325,7 @@ def _kernel_mistake(mistake: str):  # type: ignore[no-untyped-def]
     ("add-scalar", "pl.add: lhs must be a tile or a tensor, got Var(n_val)"),
     ("subscript-count", "y has 2 dims, the subscript 3 indices"),
     ("tile-subscript", "y[0:2, :] = ...: the value must be a tensor or a tile, got Var(val)"),  # a scalar: tile.read
-    ("pass-slice", "self.takes: x is a tensor parameter, got a tile"),
+    ("view-bounds", "x[view]: axis 0 region [1, 3) is outside its 2 elements"),  # a slice passed is a view
     ("host-dim", "pl.tensor.dim: axis must be a static int in [-2, 2), got 3"),
 ])
 def test_tensor_op_mistakes_are_one_error_at_the_users_line(mistake: str, message: str) -> None:

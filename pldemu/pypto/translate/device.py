@@ -43,14 +43,18 @@ from pldemu.pypto.translate import arrays
 from pldemu.pypto.translate.cube_split import split_aiv_loop
 from pldemu.pypto.translate.evaluator import Evaluator, dsl_callee
 from pldemu.pypto.translate.level import Carry, Emit
-from pldemu.pypto.translate.ops import DEVICE_OPS, is_ir
+from pldemu.pypto.translate.ops import DEVICE_OPS, VIEW_OPS, is_ir
 from pldemu.pypto.translate.regions import (
+    Region,
+    TensorView,
     assemble_tile,
+    based,
     is_tensor,
-    load_region,
+    load_view,
     slice_tile,
     store_region,
     subscript_region,
+    tensor_region,
 )
 from pldemu.pypto.translate.tasks import (
     LOOP_KINDS,
@@ -72,6 +76,7 @@ from pldemu.pypto.types import (
     TileAnn,
     dim_expr,
     dim_value,
+    dtype_of_ir,
 )
 
 _IR_CMP = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge"}
@@ -121,6 +126,9 @@ class DeviceTranslator(Evaluator):
         """The variable each tile or scalar name owns: re-binding the name assigns it (see :meth:`bind`)."""
         self.carried: frozenset[str] = frozenset()
         """Names an enclosing loop or branch carries: they keep their type."""
+        self.loading_views = False
+        """True while an op that takes no view (not in ``VIEW_OPS``) evaluates its arguments: a name bound to a
+        view then gives the view loaded (:meth:`eval_Name`)."""
 
     # -- entry -------------------------------------------------------------------------------------
 
@@ -138,9 +146,16 @@ class DeviceTranslator(Evaluator):
         return FrontendError(message, self.prog.file, line)
 
     def tensor_shape(self, value: Any) -> tuple[int, ...] | None:
+        if isinstance(value, TensorView):
+            return value.region.extents
         if not (isinstance(value, Var) and isinstance(value.type, TensorType)):
             return None
         return tuple(_extent(d, self.emit.nranks) for d in value.type.shape)
+
+    def tensor_meta(self, value: Any, attr: str, node: ast.AST) -> Any:
+        if isinstance(value, TensorView) and attr == "dtype":
+            return dtype_of_ir(value.dtype)
+        return super().tensor_meta(value, attr, node)
 
     def hint(self, default: str) -> str:
         return self.lhs or default
@@ -365,18 +380,42 @@ class DeviceTranslator(Evaluator):
         if handler is None:
             raise self.error(f"{name} is not supported in a device function", node)
         marked = len(self.emit.tensor_slices)
-        result = handler(self, node)
+        with self.views_loaded(name not in VIEW_OPS):
+            result = handler(self, node)
         if isinstance(result, Var) and isinstance(result.type, TileType) and name not in _TILE_MAKERS and (
                 len(self.emit.tensor_slices) > marked or any(_marked(self, a) for a in _call_operands(node))):
             self.emit.tensor_slices.add(result.name)  # an op of a tensor-level operand is tensor-level (pypto)
         return result
 
+    @contextlib.contextmanager
+    def views_loaded(self, loaded: bool) -> Iterator[None]:
+        """Names bound to views give the view itself (``loaded`` False) or its loaded tile, meanwhile."""
+        saved, self.loading_views = self.loading_views, loaded
+        try:
+            yield
+        finally:
+            self.loading_views = saved
+
+    def eval_Name(self, node: ast.Name) -> Any:
+        value = super().eval_Name(node)
+        return load_view(self, value, node) if self.loading_views and isinstance(value, TensorView) else value
+
+    def eval_Subscript(self, node: ast.Subscript) -> Any:
+        with self.views_loaded(False):  # a subscript of a view reads its base's region
+            base = self.eval(node.value)
+        return self.subscript(base, node)
+
+    def eval_Attribute(self, node: ast.Attribute) -> Any:
+        with self.views_loaded(False):  # a view's .shape / .dtype are its own, as pl.jit folds them
+            return super().eval_Attribute(node)
+
     def call_self(self, node: ast.Call, name: str) -> Any:
         fn = self.callee_function(node, name)
         if any(kw.arg == "device" for kw in node.keywords):
             raise self.error("device= is a HOST-level dispatch argument", node)
-        args = [self.eval(a) for a in node.args]
-        kwargs = {kw.arg: self.eval(kw.value) for kw in node.keywords if kw.arg is not None}
+        with self.views_loaded(False):  # a view passed to a tensor parameter is that tensor (pypto's inliner)
+            args = [self.eval(a) for a in node.args]
+            kwargs = {kw.arg: self.eval(kw.value) for kw in node.keywords if kw.arg is not None}
         if fn.kind is Kind.INCORE and self.fn.kind is Kind.ORCHESTRATION and not self.emit.tasks.depth:
             return kernel_call(self, fn, node, lambda: inline(self.emit, fn, args, kwargs, node))
         return inline(self.emit, fn, args, kwargs, node)
@@ -393,12 +432,12 @@ class DeviceTranslator(Evaluator):
             if base.name in self.emit.tensor_slices:  # a window of a tensor is a tensor to pypto's dispatch
                 self.emit.tensor_slices.add(window.name)
             return window
-        if not is_tensor(base):
+        if not (is_tensor(base) or isinstance(base, TensorView)):
             return super().subscript(base, node)
         region = subscript_region(self, base, self.indices(node), node)
         if len(region.drop) == len(region.extents):
-            return self.fb.pld.tensor.read(base, list(region.offsets))
-        return load_region(self, base, region, node)
+            return self.fb.pld.tensor.read(*_read_at(base, region))
+        return tensor_region(self, base, region, node)
 
     def indices(self, node: ast.Subscript) -> list[Any]:
         """A subscript's items: a ``slice`` of evaluated bounds, or an evaluated scalar index."""
@@ -429,7 +468,7 @@ class DeviceTranslator(Evaluator):
         if isinstance(dst, Var) and isinstance(dst.type, TileType):
             self.bind(target.value.id, assemble_tile(self, dst, self.indices(target), value, target))
             return
-        if not is_tensor(dst):
+        if not (is_tensor(dst) or isinstance(dst, TensorView)):
             raise self.error(f"{what}: {target.value.id} must be a tensor or a tile, got {dst!r}", target)
         region = subscript_region(self, dst, self.indices(target), target)
         if len(region.drop) == len(region.extents) and arrays.is_array(self, dst):
@@ -438,7 +477,7 @@ class DeviceTranslator(Evaluator):
         if len(region.drop) == len(region.extents):
             raise self.error(f"{what}: an element write is not supported (as in pypto): use pl.write(dst, "
                              "[i, j], value), or slices (dst[i:i + 1, j:j + 1] = v)", target)
-        store_region(self, value, dst, region, target, what)
+        store_region(self, value, *based(dst, region), target, what)
 
     def binary(self, op: ast.operator, lhs: Any, rhs: Any, node: ast.AST) -> Any:
         """A device scalar expression, typed as pypto types it: the operands are promoted to the wider of
@@ -579,6 +618,12 @@ def _assigned_names(body: list[ast.stmt]) -> frozenset[str]:
     return out
 
 
+def _read_at(t: Var | TensorView, region: Region) -> tuple[Var, list[Any]]:
+    """The tensor and indices of an element read (a view's at its base)."""
+    base, at = based(t, region)
+    return base, list(at.offsets)
+
+
 def _returns(body: list[ast.stmt]) -> bool:
     return bool(body) and isinstance(body[-1], ast.Return)
 
@@ -654,9 +699,11 @@ def window_view(emit: Emit, ann: Any, value: Any) -> Any:
 
 
 def check_argument(prog: CapturedProgram, fn: CapturedFunction, param: str, value: Any, node: ast.AST) -> None:
-    """The argument matches the parameter's annotation kind and dtype."""
+    """The argument matches the parameter's annotation kind and dtype (a view: a tensor of its extents)."""
     ann = fn.annotations.get(param)
-    if isinstance(ann, TensorAnn):
+    if isinstance(ann, TensorAnn) and isinstance(value, TensorView):
+        check_view_argument(prog, fn, param, ann, value, node)
+    elif isinstance(ann, TensorAnn):
         t = getattr(value, "type", None)
         if isinstance(t, TileType):
             raise prog.error(f"self.{fn.name}: {param} is a tensor parameter, got a tile ({value.name}): "
@@ -688,6 +735,19 @@ def check_argument(prog: CapturedProgram, fn: CapturedFunction, param: str, valu
         raise prog.error(f"self.{fn.name}: {param} is a pl.Scalar, got {value!r}", node)
     elif ann is None and param in fn.params and not prog.jit_names and not fn.inferred:  # else typed by its argument
         raise prog.error(f"self.{fn.name}: parameter {param} has no annotation", fn.node)
+
+
+def check_view_argument(prog: CapturedProgram, fn: CapturedFunction, param: str, ann: TensorAnn, view: TensorView,
+                        node: ast.AST) -> None:
+    """A view (a slice) passed to a tensor parameter: the parameter's dtype and rank; not a window parameter."""
+    rank = len(view.region.extents)
+    if ann.dtype is not None and view.dtype != ann.dtype.ir:
+        raise prog.error(f"self.{fn.name}: {param} is {ann.dtype!r}, got a view of a {view.dtype.value} tensor", node)
+    if ann.distributed:
+        raise prog.error(f"self.{fn.name}: {param} is a pld.DistributedTensor; pass a window, not a slice", node)
+    if ann.dims is not None and len(ann.dims) != rank:
+        raise prog.error(f"self.{fn.name}: {param} has {len(ann.dims)} dims, the argument (a slice of "
+                         f"{view.base.name}) {rank}", node)
 
 
 __all__ = ["DeviceTranslator", "Emit", "inline"]

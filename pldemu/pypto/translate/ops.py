@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -44,16 +44,20 @@ from pldemu.pypto.translate.evaluator import bind_call
 from pldemu.pypto.translate.level import DeviceLevel
 from pldemu.pypto.translate.regions import (
     Region,
+    TensorView,
     aligned_tile,
+    based,
     check_bounds,
     dims,
     fixpipe,
+    in_kernel,
     is_tensor,
-    load_region,
     on_core,
+    reshape_view,
     slice_tile,
     store_region,
     tensor_dim,
+    tensor_region,
 )
 from pldemu.pypto.translate.regions import tensor_level as tensor_on_core
 from pldemu.pypto.translate.sort_ops import SORT_OPS
@@ -95,6 +99,27 @@ def _tile(tr: DeviceLevel, v: Any, what: str, node: ast.AST) -> Var:
     return v
 
 
+def _through_view(tr: DeviceLevel, t: Any, offsets: Any, extents: Sequence[int], node: ast.AST
+                  ) -> tuple[Any, list[Any]]:
+    """A tensor operand that is a view (a slice passed as a tensor): its base and the offsets there, the box
+    at ``offsets`` of ``extents`` checked inside the view; any other operand as it is."""
+    at = _index_list(offsets)
+    if not isinstance(t, TensorView):
+        return t, at
+    region = Region(tuple(at), (1,) * (len(at) - len(extents)) + tuple(extents))
+    check_bounds(tr, t, region, node)
+    base, moved = based(t, region)
+    return base, list(moved.offsets)
+
+
+def _stored(t: TileType) -> tuple[int, ...]:
+    """The extents a store of the tile writes, as far as they are static (``tile.store`` moves only the
+    valid box; a run-time valid extent counts 1: only its start is checked, as for a slice)."""
+    if t.valid_shape is None:
+        return t.shape
+    return tuple(_reach_extent(e, v) for e, v in zip(t.shape, t.valid_shape, strict=True))
+
+
 def _ints(tr: DeviceLevel, v: Any, what: str, node: ast.AST) -> list[int]:
     if not isinstance(v, (list, tuple)) or not all(isinstance(i, int) and not isinstance(i, bool) for i in v):
         raise tr.error(f"{what} must be a list of static ints, got {v!r}", node)
@@ -104,8 +129,9 @@ def _ints(tr: DeviceLevel, v: Any, what: str, node: ast.AST) -> list[int]:
 def _load(tr: DeviceLevel, node: ast.Call) -> Var:
     b = bind_call(tr, node, ("tensor", "offsets", "shapes"), {"valid_shape": None, "valid_shapes": None,
                                                               "target_memory": None}, "pl.load")
-    t = _tensor(tr, b["tensor"], "pl.load: tensor", node)
     shape = _ints(tr, b["shapes"], "pl.load: shape", node)
+    base, offsets = _through_view(tr, b["tensor"], b["offsets"], shape, node)
+    t = _tensor(tr, base, "pl.load: tensor", node)
     target = MemorySpace.Vec if b["target_memory"] is None else _space(tr, b["target_memory"], "pl.load", node)
     if target not in _LOAD_SPACES:
         raise tr.error(f"pypto refuses it: pl.load: a load from DDR reaches only Vec or Mat, got {target.name} "
@@ -113,7 +139,7 @@ def _load(tr: DeviceLevel, node: ast.Call) -> Var:
     if target is MemorySpace.Vec:
         aligned_tile(tr, "pl.load", shape, ttype(t).dtype, node)
     valid = b["valid_shape"] if b["valid_shape"] is not None else b["valid_shapes"]
-    tile = tr.fb.pld.tile.load(t, list(b["offsets"]), shape, valid, hint=tr.hint("tile"))
+    tile = tr.fb.pld.tile.load(t, offsets, shape, valid, hint=tr.hint("tile"))
     # pldemu's tile.load lands in Vec; a Mat load is that tile moved (the same values: spaces are bookkeeping).
     return tile if target is MemorySpace.Vec else tr.fb.pld.tile.move(tile, target)
 
@@ -134,9 +160,10 @@ def _store(tr: DeviceLevel, node: ast.Call) -> Var:
     leading 1s aside); ``atomic=pl.AtomicType.Add`` adds into the region, in a kernel only."""
     b = bind_call(tr, node, ("tile", "offsets", "output_tensor", "shapes"),
                   {"shapes": None, "atomic": AtomicType.None_}, "pl.store")
-    t = _tensor(tr, b["output_tensor"], "pl.store: output tensor", node)
-    tile = fixpipe(tr, _tile(tr, b["tile"], "pl.store: tile", node), ttype(t).dtype)
-    offsets = list(b["offsets"])
+    given = _tile(tr, b["tile"], "pl.store: tile", node)
+    base, offsets = _through_view(tr, b["output_tensor"], b["offsets"], _stored(tltype(given)), node)
+    t = _tensor(tr, base, "pl.store: output tensor", node)
+    tile = fixpipe(tr, given, ttype(t).dtype)
     _store_shapes(tr, b["shapes"], tile, offsets, node)
     atomic = _kernel_atomic(tr, b["atomic"], "pl.store", node)
     target = t
@@ -147,7 +174,7 @@ def _store(tr: DeviceLevel, node: ast.Call) -> Var:
         target = tr.fb.pld.tensor.view(t, [x * y, z])
         offsets = [as_expr(offsets[0]) * y + offsets[1], offsets[2]]
     tr.fb.pld.tile.store(tile, offsets, target, atomic=atomic)
-    return t
+    return b["output_tensor"]
 
 
 def _store_shapes(tr: DeviceLevel, shapes: Any, tile: Var, offsets: list[Any], node: ast.AST) -> None:
@@ -168,7 +195,7 @@ def _store_shapes(tr: DeviceLevel, shapes: Any, tile: Var, offsets: list[Any], n
 def _kernel_atomic(tr: DeviceLevel, value: Any, name: str, node: ast.AST) -> AtomicType:
     """``atomic=``: pypto's split-K combine, only in a kernel (a core's store into global memory)."""
     atomic = AtomicType(value)
-    if atomic is not AtomicType.None_ and not (tr.emit.tasks.depth or tr.fn.kind is Kind.INCORE):
+    if atomic is not AtomicType.None_ and not in_kernel(tr):
         raise tr.error(f"{name}: atomic=pl.AtomicType.Add outside a kernel: pypto has no atomic combine at the "
                        "orchestration level (put it in a pl.at(level=pl.Level.CORE_GROUP) or pl.spmd task)", node)
     return atomic
@@ -586,7 +613,7 @@ def _create_tensor(tr: DeviceLevel, node: ast.Call) -> Var:
         raise tr.error(f"pypto refuses it: {name}: init_value must be a constant int or float, got {init!r}", node)
     if init not in (None, 0) and dtype in (DType.FP16, DType.BF16):
         raise tr.error(f"pypto refuses it: {name}: a non-zero init_value of an FP16 / BF16 tensor", node)
-    if tr.emit.tasks.depth or tr.fn.kind is Kind.INCORE:
+    if in_kernel(tr):
         return _created_tile(tr, shape, dtype, init)
     t = Var(tr.fb.fresh(getattr(tr, "lhs", None) or "created"), TensorType(dtype, tuple(Const(d) for d in shape)))
     tr.emit.scratch[t.name] = (t, tuple(shape))
@@ -612,10 +639,13 @@ def _created_tile(tr: DeviceLevel, shape: list[int], dtype: DType, init: int | f
 
 
 def _reshape(name: str, src: str) -> Rule:
-    """``pl.reshape(input, shape)``: a tensor's ``tensor.view`` (zero copy); a tile's ``tile.reshape``."""
+    """``pl.reshape(input, shape)``: a tensor's ``tensor.view`` (zero copy); a view's (a slice passed as a
+    tensor) :func:`reshape_view`; a tile's ``tile.reshape``."""
 
-    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var | TensorView:
         b = bind_call(tr, node, (src, "shape"), {}, name)
+        if isinstance(b[src], TensorView):
+            return reshape_view(tr, b[src], _ints(tr, b["shape"], f"{name}: shape", node), node)
         if is_tensor(b[src]):
             t = b[src]
             if ttype(t).strides is not None:
@@ -789,7 +819,7 @@ def _read_rule(name: str, params: tuple[str, str]) -> Rule:
 
     def rule(tr: DeviceLevel, node: ast.Call) -> Var:
         b = bind_call(tr, node, params, {}, name)
-        src, at = b[params[0]], _index_list(b[params[1]])
+        src, at = _through_view(tr, b[params[0]], b[params[1]], (), node)
         if _is_tile(src) and (not name.startswith("pl.tensor.") or src.name in tr.emit.tensor_slices):
             return tr.fb.pld.tile.read(src, at, hint=tr.hint("val"))  # pypto converts a tile's tensor.read so
         if name.startswith("pl.tile."):
@@ -805,7 +835,7 @@ def _write_rule(name: str, params: tuple[str, str, str]) -> Rule:
 
     def rule(tr: DeviceLevel, node: ast.Call) -> None:
         b = bind_call(tr, node, params, {}, name)
-        dst, at, value = b[params[0]], _index_list(b[params[1]]), b[params[2]]
+        (dst, at), value = _through_view(tr, b[params[0]], b[params[1]], (), node), b[params[2]]
         if _is_tile(dst) and (not name.startswith("pl.tensor.") or dst.name in tr.emit.tensor_slices):
             assert isinstance(dst.type, TileType)
             tr.fb.pld.tile.write(dst, at, _typed(value, dst.type.dtype))
@@ -820,16 +850,16 @@ def _write_rule(name: str, params: tuple[str, str, str]) -> Rule:
 
 def _slice(name: str, source: str) -> Rule:
     """``pl.slice(input, ...)`` / ``pl.tensor.slice(tensor, shape, offset, valid_shape=, drop_dims=,
-    pad_value=, clamp=)`` of a tensor: a ``tile.load`` of the region where the slice is made, as pypto's
-    ConvertTensorToTileOps lowers it (that path does not apply ``pad_value`` either); of a tile (``pl.slice``,
+    pad_value=, clamp=)`` of a tensor (or a view): in a kernel a ``tile.load`` of the region where the slice is
+    made, as pypto's ConvertTensorToTileOps lowers it, at the orchestration level a view (``tensor_region``) (that path does not apply ``pad_value`` either); of a tile (``pl.slice``,
     ``pl.tile.slice``): its ``tile.slice``, narrowed by ``valid_shape=``; ``clamp=`` refused as pypto refuses it."""
 
-    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var | TensorView:
         b = bind_call(tr, node, (source, "shape", "offset"), {"valid_shape": None, "drop_dims": None,
                                                                "pad_value": None, "clamp": False}, name)
         t = b[source]
         on_tile = source != "tensor" and isinstance(t, Var) and isinstance(t.type, TileType)
-        if not ((is_tensor(t) and source != "tile") or on_tile):
+        if not (((is_tensor(t) or isinstance(t, TensorView)) and source != "tile") or on_tile):
             raise tr.error(f"{name}: {source} must be a tensor or a tile, got {t!r}", node)
         if on_tile and b["clamp"]:
             if source == "input" and tensor_on_core(tr, t):
@@ -852,7 +882,7 @@ def _slice(name: str, source: str) -> Rule:
                 raise tr.error(f"{name}: valid_shape must be a list of extents, got {requested!r}", node)
             return slice_tile(tr, t, region, node, requested)
         valid = _slice_valid(tr, t, region, b["valid_shape"], bool(b["clamp"]), node)
-        return load_region(tr, t, region, node, valid)
+        return tensor_region(tr, t, region, node, valid)
 
     return rule
 
@@ -927,7 +957,7 @@ def _assemble(name: str) -> Rule:
     def rule(tr: DeviceLevel, node: ast.Call) -> Var:
         b = bind_call(tr, node, ("target", "source", "offset"), {"atomic": AtomicType.None_}, name)
         t = b["target"]
-        if not (is_tensor(t) or _is_tile(t)):
+        if not (is_tensor(t) or _is_tile(t) or isinstance(t, TensorView)):
             raise tr.error(f"{name}: target must be a tensor or a tile, got {t!r}", node)
         atomic = _kernel_atomic(tr, b["atomic"], name, node)
         if atomic is not AtomicType.None_ and _is_tile(t):
@@ -940,7 +970,7 @@ def _assemble(name: str) -> Rule:
             return _assembled_tile(tr, t, src, _offsets(tr, b["offset"], name, node), node)
         region = _assembled(tr, t, tltype(src), _offsets(tr, b["offset"], name, node), node)
         check_bounds(tr, t, region, node)
-        store_region(tr, src, t, region, node, name, atomic)
+        store_region(tr, src, *based(t, region), node, name, atomic)
         return t
 
     return rule
@@ -960,15 +990,16 @@ def _assembled_tile(tr: DeviceLevel, dst: Var, src: Var, offsets: list[Any], nod
     return whole
 
 
-def _assembled(tr: DeviceLevel, t: Var, src: TileType, offsets: list[Any], node: ast.AST) -> Region:
+def _assembled(tr: DeviceLevel, t: Var | TensorView, src: TileType, offsets: list[Any], node: ast.AST) -> Region:
     """The region ``pl.assemble`` writes: the source's valid extents (pypto moves only those); a source of
     lower rank goes into the trailing axes (pypto's reinterpreting write: a rank-2 source into a rank-3
     target at ``[o0, o1, o2]`` fills rows ``o0 * Y + o1`` of the target viewed as ``[X * Y, Z]``)."""
     valid = [static_int(v) for v in src.valid_shape or ()]
     extents = src.shape if not valid or None in valid else tuple(v for v in valid if v is not None)
-    lead = len(ttype(t).shape) - len(extents)
-    if lead < 0 or len(offsets) != len(ttype(t).shape):
-        raise tr.error(f"{t.name} has {len(ttype(t).shape)} dims, the source {len(extents)} and the offset "
+    rank = len(t.region.extents) if isinstance(t, TensorView) else len(ttype(t).shape)
+    lead = rank - len(extents)
+    if lead < 0 or len(offsets) != rank:
+        raise tr.error(f"{t.name} has {rank} dims, the source {len(extents)} and the offset "
                        f"{len(offsets)} entries", node)
     return Region(tuple(offsets), (1,) * lead + extents, tuple(range(lead)))
 
@@ -1311,8 +1342,14 @@ TILE_ALIASES: Mapping[str, str] = MappingProxyType({
 })
 """``pl.tile.<name>``: pypto's tile-op module spells the unified tile ops so."""
 
+VIEW_OPS = frozenset({"pl.load", "pl.store", "pl.read", "pl.write", "pl.tensor.read", "pl.tensor.write", "pl.slice",
+                      "pl.tensor.slice", "pl.assemble", "pl.tensor.assemble", "pl.tensor.dim", "pl.reshape",
+                      "pl.tensor.reshape"})
+"""The ops whose rules take a tensor view (a slice passed as a tensor) as it is, reading or writing its base
+at the view's offsets; any other op is given the view loaded where it is used (``DeviceTranslator``)."""
+
 DEVICE_OPS: Mapping[str, Rule] = MappingProxyType({
     **_OPS, **{f"pl.tile.{name}": _OPS[unified] for name, unified in TILE_ALIASES.items()}})
 """Every device-level DSL op; a name missing here is reported as unsupported at its line."""
 
-__all__ = ["COLLECTIVE_PARAMS", "DEVICE_OPS", "TILE_ALIASES", "collective", "is_ir", "lane_count"]
+__all__ = ["COLLECTIVE_PARAMS", "DEVICE_OPS", "TILE_ALIASES", "VIEW_OPS", "collective", "is_ir", "lane_count"]

@@ -10,7 +10,11 @@ window is there just this rank's local memory (pypto #1694):
 - ``t[a:b, c:d] = v`` is ``t = tensor.assemble(t, v, [a, c])``, and ``tensor.assemble`` of a tile into a
   tensor is a ``tile.store`` (a tensor source is loaded whole first);
 - an all-scalar full-rank subscript ``t[i, j]`` is ``tensor.read``;
-- a tensor operand of a tensor-level op is loaded whole (:func:`on_core`).
+- a tensor operand of a tensor-level op is loaded whole (:func:`on_core`);
+- at the orchestration level (outside a kernel) a slice is pypto's view, not a load: a :class:`TensorView`,
+  the base tensor's region, which a tensor parameter of a called function takes as its tensor (pypto's
+  InlineFunctions substitutes the argument for the parameter), and whose reads and writes are the base's at
+  the view's offsets; an op that takes it as a value loads it where it is used (:func:`load_view`).
 
 Extents must be static (a tile's shape is); ``t[r:r + R]`` with a run-time ``r`` has the static extent
 ``R`` (the bounds are subtracted as linear forms, as pypto's simplifier folds them).
@@ -36,10 +40,12 @@ from pldemu.ir.nodes import (
     TileType,
     Var,
     as_expr,
+    binop,
     eval_nr,
     format_expr,
     static_int,
 )
+from pldemu.pypto.capture import Kind
 from pldemu.pypto.translate.level import DeviceLevel
 from pldemu.pypto.types import SymInt
 
@@ -59,6 +65,77 @@ class Region:
         return [e for i, e in enumerate(self.extents) if i not in self.drop]
 
 
+@dataclasses.dataclass(frozen=True)
+class TensorView:
+    """pypto's ``tensor.slice`` made at the orchestration level: a view of ``region`` of the tensor ``base``
+    (no dropped axes), a tensor of the region's extents to the code that takes it."""
+
+    base: Var
+    region: Region
+
+    @property
+    def name(self) -> str:
+        """What messages call it."""
+        return f"{self.base.name}[view]"
+
+    @property
+    def dtype(self) -> DType:
+        """The base's element type."""
+        return _ttype(self.base).dtype
+
+
+def in_kernel(tr: DeviceLevel) -> bool:
+    """In a kernel (an InCore function, a ``pl.at`` / ``pl.spmd`` task, what they inline), where pypto's
+    ConvertTensorToTileOps makes tensor ops tile ops; else at the orchestration level."""
+    return bool(tr.emit.tasks.depth) or tr.fn.kind is Kind.INCORE
+
+
+def based(t: Var | TensorView, region: Region) -> tuple[Var, Region]:
+    """The tensor a region of ``t`` lies in and the region there: a view's region moved by its offsets
+    into its base (what is read or written, bounds-checked against the view before), a tensor's as it is."""
+    if not isinstance(t, TensorView):
+        return t, region
+    offsets = tuple(o + p if isinstance(o, int) and isinstance(p, int) else binop(BinOpKind.ADD, as_expr(o), as_expr(p))
+                    for o, p in zip(t.region.offsets, region.offsets, strict=True))
+    return t.base, Region(offsets, region.extents, region.drop)
+
+
+def load_view(tr: DeviceLevel, view: TensorView, node: ast.AST) -> Var:
+    """A view taken as a value by an op: its region loaded where it is used (pypto reads through the view)."""
+    return load_region(tr, view.base, view.region, node)
+
+
+def tensor_region(tr: DeviceLevel, t: Var | TensorView, region: Region, node: ast.AST,
+                  valid: Sequence[Any] | None = None) -> Var | TensorView:
+    """``tensor.slice`` of a tensor or view: in a kernel a load of the region; at the orchestration level a
+    view (pypto's; a slice with dropped axes or ``valid_shape`` is loaded there too)."""
+    base, at = based(t, region)
+    if in_kernel(tr) or region.drop or valid is not None:
+        return load_region(tr, base, at, node, valid)
+    return TensorView(base, at)
+
+
+def reshape_view(tr: DeviceLevel, view: TensorView, shape: list[int], node: ast.AST) -> TensorView:
+    """``pl.reshape`` of a view (pypto's is zero copy): pldemu's views are boxes, so the view must be one
+    contiguous run of its base (only its leading axis narrowed), which is then a box of the base seen with
+    the new trailing dims, starting at a whole row of them."""
+    have, ext, offs = dims(tr, view.base, node), view.region.extents, view.region.offsets
+    if math.prod(shape) != math.prod(ext):
+        raise tr.error(f"pl.reshape: {view.name} has {math.prod(ext)} elements ({list(ext)}), the shape "
+                       f"{shape} {math.prod(shape)}", node)
+    tail, row, total = math.prod(shape[1:]), math.prod(have[1:]), math.prod(have)
+    contiguous = ext[1:] == have[1:] and all(_static(o) == 0 for o in offs[1:])
+    start = _static(offs[0])
+    whole_rows = row % tail == 0 or (start is not None and start * row % tail == 0)
+    if not contiguous or total % tail or not whole_rows or _ttype(view.base).strides is not None:
+        raise tr.error(f"pl.reshape of a view of {view.base.name} (a slice passed as a tensor) to {shape}: pldemu "
+                       "reshapes a view only when its cells are one run of its base (only the first axis sliced) "
+                       "starting at a whole row of the new shape", node)
+    lead = start * row // tail if start is not None else binop(BinOpKind.MUL, as_expr(offs[0]), Const(row // tail))
+    flat = tr.fb.pld.tensor.view(view.base, [total // tail, *shape[1:]])
+    return TensorView(flat, Region((lead, *[0] * (len(shape) - 1)), tuple(shape)))
+
+
 def is_tensor(v: Any) -> bool:
     """A tensor (a window included) as opposed to a tile or a scalar."""
     return isinstance(v, Var) and isinstance(v.type, TensorType)
@@ -69,8 +146,10 @@ def _ttype(t: Var) -> TensorType:
     return t.type
 
 
-def dims(tr: DeviceLevel, t: Var, node: ast.AST) -> tuple[int, ...]:
-    """The tensor's dims at this job's rank count (``NR`` evaluated); a tile's static shape."""
+def dims(tr: DeviceLevel, t: Var | TensorView, node: ast.AST) -> tuple[int, ...]:
+    """The tensor's dims at this job's rank count (``NR`` evaluated); a tile's static shape; a view's extents."""
+    if isinstance(t, TensorView):
+        return t.region.extents
     if isinstance(t.type, TileType):
         return t.type.shape
     out = []
@@ -108,6 +187,8 @@ def aligned_tile(tr: DeviceLevel, what: str, shape: list[int], dtype: DType, nod
 def on_core(tr: DeviceLevel, v: Any, node: ast.AST, op: str = "a tensor-level op") -> Any:
     """A tensor operand of a tensor-level op, loaded whole into a tile (pypto's ConvertTensorToTileOps
     keeps the value on core); a tile or scalar passes through."""
+    if isinstance(v, TensorView):
+        return load_view(tr, v, node)
     if not is_tensor(v):
         return v
     shape = list(dims(tr, v, node))
@@ -126,7 +207,13 @@ def tensor_level(tr: DeviceLevel, v: Any) -> bool:
 
 def tensor_dim(tr: DeviceLevel, t: Any, axis: Any, node: ast.AST) -> int:
     """``pl.tensor.dim(t, axis)``: the static extent; a dim that is the rank count is ``NR``'s
-    :class:`SymInt`, as ``pld.world_size()`` is."""
+    :class:`SymInt`, as ``pld.world_size()`` is; a view's extent."""
+    if isinstance(t, TensorView):
+        rank = len(t.region.extents)
+        if isinstance(axis, bool) or not isinstance(axis, int) or not -rank <= axis < rank:
+            raise tr.error(f"pl.tensor.dim: axis must be a static int in [-{rank}, {rank}) for {t.name} ({rank} "
+                           f"dims), got {axis!r}", node)
+        return t.region.extents[axis]
     if not is_tensor(t):
         raise tr.error(f"pl.tensor.dim: tensor must be a tensor, got {t!r}", node)
     shape = _ttype(t).shape
@@ -141,7 +228,7 @@ def tensor_dim(tr: DeviceLevel, t: Any, axis: Any, node: ast.AST) -> int:
 # -- regions ----------------------------------------------------------------------------------------
 
 
-def subscript_region(tr: DeviceLevel, t: Var, items: Sequence[Any], node: ast.AST) -> Region:
+def subscript_region(tr: DeviceLevel, t: Var | TensorView, items: Sequence[Any], node: ast.AST) -> Region:
     """The region of ``t[items]`` (numpy's rules, as pypto's parser: a scalar index drops its axis, a
     slice keeps it, missing trailing indices are ``:``); each item a ``slice`` or a scalar."""
     shape = dims(tr, t, node)
@@ -167,7 +254,7 @@ def subscript_region(tr: DeviceLevel, t: Var, items: Sequence[Any], node: ast.AS
     return region
 
 
-def check_bounds(tr: DeviceLevel, t: Var, region: Region, node: ast.AST, clamp: bool = False) -> None:
+def check_bounds(tr: DeviceLevel, t: Var | TensorView, region: Region, node: ast.AST, clamp: bool = False) -> None:
     """A region provably outside ``t`` is an error (pypto rejects it too); a run-time offset is checked
     when the load or store runs. ``clamp``: the end may run off the tensor (pypto's ``clamp=True``)."""
     shape = dims(tr, t, node)
@@ -344,5 +431,24 @@ def store_region(tr: DeviceLevel, value: Any, t: Var, region: Region, node: ast.
     tr.fb.pld.tile.store(tile, offsets, view, atomic=atomic)
 
 
-__all__ = ["TILE_ALIGN_BYTES", "Region", "aligned_tile", "check_bounds", "dims", "fixpipe", "is_tensor", "load_region", "on_core", "static_extent",
-           "store_region", "subscript_region", "tensor_dim"]
+__all__ = [
+    "TILE_ALIGN_BYTES",
+    "Region",
+    "TensorView",
+    "aligned_tile",
+    "based",
+    "check_bounds",
+    "dims",
+    "fixpipe",
+    "in_kernel",
+    "is_tensor",
+    "load_region",
+    "load_view",
+    "on_core",
+    "reshape_view",
+    "static_extent",
+    "store_region",
+    "subscript_region",
+    "tensor_dim",
+    "tensor_region",
+]

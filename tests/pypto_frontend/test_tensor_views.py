@@ -1,0 +1,155 @@
+"""A tensor's slice made at the orchestration level is pypto's view: passed to an inline function's (or a
+kernel's) tensor parameter it is that tensor, whose reads see the base's cells at the view's offsets and whose
+writes (an Out parameter: slice assignment, ``pl.assemble``, ``pl.store``) land in the base's region. Run
+on one and two ranks against numpy; bounds are checked against the view, at the user's line."""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pldemu.ir.nodes import format_expr
+from pldemu.ir.ops import Op
+from pldemu.ir.walk import function_calls
+from pldemu.pypto.errors import FrontendError
+from pldemu.pypto.execute import translate
+from pldemu.pypto.surface import language as pl
+from pldemu.pypto.surface.ir import DistributedConfig
+from pldemu.pypto.surface.language import distributed as pld
+from pldemu.pypto.surface.runtime import RunConfig
+
+T, C, TILES = 4, 16, 3
+ROWS = T * TILES
+NR = pl.dynamic("NR")
+
+
+@pytest.fixture(autouse=True)
+def _build_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYPTO_PROG_BUILD_DIR", str(tmp_path / "build_output"))
+
+
+def _line_of(marker: str) -> int:
+    src, _ = inspect.getsourcelines(sys.modules[__name__])
+    return next(i for i, line in enumerate(src, 1) if marker in line and "_line_of" not in line)
+
+
+@pl.jit.inline
+def mix(x: pl.Tensor[[T, 2, C], pl.FP32], bias: pl.Tensor[[2, C], pl.FP32],
+        y: pl.Tensor[[T, C], pl.FP32], z: pl.Tensor[[T, 2 * C], pl.FP32]):
+    """y = x[:, 0] + x[:, 1] + bias (its two rows in turn); z = 2 * x seen as [T, 2C]: every access through
+    the views."""
+    rows = pl.tensor.dim(x, 0)
+    flat = pl.reshape(x, [rows, 2 * C])  # a view too: the same cells seen with wider rows
+    with pl.at(level=pl.Level.CORE_GROUP, name_hint="mix"):
+        for h in pl.range(2):
+            r0 = h * 2
+            summed = pl.add(flat[r0:r0 + 2, 0:C], flat[r0:r0 + 2, C:2 * C])
+            y[r0:r0 + 2, :] = pl.add(summed, bias)
+        pl.assemble(z, pl.mul(flat, 2.0), [0, 0])
+    return y
+
+
+@pl.jit.inline
+def first_bias(bias: pl.Tensor[[1, C], pl.FP32], y: pl.Tensor[[T, C], pl.FP32]):
+    """Adds bias[0, 0] (an element read through a view) to row 0 of y, with pl.load / pl.store of the view
+    (and its ``.shape`` / ``.dtype``, as pl.jit folds them)."""
+    with pl.at(level=pl.Level.CORE_GROUP, name_hint="first"):
+        row = pl.add(pl.load(y, [0, 0], [1, C]), pl.full([1, y.shape[1]], dtype=y.dtype, value=0.0))
+        pl.store(pl.add(row, pl.read(bias, [0, 0])), [0, 0], y)
+    return y
+
+
+@pl.jit
+def views_orch(x: pl.Tensor[[ROWS, 2, C], pl.FP32], bias: pl.Tensor[[2, C], pl.FP32],
+               y: pl.Out[pl.Tensor[[ROWS, C], pl.FP32]], z: pl.Out[pl.Tensor[[ROWS, 2 * C], pl.FP32]]):
+    for t in pl.range(TILES):
+        t0 = t * T
+        x_tile = pl.slice(x, [T, 2, C], [t0, 0, 0])
+        y_tile = y[t0:t0 + T, :]
+        z_tile = pl.slice(z, [T, 2 * C], [t0, 0])
+        mix(x_tile, bias[0:2, :], y_tile, z_tile)
+        first_bias(bias[1:2, :], y_tile)
+    return y
+
+
+@pl.jit.host
+def views_host(x: pl.Tensor[[NR, ROWS, 2, C], pl.FP32], bias: pl.Tensor[[NR, 2, C], pl.FP32],
+               y: pl.Out[pl.Tensor[[NR, ROWS, C], pl.FP32]], z: pl.Out[pl.Tensor[[NR, ROWS, 2 * C], pl.FP32]]):
+    for r in pl.range(pld.world_size()):
+        views_orch(x[r], bias[r], y[r], z[r], device=r)
+
+
+def _args(n: int) -> tuple[np.ndarray, ...]:
+    rng = np.random.default_rng(41)
+    x = rng.standard_normal((n, ROWS, 2, C)).astype(np.float32)
+    bias = rng.standard_normal((n, 2, C)).astype(np.float32)
+    return x, bias, np.full((n, ROWS, C), -7.0, np.float32), np.full((n, ROWS, 2 * C), -7.0, np.float32)
+
+
+@pytest.mark.launcher
+@pytest.mark.parametrize("n", [1, 2])
+def test_slices_passed_to_inline_functions_are_views_of_the_base(n: int) -> None:
+    x, bias, y, z = _args(n)
+    views_host(x, bias, y, z, config=RunConfig(distributed_config=DistributedConfig(device_ids=list(range(n)))))
+    want = x[:, :, 0] + x[:, :, 1] + np.tile(bias, (1, ROWS // 2, 1))
+    want[:, ::T] += bias[:, 1:2, 0:1]
+    np.testing.assert_allclose(y, want, rtol=1e-6)
+    np.testing.assert_array_equal(z, 2 * x.reshape(n, ROWS, 2 * C))
+
+
+def test_a_view_is_read_and_written_on_its_base_at_its_offsets() -> None:
+    args = [a[0] for a in _args(1)]
+    built, _ = translate(views_orch.compile(*args).program, 1, args)
+    calls = [c for f in built.program.functions for c in function_calls(f)]
+    # the Out views' writes are stores into y and z themselves, at the tile's row t0 (+ the callee's offset)
+    stores = [c for c in calls if c.op is Op.TILE_STORE]
+    assert {c.args[2].name for c in stores} == {"y", "z"}
+    assert {format_expr(c.args[1].items[0]) for c in stores} == {"t0 + r0", "t0"}
+    # x is read through its [T, 2C] reshape: a view of x seen as [ROWS, 2C], not a copy
+    loads = [c for c in calls if c.op is Op.TILE_LOAD and c.args[0].name != "bias"]
+    assert {c.args[0].name for c in loads} == {"x_view", "y"}
+
+
+@pl.jit.inline
+def overreach(y: pl.Tensor[[T, C], pl.FP32]):
+    with pl.at(level=pl.Level.CORE_GROUP, name_hint="over"):
+        y[T - 1:T + 1, :] = pl.full([2, C], dtype=pl.FP32, value=0.0)  # MARK-overreach
+    return y
+
+
+@pl.jit
+def overreach_orch(y: pl.Out[pl.Tensor[[ROWS, C], pl.FP32]]):
+    overreach(y[0:T, :])
+    return y
+
+
+def test_a_view_out_of_its_bounds_is_refused_at_the_users_line() -> None:
+    y = np.zeros((ROWS, C), np.float32)
+    with pytest.raises(FrontendError, match=r"y\[view\]: axis 0 region \[3, 5\) is outside its 4 elements") as err:
+        translate(overreach_orch.compile(y).program, 1, [y])
+    assert (err.value.file, err.value.line) == (__file__, _line_of("MARK-overreach"))
+
+
+@pl.jit.inline
+def edge_store(y: pl.Tensor[[T, C], pl.FP32]):
+    with pl.at(level=pl.Level.CORE_GROUP, name_hint="edge"):
+        two = pl.full([2, C], dtype=pl.FP32, value=1.0)
+        pl.store(pl.set_validshape(two, 1, C), [T - 1, 0], y)  # only its valid row is written: inside the view
+    return y
+
+
+@pl.jit
+def edge_orch(y: pl.Out[pl.Tensor[[ROWS, C], pl.FP32]]):
+    edge_store(y[T:2 * T, :])
+    return y
+
+
+def test_a_store_through_a_view_is_bounded_by_the_tiles_valid_box() -> None:
+    y = np.zeros((ROWS, C), np.float32)
+    built, _ = translate(edge_orch.compile(y).program, 1, [y])
+    (store,) = [c for f in built.program.functions for c in function_calls(f) if c.op is Op.TILE_STORE]
+    assert store.args[2].name == "y" and format_expr(store.args[1].items[0]) == str(2 * T - 1)
