@@ -171,3 +171,50 @@ def test_a_cast_number_carried_with_an_int64_read(nranks: int) -> None:
     for tok in range(0, 10, WIDE):
         want[:, tok] = anchors[:, tok // WIDE]
     np.testing.assert_array_equal(ids, want)
+
+
+@pl.program
+class BranchLocal:
+    """A name bound in two branches of one ``if`` with different scalar dtypes and used only inside each (an
+    INDEX row from the loop index in one, an INT32 row from a read in the other, under a nested ``if``):
+    pypto's SSA scopes each to its branch, so there is nothing to carry and no type to keep."""
+
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def orch(self, sel: pl.Tensor[[N_IDS], pl.INT32], rows: pl.Tensor[[N_IDS], pl.INT32],
+             src: pl.Tensor[[N_IDS], pl.INT64], out: pl.Out[pl.Tensor[[N_IDS], pl.INT64]]) -> None:
+        with pl.at(level=pl.Level.CORE_GROUP, name_hint="pick"):
+            for i in pl.range(N_IDS):
+                kind = pl.read(sel, [i])
+                if kind == 1:
+                    at = (i + 1) % N_IDS
+                    pl.write(out, [i], pl.read(src, [at]))
+                else:
+                    row = pl.read(rows, [i])
+                    if row >= 0:
+                        at = row
+                        pl.write(out, [i], pl.read(src, [at]))
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, sel: pl.Tensor[[NR, N_IDS], pl.INT32], rows: pl.Tensor[[NR, N_IDS], pl.INT32],
+                  src: pl.Tensor[[NR, N_IDS], pl.INT64], out: pl.Out[pl.Tensor[[NR, N_IDS], pl.INT64]]) -> None:
+        for r in pl.range(pld.world_size()):
+            self.orch(sel[r], rows[r], src[r], out[r], device=r)
+
+
+@pytest.mark.launcher
+@pytest.mark.parametrize("nranks", [1, 2])
+def test_a_name_local_to_each_branch_keeps_each_branchs_dtype(nranks: int) -> None:
+    rng = np.random.default_rng(5)
+    sel = rng.integers(0, 2, (nranks, N_IDS)).astype(np.int32)
+    rows = rng.integers(-3, N_IDS, (nranks, N_IDS)).astype(np.int32)
+    src = rng.integers(-(2**40), 2**40, (nranks, N_IDS)).astype(np.int64)
+    out = np.full((nranks, N_IDS), -1, np.int64)
+    _compiled(BranchLocal, nranks)(sel, rows, src, out)
+    want = np.full((nranks, N_IDS), -1, np.int64)
+    for r in range(nranks):
+        for i in range(N_IDS):
+            if sel[r, i] == 1:
+                want[r, i] = src[r, (i + 1) % N_IDS]
+            elif rows[r, i] >= 0:
+                want[r, i] = src[r, rows[r, i]]
+    np.testing.assert_array_equal(out, want)

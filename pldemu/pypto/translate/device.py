@@ -126,6 +126,9 @@ class DeviceTranslator(Evaluator):
         """The variable each tile or scalar name owns: re-binding the name assigns it (see :meth:`bind`)."""
         self.carried: frozenset[str] = frozenset()
         """Names an enclosing loop or branch carries: they keep their type."""
+        self.sibling_local: frozenset[str] = frozenset()
+        """Names first bound in an earlier branch of an enclosing ``if`` (not before it): pypto's SSA scopes
+        them to that branch, so a later branch that binds them again carries nothing of theirs."""
         self.loading_views = False
         """True while an op that takes no view (not in ``VIEW_OPS``) evaluates its arguments: a name bound to a
         view then gives the view loaded (:meth:`eval_Name`)."""
@@ -243,7 +246,7 @@ class DeviceTranslator(Evaluator):
         pypto carries it through a loop (and merges a branch's), so the block must assign, not re-bind.
         The names carried."""
         carried = set()
-        for name in sorted(_assigned_names(body) - skip):
+        for name in sorted(_assigned_names(body) - skip - self.sibling_local):
             value: Any = self.env.get(name)
             if not _variable_kind(value, python=True):
                 continue
@@ -271,12 +274,17 @@ class DeviceTranslator(Evaluator):
         if _returns(s.body) or _returns(s.orelse):
             raise self.error("a `return` inside if/else is supported only as an early return "
                              "(an if without else whose body ends in return)", s)
+        before = frozenset(self.env)
         with self.carrying(self.own_before([*s.body, *s.orelse])):
             with self.fb.if_(cond):
                 self.block(s.body)
             if s.orelse:
-                with self.fb.else_():
-                    self.block(s.orelse)
+                saved, self.sibling_local = self.sibling_local, self.sibling_local | (frozenset(self.env) - before)
+                try:
+                    with self.fb.else_():
+                        self.block(s.orelse)
+                finally:
+                    self.sibling_local = saved
 
     def loop(self, s: ast.For) -> None:
         if s.orelse:
