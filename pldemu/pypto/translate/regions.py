@@ -70,16 +70,23 @@ def _ttype(t: Var) -> TensorType:
 
 
 def dims(tr: DeviceLevel, t: Var, node: ast.AST) -> tuple[int, ...]:
-    """The tensor's dims at this job's rank count (``NR`` evaluated); a tile's static shape."""
-    if isinstance(t.type, TileType):
-        return t.type.shape
+    """The tensor's dims at this job's rank count (``NR`` evaluated); a tile's static shape. A run-time
+    extent (an Orchestration ``pl.create_tensor`` sized by a scalar) is refused: the caller needs it static."""
     out = []
-    for d in _ttype(t).shape:
-        v = eval_nr(d, tr.emit.nranks)
+    for axis, v in enumerate(extents(tr, t)):
         if v is None:
-            raise tr.error(f"{t.name}: dim {d} has no static value", node)
+            raise tr.error(f"{t.name}: dim {axis} ({format_expr(_ttype(t).shape[axis])}) is known only at run "
+                           "time; this needs a static extent (slice the tensor with explicit bounds)", node)
         out.append(v)
     return tuple(out)
+
+
+def extents(tr: DeviceLevel, t: Var) -> tuple[int | None, ...]:
+    """The tensor's dims at this job's rank count; None for an extent known only at run time (checked
+    there, by the load or store that reaches it)."""
+    if isinstance(t.type, TileType):
+        return t.type.shape
+    return tuple(eval_nr(d, tr.emit.nranks) for d in _ttype(t).shape)
 
 
 TILE_ALIGN_BYTES = 32
@@ -134,7 +141,9 @@ def tensor_dim(tr: DeviceLevel, t: Any, axis: Any, node: ast.AST) -> int:
         raise tr.error(f"pl.tensor.dim: axis must be a static int in [-{len(shape)}, {len(shape)}) for "
                        f"{t.name} ({len(shape)} dims), got {axis!r}", node)
     d = shape[axis]
-    value = dims(tr, t, node)[axis]
+    value = extents(tr, t)[axis]
+    if value is None:
+        return d  # a run-time extent: its scalar expression, as pypto's tensor.dim of a dynamic dim
     return value if static_int(d) is not None else SymInt(value, d)
 
 
@@ -144,33 +153,36 @@ def tensor_dim(tr: DeviceLevel, t: Any, axis: Any, node: ast.AST) -> int:
 def subscript_region(tr: DeviceLevel, t: Var, items: Sequence[Any], node: ast.AST) -> Region:
     """The region of ``t[items]`` (numpy's rules, as pypto's parser: a scalar index drops its axis, a
     slice keeps it, missing trailing indices are ``:``); each item a ``slice`` or a scalar."""
-    shape = dims(tr, t, node)
+    shape = extents(tr, t)
     if len(items) > len(shape):
         raise tr.error(f"{t.name} has {len(shape)} dims, the subscript {len(items)} indices", node)
+    if None in shape[len(items):]:
+        dims(tr, t, node)  # raises: an axis the subscript leaves whole is run-time sized
     offsets: list[Any] = []
-    extents: list[int] = []
+    widths: list[int] = []
     drop: list[int] = []
     for axis, item in enumerate(items):
         if isinstance(item, slice):
             lower = 0 if item.start is None else item.start
-            upper = shape[axis] if item.stop is None else item.stop
+            upper = (_ttype(t).shape[axis] if shape[axis] is None else shape[axis]) if item.stop is None else item.stop
             offsets.append(lower)
-            extents.append(static_extent(tr, upper, lower, node))
+            widths.append(static_extent(tr, upper, lower, node))
         else:
             offsets.append(item)
-            extents.append(1)
+            widths.append(1)
             drop.append(axis)
     offsets += [0] * (len(shape) - len(items))
-    extents += list(shape[len(items):])
-    region = Region(tuple(offsets), tuple(extents), tuple(drop))
+    widths += [d for d in shape[len(items):] if d is not None]
+    region = Region(tuple(offsets), tuple(widths), tuple(drop))
     check_bounds(tr, t, region, node)
     return region
 
 
 def check_bounds(tr: DeviceLevel, t: Var, region: Region, node: ast.AST, clamp: bool = False) -> None:
-    """A region provably outside ``t`` is an error (pypto rejects it too); a run-time offset is checked
-    when the load or store runs. ``clamp``: the end may run off the tensor (pypto's ``clamp=True``)."""
-    shape = dims(tr, t, node)
+    """A region provably outside ``t`` is an error (pypto rejects it too); a run-time offset, or an axis of a
+    run-time extent, is checked when the load or store runs. ``clamp``: the end may run off the tensor
+    (pypto's ``clamp=True``)."""
+    shape = extents(tr, t)
     if len(region.offsets) != len(shape) or len(region.extents) != len(shape):
         raise tr.error(f"{t.name} has {len(shape)} dims, the region {len(region.offsets)} offsets and "
                        f"{len(region.extents)} extents", node)
@@ -178,7 +190,7 @@ def check_bounds(tr: DeviceLevel, t: Var, region: Region, node: ast.AST, clamp: 
         if ext <= 0:
             raise tr.error(f"{t.name}: the extent of axis {axis} must be positive, got {ext}", node)
         start = _static(off)
-        if start is not None and (start < 0 or start >= dim or (not clamp and start + ext > dim)):
+        if dim is not None and start is not None and (start < 0 or start >= dim or (not clamp and start + ext > dim)):
             raise tr.error(f"{t.name}: axis {axis} region [{start}, {start + ext}) is outside its {dim} "
                            "elements", node)
 
@@ -344,5 +356,5 @@ def store_region(tr: DeviceLevel, value: Any, t: Var, region: Region, node: ast.
     tr.fb.pld.tile.store(tile, offsets, view, atomic=atomic)
 
 
-__all__ = ["TILE_ALIGN_BYTES", "Region", "aligned_tile", "check_bounds", "dims", "fixpipe", "is_tensor", "load_region", "on_core", "static_extent",
+__all__ = ["TILE_ALIGN_BYTES", "Region", "aligned_tile", "check_bounds", "dims", "extents", "fixpipe", "is_tensor", "load_region", "on_core", "static_extent",
            "store_region", "subscript_region", "tensor_dim"]
