@@ -24,6 +24,7 @@ from pldemu.ir.nodes import (
     BinOp,
     BinOpKind,
     Const,
+    Expr,
     ExprOps,
     ScalarType,
     TensorType,
@@ -971,7 +972,7 @@ def _assembled(tr: DeviceLevel, t: Var, src: TileType, offsets: list[Any], node:
     return Region(tuple(offsets), (1,) * lead + extents, tuple(range(lead)))
 
 
-def _dim(tr: DeviceLevel, node: ast.Call) -> int:
+def _dim(tr: DeviceLevel, node: ast.Call) -> int | Expr:
     b = bind_call(tr, node, ("tensor", "axis"), {}, "pl.tensor.dim")
     return tensor_dim(tr, b["tensor"], b["axis"], node)
 

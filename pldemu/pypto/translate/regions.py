@@ -32,6 +32,7 @@ from pldemu.ir.nodes import (
     BinOp,
     BinOpKind,
     Const,
+    Expr,
     TensorType,
     TileType,
     Var,
@@ -131,9 +132,9 @@ def tensor_level(tr: DeviceLevel, v: Any) -> bool:
     return is_tensor(v) or (isinstance(v, Var) and v.name in tr.emit.tensor_slices)
 
 
-def tensor_dim(tr: DeviceLevel, t: Any, axis: Any, node: ast.AST) -> int:
+def tensor_dim(tr: DeviceLevel, t: Any, axis: Any, node: ast.AST) -> int | Expr:
     """``pl.tensor.dim(t, axis)``: the static extent; a dim that is the rank count is ``NR``'s
-    :class:`SymInt`, as ``pld.world_size()`` is."""
+    :class:`SymInt`, as ``pld.world_size()`` is; a run-time extent its scalar expression."""
     if not is_tensor(t):
         raise tr.error(f"pl.tensor.dim: tensor must be a tensor, got {t!r}", node)
     shape = _ttype(t).shape
