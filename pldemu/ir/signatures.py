@@ -246,7 +246,7 @@ def _deduce_tensor_create(op: Op, args: Sequence[ir.Arg], attrs: Mapping[str, ir
     assert isinstance(dtype, DType)
     shape = _items(args[0])
     if not shape or any((v := ir.static_int(d)) is not None and v <= 0 for d in shape):
-        raise IRTypeError(op, "shape", "positive extents", str(list(shape)))
+        raise IRTypeError(op, "shape", "positive extents", ir.format_dims(shape))
     return ir.TensorType(dtype, shape)
 
 

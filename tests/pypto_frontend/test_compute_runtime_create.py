@@ -14,6 +14,8 @@ import pytest
 
 from pldemu.ir.ops import Op
 from pldemu.ir.walk import function_calls
+from pldemu.job.precheck import static_buffers
+from pldemu.job.resources import job_memory
 from pldemu.pypto.execute import ProgramRunError, translate
 from pldemu.pypto.surface import ir
 from pldemu.pypto.surface import language as pl
@@ -120,3 +122,10 @@ def test_an_access_past_the_run_time_extent_is_refused_at_the_users_line() -> No
     src = Path(__file__).read_text().splitlines()
     line = next(i + 1 for i, text in enumerate(src) if "MARK-overrun" in text and "next(" not in text)
     assert f"[{Path(__file__).name}:{line}]" in str(err.value)
+
+
+def test_the_memory_estimate_names_what_it_cannot_count() -> None:
+    built, _ = translate(Padded, 1, (*_args(1), 40))
+    estimate = job_memory(static_buffers(built.program, 1).values(), 1, False, program=built.program)
+    assert [n.split("_")[0] for n in estimate.unsized] == ["acc"]
+    assert f"not counted, sized at run time: {estimate.unsized[0]}" in estimate.describe()
