@@ -752,6 +752,10 @@ def _scalar_cast(tr: DeviceLevel, v: Any, dst: DType, mode: Any, node: ast.AST) 
                        "math in tile ops)", node)
     if isinstance(v, Const):
         return Const(float(v.value) if dst.is_float else int(v.value), dst)
+    if src is DType.BOOL and dst.is_int:
+        # 1 where the condition holds, else 0: max(cond, 0) is the condition's value typed as the integer
+        # (a BOOL joins an integer as that integer; built unfolded, as the IR has no scalar cast).
+        return BinOp(BinOpKind.MAX, v, Const(0, dst))
     if not (src.is_int and dst.is_int):
         raise tr.error(f"pl.cast of a {src.value} device scalar to {dst.value}: pldemu casts a scalar between "
                        "integer and float types only when its value is known at translation time (a pl.Scalar "
