@@ -26,6 +26,7 @@ The reports join the detector's at its checkpoint (``RaceDetector.extra_reports`
 
 from __future__ import annotations
 
+import bisect
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -217,8 +218,12 @@ class TaskRaces(MonitorBase):
         found: dict[tuple[Any, ...], RaceReport] = {}
         for (target, index), accs in run.accesses.items():
             buf = self.buffers[index]
+            # Two reads never race: only the pairs with a write or an atomic are visited, in the order of all
+            # pairs (a model layer's weights are read thousands of times and never written).
+            writers = [k for k, x in enumerate(accs) if x.kind != READ]
             for i, a in enumerate(accs):
-                for b in accs[i + 1:]:
+                for j in range(i + 1, len(accs)) if a.kind != READ else writers[bisect.bisect_right(writers, i):]:
+                    b = accs[j]
                     if max(a.task, b.task) >= len(anc) or not _concurrent(a, b, anc):
                         continue
                     self._pair(found, buf, target, a, b)
