@@ -69,8 +69,12 @@ def abort_on_error(comm: MPI.Intracomm, head: str, err: BaseException, hint: str
 
 
 def error_text(err: BaseException, first: Sequence[str] = ()) -> str:
-    """``TYPE: MESSAGE`` of a rank's failure, after ``first`` (what it found before: ``then TYPE: ...``)."""
-    text = f"{type(err).__name__}: {err}"
+    """``TYPE: MESSAGE [FILE:LINE]`` of a rank's failure (the user's line of the statement, when known), after
+    ``first`` (what it found before: ``then TYPE: ...``)."""
+    from pldemu.runtime.errors import user_line
+
+    origin = user_line(err)
+    text = f"{type(err).__name__}: {err}" + (f" [{origin}]" if origin is not None else "")
     return "\n".join([*first, f"then {text}"]) if first else text
 
 

@@ -336,6 +336,13 @@ class TensorNS(_Namespace):
     def all_to_all_v(self, input: ir.Var, target: ir.Var, signal: ir.Var, send_counts: ir.Var, recv_counts: ir.Var) -> ir.Var:
         return self._result(Op.ALL_TO_ALL_V, [input, target, signal, send_counts, recv_counts], {}, target)
 
+    def create(self, shape: ListLike, dtype: DType | str, hint: str = "created") -> ir.Var:
+        """A rank-local tensor allocated when the statement runs, at ``shape`` evaluated then (run-time
+        extents allowed); a fresh buffer each time it runs, undefined (poisoned) until written."""
+        out = self._fb.op(Op.TENSOR_CREATE, [as_list(shape)], {"dtype": _dtype(dtype), "name": hint}, hint=hint)
+        assert out is not None
+        return out
+
     def view(self, tensor: ir.Var, shape: ListLike, valid_shape: ListLike | None = None) -> ir.Var:
         args: list[ir.Arg | ListLike] = [tensor, as_list(shape)]
         if valid_shape is not None:

@@ -49,6 +49,9 @@ class Op(enum.Enum):
     AIV_LANE = "system.aiv_lane"
 
     # Local tensor / tile ops.
+    # A rank-local tensor allocated when the statement runs, at the extents it evaluates then (pypto's
+    # orchestration ``tensor.create``: its extents may be run-time scalars); a fresh buffer each time.
+    TENSOR_CREATE = "tensor.create"
     TENSOR_VIEW = "tensor.view"
     TENSOR_READ = "tensor.read"
     TENSOR_WRITE = "tensor.write"

@@ -241,6 +241,15 @@ def _deduce_view(op: Op, args: Sequence[ir.Arg], attrs: Mapping[str, ir.AttrValu
     return ir.TensorType(t.dtype, shape, valid, t.window, t.layout, None)
 
 
+def _deduce_tensor_create(op: Op, args: Sequence[ir.Arg], attrs: Mapping[str, ir.AttrValue]) -> ir.Type:
+    dtype = attrs["dtype"]
+    assert isinstance(dtype, DType)
+    shape = _items(args[0])
+    if not shape or any((v := ir.static_int(d)) is not None and v <= 0 for d in shape):
+        raise IRTypeError(op, "shape", "positive extents", ir.format_dims(shape))
+    return ir.TensorType(dtype, shape)
+
+
 def _deduce_read(op: Op, args: Sequence[ir.Arg], attrs: Mapping[str, ir.AttrValue]) -> ir.Type:
     t = _tensor(args[0])
     _region_rank(op, "indices", args[1], len(t.shape))
@@ -340,6 +349,7 @@ SIGNATURES: Mapping[Op, Signature] = MappingProxyType(
         Op.RANK: sig([("ctx", C)], _int32),
         Op.NRANKS: sig([("ctx", C)], _int32),
         # Local ops.
+        Op.TENSOR_CREATE: sig([("shape", L)], _deduce_tensor_create, [AttrSpec("dtype", DType, None), AttrSpec("name", str, "created")]),
         Op.TENSOR_VIEW: sig([("tensor", T), ("shape", L), ("valid_shape", L, True)], _deduce_view,
                              regions=[Region("shape", extent="valid_shape")]),
         Op.TENSOR_READ: sig([("tensor", T), ("indices", L)], _deduce_read, regions=[Region("tensor", "indices")]),

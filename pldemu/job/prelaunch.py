@@ -39,7 +39,7 @@ def check_before_launch(programs: Iterable[tuple[Program, Program | None]], nran
         for lowered, source in programs:
             precheck(lowered, nranks, options, source=source)
             estimates.append(job_memory(static_buffers(lowered, nranks).values(), nranks, options.race_detect,
-                                        copies or RUN_COPIES, invariants=options.invariants))
+                                        copies or RUN_COPIES, invariants=options.invariants, program=lowered))
         if estimates:
             check_fits(max(estimates, key=lambda e: e.total), force)
     except PrecheckError as err:

@@ -25,7 +25,8 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from pldemu.ir.nodes import Program, TileType
+from pldemu.ir.nodes import Assign, Call, Program, TensorType, TileType, eval_nr
+from pldemu.ir.ops import Op
 from pldemu.ir.walk import walk_stmts
 from pldemu.job.precheck import StaticBuffer
 
@@ -75,6 +76,8 @@ class MemoryEstimate:
     """One rank's tile variables, each holding its latest tile (:func:`tile_bytes`)."""
     biggest: tuple[tuple[str, int], ...] = ()
     """The largest buffers (name, bytes), largest first: what a refusal names."""
+    unsized: tuple[str, ...] = ()
+    """The ``tensor.create`` tensors of run-time extents: allocated when their statement runs, not counted."""
 
     @property
     def per_rank(self) -> int:
@@ -90,20 +93,42 @@ class MemoryEstimate:
                 + (f" + {_size(self.tiles)} of tiles" if self.tiles else "")
                 + f" + {_size(RANK_OVERHEAD)} per process))"
                 + ("; biggest buffers: " + ", ".join(f"{n} {_size(b)}" for n, b in self.biggest) if self.biggest
-                   else ""))
+                   else "")
+                + ("; not counted, sized at run time: " + ", ".join(self.unsized) if self.unsized else ""))
 
 
 def job_memory(buffers: Iterable[StaticBuffer], nranks: int, races: bool, copies: int = RUN_COPIES, *,
-               invariants: bool = False, tiles: int = 0) -> MemoryEstimate:
+               invariants: bool = False, tiles: int = 0, program: Program | None = None) -> MemoryEstimate:
     """The estimate for ``buffers`` (one rank's, at ``nranks`` ranks, each held ``copies`` times); with
     ``races`` :data:`RACE_CELL_BYTES` and with ``invariants`` :data:`INVARIANT_CELL_BYTES` per signal
-    cell; ``tiles``: the bytes of one rank's tile variables (:func:`tile_bytes`)."""
-    buffers = list(buffers)
+    cell; ``tiles``: the bytes of one rank's tile variables (:func:`tile_bytes`); ``program``: its
+    ``tensor.create`` tensors too (:func:`created_tensors`)."""
+    created, unsized = created_tensors(program, nranks) if program is not None else ([], ())
+    buffers = list(buffers) + created
     sizes = sorted(((b.name, math.prod(b.shape) * b.element.itemsize) for b in buffers), key=lambda nb: -nb[1])
     signal_cells = sum(math.prod(b.shape) for b in buffers if b.signal)
     per_cell = (RACE_CELL_BYTES if races else 0) + (INVARIANT_CELL_BYTES if invariants else 0)
     return MemoryEstimate(nranks, sum(n for _, n in sizes), signal_cells * per_cell, copies, tiles,
-                          tuple(sizes[:BIGGEST]))
+                          tuple(sizes[:BIGGEST]), unsized)
+
+
+def created_tensors(program: Program, nranks: int) -> tuple[list[StaticBuffer], tuple[str, ...]]:
+    """The tensors a program's ``tensor.create`` statements allocate as it runs: those of static extents
+    (at ``nranks``), counted once each like a declared buffer, and the names of those sized at run time,
+    which no estimate made before the run can count (each execution allocates its own)."""
+    counted: dict[str, StaticBuffer] = {}
+    unsized: dict[str, None] = {}
+    for f in program.functions:
+        for s in walk_stmts(f.body.stmts):
+            if not (isinstance(s, Assign) and isinstance(s.value, Call) and s.value.op is Op.TENSOR_CREATE
+                    and isinstance(s.var.type, TensorType)):
+                continue
+            dims = [eval_nr(d, nranks) for d in s.var.type.shape]
+            if any(d is None for d in dims):
+                unsized[s.var.name] = None
+            else:
+                counted[s.var.name] = StaticBuffer(s.var.name, s.var.type.dtype, tuple(d or 0 for d in dims))
+    return list(counted.values()), tuple(unsized)
 
 
 BIGGEST = 3
@@ -155,4 +180,4 @@ def _size(n: float) -> str:
     return f"{n / MIB:.0f} MiB" if n >= MIB else f"{n / 1024:.0f} KiB"
 
 
-__all__ = ["INVARIANT_CELL_BYTES", "RACE_CELL_BYTES", "RANK_OVERHEAD", "RUN_COPIES", "MemoryEstimate", "ResourceError", "available_memory", "check_copies", "check_fits", "job_memory", "tile_bytes"]
+__all__ = ["INVARIANT_CELL_BYTES", "RACE_CELL_BYTES", "RANK_OVERHEAD", "RUN_COPIES", "MemoryEstimate", "ResourceError", "available_memory", "check_copies", "check_fits", "created_tensors", "job_memory", "tile_bytes"]

@@ -332,7 +332,7 @@ def _check_memory(prog: CapturedProgram, built: Built, nranks: int, opts: Fronte
     from pldemu.job.resources import ResourceError, check_fits, job_memory, tile_bytes
 
     estimate = job_memory(static_buffers(built.program, nranks).values(), nranks, opts.runtime.race_detect,
-                          invariants=opts.runtime.invariants, tiles=tile_bytes(built.program))
+                          invariants=opts.runtime.invariants, tiles=tile_bytes(built.program), program=built.program)
     try:
         check_fits(estimate, opts.force)
     except ResourceError as err:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import CodeType, FunctionType, TracebackType
 from typing import Any
 
@@ -71,6 +71,8 @@ class CompiledFunction:
     numeric: bool = True
     """Whether running it may compute on numpy data (so ``run()`` silences numpy's floating-point
     warnings around it); False when every call site is a plain handler of ``ops.SIGNAL_OPS``."""
+    origins: Mapping[int, str] = field(default_factory=dict)
+    """Generated line -> the user's line (``FILE:LINE``) of the op statement it belongs to, where known."""
 
     def run(self, frame: Frame) -> tuple[Any, ...]:
         """Execute the body; an error leaves located at the statement that raised it. FP16 overflow to
@@ -86,7 +88,7 @@ class CompiledFunction:
             where = self.where(err.__traceback__)
             if where is None:
                 raise
-            new = locate(err, where)
+            new = locate(err, where, self.origins.get(self.line_of(err.__traceback__) or 0))
             if new is err:
                 raise
             raise new from err
@@ -94,12 +96,17 @@ class CompiledFunction:
 
     def where(self, tb: TracebackType | None) -> str | None:
         """The location of the statement the innermost generated frame of ``tb`` was executing."""
+        line = self.line_of(tb)
+        return None if line is None else self.lines.get(line)
+
+    def line_of(self, tb: TracebackType | None) -> int | None:
+        """The generated line the innermost generated frame of ``tb`` was executing."""
         line = None
         while tb is not None:
             if tb.tb_frame.f_code in self.codes:
                 line = tb.tb_lineno
             tb = tb.tb_next
-        return None if line is None else self.lines.get(line)
+        return line
 
 
 def function_lines(program: ir.Program) -> dict[str, int]:
@@ -160,8 +167,12 @@ class _Source:
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.where: list[str | None] = []
+        self.origins: dict[int, str] = {}
+        """Index in ``lines`` -> the user's line of an op statement's line."""
 
-    def emit(self, indent: int, text: str, where: str | None) -> None:
+    def emit(self, indent: int, text: str, where: str | None, origin: ir.SourcePos | None = None) -> None:
+        if origin is not None:
+            self.origins[len(self.lines)] = str(origin)
         self.lines.append("    " * indent + text)
         self.where.append(where)
 
@@ -225,7 +236,7 @@ class FunctionCompiler:
         head.emit(0, f"def {entry}(f):", None)
         if not self._in_frame:
             head.emit(1, _tuple([self._var(n) for n in names]) + " = f", None)
-        source, lines = _assemble([head, self._src, *self._outlined])
+        source, lines, origins = _assemble([head, self._src, *self._outlined])
         try:
             code = compile(source, f"<pldemu {_ident(fn.name)}>", "exec")
         except (SyntaxError, RecursionError, MemoryError) as err:
@@ -235,7 +246,7 @@ class FunctionCompiler:
         codes = frozenset(_nested_codes(v.__code__ for v in namespace.values() if isinstance(v, FunctionType)
                                         and v.__code__.co_filename == code.co_filename))
         return CompiledFunction(fn.name, namespace[entry], len(self.slots), tuple(names), source, lines, codes,
-                                self._numeric)
+                                self._numeric, origins)
 
     def _slot(self, name: str) -> int:
         slot = self.slots.get(name)
@@ -305,13 +316,13 @@ class FunctionCompiler:
         loc = self._loc(f"{s.var.name} = {ir.format_expr(s.value)}", s.origin)
         value = self._top(s.value, loc, indent)
         self._slot(s.var.name)
-        self._src.emit(indent, f"{self._var(s.var.name)} = {value}", loc.printed)
+        self._src.emit(indent, f"{self._var(s.var.name)} = {value}", loc.printed, loc.origin)
 
     def _eval(self, s: ir.Eval, indent: int, depth: int) -> None:
         self.line += 1
         self._drain(indent, s.call)
         loc = self._loc(ir.format_expr(s.call), s.origin)
-        self._src.emit(indent, self._top(s.call, loc, indent), loc.printed)
+        self._src.emit(indent, self._top(s.call, loc, indent), loc.printed, loc.origin)
 
     def _for(self, s: ir.For, indent: int, depth: int) -> None:
         self.line += 1
@@ -602,16 +613,20 @@ def _tuple(items: Sequence[str]) -> str:
     return f"({items[0]},)" if len(items) == 1 else "(" + ", ".join(items) + ")"
 
 
-def _assemble(parts: Sequence[_Source]) -> tuple[str, dict[int, str]]:
-    """One source text from ``parts`` and its line table (1-based line -> location)."""
+def _assemble(parts: Sequence[_Source]) -> tuple[str, dict[int, str], dict[int, str]]:
+    """One source text from ``parts``, its line table (1-based line -> location) and the user's lines of
+    its op statements (1-based line -> ``FILE:LINE``)."""
     lines: list[str] = []
     table: dict[int, str] = {}
+    origins: dict[int, str] = {}
     for part in parts:
-        for text, where in zip(part.lines, part.where, strict=True):
+        for i, (text, where) in enumerate(zip(part.lines, part.where, strict=True)):
             lines.append(text)
             if where is not None:
                 table[len(lines)] = where
-    return "\n".join(lines) + "\n", table
+            if i in part.origins:
+                origins[len(lines)] = part.origins[i]
+    return "\n".join(lines) + "\n", table, origins
 
 
 def _observed(m: Machine, site: CallSite, handler: Any, listeners: Sequence[Listener],

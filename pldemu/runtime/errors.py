@@ -82,14 +82,24 @@ class DeadlockError(Exception):
 LOCATED = "pld_location"
 """Attribute set on an exception once it carries a program location (so outer statements keep it)."""
 
+ORIGIN = "pld_origin"
+"""Attribute set with ``LOCATED`` when the statement's user line (``FILE:LINE``) is known: a rank's failure
+text names it after the message (:func:`user_line`), the prefix staying the printed location."""
+
 _PROGRAM_FAULTS = (ArithmeticError, TypeError, ValueError, IndexError)
 """Python errors that, raised while evaluating a statement, mean the program did something illegal."""
 
 
-def locate(err: BaseException, location: str) -> BaseException:
-    """The exception to raise for ``err`` raised at ``location``: the same one if it is already located;
-    access errors re-created with the location in front of their message; scalar/numpy faults turned
-    into ``ProgramError``; anything else (an interpreter bug) annotated with a note only."""
+def user_line(err: BaseException) -> str | None:
+    """The user's ``FILE:LINE`` of the statement ``err`` was raised at, when known."""
+    return getattr(err, ORIGIN, None)
+
+
+def locate(err: BaseException, location: str, origin: str | None = None) -> BaseException:
+    """The exception to raise for ``err`` raised at ``location`` (``origin``: the user's line of it): the same
+    one if it is already located; access errors re-created with the location in front of their message;
+    scalar/numpy faults turned into ``ProgramError``; anything else (an interpreter bug) annotated with a
+    note only."""
     if getattr(err, LOCATED, None) is not None:
         return err
     out: BaseException
@@ -109,6 +119,8 @@ def locate(err: BaseException, location: str) -> BaseException:
         out = err
         err.add_note(f"at {location}")
     setattr(out, LOCATED, location)
+    if origin is not None:
+        setattr(out, ORIGIN, origin)
     return out
 
 

@@ -329,7 +329,10 @@ class ProgramInstance(FreedOnExit):
             if name not in self._lines:
                 raise ProgramError(f"program {self.program.name} has no function {name!r}")
             fn = self._function(name, traced)
-        board = self._machine.status
+        machine = self._machine
+        if len(machine.buffers) > machine.declared:
+            machine.drop_created()
+        board = machine.status
         assert board is not None
         self._runs = runs = self._runs + 1
         stats = self._window_stats

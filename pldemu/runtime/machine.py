@@ -6,7 +6,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pldemu.ir import Op, WaitCmp
+from pldemu.ir import BufferKind, DType, Op, WaitCmp
 from pldemu.mpi import DEFAULT_POLICY, TIMED_POLICY
 from pldemu.runtime.errors import Cause, DeadlockError
 from pldemu.runtime.options import RuntimeOptions
@@ -38,6 +38,9 @@ class Machine:
         self.stage_pieces = options.stage_pieces
         self.poison = Poison(options.poison)
         self.buffers = list(buffers)
+        """The declared buffers, then the ones this run's ``tensor.create`` statements allocated
+        (``local_buffer``; ``Buffer.index`` is the position here, the key of every per-buffer record)."""
+        self.declared = len(self.buffers)
         self.sites: list[CallSite] = []
         self.status: StatusBoard | None = None
         self.writers: Callable[[int, int, int], tuple[tuple[int, ...] | None, int]] | None = None
@@ -72,6 +75,17 @@ class Machine:
         """Handlers that replace ``HANDLERS`` entries for this instance (adversarial schedules,
         deferred visibility, invariant checks: ``pldemu.runtime.instrument.schedule``); consulted when a call
         site is compiled, never per executed op, so an empty table costs nothing."""
+
+    def local_buffer(self, name: str, dtype: DType, shape: tuple[int, ...]) -> Buffer:
+        """A rank-local buffer allocated while the program runs (``tensor.create``): a buffer of its own,
+        like a declared one to the race checks and the task graph, poisoned (or zero) until written."""
+        buf = Buffer(len(self.buffers), name, BufferKind.LOCAL, dtype, shape, None, self.poison.array(shape, dtype.np))
+        self.buffers.append(buf)
+        return buf
+
+    def drop_created(self) -> None:
+        """Forget the previous run's ``tensor.create`` buffers (each run allocates its own)."""
+        del self.buffers[self.declared:]
 
     def _call(self) -> int:
         return self.status.run if self.status is not None else 0

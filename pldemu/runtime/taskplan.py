@@ -25,7 +25,7 @@ from pldemu.runtime.options import RuntimeOptions
 from pldemu.runtime.taskdeps import Submission, submissions
 from pldemu.runtime.tasksched import TaskInfo, TaskScheduler, task_shape
 
-NO_DRAIN: frozenset[Op] = frozenset({Op.TENSOR_VIEW, Op.RANK, Op.NRANKS, Op.GET_COMM_CTX})
+NO_DRAIN: frozenset[Op] = frozenset({Op.TENSOR_CREATE, Op.TENSOR_VIEW, Op.RANK, Op.NRANKS, Op.GET_COMM_CTX})
 """Orchestration ops that touch no tensor data: no need to wait for the tasks first."""
 
 ORCH_ACCESS: frozenset[Op] = frozenset({Op.TENSOR_READ, Op.TENSOR_WRITE})

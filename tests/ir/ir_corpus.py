@@ -108,6 +108,8 @@ def primitives() -> Program:
     pld.system.cacheinvalid(win, [NR, 64], [me, 0])
     pld.tensor.view(win, [1, NR * 64])
     pld.tensor.view(loc, [256, 1], [200, 1])
+    made = pld.tensor.create([nr * 2, 64], "fp32", hint="made")
+    pld.tile.store(pld.tile.load(made, [0, 0], [2, 64]), [0, 0], made)
     val = pld.tensor.read(idx, [3])
     pld.tensor.write(idx, [3], val + Const(2, I32))
     t = pld.tile.load(loc, [0, 0], [4, 64])

@@ -24,6 +24,7 @@ from pldemu.ir.nodes import (
     BinOp,
     BinOpKind,
     Const,
+    Expr,
     ExprOps,
     ScalarType,
     TensorType,
@@ -604,10 +605,12 @@ def _create_tensor(tr: DeviceLevel, node: ast.Call) -> Var:
     ``layout`` change no value."""
     name = "pl.create_tensor"
     b = bind_call(tr, node, ("shape", "dtype"), {"layout": None, "manual_dep": False, "init_value": None}, name)
+    dtype = _dtype_arg(tr, b["dtype"], name, node)
+    if _run_time_sized(b["shape"]) and not (tr.emit.tasks.depth or tr.fn.kind is Kind.INCORE):
+        return _created_at_run_time(tr, b["shape"], dtype, b["init_value"], node)
     shape = [static(tr, d, node) for d in b["shape"]] if isinstance(b["shape"], (list, tuple)) else None
     if not shape or any(d <= 0 for d in shape):
         raise tr.error(f"{name}: shape must be a list of static positive extents, got {b['shape']!r}", node)
-    dtype = _dtype_arg(tr, b["dtype"], name, node)
     init = b["init_value"]
     if init is not None and (isinstance(init, bool) or not isinstance(init, (int, float))):
         raise tr.error(f"pypto refuses it: {name}: init_value must be a constant int or float, got {init!r}", node)
@@ -621,6 +624,31 @@ def _create_tensor(tr: DeviceLevel, node: ast.Call) -> Var:
         fill = tr.fb.pld.tile.full(shape, Const(int(init) if dtype.is_int else float(init), dtype), dtype, hint="init")
         tr.fb.pld.tile.store(fill, [0] * len(shape), t)
     return t
+
+
+def _run_time_sized(shape: Any) -> bool:
+    """A shape list with an extent that is an IR scalar expression (known only when the statement runs)."""
+    return isinstance(shape, (list, tuple)) and any(
+        isinstance(d, (Var, BinOp)) and static_int(d) is None for d in shape)
+
+
+def _created_at_run_time(tr: DeviceLevel, shape: Sequence[Any], dtype: DType, init: Any, node: ast.AST) -> Var:
+    """An Orchestration ``pl.create_tensor`` whose extents are run-time scalars: pypto's orchestration codegen
+    allocates it when the statement runs, at the extents evaluated then (``alloc_tensors``, no upper bound),
+    so here a ``tensor.create``: a fresh rank-local buffer each time it runs, undefined until written. An
+    access past its run-time extent is refused when it runs."""
+    name = "pl.create_tensor"
+    for d in shape:
+        scalar = isinstance(d, (Const, Var, BinOp)) and isinstance(d.type, ScalarType) and d.type.dtype.is_int
+        if not (scalar or (isinstance(d, int) and not isinstance(d, bool))):
+            raise tr.error(f"{name}: an extent must be an int or an integer scalar, got {d!r}", node)
+        fixed = static_int(as_expr(d))
+        if fixed is not None and fixed <= 0:
+            raise tr.error(f"{name}: extents must be positive, got {d!r}", node)
+    if init is not None:
+        raise tr.error(f"{name}: init_value= on a tensor of run-time extents is not supported by pldemu "
+                       "(seed it with a task, as pypto-lib does)", node)
+    return tr.fb.pld.tensor.create(list(shape), dtype, hint=getattr(tr, "lhs", None) or "created")
 
 
 def _created_tile(tr: DeviceLevel, shape: list[int], dtype: DType, init: int | float | None) -> Var:
@@ -785,6 +813,10 @@ def _scalar_cast(tr: DeviceLevel, v: Any, dst: DType, mode: Any, node: ast.AST) 
                        "math in tile ops)", node)
     if isinstance(v, Const):
         return Const(float(v.value) if dst.is_float else int(v.value), dst)
+    if src is DType.BOOL and dst.is_int:
+        # 1 where the condition holds, else 0: max(cond, 0) is the condition's value typed as the integer
+        # (a BOOL joins an integer as that integer; built unfolded, as the IR has no scalar cast).
+        return BinOp(BinOpKind.MAX, v, Const(0, dst))
     if not (src.is_int and dst.is_int):
         raise tr.error(f"pl.cast of a {src.value} device scalar to {dst.value}: pldemu casts a scalar between "
                        "integer and float types only when its value is known at translation time (a pl.Scalar "
@@ -1004,7 +1036,7 @@ def _assembled(tr: DeviceLevel, t: Var | TensorView, src: TileType, offsets: lis
     return Region(tuple(offsets), (1,) * lead + extents, tuple(range(lead)))
 
 
-def _dim(tr: DeviceLevel, node: ast.Call) -> int:
+def _dim(tr: DeviceLevel, node: ast.Call) -> int | Expr:
     b = bind_call(tr, node, ("tensor", "axis"), {}, "pl.tensor.dim")
     return tensor_dim(tr, b["tensor"], b["axis"], node)
 

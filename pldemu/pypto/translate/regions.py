@@ -36,6 +36,7 @@ from pldemu.ir.nodes import (
     BinOp,
     BinOpKind,
     Const,
+    Expr,
     TensorType,
     TileType,
     Var,
@@ -147,18 +148,27 @@ def _ttype(t: Var) -> TensorType:
 
 
 def dims(tr: DeviceLevel, t: Var | TensorView, node: ast.AST) -> tuple[int, ...]:
-    """The tensor's dims at this job's rank count (``NR`` evaluated); a tile's static shape; a view's extents."""
+    """The tensor's dims at this job's rank count (``NR`` evaluated); a tile's static shape; a view's extents.
+    A run-time extent (an Orchestration ``pl.create_tensor`` sized by a scalar) is refused: the caller needs it
+    static."""
+    out = []
+    for axis, v in enumerate(extents(tr, t)):
+        if v is None:
+            assert isinstance(t, Var)  # a view's extents are static
+            raise tr.error(f"{t.name}: dim {axis} ({format_expr(_ttype(t).shape[axis])}) is known only at run "
+                           "time; this needs a static extent (slice the tensor with explicit bounds)", node)
+        out.append(v)
+    return tuple(out)
+
+
+def extents(tr: DeviceLevel, t: Var | TensorView) -> tuple[int | None, ...]:
+    """The tensor's dims at this job's rank count; None for an extent known only at run time (checked
+    there, by the load or store that reaches it); a view's extents."""
     if isinstance(t, TensorView):
         return t.region.extents
     if isinstance(t.type, TileType):
         return t.type.shape
-    out = []
-    for d in _ttype(t).shape:
-        v = eval_nr(d, tr.emit.nranks)
-        if v is None:
-            raise tr.error(f"{t.name}: dim {d} has no static value", node)
-        out.append(v)
-    return tuple(out)
+    return tuple(eval_nr(d, tr.emit.nranks) for d in _ttype(t).shape)
 
 
 TILE_ALIGN_BYTES = 32
@@ -205,9 +215,9 @@ def tensor_level(tr: DeviceLevel, v: Any) -> bool:
     return is_tensor(v) or (isinstance(v, Var) and v.name in tr.emit.tensor_slices)
 
 
-def tensor_dim(tr: DeviceLevel, t: Any, axis: Any, node: ast.AST) -> int:
+def tensor_dim(tr: DeviceLevel, t: Any, axis: Any, node: ast.AST) -> int | Expr:
     """``pl.tensor.dim(t, axis)``: the static extent; a dim that is the rank count is ``NR``'s
-    :class:`SymInt`, as ``pld.world_size()`` is; a view's extent."""
+    :class:`SymInt`, as ``pld.world_size()`` is; a view's extent; a run-time extent its scalar expression."""
     if isinstance(t, TensorView):
         rank = len(t.region.extents)
         if isinstance(axis, bool) or not isinstance(axis, int) or not -rank <= axis < rank:
@@ -221,7 +231,9 @@ def tensor_dim(tr: DeviceLevel, t: Any, axis: Any, node: ast.AST) -> int:
         raise tr.error(f"pl.tensor.dim: axis must be a static int in [-{len(shape)}, {len(shape)}) for "
                        f"{t.name} ({len(shape)} dims), got {axis!r}", node)
     d = shape[axis]
-    value = dims(tr, t, node)[axis]
+    value = extents(tr, t)[axis]
+    if value is None:
+        return d  # a run-time extent: its scalar expression, as pypto's tensor.dim of a dynamic dim
     return value if static_int(d) is not None else SymInt(value, d)
 
 
@@ -231,33 +243,42 @@ def tensor_dim(tr: DeviceLevel, t: Any, axis: Any, node: ast.AST) -> int:
 def subscript_region(tr: DeviceLevel, t: Var | TensorView, items: Sequence[Any], node: ast.AST) -> Region:
     """The region of ``t[items]`` (numpy's rules, as pypto's parser: a scalar index drops its axis, a
     slice keeps it, missing trailing indices are ``:``); each item a ``slice`` or a scalar."""
-    shape = dims(tr, t, node)
+    shape = extents(tr, t)
     if len(items) > len(shape):
         raise tr.error(f"{t.name} has {len(shape)} dims, the subscript {len(items)} indices", node)
+    if None in shape[len(items):]:
+        dims(tr, t, node)  # raises: an axis the subscript leaves whole is run-time sized
     offsets: list[Any] = []
-    extents: list[int] = []
+    widths: list[int] = []
     drop: list[int] = []
     for axis, item in enumerate(items):
         if isinstance(item, slice):
             lower = 0 if item.start is None else item.start
-            upper = shape[axis] if item.stop is None else item.stop
+            upper = (_run_time_dim(t, axis) if shape[axis] is None else shape[axis]) if item.stop is None else item.stop
             offsets.append(lower)
-            extents.append(static_extent(tr, upper, lower, node))
+            widths.append(static_extent(tr, upper, lower, node))
         else:
             offsets.append(item)
-            extents.append(1)
+            widths.append(1)
             drop.append(axis)
     offsets += [0] * (len(shape) - len(items))
-    extents += list(shape[len(items):])
-    region = Region(tuple(offsets), tuple(extents), tuple(drop))
+    widths += [d for d in shape[len(items):] if d is not None]
+    region = Region(tuple(offsets), tuple(widths), tuple(drop))
     check_bounds(tr, t, region, node)
     return region
 
 
+def _run_time_dim(t: Var | TensorView, axis: int) -> Any:
+    """The scalar expression of a run-time extent (only a tensor's: a view's extents are static)."""
+    assert isinstance(t, Var)
+    return _ttype(t).shape[axis]
+
+
 def check_bounds(tr: DeviceLevel, t: Var | TensorView, region: Region, node: ast.AST, clamp: bool = False) -> None:
-    """A region provably outside ``t`` is an error (pypto rejects it too); a run-time offset is checked
-    when the load or store runs. ``clamp``: the end may run off the tensor (pypto's ``clamp=True``)."""
-    shape = dims(tr, t, node)
+    """A region provably outside ``t`` is an error (pypto rejects it too); a run-time offset, or an axis of a
+    run-time extent, is checked when the load or store runs. ``clamp``: the end may run off the tensor
+    (pypto's ``clamp=True``)."""
+    shape = extents(tr, t)
     if len(region.offsets) != len(shape) or len(region.extents) != len(shape):
         raise tr.error(f"{t.name} has {len(shape)} dims, the region {len(region.offsets)} offsets and "
                        f"{len(region.extents)} extents", node)
@@ -265,7 +286,7 @@ def check_bounds(tr: DeviceLevel, t: Var | TensorView, region: Region, node: ast
         if ext <= 0:
             raise tr.error(f"{t.name}: the extent of axis {axis} must be positive, got {ext}", node)
         start = _static(off)
-        if start is not None and (start < 0 or start >= dim or (not clamp and start + ext > dim)):
+        if dim is not None and start is not None and (start < 0 or start >= dim or (not clamp and start + ext > dim)):
             raise tr.error(f"{t.name}: axis {axis} region [{start}, {start + ext}) is outside its {dim} "
                            "elements", node)
 
@@ -439,6 +460,7 @@ __all__ = [
     "based",
     "check_bounds",
     "dims",
+    "extents",
     "fixpipe",
     "in_kernel",
     "is_tensor",

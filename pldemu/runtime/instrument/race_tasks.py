@@ -93,7 +93,7 @@ class TaskRaces(MonitorBase):
     def __init__(self, scheduler: Any, rank: int, buffers: Sequence[Buffer], sites: Sequence[CallSite]) -> None:
         self.sched = scheduler
         self.rank = rank
-        self.buffers = list(buffers)
+        self.buffers = buffers  # the machine's list: a run's tensor.create buffers join it
         self.sites = sites
         self.run = 0
         self._cur = _Run()

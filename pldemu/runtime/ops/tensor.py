@@ -1,4 +1,4 @@
-"""The tensor ops: view, element read and write.
+"""The tensor ops: run-time creation, view, element read and write.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from pldemu.ir import BufferKind, NotifyOp, Op
+from pldemu.ir import BufferKind, NotifyOp, Op, TensorType
 from pldemu.npdtypes import scalar_as
 from pldemu.runtime.errors import ProgramError
 from pldemu.runtime.machine import Handler, Machine
@@ -25,6 +25,16 @@ from pldemu.runtime.values import (
 # ---------------------------------------------------------------------------------------------
 # Tensors
 # ---------------------------------------------------------------------------------------------
+
+
+def _create(m: Machine, site: CallSite, args: tuple[Any, ...]) -> TensorRef:
+    shape: Shape = tuple(args[0])
+    if any(d <= 0 for d in shape):
+        raise ProgramError(f"tensor.create: extents {list(shape)} are not all positive")
+    t = site.call.type
+    assert isinstance(t, TensorType)
+    buf = m.local_buffer(site.attrs["name"], t.dtype, shape)
+    return TensorRef(buf, shape, None, buf.array)
 
 
 def _view(m: Machine, site: CallSite, args: tuple[Any, ...]) -> TensorRef:
@@ -58,6 +68,7 @@ def _write(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
 
 
 TENSOR_HANDLERS: Mapping[Op, Handler] = MappingProxyType({
+    Op.TENSOR_CREATE: _create,
     Op.TENSOR_VIEW: _view,
     Op.TENSOR_READ: _read,
     Op.TENSOR_WRITE: _write,
