@@ -1125,9 +1125,13 @@ def _remote_store(name: str, src: str, tensor_level: bool) -> Rule:
 
 
 def _put_tile(tr: DeviceLevel, tile: Var, dst: Var, b: dict[str, Any]) -> None:
-    shape = list(tltype(tile).shape)
-    stage = tr.fb.pld.tile.create(shape, tltype(tile).dtype, hint="stage")
-    tr.fb.pld.tile.put(dst, b["peer"], tile, stage, list(b["offsets"]), [0] * len(shape), shape,
+    """The put of a tile's valid box (pypto's push moves the valid part: a ragged last tile's padding never
+    lands past the region it is meant for); the stage has the tile's static shape."""
+    t = tltype(tile)
+    shape = list(t.shape)
+    stage = tr.fb.pld.tile.create(shape, t.dtype, hint="stage")
+    moved = list(t.valid_shape) if t.valid_shape is not None else shape
+    tr.fb.pld.tile.put(dst, b["peer"], tile, stage, list(b["offsets"]), [0] * len(shape), moved,
                        atomic=AtomicType(b["atomic"]))
 
 
