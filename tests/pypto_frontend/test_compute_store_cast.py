@@ -60,18 +60,22 @@ class RowStores:
 
     @pl.function(type=pl.FunctionType.Orchestration)
     def orch(self, x: pl.Tensor[[TOKENS, D], pl.FP32], counts: pl.Tensor[[TOKENS, D], pl.INT32],
-             y: pl.Out[pl.Tensor[[TOKENS, D], pl.FP32]], total: pl.InOut[pl.Tensor[[1, D], pl.INT32]]) -> None:
+             y: pl.Out[pl.Tensor[[TOKENS, D], pl.FP32]], total: pl.InOut[pl.Tensor[[1, D], pl.INT32]],
+             heads: pl.Out[pl.Tensor[[TOKENS, 1], pl.FP32]]) -> None:
         for tok in pl.spmd(TOKENS, name_hint="rows"):
             row = pl.mul(pl.tile.load(x, [tok, 0], [1, D]), 3.0)
             pl.tile.store(row, [tok, 0], y, shapes=[1, D])
+            first = pl.set_validshape(pl.mul(pl.tile.load(x, [tok, 0], [1, 8]), 2.0), 1, 1)
+            pl.tile.store(first, [tok, 0], heads, shapes=[1, 1])  # the valid box (pypto-lib's gate)
             pl.store(pl.tile.load(counts, [tok, 0], [1, D]), [0, 0], total, atomic=pl.AtomicType.Add)
 
     @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
     def host_orch(self, x: pl.Tensor[[NR, TOKENS, D], pl.FP32], counts: pl.Tensor[[NR, TOKENS, D], pl.INT32],
                   y: pl.Out[pl.Tensor[[NR, TOKENS, D], pl.FP32]],
-                  total: pl.InOut[pl.Tensor[[NR, 1, D], pl.INT32]]) -> None:
+                  total: pl.InOut[pl.Tensor[[NR, 1, D], pl.INT32]],
+                  heads: pl.Out[pl.Tensor[[NR, TOKENS, 1], pl.FP32]]) -> None:
         for r in pl.range(pld.world_size()):
-            self.orch(x[r], counts[r], y[r], total[r], device=r)
+            self.orch(x[r], counts[r], y[r], total[r], heads[r], device=r)
 
 
 def _compiled(program: Any, nranks: int) -> Any:
@@ -106,8 +110,10 @@ def test_rows_stored_with_shapes_and_counts_added_atomically(nranks: int) -> Non
     counts = rng.integers(-50, 50, (nranks, TOKENS, D)).astype(np.int32)
     y = np.zeros_like(x)
     total = np.full((nranks, 1, D), 5, np.int32)
-    _compiled(RowStores, nranks)(x, counts, y, total)
+    heads = np.zeros((nranks, TOKENS, 1), np.float32)
+    _compiled(RowStores, nranks)(x, counts, y, total, heads)
     np.testing.assert_array_equal(y, x * np.float32(3.0))
+    np.testing.assert_array_equal(heads, x[:, :, :1] * np.float32(2.0))
     np.testing.assert_array_equal(total[:, 0], 5 + counts.sum(axis=1, dtype=np.int32))
 
 
@@ -126,7 +132,7 @@ class WrongShapes:
 
 def test_shapes_other_than_the_tiles_are_refused_at_the_line() -> None:
     x = np.zeros((1, TOKENS, D), np.float32)
-    with pytest.raises(FrontendError, match=re.escape("shapes=[2, 32] is not the tile's shape [1, 32]")) as err:
+    with pytest.raises(FrontendError, match=re.escape("shapes=[2, 32] is neither the tile's shape [1, 32] nor its valid box")) as err:
         translate(WrongShapes, 1, (x, np.zeros_like(x)))
     assert "test_compute_store_cast.py" in str(err.value)
 

@@ -186,11 +186,13 @@ def _store_shapes(tr: DeviceLevel, shapes: Any, tile: Var, offsets: list[Any], n
         raise tr.error(f"pypto refuses it: tile.store requires shapes and offsets to have the same number of "
                        f"dimensions, got shapes={shapes!r} and {len(offsets)} offsets", node)
     extents = [static_int(e) if is_ir(e) else e for e in shapes]
-    kept = list(tltype(tile).shape)
+    t = tltype(tile)
+    kept = list(t.shape)
+    boxes = [kept] + ([[static_int(v) if is_ir(v) else v for v in t.valid_shape]] if t.valid_shape else [])
     trimmed = extents[len(extents) - len(kept):] if len(extents) >= len(kept) else None
-    if trimmed != kept or any(e != 1 for e in extents[:len(extents) - len(kept)]):
-        raise tr.error(f"pl.store: shapes={list(shapes)} is not the tile's shape {kept}: pldemu stores a tile "
-                       "into the partition of its own shape", node)
+    if trimmed not in boxes or any(e != 1 for e in extents[:len(extents) - len(kept)]):
+        raise tr.error(f"pl.store: shapes={list(shapes)} is neither the tile's shape {kept} nor its valid box: "
+                       "pldemu stores a tile into the partition of its own shape", node)
 
 
 def _kernel_atomic(tr: DeviceLevel, value: Any, name: str, node: ast.AST) -> AtomicType:
