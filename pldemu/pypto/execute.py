@@ -267,13 +267,18 @@ def annotation_samples(prog: CapturedProgram, nranks: int) -> list[Any] | str:
 
 
 def rank_count_mismatch(prog: CapturedProgram, nranks: int, args: Sequence[Any]) -> str | None:
-    """Sample host tensors (a ``pl.jit`` ``compile()``'s) whose ``NR`` is not the device count: a call of
-    their shapes is refused, but pypto compiles them (``NR`` is symbolic), so compile does not translate
-    them; what to say instead. The other errors of binding their shapes are the call's, raised here."""
+    """Sample host tensors (a ``pl.jit`` ``compile()``'s) whose ``NR`` is not the device count, or whose
+    shapes the annotations do not give: a call of their shapes is refused, but pypto compiles them (``NR``
+    is symbolic; a ``pl.jit`` function's parameter types are regenerated from its arguments), so compile
+    does not translate them; what to say instead."""
     host = prog.host()
     arrays = {p: as_array(a) for p, a in zip(host.params, args, strict=False)
               if isinstance(ann := host.annotations.get(p), TensorAnn) and not ann.bare}
-    bound = bind_dims(prog, arrays).get(RANK_DIM)
+    try:
+        dims = bind_dims(prog, arrays)
+    except FrontendError as err:
+        return f"its sample tensors are not of the annotated shapes ({err.message}; a call of these shapes is refused)"
+    bound = dims.get(RANK_DIM)
     if bound is None or bound == nranks:
         return None
     return (f"its sample tensors give {RANK_DIM} = {bound}, but it runs on {nranks} devices (a call of these "

@@ -113,6 +113,23 @@ def test_sample_tensors_whose_nr_is_not_the_device_count_are_not_translated() ->
     assert all(shape != (3, 1, COLS) for key in compiled.translations.entries for _, shape, _ in key[2:])
 
 
+@pl.jit.host
+def table_host(x: pl.Tensor[[NR, 1, COLS], pl.FP32], table: pl.Tensor[[4], pl.INT32],
+               y: pl.Out[pl.Tensor[[NR, 1, COLS], pl.FP32]]):
+    for r in pl.range(pld.world_size()):
+        copy_orch(x[r], y[r], device=r)
+
+
+def test_sample_tensors_not_of_the_annotated_shapes_are_not_translated() -> None:
+    """pypto regenerates a pl.jit function's parameter types from its arguments, so it compiles samples
+    given in another order than the parameters (pypto-lib's runner passes them in its specs' order); pldemu
+    translates the annotated shapes only, so compile says it did not translate them."""
+    x, y = _tensors(2)
+    with pytest.warns(UntranslatedWarning, match=r"not of the annotated shapes \(host tensor table: dim 0 is 2"):
+        compiled = table_host.compile(x, np.zeros(2, np.int32), y, config=_config(2))
+    assert not compiled.translations.entries
+
+
 @pytest.mark.launcher
 def test_the_call_reuses_the_translation_of_compile() -> None:
     x, y = _tensors(2)
