@@ -510,11 +510,13 @@ class TileNS(_Namespace):
 
     def matmul_acc(self, acc: ir.Var, lhs: ir.Var, rhs: ir.Var, init_cond: ir.ExprLike | None = None,
                    hint: str = "acc") -> ir.Var:
-        """tile.matmul_acc: ``acc + lhs @ rhs`` (``init_cond`` true: ``lhs @ rhs``)."""
+        """tile.matmul_acc: ``acc + lhs @ rhs`` (``init_cond`` true: ``lhs @ rhs``); tile.batch_matmul_acc when an
+        operand has rank >= 3 (no ``init_cond`` there, as in pypto)."""
         args: list[ir.Arg] = [acc, lhs, rhs]
         if init_cond is not None:
             args.append(ir.as_expr(init_cond))
-        return self._var(Op.TILE_MATMUL_ACC, args, {}, hint)
+        rank = max(len(t.shape) for t in (acc.type, lhs.type, rhs.type) if isinstance(t, ir.TileType))
+        return self._var(Op.TILE_MATMUL_ACC if rank == 2 else Op.TILE_BATCH_MATMUL_ACC, args, {}, hint)
 
     def cmp(self, lhs: ir.Var, rhs: ir.Var, cmp_type: str | ir.AttrValue, hint: str = "mask") -> ir.Var:
         return self._var(Op.TILE_CMP, [lhs, rhs], {"cmp_type": cmp_type}, hint)

@@ -113,6 +113,7 @@ class Op(enum.Enum):
     TILE_MATMUL = "tile.matmul"
     TILE_MATMUL_ACC = "tile.matmul_acc"
     TILE_BATCH_MATMUL = "tile.batch_matmul"
+    TILE_BATCH_MATMUL_ACC = "tile.batch_matmul_acc"
     # Layout (runtime/ops/layout.py).
     TILE_RESHAPE = "tile.reshape"
     TILE_SLICE = "tile.slice"

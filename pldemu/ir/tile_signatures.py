@@ -429,10 +429,14 @@ class Matmul:
 
 
 def deduce_matmul_acc(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
-    """tile.matmul_acc(acc, lhs, rhs[, init_cond]): acc in Acc with the accumulator dtype, its physical M / N the
-    product's, its valid box covering the product's; the result is the accumulator (its type)."""
+    """tile.matmul_acc(acc, lhs, rhs[, init_cond]) / tile.batch_matmul_acc(acc, lhs, rhs) (an operand of rank >= 3,
+    batch dims broadcast to acc's): acc in Acc with the accumulator dtype, its physical shape the product's, its
+    valid box covering the product's; the result is the accumulator (its type)."""
     acc = _tile(args[0])
-    product = matmul_product(op, _tile(args[1]), _tile(args[2]), 2)
+    batched = op is Op.TILE_BATCH_MATMUL_ACC
+    product = matmul_product(op, _tile(args[1]), _tile(args[2]), None if batched else 2)
+    if batched and max(len(acc.shape), len(_tile(args[1]).shape), len(_tile(args[2]).shape)) < 3:
+        raise IRTypeError(op, "lhs", "an operand of rank >= 3 (tile.matmul_acc takes rank-2 tiles)", describe(acc))
     if acc.memory is not MemorySpace.Acc:
         raise TileTypeError(op, "acc", f"takes its acc in Acc memory, but got a {acc.memory.name} tile; tile.move "
                             "it to Acc first")
@@ -441,7 +445,7 @@ def deduce_matmul_acc(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue
     if acc.shape != product.shape:
         raise TileTypeError(op, "acc", f"requires matching physical M and N, but got acc {_dims(acc)} and product "
                             f"{_dims(product)}")
-    for axis, what in ((0, "M"), (1, "N")):
+    for axis, what in ((-2, "M"), (-1, "N")):
         need, have = static_int(valid_of(product)[axis]), static_int(valid_of(acc)[axis])
         if need is not None and have is not None and have < need:
             raise TileTypeError(op, "acc", f"requires acc valid {what} to cover the product's, but got acc "
@@ -595,6 +599,7 @@ TILE_SIGNATURES: Mapping[Op, Signature] = {
     Op.TILE_MATMUL: sig([("lhs", TL), ("rhs", TL)], Matmul(2)),
     Op.TILE_BATCH_MATMUL: sig([("lhs", TL), ("rhs", TL)], Matmul(None)),
     Op.TILE_MATMUL_ACC: sig([("acc", TL), ("lhs", TL), ("rhs", TL), ("init_cond", S, True)], deduce_matmul_acc),
+    Op.TILE_BATCH_MATMUL_ACC: sig([("acc", TL), ("lhs", TL), ("rhs", TL)], deduce_matmul_acc),
     Op.TILE_CAST: sig([("tile", TL)], deduce_cast,
                       [AttrSpec("dtype", DType, None), AttrSpec("mode", CastMode, CastMode.None_)]),
     Op.TILE_CMP: sig([("lhs", TL), ("rhs", TL)], deduce_cmp, [_CMP]),

@@ -236,7 +236,7 @@ def tile_math() -> Program:
 
 def cube() -> Program:
     """The cube and the memory spaces: loads moved to Mat, Left, Right; tile.matmul, a narrowed product, a
-    batch product, tile.matmul_acc with and without init_cond; a 3-D transpose."""
+    batch product and its batch_matmul_acc, tile.matmul_acc with and without init_cond; a 3-D transpose."""
     pb = ProgramBuilder("cube")
     a = pb.local("a", "bf16", [16, 32])
     b = pb.local("b", "bf16", [32, 16])
@@ -251,7 +251,8 @@ def cube() -> Program:
     with fb.for_range(0, 2, hint="k") as k:
         fb.pld.tile.store(t.matmul_acc(acc, left, right, k.eq(0), hint="kacc"), [0, 0], c)
     b3 = t.move(t.transpose(t.create([2, 16, 32], "bf16", hint="w"), 1, 2, hint="wt"), "Right", hint="w_l0")
-    t.matmul(left, b3, hint="bmm")
+    bmm = t.matmul(left, b3, hint="bmm")
+    t.matmul_acc(bmm, left, b3, hint="bacc")
     t.reshape(t.reshape(a_mat, [1, 16, 1, 32], hint="a4"), [16, 32], hint="a2")
     return pb.build()
 

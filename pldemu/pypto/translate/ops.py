@@ -522,6 +522,11 @@ def _matmul_acc(name: str) -> Rule:
             raise tr.error(f"pypto refuses it: {name}: acc must be {want.value} (the accumulator dtype of "
                            f"{tltype(lhs).dtype.value} operands), got {tltype(acc).dtype.value}", node)
         cond = b["init_cond"]
+        ranks = [len(tltype(v).shape) for v in (acc, lhs, rhs)]
+        if cond is not None and max(ranks) > 2:
+            raise tr.error(f"pypto refuses it: tensor.matmul_acc does not support init_cond on operands of rank > 2 "
+                           f"(got acc rank {ranks[0]}, lhs rank {ranks[1]}, rhs rank {ranks[2]}). Loop over the batch "
+                           "dimension and accumulate with 2D operands instead.", node)
         if cond is not None and not is_ir(cond):
             cond = Const(bool(cond), DType.BOOL)
         return tr.fb.pld.tile.matmul_acc(_in_space(tr, acc, MemorySpace.Acc), lhs, rhs, cond, hint=tr.hint("acc"))

@@ -83,6 +83,7 @@ MATMUL_HANDLERS: Mapping[Op, Handler] = MappingProxyType({
     Op.TILE_MATMUL: _matmul,
     Op.TILE_BATCH_MATMUL: _matmul,
     Op.TILE_MATMUL_ACC: _matmul_acc,
+    Op.TILE_BATCH_MATMUL_ACC: _matmul_acc,  # the product's box spans the batch dims too
 })
 """Entries of the one handler table (merged there)."""
 
