@@ -153,3 +153,42 @@ def test_a_store_through_a_view_is_bounded_by_the_tiles_valid_box() -> None:
     built, _ = translate(edge_orch.compile(y).program, 1, [y])
     (store,) = [c for f in built.program.functions for c in function_calls(f) if c.op is Op.TILE_STORE]
     assert store.args[2].name == "y" and format_expr(store.args[1].items[0]) == str(2 * T - 1)
+
+
+LAYERS = 3
+
+
+@pl.jit.inline
+def bump_layer(cache: pl.Tensor[[T, C], pl.FP32], delta: pl.Tensor[[T, C], pl.FP32]):
+    """cache += delta, through the view the caller passes (a layer of a stacked cache)."""
+    with pl.at(level=pl.Level.CORE_GROUP, name_hint="bump"):
+        cache[0:T, :] = pl.add(cache[0:T, :], delta[0:T, :])
+    return cache
+
+
+@pl.jit
+def layers_orch(caches: pl.InOut[pl.Tensor[[LAYERS, T, C], pl.FP32]], delta: pl.Tensor[[T, C], pl.FP32]):
+    cache_1 = caches[1]  # a scalar index drops the layer axis: a view (pypto's tensor.slice)
+    bump_layer(cache_1, delta)
+    for layer in pl.range(2, LAYERS):  # a run-time index: the view's offset is folded at run time
+        bump_layer(caches[layer, :, :], delta)
+    return caches
+
+
+@pl.jit.host
+def layers_host(caches: pl.InOut[pl.Tensor[[NR, LAYERS, T, C], pl.FP32]], delta: pl.Tensor[[NR, T, C], pl.FP32]):
+    for r in pl.range(pld.world_size()):
+        layers_orch(caches[r], delta[r], device=r)
+
+
+@pytest.mark.launcher
+@pytest.mark.parametrize("n", [1, 2])
+def test_an_indexed_layer_of_a_stacked_tensor_is_a_view(n: int) -> None:
+    rng = np.random.default_rng(43)
+    caches = rng.standard_normal((n, LAYERS, T, C)).astype(np.float32)
+    delta = rng.standard_normal((n, T, C)).astype(np.float32)
+    want = caches.copy()
+    want[:, 1] += delta
+    want[:, 2] += delta
+    layers_host(caches, delta, config=RunConfig(distributed_config=DistributedConfig(device_ids=list(range(n)))))
+    np.testing.assert_array_equal(caches, want)

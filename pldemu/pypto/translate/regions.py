@@ -69,7 +69,8 @@ class Region:
 @dataclasses.dataclass(frozen=True)
 class TensorView:
     """pypto's ``tensor.slice`` made at the orchestration level: a view of ``region`` of the tensor ``base``
-    (no dropped axes), a tensor of the region's extents to the code that takes it."""
+    (no dropped axes: a slice dropping leading axes is a view of the base seen with them folded), a tensor of
+    the region's extents to the code that takes it."""
 
     base: Var
     region: Region
@@ -109,11 +110,41 @@ def load_view(tr: DeviceLevel, view: TensorView, node: ast.AST) -> Var:
 def tensor_region(tr: DeviceLevel, t: Var | TensorView, region: Region, node: ast.AST,
                   valid: Sequence[Any] | None = None) -> Var | TensorView:
     """``tensor.slice`` of a tensor or view: in a kernel a load of the region; at the orchestration level a
-    view (pypto's; a slice with dropped axes or ``valid_shape`` is loaded there too)."""
+    view (pypto's; dropped leading axes folded into the first kept one; a slice with ``valid_shape``, or
+    dropping other axes, is loaded there too)."""
     base, at = based(t, region)
-    if in_kernel(tr) or region.drop or valid is not None:
+    if in_kernel(tr) or valid is not None or not _viewable_drop(tr, base, at):
         return load_region(tr, base, at, node, valid)
-    return TensorView(base, at)
+    return _dropped_view(tr, base, at, node) if at.drop else TensorView(base, at)
+
+
+def _viewable_drop(tr: DeviceLevel, base: Var, at: Region) -> bool:
+    """Whether the axes a slice drops (``x[i]``, ``x[i, a:b]``) are leading ones of a contiguous tensor of
+    static dims with an axis kept: the view is then a box of the base seen with those axes folded into the
+    first kept one (pldemu's views are boxes)."""
+    if not at.drop:
+        return True
+    k = len(at.drop)
+    return (at.drop == tuple(range(k)) and k < len(at.extents) and _ttype(base).strides is None
+            and None not in extents(tr, base))
+
+
+def _dropped_view(tr: DeviceLevel, base: Var, at: Region, node: ast.AST) -> TensorView:
+    """``x[i, ...]`` at the orchestration level (pypto's ``tensor.slice`` dropping leading axes, a view):
+    ``x`` seen as ``[prod(dims[:k + 1]), *dims[k + 1:]]``, the box at the folded offset."""
+    k, shape = len(at.drop), dims(tr, base, node)
+    lead: Any = 0
+    for axis in range(k + 1):
+        lead = at.offsets[axis] if axis == 0 else _axpy(lead, shape[axis], at.offsets[axis])
+    flat = tr.fb.pld.tensor.view(base, [math.prod(shape[:k + 1]), *shape[k + 1:]])
+    return TensorView(flat, Region((lead, *at.offsets[k + 1:]), at.extents[k:]))
+
+
+def _axpy(a: Any, n: int, b: Any) -> Any:
+    """``a * n + b`` folded where both are ints, an IR scalar otherwise."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a * n + b
+    return binop(BinOpKind.ADD, binop(BinOpKind.MUL, as_expr(a), Const(n)), as_expr(b))
 
 
 def reshape_view(tr: DeviceLevel, view: TensorView, shape: list[int], node: ast.AST) -> TensorView:
