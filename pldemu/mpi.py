@@ -339,10 +339,12 @@ class BoundedComm:
             out[source] = got
         return out
 
-    def bcast_direct(self, item: Any, what: str, tag: int, root: int = 0) -> Any:
-        """``root``'s ``item`` on every rank in one hop: ``root`` sends it to each rank with ``tag``."""
+    def bcast_direct(self, item: Any, what: str, tag: int, root: int = 0, patient: bool = False) -> Any:
+        """``root``'s ``item`` on every rank in one hop: ``root`` sends it to each rank with ``tag``.
+        ``patient``: the other ranks wait for it without a deadline (``root`` is known to be computing it:
+        a crash there aborts the job, and the job's timeout bounds the rest)."""
         self.rounds += 1
-        deadline = self.deadline()
+        deadline = math.inf if patient and self.rank != root else self.deadline()
         if self.rank != root:
             return self._receive(root, tag, what, deadline)[1]
         blob = _pickle(item)  # alive until every send completed

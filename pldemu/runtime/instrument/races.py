@@ -382,6 +382,7 @@ class RaceDetector(MonitorBase):
         # Our exchanges never match the program's or the harness's messages.
         self._comm: MPI.Intracomm = comm.Dup()
         self._bounded = BoundedComm(self._comm, timeout, _checkpoint_timeout, CHECKPOINT_POLICY)
+        self._patient_verdict = True
         # My own entry starts at 1: an access must never look ordered before another rank's merely
         # because neither rank has released anything yet (0 <= 0).
         self._vc = [0] * self.nranks
@@ -861,7 +862,10 @@ class RaceDetector(MonitorBase):
         if self._ledger is not None:
             self._ledger.signal_reads = []
         verdict = self._judge(epochs) if epochs is not None else None
-        verdict = self._bounded.bcast_direct(verdict, "the verdict", tag + 1)
+        # Every rank has sent its epoch; rank 0 judges them, which takes long at model scale (a layer's
+        # thousands of tile accesses): the others wait for that without the exchange's deadline, except in
+        # the deadlock diagnosis, where rank 0 may give up on a rank that never comes and send nothing.
+        verdict = self._bounded.bcast_direct(verdict, "the verdict", tag + 1, patient=self._patient_verdict)
         if isinstance(verdict, str):
             raise RuntimeError(verdict)
         exact, coarse = verdict.acquires[self.rank]
@@ -895,12 +899,14 @@ class RaceDetector(MonitorBase):
             return ()
         keep = self._bounded
         self._bounded = BoundedComm(self._comm, wait_timeout + STUCK_SLACK, _checkpoint_timeout)
+        self._patient_verdict = False
         try:
             reports = self.check()
         except RuntimeError:  # a rank did not come (its wait was satisfied after all): report without
             return ()
         finally:
             self._bounded = keep
+            self._patient_verdict = True
         return tuple(Cause("race", max(r.first.call, r.second.call) - 1, r.describe()) for r in reports)
 
     def _judge(self, epochs: Sequence[_Epoch]) -> _Verdict | str:
