@@ -59,3 +59,28 @@ def test_a_task_after_a_join_starts_past_what_the_join_told() -> None:
     assert seg[1][1][2] >= 1  # the join tells every rank task 2's records
     assert seg[4][1][4] > seg[1][1][4]  # task 4's own entry is past what the join told of it
     assert seg[4][1][1] == 1  # and it knows what rank 1 did before the join
+
+
+class _Task:
+    """A scheduler's task as the observer sees it (hashable by identity, its producers by index)."""
+
+    def __init__(self, producers: set[int]) -> None:
+        self.producers = producers
+
+
+def test_a_drain_after_a_long_chain_of_silent_tasks_needs_no_recursion() -> None:
+    """A model layer's chain of thousands of tasks whose blocks log nothing: their start edges (each one's
+    producer's completion) are computed without recursing down the chain (it passed Python's limit)."""
+    import itertools
+    from types import SimpleNamespace
+
+    from pldemu.runtime.instrument.race_threads import TaskThreads
+
+    sched = SimpleNamespace(tasks=[])
+    ticks = itertools.count()
+    threads = TaskThreads(sched, lambda: float(next(ticks)), lambda: 1)
+    for i in range(5000):
+        sched.tasks.append(_Task({i - 1} if i else set()))
+        threads.forked(sched.tasks[-1])
+    threads.awaited([sched.tasks[-1]])  # the chain joins nothing but the Orchestration's own forks
+    assert len(threads.main.sync) == 5000 and all(ev[0] == FORK for ev in threads.main.sync)

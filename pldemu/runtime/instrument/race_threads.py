@@ -147,16 +147,34 @@ class TaskThreads:
         return tid
 
     def _start(self, task: Any) -> dict[int, int]:
-        """A task's start edges: the main thread at its submission, its producers at their completion."""
-        tc = self._of(task)
-        if tc.start is None:
+        """A task's start edges: the main thread at its submission, its producers at their completion.
+        Computed producers first with a stack of its own, not by recursion: a chain of thousands of tasks
+        whose blocks logged nothing (a model layer's) would pass Python's recursion limit."""
+        stack = [task]
+        while stack:
+            t = stack[-1]
+            tc = self._of(t)
+            if tc.start is not None:
+                stack.pop()
+                continue
+            producers = self._producers(t)
+            pending = [p for p in producers if not self._of(p).blocks and self._of(p).start is None]
+            if pending:
+                stack.extend(pending)
+                continue
             edges: dict[int, int] = {0: tc.fork} if tc.fork is not None else {}
-            tasks = self.sched.tasks
-            for p in sorted(task.producers):
-                if 0 <= p < len(tasks) and tasks[p] is not task:
-                    _merge(edges, self._completion(tasks[p]))
+            for p in producers:
+                _merge(edges, self._completion(p))
             tc.start = edges
-        return tc.start
+            stack.pop()
+        start = self._of(task).start
+        assert start is not None
+        return start
+
+    def _producers(self, task: Any) -> list[Any]:
+        """The tasks of the batch ``task`` depends on (earlier ones: the graph has no cycle)."""
+        tasks = self.sched.tasks
+        return [tasks[p] for p in sorted(task.producers) if 0 <= p < len(tasks) and tasks[p] is not task]
 
     def _completion(self, task: Any) -> dict[int, int]:
         """A completed task's clock as edges: every block's thread at its end (each began with the task's
