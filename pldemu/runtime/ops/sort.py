@@ -104,18 +104,25 @@ def _mrgsort_merge(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
     return Tile(out.reshape(shape), shape)
 
 
+def _checked_index(op: str, indexes: np.ndarray, data: np.ndarray, per_row: bool, whole: str) -> np.ndarray:
+    """The indexes as int64, each within a row of ``data`` (``per_row``) or within all of it (flat); an index
+    outside is the op's error (pypto leaves it undefined)."""
+    index = indexes.astype(np.int64)
+    limit = data.shape[-1] if per_row else data.size
+    if index.size and (index.min() < 0 or index.max() >= limit):
+        bad = index[(index < 0) | (index >= limit)][0]
+        what = "a row's" if per_row else whole
+        raise ProgramError(f"{op}: index {int(bad)} is outside {what} {limit} elements (pypto leaves an "
+                           "out-of-range index undefined)")
+    return index
+
+
 def _gather(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
     src: Tile = args[0]
     idx: Tile = args[1]
     box = prefix(idx.valid)
-    index = idx.data[box].astype(np.int64)
     per_row = bool(site.attrs["per_row"])
-    limit = src.data.shape[-1] if per_row else src.data.size
-    if index.size and (index.min() < 0 or index.max() >= limit):
-        bad = index[(index < 0) | (index >= limit)][0]
-        what = "a row's" if per_row else "the source's"
-        raise ProgramError(f"tile.gather: index {int(bad)} is outside {what} {limit} elements (pypto leaves an "
-                           "out-of-range index undefined)")
+    index = _checked_index("tile.gather", idx.data[box], src.data, per_row, "the source's")
     out = m.poison.array(idx.data.shape, src.data.dtype)
     if per_row:
         rows = src.data[tuple(slice(0, v) for v in index.shape[:-1])]
@@ -150,16 +157,10 @@ def _scatter(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
     src: Tile = args[1]
     idx: Tile = args[2]
     box = prefix(idx.valid)
-    index = idx.data[box].astype(np.int64)
     per_row = bool(site.attrs["per_row"])
-    limit = dst.data.shape[-1] if per_row else dst.data.size
-    if index.size and (index.min() < 0 or index.max() >= limit):
-        bad = index[(index < 0) | (index >= limit)][0]
-        what = "a row's" if per_row else "the destination's"
-        raise ProgramError(f"tile.scatter: index {int(bad)} is outside {what} {limit} elements (pypto leaves an "
-                           "out-of-range index undefined)")
+    index = _checked_index("tile.scatter", idx.data[box], dst.data, per_row, "the destination's")
     out = dst.data.copy()
-    flat = index + np.arange(index.shape[0])[:, None] * limit if per_row else index
+    flat = index + np.arange(index.shape[0])[:, None] * dst.data.shape[-1] if per_row else index
     out.reshape(-1)[flat.reshape(-1)] = src.data[box].reshape(-1)  # numpy: a repeated index keeps the last value
     return Tile(out, dst.valid)
 
