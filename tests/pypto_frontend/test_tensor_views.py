@@ -192,3 +192,55 @@ def test_an_indexed_layer_of_a_stacked_tensor_is_a_view(n: int) -> None:
     want[:, 2] += delta
     layers_host(caches, delta, config=RunConfig(distributed_config=DistributedConfig(device_ids=list(range(n)))))
     np.testing.assert_array_equal(caches, want)
+
+
+W, PAD, REAL = 24, 8, 4
+
+
+@pl.jit.inline
+def tail_load(row: pl.Tensor[[1, W], pl.FP32], out: pl.Tensor[[1, PAD], pl.FP32]):
+    """The last REAL cells of a view, loaded as a PAD-wide tile that overhangs the view (pypto-lib's
+    ``hc_pre`` group loads): only the valid box is read, the rest padded with zeros."""
+    with pl.at(level=pl.Level.CORE_GROUP, name_hint="tail"):
+        tail = pl.load(row, [0, W - REAL], [1, PAD], valid_shape=[1, REAL], target_memory=pl.MemorySpace.Vec)
+        pl.store(pl.fillpad(tail, pad_value=pl.PadValue.zero), [0, 0], out)
+    return out
+
+
+@pl.jit
+def tail_orch(base: pl.Tensor[[2, W], pl.FP32], out: pl.Out[pl.Tensor[[1, PAD], pl.FP32]]):
+    tail_load(base[1:2, :], out)
+    return out
+
+
+@pytest.mark.launcher
+def test_a_load_overhanging_a_view_reads_only_its_valid_box() -> None:
+    base = np.arange(2 * W, dtype=np.float32).reshape(2, W)
+    out = np.full((1, PAD), -7.0, np.float32)
+    tail_orch(base, out)
+    np.testing.assert_array_equal(out[0], np.concatenate([base[1, W - REAL:], np.zeros(PAD - REAL, np.float32)]))
+
+
+@pl.jit.inline
+def doubled_rows(w: pl.Tensor[[C], pl.FP32], out: pl.Tensor[[T, C], pl.FP32]):
+    """Every row of out = 2 * w, w reshaped to one row and read with ``pl.tile.load`` in each block."""
+    w_row = pl.reshape(w, [1, C])
+    for tok in pl.spmd(T, name_hint="rows"):
+        pl.tile.store(pl.mul(pl.tile.load(w_row, [0, 0], [1, C]), 2.0), [tok, 0], out)
+    return out
+
+
+@pl.jit
+def layer_rows_orch(flat_w: pl.Tensor[[LAYERS * C], pl.FP32], out: pl.Out[pl.Tensor[[LAYERS, T, C], pl.FP32]]):
+    for layer in pl.range(LAYERS):  # the view starts at layer * C: a whole row of the reshape for every layer
+        layer_w: pl.Tensor[[C], pl.FP32] = pl.slice(flat_w, [C], [layer * C])
+        doubled_rows(layer_w, out[layer])
+    return out
+
+
+@pytest.mark.launcher
+def test_a_flat_layer_view_reshaped_to_a_row_is_read_by_tile_load() -> None:
+    flat_w = np.random.default_rng(44).standard_normal(LAYERS * C).astype(np.float32)
+    out = np.zeros((LAYERS, T, C), np.float32)
+    layer_rows_orch(flat_w, out)
+    np.testing.assert_array_equal(out, np.repeat(2 * flat_w.reshape(LAYERS, 1, C), T, axis=1))

@@ -131,7 +131,10 @@ def _load(tr: DeviceLevel, node: ast.Call) -> Var:
     b = bind_call(tr, node, ("tensor", "offsets", "shapes"), {"valid_shape": None, "valid_shapes": None,
                                                               "target_memory": None}, "pl.load")
     shape = _ints(tr, b["shapes"], "pl.load: shape", node)
-    base, offsets = _through_view(tr, b["tensor"], b["offsets"], shape, node)
+    valid = b["valid_shape"] if b["valid_shape"] is not None else b["valid_shapes"]
+    # only the valid box is read: a tile may overhang its source (pypto's ragged tail), a view's too
+    reach = _reach(Region((0,) * len(shape), tuple(shape)), valid).extents
+    base, offsets = _through_view(tr, b["tensor"], b["offsets"], reach, node)
     t = _tensor(tr, base, "pl.load: tensor", node)
     target = MemorySpace.Vec if b["target_memory"] is None else _space(tr, b["target_memory"], "pl.load", node)
     if target not in _LOAD_SPACES:
@@ -139,7 +142,6 @@ def _load(tr: DeviceLevel, node: ast.Call) -> Var:
                        f"(load to Mat, then pl.move to {target.name})", node)
     if target is MemorySpace.Vec:
         aligned_tile(tr, "pl.load", shape, ttype(t).dtype, node)
-    valid = b["valid_shape"] if b["valid_shape"] is not None else b["valid_shapes"]
     tile = tr.fb.pld.tile.load(t, offsets, shape, valid, hint=tr.hint("tile"))
     # pldemu's tile.load lands in Vec; a Mat load is that tile moved (the same values: spaces are bookkeeping).
     return tile if target is MemorySpace.Vec else tr.fb.pld.tile.move(tile, target)
@@ -1385,11 +1387,13 @@ TILE_ALIASES: Mapping[str, str] = MappingProxyType({
 })
 """``pl.tile.<name>``: pypto's tile-op module spells the unified tile ops so."""
 
-VIEW_OPS = frozenset({"pl.load", "pl.store", "pl.read", "pl.write", "pl.tensor.read", "pl.tensor.write", "pl.slice",
-                      "pl.tensor.slice", "pl.assemble", "pl.tensor.assemble", "pl.tensor.dim", "pl.reshape",
-                      "pl.tensor.reshape"})
+_VIEW_RULES = frozenset({"pl.load", "pl.store", "pl.read", "pl.write", "pl.tensor.read", "pl.tensor.write", "pl.slice",
+                         "pl.tensor.slice", "pl.assemble", "pl.tensor.assemble", "pl.tensor.dim", "pl.reshape",
+                         "pl.tensor.reshape"})
+VIEW_OPS = _VIEW_RULES | {f"pl.tile.{name}" for name, unified in TILE_ALIASES.items() if unified in _VIEW_RULES}
 """The ops whose rules take a tensor view (a slice passed as a tensor) as it is, reading or writing its base
-at the view's offsets; any other op is given the view loaded where it is used (``DeviceTranslator``)."""
+at the view's offsets (``pl.tile.load`` is ``pl.load``'s rule, so it is one of them); any other op is given the
+view loaded where it is used (``DeviceTranslator``)."""
 
 DEVICE_OPS: Mapping[str, Rule] = MappingProxyType({
     **_OPS, **{f"pl.tile.{name}": _OPS[unified] for name, unified in TILE_ALIASES.items()}})

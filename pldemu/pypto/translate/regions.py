@@ -158,14 +158,25 @@ def reshape_view(tr: DeviceLevel, view: TensorView, shape: list[int], node: ast.
     tail, row, total = math.prod(shape[1:]), math.prod(have[1:]), math.prod(have)
     contiguous = ext[1:] == have[1:] and all(_static(o) == 0 for o in offs[1:])
     start = _static(offs[0])
-    whole_rows = row % tail == 0 or (start is not None and start * row % tail == 0)
-    if not contiguous or total % tail or not whole_rows or _ttype(view.base).strides is not None:
+    if not contiguous or total % tail or not _whole_rows(offs[0], row, tail) or _ttype(view.base).strides is not None:
         raise tr.error(f"pl.reshape of a view of {view.base.name} (a slice passed as a tensor) to {shape}: pldemu "
                        "reshapes a view only when its cells are one run of its base (only the first axis sliced) "
                        "starting at a whole row of the new shape", node)
-    lead = start * row // tail if start is not None else binop(BinOpKind.MUL, as_expr(offs[0]), Const(row // tail))
+    if start is not None:
+        lead: Any = start * row // tail
+    elif row % tail == 0:
+        lead = binop(BinOpKind.MUL, as_expr(offs[0]), Const(row // tail))
+    else:  # exact: every term of the start is a multiple of the new row (_whole_rows)
+        lead = binop(BinOpKind.FLOORDIV, binop(BinOpKind.MUL, as_expr(offs[0]), Const(row)), Const(tail))
     flat = tr.fb.pld.tensor.view(view.base, [total // tail, *shape[1:]])
     return TensorView(flat, Region((lead, *[0] * (len(shape) - 1)), tuple(shape)))
+
+
+def _whole_rows(start: Any, row: int, tail: int) -> bool:
+    """Whether ``start`` rows of ``row`` cells begin a whole row of ``tail`` cells for every value of its
+    run-time atoms (``layer * D`` of a flat weight reshaped to rows of ``D``)."""
+    terms, constant = _linear(start)
+    return all(k * row % tail == 0 for k in (*terms.values(), constant))
 
 
 def is_tensor(v: Any) -> bool:
