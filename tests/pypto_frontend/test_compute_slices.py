@@ -306,6 +306,8 @@ def _mistake(mistake: str):  # type: ignore[no-untyped-def]
                 t = pl.slice(t, [4, 8], [6, 0], clamp=True)  # MARK-clamp
             if mistake == "tile-clamp":
                 t = pl.tile.slice(t, [4, 8], [0, 0], clamp=True)  # MARK-tile-clamp
+            if mistake == "pad":
+                t = pl.slice(t, [4, 8], [0, 0], pad_value=pl.PadValue.zero)  # MARK-pad
             if mistake == "valid-wide":
                 t = pl.slice(t, [4, 8], [0, 0], valid_shape=[4, 9])  # MARK-valid-wide
             if mistake == "window":
@@ -327,6 +329,7 @@ def _mistake(mistake: str):  # type: ignore[no-untyped-def]
     ("clamp", "pypto refuses it: pl.slice: clamp=True is not supported for a Tile. An on-chip window has no "
               "clamping mechanism"),
     ("tile-clamp", "pl.tile.slice() got an unexpected keyword argument 'clamp'"),
+    ("pad", "pypto refuses it: pl.slice of a tile with pad_value=zero: a tile's slice is pto.subview"),
     ("valid-wide", "pypto refuses it: tile.slice valid_shape 1 is 9, which exceeds the window extent 8"),
     ("window", "the source must be a fp32 tile of the window's extents [2, 8], got fp32 [2, 16]"),
     ("rows", "row count must match, got 8 vs 4"),

@@ -917,7 +917,9 @@ def _slice(name: str, source: str) -> Rule:
                      clamp=bool(b["clamp"]) and not on_tile)
         if on_tile:
             if b["pad_value"] is not None:
-                raise tr.error(f"{name} of a tile: pad_value= is not supported by pldemu", node)
+                raise tr.error(f"pypto refuses it: {name} of a tile with pad_value={getattr(b['pad_value'], 'name', b['pad_value'])}: a tile's "
+                               "slice is pto.subview, a pure view that cannot pad; apply pl.fillpad to the slice "
+                               "instead", node)
             requested = b["valid_shape"]
             if requested is not None and not isinstance(requested, (list, tuple)):
                 raise tr.error(f"{name}: valid_shape must be a list of extents, got {requested!r}", node)
