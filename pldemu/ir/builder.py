@@ -480,7 +480,8 @@ class TileNS(_Namespace):
         return self._var(Op.TILE_READ, [tile, as_list(indices)], {}, hint)
 
     def scalar_cast(self, value: ir.ExprLike, dtype: DType, hint: str = "cast") -> ir.Var:
-        """scalar.cast: an integer scalar as another integer dtype (wrapped as the scalar register holds it)."""
+        """scalar.cast: a numeric scalar as another numeric dtype (an integer wraps as the scalar register holds
+        it; a float to an integer truncates and saturates; a float rounds to nearest even)."""
         return self._var(Op.SCALAR_CAST, [ir.as_expr(value)], {"dtype": dtype}, hint)
 
     def write(self, tile: ir.Var, indices: ListLike, value: ir.ExprLike) -> None:

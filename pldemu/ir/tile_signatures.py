@@ -117,14 +117,17 @@ def deduce_cast(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> 
     return TileType(dtype, t.shape, t.valid_shape, t.memory)
 
 
+def _numeric(dtype: DType) -> bool:
+    return dtype.is_int or dtype.is_float
+
+
 def deduce_scalar_cast(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
-    """scalar.cast: an integer scalar as another integer dtype (pldemu's scalars convert between integer and
-    float types only where the value is known at translation time)."""
+    """scalar.cast: a numeric scalar as another numeric dtype (pypto's scalar Cast; a BOOL is not one)."""
     src, dtype = args[0].type if not isinstance(args[0], ListExpr) else None, attrs["dtype"]
     assert isinstance(dtype, DType)
-    if not (isinstance(src, ScalarType) and src.dtype.is_int and dtype.is_int):
+    if not (isinstance(src, ScalarType) and _numeric(src.dtype) and _numeric(dtype)):
         got = describe(src) if src is not None else "a list"
-        raise TileTypeError(op, "dtype", f"an integer scalar to an integer dtype, got {got} to {dtype.value}")
+        raise TileTypeError(op, "dtype", f"a numeric scalar to a numeric dtype, got {got} to {dtype.value}")
     return ScalarType(dtype)
 
 

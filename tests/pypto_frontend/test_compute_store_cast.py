@@ -224,3 +224,43 @@ def test_a_name_local_to_each_branch_keeps_each_branchs_dtype(nranks: int) -> No
             elif rows[r, i] >= 0:
                 want[r, i] = src[r, rows[r, i]]
     np.testing.assert_array_equal(out, want)
+
+
+VALUES = 8
+
+
+@pl.program
+class ScalarCasts:
+    """Each FP32 element read as a device scalar and cast to INT32 and INT8 (pypto-lib's sparse-attention
+    block mask: ``pl.cast(pl.read(row_max, ...), pl.INT32)``), each INT32 element cast to FP32."""
+
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def orch(self, x: pl.Tensor[[1, VALUES], pl.FP32], n: pl.Tensor[[1, VALUES], pl.INT32],
+             as_i32: pl.Out[pl.Tensor[[1, VALUES], pl.INT32]], as_i8: pl.Out[pl.Tensor[[1, VALUES], pl.INT32]],
+             as_f32: pl.Out[pl.Tensor[[1, VALUES], pl.FP32]]) -> None:
+        with pl.at(level=pl.Level.CORE_GROUP, name_hint="casts"):
+            xs = pl.load(x, [0, 0], [1, VALUES])
+            ns = pl.load(n, [0, 0], [1, VALUES])
+            for i in pl.range(VALUES):
+                v = pl.read(xs, [0, i])
+                pl.write(as_i32, [0, i], pl.cast(v, pl.INT32))
+                pl.write(as_i8, [0, i], pl.cast(pl.cast(v, pl.INT8), pl.INT32))
+                pl.write(as_f32, [0, i], pl.cast(pl.read(ns, [0, i]), pl.FP32))
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, x: pl.Tensor[[1, VALUES], pl.FP32], n: pl.Tensor[[1, VALUES], pl.INT32],
+                  as_i32: pl.Out[pl.Tensor[[1, VALUES], pl.INT32]], as_i8: pl.Out[pl.Tensor[[1, VALUES], pl.INT32]],
+                  as_f32: pl.Out[pl.Tensor[[1, VALUES], pl.FP32]]) -> None:
+        self.orch(x, n, as_i32, as_i8, as_f32)
+
+
+@pytest.mark.launcher
+def test_a_device_scalar_cast_between_float_and_integer() -> None:
+    x = np.array([[2.75, -2.75, 0.5, -0.5, 3e9, -3e9, np.nan, 200.0]], np.float32)
+    n = np.array([[16777217, -16777219, 7, -7, 2**31 - 1, 0, 1, -1]], np.int32)
+    as_i32, as_i8, as_f32 = np.zeros_like(n), np.zeros_like(n), np.zeros_like(x)
+    _compiled(ScalarCasts, 1)(x, n, as_i32, as_i8, as_f32)
+    truncated = np.trunc(np.nan_to_num(x.astype(np.float64), nan=0.0))  # toward zero, saturated, NaN 0
+    np.testing.assert_array_equal(as_i32, np.clip(truncated, -2**31, 2**31 - 1).astype(np.int32))
+    np.testing.assert_array_equal(as_i8, np.clip(truncated, -128, 127).astype(np.int32))
+    np.testing.assert_array_equal(as_f32, n.astype(np.float32))  # round to nearest even

@@ -826,10 +826,6 @@ def _scalar_cast(tr: DeviceLevel, v: Any, dst: DType, mode: Any, node: ast.AST) 
         # 1 where the condition holds, else 0: max(cond, 0) is the condition's value typed as the integer
         # (a BOOL joins an integer as that integer; built unfolded, as the IR has no scalar cast).
         return BinOp(BinOpKind.MAX, v, Const(0, dst))
-    if not (src.is_int and dst.is_int):
-        raise tr.error(f"pl.cast of a {src.value} device scalar to {dst.value}: pldemu casts a scalar between "
-                       "integer and float types only when its value is known at translation time (a pl.Scalar "
-                       "parameter, a constant)", node)
     if src is dst:
         return v
     return tr.fb.pld.tile.scalar_cast(v, dst, hint=tr.hint("cast"))  # pypto's scalar Cast: typed as dst

@@ -73,8 +73,19 @@ def _read(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Any:
     return args[0].data[_element("tile.read", args[0], args[1])].item()
 
 
-def _scalar_cast(m: Machine, site: CallSite, args: tuple[Any, ...]) -> int:
-    return int(scalar_as(site.attrs["dtype"], args[0]))  # the site holds the numpy dtype
+def _scalar_cast(m: Machine, site: CallSite, args: tuple[Any, ...]) -> int | float:
+    """pypto's scalar Cast (arith.fptosi / sitofp / extf / truncf): a float to an integer truncates toward
+    zero and saturates (NaN is 0), as pldemu's tile casts do; an integer wraps; a float type rounds to
+    nearest, ties to even."""
+    dtype: np.dtype[Any] = site.attrs["dtype"]  # the site holds the numpy dtype
+    value = args[0]
+    if dtype.kind not in "iu":
+        return float(scalar_as(dtype, value))
+    if isinstance(value, (float, np.floating)):
+        info = np.iinfo(dtype)
+        return 0 if value != value else int(info.max) if value >= info.max else int(info.min) \
+            if value <= info.min else int(value)
+    return int(scalar_as(dtype, value))
 
 
 def _write(m: Machine, site: CallSite, args: tuple[Any, ...]) -> None:
