@@ -78,7 +78,9 @@ class CapturedFunction:
     params: tuple[str, ...]
     annotations: Mapping[str, Any]
     file: str
-    closure: Mapping[str, Any]
+    closure: Mapping[str, Any] = dataclasses.field(repr=False)
+    """Not in the repr: a module's globals hold its programs, whose closures hold the globals again (pytest's
+    report of a failing test reprs every frame's arguments: minutes, gigabytes)."""
     defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     """Parameter defaults (``pl.jit`` functions; a ``@pl.program`` method has none)."""
     python: Callable[..., Any] | None = dataclasses.field(default=None, compare=False)
@@ -104,7 +106,7 @@ class CapturedProgram:
     name: str
     file: str
     functions: Mapping[str, CapturedFunction]
-    closure: Mapping[str, Any]
+    closure: Mapping[str, Any] = dataclasses.field(repr=False)
     specialized: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     """Host scalar parameters baked into the program (``pl.jit``: a scalar argument is specialised, its
     value part of the cache key); a call's own value for them is not read."""

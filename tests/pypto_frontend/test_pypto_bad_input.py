@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import re
 from pathlib import Path
@@ -220,3 +221,24 @@ def test_core_num_inside_a_kernel_is_refused() -> None:
     with pytest.raises(FrontendError, match=re.escape("core_num > 1 is supported only in a HOST orchestrator")) as err:
         translate(InCoreLanes, 2, (np.zeros((2, 1, COLS), np.float32),))
     _where(err, "MARK-incore-lanes")
+
+
+class _NoRepr:
+    def __repr__(self) -> str:
+        raise AssertionError("a captured program's repr reached its module's names")
+
+
+def test_a_captured_programs_repr_leaves_out_the_names_it_sees() -> None:
+    """pytest's report of a failing test reprs every frame's arguments, pldemu's own frames included: a
+    captured program's closure (its module's globals, which hold the program again) must stay out of it, or
+    the report of one FrontendError takes minutes and gigabytes."""
+    @pl.program
+    class Small:
+        @pl.function(type=pl.FunctionType.InCore)
+        def k(self, x: pl.Tensor[[1, COLS], pl.FP32]) -> pl.Tensor[[1, COLS], pl.FP32]:
+            return x
+
+    poisoned = dataclasses.replace(Small, closure={"trap": _NoRepr()},
+                                   functions={n: dataclasses.replace(f, closure={"trap": _NoRepr()})
+                                              for n, f in Small.functions.items()})
+    assert "Small" in repr(poisoned)
