@@ -264,3 +264,27 @@ def test_a_device_scalar_cast_between_float_and_integer() -> None:
     np.testing.assert_array_equal(as_i32, np.clip(truncated, -2**31, 2**31 - 1).astype(np.int32))
     np.testing.assert_array_equal(as_i8, np.clip(truncated, -128, 127).astype(np.int32))
     np.testing.assert_array_equal(as_f32, n.astype(np.float32))  # round to nearest even
+
+
+@pl.program
+class CastExtent:
+    """A static dim cast to INT32 (a typed constant, as pypto's Cast of a ConstInt) used as a load's extent
+    (pypto-lib's prefill KV all-gather: ``local_t = pl.cast(pl.tensor.dim(hidden, 0), pl.INT32)``)."""
+
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def orch(self, x: pl.Tensor[[TOKENS, D], pl.FP32], y: pl.Out[pl.Tensor[[TOKENS, D], pl.FP32]]) -> None:
+        rows = pl.cast(pl.tensor.dim(x, 0), pl.INT32)
+        with pl.at(level=pl.Level.CORE_GROUP, name_hint="copy"):
+            pl.store(pl.neg(pl.load(x, [0, 0], [rows, D])), [0, 0], y)
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, x: pl.Tensor[[TOKENS, D], pl.FP32], y: pl.Out[pl.Tensor[[TOKENS, D], pl.FP32]]) -> None:
+        self.orch(x, y)
+
+
+@pytest.mark.launcher
+def test_a_cast_static_dim_is_a_static_extent() -> None:
+    x = np.random.default_rng(12).standard_normal((TOKENS, D)).astype(np.float32)
+    y = np.zeros_like(x)
+    _compiled(CastExtent, 1)(x, y)
+    np.testing.assert_array_equal(y, -x)
