@@ -244,3 +244,28 @@ def test_a_flat_layer_view_reshaped_to_a_row_is_read_by_tile_load() -> None:
     out = np.zeros((LAYERS, T, C), np.float32)
     layer_rows_orch(flat_w, out)
     np.testing.assert_array_equal(out, np.repeat(2 * flat_w.reshape(LAYERS, 1, C), T, axis=1))
+
+
+@pl.jit.inline
+def add_thrice(x: pl.Tensor[[T, C], pl.FP32], acc: pl.Tensor[[T, C], pl.FP32]):
+    """acc += x three times, acc carried through ``pl.range(init_values=)`` (a view: rebound, written in place)."""
+    for _, (a,) in pl.range(3, init_values=(acc,)):
+        with pl.at(level=pl.Level.CORE_GROUP, name_hint="add"):
+            a = pl.assemble(a, pl.add(pl.load(a, [0, 0], [T, C]), pl.load(x, [0, 0], [T, C])), [0, 0])
+        a = pl.yield_(a)
+    return acc
+
+
+@pl.jit
+def carried_orch(x: pl.Tensor[[ROWS, C], pl.FP32], y: pl.InOut[pl.Tensor[[ROWS, C], pl.FP32]]):
+    for t in pl.range(TILES):
+        add_thrice(x[t * T:(t + 1) * T, :], y[t * T:(t + 1) * T, :])
+    return y
+
+
+@pytest.mark.launcher
+def test_a_view_carried_through_a_loop_is_written_in_place() -> None:
+    x = np.random.default_rng(45).standard_normal((ROWS, C)).astype(np.float32)
+    y = np.ones((ROWS, C), np.float32)
+    carried_orch(x, y)
+    np.testing.assert_array_equal(y, ((1 + x) + x) + x)

@@ -346,7 +346,7 @@ class DeviceTranslator(Evaluator):
         for n, v in zip(names, carry.values, strict=True):
             assert isinstance(n, ast.Name)
             self.env[n.id] = v
-            if isinstance(v.type, TensorType):
+            if Carry.rebound(v):
                 self.owned.pop(n.id, None)
             else:
                 self.owned[n.id] = v
@@ -354,7 +354,7 @@ class DeviceTranslator(Evaluator):
     def start_carry(self, inits: Any) -> Carry:
         values = []
         for v in (inits if isinstance(inits, (tuple, list)) else (inits,)):
-            if is_ir(v) and isinstance(v.type, TensorType):
+            if isinstance(v, TensorView) or (is_ir(v) and isinstance(v.type, TensorType)):
                 values.append(v)
             else:
                 # A tile or scalar is a value: one variable the loop's pl.yield_ re-assigns.

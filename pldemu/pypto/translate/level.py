@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from pldemu.ir.builder import FunctionBuilder
-from pldemu.ir.nodes import Var
+from pldemu.ir.nodes import TensorType, Var
 from pldemu.pypto.capture import CapturedFunction, CapturedProgram
 from pldemu.pypto.errors import FrontendError
 
@@ -62,6 +62,12 @@ class Carry:
     """Loop-carried values of one ``pl.range(init_values=)``: a Var per tile or scalar, a tensor itself."""
 
     values: list[Any]
+
+    @staticmethod
+    def rebound(value: Any) -> bool:
+        """A tensor, or a view of one (a slice passed as a tensor), is carried by rebinding its name: its ops
+        write it in place; a tile or a scalar is a carry variable that ``pl.yield_`` re-assigns."""
+        return not isinstance(value, Var) or isinstance(value.type, TensorType)
 
 
 class DeviceLevel(Protocol):

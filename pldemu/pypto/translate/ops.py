@@ -42,7 +42,7 @@ from pldemu.pypto.capture import Kind
 from pldemu.pypto.translate import arrays
 from pldemu.pypto.translate.cube_split import CUBE_SPLIT_OPS
 from pldemu.pypto.translate.evaluator import bind_call
-from pldemu.pypto.translate.level import DeviceLevel
+from pldemu.pypto.translate.level import Carry, DeviceLevel
 from pldemu.pypto.translate.regions import (
     Region,
     TensorView,
@@ -1066,7 +1066,7 @@ def _yield(tr: DeviceLevel, node: ast.Call) -> Any:
     if len(values) != len(carry.values):
         raise tr.error(f"pl.yield_ gives {len(values)} values for {len(carry.values)} init_values", node)
     for i, (old, new) in enumerate(zip(carry.values, values, strict=True)):
-        if isinstance(old.type, TensorType):
+        if Carry.rebound(old):
             carry.values[i] = new
         elif isinstance(old.type, TileType):
             tr.fb.assign(old, _tile(tr, new, "pl.yield_ of a carried tile", node))
