@@ -4,9 +4,12 @@ it, the Orchestration's FORK and a task's EDGEs; without MPI."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from pldemu.runtime.instrument.race_clocks import ACQ, EDGE, FORK, JOIN, REL, SyncEvent, replay
+from pldemu.runtime.instrument.race_threads import TaskThreads
 
 # threads: 0 = rank 0's Orchestration, 1 = rank 1's, 2 and 3 = two tasks of rank 0, 4 = a task of rank 0 after
 # the join
@@ -84,3 +87,68 @@ def test_a_drain_after_a_long_chain_of_silent_tasks_needs_no_recursion() -> None
         threads.forked(sched.tasks[-1])
     threads.awaited([sched.tasks[-1]])  # the chain joins nothing but the Orchestration's own forks
     assert len(threads.main.sync) == 5000 and all(ev[0] == FORK for ev in threads.main.sync)
+
+
+class _Sched:
+    """A scheduler as ``TaskThreads`` asks it: its tasks and which one runs now (block 0)."""
+
+    def __init__(self) -> None:
+        self.tasks: list[_Task] = []
+        self.running: int | None = None
+
+    def current_key(self) -> int | None:
+        return self.running
+
+    def current_block(self) -> int:
+        return 0
+
+
+def _threads() -> tuple[_Sched, TaskThreads]:
+    sched = _Sched()
+    ticks = itertools.count(1)
+    return sched, TaskThreads(sched, lambda: float(next(ticks)), lambda: 1)
+
+
+def _run(sched: _Sched, threads: TaskThreads, key: int) -> int:
+    """Task ``key`` runs an event: the index of the thread it logs on."""
+    sched.running = key
+    log = threads.current()
+    sched.running = None
+    return next(i for i, th in enumerate(threads.threads) if th is log)
+
+
+def test_a_chain_of_tasks_is_one_thread() -> None:
+    """Each link of a chain of 2000 tasks logs on its producer's thread: one task thread and a few sync
+    events per link, not a thread (a clock entry in every clock of the replay, a pair of record lists
+    per peer thread in the race check) per task."""
+    sched, threads = _threads()
+    for i in range(2000):
+        sched.tasks.append(_Task({i - 1} if i else set()))
+        threads.forked(sched.tasks[-1])
+        _run(sched, threads, i)
+    threads.awaited([sched.tasks[-1]])
+    assert len(threads.threads) == 2
+    assert sum(len(th.sync) for th in threads.threads) <= 4 * 2000
+
+
+def test_a_continued_thread_tells_a_peer_only_the_producer() -> None:
+    """Tasks B and C both depend on A; B continues A's thread, C starts a thread of its own from A's
+    completion and notifies rank 1: rank 1 then knows A's events, not B's (the FORK between them)."""
+    sched, threads = _threads()
+    for producers in (set(), {0}, {0}):
+        sched.tasks.append(_Task(producers))
+        threads.forked(sched.tasks[-1])
+    a = _run(sched, threads, 0)
+    b = _run(sched, threads, 1)
+    c = _run(sched, threads, 2)
+    assert a == b != c
+    a_end = threads._tasks[sched.tasks[0]].end
+    assert a_end is not None and a_end[a] < len(threads.threads[a].sync)  # B's FORK and edges come after
+    threads.threads[c].sync.append(rel(1000.0, 1))
+    logs = [th.sync for th in threads.threads] + [[acq(2000.0)]]
+    ranks = [0] * len(threads.threads) + [1]
+    parts: list[int | None] = [None] + [0] * (len(threads.threads) - 1) + [None]
+    seg = replay(logs, INIT, ranks, parts).segments
+    peer = seg[-1][1]
+    assert peer[a] == seg[a][a_end[a]][a]  # A's completion is known to rank 1
+    assert seg[b][-1][b] > peer[b]  # B's records (after its FORK) are not

@@ -65,3 +65,14 @@ def test_a_task_ordered_after_the_synchronising_one_is_clean(tmp_path: Path, nam
                                                               flags: tuple[str, ...]) -> None:
     res = _run(tmp_path, name, ranks, *flags)
     assert res.returncode == 0 and "races: none" in res.stdout, res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("flags", ORDERS, ids=ORDER_IDS)
+def test_a_continued_thread_tells_a_peer_only_its_producer(tmp_path: Path, flags: tuple[str, ...]) -> None:
+    """A task that logs on its producer's thread (race_threads: a chain is one thread) is not ordered
+    before a peer that synchronised with a sibling task depending on the same producer."""
+    res = _run(tmp_path, "peer_reads_sibling_writer", 2, *flags)
+    out = res.stdout + res.stderr
+    assert res.returncode == 4 and "races: 1 report(s)" in out, out
+    assert "race on data2[0, 0] .. data2[3, 7] of rank 0" in out, out
+    assert "rank 0 write at main:18 tile.store(u, [0, 0], data2) [peer_reads_sibling_writer.pld:22]" in out, out

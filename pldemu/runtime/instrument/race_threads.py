@@ -12,7 +12,12 @@ entry (``race_clocks``: "Logical threads"):
 * its acquires (a wait that observed a release) join into its own clock only, its releases carry it;
 * the blocks of one ``pl.spmd`` task are concurrent with each other (each its own thread);
 * a deferred wait runs at its task's completion: it belongs to the task's block 0;
-* the Orchestration joins the tasks it waited for (a drain, a ``pl.read`` / ``pl.write``'s writers).
+* the Orchestration joins the tasks it waited for (a drain, a ``pl.read`` / ``pl.write``'s writers);
+* a block *continues* the thread of a block of one of its producers that no other block continued yet
+  (same part), after a FORK that ticks its entry: the producer's events happen before the new block's
+  (program order says so), and a peer that knew only the producer's completion knows the entry before
+  the tick. A chain of N tasks is then one thread, not N, whose clocks (``race_clocks``: one entry per
+  thread) and pairwise record checks (``races.find_races``) would grow as N squared.
 
 The scheduler (``runtime.tasksched``) tells :class:`TaskThreads` of submissions and of what the
 Orchestration waited for (its ``observer``); the detector asks which thread runs at each event. A rank
@@ -48,6 +53,9 @@ class _TaskClock:
     fork: int | None
     start: dict[int, int] | None = None
     blocks: dict[int, int] = field(default_factory=dict)
+    end: dict[int, int] | None = None
+    """Its clock at completion as edges, kept once a successor continued one of its threads (whose log
+    then goes on past this task's end)."""
 
 
 class Rising:
@@ -82,6 +90,8 @@ class TaskThreads:
         self.call = call
         self.threads: list[ThreadLog] = [ThreadLog()]
         self._tasks: dict[Any, _TaskClock] = {}
+        self._owner: dict[int, Any] = {}
+        """Each task thread -> the task whose block ran last on it (a successor may continue it)."""
         self.joins = 0
         """All-rank joins in this epoch so far: the part a new thread runs in."""
 
@@ -102,6 +112,7 @@ class TaskThreads:
         out = self.threads[1:]
         self.threads = [ThreadLog()]
         self._tasks = {}
+        self._owner = {}
         self.joins = 0
         return out
 
@@ -138,13 +149,34 @@ class TaskThreads:
     def _block(self, task: Any, block: int) -> int:
         tc = self._of(task)
         tid = tc.blocks.get(block)
+        if tid is not None:
+            return tid
+        start = self._start(task)
+        tid = self._continued(task)
         if tid is None:
-            th = ThreadLog(part=self.joins)
-            for src, pos in sorted(self._start(task).items()):
+            tid = len(self.threads)
+            self.threads.append(ThreadLog(part=self.joins))
+        else:  # past the entry any peer knowing only the producer's completion has
+            self._log(self.threads[tid], (FORK, self.clock()))
+        th = self.threads[tid]
+        for src, pos in sorted(start.items()):
+            if src != tid:
                 self._log(th, (EDGE, self.clock(), src, pos))
-            tid = tc.blocks[block] = len(self.threads)
-            self.threads.append(th)
+        tc.blocks[block] = tid
+        self._owner[tid] = task
         return tid
+
+    def _continued(self, task: Any) -> int | None:
+        """A thread of one of ``task``'s producers in this part that no block continued since that producer
+        ran on it (its completion kept first), or None."""
+        for p in reversed(self._producers(task)):  # the latest first: a chain's last link owns the thread
+            pc = self._of(p)
+            for tid in pc.blocks.values():
+                if self._owner.get(tid) is p and self.threads[tid].part == self.joins:
+                    if pc.end is None:
+                        pc.end = self._completion(p)
+                    return tid
+        return None
 
     def _start(self, task: Any) -> dict[int, int]:
         """A task's start edges: the main thread at its submission, its producers at their completion.
@@ -180,10 +212,12 @@ class TaskThreads:
         """A completed task's clock as edges: every block's thread at its end (each began with the task's
         start edges, so they are not repeated: a chain of tasks keeps a few edges each), or, if no block
         logged anything, its start."""
-        blocks = self._of(task).blocks
-        if not blocks:
+        tc = self._of(task)
+        if tc.end is not None:
+            return tc.end
+        if not tc.blocks:
             return self._start(task)
-        return {tid: len(self.threads[tid].sync) for tid in blocks.values()}
+        return {tid: len(self.threads[tid].sync) for tid in tc.blocks.values()}
 
 
 __all__ = ["Rising", "TaskThreads", "ThreadLog"]
