@@ -75,6 +75,23 @@ def reply_path(folder: Path, index: int, rank: int) -> Path:
     return folder / "rep" / f"{index:06d}.rank{rank}.json"
 
 
+@dataclass
+class Progress:
+    """The deadline of a wait for a request: ``timeout`` seconds for the request the job is serving
+    (``head``), restarted when the job finishes one, so requests queued behind others (a prepared worker's
+    pipelined dispatches) are each given the whole timeout, not what the ones before them left."""
+
+    timeout: float
+    head: int
+    deadline: float
+
+    def expired(self, head: int, now: float) -> bool:
+        """Whether the request being served at ``now`` (``head``) has outlived its timeout."""
+        if head != self.head:
+            self.head, self.deadline = head, now + self.timeout
+        return now > self.deadline
+
+
 class ResidentJobEnded(RuntimeError):
     """The resident job is over (closed, or ended by a failure): it takes no more requests."""
 
@@ -160,6 +177,8 @@ class ResidentJob:
         self._ended: str | None = None
         self.requests = 0
         """Requests sent so far."""
+        self._answered = 0
+        """Requests below this one are answered by every rank."""
 
     # -- requests ---------------------------------------------------------------------------------------
 
@@ -279,7 +298,7 @@ class ResidentJob:
 
     def _wait(self, index: int) -> list[dict[str, Any]] | None:
         """Every rank's answer to ``index``; None when the job ended first (killed after the timeout)."""
-        deadline = time.monotonic() + self.timeout
+        progress = Progress(self.timeout, self._head(index), time.monotonic() + self.timeout)
         pause = 1e-4
         paths = [reply_path(self.folder, index, r) for r in range(self.ranks)]
         while not all(p.exists() for p in paths):
@@ -289,13 +308,21 @@ class ResidentJob:
             if self._ended is not None or self._proc.poll() is not None:
                 self._ended = self._ended or "ended"
                 return None
-            if time.monotonic() > deadline:
+            if progress.expired(self._head(index), time.monotonic()):
                 self._ended = f"killed after {self.timeout:g} s"
                 self._stop()
                 return None
             time.sleep(pause)
             pause = min(2 * pause, ANSWER_POLL)
         return [json.loads(p.read_text()) for p in paths]
+
+    def _head(self, index: int) -> int:
+        """The first request up to ``index`` that not every rank has answered (the one the job is serving:
+        it serves them in order)."""
+        while self._answered < index and all(reply_path(self.folder, self._answered, r).exists()
+                                             for r in range(self.ranks)):
+            self._answered += 1
+        return self._answered
 
     def _serve_host_tasks(self) -> bool:
         """Run every host task that all ranks have met (the oldest dispatch first); whether one ran."""
@@ -403,6 +430,7 @@ __all__ = [
     "WINDOWS",
     "Dispatch",
     "HostTaskRunner",
+    "Progress",
     "ResidentJob",
     "ResidentJobEnded",
     "reply_path",

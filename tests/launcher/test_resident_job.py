@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pldemu.ir import Program, ProgramBuilder
-from pldemu.pool.resident import Dispatch, ResidentJob, ResidentJobEnded
+from pldemu.pool.resident import Dispatch, Progress, ResidentJob, ResidentJobEnded
 from pldemu.runtime.options import RuntimeOptions
 
 pytestmark = pytest.mark.launcher
@@ -131,3 +131,16 @@ def test_a_deadlock_ends_the_job_with_its_report_and_later_requests_are_refused(
             _call(job, counting(), 1, "keep")
     finally:
         assert job.close() is None
+
+
+def test_each_queued_request_gets_the_whole_timeout_from_when_the_job_serves_it() -> None:
+    """A prepared worker pipelines its dispatches: the wait for the last one starts while earlier ones are
+    served, so its deadline restarts each time the job finishes a request (a 39-dispatch MoE layer was
+    killed for the sum of its dispatches)."""
+    progress = Progress(timeout=10.0, head=0, deadline=10.0)
+    assert not progress.expired(0, 9.0)
+    assert not progress.expired(1, 10.5)  # request 0 answered at 10.5: request 1 has until 20.5
+    assert not progress.expired(2, 20.0)  # and request 2 until 30.0
+    assert not progress.expired(2, 29.9)
+    assert progress.expired(2, 30.1)
+    assert Progress(timeout=10.0, head=3, deadline=10.0).expired(3, 10.1)  # one stuck request: killed

@@ -48,7 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_runtime_arguments(parser, "python", helps={"--timeout": waits})
     parser.set_defaults(timeout=None)  # derived from --job-timeout unless given (FrontendOptions.from_flags)
     add_job_timeout_argument(parser, _DEFAULTS.timeout,
-                             text=f"{format_number(_DEFAULTS.timeout)}, for each compiled call's run")
+                             text=f"{format_number(_DEFAULTS.timeout)}, for each compiled call's run; a prepared "
+                                  "worker's job: for each dispatch, from when the job serves it")
     parser.add_argument("--codegen-only", action="store_true",
                         help="compile every call and write compiled.output_dir, but run nothing (the tensors "
                              "stay as they were: a script that checks its results fails its checks)")
