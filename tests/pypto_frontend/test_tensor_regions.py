@@ -379,3 +379,59 @@ def test_a_rank_count_dim_is_nr() -> None:
     loops = [s for f in built.program.functions for s in walk_stmts(f.body.stmts) if isinstance(s, For)]
     assert len(loops) == 3 and all(getattr(s.stop, "value", None) == 3 for s in loops)
     assert len(_calls(built.program, Op.NOTIFY)) == 3
+
+
+@pl.program
+class NamedBounds:
+    """Rows scattered by a permutation read at run time, the slice's end a name bound to ``start + 1``
+    (pypto-lib's CP prefill: ``end = destination + 1``, ``flat[destination:end, :] = row``); the next
+    row's end named after its start is re-bound (a stale binding must not fold)."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, x: pl.Tensor[[ROWS, COLS], pl.FP32], perm: pl.Tensor[[ROWS], pl.INT32],
+          y: pl.Out[pl.Tensor[[ROWS, COLS], pl.FP32]]) -> pl.Tensor[[ROWS, COLS], pl.FP32]:
+        for i in pl.range(ROWS):
+            destination = pl.cast(perm[i], pl.INDEX) * 1 + 0
+            destination_end = destination + 1
+            y[destination:destination_end, :] = x[i:i + 1, 0:COLS]
+        return y
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, x: pl.Tensor[[ROWS, COLS], pl.FP32], perm: pl.Tensor[[ROWS], pl.INT32],
+                  y: pl.Out[pl.Tensor[[ROWS, COLS], pl.FP32]]) -> None:
+        self.k(x, perm, y)
+
+
+@pytest.mark.launcher
+def test_a_slice_end_bound_to_a_name_folds_through_it() -> None:
+    x = np.random.default_rng(5).standard_normal((ROWS, COLS)).astype(np.float32)
+    perm = np.array([2, 0, 3, 1], np.int32)
+    y = np.zeros_like(x)
+    ir.compile(NamedBounds, distributed_config=DistributedConfig(device_ids=[0]))(x, perm, y)
+    want = np.zeros_like(x)
+    want[perm] = x
+    np.testing.assert_array_equal(y, want)
+
+
+@pl.program
+class StaleBound:
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, x: pl.Tensor[[ROWS, COLS], pl.FP32], perm: pl.Tensor[[ROWS], pl.INT32],
+          y: pl.Out[pl.Tensor[[ROWS, COLS], pl.FP32]]) -> pl.Tensor[[ROWS, COLS], pl.FP32]:
+        start = pl.cast(perm[0], pl.INDEX) + 0
+        end = start + 1
+        for _i in pl.range(2):
+            start = start + 1  # the loop re-assigns start: end - start is no longer 1
+            y[start:end, :] = x[0:1, 0:COLS]  # MARK-stale
+        return y
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, x: pl.Tensor[[ROWS, COLS], pl.FP32], perm: pl.Tensor[[ROWS], pl.INT32],
+                  y: pl.Out[pl.Tensor[[ROWS, COLS], pl.FP32]]) -> None:
+        self.k(x, perm, y)
+
+
+def test_a_slice_bound_re_assigned_since_does_not_fold() -> None:
+    x = np.zeros((ROWS, COLS), np.float32)
+    with pytest.raises(FrontendError, match="a slice extent must be static"):
+        translate(StaleBound, 1, (x, np.zeros(ROWS, np.int32), x.copy()))

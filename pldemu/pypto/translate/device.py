@@ -204,6 +204,7 @@ class DeviceTranslator(Evaluator):
             assert mine is not None
             if not (isinstance(value, Var) and self.fb.retarget_last(value, mine)) and value != mine:
                 self.fb.assign(mine, as_expr(value))
+            self.emit.assigned(mine)
             self.env[name] = mine
         elif not _variable_kind(value):
             self.owned.pop(name, None)  # tensors are references; Python values and constants fold
@@ -216,7 +217,9 @@ class DeviceTranslator(Evaluator):
             self.owned = {k: v for k, v in self.owned.items() if v != value}
             self.env[name] = self.owned[name] = value
         elif is_ir(value) and not isinstance(value, Const):
-            self.env[name] = self.owned[name] = self.fb.let(name, value)
+            self.env[name] = self.owned[name] = var = self.fb.let(name, value)
+            if isinstance(var.type, ScalarType):
+                self.emit.lets[var] = value
         else:
             self.owned.pop(name, None)
             self.env[name] = value

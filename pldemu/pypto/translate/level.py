@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from pldemu.ir.builder import FunctionBuilder
 from pldemu.ir.nodes import TensorType, Var
+from pldemu.ir.walk import walk_expr
 from pldemu.pypto.capture import CapturedFunction, CapturedProgram
 from pldemu.pypto.errors import FrontendError
 
@@ -52,9 +53,20 @@ class Emit:
     tensor_slices: set[str] = dataclasses.field(default_factory=set)
     """Tiles that are a tensor's slice loaded where it is made (``regions.load_region``): still a tensor to
     pypto, so ``pl.matmul(..., b_trans=True)`` on one is its tensor-level form."""
+    lets: dict[Var, Any] = dataclasses.field(default_factory=dict)
+    """A scalar name's variable -> the expression it was bound to, while neither it nor a variable of the
+    expression has been assigned since (a slice's extent ``d:end`` with ``end = d + 1`` folds through them)."""
     truncating: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
     """(origin ``file:line``, the ``tdiv`` / ``trem`` as printed) -> the user's text of that ``//`` / ``%``:
     how a run's truncation findings (``Truncation.origin``, ``.expr``) name the user's expression."""
+
+    def assigned(self, var: Var) -> None:
+        """``var`` was assigned: what was known of it, and of every expression that reads it, is stale."""
+        self.lets = {v: e for v, e in self.lets.items() if v != var and var not in _vars_of(e)}
+
+
+def _vars_of(e: Any) -> list[Var]:
+    return [a for a in walk_expr(e) if isinstance(a, Var)]
 
 
 @dataclasses.dataclass

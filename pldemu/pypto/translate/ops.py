@@ -1072,6 +1072,7 @@ def _yield(tr: DeviceLevel, node: ast.Call) -> Any:
             tr.fb.assign(old, _tile(tr, new, "pl.yield_ of a carried tile", node))
         else:
             tr.fb.assign(old, _typed(new, old.type.dtype))
+            tr.emit.assigned(old)
     return carry.values[0] if len(values) == 1 else tuple(carry.values)
 
 

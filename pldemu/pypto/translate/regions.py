@@ -334,13 +334,27 @@ def check_bounds(tr: DeviceLevel, t: Var | TensorView, region: Region, node: ast
 
 
 def static_extent(tr: DeviceLevel, upper: Any, lower: Any, node: ast.AST) -> int:
-    """``upper - lower`` folded to an int, also over run-time bounds (``r + R`` minus ``r``)."""
+    """``upper - lower`` folded to an int, also over run-time bounds (``r + R`` minus ``r``), through the
+    scalar names bound to them (``end = d + 1``, ``x[d:end]``)."""
     (hi, hi_c), (lo, lo_c) = _linear(upper), _linear(lower)
+    if any(hi.get(atom, 0) != lo.get(atom, 0) for atom in set(hi) | set(lo)):
+        (hi, hi_c), (lo, lo_c) = _linear(_expanded(tr, upper)), _linear(_expanded(tr, lower))
     for atom in set(hi) | set(lo):
         if hi.get(atom, 0) != lo.get(atom, 0):
             raise tr.error(f"a slice extent must be static (a tile's shape is): {_show(upper)} - "
                            f"{_show(lower)} is not", node)
     return hi_c - lo_c
+
+
+def _expanded(tr: DeviceLevel, v: Any, depth: int = 8) -> Any:
+    """``v`` with each scalar name's variable replaced by the expression it was bound to (``Emit.lets``)."""
+    if depth == 0:
+        return v
+    if isinstance(v, Var) and v in tr.emit.lets:
+        return _expanded(tr, tr.emit.lets[v], depth - 1)
+    if isinstance(v, BinOp):
+        return dataclasses.replace(v, lhs=_expanded(tr, v.lhs, depth - 1), rhs=_expanded(tr, v.rhs, depth - 1))
+    return v
 
 
 def _static(v: Any) -> int | None:
