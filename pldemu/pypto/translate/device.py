@@ -278,16 +278,39 @@ class DeviceTranslator(Evaluator):
             raise self.error("a `return` inside if/else is supported only as an early return "
                              "(an if without else whose body ends in return)", s)
         before = frozenset(self.env)
+        merged = (_assigned_names(s.body) & _assigned_names(s.orelse)) - before
+        phis: dict[str, Var] = {}
         with self.carrying(self.own_before([*s.body, *s.orelse])):
             with self.fb.if_(cond):
                 self.block(s.body)
+                self.merge_numbers(merged, phis)
             if s.orelse:
                 saved, self.sibling_local = self.sibling_local, self.sibling_local | (frozenset(self.env) - before)
                 try:
                     with self.fb.else_():
                         self.block(s.orelse)
+                        self.merge_numbers(merged, phis)
                 finally:
                     self.sibling_local = saved
+
+    def merge_numbers(self, names: frozenset[str], phis: dict[str, Var]) -> None:
+        """At the end of a branch of a run-time ``if``: each of ``names`` (first bound in every branch) is one
+        variable, ``phis``'s, that the branch assigns. pypto's parser binds ``kind = 1`` to a variable and
+        its SSA conversion merges the branches' (a phi); folded, a Python number bound so would be the last
+        branch's after the ``if``, whichever ran (pypto-lib's ``source_kind = 1`` / ``0``)."""
+        for name in sorted(names):
+            value, phi = self.env.get(name), phis.get(name)
+            if phi is None:
+                if isinstance(value, (int, float)):
+                    phi = self.fb.let(name, as_expr(value))
+                elif isinstance(value, Var) and _variable_kind(value):
+                    phi = value
+                else:
+                    continue
+                phis[name] = self.env[name] = self.owned[name] = phi
+            elif value is not phi and isinstance(value, (int, float)) and (t := _number_type(phi, value)):
+                self.fb.assign(phi, Const(value, t.dtype))
+                self.env[name] = self.owned[name] = phi
 
     def loop(self, s: ast.For) -> None:
         if s.orelse:
@@ -599,6 +622,13 @@ def _variable_kind(value: Any, python: bool = False) -> bool:
     if python and isinstance(value, (int, float)):
         return True
     return is_ir(value) and isinstance(as_expr(value).type, (ScalarType, TileType))
+
+
+def _number_type(v: Var, value: int | float) -> ScalarType | None:
+    """``v``'s scalar type when it takes the literal ``value`` as pypto's constants do (an int any scalar type, a
+    float only a float type); None for other pairs: each branch keeps its own binding (pypto scopes it there)."""
+    t = v.type
+    return t if isinstance(t, ScalarType) and (t.dtype.is_float or not isinstance(value, float)) else None
 
 
 def _kind(value: Any) -> str:
