@@ -4,9 +4,15 @@ as pypto-lib's ``prefill_cp_swa.py`` picks an overlay source with ``source_kind 
 
 from __future__ import annotations
 
+import inspect
+import re
+import sys
+
 import numpy as np
 import pytest
 
+from pldemu.pypto.errors import FrontendError
+from pldemu.pypto.execute import translate
 from pldemu.pypto.surface import ir
 from pldemu.pypto.surface import language as pl
 from pldemu.pypto.surface.ir.distributed_compiled_program import DistributedConfig
@@ -62,3 +68,34 @@ def test_a_number_bound_in_each_branch_is_the_taken_branchs_after_the_if() -> No
     np.testing.assert_array_equal(y[0], x[0][kind])
     np.testing.assert_array_equal(z[0], np.where((kind == 2)[:, None], x[0, 0][None, :], np.float32(-1.0)))
     np.testing.assert_array_equal(w[0], np.maximum(sel[0], 0))  # an INT32 read in one branch, a literal in the other
+
+
+@pl.program
+class TwoTypes:
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, a: pl.Tensor[[1, 8], pl.INT32], f: pl.Tensor[[1, 8], pl.FP32],
+          y: pl.Out[pl.Tensor[[1, 8], pl.FP32]]) -> pl.Tensor[[1, 8], pl.FP32]:
+        t = pl.load(f, [0, 0], [1, 8])
+        if pl.read(a, [0, 0]) > 0:
+            v = pl.read(a, [0, 1])
+            u = pl.cast(v, pl.FP32)  # each branch reads its own v
+        else:
+            v = pl.read(t, [0, 1])
+            u = v
+        y = pl.store(pl.mul(t, pl.mul(u, pl.cast(v, pl.FP32))), [0, 0], y)  # MARK-two-types
+        return y
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, a: pl.Tensor[[1, 8], pl.INT32], f: pl.Tensor[[1, 8], pl.FP32],
+                  y: pl.Out[pl.Tensor[[1, 8], pl.FP32]]) -> None:
+        self.k(a, f, y)
+
+
+def test_a_name_of_two_types_after_an_if_is_refused_where_it_is_read() -> None:
+    a, f = np.zeros((1, 8), np.int32), np.zeros((1, 8), np.float32)
+    with pytest.raises(FrontendError, match=re.escape("v is a int32 scalar after one branch of the if above and a "
+                                                      "fp32 scalar after another")) as err:
+        translate(TwoTypes, 1, (a, f, f.copy()))
+    src, start = inspect.getsourcelines(sys.modules[__name__])
+    assert (err.value.file, err.value.line) == (__file__, next(max(start, 1) + i for i, line in enumerate(src)
+                                                                if "MARK-two-types" in line and "next(" not in line))

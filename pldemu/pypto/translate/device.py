@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import dataclasses
 import math
 from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
@@ -104,6 +105,16 @@ def _marked(tr: DeviceTranslator, e: ast.expr) -> bool:
     """A name bound to a tile that is a tensor to pypto (``Emit.tensor_slices``)."""
     v = tr.env.get(e.id) if isinstance(e, ast.Name) else None
     return isinstance(v, Var) and v.name in tr.emit.tensor_slices
+
+
+@dataclasses.dataclass(frozen=True)
+class TwoBranchTypes:
+    """What a name holds after a run-time ``if`` whose branches bound it to values of two types: an error
+    where it is read (inside each branch it is that branch's own value)."""
+
+    name: str
+    then: str
+    other: str
 
 
 class _Returned(Exception):
@@ -311,6 +322,10 @@ class DeviceTranslator(Evaluator):
             elif value is not phi and isinstance(value, (int, float)) and (t := _number_type(phi, value)):
                 self.fb.assign(phi, Const(value, t.dtype))
                 self.env[name] = self.owned[name] = phi
+            elif value is not phi and _variable_kind(value, python=True):
+                # each branch keeps its own (read there, pypto scopes it so); read after the if it is an error
+                self.owned.pop(name, None)
+                self.env[name] = TwoBranchTypes(name, _kind(phi), _kind(value))
 
     def loop(self, s: ast.For) -> None:
         if s.orelse:
@@ -432,6 +447,11 @@ class DeviceTranslator(Evaluator):
 
     def eval_Name(self, node: ast.Name) -> Any:
         value = super().eval_Name(node)
+        if isinstance(value, TwoBranchTypes):
+            raise self.error(f"{value.name} is {value.then} after one branch of the if above and {value.other} after "
+                             "another: pypto merges the branches' values into one variable of the first branch's "
+                             "type (its SSA conversion's phi), so pldemu does not guess; pl.cast one branch's value "
+                             "to the other's type", node)
         return load_view(self, value, node) if self.loading_views and isinstance(value, TensorView) else value
 
     def eval_Subscript(self, node: ast.Subscript) -> Any:
