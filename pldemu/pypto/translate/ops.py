@@ -43,6 +43,7 @@ from pldemu.pypto.translate import arrays
 from pldemu.pypto.translate.cube_split import CUBE_SPLIT_OPS
 from pldemu.pypto.translate.evaluator import bind_call
 from pldemu.pypto.translate.level import Carry, DeviceLevel
+from pldemu.pypto.translate.prefetch import PREFETCH_OPS
 from pldemu.pypto.translate.regions import (
     Region,
     TensorView,
@@ -1316,6 +1317,7 @@ _MATH_OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.tile.move": _move("pl.tile.move", "tile"),
     **SORT_OPS,
     **CUBE_SPLIT_OPS,
+    **PREFETCH_OPS,
     "pl.array.create": arrays.create,
     "pl.array.get_element": arrays.get_element,
     "pl.array.update_element": arrays.update_element,
@@ -1390,7 +1392,7 @@ TILE_ALIASES: Mapping[str, str] = MappingProxyType({
 
 _VIEW_RULES = frozenset({"pl.load", "pl.store", "pl.read", "pl.write", "pl.tensor.read", "pl.tensor.write", "pl.slice",
                          "pl.tensor.slice", "pl.assemble", "pl.tensor.assemble", "pl.tensor.dim", "pl.reshape",
-                         "pl.tensor.reshape"})
+                         "pl.tensor.reshape", "pl.prefetch.async_prefetch"})
 VIEW_OPS = _VIEW_RULES | {f"pl.tile.{name}" for name, unified in TILE_ALIASES.items() if unified in _VIEW_RULES}
 """The ops whose rules take a tensor view (a slice passed as a tensor) as it is, reading or writing its base
 at the view's offsets (``pl.tile.load`` is ``pl.load``'s rule, so it is one of them); any other op is given the
