@@ -34,6 +34,7 @@ from pldemu.runtime.truncation import merge
 
 if TYPE_CHECKING:
     from pldemu.api import RunResult
+    from pldemu.job.resources import MemoryEstimate
 
 RANK_DIM = "NR"
 """The dynamic dim pypto's programs use for the rank count: bound, it must equal the device count."""
@@ -329,17 +330,23 @@ def run(prog: CapturedProgram, nranks: int, args: Sequence[Any], output_dir: Pat
     return CompiledCall(built, finish(prog, built, arrays, result))
 
 
-def _check_memory(prog: CapturedProgram, built: Built, nranks: int, opts: FrontendOptions) -> None:
-    """Refuse, before its job starts, a call whose estimated memory (buffers, the LOCAL tensors of
-    ``create_tensor`` and ``pl.array``, tiles, checker shadows: ``pldemu.job.resources``) exceeds what this
-    machine has, naming the estimate and the biggest buffers; ``opts.force`` runs it anyway."""
+def memory_estimate(built: Built, nranks: int, opts: FrontendOptions) -> MemoryEstimate:
+    """What a call's job would need (buffers, the LOCAL tensors of ``create_tensor`` and ``pl.array``, tiles,
+    checker shadows: ``pldemu.job.resources``)."""
     from pldemu.job.precheck import static_buffers
-    from pldemu.job.resources import ResourceError, check_fits, job_memory, tile_bytes
+    from pldemu.job.resources import job_memory, tile_bytes
 
-    estimate = job_memory(static_buffers(built.program, nranks).values(), nranks, opts.runtime.race_detect,
-                          invariants=opts.runtime.invariants, tiles=tile_bytes(built.program), program=built.program)
+    return job_memory(static_buffers(built.program, nranks).values(), nranks, opts.runtime.race_detect,
+                      invariants=opts.runtime.invariants, tiles=tile_bytes(built.program), program=built.program)
+
+
+def _check_memory(prog: CapturedProgram, built: Built, nranks: int, opts: FrontendOptions) -> None:
+    """Refuse, before its job starts, a call whose :func:`memory_estimate` exceeds what this machine has,
+    naming the estimate and the biggest buffers; ``opts.force`` runs it anyway."""
+    from pldemu.job.resources import ResourceError, check_fits
+
     try:
-        check_fits(estimate, opts.force)
+        check_fits(memory_estimate(built, nranks, opts), opts.force)
     except ResourceError as err:
         raise prog.error(f"{prog.name} on {nranks} devices: {err} (pldemu python --force, pldemu pytest "
                          "--pldemu-force)", prog.host().node) from None

@@ -231,3 +231,33 @@ def test_compile_only_script_fails_at_the_users_line(tmp_path: Path) -> None:
     out = result.stdout + result.stderr
     assert result.returncode != 0 and "compile_only done" not in out
     assert f"{script}:11" in out and "for ... else is not supported" in out
+
+
+HUGE = 1 << 16
+
+
+@pl.jit
+def huge_scratch_orch(x: pl.Tensor[[1, COLS], pl.FP32], y: pl.Out[pl.Tensor[[1, COLS], pl.FP32]]):
+    scratch = pl.create_tensor([HUGE, HUGE], dtype=pl.FP32)  # 16 GiB a rank: more than a test machine has
+    copy_kernel(x, scratch)
+    return copy_kernel(x, y)
+
+
+@pl.jit.host
+def huge_host(x: pl.Tensor[[NR, 1, COLS], pl.FP32], y: pl.Out[pl.Tensor[[NR, 1, COLS], pl.FP32]]):
+    for r in pl.range(pld.world_size()):
+        huge_scratch_orch(x[r], y[r], device=r)
+
+
+def test_compile_says_when_a_call_of_its_samples_would_be_refused_for_memory() -> None:
+    """pypto-lib's ``--compile-only`` of a layer that does not fit the machine: compile translates it and
+    warns with the estimate the call would be refused with (16 GiB a rank over 8 ranks)."""
+    from pldemu.pypto.surface.ir.distributed_compiled_program import MemoryEstimateWarning
+
+    with pytest.warns(MemoryEstimateWarning, match=r"on 8 devices: a call of these arguments will be refused "
+                                                   r"before its job starts: the job needs about .* GiB"):
+        compiled = huge_host.compile(*_tensors(8), config=_config(8))
+    assert compiled.untranslated is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        copy_host.compile(*_tensors(2), config=_config(2))  # one that fits says nothing

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,10 @@ class ParamInfo:
     dtype: Any
 
 
+class MemoryEstimateWarning(UserWarning):
+    """Compile translated a program whose call would need more memory than this machine has."""
+
+
 class DistributedCompiledProgram:
     """A compiled program: call it with the host tensors; Out / InOut ones are written in place."""
 
@@ -92,8 +97,23 @@ class DistributedCompiledProgram:
         if isinstance(samples, str):
             self.untranslated = samples
             return
-        self.translations.translate(self.program, self.nranks, samples)
+        built, _ = self.translations.translate(self.program, self.nranks, samples)
         self.untranslated = None
+        self._warn_if_too_big(built)
+
+    def _warn_if_too_big(self, built: Any) -> None:
+        """A :class:`MemoryEstimateWarning` when a call of the samples would be refused for its memory (what
+        ``--compile-only`` can tell of a model layer that does not fit this machine)."""
+        from pldemu.job.resources import ResourceError, check_fits
+        from pldemu.pypto.execute import memory_estimate
+        from pldemu.pypto.session import current_options
+
+        opts = current_options()
+        try:
+            check_fits(memory_estimate(built, self.nranks, opts), opts.force)
+        except ResourceError as err:
+            warnings.warn(f"{self.program.name} on {self.nranks} devices: a call of these arguments will be "
+                          f"refused before its job starts: {err}", MemoryEstimateWarning, stacklevel=4)
 
     @property
     def nranks(self) -> int:
@@ -168,4 +188,4 @@ class DistributedCompiledProgram:
         return str(self.output_dir)
 
 
-__all__ = ["DistributedCompiledProgram", "DistributedConfig", "ParamDirection", "ParamInfo"]
+__all__ = ["DistributedCompiledProgram", "DistributedConfig", "MemoryEstimateWarning", "ParamDirection", "ParamInfo"]
