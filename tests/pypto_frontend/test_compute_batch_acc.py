@@ -72,3 +72,33 @@ def test_experts_split_k_through_batch_matmul_acc(nranks: int) -> None:
 def test_init_cond_on_batched_operands_is_refused_as_pypto_does() -> None:
     with pytest.raises(FrontendError, match=re.escape("does not support init_cond on operands of rank > 2")):
         translate(_program(True), 1, _args(1))
+
+
+@pl.program
+class GroupsSideBySide:
+    """Each group's ``[1, TOK, NT]`` product (a 2-D token tile times a ``[1, NT, K]`` slice of the group's
+    weights) assembled into a 2-D tensor at the group's columns (pypto-lib's attention output projection:
+    pypto's FlattenTileNdTo2D stores the 3-D tile as its ``[TOK, NT]`` rows)."""
+
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def orch(self, x: pl.Tensor[[TOK, K], pl.INT8], w: pl.Tensor[[E, NT, K], pl.INT8],
+             y: pl.Out[pl.Tensor[[TOK, E * NT], pl.INT32]]) -> None:
+        for g in pl.spmd(E, name_hint="group_mm"):
+            acc = pl.matmul(x[:, 0:K], w[g:g + 1, 0:NT, 0:K], b_trans=True, out_dtype=pl.INT32)
+            y = pl.assemble(y, acc, [0, g * NT])
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host(self, x: pl.Tensor[[TOK, K], pl.INT8], w: pl.Tensor[[E, NT, K], pl.INT8],
+             y: pl.Out[pl.Tensor[[TOK, E * NT], pl.INT32]]) -> None:
+        self.orch(x, w, y)
+
+
+@pytest.mark.launcher
+def test_a_3d_product_assembled_into_a_2d_tensor_lands_as_its_rows() -> None:
+    rng = np.random.default_rng(19)
+    x = rng.integers(-128, 128, (TOK, K)).astype(np.int8)
+    w = rng.integers(-128, 128, (E, NT, K)).astype(np.int8)
+    y = np.zeros((TOK, E * NT), np.int32)
+    ir.compile(GroupsSideBySide, distributed_config=DistributedConfig(device_ids=[0]))(x, w, y)
+    want = np.concatenate([x.astype(np.int32) @ w[g].astype(np.int32).T for g in range(E)], axis=1)
+    np.testing.assert_array_equal(y, want)

@@ -1010,6 +1010,7 @@ def _assemble(name: str) -> Rule:
             raise tr.error(f"{name}: source must be a tensor or a tile, got {src!r}", node)
         if _is_tile(t):
             return _assembled_tile(tr, t, src, _offsets(tr, b["offset"], name, node), node)
+        src = _flattened(tr, src, len(t.region.extents) if isinstance(t, TensorView) else len(ttype(t).shape))
         region = _assembled(tr, t, tltype(src), _offsets(tr, b["offset"], name, node), node)
         check_bounds(tr, t, region, node)
         store_region(tr, src, *based(t, region), node, name, atomic)
@@ -1030,6 +1031,16 @@ def _assembled_tile(tr: DeviceLevel, dst: Var, src: Var, offsets: list[Any], nod
     whole = tr.fb.pld.tile.tile_slice(dst, list(t.shape), [0] * len(t.shape), hint=tr.hint(dst.name))
     tr.fb.pld.tile.assemble(whole, src, offsets)
     return whole
+
+
+def _flattened(tr: DeviceLevel, src: Var, rank: int) -> Var:
+    """A source tile of higher rank than its target with its leading axes merged into its rows, as pypto's
+    FlattenTileNdTo2D stores an ND tile (pypto-lib's ``[1, M, N]`` group matmul into a 2-D tensor)."""
+    shape = tltype(src).shape
+    if len(shape) <= rank:
+        return src
+    k = len(shape) - rank + 1
+    return tr.fb.pld.tile.reshape(src, [math.prod(shape[:k]), *shape[k:]], hint=tr.hint(src.name))
 
 
 def _assembled(tr: DeviceLevel, t: Var | TensorView, src: TileType, offsets: list[Any], node: ast.AST) -> Region:
