@@ -327,19 +327,31 @@ class DeviceTranslator(Evaluator):
                 self.owned.pop(name, None)
                 self.env[name] = TwoBranchTypes(name, _kind(phi), _kind(value))
 
+    def unroll_loop(self, s: ast.For) -> None:
+        """``for i in pl.unroll(stop | start, stop[, step])``: the body once per index, the index a Python int.
+        pypto's parser takes the bounds as ``range``'s (``parse_range_call``) and requires them static ints
+        with a non-zero step; pypto-lib's merge loop is ``pl.unroll(1, PREFILL_ATTN_BLOCKS)``."""
+        it = s.iter
+        assert isinstance(it, ast.Call)
+        bounds = [self.eval(a) for a in it.args]
+        if (it.keywords or not 1 <= len(bounds) <= 3 or not isinstance(s.target, ast.Name)
+                or not all(isinstance(b, int) and not isinstance(b, bool) for b in bounds)):
+            raise self.error("pl.unroll(stop | start, stop[, step]) needs static int bounds, no keywords and "
+                             "one loop variable", s)
+        start, stop, step = (0, bounds[0], 1) if len(bounds) == 1 else (*bounds, 1)[:3]
+        if step == 0:
+            raise self.error("pl.unroll(start, stop, step): the step cannot be zero", s)
+        for i in range(start, stop, step):
+            self.env[s.target.id] = i
+            self.block(s.body)
+
     def loop(self, s: ast.For) -> None:
         if s.orelse:
             raise self.error("for ... else is not supported", s)
         it = s.iter
         name = dsl_callee(self, it)
         if name == "pl.unroll":
-            assert isinstance(it, ast.Call)
-            count = self.eval(it.args[0]) if it.args else None
-            if not isinstance(count, int) or not isinstance(s.target, ast.Name):
-                raise self.error("pl.unroll(n) needs a static int count and one loop variable", s)
-            for i in range(count):
-                self.env[s.target.id] = i
-                self.block(s.body)
+            self.unroll_loop(s)
             return
         if name == "pl.spmd":
             spmd_loop(self, s)
@@ -350,7 +362,7 @@ class DeviceTranslator(Evaluator):
         kind = LOOP_KINDS.get(name or "")
         if kind is None:
             raise self.error("device loops are `for i in pl.range(...)` (or pl.parallel, pl.pipeline, pl.spmd), "
-                             "or `pl.unroll(n)`", s)
+                             "or `pl.unroll(...)`", s)
         assert isinstance(it, ast.Call) and name is not None
         bounds = [self.eval(a) for a in it.args]
         inits = [kw for kw in it.keywords if kw.arg == "init_values"]
