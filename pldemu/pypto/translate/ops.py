@@ -124,10 +124,11 @@ def _stored(t: TileType) -> tuple[int, ...]:
 
 def _ints(tr: DeviceLevel, v: Any, what: str, node: ast.AST) -> list[int]:
     """Static extents: Python ints, or typed integer constants (``pl.cast(rows, pl.INT32)`` of a static dim)."""
-    folded = [static_int(i) if isinstance(i, Const) else i for i in v] if isinstance(v, (list, tuple)) else None
-    if folded is None or not all(isinstance(i, int) and not isinstance(i, bool) for i in folded):
+    folded = [static_int(i) if isinstance(i, Const) else i for i in v] if isinstance(v, (list, tuple)) else []
+    ints = [i for i in folded if isinstance(i, int) and not isinstance(i, bool)]
+    if not isinstance(v, (list, tuple)) or len(ints) != len(folded):
         raise tr.error(f"{what} must be a list of static ints, got {v!r}", node)
-    return folded
+    return ints
 
 
 def _load(tr: DeviceLevel, node: ast.Call) -> Var:
