@@ -197,6 +197,8 @@ class FunctionCompiler:
         self._reuse = list(reuse) if reuse is not None else None
         self._cursor = 0
         self.new_sites: list[CallSite] = []
+        self._met: dict[tuple[ir.Op, Location], int] = {}
+        """How many calls of each op and location this compile has met (the pool's index of the next)."""
         self.listeners = listeners
         self.monitors = tuple(monitors)
         self.func = ""
@@ -519,8 +521,16 @@ class FunctionCompiler:
             self._cursor += 1
             assert site.op is call.op and site.location == loc, "call sites must be walked in the same order"
             return site
-        site = CallSite(len(self.sites), call.op, call, loc, decode_attrs(call))
-        self.sites.append(site)
+        key = (call.op, loc)
+        nth = self._met[key] = self._met.get(key, -1) + 1
+        pooled = self.m.site_pool.setdefault(key, [])
+        if nth < len(pooled) and pooled[nth].call == call:
+            site = pooled[nth]  # a reloaded program's same call at the same place: its site as it was
+        else:
+            site = CallSite(len(self.sites), call.op, call, loc, decode_attrs(call))
+            self.sites.append(site)
+            if nth == len(pooled):
+                pooled.append(site)
         self.new_sites.append(site)
         return site
 

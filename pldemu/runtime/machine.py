@@ -10,7 +10,7 @@ from pldemu.ir import BufferKind, DType, Op, WaitCmp
 from pldemu.mpi import DEFAULT_POLICY, TIMED_POLICY
 from pldemu.runtime.errors import Cause, DeadlockError
 from pldemu.runtime.options import RuntimeOptions
-from pldemu.runtime.sites import CallSite
+from pldemu.runtime.sites import CallSite, Location
 from pldemu.runtime.status import RankState, RankStatus, StatusBoard, WaitTarget, format_report
 from pldemu.runtime.truncation import TruncationLog
 from pldemu.runtime.values import Buffer, CommCtx, Poison, unravel
@@ -42,6 +42,11 @@ class Machine:
         (``local_buffer``; ``Buffer.index`` is the position here, the key of every per-buffer record)."""
         self.declared = len(self.buffers)
         self.sites: list[CallSite] = []
+        self.site_pool: dict[tuple[Op, Location], list[CallSite]] = {}
+        """The sites made so far by op and location, in the order their compiles met them: a program
+        loaded in place of this one (a prepared worker's next dispatch with other host scalars) takes the
+        site it had for an equal call at the same place instead of a new one, so reloading the same
+        program text does not grow ``sites`` (each site holds its call's IR) dispatch after dispatch."""
         self.status: StatusBoard | None = None
         self.writers: Callable[[int, int, int], tuple[tuple[int, ...] | None, int]] | None = None
         """``writers(buffer index, owner, flat cell)``: the ranks that have ever notified that cell (None:
