@@ -177,7 +177,7 @@ class ResidentJob:
         self._ended: str | None = None
         self.requests = 0
         """Requests sent so far."""
-        self._answered = 0
+        self._answered_below = 0
         """Requests below this one are answered by every rank."""
 
     # -- requests ---------------------------------------------------------------------------------------
@@ -231,7 +231,10 @@ class ResidentJob:
         index = self._send({"op": "read", "tensor": tensor, "rank": rank, "path": str(path)})
         if self._wait(index) is None:
             raise ResidentJobEnded(f"the resident job is over ({self._ended})")
-        return as_declared(np.load(path, allow_pickle=False), dtype)
+        try:
+            return as_declared(np.load(path, allow_pickle=False), dtype)
+        finally:
+            path.unlink(missing_ok=True)
 
     def write(self, tensor: str, rank: int, data: np.ndarray, offset: int = 0) -> int:
         """Copy ``data``'s bytes into the resident tensor ``tensor`` of ``rank`` from byte ``offset``."""
@@ -275,9 +278,7 @@ class ResidentJob:
 
     def result(self, index: int) -> RunResult:
         """Wait for request ``index`` and make its result (outputs for a dispatch); a job that ended
-        under it gives its failures and exit code."""
-        from pldemu.api import RunResult
-
+        under it gives its failures and exit code; the dispatch's files go with it."""
         req = self._open.get(index)
         if req is None:
             raise KeyError(f"request {index} is not open (each result is taken once)")
@@ -286,6 +287,15 @@ class ResidentJob:
         answered = self._open.pop(index)
         if answered.error is not None:
             self._task_errors[index] = answered.error
+        try:
+            return self._answered(req, answers, start)
+        finally:
+            if req.op == "dispatch":  # every rank is done with its files: a long worker's disk stays bounded
+                shutil.rmtree(req.folder, ignore_errors=True)
+
+    def _answered(self, req: _Open, answers: list[dict[str, Any]] | None, start: float) -> RunResult:
+        from pldemu.api import RunResult
+
         if answers is None:
             return self._ended_result(req, time.monotonic() - start)
         races = tuple(answers[0].get("races", ()))
@@ -319,10 +329,10 @@ class ResidentJob:
     def _head(self, index: int) -> int:
         """The first request up to ``index`` that not every rank has answered (the one the job is serving:
         it serves them in order)."""
-        while self._answered < index and all(reply_path(self.folder, self._answered, r).exists()
-                                             for r in range(self.ranks)):
-            self._answered += 1
-        return self._answered
+        while self._answered_below < index and all(
+                reply_path(self.folder, self._answered_below, r).exists() for r in range(self.ranks)):
+            self._answered_below += 1
+        return self._answered_below
 
     def _serve_host_tasks(self) -> bool:
         """Run every host task that all ranks have met (the oldest dispatch first); whether one ran."""

@@ -144,3 +144,21 @@ def test_each_queued_request_gets_the_whole_timeout_from_when_the_job_serves_it(
     assert not progress.expired(2, 29.9)
     assert progress.expired(2, 30.1)
     assert Progress(timeout=10.0, head=3, deadline=10.0).expired(3, 10.1)  # one stuck request: killed
+
+
+def test_a_dispatch_s_files_go_once_its_result_is_taken() -> None:
+    """Each dispatch's inputs, program and outputs live in a folder of their own until its result is made:
+    a worker dispatching for hours keeps none of them (they held every dispatch's inputs on disk)."""
+    job = ResidentJob(2, OPTIONS, timeout=60)
+    try:
+        for k in range(3):
+            result = job.result(_call(job, counting(retire=True), k, "keep"))
+            assert result.ok and result.buffers[1]["seen"][0, 0] == 100 * k, result.describe_failure()
+        pending = [_call(job, counting(retire=True), k, "keep", blocking=False) for k in range(3, 5)]
+        assert sum(p.is_dir() for p in (job.folder / "data").iterdir()) == 2
+        for index in pending:
+            job.result(index)
+        assert job.check().races  # the overlapping submits race; a check's result leaves the job's own files
+        assert [p.name for p in (job.folder / "data").iterdir()] == []
+    finally:
+        job.close()
