@@ -67,8 +67,9 @@ def test_a_task_after_a_join_starts_past_what_the_join_told() -> None:
 class _Task:
     """A scheduler's task as the observer sees it (hashable by identity, its producers by index)."""
 
-    def __init__(self, producers: set[int]) -> None:
+    def __init__(self, producers: set[int], blocks: int = 1) -> None:
         self.producers = producers
+        self.blocks = blocks
 
 
 def test_a_drain_after_a_long_chain_of_silent_tasks_needs_no_recursion() -> None:
@@ -95,12 +96,13 @@ class _Sched:
     def __init__(self) -> None:
         self.tasks: list[_Task] = []
         self.running: int | None = None
+        self.block = 0
 
     def current_key(self) -> int | None:
         return self.running
 
     def current_block(self) -> int:
-        return 0
+        return self.block
 
 
 def _threads() -> tuple[_Sched, TaskThreads]:
@@ -152,3 +154,35 @@ def test_a_continued_thread_tells_a_peer_only_the_producer() -> None:
     peer = seg[-1][1]
     assert peer[a] == seg[a][a_end[a]][a]  # A's completion is known to rank 1
     assert seg[b][-1][b] > peer[b]  # B's records (after its FORK) are not
+
+
+def test_the_blocks_of_a_task_join_its_start_edges_through_one_hub() -> None:
+    """An spmd(4) task after an spmd(2) producer: each of its blocks started with every producer block's edge
+    (a model layer's spmd(256) after an spmd(1024) stored 256 x 1024 clocks at the checkpoint); one thread
+    of no code joins them once and each block starts from it (two of them continue a producer block's
+    thread). Replayed: the two on fresh threads know both producer blocks' events, not each other's."""
+    sched, threads = _threads()
+    for producers, blocks in ((set(), 2), ({0}, 4)):
+        sched.tasks.append(_Task(producers, blocks))
+        threads.forked(sched.tasks[-1])
+    producer = []
+    for b in range(2):
+        sched.block = b
+        producer.append(_run(sched, threads, 0))
+        threads.threads[producer[-1]].sync.append(rel(100.0 + b, 1))  # each producer block did something
+    consumer = []
+    for b in range(4):
+        sched.block = b
+        consumer.append(_run(sched, threads, 1))
+    hub = threads._tasks[sched.tasks[1]].hub
+    assert hub is not None and hub not in consumer
+    assert sum(ev[0] == EDGE for ev in threads.threads[hub].sync) == 3  # the Orchestration and 2 blocks, once
+    fresh = [t for t in consumer if t not in producer]
+    assert len(fresh) == 2
+    assert all([ev[0] for ev in threads.threads[t].sync] == [EDGE] for t in fresh)  # one edge: the hub
+    logs = [th.sync for th in threads.threads]
+    n = len(logs)
+    seg = replay(logs, INIT, [0] * n, [None] + [0] * (n - 1)).segments
+    for t in fresh:
+        assert all(seg[t][-1][p] >= 1 for p in producer)  # knows each producer block's events
+        assert all(seg[t][-1][o] == 0 for o in fresh if o != t)  # not its sibling's
