@@ -523,14 +523,12 @@ class FunctionCompiler:
             return site
         key = (call.op, loc)
         nth = self._met[key] = self._met.get(key, -1) + 1
-        pooled = self.m.site_pool.setdefault(key, [])
-        if nth < len(pooled) and pooled[nth].call == call:
-            site = pooled[nth]  # a reloaded program's same call at the same place: its site as it was
-        else:
+        pooled = self.m.site_pool.setdefault((*key, nth), [])
+        site = next((p for p in pooled if p.call == call), None)  # a reloaded program's call: its site as it was
+        if site is None:
             site = CallSite(len(self.sites), call.op, call, loc, decode_attrs(call))
             self.sites.append(site)
-            if nth == len(pooled):
-                pooled.append(site)
+            pooled.append(site)
         self.new_sites.append(site)
         return site
 

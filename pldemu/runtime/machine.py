@@ -42,11 +42,12 @@ class Machine:
         (``local_buffer``; ``Buffer.index`` is the position here, the key of every per-buffer record)."""
         self.declared = len(self.buffers)
         self.sites: list[CallSite] = []
-        self.site_pool: dict[tuple[Op, Location], list[CallSite]] = {}
-        """The sites made so far by op and location, in the order their compiles met them: a program
-        loaded in place of this one (a prepared worker's next dispatch with other host scalars) takes the
-        site it had for an equal call at the same place instead of a new one, so reloading the same
-        program text does not grow ``sites`` (each site holds its call's IR) dispatch after dispatch."""
+        self.site_pool: dict[tuple[Op, Location, int], list[CallSite]] = {}
+        """The sites made so far by op, location and how many calls of both a compile had met before (each
+        distinct call there once): a program loaded in place of this one (a prepared worker's next dispatch
+        with other host scalars) takes the site it had for an equal call at the same place instead of a new
+        one, so alternating programs do not grow ``sites`` (each site holds its call's IR) dispatch after
+        dispatch."""
         self.status: StatusBoard | None = None
         self.writers: Callable[[int, int, int], tuple[tuple[int, ...] | None, int]] | None = None
         """``writers(buffer index, owner, flat cell)``: the ranks that have ever notified that cell (None:
