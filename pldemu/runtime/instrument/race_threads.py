@@ -60,6 +60,11 @@ class _TaskClock:
     end: dict[int, int] | None = None
     """Its clock at completion as edges, kept once a successor continued one of its threads (whose log
     then goes on past this task's end)."""
+    producers: list[Any] | None = None
+    """Its producers, once listed (a task after T writers of one tensor has T: listed once, not per block)."""
+    candidates: list[tuple[int, Any]] | None = None
+    """The producers' threads its blocks may continue (thread, producer), the likeliest last: one found
+    taken is never free again, so each is looked at once over all the task's blocks."""
 
 
 class Rising:
@@ -190,13 +195,16 @@ class TaskThreads:
     def _continued(self, task: Any) -> int | None:
         """A thread of one of ``task``'s producers in this part that no block continued since that producer
         ran on it (its completion kept first), or None."""
-        for p in reversed(self._producers(task)):  # the latest first: a chain's last link owns the thread
-            pc = self._of(p)
-            for tid in pc.blocks.values():
-                if self._owner.get(tid) is p and self.threads[tid].part == self.joins:
-                    if pc.end is None:
-                        pc.end = self._completion(p)
-                    return tid
+        tc = self._of(task)
+        if tc.candidates is None:  # the latest producer first: a chain's last link owns the thread
+            tc.candidates = [(tid, p) for p in self._producers(task) for tid in reversed(self._of(p).blocks.values())]
+        while tc.candidates:
+            tid, p = tc.candidates.pop()
+            if self._owner.get(tid) is p and self.threads[tid].part == self.joins:
+                pc = self._of(p)
+                if pc.end is None:
+                    pc.end = self._completion(p)
+                return tid
         return None
 
     def _start(self, task: Any) -> dict[int, int]:
@@ -226,8 +234,11 @@ class TaskThreads:
 
     def _producers(self, task: Any) -> list[Any]:
         """The tasks of the batch ``task`` depends on (earlier ones: the graph has no cycle)."""
-        tasks = self.sched.tasks
-        return [tasks[p] for p in sorted(task.producers) if 0 <= p < len(tasks) and tasks[p] is not task]
+        tc = self._of(task)
+        if tc.producers is None:
+            tasks = self.sched.tasks
+            tc.producers = [tasks[p] for p in sorted(task.producers) if 0 <= p < len(tasks) and tasks[p] is not task]
+        return tc.producers
 
     def _completion(self, task: Any) -> dict[int, int]:
         """A completed task's clock as edges: every block's thread at its end (each began with the task's
