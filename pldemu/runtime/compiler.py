@@ -524,9 +524,9 @@ class FunctionCompiler:
         key = (call.op, loc)
         nth = self._met[key] = self._met.get(key, -1) + 1
         pooled = self.m.site_pool.setdefault((*key, nth), [])
-        site = next((p for p in pooled if p.call == call), None)  # a reloaded program's call: its site as it was
-        if site is None:
-            site = CallSite(len(self.sites), call.op, call, loc, decode_attrs(call))
+        found = next((p for p in pooled if p.call == call), None)  # a reloaded program's call: its site as it was
+        site = found if found is not None else CallSite(len(self.sites), call.op, call, loc, decode_attrs(call))
+        if found is None:
             self.sites.append(site)
             pooled.append(site)
         self.new_sites.append(site)
