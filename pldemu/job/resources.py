@@ -149,29 +149,54 @@ def tile_bytes(program: Program) -> int:
     return sum(seen.values())
 
 
-def available_memory() -> int | None:
-    """Bytes the kernel says can be allocated now without swapping (``MemAvailable``), or None."""
+def _meminfo(field: str) -> int | None:
+    """A ``/proc/meminfo`` field in bytes, or None where there is none."""
     try:
         with open("/proc/meminfo") as f:
             for line in f:
-                if line.startswith("MemAvailable:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
+    return None
+
+
+def _sysconf_bytes(pages: str) -> int | None:
     try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        return os.sysconf(pages) * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError):
         return None
 
 
-def check_fits(estimate: MemoryEstimate, force: bool = False, available: int | None = None) -> None:
+def available_memory() -> int | None:
+    """Bytes the kernel says can be allocated now without swapping (``MemAvailable``), or None."""
+    found = _meminfo("MemAvailable")
+    return found if found is not None else _sysconf_bytes("SC_AVPHYS_PAGES")
+
+
+def total_memory() -> int | None:
+    """The machine's physical memory in bytes (``MemTotal``), or None."""
+    found = _meminfo("MemTotal")
+    return found if found is not None else _sysconf_bytes("SC_PHYS_PAGES")
+
+
+def check_fits(estimate: MemoryEstimate, force: bool = False, available: int | None = None,
+               total: int | None = None) -> None:
     """Raise :class:`ResourceError` when ``estimate`` exceeds :data:`FIT_FRACTION` of the available
-    memory (unless ``force``)."""
+    memory (unless ``force``). The message says whether the job could never fit this machine or
+    only not now, beside what other processes hold: the user's next step differs."""
     free = available_memory() if available is None else available
     if force or free is None or estimate.total <= FIT_FRACTION * free:
         return
-    raise ResourceError(f"the job needs {estimate.describe()}, but this machine has {_size(free)} available; "
-                        "use fewer ranks or smaller buffers, or --force to start it anyway")
+    whole = total_memory() if total is None else total
+    if whole is None or estimate.total > FIT_FRACTION * whole:
+        where = f"this machine has {_size(free)} available" + (f" ({_size(whole)} in all)" if whole else "")
+        advice = "use fewer ranks or smaller buffers, or --force to start it anyway"
+    else:
+        where = (f"this machine has {_size(free)} available now: other processes hold the rest of its "
+                 f"{_size(whole)}")
+        advice = "it would fit alone: run it when they end, or --force to start it anyway"
+    raise ResourceError(f"the job needs {estimate.describe()}, but {where}; {advice}")
 
 
 def _size(n: float) -> str:
@@ -180,4 +205,5 @@ def _size(n: float) -> str:
     return f"{n / MIB:.0f} MiB" if n >= MIB else f"{n / 1024:.0f} KiB"
 
 
-__all__ = ["INVARIANT_CELL_BYTES", "RACE_CELL_BYTES", "RANK_OVERHEAD", "RUN_COPIES", "MemoryEstimate", "ResourceError", "available_memory", "check_copies", "check_fits", "created_tensors", "job_memory", "tile_bytes"]
+__all__ = ["INVARIANT_CELL_BYTES", "RACE_CELL_BYTES", "RANK_OVERHEAD", "RUN_COPIES", "MemoryEstimate", "ResourceError", "available_memory", "check_copies", "check_fits", "created_tensors", "job_memory", "tile_bytes",
+           "total_memory"]

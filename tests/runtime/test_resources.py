@@ -56,6 +56,20 @@ def test_refused_with_the_estimate_unless_forced():
         check_fits(job_memory(buffers(16), 8, races=False), available=512 * MIB)
 
 
+def test_a_refusal_says_whether_the_job_could_ever_fit_this_machine() -> None:
+    """A job larger than the whole machine needs fewer ranks or smaller buffers; one that fits the machine
+    but not what other processes leave now would run alone: the refusal says which, with both sizes."""
+    est = job_memory(buffers(GIB // 2), 2, races=False)
+    with pytest.raises(ResourceError) as never:
+        check_fits(est, available=6 * GIB, total=8 * GIB)
+    assert "6.0 GiB available (8.0 GiB in all)" in str(never.value) and "fewer ranks" in str(never.value)
+    with pytest.raises(ResourceError) as busy:
+        check_fits(est, available=6 * GIB, total=64 * GIB)
+    text = str(busy.value)
+    assert "6.0 GiB available now: other processes hold the rest of its 64.0 GiB" in text
+    assert "would fit alone" in text and "--force" in text and "fewer ranks" not in text
+
+
 def run(tmp_path: Path, text: str, *argv: str, address_space: int | None = None) -> subprocess.CompletedProcess[str]:
     path = tmp_path / "p.pld"
     path.write_text(text)
