@@ -155,6 +155,31 @@ class _Task:
         return f"task {self.key} {self.info.where}"
 
 
+@dataclass(frozen=True)
+class TaskBatch:
+    """One batch of a call's tasks: those submitted between two drains of its Orchestration, keyed from 0.
+    A drain (the end of the call, or an Orchestration statement that touches tensor data) completes every
+    task before the next is submitted, so a check of the tasks' order reads one batch at a time, with
+    this batch's graph and names even after the scheduler has started the next."""
+
+    tasks: Sequence[_Task]
+
+    def graph(self) -> list[frozenset[int]]:
+        """The producers of each task of the batch (by key), as pypto's runtime derived them."""
+        return [t.producers for t in self.tasks]
+
+    def text(self, key: int) -> str:
+        return self.tasks[key].text() if 0 <= key < len(self.tasks) else f"task {key}"
+
+    def blocks(self, key: int) -> int:
+        """How many blocks task ``key`` has (1 for a task of one block, n for ``spmd(n)``)."""
+        return self.tasks[key].blocks if 0 <= key < len(self.tasks) else 1
+
+    def cores(self, key: int) -> tuple[int, int]:
+        """The (AIC, AIV) cores one block of task ``key`` holds while it runs."""
+        return self.tasks[key].info.shape.value if 0 <= key < len(self.tasks) else (0, 0)
+
+
 class TaskObserver(Protocol):
     """Told of the Orchestration's side of the graph (the race detector's logical threads,
     ``instrument.race_threads``): a submission, and the tasks it then waited for."""
@@ -266,24 +291,13 @@ class TaskScheduler:
         """The block index of the code running now (0 in the Orchestration, a one-block task or a deferred wait)."""
         return self.current.block if self.completing is None and self.current.task is not None else 0
 
-    def block_count(self, key: int) -> int:
-        """How many blocks task ``key`` has (1 for a task of one block, n for ``spmd(n)``)."""
-        return self.tasks[key].blocks if 0 <= key < len(self.tasks) else 1
-
-    def cores_of(self, key: int) -> tuple[int, int]:
-        """The (AIC, AIV) cores one block of task ``key`` holds while it runs."""
-        return self.tasks[key].info.shape.value if 0 <= key < len(self.tasks) else (0, 0)
+    def batch(self) -> TaskBatch:
+        """The tasks submitted since this call's last drain (their keys count from 0 again after it)."""
+        return TaskBatch(self.tasks)
 
     def deferring(self) -> bool:
         """True while a deferred task's wait runs at its completion (it holds no core)."""
         return self.completing is not None
-
-    def graph(self) -> list[frozenset[int]]:
-        """The producers of each task of this call (by key), as pypto's runtime derived them."""
-        return [t.producers for t in self.tasks]
-
-    def task_text(self, key: int) -> str:
-        return self.tasks[key].text() if 0 <= key < len(self.tasks) else f"task {key}"
 
     # -- the orchestrator's side -------------------------------------------------------------------
 
@@ -665,5 +679,5 @@ def _cond_text(c: Condition) -> str:
     return f"{c.buffer.name} cell {c.cell} {rel} {c.expected}"
 
 
-__all__ = ["CUBE_OPS", "Condition", "Shape",
+__all__ = ["CUBE_OPS", "Condition", "Shape", "TaskBatch",
            "TaskInfo", "TaskObserver", "TaskScheduler", "task_shape"]

@@ -37,6 +37,7 @@ def _run(tmp_path: Path, name: str, ranks: int, *flags: str) -> subprocess.Compl
 @pytest.mark.parametrize(("name", "ranks", "found"), [
     ("war_without_deps", 2, "between two tasks of rank 0"),
     ("atomic_partials", 1, "order-dependent sum on acc"),
+    ("race_in_first_batch", 1, 'in task 0 main:9 task r = core_group "reader"'),
 ])
 def test_buggy_task_graph_is_reported_in_every_schedule(tmp_path: Path, name: str, ranks: int, found: str,
                                                         flags: tuple[str, ...]) -> None:
@@ -46,10 +47,10 @@ def test_buggy_task_graph_is_reported_in_every_schedule(tmp_path: Path, name: st
 
 
 @pytest.mark.parametrize(("name", "ranks", "flags"), [
-    *((name, ranks, flags) for name, ranks in (("war_with_deps", 3), ("waits_after_notifier", 2))
+    *((name, ranks, flags) for name, ranks in (("war_with_deps", 3), ("waits_after_notifier", 2), ("two_batches", 1))
       for flags in EVERY_ORDER),
     *(("deferred_waiters", 2, flags) for flags in SCHEDULES),  # program order: it deadlocks (below)
-], ids=[*(f"{n}-{o}" for n in ("war_with_deps", "waits_after_notifier") for o in EVERY_ORDER_IDS),
+], ids=[*(f"{n}-{o}" for n in ("war_with_deps", "waits_after_notifier", "two_batches") for o in EVERY_ORDER_IDS),
         *(f"deferred_waiters-{o}" for o in SCHEDULE_IDS)])
 def test_fixed_task_graph_is_clean(tmp_path: Path, name: str, ranks: int, flags: tuple[str, ...]) -> None:
     res = _run(tmp_path, name, ranks, "--cores", "1", *flags)
