@@ -88,11 +88,11 @@ class MemoryEstimate:
         return self.nranks * self.per_rank
 
     def describe(self) -> str:
-        return (f"about {_size(self.total)} ({self.nranks} ranks x ({_size(self.buffers)} of buffers x {self.copies}"
-                + (f" + {_size(self.shadow)} checker shadows" if self.shadow else "")
-                + (f" + {_size(self.tiles)} of tiles" if self.tiles else "")
-                + f" + {_size(RANK_OVERHEAD)} per process))"
-                + ("; biggest buffers: " + ", ".join(f"{n} {_size(b)}" for n, b in self.biggest) if self.biggest
+        return (f"about {size_text(self.total)} ({self.nranks} ranks x ({size_text(self.buffers)} of buffers x {self.copies}"
+                + (f" + {size_text(self.shadow)} checker shadows" if self.shadow else "")
+                + (f" + {size_text(self.tiles)} of tiles" if self.tiles else "")
+                + f" + {size_text(RANK_OVERHEAD)} per process))"
+                + ("; biggest buffers: " + ", ".join(f"{n} {size_text(b)}" for n, b in self.biggest) if self.biggest
                    else "")
                 + ("; not counted, sized at run time: " + ", ".join(self.unsized) if self.unsized else ""))
 
@@ -183,27 +183,50 @@ def total_memory() -> int | None:
 def check_fits(estimate: MemoryEstimate, force: bool = False, available: int | None = None,
                total: int | None = None) -> None:
     """Raise :class:`ResourceError` when ``estimate`` exceeds :data:`FIT_FRACTION` of the available
-    memory (unless ``force``). The message says whether the job could never fit this machine or
-    only not now, beside what other processes hold: the user's next step differs."""
+    memory (unless ``force``): :func:`check_bytes`."""
+    check_bytes(estimate.total, f"the job needs {estimate.describe()}", force, available, total)
+
+
+def check_bytes(needed: int, what: str, force: bool = False, available: int | None = None,
+                total: int | None = None) -> None:
+    """Raise :class:`ResourceError` (``what``, then why) when ``needed`` bytes exceed :data:`FIT_FRACTION` of
+    the available memory, unless ``force``. The message says whether it could never fit this machine or only
+    not beside what other processes hold now: the user's next step differs."""
     free = available_memory() if available is None else available
-    if force or free is None or estimate.total <= FIT_FRACTION * free:
+    if force or free is None or needed <= FIT_FRACTION * free:
         return
     whole = total_memory() if total is None else total
-    if whole is None or estimate.total > FIT_FRACTION * whole:
-        where = f"this machine has {_size(free)} available" + (f" ({_size(whole)} in all)" if whole else "")
+    if whole is None or needed > FIT_FRACTION * whole:
+        where = f"this machine has {size_text(free)} available" + (f" ({size_text(whole)} in all)" if whole else "")
         advice = "use fewer ranks or smaller buffers, or --force to start it anyway"
     else:
-        where = (f"this machine has {_size(free)} available now: other processes hold the rest of its "
-                 f"{_size(whole)}")
+        where = (f"this machine has {size_text(free)} available now: other processes hold the rest of its "
+                 f"{size_text(whole)}")
         advice = "it would fit alone: run it when they end, or --force to start it anyway"
-    raise ResourceError(f"the job needs {estimate.describe()}, but {where}; {advice}")
+    raise ResourceError(f"{what}, but {where}; {advice}")
 
 
-def _size(n: float) -> str:
+def size_text(n: float) -> str:
+    """``n`` bytes as people read them (``5.9 GiB``, ``320 MiB``, ``12 KiB``)."""
     if n >= GIB:
         return f"{n / GIB:.1f} GiB"
     return f"{n / MIB:.0f} MiB" if n >= MIB else f"{n / 1024:.0f} KiB"
 
 
-__all__ = ["INVARIANT_CELL_BYTES", "RACE_CELL_BYTES", "RANK_OVERHEAD", "RUN_COPIES", "MemoryEstimate", "ResourceError", "available_memory", "check_copies", "check_fits", "created_tensors", "job_memory", "tile_bytes",
-           "total_memory"]
+__all__ = [
+    "INVARIANT_CELL_BYTES",
+    "RACE_CELL_BYTES",
+    "RANK_OVERHEAD",
+    "RUN_COPIES",
+    "MemoryEstimate",
+    "ResourceError",
+    "available_memory",
+    "check_bytes",
+    "check_copies",
+    "check_fits",
+    "created_tensors",
+    "job_memory",
+    "size_text",
+    "tile_bytes",
+    "total_memory",
+]

@@ -88,6 +88,25 @@ def run_script(script: Script, options: FrontendOptions) -> int:
     return EXIT_OK
 
 
+def estimate_memory(script: Script, function: str) -> int:
+    """``pldemu python --estimate FUNCTION SCRIPT``: import the script with the pypto layer active (its
+    ``__main__`` block does not run), print what a call of ``function`` needs at least
+    (:mod:`pldemu.pypto.estimate`), and return 0 when it fits this machine, else 2 with the refusal."""
+    from pldemu.pypto.estimate import estimate_script
+
+    with _as_main(script), active():
+        try:
+            est, refusal = estimate_script(str(script.path), function)
+        except FrontendError as err:
+            return _report(str(err), EXIT_USAGE)
+        except Exception as err:  # the script's own error at import
+            return _uncaught(err, script)
+    if refusal is not None:
+        return _report(f"{script.path}: {refusal}", EXIT_USAGE)
+    print(f"{function} needs {est.describe()}: it fits this machine's memory now")
+    return EXIT_OK
+
+
 def failure_exit(err: BaseException) -> int:
     """pldemu's exit code for a failed compiled call: 2 for unsupported or bad input, else the job's
     own code (:data:`JOB_EXITS`; 3 when the job left none of them)."""
@@ -166,4 +185,4 @@ def _from_script(tb: TracebackType | None, filename: str) -> TracebackType | Non
     return tb
 
 
-__all__ = ["CLEAN_FAILURES", "JOB_EXITS", "Script", "failure_exit", "is_users", "run_script"]
+__all__ = ["CLEAN_FAILURES", "JOB_EXITS", "Script", "estimate_memory", "failure_exit", "is_users", "run_script"]

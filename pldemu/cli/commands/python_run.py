@@ -33,6 +33,7 @@ examples:
   pldemu python examples/distributed/04_barrier.py -d 0,1
   pldemu python --jitter 50 --seed 3 my_allreduce.py -d 0,1,2,3
   python -m pldemu.pypto --no-races my_script.py      # the same command
+  pldemu python --estimate l3_decode_fwd model.py      # will a call of it fit this machine?
 
 Exit codes: the script's own when every compiled call succeeded; else pldemu's (1 a check failed,
 2 bad input, 3 deadlock or a failing rank, 4 races, 124 a call's job timed out); another exception
@@ -53,6 +54,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--codegen-only", action="store_true",
                         help="compile every call and write compiled.output_dir, but run nothing (the tensors "
                              "stay as they were: a script that checks its results fails its checks)")
+    parser.add_argument("--estimate", metavar="FUNCTION",
+                        help="run nothing: import SCRIPT (its __main__ block does not run) and estimate the memory a "
+                             "call of FUNCTION (a pl.jit function, a @pl.program or Program.function) needs from its "
+                             "parameters' annotated shapes; exit 0 when it fits this machine, else 2 with the estimate "
+                             "(what a model script that builds its inputs first cannot reach)")
     add_force_argument(parser)
     # One REMAINDER from the script's name on: a positional SCRIPT would take a "--" after it as its own.
     parser.add_argument("script_argv", nargs=argparse.REMAINDER, metavar="SCRIPT [SCRIPT ARGS...]",
@@ -80,7 +86,7 @@ def script_words(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pldemu.pypto.script import Script, run_script
+    from pldemu.pypto.script import Script, estimate_memory, run_script
 
     try:
         script, *script_args = script_words(args)
@@ -88,4 +94,6 @@ def run(args: argparse.Namespace) -> int:
         script_run = Script.at(script, script_args)
     except UsageError as err:
         return usage_error(args.command, str(err))
+    if args.estimate is not None:
+        return estimate_memory(script_run, args.estimate)
     return run_script(script_run, opts)
