@@ -391,6 +391,7 @@ class ProgramInstance(FreedOnExit):
         if self._closed:
             return
         self._closed = True
+        self._stop_tasks()  # before the windows go: a block a failed call left parked must not wake on them
         if self._machine.status is not None:
             self._machine.status.set_state(RankState.CLOSING)
         if self._instruments is not None:
@@ -403,6 +404,7 @@ class ProgramInstance(FreedOnExit):
 
     def abandon(self) -> None:
         self._closed = True  # see the class docstring: no collective free on a failure path
+        self._stop_tasks()  # local: a failed instance's task threads go with it, not with the process
 
     # -- internals ---------------------------------------------------------------------------------
 
@@ -416,6 +418,12 @@ class ProgramInstance(FreedOnExit):
         except KeyError:
             names = ", ".join(self._buffers) or "none"
             raise KeyError(f"program {self.program.name} has no buffer {name!r} (buffers: {names})") from None
+
+    def _stop_tasks(self) -> None:
+        """End the task scheduler's worker threads (no MPI traffic): they would keep this instance's machine
+        and its last call's tasks alive for the life of the process."""
+        if self._machine.tasks is not None:
+            self._machine.tasks.close()
 
     def _run_ended(self, error: BaseException | None) -> None:
         for mon in self._monitors:

@@ -69,6 +69,12 @@ from pldemu.runtime.values import Buffer, TensorRef, flat_cell
 POLL_SLICE = 0.002
 """Seconds one blocked wait is slept on before the scheduler polls the others again."""
 
+WORKER_NAME = "pldemu-task"
+"""The name of a scheduler's worker threads (``threading.enumerate()`` shows them)."""
+
+JOIN_TIMEOUT = 5.0
+"""Seconds :meth:`TaskScheduler.close` waits for each worker thread to end."""
+
 
 class Shape(enum.Enum):
     """The cores a block of a task holds: (AIC, AIV)."""
@@ -206,25 +212,30 @@ class _Thread:
 
 
 class _Worker:
-    """A pooled OS thread that runs one block at a time, when the baton gives it one."""
+    """A pooled OS thread that runs one block at a time, when the baton gives it one, until its scheduler
+    closes (the thread holds the scheduler, and through it the machine and the last call's tasks)."""
 
     def __init__(self, sched: TaskScheduler) -> None:
         self.sched = sched
         self.thread: _Thread | None = None
         self.go = threading.Event()
-        threading.Thread(target=self._loop, daemon=True, name="pldemu-task").start()
+        self.os_thread = threading.Thread(target=self._loop, daemon=True, name=WORKER_NAME)
+        self.os_thread.start()
 
     def _loop(self) -> None:
-        while True:
+        while not self.sched.closed:
             self.go.wait()
             self.go.clear()
+            if self.sched.closed:
+                return
             t = self.thread
             assert t is not None
             self.sched.run_block(t)
 
 
 class TaskScheduler:
-    """This rank's task scheduler (one per machine, reset per call); see the module docstring."""
+    """This rank's task scheduler (one per machine, reset per call, its worker threads reused by every call
+    until :meth:`close`); see the module docstring."""
 
     def __init__(self, m: Machine) -> None:
         self.m = m
@@ -232,10 +243,27 @@ class TaskScheduler:
         clusters = m.options.cores if m.options.cores is not None else DEFAULT_CLUSTERS
         self.capacity = (clusters, 2 * clusters)
         self._idle: list[_Worker] = []
+        self._workers: list[_Worker] = []
+        """Every worker thread made (idle or not): :meth:`close` ends them all."""
+        self.closed = False
         self._orch = _Thread(None)
         self.observer: TaskObserver | None = None
         self._reset()
         m.park = self.park
+
+    def close(self) -> None:
+        """End every worker thread (the program instance is done with this scheduler; idempotent). Blocks a
+        failed call left parked unwind first; each thread is joined, so none outlives its instance holding
+        the scheduler, its machine and the last call's tasks (a prepared worker reloads a program of other
+        buffers on a new instance at every such dispatch)."""
+        self.closed = True
+        self._abort_all()
+        for w in self._workers:
+            w.go.set()
+        for w in self._workers:
+            w.os_thread.join(JOIN_TIMEOUT)
+        self._workers = []
+        self._idle = []
 
     # -- per call state ----------------------------------------------------------------------------
 
@@ -563,10 +591,15 @@ class TaskScheduler:
         self.free[1] -= task.info.shape.value[1]
         if task.started == task.blocks:
             self.ready.remove(task, task.info.group)
-        worker = self._idle.pop() if self._idle else _Worker(self)
+        worker = self._idle.pop() if self._idle else self._new_worker()
         worker.thread = th
         th.go, th.worker = worker.go, worker
         return th
+
+    def _new_worker(self) -> _Worker:
+        worker = _Worker(self)
+        self._workers.append(worker)
+        return worker
 
     def _blocked(self) -> list[Condition]:
         conds = [th.parked for th in self.parked if th.parked is not None]
