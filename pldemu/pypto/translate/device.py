@@ -43,7 +43,7 @@ from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.translate import arrays
 from pldemu.pypto.translate.cube_split import split_aiv_loop
 from pldemu.pypto.translate.evaluator import Evaluator, dsl_callee
-from pldemu.pypto.translate.level import Carry, Emit
+from pldemu.pypto.translate.level import Carry, Emit, fit_to_carry
 from pldemu.pypto.translate.ops import DEVICE_OPS, VIEW_OPS, is_ir
 from pldemu.pypto.translate.regions import (
     Region,
@@ -206,7 +206,7 @@ class DeviceTranslator(Evaluator):
         variables is evaluated here, into one, so re-binding those variables later does not change it."""
         mine = self.owned.get(name)
         if mine is not None and name in self.carried:
-            value = self._in_memory_of(mine, value)
+            value = fit_to_carry(self.fb, mine, value)
         same = mine is not None and _variable_kind(value, python=True) and as_expr(value).type == mine.type
         if mine is not None and not same and name in self.carried:
             raise self.error_here(f"{name} is re-bound in a loop or branch that carries it as {_kind(mine)}, here to "
@@ -234,22 +234,6 @@ class DeviceTranslator(Evaluator):
         else:
             self.owned.pop(name, None)
             self.env[name] = value
-
-    def _in_memory_of(self, mine: Var, value: Any) -> Any:
-        """A carried tile re-bound to the same tile in another memory space (a split-K accumulator from a Vec
-        ``tile.full`` re-bound to its matmul_acc in Acc) is moved back to the carry's space: pypto's
-        InferTileMemorySpace gives the carry the yielded space instead; the values are the same. One with
-        another valid box (the first K step's ``pl.matmul`` of valid-shaped slices, into a carry from a
-        ``pl.create_tensor``) takes the carry's: pypto's loop-carried value keeps its init's type."""
-        t, v = mine.type, getattr(value, "type", None)
-        if not (isinstance(t, TileType) and isinstance(v, TileType)
-                and (v.dtype, v.shape, v.layout) == (t.dtype, t.shape, t.layout)):
-            return value
-        if v.memory is not t.memory:
-            value = self.fb.pld.tile.move(value, t.memory)
-        if v.valid_shape != t.valid_shape:
-            value = self.fb.pld.tile.set_validshape(value, list(t.valid_shape or t.shape))
-        return value
 
     def holds(self, value: Var) -> bool:
         """Whether some name of this function (a parameter: the caller's value) holds ``value``."""

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from pldemu.ir.builder import FunctionBuilder
-from pldemu.ir.nodes import TensorType, Var
+from pldemu.ir.nodes import TensorType, TileType, Var
 from pldemu.ir.walk import walk_expr
 from pldemu.pypto.capture import CapturedFunction, CapturedProgram
 from pldemu.pypto.errors import FrontendError
@@ -82,6 +82,24 @@ class Carry:
         return not isinstance(value, Var) or isinstance(value.type, TensorType)
 
 
+def fit_to_carry(fb: FunctionBuilder, mine: Var, value: Any) -> Any:
+    """``value`` made fit the carried tile ``mine`` it re-binds (a name the loop carries, or ``pl.yield_``'s
+    operand). A tile in another memory space (a split-K accumulator from a Vec ``tile.full`` re-bound to its
+    matmul_acc in Acc) is moved back to the carry's space: pypto's InferTileMemorySpace gives the carry the
+    yielded space instead; the values are the same. One with another valid box (the first K step's
+    ``pl.matmul`` of valid-shaped slices, into a carry from a ``pl.create_tensor``) takes the carry's: pypto's
+    loop-carried value keeps its init's type. Anything else is returned as it is."""
+    t, v = mine.type, getattr(value, "type", None)
+    if not (isinstance(t, TileType) and isinstance(v, TileType)
+            and (v.dtype, v.shape, v.layout) == (t.dtype, t.shape, t.layout)):
+        return value
+    if v.memory is not t.memory:
+        value = fb.pld.tile.move(value, t.memory)
+    if v.valid_shape != t.valid_shape:
+        value = fb.pld.tile.set_validshape(value, list(t.valid_shape or t.shape))
+    return value
+
+
 class DeviceLevel(Protocol):
     """The translator of one device function body, as its op rules use it."""
 
@@ -100,4 +118,4 @@ class DeviceLevel(Protocol):
         """The name of the variable a value gets (the assignment's target, else ``default``)."""
 
 
-__all__ = ["Carry", "DeviceLevel", "Emit", "TaskState"]
+__all__ = ["Carry", "DeviceLevel", "Emit", "TaskState", "fit_to_carry"]

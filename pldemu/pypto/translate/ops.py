@@ -42,7 +42,7 @@ from pldemu.pypto.capture import Kind
 from pldemu.pypto.translate import arrays
 from pldemu.pypto.translate.cube_split import CUBE_SPLIT_OPS
 from pldemu.pypto.translate.evaluator import bind_call
-from pldemu.pypto.translate.level import Carry, DeviceLevel
+from pldemu.pypto.translate.level import Carry, DeviceLevel, fit_to_carry
 from pldemu.pypto.translate.prefetch import PREFETCH_OPS
 from pldemu.pypto.translate.regions import (
     Region,
@@ -1082,7 +1082,7 @@ def _yield(tr: DeviceLevel, node: ast.Call) -> Any:
         if Carry.rebound(old):
             carry.values[i] = new
         elif isinstance(old.type, TileType):
-            tr.fb.assign(old, _tile(tr, new, "pl.yield_ of a carried tile", node))
+            tr.fb.assign(old, fit_to_carry(tr.fb, old, _tile(tr, new, "pl.yield_ of a carried tile", node)))
         else:
             tr.fb.assign(old, _typed(new, old.type.dtype))
             tr.emit.assigned(old)
