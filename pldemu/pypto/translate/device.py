@@ -553,7 +553,12 @@ class DeviceTranslator(Evaluator):
         # Computed once, where the user wrote it, as on the device: a name bound to it and used in three
         # statements is one site of the run's truncation findings, at this line.
         self.emit.truncating[(str(self.fb.origin or ""), format_expr(out))] = ast.unparse(node)
-        return self.fb.let(self.hint(_TRUNCATING_HINT[kind]), out)
+        var = self.fb.let(self.hint(_TRUNCATING_HINT[kind]), out)
+        # Remembered as a scalar name's binding is, so that a slice's bounds written with it twice
+        # (`t[p % B:p % B + 1]`, two variables here) still subtract to a static extent, as pypto's simplifier
+        # folds them.
+        self.emit.lets[var] = out
+        return var
 
     def negate(self, value: Any, node: ast.AST) -> Any:
         if not is_ir(value):
