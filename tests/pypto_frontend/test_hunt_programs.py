@@ -1,0 +1,51 @@
+"""pypto-style compute programs written as an outside checker would write them (tests/pypto_frontend/
+hunt_programs, ``pl.jit``, numpy goldens, not collected by pldemu's own suite): model layers mixing the cube
+(BF16 / INT8 with FP32 / INT32 accumulation, split-K carries), reductions and expands, softmax / rmsnorm /
+layernorm / rope, INT8 quantisation, sort / top-k / gather, ragged tails (valid_shape, fillpad,
+set_validshape), loop carries, run-time branches, pl.array, task fans (pl.at, pl.spmd, deps=, drains,
+defer_wait) and 2- and 3-rank exchanges (remote_store, put / get with atomics and chunks, kernel and host
+collectives). Each program's goldens pass in one ``pldemu pytest`` session per schedule: plain, and with
+jitter, deferred visibility and FIFO task order."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from prefetch import prefetched
+
+PROGRAMS = Path(__file__).resolve().parent / "hunt_programs"
+FILES = sorted(p.name for p in PROGRAMS.glob("hunt_*.py"))
+SCHEDULES = {
+    "plain": (),
+    "shaken": ("--pldemu-jitter", "50", "--pldemu-visibility", "deferred", "--pldemu-task-order", "fifo",
+               "--pldemu-seed", "3"),
+}
+
+
+def _argv(flags: tuple[str, ...]) -> tuple[str, ...]:
+    return ("pytest", "-p", "no:cacheprovider", "--device", "0-2", "--pldemu-timeout", "20",
+            "--junitxml={tmp}/report.xml", *flags, *(str(PROGRAMS / name) for name in FILES))
+
+
+def _passed(report: Path) -> dict[str, str]:
+    """test name -> "passed" or the failure text, from a session's junit report."""
+    out = {}
+    for case in ET.parse(report).getroot().iter("testcase"):
+        bad = next((case.find(k) for k in ("failure", "error", "skipped") if case.find(k) is not None), None)
+        out[case.get("name", "")] = "passed" if bad is None else (bad.text or "") + bad.get("message", "")
+    return out
+
+
+@pytest.mark.launcher
+@pytest.mark.parametrize("schedule", [pytest.param(name, marks=pytest.mark.prefetch(f"hunt-programs-{name}",
+                                                                                     *_argv(flags)))
+                                      for name, flags in SCHEDULES.items()])
+def test_every_program_passes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+                              schedule: str) -> None:
+    done = prefetched(request, tmp_path_factory)
+    assert done.result.returncode == 0, f"{schedule}: exit {done.result.returncode}\n{done.result.stdout[-4000:]}"
+    runs = _passed(done.tmp / "report.xml")
+    assert len(runs) == len(FILES) + 1, sorted(runs)  # hunt_dp_sgd runs at 2 and 3 ranks
+    assert all(v == "passed" for v in runs.values()), runs
