@@ -25,7 +25,7 @@ SCHEDULES = {
 
 
 def _argv(flags: tuple[str, ...]) -> tuple[str, ...]:
-    return ("pytest", "-p", "no:cacheprovider", "--device", "0-2", "--pldemu-timeout", "20",
+    return ("pytest", "-p", "no:cacheprovider", "--device", "0-3", "--pldemu-timeout", "20",
             "--junitxml={tmp}/report.xml", *flags, *(str(PROGRAMS / name) for name in FILES))
 
 
