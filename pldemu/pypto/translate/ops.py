@@ -348,14 +348,17 @@ def _expand(op: Op, name: str, params: tuple[str, str], options: Mapping[str, An
 
 
 def _reduce_ops() -> dict[str, Rule]:
-    """pypto's spellings of the reductions: ``pl.X(input, tmp_tile=)`` and ``pl.tile.X(tile, tmp_tile)``."""
+    """pypto's spellings of the reductions: ``pl.X(input, tmp_tile=)``, ``pl.tensor.X(input)`` (no scratch:
+    pypto's conversion synthesises it) and ``pl.tile.X(tile, tmp_tile)``."""
     out: dict[str, Rule] = {}
     for side in ("row", "col"):
         for kind in ("sum", "max", "min"):
             op = Op(f"tile.{side}_{kind}")
             tmp = side == "row" or kind == "sum"
-            for prefix, src in (("pl.", "input"), ("pl.tile.", "tile")):
-                out[f"{prefix}{side}_{kind}"] = _reduce(op, f"{prefix}{side}_{kind}", src, tmp, tile_needs_tmp=side == "row")
+            for prefix, src, takes_tmp in (("pl.", "input", tmp), ("pl.tensor.", "input", False),
+                                           ("pl.tile.", "tile", tmp)):
+                out[f"{prefix}{side}_{kind}"] = _reduce(op, f"{prefix}{side}_{kind}", src, takes_tmp,
+                                                        tile_needs_tmp=side == "row")
     return out
 
 
@@ -1351,6 +1354,10 @@ _OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.tensor.sub": _binary(Op.TILE_SUB, Op.TILE_ADDS, "pl.tensor.sub", negate=True),
     "pl.tensor.mul": _binary(Op.TILE_MUL, Op.TILE_MULS, "pl.tensor.mul"),
     "pl.tensor.maximum": _binary(Op.TILE_MAXIMUM, Op.TILE_MAXIMUMS, "pl.tensor.maximum"),
+    # pypto's tensor-scalar spellings (tensor_ops.py adds / subs / muls): the same rules with a scalar rhs
+    "pl.tensor.adds": _binary(Op.TILE_ADD, Op.TILE_ADDS, "pl.tensor.adds"),
+    "pl.tensor.subs": _binary(Op.TILE_SUB, Op.TILE_ADDS, "pl.tensor.subs", negate=True),
+    "pl.tensor.muls": _binary(Op.TILE_MUL, Op.TILE_MULS, "pl.tensor.muls"),
     "pl.tensor.minimum": _binary(Op.TILE_MINIMUM, Op.TILE_MINIMUMS, "pl.tensor.minimum"),
     **_MATH_OPS,
     "pl.min": _scalar_minmax(BinOpKind.MIN, min, "pl.min"),
@@ -1367,6 +1374,7 @@ _OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.tensor.slice": _slice("pl.tensor.slice", "tensor"),
     "pl.tile.slice": _slice("pl.tile.slice", "tile"),
     "pl.concat": _concat("pl.concat"),
+    "pl.tensor.concat": _concat("pl.tensor.concat"),
     "pl.tile.transpose_view": _transpose_view,
     "pl.cmp": _cmp("pl.cmp"),
     "pl.tensor.cmp": _cmp("pl.tensor.cmp"),
