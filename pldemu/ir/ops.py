@@ -92,6 +92,8 @@ class Op(enum.Enum):
     TILE_COL_SUM = "tile.col_sum"
     TILE_COL_MAX = "tile.col_max"
     TILE_COL_MIN = "tile.col_min"
+    TILE_ROW_ARGMAX = "tile.row_argmax"
+    TILE_ROW_ARGMIN = "tile.row_argmin"
     TILE_ROW_EXPAND = "tile.row_expand"
     TILE_COL_EXPAND = "tile.col_expand"
     TILE_ROW_EXPAND_ADD = "tile.row_expand_add"

@@ -316,6 +316,9 @@ class Reduce:
 
     axis: int
     dtypes: frozenset[DType]
+    index: bool = False
+    """An arg reduction (pypto's row_argmax / row_argmin): INT32 indices, a scratch of exactly the input's
+    shape (pypto's deducer)."""
 
     def __call__(self, op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
         t = _tile(args[0])
@@ -325,12 +328,14 @@ class Reduce:
         if len(args) > 1:
             tmp = _tile(args[1])
             if tmp.dtype is not t.dtype or len(tmp.shape) != len(t.shape) or any(
-                    a < b for a, b in zip(tmp.shape, t.shape, strict=True)):
-                raise IRTypeError(op, "tmp_tile", f"a {t.dtype.value} tile at least {_dims(t)}", describe(tmp))
+                    a < b or (self.index and a != b) for a, b in zip(tmp.shape, t.shape, strict=True)):
+                size = "exactly" if self.index else "at least"
+                raise IRTypeError(op, "tmp_tile", f"a {t.dtype.value} tile {size} {_dims(t)}", describe(tmp))
         shape = list(t.shape)
         valid = list(valid_of(t))
         shape[self.axis], valid[self.axis] = 1, Const(1)
-        return TileType(t.dtype, tuple(shape), _canonical_valid(tuple(shape), valid), t.memory)
+        dtype = DType.INT32 if self.index else t.dtype
+        return TileType(dtype, tuple(shape), _canonical_valid(tuple(shape), valid), t.memory)
 
 
 @dataclass(frozen=True)
@@ -586,6 +591,8 @@ TILE_SIGNATURES: Mapping[Op, Signature] = {
     Op.TILE_COL_SUM: sig([("tile", TL), ("tmp_tile", TL, True)], Reduce(-2, REDUCE_DTYPES)),
     Op.TILE_COL_MAX: sig([("tile", TL)], Reduce(-2, REDUCE_DTYPES)),
     Op.TILE_COL_MIN: sig([("tile", TL)], Reduce(-2, REDUCE_DTYPES)),
+    Op.TILE_ROW_ARGMAX: sig([("tile", TL), ("tmp_tile", TL)], Reduce(-1, REDUCE_DTYPES, index=True)),
+    Op.TILE_ROW_ARGMIN: sig([("tile", TL), ("tmp_tile", TL)], Reduce(-1, REDUCE_DTYPES, index=True)),
     **{op: sig([("tile", TL), ("vec", TL)], Expand(-1 if op.text.startswith("tile.row") else -2)) for op in (
         Op.TILE_ROW_EXPAND, Op.TILE_ROW_EXPAND_ADD, Op.TILE_ROW_EXPAND_SUB, Op.TILE_ROW_EXPAND_MUL,
         Op.TILE_ROW_EXPAND_DIV, Op.TILE_ROW_EXPAND_MAX, Op.TILE_ROW_EXPAND_MIN, Op.TILE_ROW_EXPAND_EXPDIF,

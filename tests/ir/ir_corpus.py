@@ -228,6 +228,8 @@ def tile_math() -> Program:
     cols = pld.tile.reduce(Op.TILE_COL_SUM, x, hint="cs")
     for op in (Op.TILE_ROW_MAX, Op.TILE_ROW_MIN, Op.TILE_COL_MAX, Op.TILE_COL_MIN):
         pld.tile.reduce(op, x, hint="red")
+    for op in (Op.TILE_ROW_ARGMAX, Op.TILE_ROW_ARGMIN):
+        pld.tile.reduce(op, x, pld.tile.create([16, 128], "fp32", hint="atmp"), hint="arg")
     for op in Op:
         if op.text.startswith(("tile.row_expand", "tile.col_expand")):
             pld.tile.expand(op, x, rows if op.text.startswith("tile.row") else cols, hint="ex")

@@ -359,6 +359,11 @@ def _reduce_ops() -> dict[str, Rule]:
                                            ("pl.tile.", "tile", tmp)):
                 out[f"{prefix}{side}_{kind}"] = _reduce(op, f"{prefix}{side}_{kind}", src, takes_tmp,
                                                         tile_needs_tmp=side == "row")
+    for kind in ("argmax", "argmin"):  # INT32 indices; the scratch is required as for the row reductions
+        for prefix, src, takes_tmp in (("pl.", "input", True), ("pl.tensor.", "input", False),
+                                       ("pl.tile.", "tile", True)):
+            out[f"{prefix}row_{kind}"] = _reduce(Op(f"tile.row_{kind}"), f"{prefix}row_{kind}", src, takes_tmp,
+                                                 tile_needs_tmp=True)
     return out
 
 

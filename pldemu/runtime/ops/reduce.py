@@ -1,5 +1,5 @@
-"""Handlers of the row / column reductions and expands: row_sum/max/min, col_sum/max/min, row_expand and
-col_expand with add/sub/mul/div/max/min/expdif, and the plain broadcasts.
+"""Handlers of the row / column reductions and expands: row_sum/max/min, col_sum/max/min, row_argmax/argmin,
+row_expand and col_expand with add/sub/mul/div/max/min/expdif, and the plain broadcasts.
 
 Registered into the one handler table (``pldemu.runtime.ops.HANDLERS``). Everything runs in the tile's
 dtype (no widening: pypto accumulates in the input dtype), each addition rounded to it.
@@ -89,6 +89,26 @@ def _reduction(axis: int, sums: bool, ufunc: np.ufunc | None = None) -> Handler:
     return handler
 
 
+def _arg_reduction(axis: int, pick: Callable[..., np.ndarray]) -> Handler:
+    """pypto's row_argmax / row_argmin over the valid box: the INT32 index of the first extreme (ties to the
+    lowest index, as torch.argmax; a NaN is the extreme, as numpy's); an empty extent gives 0."""
+
+    def handler(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
+        tile: Tile = args[0]
+        box = tile.data[prefix(tile.valid)]
+        shape = list(tile.data.shape)
+        shape[axis] = 1
+        if box.shape[axis] == 0:
+            red = np.zeros(tuple(1 if i == axis % box.ndim else d for i, d in enumerate(box.shape)), np.int32)
+        else:
+            red = pick(box, axis=axis, keepdims=True).astype(np.int32)
+        out = m.poison.array(tuple(shape), np.dtype(np.int32))
+        out[prefix(red.shape)] = red
+        return Tile(out, red.shape)
+
+    return handler
+
+
 def _expand(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Handler:
     def handler(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
         x: Tile = args[0]
@@ -118,6 +138,8 @@ REDUCE_HANDLERS: Mapping[Op, Handler] = MappingProxyType({
     Op.TILE_COL_SUM: _reduction(-2, True),
     Op.TILE_COL_MAX: _reduction(-2, False, np.maximum),
     Op.TILE_COL_MIN: _reduction(-2, False, np.minimum),
+    Op.TILE_ROW_ARGMAX: _arg_reduction(-1, np.argmax),
+    Op.TILE_ROW_ARGMIN: _arg_reduction(-1, np.argmin),
     **{Op(f"tile.{side}_expand{suffix}"): _expand(fn) for side in ("row", "col") for suffix, fn in _EXPAND_FNS.items()},
 })
 """Entries of the one handler table (merged there)."""

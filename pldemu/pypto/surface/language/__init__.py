@@ -153,6 +153,8 @@ row_min = DslOp("pl.row_min")
 col_sum = DslOp("pl.col_sum")
 col_max = DslOp("pl.col_max")
 col_min = DslOp("pl.col_min")
+row_argmax = DslOp("pl.row_argmax")
+row_argmin = DslOp("pl.row_argmin")
 row_expand = DslOp("pl.row_expand")
 row_expand_add = DslOp("pl.row_expand_add")
 row_expand_sub = DslOp("pl.row_expand_sub")
@@ -185,7 +187,7 @@ set_validshape = DslOp("pl.set_validshape")
 _LAYOUT = ("reshape", "transpose", "fillpad", "set_validshape")
 _EXPANDS = tuple(f"{side}_expand{suffix}" for side in ("row", "col")
                  for suffix in ("", "_add", "_sub", "_mul", "_div", "_max", "_min", "_expdif"))
-_REDUCTIONS = ("row_sum", "row_max", "row_min", "col_sum", "col_max", "col_min")
+_REDUCTIONS = ("row_sum", "row_max", "row_min", "col_sum", "col_max", "col_min", "row_argmax", "row_argmin")
 _SORT = ("sort32", "mrgsort", "gather", "arange", "scatter")
 arange = DslOp("pl.arange")
 sort32 = DslOp("pl.sort32")
@@ -210,4 +212,4 @@ prefetch = Namespace("pl.prefetch", ("make_context", "async_prefetch", "session"
 array = Namespace("pl.array", ("create", "get_element", "update_element"))
 """pypto's on-core scalar arrays (``pl.array.create(extent, dtype)``, ``arr[i]``, ``arr[i] = v``)."""
 
-__all__ = ["BF16", "BOOL", "FP16", "FP32", "INDEX", "INT8", "INT16", "INT32", "INT64", "RUNTIME", "TASK_ID", "UINT8", "UINT16", "UINT32", "Array", "AtomicType", "FunctionType", "InOut", "JITFunction", "Level", "Mem", "MemorySpace", "Out", "PadValue", "PyDType", "Role", "Scalar", "SplitMode", "Tensor", "Tile", "abs", "add", "aic_gather", "aiv_shard", "arange", "array", "assemble", "at", "batch_matmul", "cast", "cmp", "col_expand", "col_expand_add", "col_expand_div", "col_expand_expdif", "col_expand_max", "col_expand_min", "col_expand_mul", "col_expand_sub", "col_max", "col_min", "col_sum", "concat", "const", "create_l1", "create_tensor", "create_tile", "cross_core_slot", "div", "dynamic", "exp", "fillpad", "full", "function", "gather", "gather_row", "jit", "load", "log", "manual_scope", "matmul", "matmul_acc", "max", "maximum", "min", "minimum", "move", "mrgsort", "mul", "neg", "no_dep", "parallel", "pipeline", "prefetch", "program", "range", "read", "recip", "reshape", "row_expand", "row_expand_add", "row_expand_div", "row_expand_expdif", "row_expand_max", "row_expand_min", "row_expand_mul", "row_expand_sub", "row_max", "row_min", "row_sum", "rsqrt", "scatter", "scope", "set_validshape", "slice", "sort32", "split", "split_aiv", "spmd", "spmd_submit", "sqrt", "store", "sub", "system", "tensor", "tile", "transpose", "unroll", "write", "yield_"]
+__all__ = ["BF16", "BOOL", "FP16", "FP32", "INDEX", "INT8", "INT16", "INT32", "INT64", "RUNTIME", "TASK_ID", "UINT8", "UINT16", "UINT32", "Array", "AtomicType", "FunctionType", "InOut", "JITFunction", "Level", "Mem", "MemorySpace", "Out", "PadValue", "PyDType", "Role", "Scalar", "SplitMode", "Tensor", "Tile", "abs", "add", "aic_gather", "aiv_shard", "arange", "array", "assemble", "at", "batch_matmul", "cast", "cmp", "col_expand", "col_expand_add", "col_expand_div", "col_expand_expdif", "col_expand_max", "col_expand_min", "col_expand_mul", "col_expand_sub", "col_max", "col_min", "col_sum", "concat", "const", "create_l1", "create_tensor", "create_tile", "cross_core_slot", "div", "dynamic", "exp", "fillpad", "full", "function", "gather", "gather_row", "jit", "load", "log", "manual_scope", "matmul", "matmul_acc", "max", "maximum", "min", "minimum", "move", "mrgsort", "mul", "neg", "no_dep", "parallel", "pipeline", "prefetch", "program", "range", "read", "recip", "reshape", "row_argmax", "row_argmin", "row_expand", "row_expand_add", "row_expand_div", "row_expand_expdif", "row_expand_max", "row_expand_min", "row_expand_mul", "row_expand_sub", "row_max", "row_min", "row_sum", "rsqrt", "scatter", "scope", "set_validshape", "slice", "sort32", "split", "split_aiv", "spmd", "spmd_submit", "sqrt", "store", "sub", "system", "tensor", "tile", "transpose", "unroll", "write", "yield_"]
