@@ -218,6 +218,8 @@ class TaskScheduler:
         self.active = False
         self.tmap = TensorMap()
         self.tasks: list[_Task] = []
+        self.drains: list[int] = []
+        """How many tasks had been submitted at each drain of this call (all of them complete there)."""
         self.free = list(self.capacity)
         self.ready: ReadySet[_Task] = ReadySet(self.order != "random", len(READY_SHAPES))
         self.parked: list[_Thread] = []
@@ -239,8 +241,12 @@ class TaskScheduler:
         run = self.m.status.run if self.m.status is not None else 0
         if self.active and run == self.run:
             return
+        # After a drain the call goes on with its keys: a TaskId the Orchestration kept across the drain (a
+        # later deps=) names its own task, complete, not the task that would reuse its key.
+        kept = (self.tasks, self.drains) if run == self.run else ([], [])
         self._abort_all()  # a call that failed in its Orchestration left blocks parked: unwind them
         self._reset()
+        self.tasks, self.drains = kept
         self.active = True
 
     def inline(self) -> int:
@@ -334,15 +340,18 @@ class TaskScheduler:
         return self.active
 
     def drain(self) -> None:
-        """The Orchestration waits until every submitted task has completed (then the call's state resets)."""
+        """The Orchestration waits until every submitted task has completed (then the call's state resets; its
+        task keys go on)."""
         if not self.active:
             return
         if self.outstanding:
             self.draining = True
             self._switch(self._orch, runnable=True)
             self.draining = False
+        since = self.drains[-1] if self.drains else 0
         if self.observer is not None:
-            self.observer.awaited(self.tasks)
+            self.observer.awaited(self.tasks[since:])
+        self.drains.append(len(self.tasks))
         self.active = False
 
     # -- the blocks' side --------------------------------------------------------------------------

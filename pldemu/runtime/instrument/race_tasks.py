@@ -61,6 +61,8 @@ class _Access:
     """The Orchestration's access (``task`` ORCH): how many tasks were submitted before it."""
     after: frozenset[int] = frozenset()
     """The Orchestration's access: the tasks it waited for (``TaskScheduler.await_writers``)."""
+    since: int = 0
+    """The Orchestration's access: how many tasks were submitted before its last drain (all complete)."""
     lane: int = -1
     """The AIV lane of a ``pl.split_aiv`` region it ran on (-1: outside every region)."""
     phase: int = 0
@@ -187,7 +189,9 @@ class TaskRaces(MonitorBase):
 
     def _access(self, task: int, kind: int, ivs: list[Interval], site: CallSite) -> _Access:
         if task == ORCH:
-            return _Access(task, kind, ivs, site.id, 0, len(self.sched.tasks), frozenset(self.sched.orch_after))
+            drains = self.sched.drains
+            return _Access(task, kind, ivs, site.id, 0, len(self.sched.tasks), frozenset(self.sched.orch_after),
+                           since=drains[-1] if drains else 0)
         block = self.sched.current_block()
         lane = self._cur.lanes.get((task, block), -1)
         return _Access(task, kind, ivs, site.id, block, lane=lane, phase=self._cur.phases.get((task, block, lane), 0))
@@ -214,7 +218,7 @@ class TaskRaces(MonitorBase):
 
     def _check(self, run: _Run, graph: Sequence[frozenset[int]]) -> list[RaceReport]:
         preds = [set(g) | run.sync.get(k, set()) for k, g in enumerate(graph)]
-        anc = _ancestors(preds)
+        anc = _drained(_ancestors(preds), self.sched.drains)
         found: dict[tuple[Any, ...], RaceReport] = {}
         for (target, index), accs in run.accesses.items():
             buf = self.buffers[index]
@@ -226,7 +230,8 @@ class TaskRaces(MonitorBase):
         if not run.holding:
             return list(found.values())
         # the schedules of #2391 are those pypto's edges allow: a handshake this run observed constrains none
-        return list(found.values()) + self._saturations(run, _ancestors([set(g) for g in graph]))
+        return list(found.values()) + self._saturations(run, _drained(_ancestors([set(g) for g in graph]),
+                                                                       self.sched.drains))
 
     def _saturations(self, run: _Run, anc: list[int]) -> list[RaceReport]:
         """pypto #2391, decided from the graph: blocking waits on a cell that tasks with no order to a
@@ -399,8 +404,20 @@ def _concurrent(a: _Access, b: _Access, anc: list[int]) -> bool:
         return True
     if a.task == ORCH or b.task == ORCH:
         o, t = (a, b) if a.task == ORCH else (b, a)
-        return t.task < o.seen and not any(w == t.task or (anc[w] >> t.task) & 1 for w in o.after if w < len(anc))
+        return o.since <= t.task < o.seen and not any(w == t.task or (anc[w] >> t.task) & 1 for w in o.after if w < len(anc))
     return not ((anc[b.task] >> a.task) & 1 or (anc[a.task] >> b.task) & 1)
+
+
+def _drained(anc: list[int], drains: Sequence[int]) -> list[int]:
+    """Each task's ancestors with the Orchestration's drains added: a task submitted after a drain runs after
+    every task submitted before it (``TaskScheduler.drains``: how many tasks there were at each)."""
+    out = list(anc)
+    ends = [*drains[1:], len(anc)]
+    for i, lo in enumerate(drains):
+        before = (1 << lo) - 1
+        for k in range(lo, ends[i]):
+            out[k] |= before
+    return out
 
 
 def _ancestors(preds: list[set[int]]) -> list[int]:
