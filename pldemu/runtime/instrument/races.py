@@ -1017,7 +1017,7 @@ def _on_ranks(reports: Sequence[RaceReport], ranks: Sequence[int]) -> list[RaceR
     return list(out.values())[:MAX_REPORTS]
 
 
-def _wires(ep: _Epoch, segments: Sequence[tuple[int, ...]], where: Callable[[int | str], str]) -> list[list[_Wire]]:
+def _wires(ep: _Epoch, segments: Sequence[Sequence[int]], where: Callable[[int | str], str]) -> list[list[_Wire]]:
     """Rank ``ep.rank``'s records as wires, per target, with their resolved clocks; records of one site
     that the replay gave the same clock are merged (a wait that acquired nothing new splits nothing)."""
     merged: dict[tuple[Any, ...], list[Any]] = {}
@@ -1042,7 +1042,7 @@ def _wires(ep: _Epoch, segments: Sequence[tuple[int, ...]], where: Callable[[int
     return outgoing
 
 
-def _span_detail(ep: _Epoch, how: tuple[Any, ...], span: tuple[int, int], segments: Sequence[tuple[int, ...]],
+def _span_detail(ep: _Epoch, how: tuple[Any, ...], span: tuple[int, int], segments: Sequence[Sequence[int]],
                  where: Callable[[int | str], str]) -> tuple[Any, ...]:
     """What a fenced-mode report says of an interval (segments ``span``): for a write, the releases it
     was pending at (its rank's own clock entry at each, where, and whether the write was still in the
@@ -1083,12 +1083,12 @@ def find_races(target: int, buffers: Sequence[Buffer], records: Sequence[_Wire],
     return list(found.values())[:MAX_REPORTS]
 
 
-_SetRelease = tuple[tuple[int, ...], int, int, float]
+_SetRelease = tuple[Sequence[int], int, int, float]
 """A Set release as ``lost_updates`` sees it: (its clock, site id, call, time)."""
 
 
 def lost_updates(sync: Sequence[tuple[Sequence[SyncEvent], Sequence[tuple[int, int]]]],
-                 segments: Sequence[Sequence[tuple[int, ...]]], buffers: Sequence[Buffer],
+                 segments: Sequence[Sequence[Sequence[int]]], buffers: Sequence[Buffer],
                  where: Callable[[int], str]) -> list[RaceReport]:
     """Two Set notifies (or ``tensor.write`` Sets) into one signal cell by different ranks that
     happens-before does not order: whichever lands second wipes the other (simpler#253). ``sync``:
@@ -1123,13 +1123,13 @@ def lost_updates(sync: Sequence[tuple[Sequence[SyncEvent], Sequence[tuple[int, i
 
 
 def stale_signal_reads(sync: Sequence[tuple[Sequence[SyncEvent], Sequence[tuple[int, int]]]],
-                       segments: Sequence[Sequence[tuple[int, ...]]], reads: Sequence[Sequence[tuple[Any, ...]]],
+                       segments: Sequence[Sequence[Sequence[int]]], reads: Sequence[Sequence[tuple[Any, ...]]],
                        buffers: Sequence[Buffer], where: Callable[[int], str]) -> list[RaceReport]:
     """Fenced mode: a ``tensor.read`` of a signal cell served from a line filled before a release
     into that cell by another rank that is ordered before the read (through another cell: the
     all_to_all_v ``recv_counts`` pattern) but not before the fill, with no cacheinvalid between:
     on the device the read can return the old count (``missing cacheinvalid``)."""
-    releases: dict[tuple[int, int, int], list[tuple[int, tuple[int, ...], int, int, float, bool]]] = {}
+    releases: dict[tuple[int, int, int], list[tuple[int, Sequence[int], int, int, float, bool]]] = {}
     for w, (log, meta) in enumerate(sync):
         for j, ev in enumerate(log):
             if ev[0] == REL and ev[2] != w:
