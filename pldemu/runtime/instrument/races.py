@@ -1021,9 +1021,9 @@ def _wires(ep: _Epoch, segments: Sequence[Sequence[int]], where: Callable[[int |
     """Rank ``ep.rank``'s records as wires, per target, with their resolved clocks; records of one site
     that the replay gave the same clock are merged (a wait that acquired nothing new splits nothing)."""
     merged: dict[tuple[Any, ...], list[Any]] = {}
+    same = _clock_runs(segments)
     for (seg, run, target, buf, kind, site, turn), (t, ivs) in ep.log.items():
-        vc = segments[seg]
-        key = (vc, run, target, buf, kind, site, turn)
+        key = (same[seg], run, target, buf, kind, site, turn)
         rec = merged.get(key)
         if rec is None:
             merged[key] = [seg, t, list(ivs)]
@@ -1032,14 +1032,25 @@ def _wires(ep: _Epoch, segments: Sequence[Sequence[int]], where: Callable[[int |
             rec[2].extend(ivs)
     nranks = len(ep.vc)
     outgoing: list[list[_Wire]] = [[] for _ in range(nranks)]
-    for (vc, run, target, buf, kind, site, turn), (seg, t, ivs) in merged.items():
-        outgoing[target].append((ep.rank, buf, kind, vc, merge_intervals(ivs), where(site), run, t, (seg, turn)))
+    for (first, run, target, buf, kind, site, turn), (seg, t, ivs) in merged.items():
+        outgoing[target].append((ep.rank, buf, kind, segments[first], merge_intervals(ivs), where(site), run, t,
+                                 (seg, turn)))
     for (seg, turn, hi_seg, hi_turn, run, target, buf, kind, site, how), (t, ivs) in ep.spans.items():
         hi = segments[hi_seg] if hi_seg < len(segments) else (INF_EPOCH[0],) * nranks
         detail = _span_detail(ep, how, (seg, hi_seg), segments, where)
         outgoing[target].append((ep.rank, buf, kind, segments[seg], merge_intervals(ivs), where(site), run, t,
                                  (seg, turn), (hi, (hi_seg, hi_turn), detail)))
     return outgoing
+
+
+def _clock_runs(segments: Sequence[Sequence[int]]) -> list[int]:
+    """For each segment of a thread, the first segment of the run of equal clocks that holds it: a thread's
+    clocks never decrease, so equal ones are consecutive, and records are merged by it rather than by
+    hashing clocks as wide as the epoch's threads (thousands of entries each at model scale)."""
+    out = [0] * len(segments)
+    for s in range(1, len(segments)):
+        out[s] = out[s - 1] if segments[s] == segments[s - 1] else s
+    return out
 
 
 def _span_detail(ep: _Epoch, how: tuple[Any, ...], span: tuple[int, int], segments: Sequence[Sequence[int]],
@@ -1074,13 +1085,29 @@ def find_races(target: int, buffers: Sequence[Buffer], records: Sequence[_Wire],
         threads = sorted(per_rank)
         for r in threads:
             per_rank[r].sort(key=_epoch_of)  # each rank's records in its time order
+        later = _other_ranks(threads, ranks)
         for i, p in enumerate(threads):
             if (p if ranks is None else ranks[p]) != target:
                 _same_origin(buf, target, per_rank[p], found)
-            for q in threads[i + 1 :]:
+            for q in threads[later[i] :]:
                 if ranks is None or ranks[p] != ranks[q]:
                     _pair(buf, target, p, per_rank[p], q, per_rank[q], found)
     return list(found.values())[:MAX_REPORTS]
+
+
+def _other_ranks(threads: Sequence[int], ranks: Sequence[int] | None) -> list[int]:
+    """For each of ``threads`` (sorted), where the run of threads of its rank that holds it ends: a rank's
+    threads are numbered together (``_thread_views``), so the pairs to check start there, and thousands of
+    task threads of one rank are not compared with each other only to be skipped."""
+    if ranks is None:
+        return list(range(1, len(threads) + 1))
+    ends = [0] * len(threads)
+    end = len(threads)
+    for i in range(len(threads) - 1, -1, -1):
+        if i + 1 < len(threads) and ranks[threads[i + 1]] != ranks[threads[i]]:
+            end = i + 1
+        ends[i] = end
+    return ends
 
 
 _SetRelease = tuple[Sequence[int], int, int, float]
