@@ -16,7 +16,8 @@ all-rank join. ``t`` is a timestamp used only to visit the events in a good orde
 the checkpoint happens before everything after it. A release stores the rank's clock, then ticks its
 own entry; an acquire takes the element-wise maximum with what the wait needed; a join, the maximum
 over all ranks. A rank's records between two of its sync events (a *segment*) carry the clock of the
-segment.
+segment. The clocks are ``vclock.VClock``s: chunked and shared, so the clock of every segment of thousands
+of logical threads costs what differs from the clock it came from, not an entry per thread each.
 
 **What a wait needed (the exact acquire).** For the waiter's cell, each writer w (the waiter
 included) issued releases in program order, and they land in that order (a notify is a fetching
