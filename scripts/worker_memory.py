@@ -5,6 +5,7 @@ pldemu's pypto layer, at 2 devices:
     pldemu python scripts/worker_memory.py dispatches 200     # RSS every 25 dispatches (host scalar varies)
     pldemu python scripts/worker_memory.py chain 500          # one dispatch of 500 chained pl.at tasks
     pldemu python scripts/worker_memory.py fan 512 128        # an spmd(512) producer, an spmd(128) consumer
+    pldemu python scripts/worker_memory.py drain 500 64       # a TaskId kept across a drain, then 500 tasks
 
 Each line gives every resident rank's ``VmRSS`` (and ``VmHWM``, its peak so far) read from ``/proc``.
 """
@@ -106,6 +107,37 @@ def fan(producers: int, consumers: int):
     return Fan
 
 
+def drain(tasks: int, blocks: int):
+    @pl.program
+    class Drain:
+        """pypto-lib dspark moe's shape around a drain: an spmd(blocks) producer whose TaskId the Orchestration
+        keeps across a statement that drains (a scalar computed from a read), then ``tasks`` chained pl.at
+        tasks, the first with ``deps=`` on that TaskId (moe's combine_wait: ``deps=[..., dispatch_push_tid]``)."""
+
+        @pl.function(type=pl.FunctionType.Orchestration)
+        def orch(self, x: pl.Tensor[[ROWS, COLS], pl.FP32], y: pl.Out[pl.Tensor[[ROWS, COLS], pl.FP32]]) -> None:
+            z = pl.create_tensor([ROWS, COLS], dtype=pl.FP32)
+            with pl.at(level=pl.Level.CORE_GROUP, name_hint="seed"):
+                z = pl.assemble(z, pl.full([16, COLS], dtype=pl.FP32, value=0.0), [0, 0])
+            with pl.spmd(blocks, name_hint="produce") as pushed:
+                blk = pl.tile.get_block_idx()
+                r0 = blk * (ROWS // blocks)
+                z = pl.assemble(z, pl.add(x[r0:r0 + ROWS // blocks, 0:COLS], 1.0), [r0, 0])
+            rows = pl.cast(pl.read(x, [0, 0]), pl.INDEX)  # an Orchestration op on tensor data: a drain
+            with pl.at(level=pl.Level.CORE_GROUP, name_hint="first", deps=[pushed]):
+                y = pl.assemble(y, pl.add(z[0:16, 0:COLS], 1.0), [0, 0])
+            for _ in pl.range(rows * tasks):
+                with pl.at(level=pl.Level.CORE_GROUP, name_hint="step"):
+                    y = pl.assemble(y, pl.add(x[0:16, 0:COLS], 1.0), [0, 0])
+
+        @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+        def host(self, x: pl.Tensor[[NR, ROWS, COLS], pl.FP32], y: pl.Out[pl.Tensor[[NR, ROWS, COLS], pl.FP32]]) -> None:
+            for r in pl.range(pld.world_size()):
+                self.orch(x[r], y[r], device=r)
+
+    return Drain
+
+
 def _ancestor(pid: int, of: int) -> bool:
     while pid > 1:
         try:
@@ -177,6 +209,8 @@ def main(argv: list[str]) -> None:
         _dispatches(int(sizes[0]))
     elif kind == "chain":
         _one(chain(int(sizes[0])))
+    elif kind == "drain":
+        _one(drain(int(sizes[0]), int(sizes[1])))
     else:
         _one(fan(int(sizes[0]), int(sizes[1])))
 

@@ -161,31 +161,6 @@ class _Task:
         return f"task {self.key} {self.info.where}"
 
 
-@dataclass(frozen=True)
-class TaskBatch:
-    """One batch of a call's tasks: those submitted between two drains of its Orchestration, keyed from 0.
-    A drain (the end of the call, or an Orchestration statement that touches tensor data) completes every
-    task before the next is submitted, so a check of the tasks' order reads one batch at a time, with
-    this batch's graph and names even after the scheduler has started the next."""
-
-    tasks: Sequence[_Task]
-
-    def graph(self) -> list[frozenset[int]]:
-        """The producers of each task of the batch (by key), as pypto's runtime derived them."""
-        return [t.producers for t in self.tasks]
-
-    def text(self, key: int) -> str:
-        return self.tasks[key].text() if 0 <= key < len(self.tasks) else f"task {key}"
-
-    def blocks(self, key: int) -> int:
-        """How many blocks task ``key`` has (1 for a task of one block, n for ``spmd(n)``)."""
-        return self.tasks[key].blocks if 0 <= key < len(self.tasks) else 1
-
-    def cores(self, key: int) -> tuple[int, int]:
-        """The (AIC, AIV) cores one block of task ``key`` holds while it runs."""
-        return self.tasks[key].info.shape.value if 0 <= key < len(self.tasks) else (0, 0)
-
-
 class TaskObserver(Protocol):
     """Told of the Orchestration's side of the graph (the race detector's logical threads,
     ``instrument.race_threads``): a submission, and the tasks it then waited for."""
@@ -271,6 +246,8 @@ class TaskScheduler:
         self.active = False
         self.tmap = TensorMap()
         self.tasks: list[_Task] = []
+        self.drains: list[int] = []
+        """How many tasks had been submitted at each drain of this call (all of them complete there)."""
         self.free = list(self.capacity)
         self.ready: ReadySet[_Task] = ReadySet(self.order != "random", len(READY_SHAPES))
         self.parked: list[_Thread] = []
@@ -292,8 +269,12 @@ class TaskScheduler:
         run = self.m.status.run if self.m.status is not None else 0
         if self.active and run == self.run:
             return
+        # After a drain the call goes on with its keys: a TaskId the Orchestration kept across the drain (a
+        # later deps=) names its own task, complete, not the task that would reuse its key.
+        kept = (self.tasks, self.drains) if run == self.run else ([], [])
         self._abort_all()  # a call that failed in its Orchestration left blocks parked: unwind them
         self._reset()
+        self.tasks, self.drains = kept
         self.active = True
 
     def inline(self) -> int:
@@ -319,13 +300,24 @@ class TaskScheduler:
         """The block index of the code running now (0 in the Orchestration, a one-block task or a deferred wait)."""
         return self.current.block if self.completing is None and self.current.task is not None else 0
 
-    def batch(self) -> TaskBatch:
-        """The tasks submitted since this call's last drain (their keys count from 0 again after it)."""
-        return TaskBatch(self.tasks)
+    def block_count(self, key: int) -> int:
+        """How many blocks task ``key`` has (1 for a task of one block, n for ``spmd(n)``)."""
+        return self.tasks[key].blocks if 0 <= key < len(self.tasks) else 1
+
+    def cores_of(self, key: int) -> tuple[int, int]:
+        """The (AIC, AIV) cores one block of task ``key`` holds while it runs."""
+        return self.tasks[key].info.shape.value if 0 <= key < len(self.tasks) else (0, 0)
 
     def deferring(self) -> bool:
         """True while a deferred task's wait runs at its completion (it holds no core)."""
         return self.completing is not None
+
+    def graph(self) -> list[frozenset[int]]:
+        """The producers of each task of this call (by key), as pypto's runtime derived them."""
+        return [t.producers for t in self.tasks]
+
+    def task_text(self, key: int) -> str:
+        return self.tasks[key].text() if 0 <= key < len(self.tasks) else f"task {key}"
 
     # -- the orchestrator's side -------------------------------------------------------------------
 
@@ -376,15 +368,18 @@ class TaskScheduler:
         return self.active
 
     def drain(self) -> None:
-        """The Orchestration waits until every submitted task has completed (then the call's state resets)."""
+        """The Orchestration waits until every submitted task has completed (then the call's state resets; its
+        task keys go on)."""
         if not self.active:
             return
         if self.outstanding:
             self.draining = True
             self._switch(self._orch, runnable=True)
             self.draining = False
+        since = self.drains[-1] if self.drains else 0
         if self.observer is not None:
-            self.observer.awaited(self.tasks)
+            self.observer.awaited(self.tasks[since:])
+        self.drains.append(len(self.tasks))
         self.active = False
 
     # -- the blocks' side --------------------------------------------------------------------------
@@ -712,5 +707,5 @@ def _cond_text(c: Condition) -> str:
     return f"{c.buffer.name} cell {c.cell} {rel} {c.expected}"
 
 
-__all__ = ["CUBE_OPS", "Condition", "Shape", "TaskBatch",
+__all__ = ["CUBE_OPS", "Condition", "Shape",
            "TaskInfo", "TaskObserver", "TaskScheduler", "task_shape"]

@@ -38,6 +38,7 @@ def _run(tmp_path: Path, name: str, ranks: int, *flags: str) -> subprocess.Compl
     ("war_without_deps", 2, "between two tasks of rank 0"),
     ("atomic_partials", 1, "order-dependent sum on acc"),
     ("race_in_first_batch", 1, 'in task 0 main:9 task r = core_group "reader"'),
+    ("race_after_drain", 1, "[race_after_drain.pld:15] in task 1"),  # left || right, early is before the drain
 ])
 def test_buggy_task_graph_is_reported_in_every_schedule(tmp_path: Path, name: str, ranks: int, found: str,
                                                         flags: tuple[str, ...]) -> None:
@@ -56,6 +57,17 @@ def test_fixed_task_graph_is_clean(tmp_path: Path, name: str, ranks: int, flags:
     res = _run(tmp_path, name, ranks, "--cores", "1", *flags)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "races: none" in res.stdout, res.stdout
+
+
+@pytest.mark.parametrize("flags", EVERY_ORDER, ids=EVERY_ORDER_IDS)
+@pytest.mark.parametrize("name", ["task_id_across_drain", "writer_before_drain"])
+def test_a_drain_keeps_the_task_keys(tmp_path: Path, name: str, flags: tuple[str, ...]) -> None:
+    """After a drain the call's tasks keep their keys: a TaskId kept across it names its own task (it named a
+    later one, which the race detector's logical threads followed round a cycle for ever), and the task race
+    check judges a task before the drain as itself, ordered before every task after it (it was taken for the
+    task that reused its key: a race reported between ordered tasks)."""
+    res = _run(tmp_path, name, 1, *flags)
+    assert res.returncode == 0 and "races: none" in res.stdout, res.stdout + res.stderr
 
 
 def test_waits_holding_every_core_deadlock_and_the_report_names_the_tasks(tmp_path: Path) -> None:

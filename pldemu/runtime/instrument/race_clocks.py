@@ -16,7 +16,8 @@ all-rank join. ``t`` is a timestamp used only to visit the events in a good orde
 the checkpoint happens before everything after it. A release stores the rank's clock, then ticks its
 own entry; an acquire takes the element-wise maximum with what the wait needed; a join, the maximum
 over all ranks. A rank's records between two of its sync events (a *segment*) carry the clock of the
-segment.
+segment. The clocks are ``vclock.VClock``s: chunked and shared, so the clock of every segment of thousands
+of logical threads costs what differs from the clock it came from, not an entry per thread each.
 
 **What a wait needed (the exact acquire).** For the waiter's cell, each writer w (the waiter
 included) issued releases in program order, and they land in that order (a notify is a fetching
@@ -63,6 +64,8 @@ from typing import Any
 
 import numpy as np
 
+from pldemu.runtime.instrument.vclock import VClock, join_all, meet_all
+
 REL, ACQ, JOIN, EDGE, FORK = 0, 1, 2, 3, 4
 """Sync event kinds (the first field of a logged event). EDGE and FORK are the task threads' (see
 "Logical threads" in the module docstring): no-task logs have neither."""
@@ -74,7 +77,6 @@ MAX_SUMS = 4096
 """Reachable cell values an Eq wait's search may track before it acquires coarsely."""
 
 SyncEvent = tuple[Any, ...]
-VClock = tuple[int, ...]
 CellKey = tuple[int, int, int]
 """(owner rank, buffer index, flat cell)."""
 
@@ -84,7 +86,8 @@ class Resolved:
     """The replay's result for one epoch."""
 
     segments: list[list[VClock]]
-    """Per rank, the clock of each segment: ``segments[r][s]`` holds after rank r's first s events."""
+    """Per rank, the clock of each segment: ``segments[r][s]`` holds after rank r's first s events (a
+    :class:`~pldemu.runtime.instrument.vclock.VClock`, which reads as the tuple of its entries)."""
     exact: list[int]
     """Per rank, acquires resolved exactly."""
     coarse: list[int]
@@ -116,7 +119,7 @@ class _Chain:
         self.clocks: list[VClock | None] = []
         self.has_set = self.has_add = False
         self.nonneg = True
-        self.base: VClock = ()  # the writer's clock at the start of the current part
+        self.base = VClock.zeros(0)  # the writer's clock at the start of the current part
         self.fixed = 0  # entries final (from an earlier part of the epoch)
         self.done = -1  # last entry computed in the current pass
 
@@ -144,8 +147,8 @@ class _Chain:
         d = self.clocks[last] if last >= 0 else self.base
         assert d is not None
         if c is None:
-            return (*d[:w], self.own[i], *d[w + 1 :])
-        return tuple(a if a >= b else b for a, b in zip(c, d, strict=True))
+            return d.set(w, self.own[i])
+        return c.join(d)
 
     def count(self, x: int, bound: int, strict: bool) -> int:
         """How many leading releases have entry x ``< bound`` (strict) or ``<= bound``."""
@@ -287,7 +290,7 @@ class _Solver:
                 if got >= need:
                     out.append(b)
                     break
-        return tuple(out), True
+        return VClock.of(out), True
 
     # -- Eq waits, negative credits: search the reachable values per bound ------------------------------
 
@@ -319,7 +322,7 @@ class _Solver:
             if found is None:
                 return self._coarse(free), False
             out.append(found)
-        return tuple(out), True
+        return VClock.of(out), True
 
     @staticmethod
     def _reach(options: list[list[int]], eq: bool) -> set[int] | None:
@@ -355,18 +358,11 @@ class _Solver:
                    if _meets(f.chain.ops[i][0], eq, expected) and not followed(f.w, f.chain.at(i))]
         if not options:
             return self._coarse(free), False
-        return tuple(min(col) for col in zip(*options, strict=True)), True
+        return meet_all(options), True
 
     @staticmethod
     def _coarse(free: list[_Free]) -> VClock:
-        last = [f.chain.at(f.m - 1) for f in free]
-        return tuple(max(col) for col in zip(*last, strict=True))
-
-
-def _fresh(nranks: int, r: int) -> list[int]:
-    vc = [0] * nranks
-    vc[r] = 1
-    return vc
+        return join_all(f.chain.at(f.m - 1) for f in free)
 
 
 class _Replay:
@@ -383,7 +379,10 @@ class _Replay:
         self.chains: dict[CellKey, dict[int, _Chain]] = {}
         self.dirty = _Dirty()
         self.where: dict[tuple[int, int], tuple[_Chain, int]] = {}
-        self.segments: list[list[VClock]] = [[tuple(_fresh(nr, r))] * (len(logs[r]) + 1) for r in range(nr)]
+        zero = VClock.zeros(nr)
+        self.fresh = [zero.set(r, 1) for r in range(nr)]
+        """Each thread's clock at the epoch's start (its own entry 1)."""
+        self.segments: list[list[VClock]] = [[self.fresh[r]] * (len(logs[r]) + 1) for r in range(nr)]
         self.exact = [0] * nr
         self.coarse = [0] * nr
 
@@ -393,21 +392,20 @@ class _Replay:
         if len({len(j) for j in joins.values()}) > 1:
             raise RuntimeError(f"race detector: the ranks joined a different number of times ({list(joins.values())})")
         nparts = len(joins[main[0]]) + 1 if main else 1
-        start = [_fresh(self.nr, r) for r in range(self.nr)]
+        start = list(self.fresh)
         pos = [0] * self.nr
         for part in range(nparts):
             ends = [self._end(r, part, joins) for r in range(self.nr)]
             pos = [0 if self.part_of[r] == part else p for r, p in enumerate(pos)]
             vcs = self._part(start, pos, ends)
             if part < nparts - 1:
-                joined = [max(col) for col in zip(*vcs, strict=True)]
+                joined = join_all(vcs)
                 start = []
                 for r in range(self.nr):
-                    v = list(joined)
-                    v[r] += 1
+                    v = joined.tick(r)
                     start.append(v)
                     if self.part_of[r] is None:
-                        self.segments[r][ends[r] + 1] = tuple(v)
+                        self.segments[r][ends[r] + 1] = v
                 pos = [e + 1 if self.part_of[r] is None else e for r, e in enumerate(ends)]
         return Resolved(self.segments, self.exact, self.coarse)
 
@@ -420,7 +418,7 @@ class _Replay:
             return j[part] if part < len(j) else len(self.logs[r])
         return 0 if part < own else len(self.logs[r])
 
-    def _part(self, start: list[list[int]], pos: list[int], ends: list[int]) -> list[list[int]]:
+    def _part(self, start: list[VClock], pos: list[int], ends: list[int]) -> list[VClock]:
         order = sorted((self.logs[r][i][1], r, i) for r in range(self.nr) for i in range(pos[r], ends[r]))
         events = [(r, i, self.logs[r][i]) for _, r, i in order]
         touched: list[_Chain] = []
@@ -434,13 +432,13 @@ class _Replay:
                     ch = self.chains[(ev[2], ev[3], ev[4])][r] = _Chain(r, self.dirty)
                 if len(ch.clocks) == ch.fixed:
                     touched.append(ch)
-                    ch.base = tuple(start[r])
+                    ch.base = start[r]
                 self.where[(r, i)] = (ch, len(ch.clocks))
                 ch.append(ev[5], ev[6], ticks[r], ev[1])
                 ticks[r] += 1
         exact = [0] * self.nr
         coarse = [0] * self.nr
-        vcs: list[list[int]] = start
+        vcs = start
         for _ in range(MAX_PASSES):
             exact = [0] * self.nr
             coarse = [0] * self.nr
@@ -465,9 +463,9 @@ class _Replay:
             ch.done = ch.fixed - 1
         return vcs
 
-    def _pass(self, events: list[tuple[int, int, SyncEvent]], start: list[list[int]], touched: list[_Chain],
-              counts: tuple[list[int], list[int]], by_time: bool = False) -> tuple[bool, list[list[int]]]:
-        vcs = [tuple(v) for v in start]
+    def _pass(self, events: list[tuple[int, int, SyncEvent]], start: list[VClock], touched: list[_Chain],
+              counts: tuple[list[int], list[int]], by_time: bool = False) -> tuple[bool, list[VClock]]:
+        vcs = list(start)
         for ch in touched:
             ch.done = ch.fixed - 1
         changed = False
@@ -482,23 +480,22 @@ class _Replay:
                     changed = True
                     ch.clocks[k] = vc
                 ch.done = k
-                vcs[r] = vc = (*vc[:r], vc[r] + 1, *vc[r + 1 :])
+                vcs[r] = vc = vc.tick(r)
             elif ev[0] >= EDGE:
                 vcs[r] = vc = self._edge(r, vc, ev)
             else:
                 got, exact = acquire(r, vc, ev)
                 counts[0 if exact else 1][r] += 1
-                if got is not None and any(g > v for g, v in zip(got, vc, strict=True)):
-                    vcs[r] = vc = tuple(g if g > v else v for g, v in zip(got, vc, strict=True))
+                if got is not None:
+                    vcs[r] = vc = vc.join(got)  # vc itself when the acquire told nothing new
             segs[r][i + 1] = vc
-        return changed, [list(v) for v in vcs]
+        return changed, vcs
 
     def _edge(self, r: int, vc: VClock, ev: SyncEvent) -> VClock:
         """A task thread's FORK (its own entry ticks) or EDGE (the source's clock joined)."""
         if ev[0] == FORK:
-            return (*vc[:r], vc[r] + 1, *vc[r + 1 :])
-        got = self.segments[ev[2]][ev[3]]
-        return tuple(g if g > v else v for g, v in zip(got, vc, strict=True))
+            return vc.tick(r)
+        return vc.join(self.segments[ev[2]][ev[3]])
 
     def _exact(self, r: int, vc: VClock, ev: SyncEvent) -> tuple[VClock | None, bool]:
         _, _, buf, cell, eq, expected = ev
@@ -514,7 +511,7 @@ class _Replay:
             n = bisect_left(ch.times, ev[1])
             if n:
                 c = ch.at(n - 1)
-                got = c if got is None else tuple(max(a, b) for a, b in zip(got, c, strict=True))
+                got = c if got is None else got.join(c)
         return got, False
 
 

@@ -30,7 +30,7 @@ import heapq
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pldemu.ir import Op
 from pldemu.runtime.instrument.intervals import Interval, overlap, region_intervals
@@ -39,9 +39,6 @@ from pldemu.runtime.monitor import MonitorBase
 from pldemu.runtime.sites import CallSite, OpEvent
 from pldemu.runtime.transfer import Region, plan_get, plan_put
 from pldemu.runtime.values import Buffer, TensorRef, flat_cell
-
-if TYPE_CHECKING:
-    from pldemu.runtime.tasksched import TaskBatch
 
 CORE_SATURATION = "waits can take every core"
 """``RaceReport.reason`` of blocking waits that can hold every core their notifier needs (pypto #2391)."""
@@ -64,6 +61,8 @@ class _Access:
     """The Orchestration's access (``task`` ORCH): how many tasks were submitted before it."""
     after: frozenset[int] = frozenset()
     """The Orchestration's access: the tasks it waited for (``TaskScheduler.await_writers``)."""
+    since: int = 0
+    """The Orchestration's access: how many tasks were submitted before its last drain (all complete)."""
     lane: int = -1
     """The AIV lane of a ``pl.split_aiv`` region it ran on (-1: outside every region)."""
     phase: int = 0
@@ -100,10 +99,6 @@ class TaskRaces(MonitorBase):
         self.sites = sites
         self.run = 0
         self._cur = _Run()
-        self._batch: TaskBatch = scheduler.batch()
-        """The batch of tasks ``_cur`` records: a drain starts another whose keys count from 0 again."""
-        self._found: list[RaceReport] = []
-        """This call's reports of its batches checked so far (kept only when the call succeeds)."""
         self.reports: list[RaceReport] = []
 
     def wants(self, op: Op) -> bool:
@@ -111,18 +106,11 @@ class TaskRaces(MonitorBase):
 
     def run_started(self, run: int) -> None:
         self.run = run
-        self._cur, self._found = _Run(), []
+        self._cur = _Run()
 
     def run_ended(self, run: int, error: BaseException | None) -> None:
         if error is None:
-            self.reports += self._found + self._check(self._cur, self._batch)
-        self._cur, self._found = _Run(), []
-
-    def _follow(self) -> None:
-        """The scheduler began another batch (after a drain): check the one recorded, with its own graph."""
-        if self.sched.tasks is not self._batch.tasks:
-            self._found += self._check(self._cur, self._batch)
-            self._cur, self._batch = _Run(), self.sched.batch()
+            self.reports += self._check(self._cur, self.sched.graph())
 
     def take(self) -> list[RaceReport]:
         """The reports found since the last call (the detector's checkpoint takes them)."""
@@ -132,7 +120,6 @@ class TaskRaces(MonitorBase):
     # -- recording -------------------------------------------------------------------------------
 
     def after(self, event: OpEvent, result: Any) -> None:
-        self._follow()
         task = self.sched.current_key()
         if task is None:  # the Orchestration: a pl.read / pl.write while tasks it did not wait for may run
             if not self.sched.orch_concurrent():
@@ -202,7 +189,9 @@ class TaskRaces(MonitorBase):
 
     def _access(self, task: int, kind: int, ivs: list[Interval], site: CallSite) -> _Access:
         if task == ORCH:
-            return _Access(task, kind, ivs, site.id, 0, len(self.sched.tasks), frozenset(self.sched.orch_after))
+            drains = self.sched.drains
+            return _Access(task, kind, ivs, site.id, 0, len(self.sched.tasks), frozenset(self.sched.orch_after),
+                           since=drains[-1] if drains else 0)
         block = self.sched.current_block()
         lane = self._cur.lanes.get((task, block), -1)
         return _Access(task, kind, ivs, site.id, block, lane=lane, phase=self._cur.phases.get((task, block, lane), 0))
@@ -227,12 +216,9 @@ class TaskRaces(MonitorBase):
 
     # -- checking --------------------------------------------------------------------------------
 
-    def _check(self, run: _Run, batch: TaskBatch) -> list[RaceReport]:
-        if not run.accesses and not run.holding:
-            return []
-        graph = batch.graph()
+    def _check(self, run: _Run, graph: Sequence[frozenset[int]]) -> list[RaceReport]:
         preds = [set(g) | run.sync.get(k, set()) for k, g in enumerate(graph)]
-        anc = _ancestors(preds)
+        anc = _drained(_ancestors(preds), self.sched.drains)
         found: dict[tuple[Any, ...], RaceReport] = {}
         for (target, index), accs in run.accesses.items():
             buf = self.buffers[index]
@@ -240,13 +226,14 @@ class TaskRaces(MonitorBase):
                 a, b = accs[i], accs[j]
                 if max(a.task, b.task) >= len(anc) or not _concurrent(a, b, anc):
                     continue
-                self._pair(found, buf, target, a, b, batch)
+                self._pair(found, buf, target, a, b)
         if not run.holding:
             return list(found.values())
         # the schedules of #2391 are those pypto's edges allow: a handshake this run observed constrains none
-        return list(found.values()) + self._saturations(run, _ancestors([set(g) for g in graph]), batch)
+        return list(found.values()) + self._saturations(run, _drained(_ancestors([set(g) for g in graph]),
+                                                                       self.sched.drains))
 
-    def _saturations(self, run: _Run, anc: list[int], batch: TaskBatch) -> list[RaceReport]:
+    def _saturations(self, run: _Run, anc: list[int]) -> list[RaceReport]:
         """pypto #2391, decided from the graph: blocking waits on a cell that tasks with no order to a
         notifier of that cell (on any rank) can hold on every core the notifier needs, so a schedule that
         starts them first deadlocks the chip. One report per (cell, notifier site)."""
@@ -257,17 +244,17 @@ class TaskRaces(MonitorBase):
                 if notifier >= len(anc) or (index, cell, nsite) in found:
                     continue
                 held = _unordered_blocks(notifier, blocks, anc)
-                if held and not self._fits(notifier, held, batch):
-                    found[(index, cell, nsite)] = self._saturation(index, cell, notifier, nsite, held, batch)
+                if held and not self._fits(notifier, held):
+                    found[(index, cell, nsite)] = self._saturation(index, cell, notifier, nsite, held)
         return list(found.values())
 
-    def _fits(self, notifier: int, held: dict[tuple[int, int], int], batch: TaskBatch) -> bool:
-        need = batch.cores(notifier)
-        used = [sum(batch.cores(task)[i] for task, _ in held) for i in (0, 1)]
+    def _fits(self, notifier: int, held: dict[tuple[int, int], int]) -> bool:
+        need = self.sched.cores_of(notifier)
+        used = [sum(self.sched.cores_of(task)[i] for task, _ in held) for i in (0, 1)]
         return all(need[i] == 0 or used[i] + need[i] <= self.sched.capacity[i] for i in (0, 1))
 
     def _saturation(self, index: int, cell: int, notifier: int, nsite: int,
-                    held: dict[tuple[int, int], int], batch: TaskBatch) -> RaceReport:
+                    held: dict[tuple[int, int], int]) -> RaceReport:
         buf = self.buffers[index]
         (wtask, _), wsite = min(held.items())
         waiters = sorted({task for task, _ in held})
@@ -275,14 +262,14 @@ class TaskRaces(MonitorBase):
             buf.name, buf.shape, self.rank, cell, cell + 1, 1,
             RaceAccess(self.rank, READ, self._where(wsite), self.run, 0.0),
             RaceAccess(self.rank, WRITE, self._where(nsite), self.run, 0.0), reason=CORE_SATURATION,
-            tasks=(batch.text(wtask), batch.text(notifier)), blocks=len(held),
+            tasks=(self.sched.task_text(wtask), self.sched.task_text(notifier)), blocks=len(held),
             waiters=len(waiters), cores=self.sched.capacity)
 
     def _where(self, site: int) -> str:
         return self.sites[site].where if 0 <= site < len(self.sites) else f"<site {site}>"
 
     def _pair(self, found: dict[tuple[Any, ...], RaceReport], buf: Buffer, target: int, a: _Access,
-              b: _Access, batch: TaskBatch) -> None:
+              b: _Access) -> None:
         if a.kind == READ and b.kind == READ:
             return
         reason = ""
@@ -299,21 +286,20 @@ class TaskRaces(MonitorBase):
         first, second = sorted((a, b), key=lambda x: (x.task, x.block, x.lane))
         found[key] = TaskRaceReport(buf.name, buf.shape, target, hit[0], hit[1], hit[2],
                                     self._side(first), self._side(second), reason=reason,
-                                    tasks=(_task_text(first, batch), _task_text(second, batch)),
+                                    tasks=(self._task_text(first), self._task_text(second)),
                                     one_task=first.task == second.task,
                                     lanes=(first.task, first.block) == (second.task, second.block))
+
+    def _task_text(self, a: _Access) -> str:
+        if a.task == ORCH:
+            return "the Orchestration"
+        text = self.sched.task_text(a.task)
+        text = text + f" block {a.block}" if self.sched.block_count(a.task) > 1 else text
+        return text + f" lane {a.lane}" if a.lane >= 0 else text
 
     def _side(self, a: _Access) -> RaceAccess:
         where = self.sites[a.site].where if 0 <= a.site < len(self.sites) else f"<site {a.site}>"
         return RaceAccess(self.rank, a.kind, where, self.run, 0.0)
-
-
-def _task_text(a: _Access, batch: TaskBatch) -> str:
-    if a.task == ORCH:
-        return "the Orchestration"
-    text = batch.text(a.task)
-    text = text + f" block {a.block}" if batch.blocks(a.task) > 1 else text
-    return text + f" lane {a.lane}" if a.lane >= 0 else text
 
 
 @dataclass(frozen=True)
@@ -418,8 +404,20 @@ def _concurrent(a: _Access, b: _Access, anc: list[int]) -> bool:
         return True
     if a.task == ORCH or b.task == ORCH:
         o, t = (a, b) if a.task == ORCH else (b, a)
-        return t.task < o.seen and not any(w == t.task or (anc[w] >> t.task) & 1 for w in o.after if w < len(anc))
+        return o.since <= t.task < o.seen and not any(w == t.task or (anc[w] >> t.task) & 1 for w in o.after if w < len(anc))
     return not ((anc[b.task] >> a.task) & 1 or (anc[a.task] >> b.task) & 1)
+
+
+def _drained(anc: list[int], drains: Sequence[int]) -> list[int]:
+    """Each task's ancestors with the Orchestration's drains added: a task submitted after a drain runs after
+    every task submitted before it (``TaskScheduler.drains``: how many tasks there were at each)."""
+    out = list(anc)
+    ends = [*drains[1:], len(anc)]
+    for i, lo in enumerate(drains):
+        before = (1 << lo) - 1
+        for k in range(lo, ends[i]):
+            out[k] |= before
+    return out
 
 
 def _ancestors(preds: list[set[int]]) -> list[int]:

@@ -1017,13 +1017,13 @@ def _on_ranks(reports: Sequence[RaceReport], ranks: Sequence[int]) -> list[RaceR
     return list(out.values())[:MAX_REPORTS]
 
 
-def _wires(ep: _Epoch, segments: Sequence[tuple[int, ...]], where: Callable[[int | str], str]) -> list[list[_Wire]]:
+def _wires(ep: _Epoch, segments: Sequence[Sequence[int]], where: Callable[[int | str], str]) -> list[list[_Wire]]:
     """Rank ``ep.rank``'s records as wires, per target, with their resolved clocks; records of one site
     that the replay gave the same clock are merged (a wait that acquired nothing new splits nothing)."""
     merged: dict[tuple[Any, ...], list[Any]] = {}
+    same = _clock_runs(segments)
     for (seg, run, target, buf, kind, site, turn), (t, ivs) in ep.log.items():
-        vc = segments[seg]
-        key = (vc, run, target, buf, kind, site, turn)
+        key = (same[seg], run, target, buf, kind, site, turn)
         rec = merged.get(key)
         if rec is None:
             merged[key] = [seg, t, list(ivs)]
@@ -1032,8 +1032,9 @@ def _wires(ep: _Epoch, segments: Sequence[tuple[int, ...]], where: Callable[[int
             rec[2].extend(ivs)
     nranks = len(ep.vc)
     outgoing: list[list[_Wire]] = [[] for _ in range(nranks)]
-    for (vc, run, target, buf, kind, site, turn), (seg, t, ivs) in merged.items():
-        outgoing[target].append((ep.rank, buf, kind, vc, merge_intervals(ivs), where(site), run, t, (seg, turn)))
+    for (first, run, target, buf, kind, site, turn), (seg, t, ivs) in merged.items():
+        outgoing[target].append((ep.rank, buf, kind, segments[first], merge_intervals(ivs), where(site), run, t,
+                                 (seg, turn)))
     for (seg, turn, hi_seg, hi_turn, run, target, buf, kind, site, how), (t, ivs) in ep.spans.items():
         hi = segments[hi_seg] if hi_seg < len(segments) else (INF_EPOCH[0],) * nranks
         detail = _span_detail(ep, how, (seg, hi_seg), segments, where)
@@ -1042,7 +1043,17 @@ def _wires(ep: _Epoch, segments: Sequence[tuple[int, ...]], where: Callable[[int
     return outgoing
 
 
-def _span_detail(ep: _Epoch, how: tuple[Any, ...], span: tuple[int, int], segments: Sequence[tuple[int, ...]],
+def _clock_runs(segments: Sequence[Sequence[int]]) -> list[int]:
+    """For each segment of a thread, the first segment of the run of equal clocks that holds it: a thread's
+    clocks never decrease, so equal ones are consecutive, and records are merged by it rather than by
+    hashing clocks as wide as the epoch's threads (thousands of entries each at model scale)."""
+    out = [0] * len(segments)
+    for s in range(1, len(segments)):
+        out[s] = out[s - 1] if segments[s] == segments[s - 1] else s
+    return out
+
+
+def _span_detail(ep: _Epoch, how: tuple[Any, ...], span: tuple[int, int], segments: Sequence[Sequence[int]],
                  where: Callable[[int | str], str]) -> tuple[Any, ...]:
     """What a fenced-mode report says of an interval (segments ``span``): for a write, the releases it
     was pending at (its rank's own clock entry at each, where, and whether the write was still in the
@@ -1074,21 +1085,37 @@ def find_races(target: int, buffers: Sequence[Buffer], records: Sequence[_Wire],
         threads = sorted(per_rank)
         for r in threads:
             per_rank[r].sort(key=_epoch_of)  # each rank's records in its time order
+        later = _other_ranks(threads, ranks)
         for i, p in enumerate(threads):
             if (p if ranks is None else ranks[p]) != target:
                 _same_origin(buf, target, per_rank[p], found)
-            for q in threads[i + 1 :]:
+            for q in threads[later[i] :]:
                 if ranks is None or ranks[p] != ranks[q]:
                     _pair(buf, target, p, per_rank[p], q, per_rank[q], found)
     return list(found.values())[:MAX_REPORTS]
 
 
-_SetRelease = tuple[tuple[int, ...], int, int, float]
+def _other_ranks(threads: Sequence[int], ranks: Sequence[int] | None) -> list[int]:
+    """For each of ``threads`` (sorted), where the run of threads of its rank that holds it ends: a rank's
+    threads are numbered together (``_thread_views``), so the pairs to check start there, and thousands of
+    task threads of one rank are not compared with each other only to be skipped."""
+    if ranks is None:
+        return list(range(1, len(threads) + 1))
+    ends = [0] * len(threads)
+    end = len(threads)
+    for i in range(len(threads) - 1, -1, -1):
+        if i + 1 < len(threads) and ranks[threads[i + 1]] != ranks[threads[i]]:
+            end = i + 1
+        ends[i] = end
+    return ends
+
+
+_SetRelease = tuple[Sequence[int], int, int, float]
 """A Set release as ``lost_updates`` sees it: (its clock, site id, call, time)."""
 
 
 def lost_updates(sync: Sequence[tuple[Sequence[SyncEvent], Sequence[tuple[int, int]]]],
-                 segments: Sequence[Sequence[tuple[int, ...]]], buffers: Sequence[Buffer],
+                 segments: Sequence[Sequence[Sequence[int]]], buffers: Sequence[Buffer],
                  where: Callable[[int], str]) -> list[RaceReport]:
     """Two Set notifies (or ``tensor.write`` Sets) into one signal cell by different ranks that
     happens-before does not order: whichever lands second wipes the other (simpler#253). ``sync``:
@@ -1123,13 +1150,13 @@ def lost_updates(sync: Sequence[tuple[Sequence[SyncEvent], Sequence[tuple[int, i
 
 
 def stale_signal_reads(sync: Sequence[tuple[Sequence[SyncEvent], Sequence[tuple[int, int]]]],
-                       segments: Sequence[Sequence[tuple[int, ...]]], reads: Sequence[Sequence[tuple[Any, ...]]],
+                       segments: Sequence[Sequence[Sequence[int]]], reads: Sequence[Sequence[tuple[Any, ...]]],
                        buffers: Sequence[Buffer], where: Callable[[int], str]) -> list[RaceReport]:
     """Fenced mode: a ``tensor.read`` of a signal cell served from a line filled before a release
     into that cell by another rank that is ordered before the read (through another cell: the
     all_to_all_v ``recv_counts`` pattern) but not before the fill, with no cacheinvalid between:
     on the device the read can return the old count (``missing cacheinvalid``)."""
-    releases: dict[tuple[int, int, int], list[tuple[int, tuple[int, ...], int, int, float, bool]]] = {}
+    releases: dict[tuple[int, int, int], list[tuple[int, Sequence[int], int, int, float, bool]]] = {}
     for w, (log, meta) in enumerate(sync):
         for j, ev in enumerate(log):
             if ev[0] == REL and ev[2] != w:
