@@ -4,7 +4,8 @@
 python/pypto/language/op/array_ops.py, src/ir/op/array_ops/memory.cpp). Its IR is SSA-functional
 (``arr[i] = v`` is ``arr = array.update_element(arr, i, v)``) and pypto's code generator lowers each chain
 of updates back to in-place stores; pldemu keeps the in-place form: the array is a LOCAL ``[extent]`` tensor
-of the rank (one per ``create`` site, in the rank's block), ``arr[i]`` a ``tensor.read`` and ``arr[i] = v``
+of the rank (one per ``create`` site, in the rank's block; a fresh ``tensor.create`` each time it runs in a
+task's body, whose blocks each have their own, or in a loop), ``arr[i]`` a ``tensor.read`` and ``arr[i] = v``
 a ``tensor.write`` (existing IR ops: the signature table checks the index's region, the precheck counts the
 buffer). pypto leaves the initial contents undefined; pldemu's array starts at zero each run.
 """
@@ -17,7 +18,7 @@ from typing import Any
 from pldemu.ir.dtypes import DType
 from pldemu.ir.nodes import Const, ScalarType, TensorType, Var, as_expr
 from pldemu.pypto.translate.evaluator import bind_call
-from pldemu.pypto.translate.level import DeviceLevel
+from pldemu.pypto.translate.level import DeviceLevel, fresh_buffers
 from pldemu.pypto.types import PyDType
 
 ELEMENT_DTYPES = frozenset({DType.INT8, DType.UINT8, DType.INT16, DType.UINT16, DType.INT32, DType.UINT32,
@@ -45,8 +46,12 @@ def create(tr: DeviceLevel, node: ast.Call) -> Var:
     if not isinstance(dtype, PyDType) or dtype.ir not in ELEMENT_DTYPES:
         got = dtype.name if isinstance(dtype, PyDType) else repr(dtype)
         raise tr.error(f"pypto refuses it: array.create dtype must be integer, BOOL, or TASK_ID, got {got}", node)
-    arr = Var(tr.fb.fresh(tr.hint("array")), TensorType(dtype.ir, (Const(extent),)))
-    tr.emit.scratch[arr.name] = (arr, (extent,))
+    if fresh_buffers(tr.emit, bool(tr.emit.tasks.depth)):
+        # each block of a task has its own (its core's), each iteration of a loop its own: see fresh_buffers
+        arr = tr.fb.pld.tensor.create([extent], dtype.ir, hint=tr.hint("array"))
+    else:
+        arr = Var(tr.fb.fresh(tr.hint("array")), TensorType(dtype.ir, (Const(extent),)))
+        tr.emit.scratch[arr.name] = (arr, (extent,))
     tr.emit.arrays.add(arr.name)
     return arr
 

@@ -365,9 +365,11 @@ class DeviceTranslator(Evaluator):
             self.env[var_node.id] = var
             if carry is not None:
                 self.carries.append(carry)
+            self.emit.loops += 1
             try:
                 self.block(s.body)
             finally:
+                self.emit.loops -= 1
                 if carry is not None:
                     self.carries.pop()
         if self.env.get(var_node.id) is var:

@@ -56,6 +56,9 @@ class Emit:
     lets: dict[Var, Any] = dataclasses.field(default_factory=dict)
     """A scalar name's variable -> the expression it was bound to, while neither it nor a variable of the
     expression has been assigned since (a slice's extent ``d:end`` with ``end = d + 1`` folds through them)."""
+    loops: int = 0
+    """Device loops (``pl.range`` / ``pl.parallel`` / ``pl.pipeline``) enclosing the statement being translated:
+    a buffer made inside one is made again at every iteration (``fresh_buffers``)."""
     truncating: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
     """(origin ``file:line``, the ``tdiv`` / ``trem`` as printed) -> the user's text of that ``//`` / ``%``:
     how a run's truncation findings (``Truncation.origin``, ``.expr``) name the user's expression."""
@@ -63,6 +66,14 @@ class Emit:
     def assigned(self, var: Var) -> None:
         """``var`` was assigned: what was known of it, and of every expression that reads it, is stale."""
         self.lets = {v: e for v, e in self.lets.items() if v != var and var not in _vars_of(e)}
+
+
+def fresh_buffers(emit: Emit, kernel: bool) -> bool:
+    """Whether a buffer made here (``pl.create_tensor``, ``pl.array.create``) is a new one at each execution
+    (``tensor.create``) rather than one LOCAL buffer of the rank: in a loop, where pypto's orchestration
+    allocates it at every iteration and a task of one iteration may still use its own while the next
+    iteration's tasks run; in a task body, where each core running a block has its own."""
+    return kernel or emit.loops > 0
 
 
 def _vars_of(e: Any) -> list[Var]:

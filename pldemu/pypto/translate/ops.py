@@ -42,7 +42,7 @@ from pldemu.pypto.capture import Kind
 from pldemu.pypto.translate import arrays
 from pldemu.pypto.translate.cube_split import CUBE_SPLIT_OPS
 from pldemu.pypto.translate.evaluator import bind_call
-from pldemu.pypto.translate.level import Carry, DeviceLevel, fit_to_carry
+from pldemu.pypto.translate.level import Carry, DeviceLevel, fit_to_carry, fresh_buffers
 from pldemu.pypto.translate.prefetch import PREFETCH_OPS
 from pldemu.pypto.translate.regions import (
     Region,
@@ -639,8 +639,14 @@ def _create_tensor(tr: DeviceLevel, node: ast.Call) -> Var:
         raise tr.error(f"pypto refuses it: {name}: a non-zero init_value of an FP16 / BF16 tensor", node)
     if in_kernel(tr):
         return _created_tile(tr, shape, dtype, init)
-    t = Var(tr.fb.fresh(getattr(tr, "lhs", None) or "created"), TensorType(dtype, tuple(Const(d) for d in shape)))
-    tr.emit.scratch[t.name] = (t, tuple(shape))
+    hint = getattr(tr, "lhs", None) or "created"
+    if fresh_buffers(tr.emit, False):
+        # allocated again at every iteration, as pypto's orchestration does: one LOCAL buffer shared by the
+        # iterations would let an iteration's tasks overwrite what an earlier one's still read
+        t = tr.fb.pld.tensor.create(shape, dtype, hint=hint)
+    else:
+        t = Var(tr.fb.fresh(hint), TensorType(dtype, tuple(Const(d) for d in shape)))
+        tr.emit.scratch[t.name] = (t, tuple(shape))
     if init is not None:
         fill = tr.fb.pld.tile.full(shape, Const(int(init) if dtype.is_int else float(init), dtype), dtype, hint="init")
         tr.fb.pld.tile.store(fill, [0] * len(shape), t)
