@@ -301,6 +301,54 @@ def deduce_tile_scalar(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValu
     return t
 
 
+NOT_DTYPES = frozenset({DType.INT16, DType.UINT16})
+"""tile.not: INT16 or UINT16 only (pypto's deducer)."""
+
+
+@dataclass(frozen=True)
+class Bitwise:
+    """The deducer of pypto's bitwise ops and shifts (tile.and / or / xor / shl / shr and their scalar forms):
+    integer tiles only, the lhs's type kept. A tile rhs has the lhs's shape and (pldemu, as for add) its dtype,
+    except a shift's count, which may be any integer type (pypto's DeduceTileOpShiftBinaryType); a scalar rhs
+    must be an integer (DeduceTileOpIntScalarBinaryType). xor / xors carry pypto's scratch ``tmp``."""
+
+    shift: bool = False
+
+    def __call__(self, op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+        t = _tile(args[0])
+        if not t.dtype.is_int:
+            raise TileTypeError(op, "lhs", f"requires integer tile dtype, but got {t.dtype.value.upper()}")
+        rhs = args[1]
+        assert not isinstance(rhs, ListExpr)
+        if isinstance(rhs.type, TileType):
+            r = rhs.type
+            if r.shape != t.shape or not r.dtype.is_int or (not self.shift and r.dtype is not t.dtype):
+                want = "an integer tile" if self.shift else f"a tile {t.dtype.value}"
+                raise IRTypeError(op, "rhs", f"{want}{_dims(t)} like lhs", describe(r))
+        elif not (isinstance(rhs.type, ScalarType) and rhs.type.dtype.is_int):
+            raise TileTypeError(op, "rhs", f"requires the scalar to be an integer type, but got {describe(rhs.type)}")
+        return t
+
+
+def deduce_not(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+    """tile.not: an INT16 or UINT16 tile, its type kept (pypto's deducer)."""
+    t = _tile(args[0])
+    if t.dtype not in NOT_DTYPES:
+        raise TileTypeError(op, "tile", f"requires int16 or uint16 tile dtype, but got {t.dtype.value.upper()}")
+    return t
+
+
+def deduce_fmod(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+    """tile.fmod: numeric tiles of one shape and dtype (pldemu, as for add: pypto promotes and broadcasts);
+    the lhs's type."""
+    a, b = _tile(args[0]), _tile(args[1])
+    if not (a.dtype.is_int or a.dtype in FLOAT_MATH_DTYPES):
+        raise IRTypeError(op, "lhs", "a numeric tile", describe(a))
+    if a.shape != b.shape or a.dtype is not b.dtype:
+        raise IRTypeError(op, "rhs", f"a tile {a.dtype.value}{_dims(a)} like lhs", describe(b))
+    return a
+
+
 REDUCE_DTYPES = frozenset({DType.INT16, DType.INT32, DType.FP16, DType.BF16, DType.FP32})
 """Element types of the sum / max reductions (pldemu's set: the integer and float types pypto-lib reduces)."""
 
@@ -317,19 +365,20 @@ class Reduce:
     axis: int
     dtypes: frozenset[DType]
     index: bool = False
-    """An arg reduction (pypto's row_argmax / row_argmin): INT32 indices, a scratch of exactly the input's
-    shape (pypto's deducer)."""
+    """An arg reduction (pypto's row_argmax / row_argmin, col_argmax / col_argmin): INT32 indices; a row one's
+    scratch has exactly the input's shape (pypto's row deducer; its column deducer checks no scratch)."""
 
     def __call__(self, op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
         t = _tile(args[0])
         if len(t.shape) < 2 or t.dtype not in self.dtypes:
             legal = ", ".join(sorted(d.value for d in self.dtypes))
             raise IRTypeError(op, "tile", f"a tile of rank >= 2 of {legal}", describe(t))
+        exact = self.index and self.axis == -1
         if len(args) > 1:
             tmp = _tile(args[1])
             if tmp.dtype is not t.dtype or len(tmp.shape) != len(t.shape) or any(
-                    a < b or (self.index and a != b) for a, b in zip(tmp.shape, t.shape, strict=True)):
-                size = "exactly" if self.index else "at least"
+                    a < b or (exact and a != b) for a, b in zip(tmp.shape, t.shape, strict=True)):
+                size = "exactly" if exact else "at least"
                 raise IRTypeError(op, "tmp_tile", f"a {t.dtype.value} tile {size} {_dims(t)}", describe(tmp))
         shape = list(t.shape)
         valid = list(valid_of(t))
@@ -593,6 +642,21 @@ TILE_SIGNATURES: Mapping[Op, Signature] = {
     Op.TILE_COL_MIN: sig([("tile", TL)], Reduce(-2, REDUCE_DTYPES)),
     Op.TILE_ROW_ARGMAX: sig([("tile", TL), ("tmp_tile", TL)], Reduce(-1, REDUCE_DTYPES, index=True)),
     Op.TILE_ROW_ARGMIN: sig([("tile", TL), ("tmp_tile", TL)], Reduce(-1, REDUCE_DTYPES, index=True)),
+    Op.TILE_ROW_PROD: sig([("tile", TL), ("tmp_tile", TL)], Reduce(-1, REDUCE_DTYPES)),
+    Op.TILE_COL_PROD: sig([("tile", TL)], Reduce(-2, REDUCE_DTYPES)),
+    Op.TILE_COL_ARGMAX: sig([("tile", TL), ("tmp_tile", TL)], Reduce(-2, REDUCE_DTYPES, index=True)),
+    Op.TILE_COL_ARGMIN: sig([("tile", TL), ("tmp_tile", TL)], Reduce(-2, REDUCE_DTYPES, index=True)),
+    Op.TILE_RELU: sig([("tile", TL)], UnaryMath(None)),
+    Op.TILE_FMOD: sig([("lhs", TL), ("rhs", TL)], deduce_fmod),
+    Op.TILE_FMODS: sig([("lhs", TL), ("rhs", S)], deduce_tile_scalar),
+    Op.TILE_EXPANDS: sig([("target", TL), ("scalar", S)], deduce_tile_scalar),
+    **{op: sig([("lhs", TL), ("rhs", TL)], Bitwise()) for op in (Op.TILE_AND, Op.TILE_OR)},
+    **{op: sig([("lhs", TL), ("rhs", TL)], Bitwise(shift=True)) for op in (Op.TILE_SHL, Op.TILE_SHR)},
+    **{op: sig([("lhs", TL), ("rhs", S)], Bitwise()) for op in (Op.TILE_ANDS, Op.TILE_ORS, Op.TILE_SHLS,
+                                                                 Op.TILE_SHRS)},
+    Op.TILE_XOR: sig([("lhs", TL), ("rhs", TL), ("tmp", TL, True)], Bitwise()),
+    Op.TILE_XORS: sig([("lhs", TL), ("rhs", S), ("tmp", TL, True)], Bitwise()),
+    Op.TILE_NOT: sig([("tile", TL)], deduce_not),
     **{op: sig([("tile", TL), ("vec", TL)], Expand(-1 if op.text.startswith("tile.row") else -2)) for op in (
         Op.TILE_ROW_EXPAND, Op.TILE_ROW_EXPAND_ADD, Op.TILE_ROW_EXPAND_SUB, Op.TILE_ROW_EXPAND_MUL,
         Op.TILE_ROW_EXPAND_DIV, Op.TILE_ROW_EXPAND_MAX, Op.TILE_ROW_EXPAND_MIN, Op.TILE_ROW_EXPAND_EXPDIF,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from pldemu.ir import (
     NR,
@@ -228,12 +229,31 @@ def tile_math() -> Program:
     cols = pld.tile.reduce(Op.TILE_COL_SUM, x, hint="cs")
     for op in (Op.TILE_ROW_MAX, Op.TILE_ROW_MIN, Op.TILE_COL_MAX, Op.TILE_COL_MIN):
         pld.tile.reduce(op, x, hint="red")
-    for op in (Op.TILE_ROW_ARGMAX, Op.TILE_ROW_ARGMIN):
+    for op in (Op.TILE_ROW_ARGMAX, Op.TILE_ROW_ARGMIN, Op.TILE_COL_ARGMAX, Op.TILE_COL_ARGMIN, Op.TILE_ROW_PROD):
         pld.tile.reduce(op, x, pld.tile.create([16, 128], "fp32", hint="atmp"), hint="arg")
+    pld.tile.reduce(Op.TILE_COL_PROD, x, hint="cp")
+    pld.tile.unary(Op.TILE_RELU, x, hint="relu")
+    fb.op(Op.TILE_FMODS, [pld.tile.binary(Op.TILE_FMOD, s, c, hint="fm"), 0.5], hint="fms")
+    fb.op(Op.TILE_EXPANDS, [x, 2.0], hint="xs")
+    _bitwise(fb, pb.local("isrc", "int16", [16, 128]))
     for op in Op:
         if op.text.startswith(("tile.row_expand", "tile.col_expand")):
             pld.tile.expand(op, x, rows if op.text.startswith("tile.row") else cols, hint="ex")
     return pb.build()
+
+
+def _bitwise(fb: Any, src: Any) -> None:
+    """The bitwise ops and shifts of a narrowed INT16 tile, tile-tile and tile-scalar, xor with its scratch."""
+    pld = fb.pld
+    i = pld.tile.load(src, [0, 0], [16, 128], valid_shape=[11, 100], hint="i")
+    tmp = pld.tile.create([16, 128], "int16", hint="xtmp")
+    for op in (Op.TILE_AND, Op.TILE_OR, Op.TILE_SHL, Op.TILE_SHR):
+        pld.tile.binary(op, i, i, hint="bw")
+    for op in (Op.TILE_ANDS, Op.TILE_ORS, Op.TILE_SHLS, Op.TILE_SHRS):
+        fb.op(op, [i, 3], hint="bws")
+    fb.op(Op.TILE_XOR, [i, i, tmp], hint="xr")
+    fb.op(Op.TILE_XORS, [i, 5, tmp], hint="xrs")
+    pld.tile.unary(Op.TILE_NOT, i, hint="inv")
 
 
 def cube() -> Program:

@@ -211,16 +211,20 @@ def _kernel_atomic(tr: DeviceLevel, value: Any, name: str, node: ast.AST) -> Ato
 
 
 def _binary(tile_op: Op, scalar_op: Op | None, name: str, negate: bool = False,
-            high_precision: bool = False) -> Rule:
+            high_precision: bool = False, scratch: bool = False) -> Rule:
     """``pl.<op>`` / ``pl.tensor.<op>`` on tiles or tensors (pypto's unified op dispatches on the operand:
     a tensor is loaded whole, as ConvertTensorToTileOps keeps the value on core). A scalar right operand
     goes to ``scalar_op``, negated first when ``negate`` (``x - s`` is ``x + -s``). ``high_precision``:
-    the op takes pypto's keyword (float operands only, as pypto checks; the numerics are the same)."""
-    options = {"high_precision": False} if high_precision else {}
+    the op takes pypto's keyword (float operands only, as pypto checks; the numerics are the same).
+    ``scratch``: the op takes pypto's ``tmp`` (xor / xors), required of a tile, refused with a tensor."""
+    options: dict[str, Any] = {"high_precision": False} if high_precision else {}
+    if scratch:
+        options["tmp"] = None
 
     def rule(tr: DeviceLevel, node: ast.Call) -> Var:
-        bound = bind_call(tr, node, ("lhs", "rhs"), options, name)
+        bound = bind_call(tr, node, ("lhs", "rhs", "tmp") if scratch else ("lhs", "rhs"), options, name)
         was_tensor = tensor_on_core(tr, bound["lhs"])
+        tmp = _xor_scratch(tr, bound.pop("tmp", None), was_tensor, scratch, name, node)
         b = {k: on_core(tr, v, node, name) for k, v in bound.items()}
         lhs = b["lhs"]
         if not (isinstance(lhs, Var) and isinstance(lhs.type, TileType)):
@@ -236,6 +240,8 @@ def _binary(tile_op: Op, scalar_op: Op | None, name: str, negate: bool = False,
                                    "broadcasting: the PTO high-precision row-expand division form requires an "
                                    "explicit tmp tile", node)
                 return tr.fb.pld.tile.expand(expand, lhs, rhs, hint=tr.hint("acc"))
+            if tmp is not None:
+                return tr.fb.op(tile_op, [lhs, rhs, tmp], hint=tr.hint("acc"))
             return tr.fb.pld.tile.binary(tile_op, lhs, rhs, hint=tr.hint("acc"))
         if b.get("high_precision"):
             raise tr.error("pypto refuses it: tensor.div(high_precision=True) requires a Tensor rhs" if was_tensor
@@ -244,11 +250,55 @@ def _binary(tile_op: Op, scalar_op: Op | None, name: str, negate: bool = False,
             raise tr.error(f"{name}: rhs must be a tile", node)
         if negate:
             rhs = as_expr(0) - rhs if is_ir(rhs) else -rhs
-        out = tr.fb.op(scalar_op, [lhs, as_expr(rhs)], hint=tr.hint("acc"))
+        out = tr.fb.op(scalar_op, [lhs, as_expr(rhs), *([] if tmp is None else [tmp])], hint=tr.hint("acc"))
         assert out is not None
         return out
 
     return rule
+
+
+def _xor_scratch(tr: DeviceLevel, tmp: Any, was_tensor: bool, scratch: bool, name: str,
+                 node: ast.AST) -> Var | None:
+    """pypto's ``tmp`` of xor / xors: a tile call must pass it, a tensor call must not (its conversion makes
+    one); pldemu's result does not depend on it."""
+    if not scratch:
+        return None
+    if was_tensor:
+        if tmp is not None:
+            raise tr.error(f"pypto refuses it: {name}: tmp is only for a Tile operand (the tensor path's "
+                           "conversion allocates the scratch)", node)
+        return None
+    if tmp is None:
+        raise tr.error(f"pypto refuses it: {name} of a tile needs tmp (a scratch tile like the input)", node)
+    return _tile(tr, tmp, f"{name}: tmp", node)
+
+
+def _expands(name: str, src: str) -> Rule:
+    """``pl.expands(target, scalar)``: ``target``'s shape filled with ``scalar`` (``target`` is not read)."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, (src, "scalar"), {}, name)
+        target = _tile(tr, on_core(tr, b[src], node, name), f"{name}: {src}", node)
+        out = tr.fb.op(Op.TILE_EXPANDS, [target, as_expr(b["scalar"])], hint=tr.hint("full"))
+        assert out is not None
+        return out
+
+    return rule
+
+
+def _elementwise_ops() -> dict[str, Rule]:
+    """pypto's relu, fmod and the bitwise ops and shifts in their unified, tensor and tile spellings (pypto's
+    ``and_`` / ``or_`` / ``not_`` keep Python's trailing underscore; the IR ops are ``tile.and`` ...)."""
+    out: dict[str, Rule] = {f"pl.{p}relu": _unary(Op.TILE_RELU, f"pl.{p}relu", "tile") for p in ("", "tile.")}
+    for prefix, src in (("pl.", "input"), ("pl.tensor.", "input"), ("pl.tile.", "tile")):
+        out[f"{prefix}not_"] = _unary(Op.TILE_NOT, f"{prefix}not_", src)
+        out[f"{prefix}expands"] = _expands(f"{prefix}expands", "target")
+        for stem, op in (("fmod", "fmod"), ("and_", "and"), ("or_", "or"), ("xor", "xor"), ("shl", "shl"),
+                         ("shr", "shr")):
+            tile_op, scalar_op, scratch = Op(f"tile.{op}"), Op(f"tile.{op}s"), op == "xor"
+            out[f"{prefix}{stem}"] = _binary(tile_op, scalar_op, f"{prefix}{stem}", scratch=scratch)
+            out[f"{prefix}{op}s"] = _binary(scalar_op, scalar_op, f"{prefix}{op}s", scratch=scratch)
+    return out
 
 
 _ROW_BROADCAST: Mapping[Op, Op] = MappingProxyType({
@@ -359,11 +409,12 @@ def _reduce_ops() -> dict[str, Rule]:
                                            ("pl.tile.", "tile", tmp)):
                 out[f"{prefix}{side}_{kind}"] = _reduce(op, f"{prefix}{side}_{kind}", src, takes_tmp,
                                                         tile_needs_tmp=side == "row")
-    for kind in ("argmax", "argmin"):  # INT32 indices; the scratch is required as for the row reductions
-        for prefix, src, takes_tmp in (("pl.", "input", True), ("pl.tensor.", "input", False),
-                                       ("pl.tile.", "tile", True)):
-            out[f"{prefix}row_{kind}"] = _reduce(Op(f"tile.row_{kind}"), f"{prefix}row_{kind}", src, takes_tmp,
-                                                 tile_needs_tmp=True)
+    # INT32 indices and row_prod: a tile call must pass the scratch, as for the row reductions; col_prod takes none
+    for stem in ("row_argmax", "row_argmin", "col_argmax", "col_argmin", "row_prod", "col_prod"):
+        tmp = stem != "col_prod"
+        for prefix, src, takes_tmp in (("pl.", "input", tmp), ("pl.tensor.", "input", False),
+                                       ("pl.tile.", "tile", tmp)):
+            out[f"{prefix}{stem}"] = _reduce(Op(f"tile.{stem}"), f"{prefix}{stem}", src, takes_tmp, tile_needs_tmp=tmp)
     return out
 
 
@@ -1327,6 +1378,7 @@ _MATH_OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.tensor.divs": _binary(Op.TILE_DIVS, Op.TILE_DIVS, "pl.tensor.divs"),
     **_reduce_ops(),
     **_expand_ops(),
+    **_elementwise_ops(),
     **{f"{prefix}matmul": _matmul(f"{prefix}matmul") for prefix in ("pl.", "pl.tensor.", "pl.tile.")},
     **{f"{prefix}matmul_acc": _matmul_acc(f"{prefix}matmul_acc") for prefix in ("pl.", "pl.tensor.", "pl.tile.")},
     "pl.batch_matmul": _matmul("pl.batch_matmul"),
@@ -1373,6 +1425,9 @@ _OPS: Mapping[str, Rule] = MappingProxyType({
     **_MATH_OPS,
     "pl.min": _scalar_minmax(BinOpKind.MIN, min, "pl.min"),
     "pl.max": _scalar_minmax(BinOpKind.MAX, max, "pl.max"),
+    # pypto's pl.tile.min / max are its scalar min / max (tile_ops.py), not a tile-tile op
+    "pl.tile.min": _scalar_minmax(BinOpKind.MIN, min, "pl.tile.min"),
+    "pl.tile.max": _scalar_minmax(BinOpKind.MAX, max, "pl.tile.max"),
     "pl.const": _const,
     "pl.cast": _cast_rule("input"),
     "pl.read": _read_rule("pl.read", ("src", "offset")),

@@ -1,5 +1,6 @@
 """Handlers of the unary tile math, the divisions and the scalar extremes: exp, log, sqrt, rsqrt, recip,
-neg, abs, div, divs, maximums, minimums.
+neg, abs, relu, div, divs, fmod, fmods, maximums, minimums, expands, and the bitwise ops and shifts (and, or,
+xor, not, shl, shr and the scalar ands, ors, xors, shls, shrs).
 
 Registered into the one handler table (``pldemu.runtime.ops.HANDLERS``). Like the other tile math,
 each op runs over the whole physical tile in the tile's own dtype and the result keeps the input's
@@ -13,6 +14,16 @@ each op runs over the whole physical tile in the tile's own dtype and the result
   ``divs`` truncate toward zero (C's integer division) and a division by zero gives 0.
 - A ``divs`` / ``maximums`` / ``minimums`` scalar is converted to the tile's dtype first, as for ``adds`` /
   ``muls``; ``maximums`` / ``minimums`` propagate a NaN (pypto leaves it open).
+- ``relu`` is ``max(x, 0)``, exact (a NaN stays NaN). ``expands`` fills the target's shape with the scalar
+  converted to its dtype; the target's values are not read.
+- ``fmod`` / ``fmods``: C's ``fmod`` (the remainder takes the dividend's sign, as pypto's docstring and its
+  torch reference ``torch.fmod`` say), exact for floats; integers truncate (C's ``%``) and a zero divisor gives
+  0 (a float one NaN). pypto's comment on the kernel (tile.fmod in src/ir/op/tile_ops/elementwise.cpp) says it
+  divides first, so the device may differ from the exact remainder when the quotient is large.
+- Bitwise ops act on the two's complement bits of the tile's dtype; ``shl`` wraps; ``shr`` of a signed type is
+  arithmetic (as C's and torch's ``>>``). A shift count outside ``[0, bits)`` is left open by pypto; here it
+  gives 0 (-1 for a negative value shifted right), numpy's rule. A tile count of another integer type is
+  converted to the lhs's first (wrapping). ``xor`` / ``xors`` ignore pypto's scratch ``tmp``.
 """
 
 from __future__ import annotations
@@ -73,6 +84,40 @@ def _with_scalar(fn: Callable[[np.ndarray, Any], np.ndarray]) -> Handler:
     return handler
 
 
+def fmod(a: np.ndarray, b: Any) -> np.ndarray:
+    """C's ``fmod`` in ``a``'s dtype: the remainder with the dividend's sign; an integer zero divisor gives 0."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.asarray(np.fmod(a, np.asarray(b, a.dtype)), a.dtype)
+
+
+def _relu(x: np.ndarray) -> np.ndarray:
+    return np.maximum(x, x.dtype.type(0))
+
+
+def _with_tile(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Handler:
+    """A tile-tile op whose rhs is taken in the lhs's dtype (a shift's count tile may be any integer type);
+    a third argument (xor's scratch) is not read."""
+
+    def handler(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
+        lhs: Tile = args[0]
+        rhs = args[1].data.astype(lhs.data.dtype, copy=False)
+        return Tile(np.asarray(fn(lhs.data, rhs), lhs.data.dtype), lhs.valid)
+
+    return handler
+
+
+def _expands(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
+    target: Tile = args[0]
+    dtype = target.data.dtype
+    return Tile(np.full(target.data.shape, scalar_as(dtype, args[1]), dtype), target.valid)
+
+
+_BITWISE: Mapping[str, Callable[[np.ndarray, Any], np.ndarray]] = MappingProxyType({
+    "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor, "shl": np.left_shift,
+    "shr": np.right_shift,
+})
+"""The bitwise ops and shifts by pypto's name; ``<name>s`` is the scalar form."""
+
 MATH_HANDLERS: Mapping[Op, Handler] = MappingProxyType({
     Op.TILE_EXP: _unary(np.exp),
     Op.TILE_LOG: _unary(np.log),
@@ -85,7 +130,14 @@ MATH_HANDLERS: Mapping[Op, Handler] = MappingProxyType({
     Op.TILE_DIVS: _with_scalar(divide),
     Op.TILE_MAXIMUMS: _with_scalar(np.maximum),
     Op.TILE_MINIMUMS: _with_scalar(np.minimum),
+    Op.TILE_RELU: _unary(_relu),
+    Op.TILE_FMOD: _with_tile(fmod),
+    Op.TILE_FMODS: _with_scalar(fmod),
+    Op.TILE_EXPANDS: _expands,
+    Op.TILE_NOT: _unary(np.invert),
+    **{Op(f"tile.{name}"): _with_tile(fn) for name, fn in _BITWISE.items()},
+    **{Op(f"tile.{name}s"): _with_scalar(fn) for name, fn in _BITWISE.items()},
 })
 """Entries of the one handler table (merged there)."""
 
-__all__ = ["MATH_HANDLERS", "divide"]
+__all__ = ["MATH_HANDLERS", "divide", "fmod"]

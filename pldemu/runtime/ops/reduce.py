@@ -1,4 +1,5 @@
-"""Handlers of the row / column reductions and expands: row_sum/max/min, col_sum/max/min, row_argmax/argmin,
+"""Handlers of the row / column reductions and expands: row_sum/max/min/prod, col_sum/max/min/prod,
+row_argmax/argmin, col_argmax/argmin,
 row_expand and col_expand with add/sub/mul/div/max/min/expdif, and the plain broadcasts.
 
 Registered into the one handler table (``pldemu.runtime.ops.HANDLERS``). Everything runs in the tile's
@@ -14,7 +15,8 @@ dtype (no widening: pypto accumulates in the input dtype), each addition rounded
   (an odd last one carried to the next level), until one is left; without, *sequential* from the first
   element (``((x0 + x1) + x2) + ...``). pypto's row reductions always have a scratch (required on a tile,
   synthesised by its conversion for a tensor), so row sums are trees; a tensor-level ``col_sum`` has none.
-  Max / min are exact in any order; a NaN propagates; an empty extent gives the identity (0, -inf / +inf
+  Products (row_prod, col_prod) follow the same order rule, each multiplication rounded (integers wrap).
+  Max / min are exact in any order; a NaN propagates; an empty extent gives the identity (0, 1, -inf / +inf
   or the integer type's extremes).
 - **Expands** compute ``x op v`` over the whole physical tile, ``v`` broadcast along the row or column;
   ``expdif`` is ``exp(x - v)``, two steps each rounded; ``div`` divides as ``tile.div`` does.
@@ -36,24 +38,25 @@ from pldemu.runtime.sites import CallSite
 from pldemu.runtime.values import Tile, prefix
 
 
-def tree_sum(a: np.ndarray, axis: int) -> np.ndarray:
-    """The binary-tree sum of ``a`` along ``axis`` (kept, length 1), each addition in ``a``'s dtype."""
+def tree_sum(a: np.ndarray, axis: int, ufunc: np.ufunc = np.add) -> np.ndarray:
+    """The binary-tree sum (``ufunc``: np.multiply for a product) of ``a`` along ``axis`` (kept, length 1),
+    each step in ``a``'s dtype."""
     a = np.moveaxis(a, axis, -1)
     if a.shape[-1] == 0:
-        return np.moveaxis(np.zeros((*a.shape[:-1], 1), a.dtype), -1, axis)
+        return np.moveaxis(np.full((*a.shape[:-1], 1), ufunc.identity, a.dtype), -1, axis)
     while a.shape[-1] > 1:
         half = a.shape[-1] // 2
-        pairs = np.add(a[..., :half], a[..., half:2 * half])
+        pairs = ufunc(a[..., :half], a[..., half:2 * half])
         a = np.concatenate([pairs, a[..., 2 * half:]], axis=-1) if a.shape[-1] % 2 else pairs
     return np.moveaxis(a, -1, axis)
 
 
-def sequential_sum(a: np.ndarray, axis: int) -> np.ndarray:
-    """The left-to-right sum of ``a`` along ``axis`` (kept, length 1): ``np.add.accumulate`` adds one
-    element at a time, each addition rounded to ``a``'s dtype."""
+def sequential_sum(a: np.ndarray, axis: int, ufunc: np.ufunc = np.add) -> np.ndarray:
+    """The left-to-right sum (``ufunc``: np.multiply for a product) of ``a`` along ``axis`` (kept, length 1):
+    ``accumulate`` takes one element at a time, each step rounded to ``a``'s dtype."""
     if a.shape[axis] == 0:
-        return np.zeros(tuple(1 if i == axis % a.ndim else d for i, d in enumerate(a.shape)), a.dtype)
-    return np.take(np.add.accumulate(a, axis=axis), [-1], axis=axis)
+        return np.full(tuple(1 if i == axis % a.ndim else d for i, d in enumerate(a.shape)), ufunc.identity, a.dtype)
+    return np.take(ufunc.accumulate(a, axis=axis), [-1], axis=axis)
 
 
 def _extreme(ufunc: np.ufunc) -> Callable[[np.ndarray, int], np.ndarray]:
@@ -68,9 +71,9 @@ def _extreme(ufunc: np.ufunc) -> Callable[[np.ndarray, int], np.ndarray]:
     return reduce
 
 
-def _reduction(axis: int, sums: bool, ufunc: np.ufunc | None = None) -> Handler:
-    """A reduction over ``axis`` of the valid box: a sum (tree with a scratch argument, else sequential)
-    or ``ufunc``'s extreme."""
+def _reduction(axis: int, sums: bool, ufunc: np.ufunc | None = None, step: np.ufunc = np.add) -> Handler:
+    """A reduction over ``axis`` of the valid box: a sum (``step``: np.multiply for a product; a tree with a
+    scratch argument, else sequential) or ``ufunc``'s extreme."""
     extreme = _extreme(ufunc) if ufunc is not None else None
 
     def handler(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
@@ -79,7 +82,7 @@ def _reduction(axis: int, sums: bool, ufunc: np.ufunc | None = None) -> Handler:
         if extreme is not None:
             red = extreme(box, axis)
         else:
-            red = (tree_sum if len(args) > 1 else sequential_sum)(box, axis)
+            red = (tree_sum if len(args) > 1 else sequential_sum)(box, axis, step)
         shape = list(tile.data.shape)
         shape[axis] = 1
         out = m.poison.array(tuple(shape), tile.data.dtype)
@@ -140,6 +143,10 @@ REDUCE_HANDLERS: Mapping[Op, Handler] = MappingProxyType({
     Op.TILE_COL_MIN: _reduction(-2, False, np.minimum),
     Op.TILE_ROW_ARGMAX: _arg_reduction(-1, np.argmax),
     Op.TILE_ROW_ARGMIN: _arg_reduction(-1, np.argmin),
+    Op.TILE_COL_ARGMAX: _arg_reduction(-2, np.argmax),
+    Op.TILE_COL_ARGMIN: _arg_reduction(-2, np.argmin),
+    Op.TILE_ROW_PROD: _reduction(-1, True, step=np.multiply),
+    Op.TILE_COL_PROD: _reduction(-2, True, step=np.multiply),
     **{Op(f"tile.{side}_expand{suffix}"): _expand(fn) for side in ("row", "col") for suffix, fn in _EXPAND_FNS.items()},
 })
 """Entries of the one handler table (merged there)."""

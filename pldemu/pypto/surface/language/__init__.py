@@ -155,6 +155,27 @@ col_max = DslOp("pl.col_max")
 col_min = DslOp("pl.col_min")
 row_argmax = DslOp("pl.row_argmax")
 row_argmin = DslOp("pl.row_argmin")
+row_prod = DslOp("pl.row_prod")
+col_prod = DslOp("pl.col_prod")
+col_argmax = DslOp("pl.col_argmax")
+col_argmin = DslOp("pl.col_argmin")
+relu = DslOp("pl.relu")
+fmod = DslOp("pl.fmod")
+fmods = DslOp("pl.fmods")
+expands = DslOp("pl.expands")
+and_ = DslOp("pl.and_")
+ands = DslOp("pl.ands")
+or_ = DslOp("pl.or_")
+ors = DslOp("pl.ors")
+xor = DslOp("pl.xor")
+xors = DslOp("pl.xors")
+not_ = DslOp("pl.not_")
+shl = DslOp("pl.shl")
+shls = DslOp("pl.shls")
+shr = DslOp("pl.shr")
+shrs = DslOp("pl.shrs")
+_ELEMENTWISE = ("fmod", "fmods", "expands", "and_", "ands", "or_", "ors", "xor", "xors", "not_", "shl", "shls",
+                "shr", "shrs")
 row_expand = DslOp("pl.row_expand")
 row_expand_add = DslOp("pl.row_expand_add")
 row_expand_sub = DslOp("pl.row_expand_sub")
@@ -187,7 +208,8 @@ set_validshape = DslOp("pl.set_validshape")
 _LAYOUT = ("reshape", "transpose", "fillpad", "set_validshape")
 _EXPANDS = tuple(f"{side}_expand{suffix}" for side in ("row", "col")
                  for suffix in ("", "_add", "_sub", "_mul", "_div", "_max", "_min", "_expdif"))
-_REDUCTIONS = ("row_sum", "row_max", "row_min", "col_sum", "col_max", "col_min", "row_argmax", "row_argmin")
+_REDUCTIONS = ("row_sum", "row_max", "row_min", "col_sum", "col_max", "col_min", "row_argmax", "row_argmin",
+               "row_prod", "col_prod", "col_argmax", "col_argmin")
 _SORT = ("sort32", "mrgsort", "gather", "arange", "scatter")
 arange = DslOp("pl.arange")
 sort32 = DslOp("pl.sort32")
@@ -198,13 +220,15 @@ _MATH = ("div", "exp", "log", "sqrt", "rsqrt", "recip", "neg", "abs")
 tensor = Namespace("pl.tensor", ("add", "sub", "mul", "maximum", "minimum", "cast", "slice", "assemble", "dim",
                                  "read", "write", "create_l1", "gather_row", "cmp",
                                  *_MATH, "divs", *_EXPANDS, "full", *_CUBE, *_LAYOUT, "create", *_SORT, "ci",
-                                 "get_block_idx", *_REDUCTIONS, "adds", "subs", "muls", "concat"))
+                                 "get_block_idx", *_REDUCTIONS, "adds", "subs", "muls", "concat",
+                                 *_ELEMENTWISE))
 tile = Namespace("pl.tile", ("get_block_idx", "load", "store", "add", "sub", "mul", "maximum", "minimum", "adds", "muls",
                              "cast",
                              *_MATH, "divs", *_REDUCTIONS, *_EXPANDS, "full", "maximums", "minimums", *_CUBE,
                              "batch_matmul", "move", *_LAYOUT, "create", *_SORT, "ci",
                              "gather_mask", "concat", "read", "write", "aiv_shard", "aic_gather",
-                             "get_subblock_idx", "transpose_view", "slice"))
+                             "get_subblock_idx", "transpose_view", "slice", "relu", *_ELEMENTWISE,
+                             "max", "min"))
 tile.MaskPattern = MaskPattern  # type: ignore[attr-defined]
 
 prefetch = Namespace("pl.prefetch", ("make_context", "async_prefetch", "session", "wait"))
@@ -212,4 +236,4 @@ prefetch = Namespace("pl.prefetch", ("make_context", "async_prefetch", "session"
 array = Namespace("pl.array", ("create", "get_element", "update_element"))
 """pypto's on-core scalar arrays (``pl.array.create(extent, dtype)``, ``arr[i]``, ``arr[i] = v``)."""
 
-__all__ = ["BF16", "BOOL", "FP16", "FP32", "INDEX", "INT8", "INT16", "INT32", "INT64", "RUNTIME", "TASK_ID", "UINT8", "UINT16", "UINT32", "Array", "AtomicType", "FunctionType", "InOut", "JITFunction", "Level", "Mem", "MemorySpace", "Out", "PadValue", "PyDType", "Role", "Scalar", "SplitMode", "Tensor", "Tile", "abs", "add", "aic_gather", "aiv_shard", "arange", "array", "assemble", "at", "batch_matmul", "cast", "cmp", "col_expand", "col_expand_add", "col_expand_div", "col_expand_expdif", "col_expand_max", "col_expand_min", "col_expand_mul", "col_expand_sub", "col_max", "col_min", "col_sum", "concat", "const", "create_l1", "create_tensor", "create_tile", "cross_core_slot", "div", "dynamic", "exp", "fillpad", "full", "function", "gather", "gather_row", "jit", "load", "log", "manual_scope", "matmul", "matmul_acc", "max", "maximum", "min", "minimum", "move", "mrgsort", "mul", "neg", "no_dep", "parallel", "pipeline", "prefetch", "program", "range", "read", "recip", "reshape", "row_argmax", "row_argmin", "row_expand", "row_expand_add", "row_expand_div", "row_expand_expdif", "row_expand_max", "row_expand_min", "row_expand_mul", "row_expand_sub", "row_max", "row_min", "row_sum", "rsqrt", "scatter", "scope", "set_validshape", "slice", "sort32", "split", "split_aiv", "spmd", "spmd_submit", "sqrt", "store", "sub", "system", "tensor", "tile", "transpose", "unroll", "write", "yield_"]
+__all__ = ["BF16", "BOOL", "FP16", "FP32", "INDEX", "INT8", "INT16", "INT32", "INT64", "RUNTIME", "TASK_ID", "UINT8", "UINT16", "UINT32", "Array", "AtomicType", "FunctionType", "InOut", "JITFunction", "Level", "Mem", "MemorySpace", "Out", "PadValue", "PyDType", "Role", "Scalar", "SplitMode", "Tensor", "Tile", "abs", "add", "aic_gather", "aiv_shard", "and_", "ands", "arange", "array", "assemble", "at", "batch_matmul", "cast", "cmp", "col_argmax", "col_argmin", "col_expand", "col_expand_add", "col_expand_div", "col_expand_expdif", "col_expand_max", "col_expand_min", "col_expand_mul", "col_expand_sub", "col_max", "col_min", "col_prod", "col_sum", "concat", "const", "create_l1", "create_tensor", "create_tile", "cross_core_slot", "div", "dynamic", "exp", "expands", "fillpad", "fmod", "fmods", "full", "function", "gather", "gather_row", "jit", "load", "log", "manual_scope", "matmul", "matmul_acc", "max", "maximum", "min", "minimum", "move", "mrgsort", "mul", "neg", "no_dep", "not_", "or_", "ors", "parallel", "pipeline", "prefetch", "program", "range", "read", "recip", "relu", "reshape", "row_argmax", "row_argmin", "row_expand", "row_expand_add", "row_expand_div", "row_expand_expdif", "row_expand_max", "row_expand_min", "row_expand_mul", "row_expand_sub", "row_max", "row_min", "row_prod", "row_sum", "rsqrt", "scatter", "scope", "set_validshape", "shl", "shls", "shr", "shrs", "slice", "sort32", "split", "split_aiv", "spmd", "spmd_submit", "sqrt", "store", "sub", "system", "tensor", "tile", "transpose", "unroll", "write", "xor", "xors", "yield_"]
