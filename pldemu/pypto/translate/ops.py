@@ -240,9 +240,11 @@ def _binary(tile_op: Op, scalar_op: Op | None, name: str, negate: bool = False,
                                    "broadcasting: the PTO high-precision row-expand division form requires an "
                                    "explicit tmp tile", node)
                 return tr.fb.pld.tile.expand(expand, lhs, rhs, hint=tr.hint("acc"))
-            if tmp is not None:
-                return tr.fb.op(tile_op, [lhs, rhs, tmp], hint=tr.hint("acc"))
-            return tr.fb.pld.tile.binary(tile_op, lhs, rhs, hint=tr.hint("acc"))
+            if tmp is None:
+                return tr.fb.pld.tile.binary(tile_op, lhs, rhs, hint=tr.hint("acc"))
+            out = tr.fb.op(tile_op, [lhs, rhs, tmp], hint=tr.hint("acc"))
+            assert out is not None
+            return out
         if b.get("high_precision"):
             raise tr.error("pypto refuses it: tensor.div(high_precision=True) requires a Tensor rhs" if was_tensor
                            else f"pypto refuses it: {name}: high_precision requires a Tile rhs", node)
