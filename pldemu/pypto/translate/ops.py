@@ -501,6 +501,10 @@ def _transpose_view(tr: DeviceLevel, node: ast.Call) -> Var:
     return _transposed(tr, tile, True, "pl.tile.transpose_view", node)
 
 
+_CMP_RHS = {"pl.tile.cmp": "a tile", "pl.tile.cmps": "a scalar"}
+"""pypto's tile-level spellings take one kind of rhs each (``tile_ops.cmp`` / ``cmps``)."""
+
+
 def _cmp(name: str) -> Rule:
     """``pl.cmp(lhs, rhs, cmp_type=0)`` (0 eq, 1 ne, 2 lt, 3 le, 4 gt, 5 ge): of tiles, ``tile.cmp`` /
     ``tile.cmps`` (a scalar rhs), the packed predicate mask; of a tensor (or a tensor-level tile), pypto's
@@ -513,7 +517,10 @@ def _cmp(name: str) -> Rule:
         rhs = on_core(tr, b["rhs"], node, name)
         kind = CmpType(int(b["cmp_type"]))
         t = tltype(lhs)
-        if isinstance(rhs, Var) and isinstance(rhs.type, TileType):
+        tile_rhs = isinstance(rhs, Var) and isinstance(rhs.type, TileType)
+        if name in _CMP_RHS and tile_rhs != (name == "pl.tile.cmp"):
+            raise tr.error(f"pypto refuses it: {name}: rhs must be {_CMP_RHS[name]}, got {rhs!r}", node)
+        if tile_rhs:
             mask = tr.fb.pld.tile.cmp(lhs, rhs, kind, hint=tr.hint("mask"))
         else:
             mask = tr.fb.pld.tile.cmps(lhs, _typed(rhs, t.dtype), kind, hint=tr.hint("mask"))
@@ -525,6 +532,15 @@ def _cmp(name: str) -> Rule:
         return tr.fb.pld.tile.sel(mask, one, zero, scratch, hint=tr.hint("cmp"))
 
     return rule
+
+
+def _sel(tr: DeviceLevel, node: ast.Call) -> Var:
+    """``pl.tile.sel(mask, lhs, rhs, tmp)``: ``lhs`` where the predicate mask (``pl.tile.cmp`` / ``cmps``) holds,
+    else ``rhs`` (pypto's TSEL; ``tmp`` its scratch, UINT8 [1, 32] on A2/A3)."""
+    name = "pl.tile.sel"
+    b = bind_call(tr, node, ("mask", "lhs", "rhs", "tmp"), {}, name)
+    mask, lhs, rhs, tmp = (_tile(tr, b[k], f"{name}: {k}", node) for k in ("mask", "lhs", "rhs", "tmp"))
+    return tr.fb.pld.tile.sel(mask, lhs, rhs, tmp, hint=tr.hint("sel"))
 
 
 def _cube_operands(tr: DeviceLevel, b: Mapping[str, Any], name: str, node: ast.AST) -> tuple[Var, Var, bool]:
@@ -1446,6 +1462,9 @@ _OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.tile.transpose_view": _transpose_view,
     "pl.cmp": _cmp("pl.cmp"),
     "pl.tensor.cmp": _cmp("pl.tensor.cmp"),
+    "pl.tile.cmp": _cmp("pl.tile.cmp"),
+    "pl.tile.cmps": _cmp("pl.tile.cmps"),
+    "pl.tile.sel": _sel,
     "pl.create_l1": _create_l1("pl.create_l1"),
     "pl.tensor.create_l1": _create_l1("pl.tensor.create_l1"),
     "pl.gather_row": _gather_row("pl.gather_row"),

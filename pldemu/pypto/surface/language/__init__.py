@@ -228,7 +228,7 @@ tile = Namespace("pl.tile", ("get_block_idx", "load", "store", "add", "sub", "mu
                              "batch_matmul", "move", *_LAYOUT, "create", *_SORT, "ci",
                              "gather_mask", "concat", "read", "write", "aiv_shard", "aic_gather",
                              "get_subblock_idx", "transpose_view", "slice", "relu", *_ELEMENTWISE,
-                             "max", "min"))
+                             "max", "min", "cmp", "cmps", "sel"))
 tile.MaskPattern = MaskPattern  # type: ignore[attr-defined]
 
 prefetch = Namespace("pl.prefetch", ("make_context", "async_prefetch", "session", "wait"))
