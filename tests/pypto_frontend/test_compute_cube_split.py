@@ -136,9 +136,9 @@ def _mistake(mistake: str):  # type: ignore[no-untyped-def]
     ("outside", "pl.aiv_shard outside a pl.split_aiv region"),
     ("gather", "pl.aic_gather inside a loop or branch of an UP_DOWN / LEFT_RIGHT region is not supported"),
     ("odd", "does not split into 3 lanes along axis 0"),
-    ("sync-outside", "pl.system.syncall is supported by pldemu only as a statement at the top level of a "
+    ("sync-outside", "pl.system.syncall is supported by pldemu as a statement at the top level of a "
                      "pl.split_aiv region body"),
-    ("sync-nested", "pl.system.syncall is supported by pldemu only as a statement at the top level"),
+    ("sync-nested", "pl.system.syncall is supported by pldemu as a statement at the top level"),
     ("sync-hard-workspace", "pypto refuses it: syncall(mode='hard') takes no gm_workspace/used_cores"),
     ("sync-soft-count", "pypto refuses it: soft syncall requires explicit used_cores"),
 ])

@@ -72,7 +72,7 @@ def split_aiv_loop(tr: Any, s: ast.For) -> None:
         raise tr.error("for NAME in pl.split_aiv(...): one loop variable, no else", s)
     if _LANE_KEY in tr.env:
         raise tr.error("pl.split_aiv regions do not nest", s)
-    segments = _segments(tr, s.body)
+    segments = syncall_segments(tr, s.body)
     top, gathered = _top_calls(s.body), dict[int, Var]()
     # Between barriers each lane keeps its own names (a lane's value never reaches another lane); a name an
     # enclosing loop carries stays the carry's variable.
@@ -82,7 +82,7 @@ def split_aiv_loop(tr: Any, s: ast.For) -> None:
         for phase, body in enumerate(segments):
             for index in range(lanes):
                 if len(segments) > 1:
-                    _restore(tr, *states[index])
+                    restore_names(tr, *states[index])
                 tr.env[_LANE_KEY] = AivLane(index, lanes, _SPLIT_AXIS[mode], top, gathered)
                 tr.env[s.target.id] = index
                 tr.fb.pld.system.aiv_lane(index)
@@ -93,22 +93,24 @@ def split_aiv_loop(tr: Any, s: ast.For) -> None:
     finally:
         tr.env.pop(_LANE_KEY, None)
     if len(segments) > 1:
-        _restore(tr, states[-1][0], {**base_owned, **states[-1][1]})
+        restore_names(tr, states[-1][0], {**base_owned, **states[-1][1]})
         tr.env.pop(_LANE_KEY, None)
     tr.fb.pld.system.aiv_lane(-1)
 
 
-def _restore(tr: Any, env: dict[str, Any], owned: dict[str, Any]) -> None:
+def restore_names(tr: Any, env: dict[str, Any], owned: dict[str, Any]) -> None:
+    """The translator's names as they were (``env``, ``owned`` snapshots)."""
     tr.env.clear()
     tr.env.update(env)
     tr.owned.clear()
     tr.owned.update(owned)
 
 
-def _segments(tr: Any, body: list[ast.stmt]) -> list[list[ast.stmt]]:
-    """The region body cut at its top-level ``pl.system.syncall(...)`` statements (each checked as pypto's
-    wrapper checks it): the lanes run segment by segment, every lane's segment before any lane's next, as
-    the barrier orders them on the device."""
+def syncall_segments(tr: Any, body: list[ast.stmt]) -> list[list[ast.stmt]]:
+    """A body cut at its top-level ``pl.system.syncall(...)`` statements (each checked as pypto's wrapper
+    checks it): a ``pl.split_aiv`` region's lanes, or a ``pl.spmd`` task's blocks (``tasks.spmd_phases``),
+    run segment by segment, every lane's or block's segment before any one's next, as the barrier orders
+    them on the device."""
     segments: list[list[ast.stmt]] = [[]]
     for st in _unfolded(tr, body):
         if isinstance(st, ast.Expr) and dsl_callee(tr, st.value) == "pl.system.syncall":
@@ -223,8 +225,9 @@ def _aic_gather(tr: DeviceLevel, node: ast.Call) -> Any:
 
 
 def _syncall(tr: DeviceLevel, node: ast.Call) -> Any:
-    raise tr.error("pl.system.syncall is supported by pldemu only as a statement at the top level of a "
-                   "pl.split_aiv region body (the barrier of its AIV lanes)", node)
+    raise tr.error("pl.system.syncall is supported by pldemu as a statement at the top level of a pl.split_aiv "
+                   "region body (the barrier of its AIV lanes) or of a pl.spmd body (the barrier of its blocks)",
+                   node)
 
 
 def _fence(tr: DeviceLevel, node: ast.Call) -> None:

@@ -43,7 +43,7 @@ from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.translate import arrays
 from pldemu.pypto.translate.cube_split import split_aiv_loop
 from pldemu.pypto.translate.evaluator import Evaluator, dsl_callee
-from pldemu.pypto.translate.level import Carry, Emit, fit_to_carry
+from pldemu.pypto.translate.level import Carry, CrossesSyncall, Emit, fit_to_carry
 from pldemu.pypto.translate.ops import DEVICE_OPS, VIEW_OPS, is_ir
 from pldemu.pypto.translate.regions import (
     Region,
@@ -450,6 +450,11 @@ class DeviceTranslator(Evaluator):
                              "another: pypto merges the branches' values into one variable of the first branch's "
                              "type (its SSA conversion's phi), so pldemu does not guess; pl.cast one branch's value "
                              "to the other's type", node)
+        if isinstance(value, CrossesSyncall):
+            raise self.error(f"{value.name} is bound before a pl.system.syncall of this pl.spmd body and read after "
+                             "it: pldemu runs the body's phases as one task each, where only names bound from the "
+                             "block index and scalars by a plain assignment are carried; bind it again after the "
+                             "barrier (or pass it through a tensor)", node)
         return load_view(self, value, node) if self.loading_views and isinstance(value, TensorView) else value
 
     def eval_Subscript(self, node: ast.Subscript) -> Any:

@@ -68,6 +68,14 @@ class Emit:
         self.lets = {v: e for v, e in self.lets.items() if v != var and var not in _vars_of(e)}
 
 
+@dataclasses.dataclass(frozen=True)
+class CrossesSyncall:
+    """What a name an earlier phase of a ``pl.spmd`` body bound holds in a later one (``tasks.spmd_phases``):
+    an error where it is read, unless the phase binds it again first."""
+
+    name: str
+
+
 def fresh_buffers(emit: Emit, kernel: bool) -> bool:
     """Whether a buffer made here (``pl.create_tensor``, ``pl.array.create``) is a new one at each execution
     (``tensor.create``) rather than one LOCAL buffer of the rank: in a loop, where pypto's orchestration

@@ -31,9 +31,11 @@ from pldemu.ir.nodes import (
 )
 from pldemu.ir.ops import Op
 from pldemu.ir.tasks import scope_problems, task_problems
+from pldemu.pypto.translate.cube_split import restore_names, syncall_segments
 from pldemu.pypto.translate.evaluator import dsl_callee
-from pldemu.pypto.translate.level import TaskState
+from pldemu.pypto.translate.level import CrossesSyncall, TaskState
 from pldemu.pypto.translate.ops import is_ir
+from pldemu.pypto.translate.regions import TensorView, is_tensor
 
 LOOP_KINDS: Mapping[str, LoopKind] = MappingProxyType({
     "pl.range": LoopKind.RANGE, "pl.parallel": LoopKind.PARALLEL, "pl.pipeline": LoopKind.PIPELINE,
@@ -168,16 +170,36 @@ def with_spmd(tr: Any, call: ast.Call, target: ast.expr | None, s: ast.With) -> 
     body = s.body
     if len(body) == 1 and isinstance(body[0], ast.With) and dsl_callee(tr, body[0].items[0].context_expr) == "pl.at":
         body = body[0].body  # the explicit InCore carrier is not wrapped again
-    _spmd(tr, call, s, _target(tr, target), kw, lambda var: tr.block(body))
+    _spmd(tr, call, s, _target(tr, target), kw, body, lambda var: None)
 
 
 def _spmd(tr: Any, call: ast.Call, node: ast.AST, tid: str | None, kw: Mapping[str, ast.keyword],
-          body: Callable[[Var], None]) -> Var | None:
+          body: list[ast.stmt], bind: Callable[[Var], None]) -> Var | None:
+    """One SPMD task of ``body`` (``bind``: the block index's name, a loop's), or one per phase of a body
+    its top-level ``pl.system.syncall`` statements cut (:func:`spmd_phases`)."""
     if not call.args:
         raise tr.error("pl.spmd(n): the block count is the first argument", call)
     blocks = tr.eval(call.args[0])
+    phases = syncall_segments(tr, body)
+    if len(phases) > 1:
+        return spmd_phases(tr, node, tid, kw, blocks, phases, bind)
+    head = _spmd_task(tr, node, tid, kw, blocks, _deps(tr, kw.get("deps")), _body(tr, bind, body))
+    _bind_tid(tr, tid, head)
+    return head
+
+
+def _body(tr: Any, bind: Callable[[Var], None], stmts: list[ast.stmt]) -> Callable[[Var], None]:
+    def run(block: Var) -> None:
+        bind(block)
+        tr.block(stmts)
+
+    return run
+
+
+def _spmd_task(tr: Any, node: ast.AST, tid: str | None, kw: Mapping[str, ast.keyword], blocks: Any,
+               deps: tuple[Any, ...], body: Callable[[Var], None]) -> Var | None:
     block = Var(tr.fb.fresh("block"), as_expr(0).type)
-    with submit(tr, node, TaskKind.SPMD, tid, name=_name(tr, kw.get("name_hint")), deps=_deps(tr, kw.get("deps")),
+    with submit(tr, node, TaskKind.SPMD, tid, name=_name(tr, kw.get("name_hint")), deps=deps,
                 blocks=as_expr(blocks), block_var=block, early_resolve=_flag(tr, kw.get("allow_early_resolve")),
                 no_dep=tuple(tr.emit.tasks.no_dep)) as head:
         tr.emit.tasks.no_dep.clear()
@@ -186,8 +208,52 @@ def _spmd(tr: Any, call: ast.Call, node: ast.AST, tid: str | None, kw: Mapping[s
             body(block)
         finally:
             tr.emit.tasks.blocks.pop()
-    _bind_tid(tr, tid, head.tid)
-    return head.tid
+    tid_var: Var | None = head.tid
+    return tid_var
+
+
+PHASE_CARRIED = frozenset({"pl.tile.get_block_idx", "pl.tile.get_subblock_idx", "pl.min", "pl.max"})
+"""The only calls a phase's plain assignment may make for the next phases to bind the name again."""
+
+
+def spmd_phases(tr: Any, node: ast.AST, tid: str | None, kw: Mapping[str, ast.keyword], blocks: Any,
+                phases: list[list[ast.stmt]], bind: Callable[[Var], None]) -> Var | None:
+    """A ``pl.spmd`` body with top-level ``pl.system.syncall`` barriers (pypto-lib's fused hc_pre, ``sync_start=
+    True``): no block starts its next phase before every block has ended this one, so each phase is an SPMD task
+    of the same blocks depending on the previous phase's (``deps=`` the given deps on the first; ``as tid`` the
+    last's). A phase sees what the earlier ones bound by a plain assignment from the block index and scalars
+    (``core = pl.tile.get_block_idx()``: bound again at its start) and the Orchestration's tensors (a
+    ``pl.assemble`` into one rebinds its name to itself); any other of their names is an error where it is read
+    (a tile lives in one core's buffers: pass it through a tensor)."""
+    outer = (dict(tr.env), dict(tr.owned))
+    # a tensor of the Orchestration stays itself when a phase rebinds its name (pl.assemble into it)
+    tensors = {n for n, v in outer[0].items() if isinstance(v, TensorView) or is_tensor(v)}
+    deps = _deps(tr, kw.get("deps"))
+    carried: list[ast.stmt] = []
+    crossing: set[str] = set()
+    head: Var | None = None
+    for k, phase in enumerate(phases):
+        restore_names(tr, *outer)
+        tr.env.update({n: CrossesSyncall(n) for n in crossing})
+        last = k == len(phases) - 1
+        head = _spmd_task(tr, node, tid if last else "phase_tid", kw, blocks, deps, _body(tr, bind, carried + phase))
+        deps = (head,) if head is not None else ()
+        carried += [st for st in phase if _carried(tr, st)]
+        crossing |= _bound_names(phase) - _bound_names(carried) - tensors
+    restore_names(tr, *outer)
+    _bind_tid(tr, tid, head)
+    return head
+
+
+def _carried(tr: Any, st: ast.stmt) -> bool:
+    """A plain ``NAME = expr`` whose only calls are :data:`PHASE_CARRIED`: a later phase binds it again."""
+    if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)):
+        return False
+    return all(dsl_callee(tr, c) in PHASE_CARRIED for c in ast.walk(st.value) if isinstance(c, ast.Call))
+
+
+def _bound_names(stmts: list[ast.stmt]) -> set[str]:
+    return {n.id for st in stmts for n in ast.walk(st) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
 def spmd_loop(tr: Any, s: ast.For) -> None:
@@ -198,11 +264,10 @@ def spmd_loop(tr: Any, s: ast.For) -> None:
         raise tr.error("for NAME in pl.spmd(n): one loop variable, no else", s)
     name = s.target.id
 
-    def body(block: Var) -> None:
+    def bind(block: Var) -> None:
         tr.env[name] = block
-        tr.block(s.body)
 
-    _spmd(tr, s.iter, s, None, kw, body)
+    _spmd(tr, s.iter, s, None, kw, s.body, bind)
 
 
 def with_scope(tr: Any, call: ast.Call, target: ast.expr | None, s: ast.With) -> None:
@@ -312,10 +377,11 @@ def spmd_submit(tr: Any, node: ast.Call) -> Any:
             and "core_num" in kw):
         raise tr.error("pl.spmd_submit(self.kernel, *args, core_num=N[, deps=[...]])", node)
     inner = ast.copy_location(ast.Call(func=func, args=node.args[1:], keywords=[]), node)
-    spec = ast.copy_location(ast.Call(func=node.func, args=[kw["core_num"].value], keywords=[]), node)
     result: list[Any] = []
-    tid = _spmd(tr, spec, node, tr.hint("tid"), {k: v for k, v in kw.items() if k != "core_num"},
-                lambda block: result.append(tr.eval(inner)))
+    name = tr.hint("tid")
+    tid = _spmd_task(tr, node, name, {k: v for k, v in kw.items() if k != "core_num"}, tr.eval(kw["core_num"].value),
+                     _deps(tr, kw.get("deps")), lambda block: result.append(tr.eval(inner)))
+    _bind_tid(tr, name, tid)
     return (result[0] if result else None, tid)
 
 
