@@ -166,7 +166,9 @@ class ResidentJob:
             pickle.dump(options, f)
         argv = [sys.executable, "-m", "mpi4py", "-m", "pldemu.pool.resident_server", str(self.folder)]
         with (self.folder / "output.txt").open("wb") as log:
-            self._proc = subprocess.Popen(mpiexec_command(ranks, argv, placement), stdin=subprocess.DEVNULL,
+            # stdin: a pipe this process never writes, so rank 0 sees its end when the launcher dies (even by
+            # SIGKILL, the OOM killer's) and ends the job instead of waiting for requests for ever
+            self._proc = subprocess.Popen(mpiexec_command(ranks, argv, placement), stdin=subprocess.PIPE,
                                           stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                           env=job_env({PID_DIR_VAR: str(self.folder / "pids")},
                                                       local_ranks=placement.local_ranks(ranks)))
@@ -411,6 +413,9 @@ class ResidentJob:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._proc.wait(timeout=grace)
         kill_group(self._proc, grace=5.0, marker=str(self.folder / "pids"))
+        if self._proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                self._proc.stdin.close()
 
 
 def verdict_code(races: Sequence[str], invariants: Sequence[str], truncated: bool) -> int:

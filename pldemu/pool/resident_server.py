@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import select
 import sys
 import time
 import traceback
@@ -305,9 +306,9 @@ def _load_arrays(folder: Path, me: int, inst: ProgramInstance) -> dict[str, np.n
             for p in sorted(mine.glob("*.npy"))}
 
 
-def _next_request(folder: Path, index: int) -> dict[str, Any]:
+def _next_request(folder: Path, index: int, watch: bool) -> dict[str, Any]:
     """Request ``index``, waiting for it in the warm back-off, then the idle one (the launcher writes it
-    atomically)."""
+    atomically); ``watch`` (rank 0): while idle, end the job if the launcher is gone (:func:`launcher_gone`)."""
     from pldemu.mpi import IDLE_POLICY, WARM_POLICY, WARM_SECONDS, Backoff
 
     path = request_path(folder, index)
@@ -316,9 +317,27 @@ def _next_request(folder: Path, index: int) -> dict[str, Any]:
         pass
     idle = Backoff(IDLE_POLICY)
     while not path.exists():
+        if watch and launcher_gone():
+            raise LauncherGone(f"the launcher of {folder} is gone (its end of rank 0's stdin closed) before request "
+                               f"{index}: the job ends")
         idle.pause()
     request: dict[str, Any] = json.loads(path.read_text())
     return request
+
+
+class LauncherGone(RuntimeError):
+    """Rank 0's stdin ended while the job waited for a request: whoever would send it is dead. Raised, not a
+    clean exit, so that ``python -m mpi4py`` aborts every rank of the job, wherever it waits."""
+
+
+def launcher_gone() -> bool:
+    """Whether rank 0's stdin (mpiexec forwards the launcher's, a pipe it never writes) has reached its end;
+    False where stdin cannot be polled. Only rank 0 asks: the others' stdin is empty from the start."""
+    try:
+        ready, _, _ = select.select([sys.stdin], [], [], 0)
+        return bool(ready) and os.read(sys.stdin.fileno(), 1) == b""
+    except (OSError, ValueError):
+        return False
 
 
 def _answer(folder: Path, index: int, me: int, answer: Mapping[str, Any]) -> None:
@@ -342,7 +361,7 @@ def serve(folder: Path) -> int:
     unlink_named_segments()
     index = 0
     while True:
-        request = _next_request(folder, index)
+        request = _next_request(folder, index, state.me == 0)
         start = time.monotonic()
         answer = state.handle({**request, "index": index})
         _answer(folder, index, state.me, {**answer, "wall": time.monotonic() - start})

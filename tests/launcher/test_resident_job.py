@@ -5,6 +5,13 @@ before it (kept, reset or fresh)."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -162,3 +169,52 @@ def test_a_dispatch_s_files_go_once_its_result_is_taken() -> None:
         assert [p.name for p in (job.folder / "data").iterdir()] == []
     finally:
         job.close()
+
+
+LAUNCHER = """
+import sys, time
+from pldemu.pool.resident import ResidentJob
+from pldemu.runtime.options import RuntimeOptions
+job = ResidentJob(2, RuntimeOptions(timeout=10.0), timeout=60)
+print(job.folder, flush=True)
+time.sleep(600)
+"""
+
+
+def _servers(folder: str) -> list[int]:
+    """The live processes whose command line names ``folder`` (the job's ranks and its mpiexec)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and folder.encode() in (proc / "cmdline").read_bytes():
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_a_killed_launcher_ends_its_idle_resident_job() -> None:
+    """SIGKILL (the out-of-memory killer's) leaves the launcher no chance to close its job: rank 0 sees its
+    stdin end and the job aborts, instead of holding its ranks' memory while waiting for requests for ever."""
+    launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER], stdout=subprocess.PIPE, text=True,
+                                start_new_session=True)
+    try:
+        assert launcher.stdout is not None
+        folder = launcher.stdout.readline().strip()
+        deadline = time.monotonic() + 60
+        while len(_servers(folder)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(_servers(folder)) >= 3, "the job never started"
+        time.sleep(1.0)  # past the warm back-off: the ranks wait in the idle one
+        os.kill(launcher.pid, signal.SIGKILL)
+        launcher.wait()
+        deadline = time.monotonic() + 30
+        while _servers(folder) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        left = _servers(folder)
+    finally:
+        if launcher.poll() is None:
+            os.killpg(launcher.pid, signal.SIGKILL)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"the job outlived its launcher: {left}"
