@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import dataclasses
 import math
 from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
@@ -43,7 +42,7 @@ from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.translate import arrays
 from pldemu.pypto.translate.cube_split import split_aiv_loop
 from pldemu.pypto.translate.evaluator import Evaluator, dsl_callee
-from pldemu.pypto.translate.level import Carry, CrossesSyncall, Emit, fit_to_carry
+from pldemu.pypto.translate.level import Carry, Emit, Unreadable, fit_to_carry
 from pldemu.pypto.translate.ops import DEVICE_OPS, VIEW_OPS, is_ir
 from pldemu.pypto.translate.regions import (
     Region,
@@ -105,16 +104,6 @@ def _marked(tr: DeviceTranslator, e: ast.expr) -> bool:
     """A name bound to a tile that is a tensor to pypto (``Emit.tensor_slices``)."""
     v = tr.env.get(e.id) if isinstance(e, ast.Name) else None
     return isinstance(v, Var) and v.name in tr.emit.tensor_slices
-
-
-@dataclasses.dataclass(frozen=True)
-class TwoBranchTypes:
-    """What a name holds after a run-time ``if`` whose branches bound it to values of two types: an error
-    where it is read (inside each branch it is that branch's own value)."""
-
-    name: str
-    then: str
-    other: str
 
 
 class _Returned(Exception):
@@ -309,7 +298,10 @@ class DeviceTranslator(Evaluator):
             elif value is not phi and _variable_kind(value, python=True):
                 # each branch keeps its own (read there, pypto scopes it so); read after the if it is an error
                 self.owned.pop(name, None)
-                self.env[name] = TwoBranchTypes(name, _kind(phi), _kind(value))
+                self.env[name] = Unreadable(
+                    f"{name} is {_kind(phi)} after one branch of the if above and {_kind(value)} after another: "
+                    "pypto merges the branches' values into one variable of the first branch's type (its SSA "
+                    "conversion's phi), so pldemu does not guess; pl.cast one branch's value to the other's type")
 
     def unroll_loop(self, s: ast.For) -> None:
         """``for i in pl.unroll(stop | start, stop[, step])``: the body once per index, the index a Python int.
@@ -445,16 +437,8 @@ class DeviceTranslator(Evaluator):
 
     def eval_Name(self, node: ast.Name) -> Any:
         value = super().eval_Name(node)
-        if isinstance(value, TwoBranchTypes):
-            raise self.error(f"{value.name} is {value.then} after one branch of the if above and {value.other} after "
-                             "another: pypto merges the branches' values into one variable of the first branch's "
-                             "type (its SSA conversion's phi), so pldemu does not guess; pl.cast one branch's value "
-                             "to the other's type", node)
-        if isinstance(value, CrossesSyncall):
-            raise self.error(f"{value.name} is bound before a pl.system.syncall of this pl.spmd body and read after "
-                             "it: pldemu runs the body's phases as one task each, where only names bound from the "
-                             "block index and scalars by a plain assignment are carried; bind it again after the "
-                             "barrier (or pass it through a tensor)", node)
+        if isinstance(value, Unreadable):
+            raise self.error(value.message, node)
         return load_view(self, value, node) if self.loading_views and isinstance(value, TensorView) else value
 
     def eval_Subscript(self, node: ast.Subscript) -> Any:

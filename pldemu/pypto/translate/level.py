@@ -69,11 +69,12 @@ class Emit:
 
 
 @dataclasses.dataclass(frozen=True)
-class CrossesSyncall:
-    """What a name an earlier phase of a ``pl.spmd`` body bound holds in a later one (``tasks.spmd_phases``):
-    an error where it is read, unless the phase binds it again first."""
+class Unreadable:
+    """What a name holds where reading it is an error (``message``, at the read), though a new binding of it is
+    fine: one bound to values of two types by the branches of a run-time ``if`` (after the ``if``), one an
+    earlier phase of a ``pl.spmd`` body bound (in a later phase: ``tasks.spmd_phases``)."""
 
-    name: str
+    message: str
 
 
 def fresh_buffers(emit: Emit, kernel: bool) -> bool:

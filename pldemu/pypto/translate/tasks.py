@@ -33,7 +33,7 @@ from pldemu.ir.ops import Op
 from pldemu.ir.tasks import scope_problems, task_problems
 from pldemu.pypto.translate.cube_split import restore_names, syncall_segments
 from pldemu.pypto.translate.evaluator import dsl_callee
-from pldemu.pypto.translate.level import CrossesSyncall, TaskState
+from pldemu.pypto.translate.level import TaskState, Unreadable
 from pldemu.pypto.translate.ops import is_ir
 from pldemu.pypto.translate.regions import TensorView, is_tensor
 
@@ -212,6 +212,10 @@ def _spmd_task(tr: Any, node: ast.AST, tid: str | None, kw: Mapping[str, ast.key
     return tid_var
 
 
+_CROSSING = ("{} is bound before a pl.system.syncall of this pl.spmd body and read after it: pldemu runs the "
+             "body's phases as one task each, where only names bound from the block index and scalars by a plain "
+             "assignment are carried; bind it again after the barrier (or pass it through a tensor)")
+
 PHASE_CARRIED = frozenset({"pl.tile.get_block_idx", "pl.tile.get_subblock_idx", "pl.min", "pl.max"})
 """The only calls a phase's plain assignment may make for the next phases to bind the name again."""
 
@@ -234,7 +238,7 @@ def spmd_phases(tr: Any, node: ast.AST, tid: str | None, kw: Mapping[str, ast.ke
     head: Var | None = None
     for k, phase in enumerate(phases):
         restore_names(tr, *outer)
-        tr.env.update({n: CrossesSyncall(n) for n in crossing})
+        tr.env.update({n: Unreadable(_CROSSING.format(n)) for n in crossing})
         last = k == len(phases) - 1
         head = _spmd_task(tr, node, tid if last else "phase_tid", kw, blocks, deps, _body(tr, bind, carried + phase))
         deps = (head,) if head is not None else ()
