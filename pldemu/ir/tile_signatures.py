@@ -601,19 +601,22 @@ def deduce_tile_element(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrVal
 
 def deduce_tile_assemble(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
     """tile.assemble(target, source, [offset]): the source's valid box written into the target tile at
-    ``offset``, in place (an effect; what pypto's gather_row DMA and in-place assemble do). One dtype; a
-    static window must lie inside the target."""
+    ``offset``, in place (an effect; what pypto's gather_row DMA and in-place assemble do). One dtype; the
+    box's static extents must lie inside the target (its physical shape may not: gather_row's window is
+    static, its transfer the valid part)."""
     t, src = _tile(args[0]), _tile(args[1])
     assert isinstance(args[2], ListExpr)
     if t.dtype != src.dtype:
         raise TileTypeError(op, "source", f"source dtype {src.dtype.value} must be the target's {t.dtype.value}")
     if len(args[2].items) != len(t.shape) or len(src.shape) != len(t.shape):
         raise TileTypeError(op, "offset", f"a source and offsets of the target's rank {len(t.shape)}")
-    for axis, (o, e, d) in enumerate(zip(args[2].items, src.shape, t.shape, strict=True)):
+    box = src.shape if src.valid_shape is None else tuple(static_int(v) for v in src.valid_shape)
+    for axis, (o, e, d) in enumerate(zip(args[2].items, box, t.shape, strict=True)):
         at = static_int(o)
-        if e > d or (at is not None and not 0 <= at <= d - e):
-            raise TileTypeError(op, "offset", f"source {list(src.shape)} at axis {axis} offset {at} runs off the "
-                                f"target's {d}")
+        # a run-time valid extent (gather_row's valid_shape) is checked when it runs: only its box moves
+        if (e is not None and e > d) or (at is not None and not 0 <= at <= d - (e or 0)):
+            raise TileTypeError(op, "offset", f"source box {[b if b is not None else '?' for b in box]} at axis "
+                                f"{axis} offset {at} runs off the target's {d}")
     return NONE
 
 

@@ -292,6 +292,21 @@ def test_slice_type_carries_the_valid_box_and_concat_checks_rows() -> None:
         make_call(Op.TILE_CONCAT, [t, fb.pld.tile.create([R, 16], "fp16")])
 
 
+def test_assemble_checks_the_box_that_moves_not_the_window() -> None:
+    """gather_row's static window may overhang its accumulator; its valid box is what is written."""
+    fb = ProgramBuilder("a").function()
+    acc = fb.pld.tile.create([16, 16], "fp32")
+    rows = fb.let("rows", 5)
+    moving = fb.pld.tile.set_validshape(fb.pld.tile.create([16, 16], "fp32"), [rows, 16])
+    make_call(Op.TILE_ASSEMBLE, [acc, moving, _list([8, 0])])  # a run-time box: checked when it runs
+    fixed = fb.pld.tile.set_validshape(fb.pld.tile.create([16, 16], "fp32"), [8, 16])
+    make_call(Op.TILE_ASSEMBLE, [acc, fixed, _list([8, 0])])
+    with pytest.raises(IRTypeError, match=r"source box \[8, 16\] at axis 0 offset 9 runs off"):
+        make_call(Op.TILE_ASSEMBLE, [acc, fixed, _list([9, 0])])
+    with pytest.raises(IRTypeError, match="runs off"):
+        make_call(Op.TILE_ASSEMBLE, [acc, fb.pld.tile.create([16, 16], "fp32"), _list([1, 0])])
+
+
 def _mistake(mistake: str):  # type: ignore[no-untyped-def]
     @pl.program
     class Prog:

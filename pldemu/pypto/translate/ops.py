@@ -664,13 +664,16 @@ def _gather_row(name: str) -> Rule:
         b = bind_call(tr, node, ("acc", "src", "dst_offset", "src_offset", "shapes", "transpose"),
                       {"transpose": False, "valid_shape": None}, name)
         acc = _tile(tr, b["acc"], f"{name}: acc", node)
-        src = _tensor(tr, b["src"], f"{name}: src", node)
+        view = b["src"]  # a slice passed as a tensor is read through: the DMA reads its base
         shape = _ints(tr, b["shapes"], f"{name}: shapes (a static window)", node)
         if b["transpose"] and b["valid_shape"] is not None:
             raise tr.error(f"pypto refuses it: {name}: valid_shape is not supported together with transpose=True",
                            node)
         region = Region(tuple(_offsets(tr, b["src_offset"], name, node)), tuple(shape), ())
-        check_bounds(tr, src, region, node)
+        if not isinstance(view, TensorView):
+            _tensor(tr, view, f"{name}: src", node)
+        check_bounds(tr, view, region, node)
+        src, region = based(view, region)
         piece = tr.fb.pld.tile.load(src, list(region.offsets), shape,
                                     None if b["valid_shape"] is None else list(b["valid_shape"]), hint=tr.hint("row"))
         if b["transpose"]:
@@ -1499,7 +1502,8 @@ TILE_ALIASES: Mapping[str, str] = MappingProxyType({
 
 _VIEW_RULES = frozenset({"pl.load", "pl.store", "pl.read", "pl.write", "pl.tensor.read", "pl.tensor.write", "pl.slice",
                          "pl.tensor.slice", "pl.assemble", "pl.tensor.assemble", "pl.tensor.dim", "pl.reshape",
-                         "pl.tensor.reshape", "pl.prefetch.async_prefetch"})
+                         "pl.tensor.reshape", "pl.prefetch.async_prefetch", "pl.gather_row",
+                         "pl.tensor.gather_row"})
 VIEW_OPS = _VIEW_RULES | {f"pl.tile.{name}" for name, unified in TILE_ALIASES.items() if unified in _VIEW_RULES}
 """The ops whose rules take a tensor view (a slice passed as a tensor) as it is, reading or writing its base
 at the view's offsets (``pl.tile.load`` is ``pl.load``'s rule, so it is one of them); any other op is given the
