@@ -87,6 +87,12 @@ class MemoryEstimate:
     def total(self) -> int:
         return self.nranks * self.per_rank
 
+    @property
+    def beyond_processes(self) -> int:
+        """What the job needs beyond its ranks' own footprint: a running job's next dispatch (a prepared
+        worker's), whose processes hold their overhead already."""
+        return self.total - self.nranks * RANK_OVERHEAD
+
     def describe(self) -> str:
         return (f"about {size_text(self.total)} ({self.nranks} ranks x ({size_text(self.buffers)} of buffers x {self.copies}"
                 + (f" + {size_text(self.shadow)} checker shadows" if self.shadow else "")

@@ -32,11 +32,19 @@ from typing import Any
 
 import numpy as np
 
+from pldemu.job.resources import ResourceError, check_bytes, size_text
 from pldemu.pool.resident import Dispatch, ResidentJob, verdict_code
 from pldemu.pypto.device_tensors import DeviceTensor, StackedDeviceTensor
 from pldemu.pypto.dfx import call_options, check_config
 from pldemu.pypto.errors import FrontendError
-from pldemu.pypto.execute import ProgramRunError, TranslationCache, as_array, finish, np_dtype
+from pldemu.pypto.execute import (
+    ProgramRunError,
+    TranslationCache,
+    as_array,
+    finish,
+    memory_estimate,
+    np_dtype,
+)
 from pldemu.pypto.translate.values import HostTensor
 from pldemu.pypto.types import Direction, ScalarAnn, TensorAnn
 
@@ -152,6 +160,10 @@ class DistributedWorker:
         opts = call_options(config, self._primary.output_dir)  # a swimlane: one trace of every dispatch, at close
         runtime = dataclasses.replace(opts.runtime, cell_check=False)  # a pypto program may leave its tags
         self._job = ResidentJob(self._primary.nranks, runtime, timeout=opts.timeout)
+        self._opts = opts
+        self._sent: list[tuple[int, int]] = []
+        """(request, bytes) of the uploads the ranks may not hold yet: what the memory now available does not
+        show (:meth:`_fits`)."""
         self._w = Allocations()
         self._translations: dict[str, TranslationCache] = {}
         self._in_flight: collections.deque[DistributedRunHandle] = collections.deque()
@@ -204,8 +216,10 @@ class DistributedWorker:
             if values.dtype != npd or tuple(values.shape) != tuple(shape):
                 raise ValueError(f"alloc_tensor init must match shape {tuple(shape)} and dtype {dtype}, got "
                                  f"shape {tuple(values.shape)} and dtype {values.dtype}")
-        t = DeviceTensor(self._address(int(np.prod(tuple(shape))) * npd.itemsize), shape, dtype)
-        self._job.alloc(_tid(t), worker_id, t.shape, npd, values)
+        nbytes = int(np.prod(tuple(shape))) * npd.itemsize
+        self._fits(nbytes, f"alloc_tensor({list(shape)}, {dtype}) on worker {worker_id} needs {size_text(nbytes)}")
+        t = DeviceTensor(self._address(nbytes), shape, dtype)
+        self._sent.append((self._job.alloc(_tid(t), worker_id, t.shape, npd, values), nbytes))
         self._owned_tensors[(worker_id, t.data_ptr)] = t
         return t
 
@@ -338,6 +352,9 @@ class DistributedWorker:
                 prog, compiled.nranks, host_args, frozenset(resident))
         except FrontendError as err:
             raise err.with_traceback(None) from None
+        est = memory_estimate(built, compiled.nranks, self._opts)
+        self._fits(est.beyond_processes, f"{prog.name} on {compiled.nranks} devices: its dispatch needs "
+                   f"{size_text(est.beyond_processes)} beyond the worker's processes: {est.describe()}")
         d = self._dispatch(key, prog, built, resident, blocking=wait and not self._in_flight)
         if built.host_tasks:
             d = dataclasses.replace(d, host_tasks={t.task.index: t.buffers for t in built.host_tasks},
@@ -351,6 +368,17 @@ class DistributedWorker:
                                       lambda result: finish(prog, built, arrays, result, what))
         self._in_flight.append(handle)
         return handle
+
+    def _fits(self, needed: int, what: str) -> None:
+        """Refuse, before anything is sent, what the ranks could not hold beside the uploads they may still be
+        receiving (the kernel's out-of-memory killer would pick a rank or the caller instead)."""
+        self._sent = [(i, n) for i, n in self._sent if not self._job.done(i)]
+        try:
+            check_bytes(needed + sum(n for _, n in self._sent), what, self._opts.force)
+        except ResourceError as err:
+            prog = self._primary.program
+            raise prog.error(f"{err} (pldemu python --force, pldemu pytest --pldemu-force)",
+                             prog.host().node) from None
 
     def _dispatch(self, key: str, prog: Any, built: Any, resident: dict[str, Any], blocking: bool) -> Dispatch:
         windows = {d.var.name for d in built.program.buffers if d.kind.value != "local"}

@@ -21,6 +21,7 @@ PASSING = (
     "test_a_resident_weight_serves_three_bounded_submits", "test_a_resident_output_is_read_back_raw",
     *(f"test_stacked_weights_one_shard_per_device[{n}]" for n in range(1, 6)),
     "test_permuted_placement_follows_worker_ids", "test_the_worker_s_contracts",
+    "test_what_the_ranks_cannot_hold_is_refused_before_it_is_sent",
     *(f"test_credit_retired_every_dispatch[{n}]" for n in range(2, 6)),
     *(f"test_epoch_counted_on[{n}]" for n in range(2, 6)),
     *(f"test_a_host_task_between_two_device_rounds[{n}]" for n in range(1, 5)),

@@ -20,6 +20,7 @@ from pldemu.pypto.types import DslOp, DynExpr, DynVar, PyDType, dtype_of_ir
 _BINOPS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
     ast.Mod: operator.mod, ast.Div: operator.truediv,  # of Python numbers (``1.0 / D``): Python's value
+    ast.LShift: operator.lshift, ast.RShift: operator.rshift,  # pypto folds ``1 << 17`` of constants too
 }
 _CMPOPS: dict[type[ast.cmpop], Callable[[Any, Any], Any]] = {
     ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -184,9 +184,9 @@ def build(prog: CapturedProgram, events: list[list[Event]], dims: Mapping[str, i
     decls += [BufferDecl(v, BufferKind.LOCAL) for v in plan.locals_.values()]
     decls += [BufferDecl(v, BufferKind.LOCAL) for v, _ in emit.scratch.values()]
     program = Program(prog.name, tuple(decls), (fb.build(),), "main", nranks)
-    zeros = {d.var.name: np.zeros(plan.shapes[d.var.name], d.var.type.dtype.np)
+    zeros = {d.var.name: _zeros(plan.shapes[d.var.name], d.var.type.dtype.np)
              for d in decls if d.kind is BufferKind.WINDOW and isinstance(d.var.type, TensorType)}
-    zeros.update({v.name: np.zeros(shape, v.type.dtype.np) for v, shape in emit.scratch.values()
+    zeros.update({v.name: _zeros(shape, v.type.dtype.np) for v, shape in emit.scratch.values()
                   if isinstance(v.type, TensorType)})
     inputs = tuple({**zeros, **_inputs(plan, d, resident)} for d in range(nranks))
     writebacks = tuple(WriteBack(d, name, p, k) for d in range(nranks) for (p, k), name in plan.slices[d].items()
@@ -195,6 +195,12 @@ def build(prog: CapturedProgram, events: list[list[Event]], dims: Mapping[str, i
     sources = tuple({name: key for key, name in plan.slices[d].items()} for d in range(nranks))
     tasks = tuple(_task_plan(ev, sources) for ev in events[0] if isinstance(ev, HostTask))
     return Built(program, inputs, writebacks, hosts, dict(emit.truncating), sources, tasks)
+
+
+def _zeros(shape: Sequence[int], dtype: np.dtype[Any]) -> np.ndarray:
+    """A buffer's zero start as one element seen ``shape`` times: the caller holds none of a model's windows
+    and scratch tensors (the memory check before launch sizes them; a rank makes its own)."""
+    return np.broadcast_to(np.zeros((), dtype), tuple(shape))
 
 
 def _task_plan(task: HostTask, sources: tuple[dict[str, tuple[str, tuple[int, ...]]], ...]) -> HostTaskPlan:

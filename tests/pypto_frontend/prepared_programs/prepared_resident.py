@@ -182,3 +182,50 @@ def test_the_worker_s_contracts(device_ids):
         rt.register(compiled)
     with pytest.raises(RuntimeError, match=r"submit\(\) called after close\(\)"):
         rt.submit(compiled, x, weight, y)
+
+
+@pl.program
+class HugeScratch:
+    """ScaleAdd whose orchestration also makes a 64 GiB scratch tensor: no dispatch of it fits."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def kernel(self, x: pl.Tensor[[ROWS, COLS], pl.FP32], w: pl.Tensor[[ROWS, COLS], pl.FP32],
+               y: pl.Out[pl.Tensor[[ROWS, COLS], pl.FP32]]) -> pl.Tensor[[ROWS, COLS], pl.FP32]:
+        s = pl.add(pl.load(x, [0, 0], [ROWS, COLS]), pl.load(w, [0, 0], [ROWS, COLS]))
+        return pl.store(s, [0, 0], y)
+
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def chip(self, x: pl.Tensor[[ROWS, COLS], pl.FP32], w: pl.Tensor[[ROWS, COLS], pl.FP32],
+             y: pl.Out[pl.Tensor[[ROWS, COLS], pl.FP32]]) -> pl.Tensor[[ROWS, COLS], pl.FP32]:
+        scratch = pl.create_tensor([1 << 17, 1 << 17], dtype=pl.FP32)
+        scratch = self.kernel(x, w, y)
+        return scratch
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host(self, x: pl.Tensor[[ROWS, COLS], pl.FP32], w: pl.Tensor[[ROWS, COLS], pl.FP32],
+             y: pl.Out[pl.Tensor[[ROWS, COLS], pl.FP32]]) -> pl.Tensor[[ROWS, COLS], pl.FP32]:
+        out: pl.Tensor[[ROWS, COLS], pl.FP32] = self.chip(x, w, y)
+        return out
+
+
+def test_what_the_ranks_cannot_hold_is_refused_before_it_is_sent(device_ids):
+    """A resident tensor or a dispatch larger than the machine: refused with its size, the worker still
+    serving what fits (the kernel's out-of-memory killer would have ended a rank or the caller)."""
+    compiled = _compile(ScaleAdd, 1, device_ids)
+    x, y = torch.ones((ROWS, COLS)).share_memory_(), torch.zeros((ROWS, COLS)).share_memory_()
+    with compiled.prepare() as rt:
+        with pytest.raises(Exception, match=r"alloc_tensor\(\[1048576, 1048576\], torch.float32\) on worker 0 "
+                                            r"needs 4096.0 GiB, but this machine has .* available"):
+            rt.alloc_tensor((1 << 20, 1 << 20), torch.float32)
+        weight = rt.alloc_tensor((ROWS, COLS), torch.float32, init=torch.full((ROWS, COLS), 2.0))
+        rt(x, weight, y)
+        assert torch.equal(y, torch.full((ROWS, COLS), 3.0))
+    with pytest.warns(Warning, match="will be refused before its job starts"):  # compile tells it first
+        huge = _compile(HugeScratch, 1, device_ids)
+    with pytest.raises(Exception, match=r"HugeScratch on 1 devices: the job needs about 128.1 GiB"):
+        huge(x, torch.ones((ROWS, COLS)), y)  # a plain call: its caller makes none of the scratch either
+    with huge.prepare() as rt:
+        weight = rt.alloc_tensor((ROWS, COLS), torch.float32, init=torch.full((ROWS, COLS), 2.0))
+        with pytest.raises(Exception, match=r"HugeScratch on 1 devices: its dispatch needs 128.0 GiB beyond the "
+                                            r"worker's processes: .*biggest buffers: scratch 64.0 GiB"):
+            rt(x, weight, y)
