@@ -89,6 +89,16 @@ class Op(enum.Enum):
     TILE_FMOD = "tile.fmod"
     TILE_FMODS = "tile.fmods"
     TILE_EXPANDS = "tile.expands"
+    # Partial combines (TPARTADD ...: the lhs's valid box, the lhs's value where rhs is not valid), the
+    # floored remainder (TREM / TREMS, with pypto's scratch ``tmp``), parametric and leaky ReLU.
+    TILE_PART_ADD = "tile.part_add"
+    TILE_PART_MUL = "tile.part_mul"
+    TILE_PART_MAX = "tile.part_max"
+    TILE_PART_MIN = "tile.part_min"
+    TILE_REM = "tile.rem"
+    TILE_REMS = "tile.rems"
+    TILE_PRELU = "tile.prelu"
+    TILE_LRELU = "tile.lrelu"
     # Bitwise ops and shifts of integer tiles (runtime/ops/math.py); xor / xors take pypto's scratch ``tmp``.
     TILE_AND = "tile.and"
     TILE_OR = "tile.or"

@@ -1,5 +1,5 @@
 """Signatures of the tile-math and select ops (sin, cos, exp, log, sqrt, rsqrt, recip, neg, abs, div, divs,
-maximums, minimums,
+maximums, minimums, part_add / part_mul / part_max / part_min, rem, rems, prelu, lrelu,
 move, matmul, matmul_acc, batch_matmul, the row / column reductions and expands, cast, cmp/cmps, select, sel/sels).
 
 Merged into the one table ``pldemu.ir.signatures.SIGNATURES``; this module only holds their deducers
@@ -349,6 +349,120 @@ def deduce_fmod(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> 
     return a
 
 
+def _numeric_tile(op: Op, arg: str, t: TileType) -> None:
+    if not (t.dtype.is_int or t.dtype in FLOAT_MATH_DTYPES):
+        raise IRTypeError(op, arg, "a numeric tile", describe(t))
+
+
+def _static_past(inner: Sequence[Expr], outer: Sequence[Expr]) -> int | None:
+    """The first axis where a static extent of ``inner`` is larger than ``outer``'s, if any."""
+    for axis, (i, o) in enumerate(zip(inner, outer, strict=True)):
+        si, so = static_int(i), static_int(o)
+        if si is not None and so is not None and si > so:
+            return axis
+    return None
+
+
+def deduce_partial(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+    """tile.part_add / part_mul / part_max / part_min (TPARTADD ...): the lhs's type, as pypto's deducer types it,
+    so its valid box is the device's dst. The rhs has the lhs's dtype (the device's rule; pypto promotes), rank
+    and, per axis, the lhs's extent or 1 (pypto broadcasts; the device reads such an rhs as a partial operand);
+    its static valid extents stay within the lhs's (pto-isa leaves a source valid beyond dst
+    implementation-defined; a run-time extent is checked when the op runs)."""
+    a, b = _tile(args[0]), _tile(args[1])
+    _numeric_tile(op, "lhs", a)
+    if b.dtype is not a.dtype or len(b.shape) != len(a.shape) or any(
+            e not in (d, 1) for e, d in zip(b.shape, a.shape, strict=True)):
+        raise IRTypeError(op, "rhs", f"a tile {a.dtype.value} of lhs's rank, each extent lhs's {_dims(a)} or 1",
+                          describe(b))
+    axis = _static_past(valid_of(b), valid_of(a))
+    if axis is not None:
+        raise TileTypeError(op, "rhs", f"requires rhs's valid_shape {_valid_text(b)} within lhs's {_valid_text(a)}, "
+                            f"but axis {axis} is larger: the result is valid on lhs's box (pypto's deducer) and "
+                            "pto-isa leaves a source valid beyond it implementation-defined; narrow rhs "
+                            "(set_validshape) or pass the larger operand first")
+    return a
+
+
+REM_DTYPES = frozenset({DType.FP32, DType.INT32})
+"""tile.rem / rems: the element types pto-isa's TREM / TREMS have on A2/A3 (A5 has more; pypto's deducer checks
+none). pldemu computes them as A2/A3's kernel does."""
+
+
+def _rem_dtype(op: Op, t: TileType) -> None:
+    if t.dtype not in REM_DTYPES:
+        raise TileTypeError(op, "lhs", f"requires an FP32 or INT32 tile (pto-isa's {op.text[5:].upper()} on A2/A3 "
+                            f"supports only float and int32), but got {t.dtype.value.upper()}")
+
+
+def deduce_rem(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+    """tile.rem(lhs, rhs, tmp) = TREM: FP32 or INT32 tiles of one dtype and shape (pldemu, as for add: pypto
+    promotes and broadcasts) whose static valid extents agree (pto-isa: src0, src1 and dst share their valid
+    rows and columns; run-time extents are checked when it runs); ``tmp`` any tile (pypto's deducer). The lhs's
+    type."""
+    a, b = _tile(args[0]), _tile(args[1])
+    _rem_dtype(op, a)
+    if a.shape != b.shape or a.dtype is not b.dtype or _static_past(valid_of(a), valid_of(b)) is not None or \
+            _static_past(valid_of(b), valid_of(a)) is not None:
+        raise IRTypeError(op, "rhs", f"a tile {a.dtype.value}{_dims(a)} valid {_valid_text(a)} like lhs", describe(b))
+    return a
+
+
+def deduce_rems(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+    """tile.rems(lhs, scalar, tmp) = TREMS: an FP32 or INT32 tile; pypto types the result as the promotion of
+    the tile, the scalar and ``tmp``, and TREMS writes the tile's own dtype, so a float scalar on an INT32 tile
+    and a ``tmp`` of another dtype are refused (an integer scalar is narrowed to the tile's dtype, as for
+    divs). The lhs's type."""
+    t, tmp = _tile(args[0]), _tile(args[2])
+    _rem_dtype(op, t)
+    scalar = args[1]
+    assert not isinstance(scalar, ListExpr) and isinstance(scalar.type, ScalarType)
+    if t.dtype.is_int and not scalar.type.dtype.is_int:
+        raise TileTypeError(op, "rhs", f"of an {t.dtype.value.upper()} tile requires an integer scalar, but got "
+                            f"{scalar.type.dtype.value.upper()}: pypto types the result as the promoted float, "
+                            "which TREMS (dst and src of one type) cannot write")
+    if tmp.dtype is not t.dtype:
+        raise IRTypeError(op, "tmp", f"a {t.dtype.value} tile (pypto's docstring: the tmp tile has the input's dtype; "
+                          "another one would promote the result's)", describe(tmp))
+    return t
+
+
+PRELU_DTYPES = frozenset({DType.FP16, DType.FP32})
+"""tile.prelu (pypto's deducer) and tile.lrelu (pto-isa's TLRELU: floating point only on every target)."""
+
+
+def deduce_prelu(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+    """tile.prelu(tile, slope, tmp) = TPRELU, pypto's deducer: an FP16 / FP32 rank-2 tile; a slope of its dtype,
+    physical shape and valid box; a rank-2 ``tmp`` (A2/A3's code generator also wants it UINT8, a row more
+    than the valid rows and ceil(valid columns / 8) valid columns; A5 ignores it: not checked here). The
+    tile's type."""
+    src, slope, tmp = _tile(args[0]), _tile(args[1]), _tile(args[2])
+    if src.dtype not in PRELU_DTYPES:
+        raise TileTypeError(op, "tile", f"requires src dtype in {{FP16, FP32}}, but got {src.dtype.value.upper()}")
+    if slope.dtype is not src.dtype:
+        raise TileTypeError(op, "slope", f"requires slope dtype to match src dtype, but got "
+                            f"{slope.dtype.value.upper()} and {src.dtype.value.upper()}")
+    if len(src.shape) != 2:
+        raise TileTypeError(op, "tile", f"requires a rank-2 src tile, but got rank {len(src.shape)}")
+    if slope.shape != src.shape or not _same_valid(slope, src):
+        raise TileTypeError(op, "slope", f"requires slope and src to have the same physical shape and valid_shape, "
+                            f"but got slope {_dims(slope)} valid {_valid_text(slope)} and src {_dims(src)} valid "
+                            f"{_valid_text(src)}")
+    if len(tmp.shape) != 2:
+        raise TileTypeError(op, "tmp", f"requires a rank-2 tmp tile, but got rank {len(tmp.shape)}")
+    return src
+
+
+def deduce_lrelu(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
+    """tile.lrelu(tile, slope) = TLRELU: an FP16 / FP32 tile (pypto's deducer takes any, TLRELU has only
+    floating-point forms) and a numeric scalar slope; the tile's type."""
+    t = _tile(args[0])
+    if t.dtype not in PRELU_DTYPES:
+        raise TileTypeError(op, "tile", f"requires an FP16 or FP32 tile (pto-isa's TLRELU has floating-point forms "
+                            f"only), but got {t.dtype.value.upper()}")
+    return t
+
+
 REDUCE_DTYPES = frozenset({DType.INT16, DType.INT32, DType.FP16, DType.BF16, DType.FP32})
 """Element types of the sum / max reductions (pldemu's set: the integer and float types pypto-lib reduces)."""
 
@@ -660,6 +774,12 @@ TILE_SIGNATURES: Mapping[Op, Signature] = {
     Op.TILE_XOR: sig([("lhs", TL), ("rhs", TL), ("tmp", TL, True)], Bitwise()),
     Op.TILE_XORS: sig([("lhs", TL), ("rhs", S), ("tmp", TL, True)], Bitwise()),
     Op.TILE_NOT: sig([("tile", TL)], deduce_not),
+    **{op: sig([("lhs", TL), ("rhs", TL)], deduce_partial) for op in (Op.TILE_PART_ADD, Op.TILE_PART_MUL,
+                                                                       Op.TILE_PART_MAX, Op.TILE_PART_MIN)},
+    Op.TILE_REM: sig([("lhs", TL), ("rhs", TL), ("tmp", TL)], deduce_rem),
+    Op.TILE_REMS: sig([("lhs", TL), ("rhs", S), ("tmp", TL)], deduce_rems),
+    Op.TILE_PRELU: sig([("tile", TL), ("slope", TL), ("tmp", TL)], deduce_prelu),
+    Op.TILE_LRELU: sig([("tile", TL), ("slope", S)], deduce_lrelu),
     **{op: sig([("tile", TL), ("vec", TL)], Expand(-1 if op.text.startswith("tile.row") else -2)) for op in (
         Op.TILE_ROW_EXPAND, Op.TILE_ROW_EXPAND_ADD, Op.TILE_ROW_EXPAND_SUB, Op.TILE_ROW_EXPAND_MUL,
         Op.TILE_ROW_EXPAND_DIV, Op.TILE_ROW_EXPAND_MAX, Op.TILE_ROW_EXPAND_MIN, Op.TILE_ROW_EXPAND_EXPDIF,
@@ -695,7 +815,9 @@ __all__ = [
     "LOG_DTYPES",
     "MASK_COL_ALIGN",
     "MATMUL_DTYPES",
+    "PRELU_DTYPES",
     "REDUCE_DTYPES",
+    "REM_DTYPES",
     "ROW_MIN_DTYPES",
     "SELS_SRC_DTYPES",
     "TILE_SIGNATURES",

@@ -236,6 +236,7 @@ def tile_math() -> Program:
     fb.op(Op.TILE_FMODS, [pld.tile.binary(Op.TILE_FMOD, s, c, hint="fm"), 0.5], hint="fms")
     fb.op(Op.TILE_EXPANDS, [x, 2.0], hint="xs")
     _bitwise(fb, pb.local("isrc", "int16", [16, 128]))
+    _partial_rem(fb, x)
     for op in Op:
         if op.text.startswith(("tile.row_expand", "tile.col_expand")):
             pld.tile.expand(op, x, rows if op.text.startswith("tile.row") else cols, hint="ex")
@@ -254,6 +255,19 @@ def _bitwise(fb: Any, src: Any) -> None:
     fb.op(Op.TILE_XOR, [i, i, tmp], hint="xr")
     fb.op(Op.TILE_XORS, [i, 5, tmp], hint="xrs")
     pld.tile.unary(Op.TILE_NOT, i, hint="inv")
+
+
+def _partial_rem(fb: Any, x: Any) -> None:
+    """The partial combines of a narrowed tile and a narrower one, rem / rems with their scratch, prelu with its
+    slope tile and scratch, lrelu."""
+    pld = fb.pld
+    inner = pld.tile.set_validshape(x, [5, 64], hint="inner")
+    for op in (Op.TILE_PART_ADD, Op.TILE_PART_MUL, Op.TILE_PART_MAX, Op.TILE_PART_MIN):
+        pld.tile.binary(op, x, inner, hint="part")
+    tmp = pld.tile.create([1, 136], "fp32", hint="rtmp")
+    fb.op(Op.TILE_REMS, [fb.op(Op.TILE_REM, [x, x, tmp], hint="rem"), 2.5, tmp], hint="rems")
+    fb.op(Op.TILE_PRELU, [x, x, pld.tile.create([17, 16], "uint8", hint="ptmp")], hint="prelu")
+    fb.op(Op.TILE_LRELU, [x, 0.1], hint="lrelu")
 
 
 def cube() -> Program:

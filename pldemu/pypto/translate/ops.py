@@ -36,7 +36,7 @@ from pldemu.ir.nodes import (
     static_int,
 )
 from pldemu.ir.ops import Op
-from pldemu.ir.tile_signatures import accumulator_dtype
+from pldemu.ir.tile_signatures import accumulator_dtype, sels_scalar_dtype
 from pldemu.npdtypes import scalar_as
 from pldemu.pypto.capture import Kind
 from pldemu.pypto.translate import arrays
@@ -541,6 +541,129 @@ def _sel(tr: DeviceLevel, node: ast.Call) -> Var:
     b = bind_call(tr, node, ("mask", "lhs", "rhs", "tmp"), {}, name)
     mask, lhs, rhs, tmp = (_tile(tr, b[k], f"{name}: {k}", node) for k in ("mask", "lhs", "rhs", "tmp"))
     return tr.fb.pld.tile.sel(mask, lhs, rhs, tmp, hint=tr.hint("sel"))
+
+
+def _sels(name: str) -> Rule:
+    """``pl.tile.sels(mask, src, tmp, scalar)`` (pypto's ``pl.sels`` is the same function): ``src`` where the
+    predicate mask holds, else the scalar (TSELS; ``tmp`` its scratch)."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, ("mask", "src", "tmp", "scalar"), {}, name)
+        mask, src, tmp = (_tile(tr, b[k], f"{name}: {k}", node) for k in ("mask", "src", "tmp"))
+        scalar = _sels_scalar(tr, b["scalar"], tltype(src).dtype, name, node)
+        return tr.fb.pld.tile.sels(mask, src, tmp, scalar, hint=tr.hint("sel"))
+
+    return rule
+
+
+def _sels_scalar(tr: DeviceLevel, value: Any, src: DType, name: str, node: ast.AST) -> Any:
+    """pypto's _normalize_sels_scalar_operand: a literal or constant takes the source's dtype, an unsigned
+    source's same-width signed dtype with its bits kept (65535 is INT16 -1 for a UINT16 source); a run-time
+    scalar passes as it is (the deducer wants that dtype)."""
+    if isinstance(value, Const):
+        value = value.value
+    if is_ir(value):
+        return value
+    dtype = sels_scalar_dtype(src)
+    if not dtype.is_int:
+        return Const(float(value), dtype)
+    if isinstance(value, float) and not value.is_integer():
+        raise tr.error(f"pypto refuses it: {name}: Cannot retype non-integral floating-point constant {value} to "
+                       f"integer dtype {src.value.upper()}; use an integral value or an explicit cast", node)
+    bits = 8 * dtype.itemsize
+    v = int(value)
+    return Const(v - (1 << bits) if dtype is not src and v >= 1 << (bits - 1) else v, dtype)
+
+
+def _partial_combine(op: Op, name: str, params: tuple[str, str]) -> Rule:
+    """``pl.part_add(lhs, rhs)`` and the other partial combines (``pl.tensor.*``; ``pl.tile.*(src0, src1)``): a
+    tensor is loaded whole, as pypto converts ``tensor.part_*`` 1:1 to ``tile.part_*``."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, params, {}, name)
+        lhs, rhs = (_tile(tr, on_core(tr, b[p], node, name), f"{name}: {p}", node) for p in params)
+        return tr.fb.pld.tile.binary(op, lhs, rhs, hint=tr.hint(op.text[5:]))
+
+    return rule
+
+
+def _scalar_operand(value: Any, dtype: DType) -> Any:
+    """pypto's _normalize_scalar_operand: a literal takes the tile's dtype, except a float literal paired with
+    an integer tile, which stays FP32; an IR scalar passes as it is."""
+    if isinstance(value, Const):
+        value = value.value
+    if isinstance(value, float) and dtype.is_int:
+        return Const(value, DType.FP32)
+    return _typed(value, dtype)
+
+
+def _rem(name: str, scalar: bool) -> Rule:
+    """``pl.tile.rem(lhs, rhs, tmp)`` / ``pl.tile.rems(lhs, rhs, tmp)`` (pypto's ``pl.rem`` / ``pl.rems`` are the
+    same functions): TREM / TREMS, the floored remainder; each spelling takes its own kind of rhs, as pypto's."""
+    op = Op.TILE_REMS if scalar else Op.TILE_REM
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, ("lhs", "rhs", "tmp"), {}, name)
+        lhs, tmp = (_tile(tr, b[k], f"{name}: {k}", node) for k in ("lhs", "tmp"))
+        rhs = b["rhs"]
+        if (isinstance(rhs, Var) and isinstance(rhs.type, TileType)) == scalar:
+            want = "a scalar (pl.tile.rem takes a tile)" if scalar else "a tile (pl.tile.rems takes a scalar)"
+            raise tr.error(f"pypto refuses it: {name}: rhs must be {want}, got {rhs!r}", node)
+        if scalar:
+            rhs = _scalar_operand(rhs, tltype(lhs).dtype)
+        out = tr.fb.op(op, [lhs, rhs, tmp], hint=tr.hint("rem"))
+        assert out is not None
+        return out
+
+    return rule
+
+
+def _prelu(name: str) -> Rule:
+    """``pl.tile.prelu(tile, slope, tmp)`` (and pypto's ``pl.prelu``): TPRELU, ``x > 0 ? x : x * slope``."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, ("tile", "slope", "tmp"), {}, name)
+        tile, slope, tmp = (_tile(tr, b[k], f"{name}: {k}", node) for k in ("tile", "slope", "tmp"))
+        out = tr.fb.op(Op.TILE_PRELU, [tile, slope, tmp], hint=tr.hint("prelu"))
+        assert out is not None
+        return out
+
+    return rule
+
+
+def _lrelu(name: str) -> Rule:
+    """``pl.tile.lrelu(tile, slope)`` (and pypto's ``pl.lrelu``): TLRELU with a scalar slope. pypto makes a literal
+    slope an FP32 constant (its coefficient, not a tile element), which TLRELU converts to the tile's dtype."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, ("tile", "slope"), {}, name)
+        tile = _tile(tr, b["tile"], f"{name}: tile", node)
+        slope = b["slope"]
+        if isinstance(slope, Var) and isinstance(slope.type, TileType):
+            raise tr.error(f"pypto refuses it: {name}: slope must be a scalar (pl.tile.prelu takes a slope tile)",
+                           node)
+        if isinstance(slope, (int, float)) and not isinstance(slope, bool):
+            slope = Const(float(scalar_as(DType.FP32.np, slope)), DType.FP32)
+        out = tr.fb.op(Op.TILE_LRELU, [tile, as_expr(slope)], hint=tr.hint("lrelu"))
+        assert out is not None
+        return out
+
+    return rule
+
+
+def _partial_rem_ops() -> dict[str, Rule]:
+    """pypto's partial combines in their three spellings; rem, rems, prelu, lrelu and sels, which pypto has as
+    tile functions exported under ``pl.`` and ``pl.tile.``."""
+    out: dict[str, Rule] = {}
+    spellings = (("pl.", ("lhs", "rhs")), ("pl.tensor.", ("lhs", "rhs")), ("pl.tile.", ("src0", "src1")))
+    for kind in ("add", "mul", "max", "min"):
+        for prefix, params in spellings:
+            out[f"{prefix}part_{kind}"] = _partial_combine(Op(f"tile.part_{kind}"), f"{prefix}part_{kind}", params)
+    for prefix in ("pl.", "pl.tile."):
+        out[f"{prefix}rem"], out[f"{prefix}rems"] = _rem(f"{prefix}rem", False), _rem(f"{prefix}rems", True)
+        out[f"{prefix}prelu"], out[f"{prefix}lrelu"] = _prelu(f"{prefix}prelu"), _lrelu(f"{prefix}lrelu")
+        out[f"{prefix}sels"] = _sels(f"{prefix}sels")
+    return out
 
 
 def _cube_operands(tr: DeviceLevel, b: Mapping[str, Any], name: str, node: ast.AST) -> tuple[Var, Var, bool]:
@@ -1400,6 +1523,7 @@ _MATH_OPS: Mapping[str, Rule] = MappingProxyType({
     **_reduce_ops(),
     **_expand_ops(),
     **_elementwise_ops(),
+    **_partial_rem_ops(),
     **{f"{prefix}matmul": _matmul(f"{prefix}matmul") for prefix in ("pl.", "pl.tensor.", "pl.tile.")},
     **{f"{prefix}matmul_acc": _matmul_acc(f"{prefix}matmul_acc") for prefix in ("pl.", "pl.tensor.", "pl.tile.")},
     "pl.batch_matmul": _matmul("pl.batch_matmul"),

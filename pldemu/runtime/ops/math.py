@@ -1,6 +1,7 @@
 """Handlers of the unary tile math, the divisions and the scalar extremes: exp, log, sqrt, rsqrt, recip,
-neg, abs, relu, div, divs, fmod, fmods, maximums, minimums, expands, and the bitwise ops and shifts (and, or,
-xor, not, shl, shr and the scalar ands, ors, xors, shls, shrs).
+neg, abs, relu, prelu, lrelu, div, divs, fmod, fmods, rem, rems, maximums, minimums, expands, the bitwise ops
+and shifts (and, or, xor, not, shl, shr and the scalar ands, ors, xors, shls, shrs) and the partial combines
+(part_add, part_mul, part_max, part_min).
 
 Registered into the one handler table (``pldemu.runtime.ops.HANDLERS``). Like the other tile math,
 each op runs over the whole physical tile in the tile's own dtype and the result keeps the input's
@@ -24,6 +25,21 @@ each op runs over the whole physical tile in the tile's own dtype and the result
   arithmetic (as C's and torch's ``>>``). A shift count outside ``[0, bits)`` is left open by pypto; here it
   gives 0 (-1 for a negative value shifted right), numpy's rule. A tile count of another integer type is
   converted to the lhs's first (wrapping). ``xor`` / ``xors`` ignore pypto's scratch ``tmp``.
+- ``rem`` / ``rems`` (pto-isa's TREM / TREMS): the *floored* remainder, with the divisor's sign (pto-isa's TREM
+  page: ``src0 - floor(src0 / src1) * src1``, sign corrected to the divider's; pypto's torch reference is
+  ``%``), unlike ``fmod``. Computed as A2/A3's kernel computes it (include/pto/npu/a2a3/TRem.hpp, TRemS.hpp),
+  each step rounded: FP32 ``r = a - floor(a / b) * b``, then ``r + b`` where ``r * b < 0``; so a zero or
+  infinite divisor and an infinite dividend give NaN, and a large quotient loses the exact remainder. INT32
+  goes through FP32 (the quotient ``floor(float(a) / float(b))`` to INT32, ``a - q * b`` in INT32, the sign
+  fix in FP32, truncated back), exact for operands within 2^24; a zero divisor gives the dividend. The
+  float -> int steps saturate as ``tile.cast`` does. ``tmp`` is not read.
+- ``prelu`` / ``lrelu`` (TPRELU / TLRELU): ``x > 0 ? x : x * slope``, the product rounded once to the tile's
+  dtype (a NaN stays NaN); lrelu's scalar slope is converted to the tile's dtype first. ``tmp`` is not read.
+- ``part_add`` / ``part_mul`` / ``part_max`` / ``part_min`` (TPARTADD ...): on the lhs's valid box (the
+  result's), ``lhs op rhs`` where the rhs is valid too and the lhs's value where it is not (pto-isa's
+  TPARTADD page); the rest of the result is poison, as the device writes only its valid box. max / min
+  propagate a NaN, as ``tile.maximum`` does. An rhs valid beyond the lhs's box (pto-isa: implementation-
+  defined) is refused.
 """
 
 from __future__ import annotations
@@ -34,11 +50,13 @@ from typing import Any
 
 import numpy as np
 
-from pldemu.ir import Op
+from pldemu.ir import CastMode, Op
 from pldemu.npdtypes import is_float_dtype, scalar_as
+from pldemu.runtime.errors import ProgramError
 from pldemu.runtime.machine import Handler, Machine
+from pldemu.runtime.ops.tile import cast_array
 from pldemu.runtime.sites import CallSite
-from pldemu.runtime.values import Tile
+from pldemu.runtime.values import Tile, prefix
 
 
 def _rsqrt(x: np.ndarray) -> np.ndarray:
@@ -112,6 +130,72 @@ def _expands(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
     return Tile(np.full(target.data.shape, scalar_as(dtype, args[1]), dtype), target.valid)
 
 
+_F32, _I32 = np.dtype(np.float32), np.dtype(np.int32)
+
+
+def _rem_f32(a: np.ndarray, b: Any) -> np.ndarray:
+    """A2/A3's FP32 TREM / TREMS: vdiv, floor, vmul, vsub, then the sign fix ``r + b`` where ``r * b < 0``."""
+    with np.errstate(all="ignore"):
+        r = np.subtract(a, np.multiply(np.floor(np.divide(a, b)), b))
+        return np.where(np.multiply(r, b) < 0, np.add(r, b), r)
+
+
+def _rem_i32(a: np.ndarray, b: Any, by: Any) -> np.ndarray:
+    """A2/A3's INT32 TREM / TREMS: the quotient floored in FP32, ``a - q * by`` in INT32 (``by``: TREM's divisor
+    back from FP32, TREMS's scalar itself), the sign fix in FP32, truncated back to INT32."""
+    bf = np.asarray(b).astype(_F32)
+    with np.errstate(all="ignore"):
+        af = a.astype(_F32)
+        q = cast_array(np.asarray(np.divide(af, bf)), _I32, CastMode.FLOOR)
+        r = (cast_array(af, _I32, CastMode.RINT) - q * by).astype(_F32)
+        return cast_array(np.where(np.multiply(r, bf) < 0, np.add(r, bf), r), _I32, CastMode.TRUNC)
+
+
+def rem(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """pto-isa's TREM of FP32 or INT32 arrays (see the module docstring)."""
+    if a.dtype == _F32:
+        return _rem_f32(a, b)
+    return _rem_i32(a, b, cast_array(b.astype(_F32), _I32, CastMode.RINT))
+
+
+def rems(a: np.ndarray, x: Any) -> np.ndarray:
+    """pto-isa's TREMS of an FP32 or INT32 array and a scalar of its dtype."""
+    return _rem_f32(a, x) if a.dtype == _F32 else _rem_i32(a, x, x)
+
+
+def _rem(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
+    lhs: Tile = args[0]
+    rhs: Tile = args[1]
+    if lhs.valid != rhs.valid:  # static boxes are checked by the deducer; a run-time one here
+        raise ProgramError(f"tile.rem: lhs valid box {list(lhs.valid)} and rhs's {list(rhs.valid)} differ "
+                           "(pto-isa's TREM needs src0, src1 and dst of one valid shape)")
+    return Tile(rem(lhs.data, rhs.data), lhs.valid)
+
+
+def _prelu(x: np.ndarray, slope: Any) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return np.where(x > 0, x, np.multiply(x, slope))
+
+
+def _partial(fn: np.ufunc) -> Handler:
+    """TPARTADD ...: the lhs's valid box, ``fn`` where the rhs is valid too, the lhs's value elsewhere."""
+
+    def handler(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
+        lhs: Tile = args[0]
+        rhs: Tile = args[1]
+        if any(r > v for r, v in zip(rhs.valid, lhs.valid, strict=True)):
+            raise ProgramError(f"{site.op.text}: rhs valid box {list(rhs.valid)} runs past lhs's {list(lhs.valid)}, "
+                               "the result's (pto-isa leaves a source valid beyond dst implementation-defined)")
+        out = m.poison.array(lhs.data.shape, lhs.data.dtype)
+        box, both = prefix(lhs.valid), prefix(rhs.valid)
+        out[box] = lhs.data[box]
+        with np.errstate(all="ignore"):
+            out[both] = fn(lhs.data[both], rhs.data[both])
+        return Tile(out, lhs.valid)
+
+    return handler
+
+
 _BITWISE: Mapping[str, Callable[[np.ndarray, Any], np.ndarray]] = MappingProxyType({
     "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor, "shl": np.left_shift,
     "shr": np.right_shift,
@@ -135,9 +219,17 @@ MATH_HANDLERS: Mapping[Op, Handler] = MappingProxyType({
     Op.TILE_FMODS: _with_scalar(fmod),
     Op.TILE_EXPANDS: _expands,
     Op.TILE_NOT: _unary(np.invert),
+    Op.TILE_REM: _rem,
+    Op.TILE_REMS: _with_scalar(rems),
+    Op.TILE_PRELU: _with_tile(_prelu),
+    Op.TILE_LRELU: _with_scalar(_prelu),
+    Op.TILE_PART_ADD: _partial(np.add),
+    Op.TILE_PART_MUL: _partial(np.multiply),
+    Op.TILE_PART_MAX: _partial(np.maximum),
+    Op.TILE_PART_MIN: _partial(np.minimum),
     **{Op(f"tile.{name}"): _with_tile(fn) for name, fn in _BITWISE.items()},
     **{Op(f"tile.{name}s"): _with_scalar(fn) for name, fn in _BITWISE.items()},
 })
 """Entries of the one handler table (merged there)."""
 
-__all__ = ["MATH_HANDLERS", "divide", "fmod"]
+__all__ = ["MATH_HANDLERS", "divide", "fmod", "rem", "rems"]

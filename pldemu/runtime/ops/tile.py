@@ -206,7 +206,7 @@ def _sel(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
 def _sels(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
     mask: Tile = args[0]
     src: Tile = args[1]
-    scalar = src.data.dtype.type(args[3])
+    scalar = scalar_as(src.data.dtype, args[3])  # an unsigned source's signed scalar keeps its bits (pypto's TSELS)
     return _select_into(m, src, mask_bits(mask.data, src.valid), src.data, scalar)
 
 

@@ -174,6 +174,18 @@ shl = DslOp("pl.shl")
 shls = DslOp("pl.shls")
 shr = DslOp("pl.shr")
 shrs = DslOp("pl.shrs")
+part_add = DslOp("pl.part_add")
+part_mul = DslOp("pl.part_mul")
+part_max = DslOp("pl.part_max")
+part_min = DslOp("pl.part_min")
+_PARTIAL = ("part_add", "part_mul", "part_max", "part_min")
+rem = DslOp("pl.rem")
+rems = DslOp("pl.rems")
+prelu = DslOp("pl.prelu")
+lrelu = DslOp("pl.lrelu")
+sels = DslOp("pl.sels")
+_TILE_ONLY = ("rem", "rems", "prelu", "lrelu", "sels")
+"""pypto's tile functions it also exports as ``pl.X``."""
 _ELEMENTWISE = ("fmod", "fmods", "expands", "and_", "ands", "or_", "ors", "xor", "xors", "not_", "shl", "shls",
                 "shr", "shrs")
 row_expand = DslOp("pl.row_expand")
@@ -221,14 +233,14 @@ tensor = Namespace("pl.tensor", ("add", "sub", "mul", "maximum", "minimum", "cas
                                  "read", "write", "create_l1", "gather_row", "cmp",
                                  *_MATH, "divs", *_EXPANDS, "full", *_CUBE, *_LAYOUT, "create", *_SORT, "ci",
                                  "get_block_idx", *_REDUCTIONS, "adds", "subs", "muls", "concat",
-                                 *_ELEMENTWISE))
+                                 *_ELEMENTWISE, *_PARTIAL))
 tile = Namespace("pl.tile", ("get_block_idx", "load", "store", "add", "sub", "mul", "maximum", "minimum", "adds", "muls",
                              "cast",
                              *_MATH, "divs", *_REDUCTIONS, *_EXPANDS, "full", "maximums", "minimums", *_CUBE,
                              "batch_matmul", "move", *_LAYOUT, "create", *_SORT, "ci",
                              "gather_mask", "concat", "read", "write", "aiv_shard", "aic_gather",
                              "get_subblock_idx", "transpose_view", "slice", "relu", *_ELEMENTWISE,
-                             "max", "min", "cmp", "cmps", "sel"))
+                             "max", "min", "cmp", "cmps", "sel", *_PARTIAL, *_TILE_ONLY))
 tile.MaskPattern = MaskPattern  # type: ignore[attr-defined]
 
 prefetch = Namespace("pl.prefetch", ("make_context", "async_prefetch", "session", "wait"))
@@ -236,4 +248,4 @@ prefetch = Namespace("pl.prefetch", ("make_context", "async_prefetch", "session"
 array = Namespace("pl.array", ("create", "get_element", "update_element"))
 """pypto's on-core scalar arrays (``pl.array.create(extent, dtype)``, ``arr[i]``, ``arr[i] = v``)."""
 
-__all__ = ["BF16", "BOOL", "FP16", "FP32", "INDEX", "INT8", "INT16", "INT32", "INT64", "RUNTIME", "TASK_ID", "UINT8", "UINT16", "UINT32", "Array", "AtomicType", "FunctionType", "InOut", "JITFunction", "Level", "Mem", "MemorySpace", "Out", "PadValue", "PyDType", "Role", "Scalar", "SplitMode", "Tensor", "Tile", "abs", "add", "aic_gather", "aiv_shard", "and_", "ands", "arange", "array", "assemble", "at", "batch_matmul", "cast", "cmp", "col_argmax", "col_argmin", "col_expand", "col_expand_add", "col_expand_div", "col_expand_expdif", "col_expand_max", "col_expand_min", "col_expand_mul", "col_expand_sub", "col_max", "col_min", "col_prod", "col_sum", "concat", "const", "create_l1", "create_tensor", "create_tile", "cross_core_slot", "div", "dynamic", "exp", "expands", "fillpad", "fmod", "fmods", "full", "function", "gather", "gather_row", "jit", "load", "log", "manual_scope", "matmul", "matmul_acc", "max", "maximum", "min", "minimum", "move", "mrgsort", "mul", "neg", "no_dep", "not_", "or_", "ors", "parallel", "pipeline", "prefetch", "program", "range", "read", "recip", "relu", "reshape", "row_argmax", "row_argmin", "row_expand", "row_expand_add", "row_expand_div", "row_expand_expdif", "row_expand_max", "row_expand_min", "row_expand_mul", "row_expand_sub", "row_max", "row_min", "row_prod", "row_sum", "rsqrt", "scatter", "scope", "set_validshape", "shl", "shls", "shr", "shrs", "slice", "sort32", "split", "split_aiv", "spmd", "spmd_submit", "sqrt", "store", "sub", "system", "tensor", "tile", "transpose", "unroll", "write", "xor", "xors", "yield_"]
+__all__ = ["BF16", "BOOL", "FP16", "FP32", "INDEX", "INT8", "INT16", "INT32", "INT64", "RUNTIME", "TASK_ID", "UINT8", "UINT16", "UINT32", "Array", "AtomicType", "FunctionType", "InOut", "JITFunction", "Level", "Mem", "MemorySpace", "Out", "PadValue", "PyDType", "Role", "Scalar", "SplitMode", "Tensor", "Tile", "abs", "add", "aic_gather", "aiv_shard", "and_", "ands", "arange", "array", "assemble", "at", "batch_matmul", "cast", "cmp", "col_argmax", "col_argmin", "col_expand", "col_expand_add", "col_expand_div", "col_expand_expdif", "col_expand_max", "col_expand_min", "col_expand_mul", "col_expand_sub", "col_max", "col_min", "col_prod", "col_sum", "concat", "const", "create_l1", "create_tensor", "create_tile", "cross_core_slot", "div", "dynamic", "exp", "expands", "fillpad", "fmod", "fmods", "full", "function", "gather", "gather_row", "jit", "load", "log", "lrelu", "manual_scope", "matmul", "matmul_acc", "max", "maximum", "min", "minimum", "move", "mrgsort", "mul", "neg", "no_dep", "not_", "or_", "ors", "parallel", "part_add", "part_max", "part_min", "part_mul", "pipeline", "prefetch", "prelu", "program", "range", "read", "recip", "relu", "rem", "rems", "reshape", "row_argmax", "row_argmin", "row_expand", "row_expand_add", "row_expand_div", "row_expand_expdif", "row_expand_max", "row_expand_min", "row_expand_mul", "row_expand_sub", "row_max", "row_min", "row_prod", "row_sum", "rsqrt", "scatter", "scope", "sels", "set_validshape", "shl", "shls", "shr", "shrs", "slice", "sort32", "split", "split_aiv", "spmd", "spmd_submit", "sqrt", "store", "sub", "system", "tensor", "tile", "transpose", "unroll", "write", "xor", "xors", "yield_"]
