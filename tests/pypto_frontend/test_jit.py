@@ -72,6 +72,7 @@ def test_every_form_decorates_and_keeps_pyptos_attributes() -> None:
     assert pl.jit.host(auto_scope=False)(lambda x: x)._auto_scope is False
     assert pl.jit.inline(lambda x: x)._func_type == "inline" and pl.jit.opaque(lambda x: x)._func_type == "opaque"
     assert pl.jit(copy_kernel._func)._func_type == "orchestration"  # pypto-lib re-wraps ._func
+    assert copy_host._param_names() == ["x", "y", "scale"]  # pypto-lib's decode_fwd_mtp orders its specs by it
 
 
 @pytest.mark.parametrize(("make", "message"), [

@@ -9,6 +9,7 @@ Nothing in a body runs when it is decorated; ``compile`` / the call specialise i
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -61,6 +62,11 @@ class JITFunction:
         ``.as_python()``), before LowerCompositeOps; nothing runs and nothing is cached."""
         __tracebackhide__ = True
         return lowered_for(self, args, kwargs, config)
+
+    def _param_names(self) -> list[str]:
+        """The function's parameter names in order (pypto's private helper, which pypto-lib's drivers call to
+        order their tensor specs)."""
+        return [p for p in inspect.signature(self._func).parameters if p != "self"]
 
     def __repr__(self) -> str:
         return f"<pl.jit.{self._func_type} {self.__name__}>"
