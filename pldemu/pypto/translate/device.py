@@ -419,8 +419,11 @@ class DeviceTranslator(Evaluator):
         if handler is None:
             raise self.error(f"{name} is not supported in a device function", node)
         marked = len(self.emit.tensor_slices)
+        loading = self.loading_views
         with self.views_loaded(name not in VIEW_OPS):
             result = handler(self, node)
+        if loading and isinstance(result, TensorView):  # a view op's view as another op's operand: read through it
+            result = load_view(self, result, node)
         if isinstance(result, Var) and isinstance(result.type, TileType) and name not in _TILE_MAKERS and (
                 len(self.emit.tensor_slices) > marked or any(_marked(self, a) for a in _call_operands(node))):
             self.emit.tensor_slices.add(result.name)  # an op of a tensor-level operand is tensor-level (pypto)
