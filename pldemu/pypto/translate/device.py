@@ -22,10 +22,12 @@ from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from pldemu.ir.dtypes import DType
 from pldemu.ir.nodes import (
     BinOp,
     BinOpKind,
     Const,
+    Expr,
     ScalarType,
     SourcePos,
     TensorType,
@@ -37,6 +39,7 @@ from pldemu.ir.nodes import (
     eval_nr,
     format_expr,
 )
+from pldemu.npdtypes import scalar_as
 from pldemu.pypto.capture import CapturedFunction, CapturedProgram, Kind
 from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.translate import arrays
@@ -89,6 +92,9 @@ def _floor_differs(kind: BinOpKind, a: Any, b: Any, truncated: Const) -> bool:
 
 _TRUNCATING_HINT = {BinOpKind.TDIV: "quot", BinOpKind.TREM: "rem"}
 """The variable a truncating operator's value gets when it is not assigned to a name."""
+
+_WRAPPING = frozenset({BinOpKind.ADD, BinOpKind.SUB, BinOpKind.MUL})
+"""The scalar operators whose result can leave its integer dtype's range (and wraps on the device)."""
 
 
 _TILE_MAKERS = frozenset({"pl.load", "pl.tile.load", "pl.create_tile", "pl.tile.create", "pl.tile.full",
@@ -543,7 +549,7 @@ class DeviceTranslator(Evaluator):
         if isinstance(out, Const) and kind.is_truncating and _floor_differs(kind, a, b, out):
             out = typed  # runs on the device, where the value is C's and the finding is reported
         if not (isinstance(out, BinOp) and out.op.is_truncating):
-            return out
+            return self.wrapped(out, kind)
         # Computed once, where the user wrote it, as on the device: a name bound to it and used in three
         # statements is one site of the run's truncation findings, at this line.
         self.emit.truncating[(str(self.fb.origin or ""), format_expr(out))] = ast.unparse(node)
@@ -553,6 +559,20 @@ class DeviceTranslator(Evaluator):
         # folds them.
         self.emit.lets[var] = out
         return var
+
+    def wrapped(self, value: Expr, kind: BinOpKind) -> Expr:
+        """A ``+ - *`` of a fixed-width integer dtype as the device computes it: pypto types ``INT32 + INT32``
+        INT32 (PromoteSameCategoryDtype) and its code generators emit ``arith.addi`` on i32 (C's ``int32_t`` in an
+        Orchestration), which wraps, while pldemu's IR scalars are exact integers; so the value is cast to its own
+        dtype (``scalar.cast`` wraps), and a folded constant wrapped here. INDEX (64-bit) is left exact."""
+        dtype = value.type.dtype if isinstance(value.type, ScalarType) else None
+        if kind not in _WRAPPING or dtype is None or not dtype.is_int or dtype is DType.INDEX:
+            return value
+        if isinstance(value, Const):
+            return Const(int(scalar_as(dtype.np, value.value)), dtype)
+        if not isinstance(value, BinOp):
+            return value  # an identity folded away (x + 0): x is in range already
+        return self.fb.pld.tile.scalar_cast(value, dtype, hint=self.hint("wrap"))
 
     def negate(self, value: Any, node: ast.AST) -> Any:
         if not is_ir(value):

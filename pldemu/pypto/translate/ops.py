@@ -911,6 +911,8 @@ def _scalar_cast(tr: DeviceLevel, v: Any, dst: DType, mode: Any, node: ast.AST) 
                        f"{src.value} scalar to {dst.value}: cast the INT32 parameter itself, then do the float "
                        "math in tile ops)", node)
     if isinstance(v, Const):
+        if dst.is_int and dst is not DType.INDEX and not isinstance(v.value, float):
+            return Const(int(scalar_as(dst.np, v.value)), dst)  # wraps as the register holds it
         return Const(float(v.value) if dst.is_float else int(v.value), dst)
     if src is DType.BOOL and dst.is_int:
         # 1 where the condition holds, else 0: max(cond, 0) is the condition's value typed as the integer
