@@ -259,10 +259,21 @@ class DeviceTranslator(Evaluator):
         finally:
             self.carried = saved
 
+    @contextlib.contextmanager
+    def if_outputs(self) -> Iterator[None]:
+        """While a branch of an ``if`` is translated: a ``pl.yield_`` there is the if's phi (pypto's parser
+        emits it as the IfStmt's yield: ``valid = pl.yield_(n)`` in each branch binds ``valid`` after it)."""
+        self.carries.append(Carry([], branch=True))
+        try:
+            yield
+        finally:
+            self.carries.pop()
+
     def branch(self, s: ast.If) -> None:
         cond = _folded(self.eval(s.test))
         if not is_ir(cond):
-            self.block(s.body if cond else s.orelse)
+            with self.if_outputs():
+                self.block(s.body if cond else s.orelse)
             return
         if _returns(s.body) or _returns(s.orelse):
             raise self.error("a `return` inside if/else is supported only as an early return "
@@ -271,13 +282,13 @@ class DeviceTranslator(Evaluator):
         merged = (_assigned_names(s.body) & _assigned_names(s.orelse)) - before
         phis: dict[str, Var] = {}
         with self.carrying(self.own_before([*s.body, *s.orelse])):
-            with self.fb.if_(cond):
+            with self.fb.if_(cond), self.if_outputs():
                 self.block(s.body)
                 self.merge_numbers(merged, phis)
             if s.orelse:
                 saved, self.sibling_local = self.sibling_local, self.sibling_local | (frozenset(self.env) - before)
                 try:
-                    with self.fb.else_():
+                    with self.fb.else_(), self.if_outputs():
                         self.block(s.orelse)
                         self.merge_numbers(merged, phis)
                 finally:
@@ -291,7 +302,7 @@ class DeviceTranslator(Evaluator):
         for name in sorted(names):
             value, phi = self.env.get(name), phis.get(name)
             if phi is None:
-                if isinstance(value, (int, float)):
+                if isinstance(value, (int, float, Const)):  # a pl.const / pl.cast of a literal is a number too
                     phi = self.fb.let(name, as_expr(value))
                 elif isinstance(value, Var) and _variable_kind(value):
                     phi = value

@@ -1168,6 +1168,8 @@ def _yield(tr: DeviceLevel, node: ast.Call) -> Any:
         raise tr.error("pl.yield_ outside a pl.range(..., init_values=) loop", node)
     carry = tr.carries[-1]
     values = [tr.eval(a) for a in node.args]
+    if carry.branch:  # an if's outputs: the values themselves, bound to the assignment's names
+        return values[0] if len(values) == 1 else tuple(values)
     if len(values) != len(carry.values):
         raise tr.error(f"pl.yield_ gives {len(values)} values for {len(carry.values)} init_values", node)
     for i, (old, new) in enumerate(zip(carry.values, values, strict=True)):
