@@ -1,21 +1,30 @@
 """Values an ``if`` gives its names, as pypto's parser makes them: a ``pl.yield_`` inside a branch is the
 IfStmt's yield (its phi: ``step = pl.yield_(5)`` binds ``step`` after the ``if``), not the enclosing loop's;
 a name every branch binds to a constant (``pl.const``, ``pl.cast`` of a literal) is one variable after it, the
-branch taken's. Run on one rank."""
+branch taken's; and a tensor carried by ``pl.range(init_values=)`` yielded as another buffer (a ping-pong swap,
+which pldemu's once-translated loop body cannot follow) is refused at the yield. Run on one rank."""
 
 from __future__ import annotations
 
+import inspect
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.surface import language as pl
 
 
 @pytest.fixture(autouse=True)
 def _build_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYPTO_PROG_BUILD_DIR", str(tmp_path / "build_output"))
+
+
+def _line_of(marker: str) -> int:
+    src, _ = inspect.getsourcelines(sys.modules[__name__])
+    return next(i for i, line in enumerate(src, 1) if marker in line and "_line_of" not in line)
 
 
 @pl.jit.incore
@@ -66,3 +75,32 @@ def test_an_ifs_yields_and_constants_are_the_branch_takens(s: int) -> None:
     np.testing.assert_array_equal(y, want)
     c = 5 + 3 * s
     assert list(z[0, :5]) == [c, c + 100, *([11, 7, 5] if s > 0 else [9, 22, 6])]
+
+
+@pl.jit.inline
+def stencil(cur: pl.Tensor[[8, 32], pl.FP32], nxt: pl.Tensor[[8, 32], pl.FP32]):
+    with pl.at(level=pl.Level.CORE_GROUP, name_hint="step"):
+        nxt[:, :] = pl.add(pl.mul(cur[:, :], 0.5), 1.0)
+    return nxt
+
+
+@pl.jit
+def ping_pong(a: pl.Tensor[[8, 32], pl.FP32], out: pl.Out[pl.Tensor[[8, 32], pl.FP32]]):
+    p = pl.create_tensor([8, 32], dtype=pl.FP32)
+    q = pl.create_tensor([8, 32], dtype=pl.FP32)
+    with pl.at(level=pl.Level.CORE_GROUP, name_hint="seed"):
+        p[:, :] = a[:, :]
+    for _s, (cur, nxt) in pl.range(3, init_values=(p, q)):
+        nxt = stencil(cur, nxt)
+        res, _spare = pl.yield_(nxt, cur)  # swapped: the next step reads what this one wrote
+    with pl.at(level=pl.Level.CORE_GROUP, name_hint="final"):
+        out[:, :] = res[:, :]
+    return out
+
+
+def test_a_carried_tensor_yielded_as_another_buffer_is_refused_at_the_yield() -> None:
+    a = np.zeros((8, 32), np.float32)
+    with pytest.raises(FrontendError) as err:
+        ping_pong(a, np.zeros_like(a))
+    assert err.value.line == _line_of("res, _spare = pl.yield_(nxt, cur)")
+    assert "a carried tensor yielded as another buffer (p carried, q yielded)" in str(err.value)

@@ -1163,6 +1163,22 @@ def _typed(value: Any, dtype: Any) -> Any:
     return value if is_ir(value) else Const(value, dtype)
 
 
+_SWAPPED_CARRY = (
+    "pl.yield_({arg}): a carried tensor yielded as another buffer ({old} carried, {new} yielded): pypto's next "
+    "iteration would see {new} under the carried name (a ping-pong swap), but pldemu translates the loop body once "
+    "with each carried tensor fixed, so it would run every iteration on {old}; yield each carried tensor itself "
+    "(written in place), or alternate the buffers explicitly (pl.unroll, or an `if` on the step's parity)")
+"""A tensor carry is plain rebinding in pldemu (``Carry.rebound``): only a yield of the same tensor is that."""
+
+
+def _is_tensor_value(value: Any) -> bool:
+    return isinstance(value, TensorView) or (isinstance(value, Var) and isinstance(value.type, TensorType))
+
+
+def _buffer_name(value: Any) -> str:
+    return str(getattr(value, "name", value))
+
+
 def _yield(tr: DeviceLevel, node: ast.Call) -> Any:
     if not tr.carries:
         raise tr.error("pl.yield_ outside a pl.range(..., init_values=) loop", node)
@@ -1174,6 +1190,9 @@ def _yield(tr: DeviceLevel, node: ast.Call) -> Any:
         raise tr.error(f"pl.yield_ gives {len(values)} values for {len(carry.values)} init_values", node)
     for i, (old, new) in enumerate(zip(carry.values, values, strict=True)):
         if Carry.rebound(old):
+            if _is_tensor_value(new) and new != old:
+                raise tr.error(_SWAPPED_CARRY.format(arg=ast.unparse(node.args[i]), old=_buffer_name(old),
+                                                     new=_buffer_name(new)), node)
             carry.values[i] = new
         elif isinstance(old.type, TileType):
             tr.fb.assign(old, fit_to_carry(tr.fb, old, _tile(tr, new, "pl.yield_ of a carried tile", node)))
