@@ -2,7 +2,8 @@
 (PromoteSameCategoryDtype) and emits ``arith.addi`` on i32 (C's ``int32_t`` in an Orchestration), so a sum that
 leaves the range is negative on the device and a run-time ``if`` on it goes the other way than on exact
 integers. The same for INT8 and INT64, ``-`` and ``*``, folded constants, in a kernel and in an Orchestration;
-INDEX arithmetic stays exact. Run on one rank against numpy."""
+INDEX arithmetic stays exact. A float scalar rounds to its dtype at every step (``arith.subf`` on f32, C's
+``float``), not once when it is stored. Run on one rank against numpy."""
 
 from __future__ import annotations
 
@@ -84,3 +85,34 @@ def test_a_constant_cast_to_a_narrower_integer_wraps() -> None:
     out = np.zeros((1, 8), np.int32)
     narrowed(out)
     assert out[0, 0] == 44
+
+
+@pl.jit.incore
+def rounds(t: pl.Tensor[[1, 8], pl.FP32], z: pl.Out[pl.Tensor[[1, 8], pl.FP32]]):
+    a = pl.read(t, [0, 0])
+    m = pl.read(t, [0, 1])
+    b = a - m  # 2^24 + 1 is no FP32: arith.subf on f32 gives 2^24
+    pl.write(z, [0, 0], b - m)
+    if b > a:
+        pl.write(z, [0, 1], 1.0)
+    p = pl.read(t, [0, 2]) * pl.read(t, [0, 3])
+    pl.write(z, [0, 2], p - pl.read(t, [0, 4]))
+    return z
+
+
+@pl.jit
+def rounds_orch(t: pl.Tensor[[1, 8], pl.FP32], z: pl.Out[pl.Tensor[[1, 8], pl.FP32]]):
+    z = rounds(t, z)
+    s = pl.read(t, [0, 0]) + 1.0  # the Orchestration's C++ float: rounded at every step
+    pl.write(z, [0, 3], s + 1.0)
+    return z
+
+
+@pytest.mark.launcher
+def test_float_scalar_arithmetic_rounds_to_its_dtype_at_every_step() -> None:
+    f = np.float32
+    t = np.array([[2.0 ** 24, -1.0, 1.0000001, 1.0000001, 1.0000002, 0, 0, 0]], f)
+    z = np.zeros((1, 8), f)
+    rounds_orch(t, z)
+    want = [f(f(t[0, 0] - t[0, 1]) - t[0, 1]), 0.0, f(f(t[0, 2] * t[0, 3]) - t[0, 4]), f(f(t[0, 0] + 1) + 1)]
+    np.testing.assert_array_equal(z[0, :4], want)

@@ -94,7 +94,8 @@ _TRUNCATING_HINT = {BinOpKind.TDIV: "quot", BinOpKind.TREM: "rem"}
 """The variable a truncating operator's value gets when it is not assigned to a name."""
 
 _WRAPPING = frozenset({BinOpKind.ADD, BinOpKind.SUB, BinOpKind.MUL})
-"""The scalar operators whose result can leave its integer dtype's range (and wraps on the device)."""
+"""The scalar operators whose result can leave its integer dtype's range (and wraps on the device) or need more
+precision than its float dtype has (and rounds there)."""
 
 
 _TILE_MAKERS = frozenset({"pl.load", "pl.tile.load", "pl.create_tile", "pl.tile.create", "pl.tile.full",
@@ -572,18 +573,21 @@ class DeviceTranslator(Evaluator):
         return var
 
     def wrapped(self, value: Expr, kind: BinOpKind) -> Expr:
-        """A ``+ - *`` of a fixed-width integer dtype as the device computes it: pypto types ``INT32 + INT32``
-        INT32 (PromoteSameCategoryDtype) and its code generators emit ``arith.addi`` on i32 (C's ``int32_t`` in an
-        Orchestration), which wraps, while pldemu's IR scalars are exact integers; so the value is cast to its own
-        dtype (``scalar.cast`` wraps), and a folded constant wrapped here. INDEX (64-bit) is left exact."""
+        """A ``+ - *`` of a fixed-width dtype as the device's register holds it. pypto types ``INT32 + INT32``
+        INT32 and ``FP32 * FP32`` FP32 (PromoteSameCategoryDtype) and its code generators emit ``arith.addi`` on
+        i32 / ``arith.mulf`` on f32 (C's ``int32_t`` / ``float`` in an Orchestration): an integer wraps, a float
+        rounds to its dtype at every operation, while pldemu's IR scalars are exact integers and doubles; so the
+        value is cast to its own dtype (``scalar.cast`` wraps or rounds), and a folded constant converted here.
+        INDEX (64-bit) is left exact."""
         dtype = value.type.dtype if isinstance(value.type, ScalarType) else None
-        if kind not in _WRAPPING or dtype is None or not dtype.is_int or dtype is DType.INDEX:
+        if kind not in _WRAPPING or dtype is None or dtype is DType.INDEX or not (dtype.is_int or dtype.is_float):
             return value
         if isinstance(value, Const):
-            return Const(int(scalar_as(dtype.np, value.value)), dtype)
+            held = scalar_as(dtype.np, value.value)
+            return Const(int(held) if dtype.is_int else float(held), dtype)
         if not isinstance(value, BinOp):
             return value  # an identity folded away (x + 0): x is in range already
-        return self.fb.pld.tile.scalar_cast(value, dtype, hint=self.hint("wrap"))
+        return self.fb.pld.tile.scalar_cast(value, dtype, hint=self.hint("held"))
 
     def negate(self, value: Any, node: ast.AST) -> Any:
         if not is_ir(value):
