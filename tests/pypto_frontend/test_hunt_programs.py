@@ -7,9 +7,9 @@ defer_wait) and 2- and 3-rank exchanges (remote_store, put / get with atomics an
 collectives). The second round (``hunt2_*.py``) adds pypto-lib's DeepSeek-V4 forms: layer loops handing views
 of stacked weights to inline helpers, W8A8 projections with per-row / per-column dequantisation, INT32 atomic
 split-K, manual scopes with TaskId arrays, top-k by sort32 / mrgsort, gathers into L1 columns, cast modes on the
-device's chains, integer wrap-around (scalar and tile), an ``if``'s yields, dynamic shapes, and an INT8
-expert-parallel exchange and a tensor-parallel MLP. Each program's goldens pass in one ``pldemu pytest`` session
-per schedule: plain, and with jitter, deferred visibility and FIFO task order."""
+device's chains, fixed-width scalars (integers wrap, floats round every step), an ``if``'s yields, dynamic
+shapes, and an INT8 expert-parallel exchange and a tensor-parallel MLP. Each program's goldens pass in one
+``pldemu pytest`` session per schedule: plain, and with jitter, deferred visibility and FIFO task order."""
 
 from __future__ import annotations
 
