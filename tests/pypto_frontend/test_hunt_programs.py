@@ -4,8 +4,12 @@ hunt_programs, ``pl.jit``, numpy goldens, not collected by pldemu's own suite): 
 layernorm / rope, INT8 quantisation, sort / top-k / gather, ragged tails (valid_shape, fillpad,
 set_validshape), loop carries, run-time branches, pl.array, task fans (pl.at, pl.spmd, deps=, drains,
 defer_wait) and 2- and 3-rank exchanges (remote_store, put / get with atomics and chunks, kernel and host
-collectives). Each program's goldens pass in one ``pldemu pytest`` session per schedule: plain, and with
-jitter, deferred visibility and FIFO task order."""
+collectives). The second round (``hunt2_*.py``) adds pypto-lib's DeepSeek-V4 forms: layer loops handing views
+of stacked weights to inline helpers, W8A8 projections with per-row / per-column dequantisation, INT32 atomic
+split-K, manual scopes with TaskId arrays, top-k by sort32 / mrgsort, gathers into L1 columns, cast modes on the
+device's chains, fixed-width scalars (integers wrap, floats round every step), an ``if``'s yields, dynamic
+shapes, and an INT8 expert-parallel exchange and a tensor-parallel MLP. Each program's goldens pass in one
+``pldemu pytest`` session per schedule: plain, and with jitter, deferred visibility and FIFO task order."""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ import pytest
 from prefetch import prefetched
 
 PROGRAMS = Path(__file__).resolve().parent / "hunt_programs"
-FILES = sorted(p.name for p in PROGRAMS.glob("hunt_*.py"))
+FILES = sorted(p.name for p in PROGRAMS.glob("hunt*.py"))
 SCHEDULES = {
     "plain": (),
     "shaken": ("--pldemu-jitter", "50", "--pldemu-visibility", "deferred", "--pldemu-task-order", "fifo",

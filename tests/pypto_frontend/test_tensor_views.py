@@ -269,3 +269,30 @@ def test_a_view_carried_through_a_loop_is_written_in_place() -> None:
     y = np.ones((ROWS, C), np.float32)
     carried_orch(x, y)
     np.testing.assert_array_equal(y, ((1 + x) + x) + x)
+
+
+@pl.jit.inline
+def scaled_rows(w: pl.Tensor[[C], pl.FP16], out: pl.Tensor[[T, C], pl.FP32]):
+    """Every row of out = 3 * w, the view reshaped to a row inside the operand of another op (not bound to a
+    name first, pypto-lib's rmsnorm casts its norm weights so): the reshape's view is read where the cast uses
+    it."""
+    for tok in pl.spmd(T, name_hint="rows"):
+        out[tok:tok + 1, :] = pl.mul(pl.cast(pl.reshape(w, [1, C]), target_type=pl.FP32), 3.0)
+    return out
+
+
+@pl.jit
+def nested_view_orch(flat_w: pl.Tensor[[LAYERS * C], pl.FP16], out: pl.Out[pl.Tensor[[LAYERS, T, C], pl.FP32]]):
+    for layer in pl.range(LAYERS):
+        layer_w: pl.Tensor[[C], pl.FP16] = pl.slice(flat_w, [C], [layer * C])
+        scaled_rows(layer_w, out[layer])
+    return out
+
+
+@pytest.mark.launcher
+def test_a_view_made_inside_another_ops_operand_is_read_there() -> None:
+    flat_w = np.random.default_rng(46).standard_normal(LAYERS * C).astype(np.float16)
+    out = np.zeros((LAYERS, T, C), np.float32)
+    nested_view_orch(flat_w, out)
+    want = 3 * flat_w.astype(np.float32).reshape(LAYERS, 1, C)
+    np.testing.assert_array_equal(out, np.repeat(want, T, axis=1))

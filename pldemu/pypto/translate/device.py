@@ -22,10 +22,12 @@ from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from pldemu.ir.dtypes import DType
 from pldemu.ir.nodes import (
     BinOp,
     BinOpKind,
     Const,
+    Expr,
     ScalarType,
     SourcePos,
     TensorType,
@@ -37,6 +39,7 @@ from pldemu.ir.nodes import (
     eval_nr,
     format_expr,
 )
+from pldemu.npdtypes import scalar_as
 from pldemu.pypto.capture import CapturedFunction, CapturedProgram, Kind
 from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.translate import arrays
@@ -89,6 +92,10 @@ def _floor_differs(kind: BinOpKind, a: Any, b: Any, truncated: Const) -> bool:
 
 _TRUNCATING_HINT = {BinOpKind.TDIV: "quot", BinOpKind.TREM: "rem"}
 """The variable a truncating operator's value gets when it is not assigned to a name."""
+
+_WRAPPING = frozenset({BinOpKind.ADD, BinOpKind.SUB, BinOpKind.MUL})
+"""The scalar operators whose result can leave its integer dtype's range (and wraps on the device) or need more
+precision than its float dtype has (and rounds there)."""
 
 
 _TILE_MAKERS = frozenset({"pl.load", "pl.tile.load", "pl.create_tile", "pl.tile.create", "pl.tile.full",
@@ -253,10 +260,21 @@ class DeviceTranslator(Evaluator):
         finally:
             self.carried = saved
 
+    @contextlib.contextmanager
+    def if_outputs(self) -> Iterator[None]:
+        """While a branch of an ``if`` is translated: a ``pl.yield_`` there is the if's phi (pypto's parser
+        emits it as the IfStmt's yield: ``valid = pl.yield_(n)`` in each branch binds ``valid`` after it)."""
+        self.carries.append(Carry([], branch=True))
+        try:
+            yield
+        finally:
+            self.carries.pop()
+
     def branch(self, s: ast.If) -> None:
         cond = _folded(self.eval(s.test))
         if not is_ir(cond):
-            self.block(s.body if cond else s.orelse)
+            with self.if_outputs():
+                self.block(s.body if cond else s.orelse)
             return
         if _returns(s.body) or _returns(s.orelse):
             raise self.error("a `return` inside if/else is supported only as an early return "
@@ -265,13 +283,13 @@ class DeviceTranslator(Evaluator):
         merged = (_assigned_names(s.body) & _assigned_names(s.orelse)) - before
         phis: dict[str, Var] = {}
         with self.carrying(self.own_before([*s.body, *s.orelse])):
-            with self.fb.if_(cond):
+            with self.fb.if_(cond), self.if_outputs():
                 self.block(s.body)
                 self.merge_numbers(merged, phis)
             if s.orelse:
                 saved, self.sibling_local = self.sibling_local, self.sibling_local | (frozenset(self.env) - before)
                 try:
-                    with self.fb.else_():
+                    with self.fb.else_(), self.if_outputs():
                         self.block(s.orelse)
                         self.merge_numbers(merged, phis)
                 finally:
@@ -285,7 +303,7 @@ class DeviceTranslator(Evaluator):
         for name in sorted(names):
             value, phi = self.env.get(name), phis.get(name)
             if phi is None:
-                if isinstance(value, (int, float)):
+                if isinstance(value, (int, float, Const)):  # a pl.const / pl.cast of a literal is a number too
                     phi = self.fb.let(name, as_expr(value))
                 elif isinstance(value, Var) and _variable_kind(value):
                     phi = value
@@ -419,8 +437,11 @@ class DeviceTranslator(Evaluator):
         if handler is None:
             raise self.error(f"{name} is not supported in a device function", node)
         marked = len(self.emit.tensor_slices)
+        loading = self.loading_views
         with self.views_loaded(name not in VIEW_OPS):
             result = handler(self, node)
+        if loading and isinstance(result, TensorView):  # a view op's view as another op's operand: read through it
+            result = load_view(self, result, node)
         if isinstance(result, Var) and isinstance(result.type, TileType) and name not in _TILE_MAKERS and (
                 len(self.emit.tensor_slices) > marked or any(_marked(self, a) for a in _call_operands(node))):
             self.emit.tensor_slices.add(result.name)  # an op of a tensor-level operand is tensor-level (pypto)
@@ -540,7 +561,7 @@ class DeviceTranslator(Evaluator):
         if isinstance(out, Const) and kind.is_truncating and _floor_differs(kind, a, b, out):
             out = typed  # runs on the device, where the value is C's and the finding is reported
         if not (isinstance(out, BinOp) and out.op.is_truncating):
-            return out
+            return self.wrapped(out, kind)
         # Computed once, where the user wrote it, as on the device: a name bound to it and used in three
         # statements is one site of the run's truncation findings, at this line.
         self.emit.truncating[(str(self.fb.origin or ""), format_expr(out))] = ast.unparse(node)
@@ -550,6 +571,23 @@ class DeviceTranslator(Evaluator):
         # folds them.
         self.emit.lets[var] = out
         return var
+
+    def wrapped(self, value: Expr, kind: BinOpKind) -> Expr:
+        """A ``+ - *`` of a fixed-width dtype as the device's register holds it. pypto types ``INT32 + INT32``
+        INT32 and ``FP32 * FP32`` FP32 (PromoteSameCategoryDtype) and its code generators emit ``arith.addi`` on
+        i32 / ``arith.mulf`` on f32 (C's ``int32_t`` / ``float`` in an Orchestration): an integer wraps, a float
+        rounds to its dtype at every operation, while pldemu's IR scalars are exact integers and doubles; so the
+        value is cast to its own dtype (``scalar.cast`` wraps or rounds), and a folded constant converted here.
+        INDEX (64-bit) is left exact."""
+        dtype = value.type.dtype if isinstance(value.type, ScalarType) else None
+        if kind not in _WRAPPING or dtype is None or dtype is DType.INDEX or not (dtype.is_int or dtype.is_float):
+            return value
+        if isinstance(value, Const):
+            held = scalar_as(dtype.np, value.value)
+            return Const(int(held) if dtype.is_int else float(held), dtype)
+        if not isinstance(value, BinOp):
+            return value  # an identity folded away (x + 0): x is in range already
+        return self.fb.pld.tile.scalar_cast(value, dtype, hint=self.hint("held"))
 
     def negate(self, value: Any, node: ast.AST) -> Any:
         if not is_ir(value):

@@ -91,9 +91,12 @@ def _vars_of(e: Any) -> list[Var]:
 
 @dataclasses.dataclass
 class Carry:
-    """Loop-carried values of one ``pl.range(init_values=)``: a Var per tile or scalar, a tensor itself."""
+    """Loop-carried values of one ``pl.range(init_values=)``: a Var per tile or scalar, a tensor itself; or, with
+    ``branch``, a branch of an ``if``, whose ``pl.yield_`` is pypto's phi (the IfStmt's outputs: the names it binds,
+    merged after the ``if`` as any name every branch binds), not the enclosing loop's yield."""
 
     values: list[Any]
+    branch: bool = False
 
     @staticmethod
     def rebound(value: Any) -> bool:

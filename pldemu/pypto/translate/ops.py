@@ -132,8 +132,8 @@ def _ints(tr: DeviceLevel, v: Any, what: str, node: ast.AST) -> list[int]:
 
 
 def _load(tr: DeviceLevel, node: ast.Call) -> Var:
-    b = bind_call(tr, node, ("tensor", "offsets", "shapes"), {"valid_shape": None, "valid_shapes": None,
-                                                              "target_memory": None}, "pl.load")
+    b = bind_call(tr, node, ("tensor", "offsets", "shapes", "valid_shape", "target_memory"),
+                  {"valid_shape": None, "valid_shapes": None, "target_memory": None}, "pl.load")
     shape = _ints(tr, b["shapes"], "pl.load: shape", node)
     valid = b["valid_shape"] if b["valid_shape"] is not None else b["valid_shapes"]
     # only the valid box is read: a tile may overhang its source (pypto's ragged tail), a view's too
@@ -222,7 +222,7 @@ def _binary(tile_op: Op, scalar_op: Op | None, name: str, negate: bool = False,
         options["tmp"] = None
 
     def rule(tr: DeviceLevel, node: ast.Call) -> Var:
-        bound = bind_call(tr, node, ("lhs", "rhs", "tmp") if scratch else ("lhs", "rhs"), options, name)
+        bound = bind_call(tr, node, ("lhs", "rhs", *options), options, name)
         was_tensor = tensor_on_core(tr, bound["lhs"])
         tmp = _xor_scratch(tr, bound.pop("tmp", None), was_tensor, scratch, name, node)
         b = {k: on_core(tr, v, node, name) for k, v in bound.items()}
@@ -700,8 +700,8 @@ def _matmul(name: str) -> Rule:
     value is the accumulator tile either way (stored into a narrower tensor, it is converted then)."""
 
     def rule(tr: DeviceLevel, node: ast.Call) -> Var:
-        b = bind_call(tr, node, ("lhs", "rhs"), {"out_dtype": None, "a_trans": False, "b_trans": False,
-                                                 "c_matrix_nz": False}, name)
+        b = bind_call(tr, node, ("lhs", "rhs", "out_dtype", "a_trans", "b_trans", "c_matrix_nz"),
+                      {"out_dtype": None, "a_trans": False, "b_trans": False, "c_matrix_nz": False}, name)
         lhs, rhs, tensor_level = _cube_operands(tr, b, name, node)
         acc = accumulator_dtype(tltype(lhs).dtype)
         out = _out_dtype(tr, b["out_dtype"], name, node)
@@ -717,10 +717,13 @@ def _matmul(name: str) -> Rule:
 
 def _matmul_acc(name: str) -> Rule:
     """``pl.matmul_acc(acc, lhs, rhs, a_trans=False, b_trans=False, init_cond=None)``: ``tile.matmul_acc``; the
-    accumulator (a tile, or a tensor loaded whole) must have the accumulator dtype (pypto's check)."""
+    accumulator (a tile, or a tensor loaded whole) must have the accumulator dtype (pypto's check). pypto's
+    ``pl.tile.matmul_acc(acc, lhs, rhs, init_cond=None)`` has no transposes: its fourth positional is init_cond."""
+    tile = name.startswith("pl.tile.")
+    positional = ("acc", "lhs", "rhs", *(("init_cond",) if tile else ("a_trans", "b_trans", "init_cond")))
 
     def rule(tr: DeviceLevel, node: ast.Call) -> Var:
-        b = bind_call(tr, node, ("acc", "lhs", "rhs"), {"a_trans": False, "b_trans": False, "init_cond": None}, name)
+        b = bind_call(tr, node, positional, {"a_trans": False, "b_trans": False, "init_cond": None}, name)
         lhs, rhs, _ = _cube_operands(tr, b, name, node)
         acc = _tile(tr, on_core(tr, b["acc"], node, name), f"{name}: acc", node)
         want = accumulator_dtype(tltype(lhs).dtype)
@@ -914,7 +917,8 @@ def _transpose(name: str, src: str) -> Rule:
 
     def rule(tr: DeviceLevel, node: ast.Call) -> Var:
         # pl.tile.transpose's tmp_tile is the 2-D codegen's scratch, not an operand (pypto's deducer says so).
-        b = bind_call(tr, node, (src, "axis1", "axis2"), {"tmp_tile": None} if src == "tile" else {}, name)
+        b = bind_call(tr, node, (src, "axis1", "axis2", *(("tmp_tile",) if src == "tile" else ())),
+                      {"tmp_tile": None} if src == "tile" else {}, name)
         tile = _tile(tr, on_core(tr, b[src], node, name), f"{name}: {src}", node)
         axes = _ints(tr, [b["axis1"], b["axis2"]], f"{name}: axis1 / axis2 (compile-time constants)", node)
         return tr.fb.pld.tile.transpose(tile, axes[0], axes[1], hint=tr.hint(tile.name))
@@ -984,7 +988,7 @@ def _cast_rule(first: str) -> Rule:
     """``pl.cast`` / ``pl.tensor.cast`` (first parameter ``input``), ``pl.tile.cast`` (``tile``)."""
 
     def rule(tr: DeviceLevel, node: ast.Call) -> Any:
-        b = bind_call(tr, node, (first, "target_type"), {"mode": None}, "pl.cast")
+        b = bind_call(tr, node, (first, "target_type", "mode"), {"mode": None}, "pl.cast")
         dtype, v = b["target_type"], b[first]
         if not isinstance(dtype, PyDType):
             raise tr.error("pl.cast(input, target_type): target_type must be a pl dtype", node)
@@ -1034,6 +1038,8 @@ def _scalar_cast(tr: DeviceLevel, v: Any, dst: DType, mode: Any, node: ast.AST) 
                        f"{src.value} scalar to {dst.value}: cast the INT32 parameter itself, then do the float "
                        "math in tile ops)", node)
     if isinstance(v, Const):
+        if dst.is_int and dst is not DType.INDEX and not isinstance(v.value, float):
+            return Const(int(scalar_as(dst.np, v.value)), dst)  # wraps as the register holds it
         return Const(float(v.value) if dst.is_float else int(v.value), dst)
     if src is DType.BOOL and dst.is_int:
         # 1 where the condition holds, else 0: max(cond, 0) is the condition's value typed as the integer
@@ -1105,8 +1111,8 @@ def _slice(name: str, source: str) -> Rule:
     ``pl.tile.slice``): its ``tile.slice``, narrowed by ``valid_shape=``; ``clamp=`` refused as pypto refuses it."""
 
     def rule(tr: DeviceLevel, node: ast.Call) -> Var | TensorView:
-        b = bind_call(tr, node, (source, "shape", "offset"), {"valid_shape": None, "drop_dims": None,
-                                                               "pad_value": None, "clamp": False}, name)
+        b = bind_call(tr, node, (source, "shape", "offset", "valid_shape", "drop_dims", "pad_value", "clamp"),
+                      {"valid_shape": None, "drop_dims": None, "pad_value": None, "clamp": False}, name)
         t = b[source]
         on_tile = source != "tensor" and isinstance(t, Var) and isinstance(t.type, TileType)
         if not (((is_tensor(t) or isinstance(t, TensorView)) and source != "tile") or on_tile):
@@ -1280,15 +1286,36 @@ def _typed(value: Any, dtype: Any) -> Any:
     return value if is_ir(value) else Const(value, dtype)
 
 
+_SWAPPED_CARRY = (
+    "pl.yield_({arg}): a carried tensor yielded as another buffer ({old} carried, {new} yielded): pypto's next "
+    "iteration would see {new} under the carried name (a ping-pong swap), but pldemu translates the loop body once "
+    "with each carried tensor fixed, so it would run every iteration on {old}; yield each carried tensor itself "
+    "(written in place), or alternate the buffers explicitly (pl.unroll, or an `if` on the step's parity)")
+"""A tensor carry is plain rebinding in pldemu (``Carry.rebound``): only a yield of the same tensor is that."""
+
+
+def _is_tensor_value(value: Any) -> bool:
+    return isinstance(value, TensorView) or (isinstance(value, Var) and isinstance(value.type, TensorType))
+
+
+def _buffer_name(value: Any) -> str:
+    return str(getattr(value, "name", value))
+
+
 def _yield(tr: DeviceLevel, node: ast.Call) -> Any:
     if not tr.carries:
         raise tr.error("pl.yield_ outside a pl.range(..., init_values=) loop", node)
     carry = tr.carries[-1]
     values = [tr.eval(a) for a in node.args]
+    if carry.branch:  # an if's outputs: the values themselves, bound to the assignment's names
+        return values[0] if len(values) == 1 else tuple(values)
     if len(values) != len(carry.values):
         raise tr.error(f"pl.yield_ gives {len(values)} values for {len(carry.values)} init_values", node)
     for i, (old, new) in enumerate(zip(carry.values, values, strict=True)):
         if Carry.rebound(old):
+            if _is_tensor_value(new) and new != old:
+                raise tr.error(_SWAPPED_CARRY.format(arg=ast.unparse(node.args[i]), old=_buffer_name(old),
+                                                     new=_buffer_name(new)), node)
             carry.values[i] = new
         elif isinstance(old.type, TileType):
             tr.fb.assign(old, fit_to_carry(tr.fb, old, _tile(tr, new, "pl.yield_ of a carried tile", node)))
@@ -1334,7 +1361,7 @@ def _wait(tr: DeviceLevel, node: ast.Call) -> None:
 
 
 def _remote_load(tr: DeviceLevel, node: ast.Call) -> Var:
-    b = bind_call(tr, node, ("target", "peer", "offsets", "shape"), {"valid_shape": None},
+    b = bind_call(tr, node, ("target", "peer", "offsets", "shape", "valid_shape"), {"valid_shape": None},
                   "pld.tile.remote_load")
     w = _tensor(tr, b["target"], "pld.tile.remote_load: target", node)
     shape = _ints(tr, b["shape"], "pld.tile.remote_load: shape", node)
