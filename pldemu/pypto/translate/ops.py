@@ -1235,6 +1235,15 @@ def _assemble(name: str) -> Rule:
     return rule
 
 
+def _tile_assemble(tr: DeviceLevel, node: ast.Call) -> Var:
+    """``pl.tile.assemble(target, source, offset)``: pypto's tile form, of two tiles only (no atomic), a new
+    tile value as ``pl.assemble`` into a tile makes it."""
+    name = "pl.tile.assemble"
+    b = bind_call(tr, node, ("target", "source", "offset"), {}, name)
+    dst, src = _tile(tr, b["target"], f"{name}: target", node), _tile(tr, b["source"], f"{name}: source", node)
+    return _assembled_tile(tr, dst, src, _offsets(tr, b["offset"], name, node), node)
+
+
 def _assembled_tile(tr: DeviceLevel, dst: Var, src: Var, offsets: list[Any], node: ast.AST) -> Var:
     """``pl.assemble`` into a tile (a kernel's ``pl.create_tensor``): pypto's conversion makes it
     ``tile.assemble``, a new value (other names keep the old one): a copy of ``dst`` with ``src``'s valid box
@@ -1626,6 +1635,7 @@ _OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.tile.concat": _concat("pl.tile.concat"),
     "pl.assemble": _assemble("pl.assemble"),
     "pl.tensor.assemble": _assemble("pl.tensor.assemble"),
+    "pl.tile.assemble": _tile_assemble,
     "pl.tensor.dim": _dim,
     "pl.tensor.cast": _cast_rule("input"),
     "pl.tile.cast": _cast_rule("tile"),
