@@ -37,6 +37,7 @@ from pldemu.ir.nodes import (
 )
 from pldemu.ir.ops import Op
 from pldemu.ir.tile_signatures import accumulator_dtype, sels_scalar_dtype
+from pldemu.ir.walk import walk_expr
 from pldemu.npdtypes import scalar_as
 from pldemu.pypto.capture import Kind
 from pldemu.pypto.translate import arrays
@@ -1287,6 +1288,7 @@ def _yield(tr: DeviceLevel, node: ast.Call) -> Any:
     values = [tr.eval(a) for a in node.args]
     if len(values) != len(carry.values):
         raise tr.error(f"pl.yield_ gives {len(values)} values for {len(carry.values)} init_values", node)
+    values = _before_assigning(tr, carry, values)
     for i, (old, new) in enumerate(zip(carry.values, values, strict=True)):
         if Carry.rebound(old):
             carry.values[i] = new
@@ -1296,6 +1298,19 @@ def _yield(tr: DeviceLevel, node: ast.Call) -> Any:
             tr.fb.assign(old, _typed(new, old.type.dtype))
             tr.emit.assigned(old)
     return carry.values[0] if len(values) == 1 else tuple(carry.values)
+
+
+def _before_assigning(tr: DeviceLevel, carry: Carry, values: list[Any]) -> list[Any]:
+    """pypto's yield hands over all its values at once (``pl.yield_(i + 1, total + i)`` adds the old ``i``): a
+    value that reads a carry variable the yield re-assigns is computed into a variable of its own first, so the
+    assignments, made one after another, do not see each other's."""
+    assigned = {v for v in carry.values if isinstance(v, Var) and not Carry.rebound(v)}
+    out = []
+    for value in values:
+        reads = is_ir(value) and not isinstance(value, Const) and any(
+            isinstance(e, Var) and e in assigned for e in walk_expr(as_expr(value)))
+        out.append(tr.fb.let("yielded", as_expr(value)) if reads else value)
+    return out
 
 
 def _comm_ctx(tr: DeviceLevel, node: ast.Call) -> Var:
