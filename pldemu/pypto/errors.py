@@ -88,7 +88,10 @@ def missing_pypto_name(err: BaseException) -> str | None:
 def pypto_name_of(owner: object, attr: str) -> str | None:
     """pypto's full name of ``owner.attr`` (``pypto.language.tile.subc``) for an owner of the surface: one of its
     modules, a DSL namespace or enum named for pypto (``__pypto_name__``), an enum it defines; else None."""
-    named = getattr(owner, "__pypto_name__", None)
+    try:
+        named = getattr(owner, "__pypto_name__", None)
+    except Exception:  # an owner of the user's whose __getattr__ raises something else: not the surface's
+        named = None
     if isinstance(named, str):
         return f"{named}.{attr}"
     if isinstance(owner, ModuleType) and owner.__name__.startswith(_SURFACE):

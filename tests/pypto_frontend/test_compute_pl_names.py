@@ -324,6 +324,26 @@ def test_submit_predicate_and_a_dn_tensor_annotation_are_refused_at_their_line()
         translate(Pred, 1, (np.zeros((1, 8), np.int32),))
     assert err2.value.line == _line_of("MARK-predicate")
 
+    @pl.program
+    class NoDep:
+        @pl.function(type=pl.FunctionType.InCore)
+        def k(self, y: pl.Out[pl.Tensor[[1, 8], pl.INT32]]) -> pl.Tensor[[1, 8], pl.INT32]:
+            pl.write(y, [0, 0], 1)
+            return y
+
+        @pl.function(type=pl.FunctionType.Orchestration)
+        def orch(self, y: pl.Out[pl.Tensor[[1, 8], pl.INT32]]) -> None:
+            y, _tid = pl.submit(self.k, pl.no_dep(y))  # MARK-submit-no-dep
+
+        @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+        def host_orch(self, y: pl.Out[pl.Tensor[[1, 8], pl.INT32]]) -> None:
+            self.orch(y)
+
+    with pytest.raises(FrontendError, match=re.escape("pl.no_dep(...) in pl.submit's arguments is not supported")) \
+            as err3:
+        translate(NoDep, 1, (np.zeros((1, 8), np.int32),))
+    assert err3.value.line == _line_of("MARK-submit-no-dep")
+
 
 @pytest.mark.parametrize(("get", "name", "why"), [
     (lambda: pl.FP8E4M3FN, "pypto.language.FP8E4M3FN", "an element type pldemu's IR has no tensors of"),

@@ -430,6 +430,9 @@ def submit_call(tr: Any, node: ast.Call) -> Any:
     func = node.args[0] if node.args else None
     if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"):
         raise tr.error("pl.submit(self.kernel, *args[, deps=[...]]): the first argument is the kernel", node)
+    if any(dsl_callee(tr, a) == "pl.no_dep" for a in node.args[1:]):
+        raise tr.error("pl.no_dep(...) in pl.submit's arguments is not supported by pldemu (its arguments are taken "
+                       "inside the task): call the kernel directly, self.kernel(..., pl.no_dep(t), ...)", node)
     fn = tr.callee_function(node, func.attr)
     if fn.kind.name != "INCORE":
         raise tr.error(f"pl.submit(self.{func.attr}, ...): {func.attr} is not an InCore kernel (pl.submit launches "
@@ -438,8 +441,7 @@ def submit_call(tr: Any, node: ast.Call) -> Any:
     result: list[Any] = []
     name = tr.hint("tid")
     with submit(tr, node, TaskKind.KERNEL, name, name=fn.name, deps=_deps(tr, kw.get("deps")),
-                early_resolve=_flag(tr, kw.get("allow_early_resolve")), no_dep=tuple(tr.emit.tasks.no_dep)) as head:
-        tr.emit.tasks.no_dep.clear()
+                early_resolve=_flag(tr, kw.get("allow_early_resolve"))) as head:
         result.append(tr.eval(inner))
     _bind_tid(tr, name, head.tid)
     return (result[0], head.tid)
