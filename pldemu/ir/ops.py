@@ -99,6 +99,12 @@ class Op(enum.Enum):
     TILE_REMS = "tile.rems"
     TILE_PRELU = "tile.prelu"
     TILE_LRELU = "tile.lrelu"
+    # Three-operand adds (TADDC / TADDSC: two additions, each rounded), the triangular mask (TTRI), the pad
+    # of a smaller tile into a larger one (TFILLPAD_EXPAND).
+    TILE_ADDC = "tile.addc"
+    TILE_ADDSC = "tile.addsc"
+    TILE_TRI = "tile.tri"
+    TILE_FILLPAD_EXPAND = "tile.fillpad_expand"
     # Bitwise ops and shifts of integer tiles (runtime/ops/math.py); xor / xors take pypto's scratch ``tmp``.
     TILE_AND = "tile.and"
     TILE_OR = "tile.or"
@@ -146,6 +152,12 @@ class Op(enum.Enum):
     TILE_MATMUL_ACC = "tile.matmul_acc"
     TILE_BATCH_MATMUL = "tile.batch_matmul"
     TILE_BATCH_MATMUL_ACC = "tile.batch_matmul_acc"
+    # The bias forms (the [1, N] bias the accumulator starts from) and GEMV (a [1, K] row, a [16, N] result
+    # valid [1, N], as pypto types TGEMV's).
+    TILE_MATMUL_BIAS = "tile.matmul_bias"
+    TILE_GEMV = "tile.gemv"
+    TILE_GEMV_ACC = "tile.gemv_acc"
+    TILE_GEMV_BIAS = "tile.gemv_bias"
     # Layout (runtime/ops/layout.py).
     TILE_RESHAPE = "tile.reshape"
     TILE_SLICE = "tile.slice"

@@ -28,6 +28,7 @@ from pldemu.ir.enums import (
     ReduceOp,
     WaitCmp,
 )
+from pldemu.ir.fused_signatures import FUSED_SIGNATURES
 from pldemu.ir.mx_signatures import MX_SIGNATURES
 from pldemu.ir.nodes import format_attr
 from pldemu.ir.ops import Op
@@ -376,6 +377,7 @@ SIGNATURES: Mapping[Op, Signature] = MappingProxyType(
         **TILE_SIGNATURES,
         **SORT_SIGNATURES,
         **MX_SIGNATURES,
+        **FUSED_SIGNATURES,
     }
 )
 

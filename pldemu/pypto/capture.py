@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
-from pldemu.pypto.errors import FrontendError
+from pldemu.pypto.errors import NOT_RUN, FrontendError, not_provided, pypto_name_of
 from pldemu.pypto.types import plain_annotation
 
 
@@ -274,6 +274,9 @@ def _check_attribute(prog: CapturedProgram, fn: CapturedFunction, node: ast.Attr
         if isinstance(obj, ModuleType) and attr in ("language", "distributed"):
             obj = getattr(obj, attr, None)
         elif not hasattr(obj, attr):
+            name = pypto_name_of(obj, attr)
+            if name is not None and name in NOT_RUN:  # a name pypto has that pldemu does not run: what, why
+                raise prog.error(not_provided(name, f"{spelled}.{attr}"), node)
             raise prog.error(f"{spelled}.{attr} is not supported by pldemu's pypto layer "
                              f"(unknown name in pypto's DSL, or out of scope)", node)
         else:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from types import ModuleType
+from types import MappingProxyType, ModuleType
 
 
 class FrontendError(Exception):
@@ -82,10 +82,22 @@ def missing_pypto_name(err: BaseException) -> str | None:
         return f"{_pypto_module(err.name or '')}.{found.group(1)}"
     if not isinstance(err, AttributeError) or err.name is None:
         return None
-    if isinstance(err.obj, ModuleType) and err.obj.__name__.startswith(_SURFACE):
-        return f"{_pypto_module(err.obj.__name__)}.{err.name}"
-    if isinstance(err.obj, type) and err.obj.__module__.startswith(_SURFACE):  # an enum member
-        return f"{_pypto_module(err.obj.__module__)}.{err.obj.__qualname__}.{err.name}"
+    return pypto_name_of(err.obj, err.name)
+
+
+def pypto_name_of(owner: object, attr: str) -> str | None:
+    """pypto's full name of ``owner.attr`` (``pypto.language.tile.subc``) for an owner of the surface: one of its
+    modules, a DSL namespace or enum named for pypto (``__pypto_name__``), an enum it defines; else None."""
+    try:
+        named = getattr(owner, "__pypto_name__", None)
+    except Exception:  # an owner of the user's whose __getattr__ raises something else: not the surface's
+        named = None
+    if isinstance(named, str):
+        return f"{named}.{attr}"
+    if isinstance(owner, ModuleType) and owner.__name__.startswith(_SURFACE):
+        return f"{_pypto_module(owner.__name__)}.{attr}"
+    if isinstance(owner, type) and owner.__module__.startswith(_SURFACE):  # an enum member
+        return f"{_pypto_module(owner.__module__)}.{owner.__qualname__}.{attr}"
     return None
 
 
@@ -102,12 +114,73 @@ _NOT_EMULATED = (
 """Name prefixes that are out of scope for a reason of their own (simpler's API), and the reason."""
 
 
-def not_provided(name: str) -> str:
-    """What a pypto name the layer lacks is told as (after the user's ``file:line: ``)."""
-    reason = next((why for prefix, why in _NOT_EMULATED if name == prefix or name.startswith(prefix + ".")),
-                  "out of scope")
-    return f"{name} is not provided by pldemu's pypto layer ({reason}: see docs/pypto-frontend.md)"
+_PL = "pypto.language"
+_PIPES = ("out of scope, pypto's cross-core pipe between a cluster's cube (AIC) and vector (AIV) cores (TPUSH / "
+          "TPOP / TFREE and their buffers): pldemu runs a region's split written as pl.split_aiv, pl.aiv_shard and "
+          "pl.aic_gather, not hand-written pipes")
+_PRINTED_IR = ("out of scope, a type of pypto's printed IR (memory references, pointers, tile and tensor views, loop "
+               "kinds, pipes): pldemu runs programs written in the DSL (@pl.program, pl.jit), not printed IR")
+_PARSER = ("out of scope, pypto's parser entry point (IR text or a function to an ir.Program): pldemu runs a "
+           "program from its Python source through @pl.program or pl.jit")
+_DTYPE = ("out of scope, an element type pldemu's IR has no tensors of (it holds BOOL, INT8 .. INT64, UINT8 .. "
+          "UINT32, FP16, BF16, FP32 and INDEX; its FP8 types live only inside MX quantisation)")
+_MX = ("out of scope, pypto's MX block-scale matmul (FP8E4M3FN data with FP8E8M0 scales, Ascend950) and its GM "
+       "scale layouts: pldemu's IR has MX quantisation (tile.tquant_mx), not the MX matmul")
+_SUBC = ("out of scope, pypto documents pl.subc / pl.subsc as lhs - rhs - rhs2 (its docstrings and torch codegen) "
+         "while pto-isa's TSUBC / TSUBSC compute src0 - src1 + src2 (its ISA pages, CPU model and kernels): pldemu "
+         "does not guess which one the device runs; write two pl.sub")
+_A5_GATHER = ("out of scope, pypto's A5 gathers and scatters (MGATHER / MSCATTER by element index, TGATHERB by "
+              "32-byte block offsets; pto-isa has no A2/A3 kernel of them): pldemu runs pl.gather, pl.scatter and "
+              "pl.gather_row")
+
+NOT_RUN: Mapping[str, str] = MappingProxyType({
+    **{f"{_PL}.{n}": _PIPES for n in ("AUTO", "tpush_to_aiv", "tpush_to_aic", "tpop_from_aic", "tpop_from_aiv",
+                                       "tfree_to_aic", "tfree_to_aiv", "aic_initialize_pipe", "aiv_initialize_pipe",
+                                       "reserve_buffer", "import_peer_buffer", "PipeType")},
+    **{f"{_PL}.{n}": _PRINTED_IR for n in ("ForKind", "CompactMode", "MemRef", "MemRefType", "Ptr", "PtrType",
+                                            "TensorView", "TileView")},
+    **{f"{_PL}.{n}": _PARSER for n in ("parse", "parse_program", "loads", "loads_program", "parser")},
+    **{f"{_PL}.{n}": _DTYPE for n in ("FP4", "FP8E4M3FN", "FP8E5M2", "FP8E8M0", "HF4", "HF8", "INT4", "UINT4",
+                                       "UINT64")},
+    **{f"{_PL}.{n}": _MX for n in ("MX_A_ZZ", "MX_B_NN", "TensorLayout.MX_A_ZZ", "TensorLayout.MX_B_NN",
+                                    "matmul_mx", "matmul_mx_acc", "matmul_mx_bias", "tile.matmul_mx",
+                                    "tile.matmul_mx_acc", "tile.matmul_mx_bias")},
+    **{f"{_PL}.{n}": _SUBC for n in ("subc", "subsc", "tile.subc", "tile.subsc")},
+    **{f"{_PL}.{n}": _A5_GATHER for n in ("mgather", "mscatter", "gatherb", "tile.mgather", "tile.mscatter",
+                                          "tile.gatherb")},
+    f"{_PL}.adir": ("out of scope, pypto's per-call argument directions of printed IR (attrs={'arg_directions': "
+                    "[...]}): pldemu takes a kernel's directions from its pl.Out / pl.InOut parameters"),
+    f"{_PL}.TileLayout": ("out of scope, pypto's tile layouts (pl.move's blayout= / slayout=, pl.TileView): pldemu's "
+                          "tiles are row-major"),
+    **{f"{_PL}.{n}": ("out of scope, pypto's @pl.inline helper of a @pl.program class (expanded at its call sites) "
+                      "is not run by pldemu yet: a pl.jit program's pl.jit.inline helpers are")
+       for n in ("inline", "InlineFunction")},
+    **{f"{_PL}.{n}": ("out of scope, pypto's counter-based random tile (pto.trandom's Philox / ChaCha rounds): pldemu "
+                      "does not reproduce the device's bit stream; pass random data in as a tensor")
+       for n in ("random", "tensor.random", "tile.random")},
+    **{f"{_PL}.{n}": ("out of scope, pypto's paged gather into L1 (a scalar per-row DMA through a block table): "
+                      "pldemu runs the same gather written with pl.gather_row into pl.create_l1")
+       for n in ("paged_gather", "tensor.paged_gather")},
+    **{f"{_PL}.{n}": ("out of scope, a zero-copy reinterpretation of a tensor's or tile's bytes as another dtype: "
+                      "not run by pldemu yet")
+       for n in ("reinterpret_view", "tensor.reinterpret_view", "tile.reinterpret_view")},
+    **{f"{_PL}.{n}": ("out of scope, pypto's rank-3 clone into a target with one broadcast axis (tensor.expand_clone): "
+                      "not run by pldemu yet; pl.row_expand / pl.col_expand and pl.assemble write the same")
+       for n in ("expand_clone", "tensor.expand_clone")},
+    **{f"{_PL}.{n}": ("out of scope, pypto's row scatter of a KV cache (scatter_update): not run by pldemu yet; "
+                      "pl.assemble of each row writes the same")
+       for n in ("scatter_update", "tensor.scatter_update", "tile.scatter_update")},
+})
+"""pypto names pldemu does not run, by pypto's full name, and the reason its refusal gives (after the name)."""
 
 
-__all__ = ["SIMPLER_MODULES", "AnnotationError", "ConfigError", "ConfigTypeError", "FrontendError", "call_site",
-           "missing_pypto_name", "not_provided", "user_frame"]
+def not_provided(name: str, shown: str | None = None) -> str:
+    """What a pypto name the layer lacks is told as (after the user's ``file:line: ``); ``shown``: the name as
+    the user spelled it (``pl.tile.subc``), when not pypto's full name."""
+    reason = NOT_RUN.get(name) or next(
+        (why for prefix, why in _NOT_EMULATED if name == prefix or name.startswith(prefix + ".")), "out of scope")
+    return f"{shown or name} is not provided by pldemu's pypto layer ({reason}: see docs/pypto-frontend.md)"
+
+
+__all__ = ["NOT_RUN", "SIMPLER_MODULES", "AnnotationError", "ConfigError", "ConfigTypeError", "FrontendError", "call_site",
+           "missing_pypto_name", "not_provided", "pypto_name_of", "user_frame"]

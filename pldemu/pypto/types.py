@@ -208,10 +208,10 @@ class ArrayAnn:
     dtype: PyDType
 
 
-def _bad(message: str) -> AnnotationError:
+def _bad(message: str, depth: int = 2) -> AnnotationError:
     """The error of a malformed annotation, at the user's line: the frame that subscripted
-    (``_bad`` is called from the factory's ``__getitem__``)."""
-    frame = sys._getframe(2)
+    (``_bad`` is called from the factory's ``__getitem__``, ``depth`` frames below it)."""
+    frame = sys._getframe(depth)
     return AnnotationError(message, frame.f_code.co_filename, frame.f_lineno)
 
 
@@ -225,6 +225,8 @@ class _TensorFactory:
 
     def __getitem__(self, item: object) -> TensorAnn:
         what = "pld.DistributedTensor" if self.distributed else "pl.Tensor"
+        if isinstance(item, tuple) and len(item) == 3 and isinstance(item[2], TensorLayout):
+            item = item[:2] if _layout_ok(what, item[2]) else item
         if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], (list, tuple))
                 and isinstance(item[1], PyDType)):
             raise _bad(f"{what}[[dims], dtype] expected, got {what}[{item!r}]")
@@ -232,6 +234,19 @@ class _TensorFactory:
             if isinstance(d, bool) or not isinstance(d, (int, DynVar, DynExpr)):
                 raise _bad(f"{what}: dim {d!r} is not an int or pl.dynamic expression")
         return TensorAnn(tuple(item[0]), item[1], self.distributed)
+
+
+def _layout_ok(what: str, layout: TensorLayout) -> bool:
+    """A layout marker on a tensor annotation: ND is the default (pypto: never needs writing); DN refused in
+    pypto's words; NZ is the cube's tile layout, whose bytes a host tensor does not have here."""
+    if layout is TensorLayout.DN:
+        raise _bad(f"pypto refuses it: {what}[..., pl.DN] is not supported: the DN layout-only shorthand forces "
+                   "two coordinate systems (IR-logical post-view vs. runtime row-major) onto one annotation (write "
+                   "the source shape with no marker, and pl.transpose(x, -2, -1) where DN is needed)", depth=3)
+    if layout is TensorLayout.NZ:
+        raise _bad(f"{what}[..., pl.NZ]: pldemu holds tensors row-major (ND); NZ is the cube's fractal tile layout "
+                   "(pypto: never a pl.Tensor annotation)", depth=3)
+    return True
 
 
 class _TileFactory:
@@ -279,6 +294,22 @@ InOut = _DirectionFactory(Direction.INOUT)
 Scalar = _ScalarFactory()
 Tile = _TileFactory()
 Array = _ArrayFactory()
+
+
+@dataclasses.dataclass(frozen=True)
+class TupleAnn:
+    """``pl.Tuple[T1, T2]``: a return or variable annotation of several values (pypto's parser reads the AST;
+    pldemu, like it, never inspects the value)."""
+
+    items: tuple[Any, ...]
+
+
+class _TupleFactory:
+    def __getitem__(self, item: object) -> TupleAnn:
+        return TupleAnn(item if isinstance(item, tuple) else (item,))
+
+
+Tuple = _TupleFactory()
 
 
 def plain_annotation(value: Any) -> Any:
@@ -341,19 +372,65 @@ class DslOp:
         return self.name
 
 
+class DslEnumType(enum.EnumMeta):
+    """pypto's enums: a member this layer lacks is an AttributeError that names the enum (``obj``) and the
+    member (``name``), so ``pldemu pytest`` reports it as one line, as for a missing module name."""
+
+    def __getattr__(cls, name: str) -> Any:
+        member = cls.__dict__.get("_member_map_", {}).get(name)
+        if member is not None:
+            return member
+        if name.startswith("__"):
+            raise AttributeError(name)
+        from pldemu.pypto.errors import NOT_RUN, not_provided, pypto_name_of
+
+        full = pypto_name_of(cls, name)
+        message = not_provided(full) if full is not None and full in NOT_RUN else f"{cls.__qualname__} has no member {name!r}"
+        raise AttributeError(message, name=name, obj=cls)
+
+
+class TensorLayout(enum.Enum, metaclass=DslEnumType):
+    """``pl.TensorLayout`` (``pl.ND`` / ``pl.DN`` / ``pl.NZ``): how a GM tensor's bytes are arranged. pypto derives
+    it from the ops that use a tensor; ``pl.create_tensor(layout=)`` takes one (its values are the same to
+    pldemu), a ``pl.Tensor`` annotation only ND (pypto refuses DN there; NZ is the cube's tile layout)."""
+
+    __pypto_name__ = "pypto.language.TensorLayout"
+
+    ND = "ND"
+    DN = "DN"
+    NZ = "NZ"
+
+
+_PYPTO_MODULES = {"pl": "pypto.language", "pld": "pypto.language.distributed"}
+
+
 class Namespace:
-    """A dotted group of DSL ops (``pld.system``); an unknown member raises AttributeError."""
+    """A dotted group of DSL ops (``pld.system``); an unknown member raises AttributeError, saying why when
+    pypto has the name and pldemu does not run it (:data:`pldemu.pypto.errors.NOT_RUN`)."""
 
     def __init__(self, prefix: str, names: tuple[str, ...]) -> None:
         self._prefix = prefix
         for n in names:
             setattr(self, n, DslOp(f"{prefix}.{n}"))
 
+    @property
+    def __pypto_name__(self) -> str:
+        """The pypto module this namespace stands for (``pl.tile``: ``pypto.language.tile``)."""
+        head, _, rest = self._prefix.partition(".")
+        return _PYPTO_MODULES.get(head, head) + ("." + rest if rest else "")
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "_prefix":
+            raise AttributeError(name)
+        from pldemu.pypto.errors import not_provided
+
+        raise AttributeError(not_provided(f"{self.__pypto_name__}.{name}"), name=name, obj=self)
+
     def __repr__(self) -> str:
         return self._prefix
 
 
-__all__ = ["BF16", "BOOL", "DTYPES", "FP16", "FP32", "INDEX", "INT8", "INT16", "INT32", "INT64", "RUNTIME", "TASK_ID", "UINT8", "UINT16", "UINT32", "Array", "ArrayAnn", "Direction", "DistributedTensor", "DslOp", "DynExpr", "DynVar", "InOut", "Namespace", "Out", "PyDType", "Scalar", "ScalarAnn", "Tensor", "TensorAnn", "Tile", "TileAnn", "bare_tensor", "dim_value", "dtype_of_array", "dtype_of_ir", "dynamic", "plain_annotation"]
+__all__ = ["BF16", "BOOL", "DTYPES", "FP16", "FP32", "INDEX", "INT8", "INT16", "INT32", "INT64", "RUNTIME", "TASK_ID", "UINT8", "UINT16", "UINT32", "Array", "ArrayAnn", "Direction", "DistributedTensor", "DslEnumType", "DslOp", "DynExpr", "DynVar", "InOut", "Namespace", "Out", "PyDType", "Scalar", "ScalarAnn", "Tensor", "TensorAnn", "TensorLayout", "Tile", "TileAnn", "Tuple", "TupleAnn", "bare_tensor", "dim_value", "dtype_of_array", "dtype_of_ir", "dynamic", "plain_annotation"]
 
 
 class SymInt(int):

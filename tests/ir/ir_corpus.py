@@ -25,6 +25,7 @@ from pldemu.ir import (
     TileType,
     Var,
 )
+from pldemu.ir.enums import PadValue
 from pldemu.ir.nodes import (
     INDEX,
     LoopKind,
@@ -268,6 +269,9 @@ def _partial_rem(fb: Any, x: Any) -> None:
     fb.op(Op.TILE_REMS, [fb.op(Op.TILE_REM, [x, x, tmp], hint="rem"), 2.5, tmp], hint="rems")
     fb.op(Op.TILE_PRELU, [x, x, pld.tile.create([17, 16], "uint8", hint="ptmp")], hint="prelu")
     fb.op(Op.TILE_LRELU, [x, 0.1], hint="lrelu")
+    fb.op(Op.TILE_ADDSC, [fb.op(Op.TILE_ADDC, [x, x, x], hint="addc"), 1.5, x], hint="addsc")
+    fb.op(Op.TILE_TRI, [Const(-1, DType.INT32), [16, 32], [12, 30]], {"dtype": DType.FP16, "upper": 1}, hint="tri")
+    fb.op(Op.TILE_FILLPAD_EXPAND, [x, [32, 136]], {"pad": PadValue.min}, hint="wide")
 
 
 def cube() -> Program:
@@ -290,7 +294,21 @@ def cube() -> Program:
     bmm = t.matmul(left, b3, hint="bmm")
     t.matmul_acc(bmm, left, b3, hint="bacc")
     t.reshape(t.reshape(a_mat, [1, 16, 1, 32], hint="a4"), [16, 32], hint="a2")
+    _bias_gemv(fb, a, right)
     return pb.build()
+
+
+def _bias_gemv(fb: Any, a: Any, right: Any) -> None:
+    """tile.matmul_bias with a bias row in Bias memory; tile.gemv of one row, its gemv_acc and gemv_bias."""
+    t = fb.pld.tile
+    bias = t.move(t.full([1, 16], 0.5, "fp32", hint="bias_v"), "Bias", hint="bias")
+    left = t.move(t.load(a, [0, 0], [16, 32], hint="a16"), "Left", hint="a16_l0")
+    fb.op(Op.TILE_MATMUL_BIAS, [left, right, bias], hint="mmb")
+    row = t.move(t.load(a, [3, 0], [1, 32], hint="row"), "Left", hint="row_l0")
+    gv = fb.op(Op.TILE_GEMV, [row, right], {"acc_phase": "partial"}, hint="gv")
+    fb.op(Op.TILE_GEMV_ACC, [gv, row, right], {"acc_phase": "final"}, hint="gacc")
+    fb.op(Op.TILE_GEMV_BIAS, [row, right, t.move(t.full([1, 16], 1.0, "fp32", hint="gb"), "Bias", hint="gbias")],
+          hint="gvb")
 
 
 def sort() -> Program:

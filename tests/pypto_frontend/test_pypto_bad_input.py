@@ -141,7 +141,7 @@ def _args(n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 @pytest.mark.parametrize(("body", "marker", "message"), [
-    ("while", "MARK-while", "unsupported statement While"),
+    ("while", "MARK-while", "while condition `True` is always true: the loop never ends"),
     ("data-dependent", "MARK-data-dependent", "host control flow must not depend on tensor data"),
     ("two-writers", "MARK-two-writers", "is written by device 0 and device 1"),
     ("written-then-read", "MARK-written-then-read", "host tensor ys[0] is written by device 0 and read by device 1"),

@@ -254,7 +254,8 @@ def _subblock_idx(tr: Any, node: ast.Call) -> Any:
 CUBE_SPLIT_OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.aiv_shard": _aiv_shard, "pl.tile.aiv_shard": _aiv_shard,
     "pl.aic_gather": _aic_gather, "pl.tile.aic_gather": _aic_gather,
-    "pl.tile.get_subblock_idx": _subblock_idx,
+    "pl.tile.get_subblock_idx": _subblock_idx, "pl.get_subblock_idx": _subblock_idx,
+    "pl.tensor.get_subblock_idx": _subblock_idx,
     "pl.system.syncall": _syncall, "pl.system.fence": _fence, "pl.system.cacheinvalid": _cacheinvalid,
 })
 """The split region's names (``pl.split_aiv`` itself is a loop: :func:`split_aiv_loop`)."""

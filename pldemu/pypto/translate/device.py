@@ -353,6 +353,9 @@ class DeviceTranslator(Evaluator):
         if name == "pl.split_aiv":
             split_aiv_loop(self, s)
             return
+        if name == "pl.while_":
+            self.while_loop(s)
+            return
         kind = LOOP_KINDS.get(name or "")
         if kind is None:
             raise self.error("device loops are `for i in pl.range(...)` (or pl.parallel, pl.pipeline, pl.spmd), "
@@ -386,6 +389,74 @@ class DeviceTranslator(Evaluator):
             # The loop variable lives in the loop (pypto's IR scopes it): a later `d = ...` binds a new name,
             # not a carry of a variable the IR no longer defines.
             del self.env[var_node.id]
+
+    def while_loop(self, s: ast.For) -> None:
+        """``for (x, ...) in pl.while_(init_values=(a, ...)):`` whose first statement is ``pl.cond(condition)``:
+        pypto's while loop with carried values (``x_out = pl.yield_(...)`` re-assigns them, as in a ``pl.range``
+        loop); pypto's parser's rules on its form, in its words."""
+        it = s.iter
+        assert isinstance(it, ast.Call)
+        inits = it.keywords[0].value if [kw.arg for kw in it.keywords] == ["init_values"] else None
+        if it.args or not isinstance(inits, (ast.Tuple, ast.List)) or not inits.elts:
+            raise self.error("pypto refuses it: pl.while_() takes no positional arguments and requires init_values, "
+                             "a tuple or list: pl.while_(init_values=(...,)) with pl.cond(condition) as the first "
+                             "statement of its body", it)
+        target = s.target
+        if not (isinstance(target, ast.Tuple) and len(target.elts) == len(inits.elts)
+                and all(isinstance(e, ast.Name) for e in target.elts)):
+            raise self.error(f"pypto refuses it: While loop target must be a tuple of {len(inits.elts)} names for "
+                             "pl.while_(): for (var1, var2) in pl.while_(init_values=(...,))", target)
+        cond = _cond_of(self, s.body[0]) if s.body else None
+        if cond is None or s.orelse:
+            raise self.error("pypto refuses it: First statement in pl.while_() body must be pl.cond(condition) (and "
+                             "no else)", s.body[0] if s.body else s)
+        for later in s.body[1:]:
+            if _cond_of(self, later) is not None:
+                raise self.error("pypto refuses it: pl.cond() can only be the first statement in a pl.while_() loop "
+                                 "body", later)
+        carried = _target_names(target)
+        rebound = self.own_before(s.body[1:], carried)
+        carry = self.start_carry(self.eval(inits))
+        self.bind_carried(target, carry)
+        self.run_while(cond, s.body[1:], rebound | carried, carry, s)
+
+    def stmt_While(self, s: ast.While) -> None:
+        """``while condition:``: pypto's natural while loop; the names its body re-binds are carried, as a
+        ``pl.range`` loop's are. ``break`` / ``continue`` are not run (pldemu's loops have no early exit)."""
+        if s.orelse:
+            raise self.error("while ... else is not supported", s)
+        self.run_while(s.test, s.body, self.own_before(s.body), None, s)
+
+    def run_while(self, test: ast.expr, body: list[ast.stmt], names: frozenset[str], carry: Carry | None,
+                  node: ast.AST) -> None:
+        """An IR ``while`` of ``test``, evaluated before every iteration: an expression of the carried values that
+        computes nothing into a variable of its own (that would run once, before the loop)."""
+        block = self.fb._blocks[-1]
+        before = len(block)
+        cond = _folded(self.eval(test))
+        if len(block) != before:
+            raise self.error(f"while condition `{ast.unparse(test)}` computes a value before the loop (an op call, a "
+                             "// or %): pldemu evaluates a while condition before every iteration as an expression of "
+                             "its carried scalars; compute the value in the body into a carried name and test that", test)
+        if not is_ir(cond):
+            if cond:
+                raise self.error(f"while condition `{ast.unparse(test)}` is always true: the loop never ends "
+                                 "(pldemu's loops have no break)", test)
+            return
+        t = as_expr(cond).type
+        if not (isinstance(t, ScalarType) and t.dtype is DType.BOOL):
+            raise self.error(f"pypto refuses it: while condition must be a bool scalar, got `{ast.unparse(test)}` "
+                             f"({_kind(cond)})", test)
+        with self.fb.while_(cond), self.carrying(names):
+            if carry is not None:
+                self.carries.append(carry)
+            self.emit.loops += 1
+            try:
+                self.block(body)
+            finally:
+                self.emit.loops -= 1
+                if carry is not None:
+                    self.carries.pop()
 
     def bind_carried(self, target: ast.expr, carry: Carry) -> None:
         """The loop's carried names: each owns its carry variable (a tensor is itself)."""
@@ -719,6 +790,16 @@ def _returns(body: list[ast.stmt]) -> bool:
     return bool(body) and isinstance(body[-1], ast.Return)
 
 
+
+
+def _cond_of(tr: DeviceTranslator, s: ast.stmt) -> ast.expr | None:
+    """The condition of a ``pl.cond(condition)`` statement; None for any other statement."""
+    if not (isinstance(s, ast.Expr) and dsl_callee(tr, s.value) == "pl.cond"):
+        return None
+    assert isinstance(s.value, ast.Call)
+    if len(s.value.args) != 1 or s.value.keywords:
+        raise tr.error("pypto refuses it: pl.cond() requires exactly 1 argument: pl.cond(condition)", s)
+    return s.value.args[0]
 
 
 def _loop_targets(tr: DeviceTranslator, target: ast.expr, carried: bool) -> tuple[ast.Name, ast.expr | None]:

@@ -35,6 +35,7 @@ from pldemu.pypto.translate.evaluator import Evaluator, bind_call
 from pldemu.pypto.translate.groups import loop_devices
 from pldemu.pypto.translate.ops import COLLECTIVE_PARAMS, lane_count
 from pldemu.pypto.translate.returns import dispatch_result
+from pldemu.pypto.translate.statics import check_static_assert, static_print_line
 from pldemu.pypto.translate.values import (
     Alloc,
     Dispatch,
@@ -241,8 +242,14 @@ class HostProjection(Evaluator):
             return range(*[self.eval(a) for a in node.args])
         if name == "pld.alloc_window_buffer":
             return self.alloc(node)
-        if name == "pl.tensor.dim":
+        if name in ("pl.tensor.dim", "pl.dim"):
             return self.dim(node)
+        if name == "pl.static_assert":
+            return check_static_assert(self, node)
+        if name == "pl.static_print":
+            if self.rank == 0:  # every rank evaluates the same HOST body: printed once
+                print(static_print_line(self, node, self.prog.host().file))
+            return None
         if name in _HOST_NUMBERS:
             return self.number(name, node)
         if name == "pld.window":

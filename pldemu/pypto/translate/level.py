@@ -27,6 +27,8 @@ class TaskState:
     """Manual scopes enclosing it."""
     blocks: list[Var] = dataclasses.field(default_factory=list)
     """The block index of each enclosing SPMD task, innermost last (``pl.tile.get_block_idx()``)."""
+    block_counts: list[Any] = dataclasses.field(default_factory=list)
+    """The block count of each enclosing SPMD task, innermost last (``pl.tile.get_block_num()``)."""
     no_dep: list[Var] = dataclasses.field(default_factory=list)
     """Tensors the arguments being evaluated wrapped in ``pl.no_dep``: the next task's."""
 
@@ -59,6 +61,8 @@ class Emit:
     loops: int = 0
     """Device loops (``pl.range`` / ``pl.parallel`` / ``pl.pipeline``) enclosing the statement being translated:
     a buffer made inside one is made again at every iteration (``fresh_buffers``)."""
+    printed: set[str] = dataclasses.field(default_factory=set)
+    """The ``pl.static_print`` lines printed so far: each once, though every rank's block translates the body."""
     truncating: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
     """(origin ``file:line``, the ``tdiv`` / ``trem`` as printed) -> the user's text of that ``//`` / ``%``:
     how a run's truncation findings (``Truncation.origin``, ``.expr``) name the user's expression."""

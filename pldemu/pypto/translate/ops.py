@@ -37,6 +37,7 @@ from pldemu.ir.nodes import (
 )
 from pldemu.ir.ops import Op
 from pldemu.ir.tile_signatures import accumulator_dtype, sels_scalar_dtype
+from pldemu.ir.walk import walk_expr
 from pldemu.npdtypes import scalar_as
 from pldemu.pypto.capture import Kind
 from pldemu.pypto.translate import arrays
@@ -63,6 +64,7 @@ from pldemu.pypto.translate.regions import (
 )
 from pldemu.pypto.translate.regions import tensor_level as tensor_on_core
 from pldemu.pypto.translate.sort_ops import SORT_OPS
+from pldemu.pypto.translate.statics import STATIC_OPS
 from pldemu.pypto.types import PyDType, SymInt
 
 Rule = Callable[[DeviceLevel, ast.Call], Any]
@@ -501,8 +503,9 @@ def _transpose_view(tr: DeviceLevel, node: ast.Call) -> Var:
     return _transposed(tr, tile, True, "pl.tile.transpose_view", node)
 
 
-_CMP_RHS = {"pl.tile.cmp": "a tile", "pl.tile.cmps": "a scalar"}
-"""pypto's tile-level spellings take one kind of rhs each (``tile_ops.cmp`` / ``cmps``)."""
+_CMP_RHS = {"pl.tile.cmp": "a tile", "pl.tile.cmps": "a scalar", "pl.cmps": "a scalar"}
+"""pypto's tile-level spellings take one kind of rhs each (``tile_ops.cmp`` / ``cmps``; ``pl.cmps`` is
+``tile_ops.cmps``)."""
 
 
 def _cmp(name: str) -> Rule:
@@ -512,7 +515,7 @@ def _cmp(name: str) -> Rule:
 
     def rule(tr: DeviceLevel, node: ast.Call) -> Var:
         b = bind_call(tr, node, ("lhs", "rhs", "cmp_type"), {"cmp_type": 0}, name)
-        tensor_form = tensor_on_core(tr, b["lhs"]) and not name.startswith("pl.tile.")
+        tensor_form = tensor_on_core(tr, b["lhs"]) and not name.startswith("pl.tile.") and name not in _CMP_RHS
         lhs = _tile(tr, on_core(tr, b["lhs"], node, name), f"{name}: lhs", node)
         rhs = on_core(tr, b["rhs"], node, name)
         kind = CmpType(int(b["cmp_type"]))
@@ -534,13 +537,17 @@ def _cmp(name: str) -> Rule:
     return rule
 
 
-def _sel(tr: DeviceLevel, node: ast.Call) -> Var:
-    """``pl.tile.sel(mask, lhs, rhs, tmp)``: ``lhs`` where the predicate mask (``pl.tile.cmp`` / ``cmps``) holds,
-    else ``rhs`` (pypto's TSEL; ``tmp`` its scratch, UINT8 [1, 32] on A2/A3)."""
-    name = "pl.tile.sel"
-    b = bind_call(tr, node, ("mask", "lhs", "rhs", "tmp"), {}, name)
-    mask, lhs, rhs, tmp = (_tile(tr, b[k], f"{name}: {k}", node) for k in ("mask", "lhs", "rhs", "tmp"))
-    return tr.fb.pld.tile.sel(mask, lhs, rhs, tmp, hint=tr.hint("sel"))
+def _sel(name: str) -> Rule:
+    """``pl.tile.sel(mask, lhs, rhs, tmp)`` (pypto's ``pl.sel`` is the same function): ``lhs`` where the predicate
+    mask (``pl.tile.cmp`` / ``cmps``) holds, else ``rhs`` (pypto's TSEL; ``tmp`` its scratch, UINT8 [1, 32] on
+    A2/A3)."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, ("mask", "lhs", "rhs", "tmp"), {}, name)
+        mask, lhs, rhs, tmp = (_tile(tr, b[k], f"{name}: {k}", node) for k in ("mask", "lhs", "rhs", "tmp"))
+        return tr.fb.pld.tile.sel(mask, lhs, rhs, tmp, hint=tr.hint("sel"))
+
+    return rule
 
 
 def _sels(name: str) -> Rule:
@@ -649,6 +656,113 @@ def _lrelu(name: str) -> Rule:
         return out
 
     return rule
+
+
+def _scalar_rhs(op: Op, name: str) -> Rule:
+    """``pl.maximums(lhs, rhs)`` / ``pl.minimums`` (pypto's tile functions, also ``pl.tile.*``): a tile and a scalar;
+    a tensor (pypto's deducer wants a TileType) or a tile rhs (``pl.maximum`` takes one) refused."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, ("lhs", "rhs"), {}, name)
+        if tensor_on_core(tr, b["lhs"]):
+            raise tr.error(f"pypto refuses it: {name} takes a tile (its tile function's deducer wants a TileType); "
+                           f"pl.{name.rsplit('.', 1)[1][:-1]} takes a tensor", node)
+        lhs = _tile(tr, b["lhs"], f"{name}: lhs", node)
+        if isinstance(b["rhs"], Var) and isinstance(b["rhs"].type, TileType):
+            raise tr.error(f"pypto refuses it: {name}: rhs must be a scalar (pl.{name.rsplit('.', 1)[1][:-1]} takes "
+                           "a tile)", node)
+        out = tr.fb.op(op, [lhs, as_expr(b["rhs"])], hint=tr.hint("acc"))
+        assert out is not None
+        return out
+
+    return rule
+
+
+def _addc(name: str, scalar: bool) -> Rule:
+    """``pl.addc(lhs, rhs, rhs2)`` / ``pl.addsc(lhs, rhs, rhs2)`` (pypto's tile functions, also ``pl.tile.*``):
+    TADDC / TADDSC, ``(lhs + rhs) + rhs2``; addsc's scalar typed as pypto's _normalize_scalar_operand types it."""
+    op = Op.TILE_ADDSC if scalar else Op.TILE_ADDC
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, ("lhs", "rhs", "rhs2"), {}, name)
+        lhs, rhs2 = (_tile(tr, b[k], f"{name}: {k}", node) for k in ("lhs", "rhs2"))
+        rhs = b["rhs"]
+        if (isinstance(rhs, Var) and isinstance(rhs.type, TileType)) == scalar:
+            want = "a scalar (pl.addc takes a tile)" if scalar else "a tile (pl.addsc takes a scalar)"
+            raise tr.error(f"pypto refuses it: {name}: rhs must be {want}, got {rhs!r}", node)
+        rhs = _scalar_operand(rhs, tltype(lhs).dtype) if scalar else rhs
+        out = tr.fb.op(op, [lhs, rhs, rhs2], hint=tr.hint("acc"))
+        assert out is not None
+        return out
+
+    return rule
+
+
+def _tri(name: str) -> Rule:
+    """``pl.tri(diagonal, shape, valid_shape=None, dtype=pl.INT32, upper=False)`` (also ``pl.tile.tri``): TTRI's
+    0 / 1 triangle; a literal diagonal is an INT32 constant, as pypto's builder makes it."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, ("diagonal", "shape", "valid_shape", "dtype", "upper"),
+                      {"valid_shape": None, "dtype": None, "upper": False}, name)
+        diagonal = b["diagonal"]
+        if isinstance(diagonal, Const) and diagonal.type.dtype.is_int:
+            diagonal = diagonal.value
+        if isinstance(diagonal, int) and not isinstance(diagonal, bool):
+            diagonal = Const(diagonal, DType.INT32)
+        dtype = DType.INT32 if b["dtype"] is None else _dtype_arg(tr, b["dtype"], name, node)
+        args: list[Any] = [diagonal, _ints(tr, b["shape"], f"{name}: shape", node)]
+        if b["valid_shape"] is not None:
+            args.append(_ints(tr, b["valid_shape"], f"{name}: valid_shape", node))
+        out = tr.fb.op(Op.TILE_TRI, args, {"dtype": dtype, "upper": int(bool(b["upper"]))}, hint=tr.hint("tri"))
+        assert out is not None
+        return out
+
+    return rule
+
+
+_PHASE_DEFAULT = {"acc_phase": "unspecified"}
+
+
+def _cube_bias(op: Op, name: str) -> Rule:
+    """``pl.matmul_bias(lhs, rhs, bias)``, ``pl.gemv(lhs, rhs, acc_phase=)``, ``pl.gemv_acc(acc, lhs, rhs,
+    acc_phase=)``, ``pl.gemv_bias(lhs, rhs, bias, acc_phase=)`` (pypto's tile functions, also ``pl.tile.*``): the
+    operands moved to their spaces (lhs Left, rhs Right, bias Bias, acc Acc), as pypto's InferTileMemorySpace
+    moves them."""
+    spaces = {"acc": MemorySpace.Acc, "lhs": MemorySpace.Left, "rhs": MemorySpace.Right, "bias": MemorySpace.Bias}
+    params = {Op.TILE_MATMUL_BIAS: ("lhs", "rhs", "bias"), Op.TILE_GEMV: ("lhs", "rhs"),
+              Op.TILE_GEMV_ACC: ("acc", "lhs", "rhs"), Op.TILE_GEMV_BIAS: ("lhs", "rhs", "bias")}[op]
+    phased = op is not Op.TILE_MATMUL_BIAS
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, params, dict(_PHASE_DEFAULT) if phased else {}, name)
+        args = [_in_space(tr, _tile(tr, b[p], f"{name}: {p}", node), spaces[p]) for p in params]
+        attrs: dict[str, Any] = {"acc_phase": str(b["acc_phase"])} if phased else {}
+        out = tr.fb.op(op, args, attrs, hint=tr.hint("mm"))
+        assert out is not None
+        return out
+
+    return rule
+
+
+def _fused_ops() -> dict[str, Rule]:
+    """pypto's tile functions it also exports as ``pl.X`` (maximums, minimums, addc, addsc, tri, matmul_bias, the
+    GEMV forms) in their ``pl.`` and ``pl.tile.`` spellings; sin / cos (FP32 only) and fillpad_expand in all three."""
+    out: dict[str, Rule] = {}
+    for prefix in ("pl.", "pl.tile."):
+        out[f"{prefix}maximums"] = _scalar_rhs(Op.TILE_MAXIMUMS, f"{prefix}maximums")
+        out[f"{prefix}minimums"] = _scalar_rhs(Op.TILE_MINIMUMS, f"{prefix}minimums")
+        out[f"{prefix}addc"], out[f"{prefix}addsc"] = _addc(f"{prefix}addc", False), _addc(f"{prefix}addsc", True)
+        out[f"{prefix}tri"] = _tri(f"{prefix}tri")
+        for stem, op in (("matmul_bias", Op.TILE_MATMUL_BIAS), ("gemv", Op.TILE_GEMV), ("gemv_acc", Op.TILE_GEMV_ACC),
+                         ("gemv_bias", Op.TILE_GEMV_BIAS)):
+            out[f"{prefix}{stem}"] = _cube_bias(op, f"{prefix}{stem}")
+    for prefix, src in (("pl.", "input"), ("pl.tensor.", "input"), ("pl.tile.", "tile")):
+        out[f"{prefix}sin"] = _unary(Op.TILE_SIN, f"{prefix}sin", src)
+        out[f"{prefix}cos"] = _unary(Op.TILE_COS, f"{prefix}cos", src)
+        first = {"pl.": "value", "pl.tensor.": "tensor"}.get(prefix, src)
+        out[f"{prefix}fillpad_expand"] = _fillpad_expand(f"{prefix}fillpad_expand", first)
+    return out
 
 
 def _partial_rem_ops() -> dict[str, Rule]:
@@ -931,19 +1045,42 @@ _PAD_SUGARS: Mapping[Any, PadValue] = MappingProxyType({0: PadValue.zero, math.i
 """pypto's literal spellings of a pad value (``0``, ``math.inf``, ``-math.inf``)."""
 
 
+def _pad(tr: DeviceLevel, value: Any, name: str, node: ast.AST) -> PadValue:
+    """A ``pad_value=``: a ``pl.PadValue`` or one of pypto's literal sugars; anything else refused as pypto does."""
+    pad = value
+    if not isinstance(pad, PadValue):
+        pad = _PAD_SUGARS.get(pad) if isinstance(pad, (int, float)) and not isinstance(pad, bool) else None
+    if pad is None:
+        raise tr.error(f"pypto refuses it: {name}: pad_value must be pl.PadValue.zero / max / min or 0, "
+                       f"math.inf, -math.inf, got {value!r}", node)
+    return pad
+
+
 def _fillpad(name: str, src: str) -> Rule:
     """``pl.fillpad(input, pad_value=PadValue.zero)``: ``tile.fillpad`` (the pad filled, the tile fully valid)."""
 
     def rule(tr: DeviceLevel, node: ast.Call) -> Var:
         b = bind_call(tr, node, (src, "pad_value"), {"pad_value": PadValue.zero}, name)
-        pad = b["pad_value"]
-        if not isinstance(pad, PadValue):
-            pad = _PAD_SUGARS.get(pad) if isinstance(pad, (int, float)) and not isinstance(pad, bool) else None
-        if pad is None:
-            raise tr.error(f"pypto refuses it: {name}: pad_value must be pl.PadValue.zero / max / min or 0, "
-                           f"math.inf, -math.inf, got {b['pad_value']!r}", node)
+        pad = _pad(tr, b["pad_value"], name, node)
         tile = _tile(tr, on_core(tr, b[src], node, name), f"{name}: {src}", node)
         return tr.fb.pld.tile.fillpad(tile, pad, hint=tr.hint(tile.name))
+
+    return rule
+
+
+def _fillpad_expand(name: str, src: str) -> Rule:
+    """``pl.fillpad_expand(value, shape, pad_value=PadValue.zero)`` (three spellings): ``tile.fillpad_expand``, the
+    source's valid box at the top left of a larger tile of ``shape``, the rest the pad (a tensor loaded whole
+    first, as pypto's conversion loads it)."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> Var:
+        b = bind_call(tr, node, (src, "shape", "pad_value"), {"pad_value": PadValue.zero}, name)
+        pad = _pad(tr, b["pad_value"], name, node)
+        tile = _tile(tr, on_core(tr, b[src], node, name), f"{name}: {src}", node)
+        shape = _ints(tr, b["shape"], f"{name}: shape (static extents)", node)
+        out = tr.fb.op(Op.TILE_FILLPAD_EXPAND, [tile, shape], {"pad": pad}, hint=tr.hint(tile.name))
+        assert out is not None
+        return out
 
     return rule
 
@@ -1282,9 +1419,14 @@ def _assembled(tr: DeviceLevel, t: Var | TensorView, src: TileType, offsets: lis
     return Region(tuple(offsets), (1,) * lead + extents, tuple(range(lead)))
 
 
-def _dim(tr: DeviceLevel, node: ast.Call) -> int | Expr:
-    b = bind_call(tr, node, ("tensor", "axis"), {}, "pl.tensor.dim")
-    return tensor_dim(tr, b["tensor"], b["axis"], node)
+def _dim(name: str) -> Rule:
+    """``pl.tensor.dim(tensor, axis)`` (pypto's ``pl.dim`` is the same function)."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> int | Expr:
+        b = bind_call(tr, node, ("tensor", "axis"), {}, name)
+        return tensor_dim(tr, b["tensor"], b["axis"], node)
+
+    return rule
 
 
 def _typed(value: Any, dtype: Any) -> Any:
@@ -1320,6 +1462,7 @@ def _yield(tr: DeviceLevel, node: ast.Call) -> Any:
         return values[0] if len(values) == 1 else tuple(values)
     if len(values) != len(carry.values):
         raise tr.error(f"pl.yield_ gives {len(values)} values for {len(carry.values)} init_values", node)
+    values = _before_assigning(tr, carry, values)
     for i, (old, new) in enumerate(zip(carry.values, values, strict=True)):
         if Carry.rebound(old):
             if _is_tensor_value(new) and new != old:
@@ -1332,6 +1475,19 @@ def _yield(tr: DeviceLevel, node: ast.Call) -> Any:
             tr.fb.assign(old, _typed(new, old.type.dtype))
             tr.emit.assigned(old)
     return carry.values[0] if len(values) == 1 else tuple(carry.values)
+
+
+def _before_assigning(tr: DeviceLevel, carry: Carry, values: list[Any]) -> list[Any]:
+    """pypto's yield hands over all its values at once (``pl.yield_(i + 1, total + i)`` adds the old ``i``): a
+    value that reads a carry variable the yield re-assigns is computed into a variable of its own first, so the
+    assignments, made one after another, do not see each other's."""
+    assigned = {v for v in carry.values if isinstance(v, Var) and not Carry.rebound(v)}
+    out = []
+    for value in values:
+        reads = is_ir(value) and not isinstance(value, Const) and any(
+            isinstance(e, Var) and e in assigned for e in walk_expr(as_expr(value)))
+        out.append(tr.fb.let("yielded", as_expr(value)) if reads else value)
+    return out
 
 
 def _comm_ctx(tr: DeviceLevel, node: ast.Call) -> Var:
@@ -1560,6 +1716,7 @@ _MATH_OPS: Mapping[str, Rule] = MappingProxyType({
     **_expand_ops(),
     **_elementwise_ops(),
     **_partial_rem_ops(),
+    **_fused_ops(),
     **{f"{prefix}matmul": _matmul(f"{prefix}matmul") for prefix in ("pl.", "pl.tensor.", "pl.tile.")},
     **{f"{prefix}matmul_acc": _matmul_acc(f"{prefix}matmul_acc") for prefix in ("pl.", "pl.tensor.", "pl.tile.")},
     "pl.batch_matmul": _matmul("pl.batch_matmul"),
@@ -1575,6 +1732,7 @@ _MATH_OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.move": _move("pl.move", "tile"),
     "pl.tile.move": _move("pl.tile.move", "tile"),
     **SORT_OPS,
+    **STATIC_OPS,
     **CUBE_SPLIT_OPS,
     **PREFETCH_OPS,
     "pl.array.create": arrays.create,
@@ -1627,7 +1785,9 @@ _OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.tensor.cmp": _cmp("pl.tensor.cmp"),
     "pl.tile.cmp": _cmp("pl.tile.cmp"),
     "pl.tile.cmps": _cmp("pl.tile.cmps"),
-    "pl.tile.sel": _sel,
+    "pl.tile.sel": _sel("pl.tile.sel"),
+    "pl.sel": _sel("pl.sel"),
+    "pl.cmps": _cmp("pl.cmps"),
     "pl.create_l1": _create_l1("pl.create_l1"),
     "pl.tensor.create_l1": _create_l1("pl.tensor.create_l1"),
     "pl.gather_row": _gather_row("pl.gather_row"),
@@ -1636,7 +1796,8 @@ _OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.assemble": _assemble("pl.assemble"),
     "pl.tensor.assemble": _assemble("pl.tensor.assemble"),
     "pl.tile.assemble": _tile_assemble,
-    "pl.tensor.dim": _dim,
+    "pl.tensor.dim": _dim("pl.tensor.dim"),
+    "pl.dim": _dim("pl.dim"),
     "pl.tensor.cast": _cast_rule("input"),
     "pl.tile.cast": _cast_rule("tile"),
     "pl.yield_": _yield,
@@ -1657,12 +1818,11 @@ _OPS: Mapping[str, Rule] = MappingProxyType({
 TILE_ALIASES: Mapping[str, str] = MappingProxyType({
     "load": "pl.load", "store": "pl.store", "add": "pl.add", "sub": "pl.sub", "mul": "pl.mul",
     "maximum": "pl.maximum", "minimum": "pl.minimum", "adds": "pl.add", "muls": "pl.mul",
-    "maximums": "pl.maximum", "minimums": "pl.minimum",
 })
 """``pl.tile.<name>``: pypto's tile-op module spells the unified tile ops so."""
 
 _VIEW_RULES = frozenset({"pl.load", "pl.store", "pl.read", "pl.write", "pl.tensor.read", "pl.tensor.write", "pl.slice",
-                         "pl.tensor.slice", "pl.assemble", "pl.tensor.assemble", "pl.tensor.dim", "pl.reshape",
+                         "pl.tensor.slice", "pl.assemble", "pl.tensor.assemble", "pl.tensor.dim", "pl.dim", "pl.reshape",
                          "pl.tensor.reshape", "pl.prefetch.async_prefetch", "pl.gather_row",
                          "pl.tensor.gather_row"})
 VIEW_OPS = _VIEW_RULES | {f"pl.tile.{name}" for name, unified in TILE_ALIASES.items() if unified in _VIEW_RULES}

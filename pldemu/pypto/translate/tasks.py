@@ -204,10 +204,12 @@ def _spmd_task(tr: Any, node: ast.AST, tid: str | None, kw: Mapping[str, ast.key
                 no_dep=tuple(tr.emit.tasks.no_dep)) as head:
         tr.emit.tasks.no_dep.clear()
         tr.emit.tasks.blocks.append(block)
+        tr.emit.tasks.block_counts.append(blocks)
         try:
             body(block)
         finally:
             tr.emit.tasks.blocks.pop()
+            tr.emit.tasks.block_counts.pop()
     tid_var: Var | None = head.tid
     return tid_var
 
@@ -216,7 +218,8 @@ _CROSSING = ("{} is bound before a pl.system.syncall of this pl.spmd body and re
              "body's phases as one task each, where only names bound from the block index and scalars by a plain "
              "assignment are carried; bind it again after the barrier (or pass it through a tensor)")
 
-PHASE_CARRIED = frozenset({"pl.tile.get_block_idx", "pl.tile.get_subblock_idx", "pl.min", "pl.max"})
+PHASE_CARRIED = frozenset({f"{prefix}{query}" for prefix in ("pl.", "pl.tile.", "pl.tensor.")
+                           for query in ("get_block_idx", "get_block_num", "get_subblock_idx")} | {"pl.min", "pl.max"})
 """The only calls a phase's plain assignment may make for the next phases to bind the name again."""
 
 
@@ -291,8 +294,19 @@ def with_scope(tr: Any, call: ast.Call, target: ast.expr | None, s: ast.With) ->
 
 
 
+def with_cluster(tr: Any, call: ast.Call, target: ast.expr | None, s: ast.With) -> None:
+    """``with pl.cluster(name_hint=...):``: pypto's co-scheduling of a cluster's cube and vector kernels (its
+    OutlineClusterScopes makes the region one Group function); the tasks inside run as written, no value changes."""
+    _kwargs(tr, call, frozenset({"name_hint"}), "pl.cluster")
+    if call.args or target is not None:
+        raise tr.error("with pl.cluster(name_hint=...): takes no positional argument and binds no name", call)
+    _in_orchestration(tr, "pl.cluster", s)
+    tr.block(s.body)
+
+
 WITH_RULES: Mapping[str, Callable[[Any, ast.Call, ast.expr | None, ast.With], None]] = MappingProxyType({
     "pl.at": with_at, "pl.spmd": with_spmd, "pl.scope": with_scope, "pl.manual_scope": with_scope,
+    "pl.cluster": with_cluster,
 })
 """What a ``with`` in a device body means, by its context's DSL name."""
 
@@ -306,7 +320,7 @@ def with_stmt(tr: Any, s: ast.With) -> None:
     rule = WITH_RULES.get(name or "")
     if rule is None:
         raise tr.error(f"`with {ast.unparse(item.context_expr)}` is not supported in a device function "
-                       "(pldemu runs pl.at, pl.spmd, pl.scope and pl.manual_scope)", s)
+                       "(pldemu runs pl.at, pl.spmd, pl.scope, pl.manual_scope and pl.cluster)", s)
     assert isinstance(item.context_expr, ast.Call)
     rule(tr, item.context_expr, item.optional_vars, s)
 
@@ -315,14 +329,30 @@ def with_stmt(tr: Any, s: ast.With) -> None:
 
 
 def get_block_idx(tr: Any, node: ast.Call) -> Any:
-    """``pl.tile.get_block_idx()``: the index of the SPMD block running (0 in any other task, as on a
-    one-block dispatch)."""
+    """``pl.tile.get_block_idx()`` (also ``pl.get_block_idx()``, ``pl.tensor.get_block_idx()``): the index of the
+    SPMD block running (0 in any other task, as on a one-block dispatch)."""
     blocks = tr.emit.tasks.blocks
     if blocks:
         return blocks[-1]
-    if not tr.emit.tasks.depth and tr.fn.kind.name != "INCORE":
-        raise tr.error("pl.tile.get_block_idx() outside a kernel: it reads the block index of the running task", node)
+    _in_kernel(tr, "get_block_idx", "block index", node)
     return Const(0)
+
+
+def get_block_num(tr: Any, node: ast.Call) -> Any:
+    """``pl.tile.get_block_num()`` (also ``pl.get_block_num()``, ``pl.tensor.get_block_num()``): the block count of
+    the SPMD task running (1 in any other task, a one-block dispatch)."""
+    counts = tr.emit.tasks.block_counts
+    if counts:
+        return counts[-1]
+    _in_kernel(tr, "get_block_num", "block count", node)
+    return 1
+
+
+def _in_kernel(tr: Any, query: str, what: str, node: ast.Call) -> None:
+    if node.args or node.keywords:
+        raise tr.error(f"pl.tile.{query}() takes no arguments", node)
+    if not tr.emit.tasks.depth and tr.fn.kind.name != "INCORE":
+        raise tr.error(f"pl.tile.{query}() outside a kernel: it reads the {what} of the running task", node)
 
 
 def task_dummy(tr: Any, node: ast.Call) -> Any:
@@ -389,10 +419,39 @@ def spmd_submit(tr: Any, node: ast.Call) -> Any:
     return (result[0] if result else None, tid)
 
 
+def submit_call(tr: Any, node: ast.Call) -> Any:
+    """``out, tid = pl.submit(self.kernel, *args, deps=[...], allow_early_resolve=, dumps=[...])``: one task running
+    the InCore kernel; (the kernel's result, the task id). ``dumps=`` marks tensors for simpler's dump (no value
+    changes); ``predicate=`` (a dispatch-time skip the scheduler evaluates) is not run by pldemu."""
+    kw = _kwargs(tr, node, frozenset({"deps", "allow_early_resolve", "dumps", "predicate"}), "pl.submit")
+    if "predicate" in kw:
+        raise tr.error("pl.submit(predicate=...) is not supported by pldemu (a dispatch predicate the scheduler "
+                       "evaluates at the task's dispatch): test the condition inside the kernel", node)
+    func = node.args[0] if node.args else None
+    if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"):
+        raise tr.error("pl.submit(self.kernel, *args[, deps=[...]]): the first argument is the kernel", node)
+    if any(dsl_callee(tr, a) == "pl.no_dep" for a in node.args[1:]):
+        raise tr.error("pl.no_dep(...) in pl.submit's arguments is not supported by pldemu (its arguments are taken "
+                       "inside the task): call the kernel directly, self.kernel(..., pl.no_dep(t), ...)", node)
+    fn = tr.callee_function(node, func.attr)
+    if fn.kind.name != "INCORE":
+        raise tr.error(f"pl.submit(self.{func.attr}, ...): {func.attr} is not an InCore kernel (pl.submit launches "
+                       "one kernel as a task)", node)
+    inner = ast.copy_location(ast.Call(func=func, args=node.args[1:], keywords=[]), node)
+    result: list[Any] = []
+    name = tr.hint("tid")
+    with submit(tr, node, TaskKind.KERNEL, name, name=fn.name, deps=_deps(tr, kw.get("deps")),
+                early_resolve=_flag(tr, kw.get("allow_early_resolve"))) as head:
+        result.append(tr.eval(inner))
+    _bind_tid(tr, name, head.tid)
+    return (result[0], head.tid)
+
+
 TASK_OPS: Mapping[str, Callable[[Any, ast.Call], Any]] = MappingProxyType({
-    "pl.tile.get_block_idx": get_block_idx, "pl.tensor.get_block_idx": get_block_idx,
+    **{f"{prefix}{query}": rule for prefix in ("pl.", "pl.tile.", "pl.tensor.")
+       for query, rule in (("get_block_idx", get_block_idx), ("get_block_num", get_block_num))},
     "pl.system.task_dummy": task_dummy, "pl.no_dep": no_dep, "pld.system.defer_wait": defer_wait,
-    "pl.spmd_submit": spmd_submit,
+    "pl.spmd_submit": spmd_submit, "pl.submit": submit_call,
 })
 """The task ops of a device body (the device translator looks here before ``ops.DEVICE_OPS``)."""
 

@@ -3,7 +3,8 @@
 One module per family: ``comm`` (put, get, remote_load, notify, wait, the communicator queries),
 ``tensor`` (view, read, write), ``tile`` (tile memory, element-wise math, cast, compare, select),
 ``math`` (exp, log, sqrt, rsqrt, recip, neg, abs, div, divs), ``reduce`` (row / column reductions and
-expands), ``matmul`` (the cube and tile.move), ``layout`` (tile.reshape), ``sort`` (sort32, mrgsort, gather, arange) and ``mx`` (the MX quantisation family); their tables merge here into :data:`HANDLERS`.
+expands), ``matmul`` (the cube and tile.move), ``layout`` (tile.reshape), ``sort`` (sort32, mrgsort, gather, arange), ``mx`` (the MX quantisation family) and ``fused`` (addc, addsc,
+tri, fillpad_expand, the cube's bias and GEMV forms); their tables merge here into :data:`HANDLERS`.
 
 A handler is called as ``handler(machine, site, args)``: ``args`` are the call's evaluated arguments in
 signature order (scalars as Python numbers, ``[lists]`` as int tuples, tensors as ``TensorRef``, tiles
@@ -26,6 +27,7 @@ from typing import Any
 from pldemu.ir import AtomicType, Call, DType, Op, WaitCmp
 from pldemu.runtime.machine import Handler
 from pldemu.runtime.ops.comm import COMM_BINDINGS, COMM_HANDLERS, Binding
+from pldemu.runtime.ops.fused import FUSED_HANDLERS
 from pldemu.runtime.ops.layout import LAYOUT_HANDLERS
 from pldemu.runtime.ops.math import MATH_HANDLERS
 from pldemu.runtime.ops.matmul import MATMUL_HANDLERS
@@ -63,6 +65,7 @@ HANDLERS: Mapping[Op, Handler] = MappingProxyType(
         **LAYOUT_HANDLERS,
         **SORT_HANDLERS,
         **MX_HANDLERS,
+        **FUSED_HANDLERS,
     }
 )
 """The one dispatch table: every non-collective op; collectives must be lowered before running."""

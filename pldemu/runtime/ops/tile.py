@@ -259,7 +259,8 @@ def _set_validshape(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
     return Tile(tile.data, check_valid("tile.set_validshape", args[1], tile.data.shape))
 
 
-def _pad_value(pad: PadValue, dtype: np.dtype[Any]) -> Any:
+def pad_value(pad: PadValue, dtype: np.dtype[Any]) -> Any:
+    """What ``tile.fillpad`` (and ``tile.fillpad_expand``) fill with: 0, or the dtype's finite extreme."""
     if pad is PadValue.zero:
         return 0
     if is_float_dtype(dtype):
@@ -278,7 +279,7 @@ def _fillpad(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
     shape = tile.data.shape
     if tile.valid == shape:
         return tile
-    out = np.full(shape, _pad_value(site.attrs["pad"], tile.data.dtype), tile.data.dtype)
+    out = np.full(shape, pad_value(site.attrs["pad"], tile.data.dtype), tile.data.dtype)
     box = prefix(tile.valid)
     out[box] = tile.data[box]
     return Tile(out, shape)
@@ -327,4 +328,4 @@ TILE_HANDLERS: Mapping[Op, Handler] = MappingProxyType({
 })
 """Entries of the one handler table (merged there)."""
 
-__all__ = ["TILE_HANDLERS", "cast_array", "mask_bits"]
+__all__ = ["TILE_HANDLERS", "cast_array", "mask_bits", "pad_value"]

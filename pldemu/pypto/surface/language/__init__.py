@@ -3,16 +3,19 @@
 Decorators capture source (``pldemu.pypto.capture``); annotations are runtime values
 (``pldemu.pypto.types``); every op (``pl.load``, ``pl.range``, ...) is a :class:`DslOp` the translator
 dispatches on by name. A name pypto has and this layer does not is an AttributeError at import or
-decoration time, with the user's file:line.
+decoration time, with the user's file:line, saying what the name is and why pldemu does not run it
+(``pldemu.pypto.errors.NOT_RUN``).
 """
 
 from __future__ import annotations
 
 import enum
+import sys
 from typing import Any
 
 from pldemu.ir.enums import AtomicType, MemorySpace, PadValue
 from pldemu.pypto.capture import function, program
+from pldemu.pypto.errors import not_provided
 from pldemu.pypto.jit import JITFunction, jit
 from pldemu.pypto.types import (
     BF16,
@@ -30,27 +33,22 @@ from pldemu.pypto.types import (
     UINT16,
     UINT32,
     Array,
+    DslEnumType,
     DslOp,
+    DynVar,
     InOut,
     Namespace,
     Out,
     PyDType,
     Scalar,
     Tensor,
+    TensorLayout,
     Tile,
+    Tuple,
     dynamic,
 )
 
-
-class _DslEnumType(enum.EnumMeta):
-    """pypto's enums: a member this layer lacks is an AttributeError that names the enum (``obj``) and the
-    member (``name``), so ``pldemu pytest`` reports it as one line, as for a missing module name."""
-
-    def __getattr__(cls, name: str) -> Any:
-        member = cls.__dict__.get("_member_map_", {}).get(name)
-        if member is not None:
-            return member
-        raise AttributeError(f"{cls.__qualname__} has no member {name!r}", name=name, obj=cls)
+_DslEnumType = DslEnumType
 
 
 class FunctionType(enum.Enum, metaclass=_DslEnumType):
@@ -229,18 +227,82 @@ mrgsort = DslOp("pl.mrgsort")
 gather = DslOp("pl.gather")
 scatter = DslOp("pl.scatter")
 _MATH = ("div", "exp", "log", "sqrt", "rsqrt", "recip", "neg", "abs")
+sin = DslOp("pl.sin")
+cos = DslOp("pl.cos")
+maximums = DslOp("pl.maximums")
+minimums = DslOp("pl.minimums")
+cmps = DslOp("pl.cmps")
+sel = DslOp("pl.sel")
+dim = DslOp("pl.dim")
+get_block_idx = DslOp("pl.get_block_idx")
+get_block_num = DslOp("pl.get_block_num")
+get_subblock_idx = DslOp("pl.get_subblock_idx")
+addc = DslOp("pl.addc")
+addsc = DslOp("pl.addsc")
+tri = DslOp("pl.tri")
+fillpad_expand = DslOp("pl.fillpad_expand")
+matmul_bias = DslOp("pl.matmul_bias")
+gemv = DslOp("pl.gemv")
+gemv_acc = DslOp("pl.gemv_acc")
+gemv_bias = DslOp("pl.gemv_bias")
+_FUSED = ("addc", "addsc", "tri", "fillpad_expand", "matmul_bias", "gemv", "gemv_acc", "gemv_bias")
+"""pypto's tile functions it also exports as ``pl.X`` (fillpad_expand is unified)."""
+static_assert = DslOp("pl.static_assert")
+"""``pl.static_assert(cond[, "message"])``: checked when the program is translated (pypto: at parse time)."""
+static_print = DslOp("pl.static_print")
+"""``pl.static_print(...)``: printed once when the program is translated (pypto: at parse time)."""
+while_ = DslOp("pl.while_")
+cond = DslOp("pl.cond")
+func_attr = DslOp("pl.func_attr")
+dump_tag = DslOp("pl.dump_tag")
+cluster = DslOp("pl.cluster")
+submit = DslOp("pl.submit")
+optimizations = Namespace("pl.optimizations", ("split", "cross_core_slot"))
+"""``optimizations=[pl.optimizations.split(...)]``: pypto's module of ``pl.split`` / ``pl.cross_core_slot``."""
+
+
+class ScopeMode(enum.Enum, metaclass=_DslEnumType):
+    """``pl.scope(mode=pl.ScopeMode.MANUAL)``: a scope's dependency tracking (AUTO: pypto's automatic edges)."""
+
+    AUTO = 0
+    MANUAL = 1
+
+
+ND = TensorLayout.ND
+DN = TensorLayout.DN
+NZ = TensorLayout.NZ
+TaskId = Scalar[TASK_ID]
+"""pypto's ``pl.Scalar[pl.TASK_ID]``."""
+IntLike = int | Any
+"""pypto's type alias of an extent or offset (an int, a scalar, an expression), for helpers' annotations."""
+
+
+class PrefetchAsyncContext:
+    """The type of ``pl.prefetch.make_context(...)`` (annotations only)."""
+
+
+class AsyncEvent:
+    """The type of ``pl.prefetch.async_prefetch(...)`` (annotations only)."""
+
+
+class AsyncSession:
+    """The type of ``pl.prefetch.session(...)`` (annotations only)."""
+
+
 tensor = Namespace("pl.tensor", ("add", "sub", "mul", "maximum", "minimum", "cast", "slice", "assemble", "dim",
                                  "read", "write", "create_l1", "gather_row", "cmp",
                                  *_MATH, "divs", *_EXPANDS, "full", *_CUBE, *_LAYOUT, "create", *_SORT, "ci",
                                  "get_block_idx", *_REDUCTIONS, "adds", "subs", "muls", "concat",
-                                 *_ELEMENTWISE, *_PARTIAL))
+                                 *_ELEMENTWISE, *_PARTIAL, "sin", "cos", "get_subblock_idx", "get_block_num",
+                                 "fillpad_expand"))
 tile = Namespace("pl.tile", ("get_block_idx", "load", "store", "add", "sub", "mul", "maximum", "minimum", "adds", "muls",
                              "cast",
                              *_MATH, "divs", *_REDUCTIONS, *_EXPANDS, "full", "maximums", "minimums", *_CUBE,
                              "batch_matmul", "move", *_LAYOUT, "create", *_SORT, "ci",
                              "gather_mask", "concat", "read", "write", "aiv_shard", "aic_gather",
                              "get_subblock_idx", "transpose_view", "slice", "relu", *_ELEMENTWISE,
-                             "max", "min", "cmp", "cmps", "sel", *_PARTIAL, *_TILE_ONLY))
+                             "max", "min", "cmp", "cmps", "sel", *_PARTIAL, *_TILE_ONLY, "sin", "cos",
+                             "get_block_num", *_FUSED))
 tile.MaskPattern = MaskPattern  # type: ignore[attr-defined]
 
 prefetch = Namespace("pl.prefetch", ("make_context", "async_prefetch", "session", "wait"))
@@ -248,4 +310,14 @@ prefetch = Namespace("pl.prefetch", ("make_context", "async_prefetch", "session"
 array = Namespace("pl.array", ("create", "get_element", "update_element"))
 """pypto's on-core scalar arrays (``pl.array.create(extent, dtype)``, ``arr[i]``, ``arr[i] = v``)."""
 
-__all__ = ["BF16", "BOOL", "FP16", "FP32", "INDEX", "INT8", "INT16", "INT32", "INT64", "RUNTIME", "TASK_ID", "UINT8", "UINT16", "UINT32", "Array", "AtomicType", "FunctionType", "InOut", "JITFunction", "Level", "Mem", "MemorySpace", "Out", "PadValue", "PyDType", "Role", "Scalar", "SplitMode", "Tensor", "Tile", "abs", "add", "aic_gather", "aiv_shard", "and_", "ands", "arange", "array", "assemble", "at", "batch_matmul", "cast", "cmp", "col_argmax", "col_argmin", "col_expand", "col_expand_add", "col_expand_div", "col_expand_expdif", "col_expand_max", "col_expand_min", "col_expand_mul", "col_expand_sub", "col_max", "col_min", "col_prod", "col_sum", "concat", "const", "create_l1", "create_tensor", "create_tile", "cross_core_slot", "div", "dynamic", "exp", "expands", "fillpad", "fmod", "fmods", "full", "function", "gather", "gather_row", "jit", "load", "log", "lrelu", "manual_scope", "matmul", "matmul_acc", "max", "maximum", "min", "minimum", "move", "mrgsort", "mul", "neg", "no_dep", "not_", "or_", "ors", "parallel", "part_add", "part_max", "part_min", "part_mul", "pipeline", "prefetch", "prelu", "program", "range", "read", "recip", "relu", "rem", "rems", "reshape", "row_argmax", "row_argmin", "row_expand", "row_expand_add", "row_expand_div", "row_expand_expdif", "row_expand_max", "row_expand_min", "row_expand_mul", "row_expand_sub", "row_max", "row_min", "row_prod", "row_sum", "rsqrt", "scatter", "scope", "sels", "set_validshape", "shl", "shls", "shr", "shrs", "slice", "sort32", "split", "split_aiv", "spmd", "spmd_submit", "sqrt", "store", "sub", "system", "tensor", "tile", "transpose", "unroll", "write", "xor", "xors", "yield_"]
+
+
+def __getattr__(name: str) -> Any:
+    """A name pypto has and this layer does not: an AttributeError that says what it is and why pldemu does not
+    run it (``not_provided``), naming this module and the name as ``pldemu pytest`` / ``pldemu python`` read it."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    raise AttributeError(not_provided(f"pypto.language.{name}"), name=name, obj=sys.modules[__name__])
+
+
+__all__ = ["BF16", "BOOL", "DN", "FP16", "FP32", "INDEX", "INT8", "INT16", "INT32", "INT64", "ND", "NZ", "RUNTIME", "TASK_ID", "UINT8", "UINT16", "UINT32", "Array", "AsyncEvent", "AsyncSession", "AtomicType", "DynVar", "FunctionType", "InOut", "IntLike", "JITFunction", "Level", "Mem", "MemorySpace", "Out", "PadValue", "PrefetchAsyncContext", "PyDType", "Role", "Scalar", "ScopeMode", "SplitMode", "TaskId", "Tensor", "TensorLayout", "Tile", "Tuple", "abs", "add", "addc", "addsc", "aic_gather", "aiv_shard", "and_", "ands", "arange", "array", "assemble", "at", "batch_matmul", "cast", "cluster", "cmp", "cmps", "col_argmax", "col_argmin", "col_expand", "col_expand_add", "col_expand_div", "col_expand_expdif", "col_expand_max", "col_expand_min", "col_expand_mul", "col_expand_sub", "col_max", "col_min", "col_prod", "col_sum", "concat", "cond", "const", "cos", "create_l1", "create_tensor", "create_tile", "cross_core_slot", "dim", "div", "dump_tag", "dynamic", "exp", "expands", "fillpad", "fillpad_expand", "fmod", "fmods", "full", "func_attr", "function", "gather", "gather_row", "gemv", "gemv_acc", "gemv_bias", "get_block_idx", "get_block_num", "get_subblock_idx", "jit", "load", "log", "lrelu", "manual_scope", "matmul", "matmul_acc", "matmul_bias", "max", "maximum", "maximums", "min", "minimum", "minimums", "move", "mrgsort", "mul", "neg", "no_dep", "not_", "optimizations", "or_", "ors", "parallel", "part_add", "part_max", "part_min", "part_mul", "pipeline", "prefetch", "prelu", "program", "range", "read", "recip", "relu", "rem", "rems", "reshape", "row_argmax", "row_argmin", "row_expand", "row_expand_add", "row_expand_div", "row_expand_expdif", "row_expand_max", "row_expand_min", "row_expand_mul", "row_expand_sub", "row_max", "row_min", "row_prod", "row_sum", "rsqrt", "scatter", "scope", "sel", "sels", "set_validshape", "shl", "shls", "shr", "shrs", "sin", "slice", "sort32", "split", "split_aiv", "spmd", "spmd_submit", "sqrt", "static_assert", "static_print", "store", "sub", "submit", "system", "tensor", "tile", "transpose", "tri", "unroll", "while_", "write", "xor", "xors", "yield_"]
