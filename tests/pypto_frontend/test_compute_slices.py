@@ -365,7 +365,7 @@ class TileElements:
     subscript (pypto's ``t = tile.assemble(t, src, offsets)``: a new value, the name copied before keeps the old)."""
 
     @pl.function(type=pl.FunctionType.InCore)
-    def k(self, x: pl.Tensor[[R, C], pl.FP32], y: pl.Out[pl.Tensor[[2, R, C], pl.FP32]]) -> None:
+    def k(self, x: pl.Tensor[[R, C], pl.FP32], y: pl.Out[pl.Tensor[[3, R, C], pl.FP32]]) -> None:
         t = pl.load(x, [0, 0], [R, C])
         before = t
         corner = t[R - 1, C - 1]
@@ -373,28 +373,37 @@ class TileElements:
         t[5, 0:8] = t[6:7, 8:16]
         y = pl.assemble(y, t, [0, 0, 0])
         y = pl.assemble(y, before, [1, 0, 0])
+        # pypto's tile form (pypto-lib's pro hc_pre): a one-valid-row tile assembled into rows of a zero tile
+        row = pl.set_validshape(pl.load(x, [0, 0], [1, C]), 1, 4)
+        z0 = pl.tile.full([R, C], dtype=pl.FP32, value=0.0)
+        z1 = pl.tile.assemble(z0, row, [1, 0])
+        z2 = pl.tile.assemble(z1, row, [3, 8])
+        y = pl.assemble(y, z2, [2, 0, 0])
 
     @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
-    def host_orch(self, x: pl.Tensor[[R, C], pl.FP32], y: pl.Out[pl.Tensor[[2, R, C], pl.FP32]]) -> None:
+    def host_orch(self, x: pl.Tensor[[R, C], pl.FP32], y: pl.Out[pl.Tensor[[3, R, C], pl.FP32]]) -> None:
         self.k(x, y)
 
 
 def test_tile_subscripts_read_an_element_and_write_windows() -> None:
-    built, _ = translate(TileElements, 1, (np.zeros((R, C), np.float32), np.zeros((2, R, C), np.float32)))
+    built, _ = translate(TileElements, 1, (np.zeros((R, C), np.float32), np.zeros((3, R, C), np.float32)))
     ops = [c.op for f in built.program.functions for c in function_calls(f)]
-    assert ops.count(Op.TILE_READ) == 1 and ops.count(Op.TILE_ASSEMBLE) == 2
+    assert ops.count(Op.TILE_READ) == 1 and ops.count(Op.TILE_ASSEMBLE) == 4
 
 
 @pytest.mark.launcher
 def test_tile_elements_run() -> None:
     x = np.random.default_rng(8).standard_normal((R, C)).astype(np.float32)
-    y = np.zeros((2, R, C), np.float32)
+    y = np.zeros((3, R, C), np.float32)
     ir.compile(TileElements, distributed_config=DistributedConfig(device_ids=[0]))(x, y)
     want = x.copy()
     want[2:4, 8:16] = x[0:2, 0:8] * x[R - 1, C - 1]
     want[5, 0:8] = want[6, 8:16]
     np.testing.assert_array_equal(y[0], want)
     np.testing.assert_array_equal(y[1], x)
+    rows = np.zeros((R, C), np.float32)
+    rows[1, 0:4], rows[3, 8:12] = x[0, 0:4], x[0, 0:4]  # only the valid box moves
+    np.testing.assert_array_equal(y[2], rows)
 
 
 @pl.program

@@ -302,7 +302,7 @@ tile = Namespace("pl.tile", ("get_block_idx", "load", "store", "add", "sub", "mu
                              "gather_mask", "concat", "read", "write", "aiv_shard", "aic_gather",
                              "get_subblock_idx", "transpose_view", "slice", "relu", *_ELEMENTWISE,
                              "max", "min", "cmp", "cmps", "sel", *_PARTIAL, *_TILE_ONLY, "sin", "cos",
-                             "get_block_num", *_FUSED))
+                             "get_block_num", "assemble", *_FUSED))
 tile.MaskPattern = MaskPattern  # type: ignore[attr-defined]
 
 prefetch = Namespace("pl.prefetch", ("make_context", "async_prefetch", "session", "wait"))
