@@ -830,7 +830,7 @@ def inline(emit: Emit, fn: CapturedFunction, args: list[Any], kwargs: dict[str, 
         raise emit.prog.error(f"self.{fn.name}: missing argument(s) {', '.join(missing)}", node)
     for p, v in bound.items():
         v = bound[p] = window_view(emit, fn.annotations.get(p), v)
-        check_argument(emit.prog, fn, p, v, node)
+        check_argument(emit.prog, fn, p, v, node, isinstance(v, Var) and v.name in emit.tensor_slices)
         literal = bool(emit.prog.jit_names) and not dispatched and isinstance(v, (int, float))
         bound[p] = v if literal else _device_scalar(fn.annotations.get(p), v)
     saved = emit.fb.origin
@@ -852,6 +852,20 @@ def _device_scalar(ann: Any, value: Any) -> Any:
     return Const(float(value) if dtype.is_float else int(value), dtype)
 
 
+def _check_tensor_tile(prog: CapturedProgram, fn: CapturedFunction, param: str, ann: TensorAnn, value: Var,
+                       node: ast.AST) -> None:
+    t = value.type
+    assert isinstance(t, TileType)
+    if ann.dtype is not None and t.dtype != ann.dtype.ir:
+        raise prog.error(f"self.{fn.name}: {param} is {ann.dtype!r}, got a {t.dtype.value} tensor", node)
+    dims = None if ann.dims is None else [d if isinstance(d, int) and not isinstance(d, bool) else None
+                                          for d in ann.dims]
+    if dims is not None and (len(dims) != len(t.shape) or any(d not in (None, e) for d, e in zip(dims, t.shape,
+                                                                                                  strict=True))):
+        raise prog.error(f"self.{fn.name}: {param} is a {list(ann.dims or ())} tensor, got a {list(t.shape)} "
+                         f"slice ({value.name})", node)
+
+
 def window_view(emit: Emit, ann: Any, value: Any) -> Any:
     """A window passed to a ``pld.DistributedTensor`` parameter of another rank with the same element count
     (pypto's ``pld.window(buf, [SIZE])`` into ``[1, SIZE]``): a ``tensor.view`` of the same cells with the
@@ -870,11 +884,17 @@ def window_view(emit: Emit, ann: Any, value: Any) -> Any:
     return view
 
 
-def check_argument(prog: CapturedProgram, fn: CapturedFunction, param: str, value: Any, node: ast.AST) -> None:
-    """The argument matches the parameter's annotation kind and dtype (a view: a tensor of its extents)."""
+def check_argument(prog: CapturedProgram, fn: CapturedFunction, param: str, value: Any, node: ast.AST,
+                   tensor_level: bool = False) -> None:
+    """The argument matches the parameter's annotation kind and dtype (a view: a tensor of its extents; a tile
+    that is a tensor to pypto, ``tensor_level``: one of its dtype and extents)."""
     ann = fn.annotations.get(param)
     if isinstance(ann, TensorAnn) and isinstance(value, TensorView):
         check_view_argument(prog, fn, param, ann, value, node)
+    elif isinstance(ann, TensorAnn) and tensor_level:
+        # a kernel's tensor slice handed to an inline function: pypto inlines the call before it converts
+        # tensor ops to tile ops, so the parameter is that slice, loaded where it was made
+        _check_tensor_tile(prog, fn, param, ann, value, node)
     elif isinstance(ann, TensorAnn):
         t = getattr(value, "type", None)
         if isinstance(t, TileType):
