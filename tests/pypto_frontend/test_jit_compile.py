@@ -234,6 +234,7 @@ def test_compile_only_script_fails_at_the_users_line(tmp_path: Path) -> None:
 
 
 HUGE = 1 << 16
+BIG_ROWS, BIG_COLS = 1 << 18, 1 << 20  # 1 TiB of FP32 a rank
 
 
 @pl.jit
@@ -261,3 +262,28 @@ def test_compile_says_when_a_call_of_its_samples_would_be_refused_for_memory() -
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         copy_host.compile(*_tensors(2), config=_config(2))  # one that fits says nothing
+
+
+@pl.jit
+def first_row(w: pl.Tensor[[BIG_ROWS, BIG_COLS], pl.FP32], y: pl.Out[pl.Tensor[[1, COLS], pl.FP32]]):
+    with pl.at(level=pl.Level.CORE_GROUP, name_hint="row"):
+        y[0:1, 0:COLS] = w[0:1, 0:COLS]
+    return y
+
+
+@pl.jit.host
+def model_host(w: pl.Tensor[[NR, BIG_ROWS, BIG_COLS], pl.FP32], y: pl.Out[pl.Tensor[[NR, 1, COLS], pl.FP32]]):
+    for r in pl.range(pld.world_size()):
+        first_row(w[r], y[r], device=r)
+
+
+def test_compile_of_shape_only_samples_copies_none_of_them() -> None:
+    """A model's compile from samples that carry only shapes (a weight of 2 TiB seen through one zero): the
+    translation slices the ranks' inputs without copying them, so compile warns with the estimate instead of
+    failing to allocate what no machine here has."""
+    from pldemu.pypto.surface.ir.distributed_compiled_program import MemoryEstimateWarning
+
+    weight = np.broadcast_to(np.zeros((), np.float32), (2, BIG_ROWS, BIG_COLS))
+    with pytest.warns(MemoryEstimateWarning, match=r"biggest buffers: .* 1024.0 GiB"):
+        compiled = model_host.compile(weight, np.zeros((2, 1, COLS), np.float32), config=_config(2))
+    assert compiled.untranslated is None

@@ -308,9 +308,9 @@ def _inputs(plan: _Plan, rank: int, resident: frozenset[str]) -> dict[str, np.nd
             if arr.dtype != want:
                 raise plan.error(f"host tensor {mine[name][0]} is {arr.dtype}, its annotation says "
                                  f"{var.type.dtype.value}", 0)
-            out[name] = np.ascontiguousarray(arr)
+            out[name] = arr  # sent as it is (np.save writes any layout): the caller copies nothing
         else:
-            out[name] = np.zeros(plan.shapes[name], want)
+            out[name] = _zeros(plan.shapes[name], want)
     return out
 
 
