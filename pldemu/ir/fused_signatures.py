@@ -119,14 +119,17 @@ def deduce_tri(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> T
     shape = _static_extents(op, "shape", args[1].items)
     if len(shape) != 2 or any(d <= 0 for d in shape):
         raise IRTypeError(op, "shape", "a 2-D shape of positive extents", str(list(shape)))
-    valid: tuple[Const, ...] | None = None
+    valid: tuple[Expr, ...] | None = None
     if len(args) > 2:
         assert isinstance(args[2], ListExpr)
-        extents = _static_extents(op, "valid_shape", args[2].items)
-        if len(extents) != 2 or any(not 0 < v <= d for v, d in zip(extents, shape, strict=True)):
+        items = args[2].items
+        extents = tuple(static_int(i) for i in items)
+        # a static box is pypto's rule, checked here; one of the rank count (NR) is checked by the precheck
+        # (Signature.regions) once NR is known, as tile.full's valid box is
+        if len(extents) != 2 or any(v is not None and not 0 < v <= d for v, d in zip(extents, shape, strict=True)):
             raise TileTypeError(op, "valid_shape", f"requires 0 < valid_shape[i] <= shape[i], but got "
-                                f"{list(extents)} and {list(shape)}")
-        valid = None if extents == shape else tuple(Const(v) for v in extents)
+                                f"{format_dims(tuple(items))} and {list(shape)}")
+        valid = None if extents == shape else tuple(items)
     return TileType(dtype, shape, valid, MemorySpace.Vec)
 
 

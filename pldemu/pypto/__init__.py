@@ -2,7 +2,7 @@
 
 While the layer is active (:func:`activate`, or the :func:`active` context manager), ``import pypto``,
 ``pypto.language``, ``pypto.language.distributed``, ``pypto.ir`` and ``pypto.runtime`` resolve to
-pldemu's own modules (``pldemu.pypto.surface``), and ``torch`` to ``pldemu.pypto.torchlite`` when no
+pldemu's own modules (``pldemu.pypto.surface``), and ``torch`` to ``pldemu.torchlite`` when no
 real torch is installed. Inactive, nothing is shadowed. ``@pl.program`` captures a class from its
 source (``pldemu.pypto.capture``); ``pypto.ir.compile`` translates it to pldemu IR at call time, once
 the rank count is known (``pldemu.pypto.translate``), and every call runs one isolated ``mpiexec`` job

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from types import ModuleType
 
-_ALIASES = {"pypto": "pldemu.pypto.surface", "torch": "pldemu.pypto.torchlite"}
+_ALIASES = {"pypto": "pldemu.pypto.surface", "torch": "pldemu.torchlite"}
 """Top-level name served -> the pldemu package that stands in for it (submodules map alike)."""
 
 

@@ -23,13 +23,14 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("pldemu.job", "pldemu.pool"),
     ("pldemu.harness",),
     ("pldemu.bench",),
-    ("pldemu.cli", "pldemu.api", "pldemu.pool.resident", "pldemu.pytest_plugin", "pldemu.examples", "pldemu.pypto"),
+    ("pldemu.cli", "pldemu.api", "pldemu.pool.resident", "pldemu.pytest_plugin", "pldemu.examples", "pldemu.pypto",
+     "pldemu.torchlite"),
     ("pldemu.__main__", "pldemu.pool.server", "pldemu.pool.resident_server"),
 )
 """Floors from the lowest: a module may import its own floor and the ones below, never one above.
 The compiler half (IR, then the pass, windows and MPI toolkit) at the bottom; one rank's runtime;
 the launcher side; the harnesses run in a job; the benchmarks; the front doors (command line,
-Python API, pytest plugin, the pypto front end); the rank entry points (a job's, a warm job's loop).
+Python API, pytest plugin, the pypto front end and its torch stand-in); the rank entry points (a job's, a warm job's loop).
 A module is on the floor of its longest prefix (``pldemu.pool`` is launcher side, its servers rank
 entry points; a resident job's client is Python API: it answers with ``pldemu.api.RunResult``). The package root ``pldemu`` (lazy names only) is no floor: importing it from anywhere
 is free."""

@@ -6,7 +6,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-import pldemu.pypto.torchlite as torch
+import pldemu.torchlite as torch
 from pldemu.pypto import active
 
 

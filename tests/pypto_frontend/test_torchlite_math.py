@@ -10,7 +10,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-import pldemu.pypto.torchlite as torch
+import pldemu.torchlite as torch
 
 
 def test_float_math_of_an_int_tensor_is_float32_and_half_types_round_once() -> None:

@@ -47,6 +47,8 @@ OUT_OF_BOUNDS: dict[Op, list[tuple[str, str]]] = {
                               "valid shape [1, 16] does not fit in tile t [1, 8]: dim 1 covers [0, 16)")],
     Op.TILE_FULL: [("x = tile.full([1, 8], 0.0, [1, NR * 4], dtype=fp32)", "valid shape [1, 16] does not fit in "
                                                                           "shape [1, 8]")],
+    Op.TILE_TRI: [("x = tile.tri(0:int32, [1, 8], [1, NR * 4], dtype=fp32)", "valid shape [1, 16] does not fit in "
+                                                                           "shape [1, 8]")],
 }
 
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from pldemu.pypto.torchlite import dtypes as dt
-from pldemu.pypto.torchlite.tensor import Tensor, _shape_args
+from pldemu.torchlite import dtypes as dt
+from pldemu.torchlite.tensor import Tensor, _shape_args
 
 
 def manual_seed(seed: int) -> None:

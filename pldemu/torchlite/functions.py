@@ -9,8 +9,8 @@ from typing import Any, overload
 
 import numpy as np
 
-from pldemu.pypto.torchlite import dtypes as dt
-from pldemu.pypto.torchlite.tensor import MaxMin, Scalar, Tensor, _operands, _shape_args, as_array
+from pldemu.torchlite import dtypes as dt
+from pldemu.torchlite.tensor import MaxMin, Scalar, Tensor, _operands, _shape_args, as_array
 
 
 def _array(shape: Sequence[Any], dtype: dt.dtype | None, fill: Scalar) -> Tensor:

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import NoReturn
 
-from pldemu.pypto.torchlite import nn, testing
-from pldemu.pypto.torchlite.dtypes import (
+from pldemu.torchlite import nn, testing
+from pldemu.torchlite.dtypes import (
     bfloat16,
     dtype,
     float8_e4m3fn,
@@ -35,8 +35,8 @@ from pldemu.pypto.torchlite.dtypes import (
     int64,
     uint8,
 )
-from pldemu.pypto.torchlite.dtypes import bool_ as bool
-from pldemu.pypto.torchlite.functions import (
+from pldemu.torchlite.dtypes import bool_ as bool
+from pldemu.torchlite.functions import (
     abs,
     add,
     all,
@@ -82,7 +82,7 @@ from pldemu.pypto.torchlite.functions import (
     zeros,
     zeros_like,
 )
-from pldemu.pypto.torchlite.mathfns import (
+from pldemu.torchlite.mathfns import (
     amax,
     amin,
     argmax,
@@ -122,8 +122,8 @@ from pldemu.pypto.torchlite.mathfns import (
     unique,
     unravel_index,
 )
-from pldemu.pypto.torchlite.random import Generator, manual_seed, rand, randint, randn, randperm
-from pldemu.pypto.torchlite.tensor import Size, Tensor
+from pldemu.torchlite.random import Generator, manual_seed, rand, randint, randn, randperm
+from pldemu.torchlite.tensor import Size, Tensor
 
 float = float32
 double = float64
@@ -135,7 +135,7 @@ __version__ = "0.0+pldemu.torchlite"
 
 
 def __getattr__(name: str) -> NoReturn:
-    raise AttributeError(f"torch.{name} is not in pldemu's torch stand-in (pldemu.pypto.torchlite, the torch "
+    raise AttributeError(f"torch.{name} is not in pldemu's torch stand-in (pldemu.torchlite, the torch "
                          "functions pypto's distributed tests and pypto-lib's golden harness use); install torch to use it")
 
 

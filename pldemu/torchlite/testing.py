@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from pldemu.pypto.torchlite import dtypes as dt
-from pldemu.pypto.torchlite.functions import as_tensor
+from pldemu.torchlite import dtypes as dt
+from pldemu.torchlite.functions import as_tensor
 
 _DEFAULT_TOLERANCE = MappingProxyType({
     dt.float16: (1e-3, 1e-5), dt.bfloat16: (1.6e-2, 1e-5), dt.float32: (1.3e-6, 1e-5), dt.float64: (1e-7, 1e-7),

@@ -1,6 +1,6 @@
 """``torch.cos`` / ``ceil`` / ``amax`` / ... and ``torch.iinfo`` / ``finfo`` of the stand-in: the element-wise
 math and type limits pypto-lib's goldens and input builders call, with torch's dtype rules (the
-methods of :class:`~pldemu.pypto.torchlite.tensor.Tensor` do the work)."""
+methods of :class:`~pldemu.torchlite.tensor.Tensor` do the work)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from pldemu.pypto.torchlite import dtypes as dt
-from pldemu.pypto.torchlite.tensor import Tensor, as_array
+from pldemu.torchlite import dtypes as dt
+from pldemu.torchlite.tensor import Tensor, as_array
 
 inf = math.inf
 nan = math.nan

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from pldemu.pypto.torchlite.tensor import Tensor
+from pldemu.torchlite.tensor import Tensor
 
 
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:

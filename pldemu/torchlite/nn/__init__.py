@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from pldemu.pypto.torchlite.nn import functional
+from pldemu.torchlite.nn import functional
 
 __all__ = ["functional"]

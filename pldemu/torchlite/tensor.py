@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from pldemu.pypto.torchlite import dtypes as dt
+from pldemu.torchlite import dtypes as dt
 
 Scalar = bool | int | float
 _CALC_FLOAT = {dt.float16: np.float32, dt.bfloat16: np.float32}
