@@ -835,6 +835,8 @@ def _matmul_acc(name: str) -> Rule:
     ``pl.tile.matmul_acc(acc, lhs, rhs, init_cond=None)`` has no transposes: its fourth positional is init_cond."""
     tile = name.startswith("pl.tile.")
     positional = ("acc", "lhs", "rhs", *(("init_cond",) if tile else ("a_trans", "b_trans", "init_cond")))
+    if name == "pl.tile.batch_matmul_acc":  # pypto's tile function takes (acc, lhs, rhs) only
+        positional = ("acc", "lhs", "rhs")
 
     def rule(tr: DeviceLevel, node: ast.Call) -> Var:
         b = bind_call(tr, node, positional, {"a_trans": False, "b_trans": False, "init_cond": None}, name)
@@ -1721,6 +1723,7 @@ _MATH_OPS: Mapping[str, Rule] = MappingProxyType({
     **{f"{prefix}matmul_acc": _matmul_acc(f"{prefix}matmul_acc") for prefix in ("pl.", "pl.tensor.", "pl.tile.")},
     "pl.batch_matmul": _matmul("pl.batch_matmul"),
     "pl.tile.batch_matmul": _matmul("pl.tile.batch_matmul"),
+    "pl.tile.batch_matmul_acc": _matmul_acc("pl.tile.batch_matmul_acc"),
     "pl.create_tile": _create_tile("pl.create_tile"),
     "pl.tile.create": _create_tile("pl.tile.create"),
     "pl.create_tensor": _create_tensor,
@@ -1817,7 +1820,7 @@ _OPS: Mapping[str, Rule] = MappingProxyType({
 
 TILE_ALIASES: Mapping[str, str] = MappingProxyType({
     "load": "pl.load", "store": "pl.store", "add": "pl.add", "sub": "pl.sub", "mul": "pl.mul",
-    "maximum": "pl.maximum", "minimum": "pl.minimum", "adds": "pl.add", "muls": "pl.mul",
+    "maximum": "pl.maximum", "minimum": "pl.minimum", "adds": "pl.add", "subs": "pl.sub", "muls": "pl.mul",
 })
 """``pl.tile.<name>``: pypto's tile-op module spells the unified tile ops so."""
 

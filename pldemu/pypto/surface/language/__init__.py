@@ -296,7 +296,7 @@ tensor = Namespace("pl.tensor", ("add", "sub", "mul", "maximum", "minimum", "cas
                                  *_ELEMENTWISE, *_PARTIAL, "sin", "cos", "get_subblock_idx", "get_block_num",
                                  "fillpad_expand"))
 tile = Namespace("pl.tile", ("get_block_idx", "load", "store", "add", "sub", "mul", "maximum", "minimum", "adds", "muls",
-                             "cast",
+                             "subs", "cast", "batch_matmul_acc",
                              *_MATH, "divs", *_REDUCTIONS, *_EXPANDS, "full", "maximums", "minimums", *_CUBE,
                              "batch_matmul", "move", *_LAYOUT, "create", *_SORT, "ci",
                              "gather_mask", "concat", "read", "write", "aiv_shard", "aic_gather",
