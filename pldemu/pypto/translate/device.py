@@ -42,7 +42,7 @@ from pldemu.ir.nodes import (
 from pldemu.npdtypes import scalar_as
 from pldemu.pypto.capture import CapturedFunction, CapturedProgram, Kind
 from pldemu.pypto.errors import FrontendError
-from pldemu.pypto.translate import arrays
+from pldemu.pypto.translate import arrays, early_exit
 from pldemu.pypto.translate.cube_split import split_aiv_loop
 from pldemu.pypto.translate.evaluator import Evaluator, dsl_callee
 from pldemu.pypto.translate.level import Carry, Emit, Unreadable, fit_to_carry
@@ -344,6 +344,8 @@ class DeviceTranslator(Evaluator):
             raise self.error("for ... else is not supported", s)
         it = s.iter
         name = dsl_callee(self, it)
+        if (exit_ := early_exit.first_exit(s.body)) is not None:
+            s = self.without_exits(s, name, exit_)
         if name == "pl.unroll":
             self.unroll_loop(s)
             return
@@ -390,6 +392,24 @@ class DeviceTranslator(Evaluator):
             # not a carry of a variable the IR no longer defines.
             del self.env[var_node.id]
 
+    def without_exits(self, s: ast.For, name: str | None, exit_: ast.stmt) -> ast.For:
+        """``s`` with its ``break`` / ``continue`` lowered (``early_exit``), the break flag bound to 0 before it;
+        refused where pypto's parser refuses them, and in a loop with ``init_values`` (its ``pl.yield_`` would
+        land in a branch, where it is the branch's)."""
+        word = "break" if isinstance(exit_, ast.Break) else "continue"
+        if name in early_exit.REFUSED_LOOPS:
+            raise self.error(f"pypto refuses it: '{word}' not supported in {early_exit.REFUSED_LOOPS[name]} loops: "
+                             f"'{word}' can only be used in sequential (pl.range) or while loops", exit_)
+        if isinstance(s.iter, ast.Call) and any(kw.arg == "init_values" for kw in s.iter.keywords):
+            raise self.error(f"'{word}' in a loop with init_values is not supported by pldemu (its pl.yield_ would "
+                             "be skipped): carry the values by re-binding their names (`acc = pl.add(acc, x)`) instead",
+                             exit_)
+        lowered = early_exit.rewrite(s.body, s)
+        if lowered.flag is not None:
+            self.env[lowered.flag] = 0
+        return ast.copy_location(ast.For(target=s.target, iter=s.iter, body=lowered.body, orelse=s.orelse,
+                                         type_comment=None), s)
+
     def while_loop(self, s: ast.For) -> None:
         """``for (x, ...) in pl.while_(init_values=(a, ...)):`` whose first statement is ``pl.cond(condition)``:
         pypto's while loop with carried values (``x_out = pl.yield_(...)`` re-assigns them, as in a ``pl.range``
@@ -422,10 +442,16 @@ class DeviceTranslator(Evaluator):
 
     def stmt_While(self, s: ast.While) -> None:
         """``while condition:``: pypto's natural while loop; the names its body re-binds are carried, as a
-        ``pl.range`` loop's are. ``break`` / ``continue`` are not run (pldemu's loops have no early exit)."""
+        ``pl.range`` loop's are; ``break`` / ``continue`` are lowered as in a ``pl.range`` loop (``early_exit``)."""
         if s.orelse:
             raise self.error("while ... else is not supported", s)
-        self.run_while(s.test, s.body, self.own_before(s.body), None, s)
+        test, body = s.test, s.body
+        if early_exit.first_exit(body) is not None:
+            lowered = early_exit.rewrite(body, s)
+            body, test = lowered.body, early_exit.while_test(test, lowered.flag)
+            if lowered.flag is not None:
+                self.env[lowered.flag] = 0
+        self.run_while(test, body, self.own_before(body), None, s)
 
     def run_while(self, test: ast.expr, body: list[ast.stmt], names: frozenset[str], carry: Carry | None,
                   node: ast.AST) -> None:
