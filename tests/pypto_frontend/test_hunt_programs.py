@@ -8,7 +8,11 @@ collectives). The second round (``hunt2_*.py``) adds pypto-lib's DeepSeek-V4 for
 of stacked weights to inline helpers, W8A8 projections with per-row / per-column dequantisation, INT32 atomic
 split-K, manual scopes with TaskId arrays, top-k by sort32 / mrgsort, gathers into L1 columns, cast modes on the
 device's chains, fixed-width scalars (integers wrap, floats round every step), an ``if``'s yields, dynamic
-shapes, and an INT8 expert-parallel exchange and a tensor-parallel MLP. Each program's goldens pass in one
+shapes, and an INT8 expert-parallel exchange and a tensor-parallel MLP. The third round (``hunt3_*.py``) goes
+after spellings and dtypes: pypto's tile-module names and keyword arguments, FP16 / BF16 / INT16 / INT32 / UINT8
+tensor-level math, matmul variants (both transposes, out_dtype, batched, gemv-shaped), padded reductions and
+arg-reductions, cmp / sel / sels, views in loops, break / continue (decode attention leaving at a run-time
+block count), a @pl.program class, and nested loops whose carries are re-bound names. Each program's goldens pass in one
 ``pldemu pytest`` session per schedule: plain, and with jitter, deferred visibility and FIFO task order."""
 
 from __future__ import annotations

@@ -56,7 +56,8 @@ def test_cmp_and_select():
     b16 = rng.standard_normal((R, C)).astype(bf)
     i8 = rng.integers(-128, 128, (R, C)).astype(np.int8)
     cm, wh = np.zeros((12, R, C), np.int32), np.zeros((3, R, C), np.float32)
-    hc, fb, f8, fi = np.zeros((R, C), np.float16), np.zeros((R, C), bf), np.zeros((R, C), np.int8), np.zeros((R, C), np.int32)
+    hc, fb = np.zeros((R, C), np.float16), np.zeros((R, C), bf)
+    f8, fi = np.zeros((R, C), np.int8), np.zeros((R, C), np.int32)
     cmpsel(x, y, a, h, b16, i8, cm, wh, hc, fb, f8, fi)
     ops = [np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal]
     for m, op in enumerate(ops):

@@ -49,8 +49,8 @@ def test_tensor_level_dtypes():
     i16 = rng.integers(-300, 300, (R, C)).astype(np.int16)
     i32 = rng.integers(-2**20, 2**20, (R, C)).astype(np.int32)
     u8 = rng.integers(0, 256, (R, C)).astype(np.uint8)
-    oh = np.zeros((4, R, C), np.float16); ob = np.zeros((3, R, C), bf); oi = np.zeros((4, R, C), np.int16)
-    o32 = np.zeros((3, R, C), np.int32); rs = np.zeros((R, 4), np.float32)
+    oh, ob, oi = np.zeros((4, R, C), np.float16), np.zeros((3, R, C), bf), np.zeros((4, R, C), np.int16)
+    o32, rs = np.zeros((3, R, C), np.int32), np.zeros((R, 4), np.float32)
     orch(h, b, i16, i32, u8, oh, ob, oi, o32, rs)
     f = np.float32
     np.testing.assert_array_equal(oh[0], (h + h) * h)

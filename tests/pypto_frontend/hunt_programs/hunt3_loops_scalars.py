@@ -47,7 +47,7 @@ def orch(x: pl.Tensor[[4 * R, C], pl.FP32], iv: pl.Tensor[[1, 8], pl.INT32], fv:
             n = 0
             best = pl.const(-1e30, pl.FP32)
             for i in pl.range(3):
-                for j in pl.range(i + 1):
+                for _j in pl.range(i + 1):
                     acc = pl.add(acc, pl.mul(x[blk * R:blk * R + R, :], 0.5))
                     n = n + 1
                 best = pl.max(best, pl.tile.read(acc, [0, 0]))
