@@ -214,7 +214,7 @@ class BinOp(ExprOps):
     def type(self) -> ScalarType:
         if self.op.is_compare or self.op.is_logic:
             return BOOL
-        return ScalarType(_join_scalar(self.lhs.type, self.rhs.type))
+        return ScalarType(join_scalar(self.lhs.type, self.rhs.type))
 
 
 @dataclass(frozen=True)
@@ -267,16 +267,18 @@ def as_expr(value: ExprLike) -> Expr:
     raise TypeError(f"cannot use {value!r} as an IR expression")
 
 
-def _join_scalar(a: Type, b: Type) -> DType:
+def join_scalar(a: Type, b: Type) -> DType:
+    """The dtype of a scalar binary op, pypto's PromoteSameCategoryDtype: the wider of the two, the left one when
+    they are as wide (``UINT32 + INT32`` is UINT32, ``INT32 + UINT32`` INT32, ``INT8 + INT16`` INT16). INDEX with
+    INT64 is INDEX (one C++ ``int64_t``: pypto casts neither to the other). A BOOL joins the other operand as
+    it, a float an integer as the float: pairs the pypto front end refuses, kept for pldemu's own IR."""
     da = a.dtype if isinstance(a, ScalarType) else DType.INDEX
     db = b.dtype if isinstance(b, ScalarType) else DType.INDEX
-    if da.is_float or db.is_float:
-        return DType.FP32 if DType.FP32 in (da, db) or da == db else da if da.is_float else db
-    if DType.INDEX in (da, db):
+    if DType.INDEX in (da, db) and {da, db} <= {DType.INDEX, DType.INT64}:
         return DType.INDEX
-    if da == db:
-        return da
-    return DType.INT64 if DType.INT64 in (da, db) else DType.INT32
+    if DType.BOOL in (da, db) or da.is_float != db.is_float:
+        return db if da is DType.BOOL or db.is_float else da
+    return db if db.itemsize > da.itemsize else da
 
 
 def _floordiv(a: int, b: int) -> int:
@@ -335,7 +337,7 @@ def _arith(op: BinOpKind, lhs: ExprLike, rhs: ExprLike) -> Expr:
             return node  # leave the error (a division by zero) to run time / the verifier
         if isinstance(value, bool):
             return Const(value, DType.BOOL)
-        return Const(value, _join_scalar(a.type, b.type))
+        return Const(value, join_scalar(a.type, b.type))
     if op == BinOpKind.ADD:
         if _is_const(a, 0):
             return b

@@ -38,6 +38,7 @@ from pldemu.ir.nodes import (
     binop,
     eval_nr,
     format_expr,
+    join_scalar,
 )
 from pldemu.npdtypes import scalar_as
 from pldemu.pypto.capture import CapturedFunction, CapturedProgram, Kind
@@ -646,12 +647,8 @@ class DeviceTranslator(Evaluator):
         kind, name = _IR_BINOPS.get(type(op), (None, ""))
         if kind is None:
             raise self.error(f"unsupported scalar operator in {ast.unparse(node)!r}", node)
-        a, b = as_expr(lhs), as_expr(rhs)
+        a, b = self.promoted(name, as_expr(lhs), as_expr(rhs), node)
         typed = BinOp(kind, a, b)
-        for rule in _SCALAR_RULES:
-            message = rule(self.fn.kind, name, a.type, b.type)
-            if message is not None:
-                raise self.error(f"{ast.unparse(node)}: {message}", node)
         folded = binop(kind, a, b)
         # The folding identities (x + 0 is x) would drop pypto's promotion of x to the wider dtype.
         out = folded if folded.type == typed.type else typed
@@ -668,6 +665,29 @@ class DeviceTranslator(Evaluator):
         # folds them.
         self.emit.lets[var] = out
         return var
+
+    def promoted(self, name: str, a: Expr, b: Expr, node: ast.AST) -> tuple[Expr, Expr]:
+        """The operands of pypto's scalar operator ``name`` (PromoteBinaryOperands): its refusals, then each
+        operand cast to the promoted dtype where the cast changes the value (``INT32(-1)`` as UINT32 is
+        4294967295, an FP16 as BF16 rounds), so that a comparison or a division sees what the device does."""
+        for rule in _SCALAR_RULES:
+            message = rule(self.fn.kind, name, a.type, b.type)
+            if message is not None:
+                raise self.error(f"{ast.unparse(node)}: {message}", node)
+        if not (isinstance(a.type, ScalarType) and isinstance(b.type, ScalarType)):
+            return a, b
+        dtype = join_scalar(a.type, b.type)
+        return self.held_as(a, dtype), self.held_as(b, dtype)
+
+    def held_as(self, value: Expr, dtype: DType) -> Expr:
+        """``value`` as pypto's MaybeCast leaves it in ``dtype``: itself where every value converts exactly."""
+        src = value.type.dtype if isinstance(value.type, ScalarType) else dtype
+        if _exact_cast(src, dtype):
+            return value
+        if isinstance(value, Const):
+            held = scalar_as(dtype.np, value.value)
+            return Const(int(held) if dtype.is_int else float(held), dtype)
+        return self.fb.pld.tile.scalar_cast(value, dtype, hint=self.hint("cast"))
 
     def wrapped(self, value: Expr, kind: BinOpKind) -> Expr:
         """A ``+ - *`` of a fixed-width dtype as the device's register holds it. pypto types ``INT32 + INT32``
@@ -699,7 +719,8 @@ class DeviceTranslator(Evaluator):
         method = _IR_CMP.get(type(op))
         if method is None:
             raise self.error(f"unsupported comparison in {ast.unparse(node)!r}", node)
-        return getattr(as_expr(lhs), method)(rhs)
+        a, b = self.promoted(method, as_expr(lhs), as_expr(rhs), node)
+        return getattr(a, method)(b)
 
     def logical(self, is_and: bool, lhs: Any, rhs: Any, node: ast.AST) -> Any:
         if not (is_ir(lhs) or is_ir(rhs)):
@@ -727,6 +748,24 @@ def _extent(d: Any, nranks: int) -> int:
     return value if isinstance(d, Const) else SymInt(value, d)
 
 
+def _exact_cast(src: DType, dst: DType) -> bool:
+    """Every ``src`` value is the same number in ``dst`` (a widening that keeps the sign; INDEX and INT64 are
+    one C++ ``int64_t``); BOOL and non-numeric pairs are left alone (pypto refuses them in an operator)."""
+    if src is dst or {src, dst} <= {DType.INDEX, DType.INT64} or not (src.is_int or src.is_float):
+        return True
+    if src.is_float != dst.is_float:
+        return True
+    wider = dst.itemsize > src.itemsize
+    return wider if src.is_float else wider and (src.int_range()[0] == 0 or dst.int_range()[0] < 0)
+
+
+def _bool_operand(kind: Kind, name: str, a: Type, b: Type) -> str | None:
+    """pypto's PromoteSameCategoryDtype: a bool scalar takes no part in arithmetic or a comparison."""
+    if not any(isinstance(t, ScalarType) and t.dtype is DType.BOOL for t in (a, b)):
+        return None
+    return f"pypto refuses it: Operator '{name}' does not accept bool dtype (pl.cast it to an integer)"
+
+
 def _mixed_categories(kind: Kind, name: str, a: Type, b: Type) -> str | None:
     """pypto's parser (PromoteSameCategoryDtype): a float and an integer scalar do not combine."""
     da, db = (t.dtype if isinstance(t, ScalarType) else None for t in (a, b))
@@ -747,7 +786,8 @@ def _float_add_in_kernel(kind: Kind, name: str, a: Type, b: Type) -> str | None:
             "(pl.add(tile, scalar))")
 
 
-_SCALAR_RULES: tuple[Callable[[Kind, str, Type, Type], str | None], ...] = (_mixed_categories, _float_add_in_kernel)
+_SCALAR_RULES: tuple[Callable[[Kind, str, Type, Type], str | None], ...] = (
+    _bool_operand, _mixed_categories, _float_add_in_kernel)
 """pypto's and ptoas's refusals of a device scalar expression: each gives its message, or None."""
 
 _IR_BINOPS: Mapping[type[ast.operator], tuple[BinOpKind, str]] = MappingProxyType({
