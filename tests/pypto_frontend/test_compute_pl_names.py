@@ -214,7 +214,7 @@ def _mistake(mistake: str):  # type: ignore[no-untyped-def]
                 pl.static_assert(R > 1, str(R))  # MARK-assert-message
             if mistake == "while-call":
                 for (i,) in pl.while_(init_values=(0,)):
-                    pl.cond(i < pl.read(x, [0, 0]))  # MARK-while-call
+                    pl.cond(i < pl.cast(pl.read(x, [0, 0]), pl.INT32))  # MARK-while-call
                     _i_out = pl.yield_(i + 1)
             if mistake == "while-forever":
                 j = 0
@@ -252,7 +252,7 @@ def _mistake(mistake: str):  # type: ignore[no-untyped-def]
     ("assert-false", "pypto refuses it: static_assert failed: need many rows (condition `R > 100` evaluated to False)"),
     ("assert-runtime", "pypto refuses it: static_assert condition must be compile-time evaluable"),
     ("assert-message", "pypto refuses it: static_assert() message must be a string literal"),
-    ("while-call", "while condition `i < pl.read(x, [0, 0])` computes a value before the loop"),
+    ("while-call", "while condition `i < pl.cast(pl.read(x, [0, 0]), pl.INT32)` computes a value before the loop"),
     ("while-forever", "while condition `True` is always true: the loop never ends"),
     ("cond-misplaced", "pl.cond(...) is the first statement of a pl.while_() loop's body"),
     ("while-target", "pypto refuses it: While loop target must be a tuple of 1 names for pl.while_()"),
@@ -323,26 +323,6 @@ def test_submit_predicate_and_a_dn_tensor_annotation_are_refused_at_their_line()
     with pytest.raises(FrontendError, match=re.escape("pl.submit(predicate=...) is not supported by pldemu")) as err2:
         translate(Pred, 1, (np.zeros((1, 8), np.int32),))
     assert err2.value.line == _line_of("MARK-predicate")
-
-    @pl.program
-    class NoDep:
-        @pl.function(type=pl.FunctionType.InCore)
-        def k(self, y: pl.Out[pl.Tensor[[1, 8], pl.INT32]]) -> pl.Tensor[[1, 8], pl.INT32]:
-            pl.write(y, [0, 0], 1)
-            return y
-
-        @pl.function(type=pl.FunctionType.Orchestration)
-        def orch(self, y: pl.Out[pl.Tensor[[1, 8], pl.INT32]]) -> None:
-            y, _tid = pl.submit(self.k, pl.no_dep(y))  # MARK-submit-no-dep
-
-        @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
-        def host_orch(self, y: pl.Out[pl.Tensor[[1, 8], pl.INT32]]) -> None:
-            self.orch(y)
-
-    with pytest.raises(FrontendError, match=re.escape("pl.no_dep(...) in pl.submit's arguments is not supported")) \
-            as err3:
-        translate(NoDep, 1, (np.zeros((1, 8), np.int32),))
-    assert err3.value.line == _line_of("MARK-submit-no-dep")
 
 
 @pytest.mark.parametrize(("get", "name", "why"), [

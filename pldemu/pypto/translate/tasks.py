@@ -410,9 +410,11 @@ def spmd_submit(tr: Any, node: ast.Call) -> Any:
     if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"
             and "core_num" in kw):
         raise tr.error("pl.spmd_submit(self.kernel, *args, core_num=N[, deps=[...]])", node)
-    inner = ast.copy_location(ast.Call(func=func, args=node.args[1:], keywords=[]), node)
+    args, marked = _marked_args(tr, node.args[1:])
+    inner = ast.copy_location(ast.Call(func=func, args=args, keywords=[]), node)
     result: list[Any] = []
     name = tr.hint("tid")
+    tr.emit.tasks.no_dep.extend(marked)  # the SPMD task's, taken (and cleared) as it is submitted
     tid = _spmd_task(tr, node, name, {k: v for k, v in kw.items() if k != "core_num"}, tr.eval(kw["core_num"].value),
                      _deps(tr, kw.get("deps")), lambda block: result.append(tr.eval(inner)))
     _bind_tid(tr, name, tid)
@@ -430,21 +432,35 @@ def submit_call(tr: Any, node: ast.Call) -> Any:
     func = node.args[0] if node.args else None
     if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"):
         raise tr.error("pl.submit(self.kernel, *args[, deps=[...]]): the first argument is the kernel", node)
-    if any(dsl_callee(tr, a) == "pl.no_dep" for a in node.args[1:]):
-        raise tr.error("pl.no_dep(...) in pl.submit's arguments is not supported by pldemu (its arguments are taken "
-                       "inside the task): call the kernel directly, self.kernel(..., pl.no_dep(t), ...)", node)
     fn = tr.callee_function(node, func.attr)
     if fn.kind.name != "INCORE":
         raise tr.error(f"pl.submit(self.{func.attr}, ...): {func.attr} is not an InCore kernel (pl.submit launches "
                        "one kernel as a task)", node)
-    inner = ast.copy_location(ast.Call(func=func, args=node.args[1:], keywords=[]), node)
+    args, marked = _marked_args(tr, node.args[1:])
+    inner = ast.copy_location(ast.Call(func=func, args=args, keywords=[]), node)
     result: list[Any] = []
     name = tr.hint("tid")
-    with submit(tr, node, TaskKind.KERNEL, name, name=fn.name, deps=_deps(tr, kw.get("deps")),
+    with submit(tr, node, TaskKind.KERNEL, name, name=fn.name, deps=_deps(tr, kw.get("deps")), no_dep=marked,
                 early_resolve=_flag(tr, kw.get("allow_early_resolve"))) as head:
         result.append(tr.eval(inner))
     _bind_tid(tr, name, head.tid)
     return (result[0], head.tid)
+
+
+def _marked_args(tr: Any, args: list[ast.expr]) -> tuple[list[ast.expr], tuple[Var, ...]]:
+    """A submit's kernel arguments with their ``pl.no_dep(t)`` wrappers peeled, and those tensors: pypto strips
+    the markers at every kernel call site, ``pl.submit`` / ``pl.spmd_submit`` too (``_strip_call_arg_markers``),
+    into the task's NoDep arguments. Taken here, before the task, as the kernel call runs inside it."""
+    plain: list[ast.expr] = []
+    marked: list[Var] = []
+    for a in args:
+        if isinstance(a, ast.Call) and dsl_callee(tr, a) == "pl.no_dep":
+            marked.append(no_dep(tr, a))
+            tr.emit.tasks.no_dep.pop()  # this task's, not the next call's
+            plain.append(a.args[0])
+        else:
+            plain.append(a)
+    return plain, tuple(marked)
 
 
 TASK_OPS: Mapping[str, Callable[[Any, ast.Call], Any]] = MappingProxyType({
