@@ -12,7 +12,8 @@ shapes, and an INT8 expert-parallel exchange and a tensor-parallel MLP. The thir
 after spellings and dtypes: pypto's tile-module names and keyword arguments, FP16 / BF16 / INT16 / INT32 / UINT8
 tensor-level math, matmul variants (both transposes, out_dtype, batched, gemv-shaped), padded reductions and
 arg-reductions, cmp / sel / sels, views in loops, break / continue (decode attention leaving at a run-time
-block count), a @pl.program class, and nested loops whose carries are re-bound names. Each program's goldens pass in one
+block count), a @pl.program class, nested loops whose carries are re-bound names, and orchestration slices
+carrying a valid_shape= handed to inline helpers. Each program's goldens pass in one
 ``pldemu pytest`` session per schedule: plain, and with jitter, deferred visibility and FIFO task order."""
 
 from __future__ import annotations

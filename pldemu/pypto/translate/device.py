@@ -53,6 +53,7 @@ from pldemu.pypto.translate.regions import (
     TensorView,
     assemble_tile,
     based,
+    in_kernel,
     is_tensor,
     load_view,
     slice_tile,
@@ -576,6 +577,8 @@ class DeviceTranslator(Evaluator):
         with self.views_loaded(False):  # a view passed to a tensor parameter is that tensor (pypto's inliner)
             args = [self.eval(a) for a in node.args]
             kwargs = {kw.arg: self.eval(kw.value) for kw in node.keywords if kw.arg is not None}
+        if fn.kind is Kind.INCORE and not in_kernel(self):  # a kernel's parameter is its annotation's type
+            args, kwargs = [_whole(a) for a in args], {k: _whole(v) for k, v in kwargs.items()}
         if fn.kind is Kind.INCORE and self.fn.kind is Kind.ORCHESTRATION and not self.emit.tasks.depth:
             return kernel_call(self, fn, node, lambda: inline(self.emit, fn, args, kwargs, node))
         return inline(self.emit, fn, args, kwargs, node)
@@ -844,6 +847,12 @@ def _assigned_names(body: list[ast.stmt]) -> frozenset[str]:
         elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
             out |= _target_names(node.target)
     return out
+
+
+def _whole(arg: Any) -> Any:
+    """An argument of a kernel called from the orchestration level: a view fully valid (pypto compiles the
+    kernel with the parameter's shape and dtype, no valid shape: the kernel reads the whole window)."""
+    return arg.whole() if isinstance(arg, TensorView) else arg
 
 
 def _read_at(t: Var | TensorView, region: Region) -> tuple[Var, list[Any]]:

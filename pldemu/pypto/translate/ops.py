@@ -55,12 +55,14 @@ from pldemu.pypto.translate.regions import (
     fixpipe,
     in_kernel,
     is_tensor,
+    load_view,
     on_core,
     reshape_view,
     slice_tile,
     store_region,
     tensor_dim,
     tensor_region,
+    window_valid,
 )
 from pldemu.pypto.translate.regions import tensor_level as tensor_on_core
 from pldemu.pypto.translate.sort_ops import SORT_OPS
@@ -141,6 +143,7 @@ def _load(tr: DeviceLevel, node: ast.Call) -> Var:
     # only the valid box is read: a tile may overhang its source (pypto's ragged tail), a view's too
     reach = _reach(Region((0,) * len(shape), tuple(shape)), valid).extents
     base, offsets = _through_view(tr, b["tensor"], b["offsets"], reach, node)
+    valid = window_valid(b["tensor"], _index_list(b["offsets"]), shape, valid)  # a view's valid box narrows it
     t = _tensor(tr, base, "pl.load: tensor", node)
     target = MemorySpace.Vec if b["target_memory"] is None else _space(tr, b["target_memory"], "pl.load", node)
     if target not in _LOAD_SPACES:
@@ -1013,8 +1016,10 @@ def _reshape(name: str, src: str) -> Rule:
 
     def rule(tr: DeviceLevel, node: ast.Call) -> Var | TensorView:
         b = bind_call(tr, node, (src, "shape"), {}, name)
-        if isinstance(b[src], TensorView):
+        if isinstance(b[src], TensorView) and b[src].valid is None:
             return reshape_view(tr, b[src], _ints(tr, b["shape"], f"{name}: shape", node), node)
+        if isinstance(b[src], TensorView):  # partly valid: its loaded tile reshaped, the valid box carried
+            b[src] = load_view(tr, b[src], node)
         if is_tensor(b[src]):
             t = b[src]
             if ttype(t).strides is not None:

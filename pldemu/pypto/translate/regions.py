@@ -14,7 +14,9 @@ window is there just this rank's local memory (pypto #1694):
 - at the orchestration level (outside a kernel) a slice is pypto's view, not a load: a :class:`TensorView`,
   the base tensor's region, which a tensor parameter of a called function takes as its tensor (pypto's
   InlineFunctions substitutes the argument for the parameter), and whose reads and writes are the base's at
-  the view's offsets; an op that takes it as a value loads it where it is used (:func:`load_view`).
+  the view's offsets; an op that takes it as a value loads it where it is used (:func:`load_view`). A slice
+  with ``valid_shape=`` is a view carrying that valid shape (pypto's TensorView ``valid_shape``): a read
+  through it is narrowed to the part of the window inside it (:func:`window_valid`).
 
 Extents must be static (a tile's shape is); ``t[r:r + R]`` with a run-time ``r`` has the static extent
 ``R`` (the bounds are subtracted as linear forms, as pypto's simplifier folds them).
@@ -74,11 +76,19 @@ class TensorView:
 
     base: Var
     region: Region
+    valid: tuple[Any, ...] | None = None
+    """The valid extents (pypto's TensorView ``valid_shape``, one per axis of the view: ints or IR scalars,
+    each within the extent); None: fully valid."""
 
     @property
     def name(self) -> str:
         """What messages call it."""
         return f"{self.base.name}[view]"
+
+    def whole(self) -> TensorView:
+        """The view fully valid: what a kernel's tensor parameter is (its type is the annotation's, no
+        valid shape: pypto's pl.jit specializer builds it from the argument's shape and dtype only)."""
+        return dataclasses.replace(self, valid=None)
 
     @property
     def dtype(self) -> DType:
@@ -103,19 +113,48 @@ def based(t: Var | TensorView, region: Region) -> tuple[Var, Region]:
 
 
 def load_view(tr: DeviceLevel, view: TensorView, node: ast.AST) -> Var:
-    """A view taken as a value by an op: its region loaded where it is used (pypto reads through the view)."""
-    return load_region(tr, view.base, view.region, node)
+    """A view taken as a value by an op: its region loaded where it is used (pypto reads through the view),
+    only its valid box read."""
+    return load_region(tr, view.base, view.region, node, view.valid)
+
+
+def window_valid(t: Any, offsets: Sequence[Any], extents: Sequence[int], requested: Sequence[Any] | None
+                 ) -> list[Any] | None:
+    """The valid extents of a read of the window ``offsets`` / ``extents`` of ``t`` (pypto's
+    InferWindowReadValidShape, type_inference.cpp): per axis the smaller of ``requested`` and the part of
+    the source's valid box under the window, ``min(max(valid - offset, 0), extent)``. A source that is
+    fully valid (not a view with ``valid``), or a window of another rank, gives ``requested`` as it is."""
+    have = t.valid if isinstance(t, TensorView) else None
+    if have is None or len(offsets) != len(have) or len(extents) != len(have):
+        return None if requested is None else list(requested)
+    out: list[Any] = []
+    for axis, (v, off, ext) in enumerate(zip(have, offsets, extents, strict=True)):
+        avail = _fold(min, BinOpKind.MIN, _fold(max, BinOpKind.MAX, _fold(operator.sub, BinOpKind.SUB, v, off), 0),
+                      ext)
+        out.append(avail if requested is None else _fold(min, BinOpKind.MIN, requested[axis], avail))
+    return out
+
+
+def _fold(f: Any, kind: BinOpKind, a: Any, b: Any) -> Any:
+    """``f(a, b)`` of two ints, else the IR scalar ``a kind b`` (folded where both are constants)."""
+    x, y = _static(a), _static(b)
+    if x is not None and y is not None:
+        return int(f(x, y))
+    return binop(kind, as_expr(a), as_expr(b))
 
 
 def tensor_region(tr: DeviceLevel, t: Var | TensorView, region: Region, node: ast.AST,
                   valid: Sequence[Any] | None = None) -> Var | TensorView:
     """``tensor.slice`` of a tensor or view: in a kernel a load of the region; at the orchestration level a
-    view (pypto's; dropped leading axes folded into the first kept one; a slice with ``valid_shape``, or
-    dropping other axes, is loaded there too)."""
+    view (pypto's; dropped leading axes folded into the first kept one; one dropping other axes is loaded
+    there too). ``valid``: ``valid_shape=``; either way narrowed by a view's own valid box under the region."""
+    valid = window_valid(t, region.offsets, region.extents, valid)
     base, at = based(t, region)
-    if in_kernel(tr) or valid is not None or not _viewable_drop(tr, base, at):
+    if in_kernel(tr) or not _viewable_drop(tr, base, at):
         return load_region(tr, base, at, node, valid)
-    return _dropped_view(tr, base, at, node) if at.drop else TensorView(base, at)
+    if at.drop:
+        return _dropped_view(tr, base, at, node, valid)
+    return TensorView(base, at, None if valid is None else tuple(valid))
 
 
 def _viewable_drop(tr: DeviceLevel, base: Var, at: Region) -> bool:
@@ -129,15 +168,18 @@ def _viewable_drop(tr: DeviceLevel, base: Var, at: Region) -> bool:
             and None not in extents(tr, base))
 
 
-def _dropped_view(tr: DeviceLevel, base: Var, at: Region, node: ast.AST) -> TensorView:
+def _dropped_view(tr: DeviceLevel, base: Var, at: Region, node: ast.AST, valid: Sequence[Any] | None
+                  ) -> TensorView:
     """``x[i, ...]`` at the orchestration level (pypto's ``tensor.slice`` dropping leading axes, a view):
-    ``x`` seen as ``[prod(dims[:k + 1]), *dims[k + 1:]]``, the box at the folded offset."""
+    ``x`` seen as ``[prod(dims[:k + 1]), *dims[k + 1:]]``, the box at the folded offset (``valid`` at the
+    kept axes, as a load drops the unit axes' entries)."""
     k, shape = len(at.drop), dims(tr, base, node)
     lead: Any = 0
     for axis in range(k + 1):
         lead = at.offsets[axis] if axis == 0 else _axpy(lead, shape[axis], at.offsets[axis])
     flat = tr.fb.pld.tensor.view(base, [math.prod(shape[:k + 1]), *shape[k + 1:]])
-    return TensorView(flat, Region((lead, *at.offsets[k + 1:]), at.extents[k:]))
+    return TensorView(flat, Region((lead, *at.offsets[k + 1:]), at.extents[k:]),
+                      None if valid is None else tuple(valid[k:]))
 
 
 def _axpy(a: Any, n: int, b: Any) -> Any:
@@ -529,4 +571,5 @@ __all__ = [
     "subscript_region",
     "tensor_dim",
     "tensor_region",
+    "window_valid",
 ]
