@@ -198,4 +198,4 @@ SORT_SIGNATURES: Mapping[Op, Signature] = {
 }
 """Entries of the one signature table (merged there)."""
 
-__all__ = ["CI_DTYPES", "GATHER_DTYPES", "MASK_PATTERNS", "SORT_DTYPES", "SORT_SIGNATURES"]
+__all__ = ["CI_DTYPES", "GATHER_DTYPES", "MASK_PATTERNS", "SCATTER_DTYPES", "SORT_DTYPES", "SORT_SIGNATURES"]

@@ -133,12 +133,36 @@ _A5_GATHER = ("out of scope, pypto's A5 gathers and scatters (MGATHER / MSCATTER
               "32-byte block offsets; pto-isa has no A2/A3 kernel of them): pldemu runs pl.gather, pl.scatter and "
               "pl.gather_row")
 
+_PIPE_NAMES = ("tpush_to_aiv", "tpush_to_aic", "tpop_from_aic", "tpop_from_aiv", "tfree_to_aic", "tfree_to_aiv",
+               "aic_initialize_pipe", "aiv_initialize_pipe", "reserve_buffer", "import_peer_buffer")
+_ALLOC = ("out of scope, a stub of pypto's printed IR (tile.alloc / tensor.alloc: the memory planner's allocation "
+          "token, never written in a DSL program): pldemu runs programs written in the DSL, not printed IR")
+_CROSS_CORE_EVENTS = ("out of scope, a hand-written cross-core event between a cluster's cube (AIC) and vector (AIV) "
+                      "cores (FFTS flags by event id): pldemu runs a mixed kernel's body in its source order and "
+                      "does not model the event flags; write the split as pl.split_aiv, pl.aiv_shard and "
+                      "pl.aic_gather")
+_PIPE_FLAGS = ("out of scope, a hand-written flag between two pipes of one core (set_flag / wait_flag, named by "
+               "pl.PipeType, which pypto's sync insertion places itself): pldemu does not model a core's pipes, "
+               "each tile op completes before the next starts")
+_CORE_COUNT = ("out of scope, the core count of the device the run lands on (the runtime's "
+               "rt_available_cluster_count() / rt_available_aiv_count()): pldemu has no such device and takes a "
+               "pl.spmd core_num known when the program is translated; pass the count")
+_GATHER_COMPARE = ("out of scope, pto.tgather's compare form (each row's indices where src compares true with "
+                   "kvalue, and their counts): what fills a row past its count, and a row with more matches than "
+                   "out_cols, are pto-isa's, which pldemu has no reference for; pl.cmps, pl.sel and pl.row_sum "
+                   "compute the mask and the counts")
+
 NOT_RUN: Mapping[str, str] = MappingProxyType({
-    **{f"{_PL}.{n}": _PIPES for n in ("AUTO", "tpush_to_aiv", "tpush_to_aic", "tpop_from_aic", "tpop_from_aiv",
-                                       "tfree_to_aic", "tfree_to_aiv", "aic_initialize_pipe", "aiv_initialize_pipe",
-                                       "reserve_buffer", "import_peer_buffer", "PipeType")},
+    **{f"{_PL}.{n}": _PIPES for n in ("AUTO", *_PIPE_NAMES, "PipeType", "system.AUTO", "tile.tpush_to_aiv",
+                                       "tile.tpush_to_aic", "tile.tpop_from_aic", "tile.tpop_from_aiv",
+                                       *(f"system.{p}" for p in _PIPE_NAMES))},
     **{f"{_PL}.{n}": _PRINTED_IR for n in ("ForKind", "CompactMode", "MemRef", "MemRefType", "Ptr", "PtrType",
-                                            "TensorView", "TileView")},
+                                            "TensorView", "TileView", "tile.MemRefType")},
+    **{f"{_PL}.{n}": _ALLOC for n in ("tile.alloc", "tensor.alloc")},
+    **{f"{_PL}.system.{n}": _CROSS_CORE_EVENTS for n in ("sync_set", "sync_wait", "set_ffts")},
+    **{f"{_PL}.system.{n}": _PIPE_FLAGS for n in ("sync_src", "sync_dst")},
+    **{f"{_PL}.system.{n}": _CORE_COUNT for n in ("available_cluster_count", "available_aiv_count")},
+    f"{_PL}.tile.gather_compare": _GATHER_COMPARE,
     **{f"{_PL}.{n}": _PARSER for n in ("parse", "parse_program", "loads", "loads_program", "parser")},
     **{f"{_PL}.{n}": _DTYPE for n in ("FP4", "FP8E4M3FN", "FP8E5M2", "FP8E8M0", "HF4", "HF8", "INT4", "UINT4",
                                        "UINT64")},

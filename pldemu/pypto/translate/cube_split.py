@@ -245,6 +245,20 @@ def _cacheinvalid(tr: DeviceLevel, node: ast.Call) -> None:
     tr.fb.pld.system.cacheinvalid()
 
 
+def _pipe_barrier(name: str) -> Rule:
+    """``pl.system.bar_v()`` / ``bar_m()`` / ``bar_all()``: a core's pipe barrier (PIPE_BARRIER of the vector,
+    the cube or every pipe): it orders the core's own instructions, which pldemu runs one after another, so
+    nothing changes; in a kernel only."""
+
+    def rule(tr: DeviceLevel, node: ast.Call) -> None:
+        bind_call(tr, node, (), {}, name)
+        if not tr.emit.tasks.depth and tr.fn.kind.name != "INCORE":
+            raise tr.error(f"{name}() outside a kernel: it is a barrier of a core's pipes (an InCore function, a "
+                           "pl.at or pl.spmd body)", node)
+
+    return rule
+
+
 def _subblock_idx(tr: Any, node: ast.Call) -> Any:
     """``pl.tile.get_subblock_idx()``: the AIV lane (0 outside a split region, as on a lone vector core)."""
     lane = tr.env.get(_LANE_KEY)
@@ -257,6 +271,7 @@ CUBE_SPLIT_OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.tile.get_subblock_idx": _subblock_idx, "pl.get_subblock_idx": _subblock_idx,
     "pl.tensor.get_subblock_idx": _subblock_idx,
     "pl.system.syncall": _syncall, "pl.system.fence": _fence, "pl.system.cacheinvalid": _cacheinvalid,
+    **{f"pl.system.{bar}": _pipe_barrier(f"pl.system.{bar}") for bar in ("bar_v", "bar_m", "bar_all")},
 })
 """The split region's names (``pl.split_aiv`` itself is a loop: :func:`split_aiv_loop`)."""
 

@@ -100,7 +100,7 @@ _WRAPPING = frozenset({BinOpKind.ADD, BinOpKind.SUB, BinOpKind.MUL})
 precision than its float dtype has (and rounds there)."""
 
 
-_TILE_MAKERS = frozenset({"pl.load", "pl.tile.load", "pl.create_tile", "pl.tile.create", "pl.tile.full",
+_TILE_MAKERS = frozenset({"pl.load", "pl.tile.load", "pl.create_tile", "pl.tile.create", "pl.tile.create_tile", "pl.tile.full",
                           "pl.aiv_shard", "pl.tile.aiv_shard"})
 """Ops whose result is a tile to pypto whatever their operands (a tensor's load, an allocation, a crossing)."""
 

@@ -236,7 +236,7 @@ class HostProjection(Evaluator):
     def call_dsl(self, name: str, node: ast.Call) -> Any:
         if name == "pld.world_size":
             return self.world
-        if name in ("pl.create_tensor", "pl.tensor.create"):
+        if name in ("pl.create_tensor", "pl.tensor.create", "pl.tensor.create_tensor"):
             return self.create(node)
         if name == "pl.range":
             return range(*[self.eval(a) for a in node.args])

@@ -67,7 +67,7 @@ from pldemu.pypto.translate.regions import (
 from pldemu.pypto.translate.regions import tensor_level as tensor_on_core
 from pldemu.pypto.translate.sort_ops import SORT_OPS
 from pldemu.pypto.translate.statics import STATIC_OPS
-from pldemu.pypto.types import PyDType, SymInt
+from pldemu.pypto.types import PyDType, SymInt, TensorLayout
 
 Rule = Callable[[DeviceLevel, ast.Call], Any]
 
@@ -899,16 +899,17 @@ def _create_l1(name: str) -> Rule:
     return rule
 
 
-def _gather_row(name: str) -> Rule:
-    """``pl.gather_row(acc, src, dst_offset, src_offset, shapes, transpose=False, *, valid_shape=None)``: the GM
-    window ``shapes`` of ``src`` at ``src_offset`` (its ``valid_shape`` part) written into ``acc`` at
-    ``dst_offset`` in place (``transpose``: the window's two axes swapped, a row landing as a column);
-    returns ``acc``, as pypto's DMA into L1 does."""
+def _gather_row(name: str, dst: str) -> Rule:
+    """``pl.gather_row(dst, src, dst_offset, src_offset, shapes, transpose=False, *, valid_shape=None)`` (also
+    ``pl.tile.gather_row``; ``pl.tensor.gather_row`` names its first parameter ``acc``): the GM window ``shapes`` of
+    ``src`` at ``src_offset`` (its ``valid_shape`` part) written into ``dst`` at ``dst_offset`` in place
+    (``transpose``: the window's two axes swapped, a row landing as a column); returns ``dst``, as pypto's DMA
+    into L1 does."""
 
     def rule(tr: DeviceLevel, node: ast.Call) -> Var:
-        b = bind_call(tr, node, ("acc", "src", "dst_offset", "src_offset", "shapes", "transpose"),
+        b = bind_call(tr, node, (dst, "src", "dst_offset", "src_offset", "shapes", "transpose"),
                       {"transpose": False, "valid_shape": None}, name)
-        acc = _tile(tr, b["acc"], f"{name}: acc", node)
+        acc = _tile(tr, b[dst], f"{name}: {dst}", node)
         view = b["src"]  # a slice passed as a tensor is read through: the DMA reads its base
         shape = _ints(tr, b["shapes"], f"{name}: shapes (a static window)", node)
         if b["transpose"] and b["valid_shape"] is not None:
@@ -1016,20 +1017,51 @@ def _reshape(name: str, src: str) -> Rule:
 
     def rule(tr: DeviceLevel, node: ast.Call) -> Var | TensorView:
         b = bind_call(tr, node, (src, "shape"), {}, name)
-        if isinstance(b[src], TensorView) and b[src].valid is None:
-            return reshape_view(tr, b[src], _ints(tr, b["shape"], f"{name}: shape", node), node)
-        if isinstance(b[src], TensorView):  # partly valid: its loaded tile reshaped, the valid box carried
-            b[src] = load_view(tr, b[src], node)
-        if is_tensor(b[src]):
-            t = b[src]
-            if ttype(t).strides is not None:
-                t = on_core(tr, t, node, name)
-            else:
-                return tr.fb.pld.tensor.view(t, list(b["shape"]))
-        tile = _tile(tr, t if is_tensor(b[src]) else b[src], f"{name}: {src}", node)
-        return tr.fb.pld.tile.reshape(tile, _ints(tr, b["shape"], f"{name}: shape", node), hint=tr.hint(tile.name))
+        return _reshaped(tr, b[src], b["shape"], name, src, node)
 
     return rule
+
+
+def _reshaped(tr: DeviceLevel, value: Any, shape: Any, name: str, src: str, node: ast.AST) -> Var | TensorView:
+    """``value`` reshaped: a tensor's ``tensor.view`` (zero copy), a view's :func:`reshape_view`, a tile's
+    ``tile.reshape``."""
+    if isinstance(value, TensorView) and value.valid is None:
+        return reshape_view(tr, value, _ints(tr, shape, f"{name}: shape", node), node)
+    if isinstance(value, TensorView):  # partly valid: its loaded tile reshaped, the valid box carried
+        value = load_view(tr, value, node)
+    t = value
+    if is_tensor(value):
+        if ttype(value).strides is None:
+            return tr.fb.pld.tensor.view(value, list(shape))
+        t = on_core(tr, value, node, name)
+    tile = _tile(tr, t, f"{name}: {src}", node)
+    return tr.fb.pld.tile.reshape(tile, _ints(tr, shape, f"{name}: shape", node), hint=tr.hint(tile.name))
+
+
+def _tensor_view(tr: DeviceLevel, node: ast.Call) -> Var | TensorView:
+    """``pl.tensor.view(tensor, shape=None, valid_shape=None, *, layout=None)``: pypto's zero-copy reinterpretation;
+    a new ``shape`` of an ND tensor is ``pl.tensor.reshape``'s view (row-major, the element count kept), ``layout=ND``
+    alone the tensor itself. A DN view (the trailing pair read column-major) and an explicit ``valid_shape`` are
+    refused (pldemu's tensors are row-major views)."""
+    name = "pl.tensor.view"
+    b = bind_call(tr, node, ("tensor", "shape", "valid_shape"), {"shape": None, "valid_shape": None,
+                                                                   "layout": None}, name)
+    layout = b["layout"]
+    if b["shape"] is None and layout is None:
+        raise tr.error("pypto refuses it: tensor.view requires at least one of shape or layout", node)
+    if layout is TensorLayout.NZ:
+        raise tr.error("pypto refuses it: tensor.view: NZ layout is not allowed on TensorType (NZ is tile-only)", node)
+    if layout not in (None, TensorLayout.ND):
+        raise tr.error(f"{name}(layout={getattr(layout, 'name', layout)}) is not supported by pldemu: a DN view reads the trailing pair "
+                       "column-major (the transposed values); pl.tensor.transpose computes them", node)
+    if b["valid_shape"] is not None:
+        raise tr.error(f"{name}(valid_shape=...) is not supported by pldemu (a reinterpreted view's own valid box): "
+                       "view a fully valid tensor, then pl.tensor.slice(..., valid_shape=...)", node)
+    if not (is_tensor(b["tensor"]) or isinstance(b["tensor"], TensorView)):
+        raise tr.error(f"pypto refuses it: tensor.view: src must be TensorType, got {b['tensor']!r}", node)
+    if b["shape"] is None:
+        return b["tensor"]
+    return _reshaped(tr, b["tensor"], b["shape"], name, "tensor", node)
 
 
 def _transpose(name: str, src: str) -> Rule:
@@ -1073,6 +1105,40 @@ def _fillpad(name: str, src: str) -> Rule:
         return tr.fb.pld.tile.fillpad(tile, pad, hint=tr.hint(tile.name))
 
     return rule
+
+
+def _fillpad_inplace(tr: DeviceLevel, node: ast.Call) -> Var:
+    """``pl.tile.fillpad_inplace(tile, pad_value=PadValue.zero)``: ``tile.fillpad``'s value, also written over the
+    input's buffer, which pypto's op shares (TFILLPAD in place): a later read of the input's pad cells sees the
+    pad, while its type keeps its valid box, as in pypto."""
+    name = "pl.tile.fillpad_inplace"
+    b = bind_call(tr, node, ("tile", "pad_value"), {"pad_value": PadValue.zero}, name)
+    pad = _pad(tr, b["pad_value"], name, node)
+    tile = _tile(tr, b["tile"], f"{name}: tile", node)
+    filled = tr.fb.pld.tile.fillpad(tile, pad, hint=tr.hint(tile.name))
+    tr.fb.pld.tile.assemble(tile, filled, [0] * len(tltype(tile).shape))
+    return filled
+
+
+def _extract(tr: DeviceLevel, node: ast.Call) -> Var:
+    """``pl.tile.extract(src, index_row, index_col, shape, *, target_memory)``: TEXTRACT, the 2-D window of ``src``
+    at the offsets (inside it, as the ISA's bounds are hard) copied into a tile of ``target_memory``: the window's
+    ``tile.slice`` (valid where ``src`` is), moved there."""
+    name = "pl.tile.extract"
+    b = bind_call(tr, node, ("src", "index_row", "index_col", "shape"), {"target_memory": None}, name)
+    src = _tile(tr, b["src"], f"{name}: src", node)
+    if b["target_memory"] is None:
+        raise tr.error("pypto refuses it: extract() missing 1 required keyword-only argument: 'target_memory'", node)
+    space = _space(tr, b["target_memory"], name, node)
+    if len(tltype(src).shape) != 2:
+        raise tr.error(f"pypto refuses it: tile.extract requires a 2D source tile, but got rank "
+                       f"{len(tltype(src).shape)}", node)
+    shape = _ints(tr, b["shape"], f"{name}: shape (static)", node)
+    if len(shape) != 2 or any(d <= 0 for d in shape):
+        raise tr.error(f"pypto refuses it: tile.extract shape must be 2D and positive, got {shape}", node)
+    region = Region((b["index_row"], b["index_col"]), tuple(shape), ())
+    check_bounds(tr, src, region, node)
+    return _in_space(tr, slice_tile(tr, src, region, node), space)
 
 
 def _fillpad_expand(name: str, src: str) -> Rule:
@@ -1737,6 +1803,11 @@ _MATH_OPS: Mapping[str, Rule] = MappingProxyType({
        for prefix, src in (("pl.", "input"), ("pl.tensor.", "tensor"), ("pl.tile.", "tile"))
        for op, rule in (("reshape", _reshape), ("transpose", _transpose), ("fillpad", _fillpad),
                         ("set_validshape", _set_validshape))},
+    "pl.tile.fillpad_inplace": _fillpad_inplace,
+    "pl.tile.extract": _extract,
+    "pl.tensor.view": _tensor_view,
+    "pl.tensor.create_tensor": _create_tensor,
+    "pl.tile.create_tile": _create_tile("pl.tile.create_tile"),
     "pl.move": _move("pl.move", "tile"),
     "pl.tile.move": _move("pl.tile.move", "tile"),
     **SORT_OPS,
@@ -1798,8 +1869,9 @@ _OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.cmps": _cmp("pl.cmps"),
     "pl.create_l1": _create_l1("pl.create_l1"),
     "pl.tensor.create_l1": _create_l1("pl.tensor.create_l1"),
-    "pl.gather_row": _gather_row("pl.gather_row"),
-    "pl.tensor.gather_row": _gather_row("pl.tensor.gather_row"),
+    "pl.gather_row": _gather_row("pl.gather_row", "dst"),
+    "pl.tensor.gather_row": _gather_row("pl.tensor.gather_row", "acc"),
+    "pl.tile.gather_row": _gather_row("pl.tile.gather_row", "dst"),
     "pl.tile.concat": _concat("pl.tile.concat"),
     "pl.assemble": _assemble("pl.assemble"),
     "pl.tensor.assemble": _assemble("pl.tensor.assemble"),
@@ -1832,7 +1904,7 @@ TILE_ALIASES: Mapping[str, str] = MappingProxyType({
 _VIEW_RULES = frozenset({"pl.load", "pl.store", "pl.read", "pl.write", "pl.tensor.read", "pl.tensor.write", "pl.slice",
                          "pl.tensor.slice", "pl.assemble", "pl.tensor.assemble", "pl.tensor.dim", "pl.dim", "pl.reshape",
                          "pl.tensor.reshape", "pl.prefetch.async_prefetch", "pl.gather_row",
-                         "pl.tensor.gather_row"})
+                         "pl.tensor.gather_row", "pl.tile.gather_row", "pl.tensor.view"})
 VIEW_OPS = _VIEW_RULES | {f"pl.tile.{name}" for name, unified in TILE_ALIASES.items() if unified in _VIEW_RULES}
 """The ops whose rules take a tensor view (a slice passed as a tensor) as it is, reading or writing its base
 at the view's offsets (``pl.tile.load`` is ``pl.load``'s rule, so it is one of them); any other op is given the

@@ -17,6 +17,7 @@ from typing import Any
 from pldemu.ir.dtypes import DType
 from pldemu.ir.nodes import Const, ScalarType, TileType, Var
 from pldemu.ir.ops import Op
+from pldemu.ir.sort_signatures import SCATTER_DTYPES
 from pldemu.pypto.translate.evaluator import bind_call
 from pldemu.pypto.translate.level import DeviceLevel
 from pldemu.pypto.translate.regions import on_core
@@ -259,6 +260,24 @@ def _tile_scatter(tr: DeviceLevel, node: ast.Call) -> Var:
     return dst
 
 
+def _tile_scatter_mask(tr: DeviceLevel, node: ast.Call) -> Var:
+    """``pl.tile.scatter_mask(dst, src, mask_pattern)``: pypto's DPS mask form, ``dst`` with the pattern's columns
+    replaced by ``src``'s (``tile.scatter_mask``), rewritten in place; the result is it."""
+    name = "pl.tile.scatter_mask"
+    b = bind_call(tr, node, ("dst", "src", "mask_pattern"), {}, name)
+    pattern = b["mask_pattern"]
+    if isinstance(pattern, bool) or not isinstance(pattern, int):
+        raise tr.error(f"{name}: mask_pattern must be a compile-time int (pl.tile.MaskPattern.X), got {pattern!r}",
+                       node)
+    dst, src = (_tile(tr, b[k], name, k, node) for k in ("dst", "src"))
+    if _tt(dst).dtype not in SCATTER_DTYPES:
+        raise tr.error(f"pypto refuses it: The operator tile.scatter_mask requires dst dtype in {{I8, I16, I32, FP16, "
+                       f"FP32, BF16}}, but got {_tt(dst).dtype.name}", node)
+    out = _emit(tr, Op.TILE_SCATTER_MASK, [src, dst], {"pattern": pattern}, "scattered")
+    tr.fb.pld.tile.assemble(dst, out, [0] * len(_tt(dst).shape))
+    return dst
+
+
 SORT_OPS: Mapping[str, Rule] = MappingProxyType({
     **{f"{prefix}{op}": _arange(f"{prefix}{op}") for prefix in ("pl.", "pl.tensor.", "pl.tile.")
        for op in ("arange", "ci") if (prefix, op) != ("pl.", "ci")},
@@ -271,6 +290,7 @@ SORT_OPS: Mapping[str, Rule] = MappingProxyType({
     "pl.scatter": _scatter("pl.scatter"),
     "pl.tensor.scatter": _scatter("pl.tensor.scatter"),
     "pl.tile.scatter": _tile_scatter,
+    "pl.tile.scatter_mask": _tile_scatter_mask,
 })
 """pypto's spellings of the family (``pl.ci`` is not one of them)."""
 

@@ -159,7 +159,7 @@ def _misplaced(where: str) -> Callable[[DeviceLevel, ast.Call], Any]:
 
 STATIC_OPS: Mapping[str, Callable[[DeviceLevel, ast.Call], Any]] = MappingProxyType({
     "pl.static_assert": _static_assert, "pl.static_print": _static_print, "pl.func_attr": _func_attr,
-    "pl.dump_tag": _dump_tag,
+    "pl.dump_tag": _dump_tag, "pl.tensor.dump_tag": _dump_tag,
     "pl.cond": _misplaced("the first statement of a pl.while_() loop's body (pypto's parser reads it there only)"),
     "pl.while_": _misplaced("the iterable of a loop: for (x, ...) in pl.while_(init_values=(...,))"),
 })

@@ -365,8 +365,13 @@ def task_dummy(tr: Any, node: ast.Call) -> Any:
     return head.tid
 
 
+NO_DEP_NAMES = ("pl.no_dep", "pl.tensor.no_dep")
+"""pypto's spellings of the no-dependency marker (``pl.no_dep`` is ``tensor_ops.no_dep``)."""
+
+
 def no_dep(tr: Any, node: ast.Call) -> Any:
-    """``pl.no_dep(t)`` as an argument of a kernel call: ``t`` takes no automatic edge in that task."""
+    """``pl.no_dep(t)`` (or ``pl.tensor.no_dep(t)``) as an argument of a kernel call: ``t`` takes no automatic
+    edge in that task."""
     if len(node.args) != 1 or node.keywords:
         raise tr.error("pl.no_dep(tensor)", node)
     t = tr.eval(node.args[0])
@@ -454,7 +459,7 @@ def _marked_args(tr: Any, args: list[ast.expr]) -> tuple[list[ast.expr], tuple[V
     plain: list[ast.expr] = []
     marked: list[Var] = []
     for a in args:
-        if isinstance(a, ast.Call) and dsl_callee(tr, a) == "pl.no_dep":
+        if isinstance(a, ast.Call) and dsl_callee(tr, a) in NO_DEP_NAMES:
             marked.append(no_dep(tr, a))
             tr.emit.tasks.no_dep.pop()  # this task's, not the next call's
             plain.append(a.args[0])
@@ -463,10 +468,19 @@ def _marked_args(tr: Any, args: list[ast.expr]) -> tuple[list[ast.expr], tuple[V
     return plain, tuple(marked)
 
 
+def task_invalid(tr: Any, node: ast.Call) -> Const:
+    """``pl.system.task_invalid()``: pypto's "no producer" task id, what a ``None`` seed of a
+    ``pl.Scalar[pl.TASK_ID]`` is (skipped as a dep)."""
+    if node.args or node.keywords:
+        raise tr.error("pl.system.task_invalid() takes no arguments", node)
+    return invalid_task()
+
+
 TASK_OPS: Mapping[str, Callable[[Any, ast.Call], Any]] = MappingProxyType({
     **{f"{prefix}{query}": rule for prefix in ("pl.", "pl.tile.", "pl.tensor.")
        for query, rule in (("get_block_idx", get_block_idx), ("get_block_num", get_block_num))},
-    "pl.system.task_dummy": task_dummy, "pl.no_dep": no_dep, "pld.system.defer_wait": defer_wait,
+    "pl.system.task_dummy": task_dummy, **dict.fromkeys(NO_DEP_NAMES, no_dep), "pld.system.defer_wait": defer_wait,
+    "pl.system.task_invalid": task_invalid,
     "pl.spmd_submit": spmd_submit, "pl.submit": submit_call,
 })
 """The task ops of a device body (the device translator looks here before ``ops.DEVICE_OPS``)."""

@@ -115,7 +115,8 @@ at = DslOp("pl.at")
 scope = DslOp("pl.scope")
 manual_scope = DslOp("pl.manual_scope")
 no_dep = DslOp("pl.no_dep")
-system = Namespace("pl.system", ("task_dummy", "syncall", "fence", "cacheinvalid"))
+system = Namespace("pl.system", ("task_dummy", "syncall", "fence", "cacheinvalid", "task_invalid", "bar_v", "bar_m",
+                                 "bar_all"))
 yield_ = DslOp("pl.yield_")
 load = DslOp("pl.load")
 store = DslOp("pl.store")
@@ -257,8 +258,10 @@ func_attr = DslOp("pl.func_attr")
 dump_tag = DslOp("pl.dump_tag")
 cluster = DslOp("pl.cluster")
 submit = DslOp("pl.submit")
-optimizations = Namespace("pl.optimizations", ("split", "cross_core_slot"))
-"""``optimizations=[pl.optimizations.split(...)]``: pypto's module of ``pl.split`` / ``pl.cross_core_slot``."""
+optimizations = Namespace("pl.optimizations", ("split", "cross_core_slot", "Split", "CrossCoreSlot", "Optimization"))
+"""``optimizations=[pl.optimizations.split(...)]``: pypto's module of ``pl.split`` / ``pl.cross_core_slot`` and of
+the entries' classes (``Split(mode)``, ``CrossCoreSlot(slot_num=)``, their base ``Optimization``); no entry changes a
+value."""
 
 
 class ScopeMode(enum.Enum, metaclass=_DslEnumType):
@@ -294,7 +297,7 @@ tensor = Namespace("pl.tensor", ("add", "sub", "mul", "maximum", "minimum", "cas
                                  *_MATH, "divs", *_EXPANDS, "full", *_CUBE, *_LAYOUT, "create", *_SORT, "ci",
                                  "get_block_idx", *_REDUCTIONS, "adds", "subs", "muls", "concat",
                                  *_ELEMENTWISE, *_PARTIAL, "sin", "cos", "get_subblock_idx", "get_block_num",
-                                 "fillpad_expand"))
+                                 "fillpad_expand", "create_tensor", "dump_tag", "no_dep", "view"))
 tile = Namespace("pl.tile", ("get_block_idx", "load", "store", "add", "sub", "mul", "maximum", "minimum", "adds", "muls",
                              "subs", "cast", "batch_matmul_acc",
                              *_MATH, "divs", *_REDUCTIONS, *_EXPANDS, "full", "maximums", "minimums", *_CUBE,
@@ -302,7 +305,8 @@ tile = Namespace("pl.tile", ("get_block_idx", "load", "store", "add", "sub", "mu
                              "gather_mask", "concat", "read", "write", "aiv_shard", "aic_gather",
                              "get_subblock_idx", "transpose_view", "slice", "relu", *_ELEMENTWISE,
                              "max", "min", "cmp", "cmps", "sel", *_PARTIAL, *_TILE_ONLY, "sin", "cos",
-                             "get_block_num", "assemble", *_FUSED))
+                             "get_block_num", "assemble", *_FUSED, "create_tile", "extract", "fillpad_inplace",
+                             "gather_row", "scatter_mask"))
 tile.MaskPattern = MaskPattern  # type: ignore[attr-defined]
 
 prefetch = Namespace("pl.prefetch", ("make_context", "async_prefetch", "session", "wait"))
