@@ -19,7 +19,8 @@ PASSING = {
     "jit_regions.py": ("test_gather_in_table_order",),
     "jit_host_collectives.py": ("test_reduce_then_gather",),
     "jit_specialize.py": ("test_scalars_and_keywords_at_every_rank_count", "test_single_device_entry_specialises_its_scalars",
-                          "test_runtime_scalar_in_signature_mode", "test_runtime_marker_on_a_real_call_is_refused"),
+                          "test_runtime_scalar_in_signature_mode", "test_runtime_marker_on_a_real_call_is_refused",
+                          "test_a_dependency_declares_its_own_dynamic_dims"),
 }
 """Program file -> its tests (a parametrized one runs at every rank count of RANKS)."""
 

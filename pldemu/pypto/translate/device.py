@@ -75,6 +75,7 @@ from pldemu.pypto.types import (
     ArrayAnn,
     BakedFloat,
     BakedInt,
+    DynVar,
     ScalarAnn,
     SymInt,
     TensorAnn,
@@ -125,9 +126,12 @@ class DeviceTranslator(Evaluator):
 
     WHERE = "in a device function"
 
-    def __init__(self, emit: Emit, fn: CapturedFunction, env: dict[str, Any]) -> None:
+    def __init__(self, emit: Emit, fn: CapturedFunction, env: dict[str, Any], called: bool = False) -> None:
         super().__init__(emit.prog, env, emit.dims, fn)
         self.emit = emit
+        if called:
+            self.dims = {**emit.dims, **self.declared_dims(fn, env)}
+            self.own_dims = True
         self.fn = fn
         self.fb = emit.fb
         self.carries: list[Carry] = []
@@ -163,6 +167,19 @@ class DeviceTranslator(Evaluator):
         if not (isinstance(value, Var) and isinstance(value.type, TensorType)):
             return None
         return tuple(_extent(d, self.emit.nranks) for d in value.type.shape)
+
+    def declared_dims(self, fn: CapturedFunction, env: Mapping[str, Any]) -> dict[str, int]:
+        """The dynamic dims ``fn``'s parameter annotations declare, bound to this call's argument extents
+        (pypto's specializer overlays a dependency's own ``pl.dynamic`` dims on its caller's shapes)."""
+        out: dict[str, int] = {}
+        for param in fn.params:
+            ann = fn.annotations.get(param)
+            shape = self.tensor_shape(env.get(param)) if isinstance(ann, TensorAnn) and ann.dims else None
+            if shape is None or len(shape) != len(ann.dims):  # type: ignore[union-attr]
+                continue
+            out.update((d.name, e) for d, e in zip(ann.dims, shape, strict=True)  # type: ignore[union-attr]
+                       if isinstance(d, DynVar) and isinstance(e, int))
+        return out
 
     def tensor_meta(self, value: Any, attr: str, node: ast.AST) -> Any:
         if isinstance(value, TensorView) and attr == "dtype":
@@ -910,7 +927,7 @@ def inline(emit: Emit, fn: CapturedFunction, args: list[Any], kwargs: dict[str, 
         bound[p] = v if literal else _device_scalar(fn.annotations.get(p), v)
     saved = emit.fb.origin
     try:
-        return DeviceTranslator(emit, fn, dict(bound)).run()
+        return DeviceTranslator(emit, fn, dict(bound), called=True).run()
     finally:
         emit.fb.origin = saved
 

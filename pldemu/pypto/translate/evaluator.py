@@ -63,6 +63,9 @@ class Evaluator:
         self.env = env
         self.dims = dims
         """The dynamic dims bound at call time: ``pl.dynamic`` values in the closure evaluate to them."""
+        self.own_dims = False
+        """A called function's dims (a dict of its own): ``bind_dynamic`` binds its name to this call's
+        extent instead of checking the caller's binding."""
         self.lhs: str | None = None
 
     def error(self, message: str, node: ast.AST) -> FrontendError:
@@ -282,6 +285,12 @@ class Evaluator:
         if shape is None or len(args) != 2 or not isinstance(args[0], int) or not 0 <= args[0] < len(shape):
             raise self.error(f"{ast.unparse(node)}: bind_dynamic(dim, pl.dynamic(...)) takes a dim index of a "
                              "tensor and a dynamic dim", node)
+        declared = self.closure.get(node.args[1].id) if isinstance(node.args[1], ast.Name) else None
+        if self.own_dims and isinstance(declared, DynVar) and isinstance(self.dims, dict):
+            # pypto specialises a dependency from its call's arguments: the dim it declares dynamic is its
+            # own variable, whatever the caller bound a dim of that name to
+            self.dims[declared.name] = shape[args[0]]
+            return None
         if isinstance(args[1], int) and args[1] != shape[args[0]]:
             raise self.error(f"{ast.unparse(node)}: dim {args[0]} is {shape[args[0]]}, the dynamic dim is "
                              f"bound to {args[1]}", node)

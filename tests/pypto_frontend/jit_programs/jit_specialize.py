@@ -44,6 +44,41 @@ def test_single_device_entry_specialises_its_scalars():
     assert "tile.muls(t, 3.0)" in text and "tile.adds(t, 0.5)" in text, text
 
 
+BLOCK = 8
+
+
+@pl.jit.incore
+def double_block(t: pl.Tensor[[ROWS, COLS], pl.FP32], o: pl.Out[pl.Tensor[[ROWS, COLS], pl.FP32]]):
+    # ROWS here is this kernel's own: the block's 8 rows, not the caller's ROWS
+    v = pl.load(t, [0, 0], [ROWS, COLS])
+    return pl.store(pl.add(v, v), [0, 0], o)
+
+
+@pl.jit.inline
+def block_sum(t: pl.Tensor, y: pl.Out[pl.Tensor]):
+    t.bind_dynamic(0, ROWS)  # the dependency's declared dim: bound to this call's 8 rows
+    with pl.at(level=pl.Level.CORE_GROUP):
+        s = pl.load(t, [0, 0], [ROWS, COLS])
+        y[0:1, :] = pl.col_sum(s)
+    return y
+
+
+@pl.jit
+def blocks_doubled_and_summed(x: pl.Tensor[[ROWS, COLS], pl.FP32], y: pl.Out[pl.Tensor[[1, COLS], pl.FP32]]):
+    # the caller binds ROWS to x's rows (24); its dependencies bind their own ROWS to 8
+    block = pl.create_tensor([BLOCK, COLS], dtype=pl.FP32)
+    block = double_block(x[BLOCK:2 * BLOCK, :], block)
+    y = block_sum(block, y)
+    return y
+
+
+def test_a_dependency_declares_its_own_dynamic_dims():
+    x = torch.arange(3 * BLOCK * COLS, dtype=torch.float32).reshape(3 * BLOCK, COLS)
+    y = torch.zeros((1, COLS))
+    blocks_doubled_and_summed(x, y)
+    assert torch.equal(y, (x[BLOCK:2 * BLOCK] * 2).sum(0, keepdim=True))
+
+
 @pl.jit.incore
 def publish(
     x: pl.Tensor[[1, COLS], pl.FP32],
