@@ -52,6 +52,7 @@ from pldemu.pypto.translate.regions import (
     TensorView,
     assemble_tile,
     based,
+    in_kernel,
     is_tensor,
     load_view,
     slice_tile,
@@ -312,6 +313,11 @@ class DeviceTranslator(Evaluator):
                 phis[name] = self.env[name] = self.owned[name] = phi
             elif value is not phi and isinstance(value, (int, float)) and (t := _number_type(phi, value)):
                 self.fb.assign(phi, Const(value, t.dtype))
+                self.env[name] = self.owned[name] = phi
+            elif value is not phi and (fitted := _fit_phi(self.fb, phi, value)) is not None:
+                # a tile or scalar of the phi's type (a tile's valid box or memory fitted as a carry's: pypto's
+                # phi takes the first branch's type): the branch assigns the one variable
+                self.fb.assign(phi, as_expr(fitted))
                 self.env[name] = self.owned[name] = phi
             elif value is not phi and _variable_kind(value, python=True):
                 # each branch keeps its own (read there, pypto scopes it so); read after the if it is an error
@@ -622,8 +628,10 @@ class DeviceTranslator(Evaluator):
             raise self.error(f"unsupported scalar operator in {ast.unparse(node)!r}", node)
         a, b = as_expr(lhs), as_expr(rhs)
         typed = BinOp(kind, a, b)
+        # a pl.at / pl.spmd body is an InCore kernel once pypto outlines it: the AI core's rules hold there too
+        where = Kind.INCORE if in_kernel(self) else self.fn.kind
         for rule in _SCALAR_RULES:
-            message = rule(self.fn.kind, name, a.type, b.type)
+            message = rule(where, name, a.type, b.type)
             if message is not None:
                 raise self.error(f"{ast.unparse(node)}: {message}", node)
         folded = binop(kind, a, b)
@@ -743,6 +751,15 @@ def _variable_kind(value: Any, python: bool = False) -> bool:
     if python and isinstance(value, (int, float)):
         return True
     return is_ir(value) and isinstance(as_expr(value).type, (ScalarType, TileType))
+
+
+def _fit_phi(fb: Any, phi: Var, value: Any) -> Any:
+    """``value`` as the phi ``phi`` of an ``if`` takes it (its valid box or memory space fitted, as a loop carry's),
+    or None when it is not a tile or scalar variable of the phi's type."""
+    if not (isinstance(value, Var) and _variable_kind(value)):
+        return None
+    fitted = fit_to_carry(fb, phi, value)
+    return fitted if as_expr(fitted).type == phi.type else None
 
 
 def _number_type(v: Var, value: int | float) -> ScalarType | None:
