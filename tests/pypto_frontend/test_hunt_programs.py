@@ -8,7 +8,12 @@ collectives). The second round (``hunt2_*.py``) adds pypto-lib's DeepSeek-V4 for
 of stacked weights to inline helpers, W8A8 projections with per-row / per-column dequantisation, INT32 atomic
 split-K, manual scopes with TaskId arrays, top-k by sort32 / mrgsort, gathers into L1 columns, cast modes on the
 device's chains, fixed-width scalars (integers wrap, floats round every step), an ``if``'s yields, dynamic
-shapes, and an INT8 expert-parallel exchange and a tensor-parallel MLP. Each program's goldens pass in one
+shapes, and an INT8 expert-parallel exchange and a tensor-parallel MLP. The third round's distributed programs
+(``hunt3c_*.py``) mix compute with communication at 2, 3 and 4 ranks: tensor-parallel attention layers over a
+HOST allreduce, a hand-written reduce-scatter / allgather MLP, an expert-parallel round trip through two HOST
+all_to_all_v, a data x tensor-parallel grid of strided comm groups, a context-parallel merge by kernel
+collectives, sequence-parallel decode on a prepared worker's persistent KV-cache windows, Megatron sequence
+parallelism (allgather, matmul, reduce_scatter) and a credit-based ring reusing one signal. Each program's goldens pass in one
 ``pldemu pytest`` session per schedule: plain, and with jitter, deferred visibility and FIFO task order."""
 
 from __future__ import annotations
