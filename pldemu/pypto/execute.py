@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pldemu.ir.nodes import NR
+from pldemu.ir.nodes import NR, Program
 from pldemu.lowering.common import LoweringError
 from pldemu.pypto.capture import CapturedProgram
 from pldemu.pypto.errors import FrontendError
@@ -396,6 +396,17 @@ def _user_words(built: Built, text: str) -> Callable[[str], str] | None:
     return lambda t: pattern.sub(lambda m: words[m[0]], t)
 
 
+def lowered(prog: CapturedProgram, built: Built) -> Program:
+    """``built``'s program with its composite collectives lowered (pldemu's LowerCompositeOps), as a job runs
+    it; a refusal is one FrontendError at the pypto line of the collective."""
+    from pldemu.lowering import lower_composite_ops
+
+    try:
+        return lower_composite_ops(built.program)
+    except LoweringError as err:
+        raise _refused(prog, built, err) from None
+
+
 def _refused(prog: CapturedProgram, built: Built, err: LoweringError) -> FrontendError:
     """pldemu's lowering refused a collective: the error at the pypto line of the host-level call of
     that op (the first, when several), else at the HOST orchestrator's line."""
@@ -417,6 +428,7 @@ __all__ = [
     "as_array",
     "bind_dims",
     "finish",
+    "lowered",
     "new_output_dir",
     "np_dtype",
     "rank_count_mismatch",

@@ -42,6 +42,7 @@ from pldemu.pypto.execute import (
     TranslationCache,
     as_array,
     finish,
+    lowered,
     memory_estimate,
     np_dtype,
 )
@@ -166,6 +167,7 @@ class DistributedWorker:
         show (:meth:`_fits`)."""
         self._w = Allocations()
         self._translations: dict[str, TranslationCache] = {}
+        self._lowered: dict[int, tuple[Any, Any]] = {}  # id(translated program) -> (it, lowered): kept alive
         self._in_flight: collections.deque[DistributedRunHandle] = collections.deque()
         self._owned_tensors: dict[tuple[int, int], DeviceTensor] = {}
         self._top = PAGE
@@ -398,7 +400,10 @@ class DistributedWorker:
                 if isinstance(ann, TensorAnn) and ann.direction is not Direction.IN:
                     res_out.setdefault(rank, {})[name] = tid
         inputs = [{n: a for n, a in per_rank.items() if n not in windows} for per_rank in built.inputs]
-        return Dispatch(key, built.program, inputs, outputs, res_in, res_out, self._windows, blocking)
+        if id(built.program) not in self._lowered:  # the ranks run what a one-shot call's job runs: lowered
+            self._lowered[id(built.program)] = (built.program, lowered(prog, built))
+        program = self._lowered[id(built.program)][1]
+        return Dispatch(key, program, inputs, outputs, res_in, res_out, self._windows, blocking)
 
     def _resident_id(self, prog: Any, value: Any, param: str, index: tuple[int, ...], rank: int) -> str:
         """The resident tensor behind ``param[index]`` on device ``rank``: it must live there."""

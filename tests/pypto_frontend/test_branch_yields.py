@@ -104,3 +104,39 @@ def test_a_carried_tensor_yielded_as_another_buffer_is_refused_at_the_yield() ->
         ping_pong(a, np.zeros_like(a))
     assert err.value.line == _line_of("res, _spare = pl.yield_(nxt, cur)")
     assert "a carried tensor yielded as another buffer (p carried, q yielded)" in str(err.value)
+
+
+@pl.jit.incore
+def merged_tiles(x: pl.Tensor[[8, 16], pl.FP32], w: pl.Tensor[[16, 8], pl.FP32], n: pl.Tensor[[1, 8], pl.INT32],
+                 y: pl.Out[pl.Tensor[[8, 8], pl.FP32]]):
+    k = pl.cast(pl.read(n, [0, 0]), pl.INDEX)
+    if k > 0:  # a product (in the cube's Acc) and a row max of it (pldemu keeps it in Acc) ...
+        xt = pl.load(x, [0, 0], [8, 16], valid_shape=[8, k])
+        p = pl.matmul(xt, pl.load(w, [0, 0], [16, 8]))
+        m, s = pl.yield_(pl.row_max(p, pl.create_tile([8, 8], dtype=pl.FP32)), pl.mul(p, 2.0))
+    else:  # ... or fills in Vec: the same [8, 1] / [8, 8] FP32 tiles to pypto's phi
+        m, s = pl.yield_(pl.full([8, 1], pl.FP32, -1.0), pl.full([8, 8], pl.FP32, 3.0))
+    pl.store(pl.row_expand_add(s, m), [0, 0], y)
+    return y
+
+
+@pl.jit
+def merged_tiles_orch(x: pl.Tensor[[8, 16], pl.FP32], w: pl.Tensor[[16, 8], pl.FP32], n: pl.Tensor[[1, 8], pl.INT32],
+                      y: pl.Out[pl.Tensor[[8, 8], pl.FP32]]):
+    return merged_tiles(x, w, n, y)
+
+
+@pytest.mark.launcher
+@pytest.mark.parametrize("k", [5, 0])
+def test_an_ifs_tile_yields_of_one_type_in_other_memory_merge(k: int) -> None:
+    """pypto's phi takes the first branch's type; a later branch's tile of the same shape and dtype in another
+    memory space (a fill in Vec against a matmul's Acc) is moved to it, as a loop carry is, not refused."""
+    rng = np.random.default_rng(49)
+    x = rng.integers(-4, 5, (8, 16)).astype(np.float32)
+    w = rng.integers(-4, 5, (16, 8)).astype(np.float32)
+    n = np.array([[k, 0, 0, 0, 0, 0, 0, 0]], np.int32)
+    y = np.zeros((8, 8), np.float32)
+    merged_tiles_orch(x, w, n, y)
+    p = x[:, :k] @ w[:k]
+    want = p * 2 + p.max(-1, keepdims=True) if k else np.full((8, 8), 2.0, np.float32)
+    np.testing.assert_array_equal(y, want)

@@ -13,7 +13,12 @@ after spellings and dtypes: pypto's tile-module names and keyword arguments, FP1
 tensor-level math, matmul variants (both transposes, out_dtype, batched, gemv-shaped), padded reductions and
 arg-reductions, cmp / sel / sels, views in loops, break / continue (decode attention leaving at a run-time
 block count), a @pl.program class, nested loops whose carries are re-bound names, and orchestration slices
-carrying a valid_shape= handed to inline helpers. Each program's goldens pass in one
+carrying a valid_shape= handed to inline helpers. Its distributed programs
+(``hunt3c_*.py``) mix compute with communication at 2, 3 and 4 ranks: tensor-parallel attention layers over a
+HOST allreduce, a hand-written reduce-scatter / allgather MLP, an expert-parallel round trip through two HOST
+all_to_all_v, a data x tensor-parallel grid of strided comm groups, a context-parallel merge by kernel
+collectives, sequence-parallel decode on a prepared worker's persistent KV-cache windows, Megatron sequence
+parallelism (allgather, matmul, reduce_scatter) and a credit-based ring reusing one signal. Each program's goldens pass in one
 ``pldemu pytest`` session per schedule: plain, and with jitter, deferred visibility and FIFO task order."""
 
 from __future__ import annotations

@@ -127,6 +127,21 @@ def _host_program(body: str):  # type: ignore[no-untyped-def]
                 pld.tensor.barrier()  # MARK-unsignalled-barrier
             elif body == "barrier-core-num":
                 pld.tensor.barrier(w, core_num=2)  # MARK-barrier-core-num
+            elif body == "ring-max":
+                sig = pld.window(pld.alloc_window_buffer(3 * 2 * 4), [3, pld.world_size()], dtype=pl.INT32)
+                w = pld.tensor.allreduce(w, sig, op=pld.ReduceOp.Max, mode="ring")  # MARK-ring-max
+            elif body == "ring-odd":
+                sig = pld.window(pld.alloc_window_buffer(3 * 2 * 4), [3, pld.world_size()], dtype=pl.INT32)
+                odd = pld.window(buf, [1, 3], dtype=pl.FP32)
+                odd = pld.tensor.allreduce(odd, sig, op=pld.ReduceOp.Sum, mode="ring")  # MARK-ring-odd
+            elif body == "allgather-fp16":
+                sig = pld.window(pld.alloc_window_buffer(2 * 4), [pld.world_size()], dtype=pl.INT32)
+                rows = pld.window(pld.alloc_window_buffer(2 * COLS * 2), [pld.world_size(), COLS], dtype=pl.FP16)
+                rows = pld.tensor.allgather(pld.window(buf, [1, COLS], dtype=pl.FP16), rows, sig)  # MARK-allgather-fp16
+            elif body == "reduce-scatter-max":
+                sig = pld.window(pld.alloc_window_buffer(2 * 4), [pld.world_size()], dtype=pl.INT32)
+                rows = pld.window(pld.alloc_window_buffer(2 * COLS * 4), [pld.world_size(), COLS], dtype=pl.FP32)
+                rows = pld.tensor.reduce_scatter(rows, sig, op=pld.ReduceOp.Max)  # MARK-reduce-scatter-max
             else:
                 for r in pl.range(pld.world_size()):
                     self.fine(xs[r], ys[r], w, device=r)
@@ -151,6 +166,12 @@ def _args(n: int) -> tuple[np.ndarray, np.ndarray]:
     ("unsignalled-ring", "MARK-unsignalled-ring", "mode='ring') at HOST level needs an explicit signal"),
     ("unsignalled-barrier", "MARK-unsignalled-barrier", "pld.tensor.barrier: missing signal (pypto synthesises"),
     ("barrier-core-num", "MARK-barrier-core-num", "pld.tensor.barrier: unknown keyword argument 'core_num'"),
+    # pypto's HOST builtins' deducers (src/ir/op/distributed/collective.cpp)
+    ("ring-max", "MARK-ring-max", "pypto refuses it: builtin.tensor.allreduce_ring op must be ReduceOp.Sum (got Max)"),
+    ("ring-odd", "MARK-ring-odd", "builtin.tensor.allreduce_ring requires the src data size (product of shape = 3) to "
+                                  "be an exact multiple of the rank count (2)"),
+    ("allgather-fp16", "MARK-allgather-fp16", "builtin.tensor.allgather currently supports only dtype=FP32; got FP16"),
+    ("reduce-scatter-max", "MARK-reduce-scatter-max", "builtin.tensor.reduce_scatter op must be ReduceOp.Sum (got Max)"),
 ])
 def test_host_and_device_mistakes(body: str, marker: str, message: str) -> None:
     with pytest.raises(FrontendError, match=re.escape(message)) as err:

@@ -130,6 +130,59 @@ def _scalar_operands(built) -> list:  # type: ignore[no-untyped-def]
     return [c.args[1] for f in built.program.functions for c in function_calls(f) if c.op is Op.TILE_ADDS]
 
 
+def _task_scalars(variant: str):  # type: ignore[no-untyped-def]
+    """The AI core's scalar rules in a ``pl.at`` / ``pl.spmd`` body of an Orchestration: pypto outlines it into
+    an InCore kernel, so its scalar expressions go through the same PTO code generator and ptoas."""
+
+    @pl.program
+    class TaskScalars:
+        @pl.function(type=pl.FunctionType.Orchestration)
+        def per_rank(self, x: pl.Tensor[[4, COLS], pl.FP32], y: pl.Out[pl.Tensor[[4, COLS], pl.FP32]],
+                     w: pld.DistributedTensor[[1, COLS], pl.FP32], bias: pl.Scalar[pl.FP32]
+                     ) -> pl.Tensor[[4, COLS], pl.FP32]:
+            me = pld.rank(pld.get_comm_ctx(w))
+            f = pl.cast(me + 1, pl.FP32)  # the orchestration's C++: legal
+            if variant == "spmd-index-cast":
+                for b in pl.spmd(4, name_hint="rows"):
+                    y[b:b + 1, :] = pl.mul(x[b:b + 1, :], pl.cast(b + 1, pl.FP32))  # MARK-spmd-index-cast
+            else:
+                with pl.at(level=pl.Level.CORE_GROUP, name_hint="scale"):
+                    if variant == "at-rank-cast":
+                        y[:, :] = pl.mul(x[:, :], pl.cast(me + 1, pl.FP32))  # MARK-at-rank-cast
+                    elif variant == "at-float-add":
+                        y[:, :] = pl.mul(x[:, :], bias + 1.0)  # MARK-at-float-add
+                    else:
+                        y[:, :] = pl.mul(pl.mul(x[:, :], f), bias * 2.0)
+            return y
+
+        @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+        def host_orch(self, xs: pl.Tensor[[NR, 4, COLS], pl.FP32],
+                      ys: pl.Out[pl.Tensor[[NR, 4, COLS], pl.FP32]]) -> pl.Tensor[[NR, 4, COLS], pl.FP32]:
+            buf = pld.alloc_window_buffer(COLS * pl.FP32.get_byte())
+            for r in pl.range(pld.world_size()):
+                self.per_rank(xs[r], ys[r], pld.window(buf, [1, COLS], dtype=pl.FP32), 1.5, device=r)
+            return ys
+
+    return TaskScalars
+
+
+@pytest.mark.parametrize(("variant", "message"), [
+    ("at-rank-cast", "Cast between float and index types is not supported"),
+    ("spmd-index-cast", "Cast between float and index types is not supported"),
+    ("at-float-add", "ptoas refuses it (failed to legalize operation 'arith.addf'"),
+])
+def test_task_body_scalar_refusals(variant: str, message: str) -> None:
+    xs = np.ones((2, 4, COLS), np.float32)
+    with pytest.raises(FrontendError, match=re.escape(message)) as err:
+        translate(_task_scalars(variant), 2, (xs, np.zeros_like(xs)))
+    _where(err, f"MARK-{variant}")
+
+
+def test_task_body_scalar_forms_pypto_takes() -> None:
+    xs = np.ones((2, 4, COLS), np.float32)
+    translate(_task_scalars("ok"), 2, (xs, np.zeros_like(xs)))
+
+
 @pytest.mark.launcher
 @pytest.mark.parametrize(("variant", "offset"), [("ok", 0), ("index-int-float", 1)])
 def test_corrected_hello_rank_runs(variant: str, offset: int) -> None:

@@ -7,7 +7,9 @@ of updates back to in-place stores; pldemu keeps the in-place form: the array is
 of the rank (one per ``create`` site, in the rank's block; a fresh ``tensor.create`` each time it runs in a
 task's body, whose blocks each have their own, or in a loop), ``arr[i]`` a ``tensor.read`` and ``arr[i] = v``
 a ``tensor.write`` (existing IR ops: the signature table checks the index's region, the precheck counts the
-buffer). pypto leaves the initial contents undefined; pldemu's array starts at zero each run.
+buffer). pypto leaves the initial contents undefined; pldemu's array starts poisoned each run (the dtype's minimum,
+as every fresh LOCAL buffer: ``RuntimeOptions.poison``; zero with it off), so a counter read before it is zeroed
+shows as a wild value rather than the zero a lucky device stack might hold.
 """
 
 from __future__ import annotations

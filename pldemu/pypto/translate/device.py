@@ -332,6 +332,11 @@ class DeviceTranslator(Evaluator):
             elif value is not phi and isinstance(value, (int, float)) and (t := _number_type(phi, value)):
                 self.fb.assign(phi, Const(value, t.dtype))
                 self.env[name] = self.owned[name] = phi
+            elif value is not phi and (fitted := _fit_phi(self.fb, phi, value)) is not None:
+                # a tile or scalar of the phi's type (a tile's valid box or memory fitted as a carry's: pypto's
+                # phi takes the first branch's type): the branch assigns the one variable
+                self.fb.assign(phi, as_expr(fitted))
+                self.env[name] = self.owned[name] = phi
             elif value is not phi and _variable_kind(value, python=True):
                 # each branch keeps its own (read there, pypto scopes it so); read after the if it is an error
                 self.owned.pop(name, None)
@@ -690,8 +695,10 @@ class DeviceTranslator(Evaluator):
         """The operands of pypto's scalar operator ``name`` (PromoteBinaryOperands): its refusals, then each
         operand cast to the promoted dtype where the cast changes the value (``INT32(-1)`` as UINT32 is
         4294967295, an FP16 as BF16 rounds), so that a comparison or a division sees what the device does."""
+        # a pl.at / pl.spmd body is an InCore kernel once pypto outlines it: the AI core's rules hold there too
+        where = Kind.INCORE if in_kernel(self) else self.fn.kind
         for rule in _SCALAR_RULES:
-            message = rule(self.fn.kind, name, a.type, b.type)
+            message = rule(where, name, a.type, b.type)
             if message is not None:
                 raise self.error(f"{ast.unparse(node)}: {message}", node)
         if not (isinstance(a.type, ScalarType) and isinstance(b.type, ScalarType)):
@@ -829,6 +836,15 @@ def _variable_kind(value: Any, python: bool = False) -> bool:
     if python and isinstance(value, (int, float)):
         return True
     return is_ir(value) and isinstance(as_expr(value).type, (ScalarType, TileType))
+
+
+def _fit_phi(fb: Any, phi: Var, value: Any) -> Any:
+    """``value`` as the phi ``phi`` of an ``if`` takes it (its valid box or memory space fitted, as a loop carry's),
+    or None when it is not a tile or scalar variable of the phi's type."""
+    if not (isinstance(value, Var) and _variable_kind(value)):
+        return None
+    fitted = fit_to_carry(fb, phi, value)
+    return fitted if as_expr(fitted).type == phi.type else None
 
 
 def _number_type(v: Var, value: int | float) -> ScalarType | None:

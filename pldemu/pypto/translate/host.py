@@ -23,6 +23,7 @@ import numpy as np
 
 from pldemu.ir.nodes import NR
 from pldemu.pypto.capture import CapturedFunction, CapturedProgram, Kind
+from pldemu.pypto.translate.builtins import builtin_refusal
 from pldemu.pypto.translate.devices import (
     PYPTO_REFUSES,
     HostLoop,
@@ -273,6 +274,10 @@ class HostProjection(Evaluator):
             kwargs = tuple((kw.arg, self.eval(kw.value)) for kw in node.keywords if kw.arg is not None)
             if name == "pld.tensor.allreduce" and len(args) == 1 and "signal" not in dict(kwargs):
                 kwargs += (("signal", self.synthesised_signal(node, dict(kwargs))),)
+            refused = builtin_refusal(name, {**defaults, **dict(zip(names, args, strict=False)), **dict(kwargs)},
+                                      self.nranks)
+            if refused is not None:
+                raise self.error(refused, node)
             self.events.append(HostCollective(name, args, kwargs, node.lineno))
             return args[1] if name in ("pld.tensor.allgather", "pld.tensor.all_to_all",
                                        "pld.tensor.all_to_all_v") else (args[0] if args else None)

@@ -1241,9 +1241,10 @@ def _scalar_cast(tr: DeviceLevel, v: Any, dst: DType, mode: Any, node: ast.AST) 
     if mode is not None and _cast_mode(tr, mode, node) is not CastMode.ROUND:
         raise tr.error(f"pypto refuses it: pl.cast: Scalar inputs do not support non-default mode, got mode={mode!r}",
                        node)
-    if tr.fn.kind is Kind.INCORE and DType.INDEX in (src, dst) and (src.is_float or dst.is_float):
-        # pypto's PTO code generator (pto_scalar_expr_codegen.cpp, VisitExpr_(Cast)); an INT32 + an int
-        # literal is index-typed already (pypto promotes to the wider dtype).
+    if in_kernel(tr) and DType.INDEX in (src, dst) and (src.is_float or dst.is_float):
+        # pypto's PTO code generator (pto_scalar_expr_codegen.cpp, VisitExpr_(Cast)), also in a pl.at / pl.spmd
+        # body (outlined into an InCore kernel); an INT32 + an int literal is index-typed already (pypto
+        # promotes to the wider dtype).
         raise tr.error(f"pypto refuses it: Cast between float and index types is not supported (pl.cast of an "
                        f"{src.value} scalar to {dst.value}: cast the INT32 parameter itself, then do the float "
                        "math in tile ops)", node)

@@ -42,7 +42,7 @@ def carries(x: pl.Tensor[[R, C], pl.FP32], n: pl.Tensor[[1, 8], pl.INT32], a: pl
         pl.store(pl.matmul(av, pl.load(a, [0, 0], [C, R]), a_trans=True), [0, 0], y4)
     for b in pl.spmd(4, name_hint="rows"):
         rows = x[b * 2:b * 2 + 1, :]
-        y3[b:b + 1, :] = pl.mul(rows, pl.cast(b + 1, pl.FP32))
+        y3[b:b + 1, :] = pl.mul(rows, pl.cast(pl.cast(b + 1, pl.INT32), pl.FP32))  # no INDEX -> FP32 cast on the core
     return y0
 
 
