@@ -48,23 +48,42 @@ HOST_LEVEL = frozenset({Kind.HOST, Kind.SUB_WORKER})
 """The kinds of function at pypto's HOST level or above (Linqu level >= 3)."""
 
 
-def function(type: Any = None, level: Any = None, role: Any = None) -> Callable[[Callable[..., Any]],
-                                                                                  Callable[..., Any]]:
-    """``@pl.function(type=pl.FunctionType.InCore)`` or ``(level=pl.Level.HOST, role=...)``."""
+def function(func: Callable[..., Any] | None = None, *, type: Any = None, level: Any = None, role: Any = None,
+             attrs: Any = None, auto_scope: bool = True, strict_ssa: bool = False,
+             external_source: Any = None) -> Any:
+    """``@pl.function`` (pypto's default type, Opaque), ``@pl.function(type=pl.FunctionType.InCore)`` or
+    ``(level=pl.Level.HOST, role=...)``. ``attrs=``, ``auto_scope=`` and ``strict_ssa=`` change nothing a
+    program computes here; ``external_source=`` (a kernel written in C++) is refused."""
+    if external_source is not None:
+        raise TypeError("@pl.function(external_source=...): pldemu runs pypto's DSL, not a kernel's C++ source")
     if level is not None:
         if getattr(level, "value", None) != "HOST":
             raise TypeError(f"@pl.function: level= takes pl.Level.HOST (the HOST orchestrator), got {level!r}")
         kind = Kind.SUB_WORKER if getattr(role, "value", None) == "SubWorker" else Kind.HOST
-    elif type is not None and getattr(type, "value", None) in ("InCore", "Orchestration"):
-        kind = Kind(type.value)
+    elif type is None or getattr(type, "value", None) in ("InCore", "Orchestration", "Opaque", "Inline"):
+        kind = Kind.OPAQUE if type is None else Kind(type.value)
     else:
-        raise TypeError(f"@pl.function: type= must be pl.FunctionType.InCore or Orchestration, got {type!r}")
+        raise TypeError(f"@pl.function: type= must be pl.FunctionType.Opaque, InCore, Orchestration or Inline, got "
+                        f"{type!r}")
 
     def mark(fn: Callable[..., Any]) -> Callable[..., Any]:
         setattr(fn, ATTRS, FunctionAttrs(kind))
         return fn
 
-    return mark
+    return mark if func is None else mark(func)
+
+
+_INCORE_SCOPES = frozenset({"at", "incore", "spmd", "cluster", "auto_incore"})
+
+
+def _outlined_kind(kind: Kind, node: ast.FunctionDef) -> Kind:
+    """An Opaque function with an InCore scope (``with pl.at(...)``, ``pl.spmd``, ...) is an Orchestration:
+    pypto's OutlineIncoreScopes outlines the scopes into kernels and promotes the function; one without
+    stays an Opaque helper, spliced where it is called."""
+    scoped = any(isinstance(w, ast.With) and any(
+        isinstance(i.context_expr, ast.Call) and isinstance(i.context_expr.func, ast.Attribute)
+        and i.context_expr.func.attr in _INCORE_SCOPES for i in w.items) for w in ast.walk(node))
+    return Kind.ORCHESTRATION if kind is Kind.OPAQUE and scoped else kind
 
 
 @dataclasses.dataclass(frozen=True)
@@ -202,7 +221,8 @@ def _capture(cls: type, closure: Mapping[str, Any], file: str, near: int) -> Cap
                                 "function on the host)", file, item.lineno)
         params = tuple(a.arg for a in (args if sub else args[1:]))
         annotations = {k: annotation(v, closure, file, item) for k, v in getattr(fn, "__annotations__", {}).items()}
-        functions[item.name] = CapturedFunction(item.name, attrs.kind, item, params, annotations, file, closure,
+        functions[item.name] = CapturedFunction(item.name, _outlined_kind(attrs.kind, item), item, params,
+                                                annotations, file, closure,
                                                 python=fn if sub else None)
     prog = CapturedProgram(cls.__name__, file, functions, closure, line=node.lineno)
     for fn in functions.values():

@@ -16,7 +16,9 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 _ALIASES = {"pypto": "pldemu.pypto.surface", "torch": "pldemu.torchlite"}
 """Top-level name served -> the pldemu package that stands in for it (submodules map alike)."""
@@ -41,6 +43,9 @@ class PyptoFinder(importlib.abc.MetaPathFinder):
     def __init__(self) -> None:
         self.served: set[str] = set()
         self.set_aside: dict[str, ModuleType] = {}
+        self.compiled: dict[Path, Any] = {}
+        """What ``pypto.ir.compile`` built while the layer is on, by output folder: pypto's
+        ``runtime.execute_compiled(work_dir, args)`` names a build by its folder."""
 
     def find_spec(self, fullname: str, path: Sequence[str] | None = None,
                   target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
@@ -100,9 +105,21 @@ def deactivate() -> None:
         for name in _State.finder.served:
             sys.modules.pop(name, None)
         _State.finder.served.clear()
+        _State.finder.compiled.clear()
         sys.modules.update(_State.finder.set_aside)
         _State.finder.set_aside.clear()
         importlib.invalidate_caches()
+
+
+def remember_compiled(output_dir: Path, compiled: Any) -> None:
+    """Keep ``compiled`` for :func:`compiled_at` while the layer is on (nothing when it is off)."""
+    if is_active():
+        _State.finder.compiled[output_dir.resolve()] = compiled
+
+
+def compiled_at(work_dir: Path) -> Any:
+    """The program ``pypto.ir.compile`` built into ``work_dir`` while the layer is on, or None."""
+    return _State.finder.compiled.get(work_dir.resolve())
 
 
 @contextmanager
@@ -117,4 +134,4 @@ def active() -> Iterator[None]:
             deactivate()
 
 
-__all__ = ["PyptoFinder", "activate", "active", "deactivate", "is_active"]
+__all__ = ["PyptoFinder", "activate", "active", "compiled_at", "deactivate", "is_active", "remember_compiled"]

@@ -104,6 +104,7 @@ class CompiledProgram:
 
     def __init__(self, program: CapturedProgram, output_dir: Path, platform: str | None) -> None:
         from pldemu.pypto.artifacts import write_compile_artifacts
+        from pldemu.pypto.finder import remember_compiled
 
         self.program = program
         self._output_dir = output_dir
@@ -116,6 +117,7 @@ class CompiledProgram:
         self._sub_chips: Mapping[str, OrchestrationCallable] = {} if self._single else {
             n: OrchestrationCallable(program, n, output_dir / NEXT_LEVELS / n, self._platform) for n in names}
         write_compile_artifacts(program, output_dir, self._platform)
+        remember_compiled(output_dir, self)
 
     @property
     def output_dir(self) -> Path:

@@ -54,8 +54,10 @@ _DslEnumType = DslEnumType
 class FunctionType(enum.Enum, metaclass=_DslEnumType):
     """``@pl.function(type=...)``."""
 
+    Opaque = "Opaque"
     InCore = "InCore"
     Orchestration = "Orchestration"
+    Inline = "Inline"
 
 
 class Level(enum.Enum, metaclass=_DslEnumType):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from pldemu.pypto.errors import ConfigError, ConfigTypeError, user_frame
@@ -125,9 +127,24 @@ def _ring_value(name: str, phrase: str, ok: Callable[[object], bool], value: Any
     return list(value)
 
 
-def execute_compiled(*args: Any, **kwargs: Any) -> Any:
-    """pypto's single-device runner: out of scope (distributed programs run through distributed_runner)."""
-    raise NotImplementedError("single-device pypto execution is out of scope for pldemu's pypto layer")
+def execute_compiled(work_dir: str | Path, args: Sequence[Any], *, platform: str, device_id: int,
+                     dfx: Any = None, level: int = 2, aicpu_thread_num: int | None = None,
+                     analyze_auto_scopes_for_deps: bool = False) -> None:
+    """pypto's single-device runner: the program ``pypto.ir.compile`` built into ``work_dir`` (in this
+    process, while pldemu's layer is on: pldemu runs the program it holds, not artifacts on disk) called
+    with ``args`` in its Orchestration's parameter order, Out / InOut tensors written in place; a ctypes
+    scalar passes its value. ``device_id``, ``dfx`` and the thread count change nothing computed here."""
+    from pldemu.pypto.finder import compiled_at
+
+    if level != 2:
+        raise ValueError(f"execute_compiled: level={level} is not supported (pypto runs level 2 only)")
+    if platform not in PLATFORMS:
+        raise ValueError(f"execute_compiled: platform must be one of {PLATFORMS}, got {platform!r}")
+    compiled = compiled_at(Path(work_dir))
+    if compiled is None:
+        raise FileNotFoundError(f"execute_compiled: {work_dir} is not a program pypto.ir.compile built in this "
+                                "process (pldemu runs the compiled program it holds, not a build on disk)")
+    compiled(*[a.value if isinstance(a, ctypes._SimpleCData) else a for a in args])
 
 
 __all__ = ["PLATFORMS", "RING_DEPTH", "RING_RULES", "RunConfig", "execute_compiled"]
