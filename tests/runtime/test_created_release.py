@@ -11,6 +11,8 @@ import pytest
 from helpers import instance
 
 from pldemu.ir.parser import parse_program
+from pldemu.job.precheck import static_buffers
+from pldemu.job.resources import job_memory
 from pldemu.lowering import lower_composite_ops
 from pldemu.runtime.values import Buffer, BufferTable, TensorRef
 
@@ -96,3 +98,12 @@ def test_a_released_index_reads_as_a_tombstone() -> None:
     tomb: Buffer = table[0]
     assert (tomb.index, tomb.name, tomb.shape, tomb.dtype) == (0, "acc", (4, 8), DType.FP32)
     assert tomb.array.nbytes == 0 and table.live_bytes == 0 and table.peak_bytes == 128
+
+
+def test_the_estimate_counts_a_loops_create_once_and_says_so() -> None:
+    program = lower_composite_ops(parse_program(LOOP, "loop.pld"))
+    estimate = job_memory(static_buffers(program, 1).values(), 1, False, program=program)
+    declared = (64 + STEPS * 64) * 4  # x, y
+    assert estimate.buffers == declared + SCRATCH_BYTES  # one live scratch, not STEPS of them
+    assert estimate.repeated == ("scratch",)
+    assert "made per iteration or block, counted once" in estimate.describe()
