@@ -6,6 +6,7 @@ pldemu's pypto layer, at 2 devices:
     pldemu python scripts/worker_memory.py chain 500          # one dispatch of 500 chained pl.at tasks
     pldemu python scripts/worker_memory.py fan 512 128        # an spmd(512) producer, an spmd(128) consumer
     pldemu python scripts/worker_memory.py drain 500 64       # a TaskId kept across a drain, then 500 tasks
+    pldemu python scripts/worker_memory.py create 10000 256   # 10000 iterations, each a [256, 16] pl.create_tensor (1 device)
 
 Each line gives every resident rank's ``VmRSS`` (and ``VmHWM``, its peak so far) read from ``/proc``.
 """
@@ -138,6 +139,33 @@ def drain(tasks: int, blocks: int):
     return Drain
 
 
+def created(iterations: int, rows: int):
+    @pl.program
+    class Created:
+        """pypto-lib's per-iteration scratch (routed expert's ``h_tile_fp32``): each of ``iterations`` parallel
+        steps creates a [rows, COLS] tensor, one pl.at task stages a row of x + 1 into it, the next copies it
+        to the step's row of y."""
+
+        @pl.function(type=pl.FunctionType.Orchestration)
+        def orch(self, x: pl.Tensor[[ROWS, COLS], pl.FP32],
+                 y: pl.Out[pl.Tensor[[iterations, COLS], pl.FP32]]) -> None:
+            for i in pl.parallel(iterations):
+                r = i % ROWS
+                scratch = pl.create_tensor([rows, COLS], dtype=pl.FP32)
+                with pl.at(level=pl.Level.CORE_GROUP, name_hint="stage"):
+                    scratch[0:1, 0:COLS] = pl.add(x[r:r + 1, 0:COLS], 1.0)
+                with pl.at(level=pl.Level.CORE_GROUP, name_hint="use"):
+                    y[i:i + 1, 0:COLS] = scratch[0:1, 0:COLS]
+
+        @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+        def host(self, x: pl.Tensor[[NR, ROWS, COLS], pl.FP32],
+                 y: pl.Out[pl.Tensor[[NR, iterations, COLS], pl.FP32]]) -> None:
+            for r in pl.range(pld.world_size()):
+                self.orch(x[r], y[r], device=r)
+
+    return Created
+
+
 def _ancestor(pid: int, of: int) -> bool:
     while pid > 1:
         try:
@@ -203,12 +231,28 @@ def _one(program) -> None:
         assert torch.equal(y[:, :16], x[:, :16] + 1.0)
 
 
+def _created(iterations: int, rows: int) -> None:
+    # one device: a second one's copy of the loop is the else branch of pldemu's per-device if, where the static
+    # R-prior promotion counts the first branch's writes of y, so every step there would take an edge to every
+    # earlier one (quadratic, whatever the creates do)
+    compiled = ir.compile(created(iterations, rows), distributed_config=DistributedConfig(device_ids=[0]))
+    x = torch.ones((1, ROWS, COLS)).share_memory_()
+    y = torch.zeros((1, iterations, COLS)).share_memory_()
+    with compiled.prepare() as rt:
+        start = time.monotonic()
+        rt(x, y)
+        print(f"after one dispatch ({time.monotonic() - start:.1f} s): {memory()}", flush=True)
+        assert torch.equal(y, torch.full((1, iterations, COLS), 2.0))
+
+
 def main(argv: list[str]) -> None:
     kind, *sizes = argv
     if kind == "dispatches":
         _dispatches(int(sizes[0]))
     elif kind == "chain":
         _one(chain(int(sizes[0])))
+    elif kind == "create":
+        _created(int(sizes[0]), int(sizes[1]))
     elif kind == "drain":
         _one(drain(int(sizes[0]), int(sizes[1])))
     else:

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from pldemu.ir.nodes import Assign, Call, Program, TensorType, TileType, eval_nr
+from pldemu.ir.nodes import Assign, Call, For, Program, Stmt, Task, TensorType, TileType, While, eval_nr
 from pldemu.ir.ops import Op
-from pldemu.ir.walk import walk_stmts
+from pldemu.ir.walk import stmt_bodies, walk_stmts
 from pldemu.job.precheck import StaticBuffer
 
 MIB = 1 << 20
@@ -78,6 +78,9 @@ class MemoryEstimate:
     """The largest buffers (name, bytes), largest first: what a refusal names."""
     unsized: tuple[str, ...] = ()
     """The ``tensor.create`` tensors of run-time extents: allocated when their statement runs, not counted."""
+    repeated: tuple[str, ...] = ()
+    """The counted ``tensor.create`` tensors made again each time a loop's body or a task's block runs: counted
+    once, as one execution's storage is released once no value reaches it (:func:`repeated_creates`)."""
 
     @property
     def per_rank(self) -> int:
@@ -100,7 +103,9 @@ class MemoryEstimate:
                 + f" + {size_text(RANK_OVERHEAD)} per process))"
                 + ("; biggest buffers: " + ", ".join(f"{n} {size_text(b)}" for n, b in self.biggest) if self.biggest
                    else "")
-                + ("; not counted, sized at run time: " + ", ".join(self.unsized) if self.unsized else ""))
+                + ("; not counted, sized at run time: " + ", ".join(self.unsized) if self.unsized else "")
+                + ("; made per iteration or block, counted once (more are live while tasks using them are pending): "
+                   + ", ".join(self.repeated) if self.repeated else ""))
 
 
 def job_memory(buffers: Iterable[StaticBuffer], nranks: int, races: bool, copies: int = RUN_COPIES, *,
@@ -110,31 +115,58 @@ def job_memory(buffers: Iterable[StaticBuffer], nranks: int, races: bool, copies
     cell; ``tiles``: the bytes of one rank's tile variables (:func:`tile_bytes`); ``program``: its
     ``tensor.create`` tensors too (:func:`created_tensors`)."""
     created, unsized = created_tensors(program, nranks) if program is not None else ([], ())
+    repeated = repeated_creates(program, {b.name for b in created}) if program is not None else ()
     buffers = list(buffers) + created
     sizes = sorted(((b.name, math.prod(b.shape) * b.element.itemsize) for b in buffers), key=lambda nb: -nb[1])
     signal_cells = sum(math.prod(b.shape) for b in buffers if b.signal)
     per_cell = (RACE_CELL_BYTES if races else 0) + (INVARIANT_CELL_BYTES if invariants else 0)
     return MemoryEstimate(nranks, sum(n for _, n in sizes), signal_cells * per_cell, copies, tiles,
-                          tuple(sizes[:BIGGEST]), unsized)
+                          tuple(sizes[:BIGGEST]), unsized, repeated)
 
 
 def created_tensors(program: Program, nranks: int) -> tuple[list[StaticBuffer], tuple[str, ...]]:
     """The tensors a program's ``tensor.create`` statements allocate as it runs: those of static extents
     (at ``nranks``), counted once each like a declared buffer, and the names of those sized at run time,
-    which no estimate made before the run can count (each execution allocates its own)."""
+    which no estimate made before the run can count (each execution allocates its own). A statement that runs
+    again (:func:`repeated_creates`) is counted once too: see there."""
     counted: dict[str, StaticBuffer] = {}
     unsized: dict[str, None] = {}
     for f in program.functions:
-        for s in walk_stmts(f.body.stmts):
-            if not (isinstance(s, Assign) and isinstance(s.value, Call) and s.value.op is Op.TENSOR_CREATE
-                    and isinstance(s.var.type, TensorType)):
-                continue
+        for s, _ in _creates(f.body.stmts, False):
+            assert isinstance(s.var.type, TensorType)
             dims = [eval_nr(d, nranks) for d in s.var.type.shape]
             if any(d is None for d in dims):
                 unsized[s.var.name] = None
             else:
                 counted[s.var.name] = StaticBuffer(s.var.name, s.var.type.dtype, tuple(d or 0 for d in dims))
     return list(counted.values()), tuple(unsized)
+
+
+def repeated_creates(program: Program, names: Iterable[str] | None = None) -> tuple[str, ...]:
+    """The ``tensor.create`` tensors (of ``names``, default all) whose statement runs again, in a loop or a
+    task's body (each block runs it). Each execution allocates its own, and the run releases that storage once
+    no value reaches it (``runtime.values.BufferTable``): in program order one is live at a time, plus the
+    previous one while the next is made (an estimate holds every buffer ``copies`` times), so one counts it.
+    Tasks not yet complete keep theirs, which no static count bounds: simpler's ring heap bounds them on the
+    device (its orchestrator blocks when the heap is full); pldemu does not, so a ``fifo`` order, whose
+    Orchestration submits until it blocks, holds every pending iteration's."""
+    wanted = None if names is None else set(names)
+    out: dict[str, None] = {}
+    for f in program.functions:
+        out.update({s.var.name: None for s, again in _creates(f.body.stmts, False)
+                    if again and (wanted is None or s.var.name in wanted)})
+    return tuple(out)
+
+
+def _creates(stmts: Iterable[Stmt], again: bool) -> Iterator[tuple[Assign, bool]]:
+    """Each ``tensor.create`` assignment of ``stmts`` and whether it runs again (inside a loop or a task)."""
+    for s in stmts:
+        if (isinstance(s, Assign) and isinstance(s.value, Call) and s.value.op is Op.TENSOR_CREATE
+                and isinstance(s.var.type, TensorType)):
+            yield s, again
+        inner = again or isinstance(s, (For, While, Task))
+        for body in stmt_bodies(s):
+            yield from _creates(body.stmts, inner)
 
 
 BIGGEST = 3
@@ -232,6 +264,7 @@ __all__ = [
     "check_fits",
     "created_tensors",
     "job_memory",
+    "repeated_creates",
     "size_text",
     "tile_bytes",
     "total_memory",

@@ -249,6 +249,12 @@ class ProgramInstance(FreedOnExit):
             raise ProgramError(f"program {self.program.name} has no function {name!r}")
         return self._function(name, traced=False).source
 
+    @property
+    def created_peak(self) -> int:
+        """The most bytes of ``tensor.create`` storage alive at once on this rank so far (a created buffer's
+        storage is released once no value reaches it: ``values.BufferTable``)."""
+        return self._machine.buffers.peak_bytes
+
     def buffers(self) -> tuple[Buffer, ...]:
         """The program's buffers on this rank, in declaration order."""
         return tuple(self._buffers.values())

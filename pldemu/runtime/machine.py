@@ -6,14 +6,14 @@ import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pldemu.ir import BufferKind, DType, Op, WaitCmp
+from pldemu.ir import DType, Op, WaitCmp
 from pldemu.mpi import DEFAULT_POLICY, TIMED_POLICY
 from pldemu.runtime.errors import Cause, DeadlockError
 from pldemu.runtime.options import RuntimeOptions
 from pldemu.runtime.sites import CallSite, Location
 from pldemu.runtime.status import RankState, RankStatus, StatusBoard, WaitTarget, format_report
 from pldemu.runtime.truncation import TruncationLog
-from pldemu.runtime.values import Buffer, CommCtx, Poison, unravel
+from pldemu.runtime.values import Buffer, BufferTable, CommCtx, Poison, unravel
 from pldemu.windows import WaitTimeout, WindowError
 
 REPORT_SETTLE = 0.25
@@ -37,9 +37,10 @@ class Machine:
         """The back-off of every ``pld.system.wait`` of this instance."""
         self.stage_pieces = options.stage_pieces
         self.poison = Poison(options.poison)
-        self.buffers = list(buffers)
+        self.buffers = BufferTable(buffers)
         """The declared buffers, then the ones this run's ``tensor.create`` statements allocated
-        (``local_buffer``; ``Buffer.index`` is the position here, the key of every per-buffer record)."""
+        (``local_buffer``; ``Buffer.index`` is the position here, the key of every per-buffer record); a created
+        one's storage is released once no value reaches it (its index then reads as a tombstone)."""
         self.declared = len(self.buffers)
         self.sites: list[CallSite] = []
         self.site_pool: dict[tuple[Op, Location, int], list[CallSite]] = {}
@@ -84,14 +85,13 @@ class Machine:
 
     def local_buffer(self, name: str, dtype: DType, shape: tuple[int, ...]) -> Buffer:
         """A rank-local buffer allocated while the program runs (``tensor.create``): a buffer of its own,
-        like a declared one to the race checks and the task graph, poisoned (or zero) until written."""
-        buf = Buffer(len(self.buffers), name, BufferKind.LOCAL, dtype, shape, None, self.poison.array(shape, dtype.np))
-        self.buffers.append(buf)
-        return buf
+        like a declared one to the race checks and the task graph, poisoned (or zero) until written; its
+        storage is released once no value reaches it (``BufferTable``)."""
+        return self.buffers.create(name, dtype, shape, self.poison.array(shape, dtype.np))
 
     def drop_created(self) -> None:
         """Forget the previous run's ``tensor.create`` buffers (each run allocates its own)."""
-        del self.buffers[self.declared:]
+        self.buffers.drop_created()
 
     def _call(self) -> int:
         return self.status.run if self.status is not None else 0

@@ -438,6 +438,9 @@ class TaskScheduler:
         assert th.worker is not None
         self._idle.append(th.worker)  # before the baton moves on: the next block may take it
         if task.running == 0 and task.started == task.blocks:
+            # Its body bound the task's arguments (the values at submission): dropping it lets a tensor.create
+            # buffer only this task still reached be released (Machine.buffers), as simpler frees it.
+            task.body = _noop
             if task.deferred:
                 self.deferred.append(task)
             else:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import functools
 import math
+import weakref
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +25,7 @@ from pldemu.windows import POISON_BYTE, Window, WindowAccessError, poison_value
 Shape = tuple[int, ...]
 
 
-@dataclass(eq=False, slots=True)
+@dataclass(eq=False, slots=True, weakref_slot=True)
 class Buffer:
     """One declared buffer on this rank. ``array`` (declared shape) is this rank's storage: the
     window's local segment or a local numpy array; it is bound once the windows are allocated."""
@@ -46,6 +48,77 @@ class Buffer:
     def describe(self) -> str:
         dims = ", ".join(map(str, self.shape))
         return f"{self.kind.value} {self.name}: {self.dtype.value}[{dims}]"
+
+
+_NO_STORAGE = np.empty(0, np.uint8)
+"""The storage of a released buffer's tombstone (``BufferTable``)."""
+
+
+class _Created(weakref.ref[Buffer]):
+    """A ``tensor.create`` buffer, held weakly, and what its tombstone says once it is gone."""
+
+    __slots__ = ("dtype", "name", "nbytes", "shape")
+    name: str
+    dtype: DType
+    shape: Shape
+    nbytes: int
+
+    def __new__(cls, buf: Buffer, callback: Callable[[weakref.ref[Buffer]], Any]) -> _Created:
+        self = super().__new__(cls, buf, callback)
+        self.name, self.dtype, self.shape, self.nbytes = buf.name, buf.dtype, buf.shape, buf.array.nbytes
+        return self
+
+
+class BufferTable(Sequence[Buffer]):
+    """One rank's buffers by ``Buffer.index``: the declared ones, then those its ``tensor.create`` statements
+    allocated while the run goes on (:meth:`create`), which are held weakly. A created buffer's storage goes
+    when the last value that can reach it does (a variable or temporary, a view, a task submitted and not yet
+    complete, a carried or returned tensor: they hold the ``Buffer``), as simpler's runtime frees a ring-heap
+    buffer once nothing can use it, so a loop that creates a tensor per iteration holds the live ones, not one
+    per iteration. Its index then reads as a tombstone (its name, dtype and shape, no storage), so what keeps
+    indices (the task graph, the task race check's accesses, reports) still names it; indices are never reused
+    within a run."""
+
+    def __init__(self, declared: Sequence[Buffer]) -> None:
+        self._declared = list(declared)
+        self._created: list[_Created] = []
+        self.live_bytes = 0
+        """The storage of the created buffers alive now."""
+        self.peak_bytes = 0
+        """The most ``live_bytes`` has been since this table was made."""
+
+    def create(self, name: str, dtype: DType, shape: Shape, array: np.ndarray) -> Buffer:
+        """A new rank-local buffer of ``array``'s storage at the next index."""
+        buf = Buffer(len(self), name, BufferKind.LOCAL, dtype, shape, None, array)
+        self._created.append(_Created(buf, self._released))
+        self.live_bytes += array.nbytes
+        self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+        return buf
+
+    def drop_created(self) -> None:
+        """Forget the created buffers' indices (a new run numbers its own from the declared count)."""
+        self._created.clear()
+
+    def _released(self, ref: weakref.ref[Buffer]) -> None:
+        if isinstance(ref, _Created):
+            self.live_bytes -= ref.nbytes
+
+    def __len__(self) -> int:
+        return len(self._declared) + len(self._created)
+
+    def __getitem__(self, index: int) -> Buffer:  # type: ignore[override]
+        if index < 0:
+            index += len(self)
+        if index < len(self._declared):
+            return self._declared[index]
+        ref = self._created[index - len(self._declared)]
+        buf = ref()
+        if buf is not None:
+            return buf
+        return Buffer(index, ref.name, BufferKind.LOCAL, ref.dtype, ref.shape, None, _NO_STORAGE)
+
+    def __iter__(self) -> Iterator[Buffer]:
+        return (self[i] for i in range(len(self)))
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -243,6 +316,7 @@ def wrap_int32(value: int) -> int:
 
 __all__ = [
     "Buffer",
+    "BufferTable",
     "CommCtx",
     "Poison",
     "Shape",
