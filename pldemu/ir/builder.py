@@ -205,6 +205,16 @@ class FunctionBuilder:
         self.emit(ir.For(var, ir.as_expr(start), ir.as_expr(stop), ir.as_expr(step), ir.Seq(tuple(body)), kind))
 
     @contextmanager
+    def enclosing(self) -> Iterator[None]:
+        """Emit into the block around the innermost open one: before the structured statement (a task, a
+        loop) that block becomes."""
+        inner = self._blocks.pop()
+        try:
+            yield
+        finally:
+            self._blocks.append(inner)
+
+    @contextmanager
     def task(self, kind: ir.TaskKind, tid_hint: str | None = "tid", **fields: object) -> Iterator[ir.Task]:
         """A task whose body is what the ``with`` emits; yields a placeholder whose ``tid`` is the task id
         variable (None when ``tid_hint`` is None). ``fields``: the other ``ir.Task`` fields."""

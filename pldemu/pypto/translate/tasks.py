@@ -26,6 +26,7 @@ from pldemu.ir.nodes import (
     TaskKind,
     TaskScope,
     TensorType,
+    TileType,
     Var,
     as_expr,
 )
@@ -111,14 +112,13 @@ def submit(tr: Any, node: ast.AST, kind: TaskKind, tid_name: str | None, **field
     state: TaskState = tr.emit.tasks
     fields.setdefault("no_dep", ())
     fb = tr.fb
-    before = len(fb._blocks[-1])  # the task the builder emits next
     state.depth += 1
     try:
         with fb.task(kind, tid_name, **fields) as head:
             yield head
     finally:
         state.depth -= 1
-    built = fb._blocks[-1][before]
+    built = fb._blocks[-1][-1]  # the task the builder just emitted (after the outputs it allocates)
     assert isinstance(built, Task)
     _checked(tr, node, built)
 
@@ -133,11 +133,34 @@ def with_at(tr: Any, call: ast.Call, target: ast.expr | None, s: ast.With) -> No
         raise tr.error(f"pl.at(level={level!r}) in a device body: pldemu runs pl.at(level=pl.Level.CORE_GROUP) "
                        "tasks only (other levels are pypto's hierarchy scopes)", call)
     tid = _target(tr, target)
+    before = dict(tr.env)
     with submit(tr, s, TaskKind.CORE_GROUP, tid, name=_name(tr, kw.get("name_hint")), deps=_deps(tr, kw.get("deps")),
                 no_dep=_tensors(tr, kw.get("no_dep_args"), "no_dep_args="),
                 early_resolve=_flag(tr, kw.get("allow_early_resolve"))) as head:
         tr.block(s.body)
+        outputs = _escaping_tiles(tr, s, before)
+    for name, tensor in outputs.items():
+        tr.bind(name, tensor)
     _bind_tid(tr, tid, head.tid)
+
+
+def _escaping_tiles(tr: Any, s: ast.With, before: Mapping[str, Any]) -> dict[str, Var]:
+    """The tiles the task body binds that its function reads outside the body, each stored into a tensor the
+    orchestration creates before the task: pypto's OutlineIncoreScopes makes a value used after the scope an
+    output of the outlined kernel, a tensor of the orchestration's (``t`` made in one ``pl.at`` and read in
+    the next). Called inside the task, after its body."""
+    inside = {id(n) for n in ast.walk(s)}
+    read = {n.id for n in ast.walk(tr.fn.node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+            and id(n) not in inside}
+    out: dict[str, Var] = {}
+    for name in sorted(read):
+        tile = tr.env.get(name)
+        if not (isinstance(tile, Var) and isinstance(tile.type, TileType)) or before.get(name) is tile:
+            continue
+        with tr.fb.enclosing():
+            out[name] = tr.fb.pld.tensor.create(list(tile.type.shape), tile.type.dtype, hint=name)
+        tr.fb.pld.tile.store(tile, [0] * len(tile.type.shape), out[name])
+    return out
 
 
 def _bind_tid(tr: Any, name: str | None, tid: Var | None) -> None:
