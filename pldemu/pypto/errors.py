@@ -194,6 +194,11 @@ NOT_RUN: Mapping[str, str] = MappingProxyType({
     **{f"{_PL}.{n}": ("out of scope, pypto's row scatter of a KV cache (scatter_update): not run by pldemu yet; "
                       "pl.assemble of each row writes the same")
        for n in ("scatter_update", "tensor.scatter_update", "tile.scatter_update")},
+    **{f"{_PL}.distributed.tile.{n}": (f"out of scope, the tile-level form of pld.tensor.{n} with explicit staging "
+                                        "tiles that pypto's ConvertTensorToTileOps emits, defined for printed IR to "
+                                        f"parse back (pypto: user code calls pld.tensor.{n}): pldemu runs "
+                                        f"pld.tensor.{n}, staged the same way")
+       for n in ("put", "get")},
 })
 """pypto names pldemu does not run, by pypto's full name, and the reason its refusal gives (after the name)."""
 

@@ -408,10 +408,14 @@ class Namespace:
     """A dotted group of DSL ops (``pld.system``); an unknown member raises AttributeError, saying why when
     pypto has the name and pldemu does not run it (:data:`pldemu.pypto.errors.NOT_RUN`)."""
 
-    def __init__(self, prefix: str, names: tuple[str, ...]) -> None:
+    def __init__(self, prefix: str, names: tuple[str, ...], same: Mapping[str, DslOp] | None = None) -> None:
+        """``names``: the namespace's own ops (``DslOp("pld.system.notify")``); ``same``: members that are an op
+        already named elsewhere (pypto's ``pld.system.rank`` is ``pld.rank``), so one rule runs both spellings."""
         self._prefix = prefix
         for n in names:
             setattr(self, n, DslOp(f"{prefix}.{n}"))
+        for n, op in (same or {}).items():
+            setattr(self, n, op)
 
     @property
     def __pypto_name__(self) -> str:

@@ -133,12 +133,6 @@ def test_break_where_pypto_refuses_it() -> None:
     assert ":" + str(_mark_line("break")) in msg, msg
 
 
-def test_continue_with_init_values_is_refused_at_its_line() -> None:
-    msg = _refused("carry")
-    assert "'continue' in a loop with init_values is not supported by pldemu" in msg, msg
-    assert ":" + str(_mark_line("continue")) in msg, msg
-
-
 def _mark_line(word: str) -> int:
     lines = Path(__file__).read_text().splitlines()
     return next(i + 1 for i, line in enumerate(lines) if line.strip() == f"{word}  # MARK")

@@ -418,17 +418,22 @@ class DeviceTranslator(Evaluator):
 
     def without_exits(self, s: ast.For, name: str | None, exit_: ast.stmt) -> ast.For:
         """``s`` with its ``break`` / ``continue`` lowered (``early_exit``), the break flag bound to 0 before it;
-        refused where pypto's parser refuses them, and in a loop with ``init_values`` (its ``pl.yield_`` would
-        land in a branch, where it is the branch's)."""
+        refused where pypto's parser refuses them; in a loop with ``init_values`` as ``early_exit.rewrite_carried``
+        resolves its ``pl.yield_`` at the exit, or refused where pypto's result is ill-defined."""
         word = "break" if isinstance(exit_, ast.Break) else "continue"
         if name in early_exit.REFUSED_LOOPS:
             raise self.error(f"pypto refuses it: '{word}' not supported in {early_exit.REFUSED_LOOPS[name]} loops: "
                              f"'{word}' can only be used in sequential (pl.range) or while loops", exit_)
         if isinstance(s.iter, ast.Call) and any(kw.arg == "init_values" for kw in s.iter.keywords):
-            raise self.error(f"'{word}' in a loop with init_values is not supported by pldemu (its pl.yield_ would "
-                             "be skipped): carry the values by re-binding their names (`acc = pl.add(acc, x)`) instead",
-                             exit_)
-        lowered = early_exit.rewrite(s.body, s)
+            carried = s.target.elts[1] if isinstance(s.target, ast.Tuple) and len(s.target.elts) == 2 else None
+            names = [n.id for n in (carried.elts if isinstance(carried, ast.Tuple) else [carried])
+                     if isinstance(n, ast.Name)]
+            found = early_exit.rewrite_carried(s.body, s, names)
+            if isinstance(found, tuple):
+                raise self.error(*found)
+            lowered = found
+        else:
+            lowered = early_exit.rewrite(s.body, s)
         if lowered.flag is not None:
             self.env[lowered.flag] = 0
         return ast.copy_location(ast.For(target=s.target, iter=s.iter, body=lowered.body, orelse=s.orelse,

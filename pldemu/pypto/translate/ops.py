@@ -1609,13 +1609,17 @@ def _remote_load(tr: DeviceLevel, node: ast.Call) -> Var:
                                       hint=tr.hint("rtile"))
 
 
-def _remote_store(name: str, src: str, tensor_level: bool) -> Rule:
+def _remote_store(name: str, src: str, tensor_level: bool | None) -> Rule:
     """``pld.tile.remote_store(src_tile, ...)`` / ``pld.tensor.remote_store(src, ...)`` (whose tensor
-    source is loaded whole on core first): a put from the tile."""
+    source is loaded whole on core first) / ``pld.remote_store(src, ...)`` (either, by ``src``'s level,
+    ``tensor_level`` None): a put from the tile."""
 
     def rule(tr: DeviceLevel, node: ast.Call) -> None:
         b = bind_call(tr, node, (src, "target", "peer", "offsets"), {"atomic": AtomicType.None_}, name)
-        value = on_core(tr, b[src], node, name) if tensor_level else b[src]
+        # pld.remote_store (tensor_level None) takes either, as pypto's dispatch on the source's level does.
+        is_tile = isinstance(b[src], Var) and isinstance(b[src].type, TileType)
+        level = not is_tile if tensor_level is None else tensor_level
+        value = on_core(tr, b[src], node, name) if level else b[src]
         _put_tile(tr, _tile(tr, value, f"{name}: {src}", node), _tensor(tr, b["target"], f"{name}: target", node),
                   b)
 
@@ -1891,6 +1895,7 @@ _OPS: Mapping[str, Rule] = MappingProxyType({
     "pld.tile.remote_load": _remote_load,
     "pld.tile.remote_store": _remote_store("pld.tile.remote_store", "src_tile", tensor_level=False),
     "pld.tensor.remote_store": _remote_store("pld.tensor.remote_store", "src", tensor_level=True),
+    "pld.remote_store": _remote_store("pld.remote_store", "src", tensor_level=None),
     "pld.tensor.put": _transfer(get=False),
     "pld.tensor.get": _transfer(get=True),
     **{name: _collective(name, *spec) for name, spec in COLLECTIVE_PARAMS.items()},
