@@ -296,3 +296,25 @@ def test_a_view_made_inside_another_ops_operand_is_read_there() -> None:
     nested_view_orch(flat_w, out)
     want = 3 * flat_w.astype(np.float32).reshape(LAYERS, 1, C)
     np.testing.assert_array_equal(out, np.repeat(want, T, axis=1))
+
+
+@pl.jit
+def node_rows_orch(buf: pl.Tensor[[LAYERS, T, C], pl.FP32], node_t: pl.Tensor[[1], pl.INT32],
+                   out: pl.Out[pl.Tensor[[T, C], pl.FP32]]):
+    """pypto-lib deepseek_v3_2 decode_back's combine read: a [1, rows, C] slice of a 3-D buffer at a run-time
+    node, rows from b0, reshaped to [rows, C] (one run of the buffer: a one-element axis, a narrowed one, a
+    whole one)."""
+    node = pl.cast(pl.tensor.read(node_t, [0]), pl.INDEX)
+    for b0 in pl.range(0, T, 2):
+        rows = pl.reshape(pl.slice(buf, [1, 2, C], [node, b0, 0]), [2, C])
+        with pl.at(level=pl.Level.CORE_GROUP):
+            out = pl.assemble(out, pl.mul(rows[:, :], 2.0), [b0, 0])
+    return out
+
+
+@pytest.mark.launcher
+def test_a_slice_with_leading_one_element_axes_reshapes_as_one_run() -> None:
+    buf = np.random.default_rng(45).standard_normal((LAYERS, T, C)).astype(np.float32)
+    out = np.zeros((T, C), np.float32)
+    node_rows_orch(buf, np.array([LAYERS - 1], np.int32), out)
+    np.testing.assert_array_equal(out, 2 * buf[LAYERS - 1])

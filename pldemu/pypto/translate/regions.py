@@ -191,27 +191,37 @@ def _axpy(a: Any, n: int, b: Any) -> Any:
 
 def reshape_view(tr: DeviceLevel, view: TensorView, shape: list[int], node: ast.AST) -> TensorView:
     """``pl.reshape`` of a view (pypto's is zero copy): pldemu's views are boxes, so the view must be one
-    contiguous run of its base (only its leading axis narrowed), which is then a box of the base seen with
-    the new trailing dims, starting at a whole row of them."""
+    contiguous run of its base (leading axes of one element, then one narrowed axis, then whole axes), which
+    is then a box of the base seen with the new trailing dims, starting at a whole row of them."""
     have, ext, offs = dims(tr, view.base, node), view.region.extents, view.region.offsets
     if math.prod(shape) != math.prod(ext):
         raise tr.error(f"pl.reshape: {view.name} has {math.prod(ext)} elements ({list(ext)}), the shape "
                        f"{shape} {math.prod(shape)}", node)
-    tail, row, total = math.prod(shape[1:]), math.prod(have[1:]), math.prod(have)
-    contiguous = ext[1:] == have[1:] and all(_static(o) == 0 for o in offs[1:])
-    start = _static(offs[0])
-    if not contiguous or total % tail or not _whole_rows(offs[0], row, tail) or _ttype(view.base).strides is not None:
+    tail, total = math.prod(shape[1:]), math.prod(have)
+    k = next((i for i, e in enumerate(ext) if e != 1), len(ext) - 1)  # the one narrowed axis of the run
+    strides = [math.prod(have[i + 1:]) for i in range(k + 1)]
+    contiguous = ext[k + 1:] == have[k + 1:] and all(_static(o) == 0 for o in offs[k + 1:])
+    if (not contiguous or total % tail or not all(_whole_rows(o, st, tail) for o, st in zip(offs[:k + 1], strides, strict=True))
+            or _ttype(view.base).strides is not None):
         raise tr.error(f"pl.reshape of a view of {view.base.name} (a slice passed as a tensor) to {shape}: pldemu "
-                       "reshapes a view only when its cells are one run of its base (only the first axis sliced) "
-                       "starting at a whole row of the new shape", node)
-    if start is not None:
-        lead: Any = start * row // tail
-    elif row % tail == 0:
-        lead = binop(BinOpKind.MUL, as_expr(offs[0]), Const(row // tail))
-    else:  # exact: every term of the start is a multiple of the new row (_whole_rows)
-        lead = binop(BinOpKind.FLOORDIV, binop(BinOpKind.MUL, as_expr(offs[0]), Const(row)), Const(tail))
+                       "reshapes a view only when its cells are one run of its base (leading axes of one element, "
+                       "one narrowed axis, whole axes after it) starting at a whole row of the new shape", node)
+    lead = _rows_at(offs[0], strides[0], tail)
+    for o, st in zip(offs[1:k + 1], strides[1:], strict=True):
+        lead = binop(BinOpKind.ADD, as_expr(lead), as_expr(_rows_at(o, st, tail)))
     flat = tr.fb.pld.tensor.view(view.base, [total // tail, *shape[1:]])
     return TensorView(flat, Region((lead, *[0] * (len(shape) - 1)), tuple(shape)))
+
+
+def _rows_at(offset: Any, stride: int, tail: int) -> Any:
+    """The row of ``tail`` cells that cell ``offset * stride`` begins (a whole row: :func:`_whole_rows`)."""
+    start = _static(offset)
+    if start is not None:
+        return start * stride // tail
+    if stride % tail == 0:
+        return binop(BinOpKind.MUL, as_expr(offset), Const(stride // tail))
+    # exact: every term of the offset times the stride is a multiple of the new row (_whole_rows)
+    return binop(BinOpKind.FLOORDIV, binop(BinOpKind.MUL, as_expr(offset), Const(stride)), Const(tail))
 
 
 def _whole_rows(start: Any, row: int, tail: int) -> bool:
