@@ -514,10 +514,19 @@ class Expand:
         x, v = _tile(args[0]), _tile(args[1])
         want = list(x.shape)
         want[self.axis] = 1
-        if len(x.shape) < 2 or tuple(want) != v.shape or v.dtype is not x.dtype:
+        # pypto's deducer compares the trailing pair only: leading axes of one element on either side are
+        # the same cells (a [16, 1] vector of a [1, 1, 16, 128] tile)
+        if len(x.shape) < 2 or len(v.shape) < 2 or _lead_free(tuple(want)) != _lead_free(v.shape) \
+                or v.dtype is not x.dtype:
             raise IRTypeError(op, "vec", f"a tile {x.dtype.value}{want} (one value per "
                               f"{'row' if self.axis == -1 else 'column'} of {_dims(x)})", describe(v))
         return x
+
+
+def _lead_free(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """``shape`` without its leading axes of one element (the trailing pair kept)."""
+    lead = next((i for i, d in enumerate(shape[:-2]) if d != 1), len(shape) - 2)
+    return shape[lead:]
 
 
 MATMUL_DTYPES = frozenset({DType.FP16, DType.BF16, DType.FP32, DType.INT8, DType.UINT8, DType.INT16,

@@ -164,3 +164,26 @@ def test_refusals() -> None:
         fb.pld.tile.expand(Op.TILE_ROW_EXPAND_MUL, t, fb.pld.tile.create([1, 32], "bf16"))
     with pytest.raises(IRTypeError, match="one value per column"):
         fb.pld.tile.expand(Op.TILE_COL_EXPAND_MUL, t, fb.pld.tile.create([1, 32], "fp32"))
+
+
+def test_a_vector_of_lower_rank_expands_a_tile_with_one_element_leading_axes() -> None:
+    """pypto's deducer compares the trailing pair: a [R, 1] vector scales a [1, 1, R, C] tile (qwen3_32b
+    decode_4d's rmsnorm); a [1, C] one offsets it per column; a leading axis of more than one element is not
+    one run of rows and stays refused."""
+    rows, cols = 4, 8
+    x = np.arange(rows * cols, dtype=np.float32).reshape(1, 1, rows, cols)
+    v = np.arange(1, rows + 1, dtype=np.float32).reshape(rows, 1)
+    pb = ProgramBuilder("lower_rank")
+    xb, vb, cb = pb.local("x", "fp32", list(x.shape)), pb.local("v", "fp32", [rows, 1]), pb.local("c", "fp32", [1, cols])
+    out = pb.local("out", "fp32", list(x.shape))
+    fb = pb.function()
+    t = fb.pld.tile.load(xb, [0, 0, 0, 0], list(x.shape), hint="t")
+    scaled = fb.pld.tile.expand(Op.TILE_ROW_EXPAND_MUL, t, fb.pld.tile.load(vb, [0, 0], [rows, 1], hint="v"))
+    shifted = fb.pld.tile.expand(Op.TILE_COL_EXPAND_ADD, scaled, fb.pld.tile.load(cb, [0, 0], [1, cols], hint="c"))
+    fb.pld.tile.store(shifted, [0, 0, 0, 0], out)
+    c = np.full((1, cols), 0.5, np.float32)
+    got = run_local(pb.build(), {"x": x, "v": v, "c": c})[0]["out"]
+    np.testing.assert_array_equal(got, x * v + c)
+    two = fb.pld.tile.create([2, rows, cols], "fp32")
+    with pytest.raises(IRTypeError, match="one value per row"):
+        fb.pld.tile.expand(Op.TILE_ROW_EXPAND_MUL, two, fb.pld.tile.create([rows, 1], "fp32"))

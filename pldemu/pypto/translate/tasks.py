@@ -11,7 +11,7 @@ line. Facts: ``../shared/reference/pypto-task-graph.md`` §1, §3, §5.
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from types import MappingProxyType
 from typing import Any
@@ -19,9 +19,13 @@ from typing import Any
 from pldemu.ir.nodes import (
     INVALID_TASK,
     TASK_ID,
+    Assign,
     Const,
+    If,
     LoopKind,
+    MemorySpace,
     Seq,
+    Stmt,
     Task,
     TaskKind,
     TaskScope,
@@ -144,6 +148,22 @@ def with_at(tr: Any, call: ast.Call, target: ast.expr | None, s: ast.With) -> No
     _bind_tid(tr, tid, head.tid)
 
 
+_STORABLE = frozenset({MemorySpace.Vec, MemorySpace.Acc})
+
+
+def _defined(stmts: Iterable[Stmt]) -> set[str]:
+    """The variables a block defines at its own level (both branches of an ``if``; not a loop's body)."""
+    out: set[str] = set()
+    for st in stmts:
+        if isinstance(st, Assign):
+            out.add(st.var.name)
+        elif isinstance(st, Seq):
+            out |= _defined(st.stmts)
+        elif isinstance(st, If) and st.orelse is not None:
+            out |= _defined(st.then.stmts) & _defined(st.orelse.stmts)
+    return out
+
+
 def _escaping_tiles(tr: Any, s: ast.With, before: Mapping[str, Any]) -> dict[str, Var]:
     """The tiles the task body binds that its function reads outside the body, each stored into a tensor the
     orchestration creates before the task: pypto's OutlineIncoreScopes makes a value used after the scope an
@@ -152,11 +172,13 @@ def _escaping_tiles(tr: Any, s: ast.With, before: Mapping[str, Any]) -> dict[str
     inside = {id(n) for n in ast.walk(s)}
     read = {n.id for n in ast.walk(tr.fn.node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
             and id(n) not in inside}
+    defined = _defined(tr.fb._blocks[-1])
     out: dict[str, Var] = {}
     for name in sorted(read):
         tile = tr.env.get(name)
-        if not (isinstance(tile, Var) and isinstance(tile.type, TileType)) or before.get(name) is tile:
-            continue
+        if (not (isinstance(tile, Var) and isinstance(tile.type, TileType)) or before.get(name) is tile
+                or tile.name not in defined or tile.type.memory not in _STORABLE):
+            continue  # a loop's local (pypto's SSA ends it with the loop), or a cube operand never read after
         with tr.fb.enclosing():
             out[name] = tr.fb.pld.tensor.create(list(tile.type.shape), tile.type.dtype, hint=name)
         tr.fb.pld.tile.store(tile, [0] * len(tile.type.shape), out[name])

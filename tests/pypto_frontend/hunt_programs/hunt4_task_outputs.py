@@ -3,7 +3,8 @@ them: pypto's OutlineIncoreScopes makes a value used after its scope an output o
 of the orchestration), so a later task reads what the earlier one left. Per head of a ``pl.parallel`` loop: a
 projection's matmul (an accumulator tile) made in one task, a softmax over it in a second (max, exp, sum, and a
 ``pl.full`` made there too), a cast in a third and a second projection whose result a fourth task assembles into
-a row; rows by a run-time valid count, padded with zeros by the last task."""
+a row; rows by a run-time valid count, padded with zeros by the last task. A name a task binds only in
+a loop (pypto's SSA ends it with the loop) and binds again in a later task is no output."""
 import ml_dtypes
 import numpy as np
 import pypto.language as pl
@@ -24,13 +25,16 @@ def heads(x: pl.Tensor[[B * 16, D], pl.BF16], wq: pl.Tensor[[H * D, K], pl.BF16]
                 m = pl.row_max(q)
                 e = pl.exp(pl.row_expand_sub(q, m))
                 p = pl.row_expand_div(e, pl.row_sum(e))
+                for _ in pl.range(1):
+                    scratch = pl.add(p, 0.0)  # a loop's local: not an output though the name is read later
                 bias = pl.full([16, V], dtype=pl.FP32, value=0.25)
             with pl.at(level=pl.Level.CORE_GROUP, name_hint="cast"):
                 pb = pl.cast(p, target_type=pl.BF16)
             with pl.at(level=pl.Level.CORE_GROUP, name_hint="vproj"):
                 o = pl.add(pl.matmul(pb, wv[h * K:h * K + K, :], out_dtype=pl.FP32), bias)
             with pl.at(level=pl.Level.CORE_GROUP, name_hint="write"):
-                rows = pl.slice(o, [16, V], [0, 0], valid_shape=[n, V])
+                scratch = pl.mul(o, 1.0)
+                rows = pl.slice(scratch, [16, V], [0, 0], valid_shape=[n, V])
                 out = pl.assemble(out, pl.fillpad(rows, pad_value=pl.PadValue.zero), [b * 16, h * V])
     return out
 
