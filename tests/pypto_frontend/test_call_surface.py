@@ -249,3 +249,12 @@ def test_the_swimlane_switch_traces_each_call_of_a_distributed_program(tmp_path:
     dfx = tmp_path / "dfx_outputs"
     assert sorted(p.name for p in dfx.iterdir()) == ["pldemu_trace_call0.json", "pldemu_trace_call1.json"]
     assert _trace_ranks(dfx / "pldemu_trace_call0.json") == {0, 1}
+
+
+def test_set_backend_type_is_checked_and_changes_nothing() -> None:
+    from pldemu.pypto.surface.backend import BackendType, set_backend_type
+
+    set_backend_type(BackendType.Ascend910B)
+    set_backend_type(BackendType.Ascend950)
+    with pytest.raises(TypeError, match=r"must be a pypto\.backend\.BackendType"):
+        set_backend_type("Ascend910B")  # type: ignore[arg-type]

@@ -17,4 +17,11 @@ def backend_for(platform: str) -> BackendType:
     return BackendType.Ascend950 if platform.startswith("a5") else BackendType.Ascend910B
 
 
-__all__ = ["BackendType", "backend_for"]
+def set_backend_type(backend_type: BackendType) -> None:
+    """pypto's process-wide backend choice: checked, without effect here (pldemu computes what both devices
+    compute; a program's platform still comes from its ``RunConfig``)."""
+    if not isinstance(backend_type, BackendType):
+        raise TypeError(f"set_backend_type: backend_type must be a pypto.backend.BackendType, got {backend_type!r}")
+
+
+__all__ = ["BackendType", "backend_for", "set_backend_type"]
