@@ -25,7 +25,7 @@ class KernelInOpaque:
         n = pl.tensor.dim(x, 0)
         for r in pl.range(0, n, TR):
             acc = self.accumulate(x, r, acc)
-        with pl.spmd(2):
+        with pl.spmd(2):  # noqa: SIM117 (pypto's carrier form: a sole pl.at in the pl.spmd body)
             with pl.at(level=pl.Level.CORE_GROUP, name_hint="scale"):
                 blk = pl.tile.get_block_idx()
                 rows = acc[blk * 8:blk * 8 + 8, :]
