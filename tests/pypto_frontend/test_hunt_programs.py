@@ -18,7 +18,11 @@ carrying a valid_shape= handed to inline helpers. Its distributed programs
 HOST allreduce, a hand-written reduce-scatter / allgather MLP, an expert-parallel round trip through two HOST
 all_to_all_v, a data x tensor-parallel grid of strided comm groups, a context-parallel merge by kernel
 collectives, sequence-parallel decode on a prepared worker's persistent KV-cache windows, Megatron sequence
-parallelism (allgather, matmul, reduce_scatter) and a credit-based ring reusing one signal. Each program's goldens pass in one
+parallelism (allgather, matmul, reduce_scatter) and a credit-based ring reusing one signal. The fifth round
+(``hunt5_*.py``) writes single-chip programs in pypto's class form with Opaque functions: helpers calling helpers
+spliced into pl.at scopes, a state tile re-bound by a pl.at in each step of a pl.range, decode_4d's 4-D block
+tensors through pl.pipeline(stage=) loops, and an InCore kernel on an InOut accumulator called from an Opaque
+entry with pl.dynamic rows (run by ir.compile and runtime.execute_compiled). Each program's goldens pass in one
 ``pldemu pytest`` session per schedule: plain, and with jitter, deferred visibility and FIFO task order."""
 
 from __future__ import annotations

@@ -67,6 +67,7 @@ from pldemu.pypto.translate.tasks import (
     TASK_OPS,
     invalid_task,
     kernel_call,
+    loop_local_outputs,
     spmd_loop,
     with_stmt,
 )
@@ -399,6 +400,7 @@ class DeviceTranslator(Evaluator):
         if carry is not None and carried_node is not None:
             self.bind_carried(carried_node, carry)
         start, stop, step = (0, bounds[0], 1) if len(bounds) == 1 else (*bounds, 1)[:3]
+        bound_before = dict(self.env)
         with self.fb.for_range(start, stop, step, hint=var_node.id, kind=kind) as var, \
                 self.carrying(rebound | carried):
             self.env[var_node.id] = var
@@ -411,6 +413,7 @@ class DeviceTranslator(Evaluator):
                 self.emit.loops -= 1
                 if carry is not None:
                     self.carries.pop()
+        loop_local_outputs(self, bound_before)
         if self.env.get(var_node.id) is var:
             # The loop variable lives in the loop (pypto's IR scopes it): a later `d = ...` binds a new name,
             # not a carry of a variable the IR no longer defines.

@@ -31,6 +31,9 @@ class TaskState:
     """The block count of each enclosing SPMD task, innermost last (``pl.tile.get_block_num()``)."""
     no_dep: list[Var] = dataclasses.field(default_factory=list)
     """Tensors the arguments being evaluated wrapped in ``pl.no_dep``: the next task's."""
+    outputs: dict[Var, int] = dataclasses.field(default_factory=dict)
+    """The tensors made for ``pl.at`` bodies' outputs (``tasks._escaping_tiles``), each with the number of
+    loops enclosing the task that made it."""
 
 
 @dataclasses.dataclass

@@ -24,6 +24,7 @@ from pldemu.ir.nodes import (
     If,
     LoopKind,
     MemorySpace,
+    ScalarType,
     Seq,
     Stmt,
     Task,
@@ -143,8 +144,12 @@ def with_at(tr: Any, call: ast.Call, target: ast.expr | None, s: ast.With) -> No
                 early_resolve=_flag(tr, kw.get("allow_early_resolve"))) as head:
         tr.block(s.body)
         outputs = _escaping_tiles(tr, s, before)
+        scalars = _escaping_scalars(tr, s, before)
     for name, tensor in outputs.items():
         tr.bind(name, tensor)
+    for name in scalars:
+        tr.owned.pop(name, None)
+        tr.env[name] = Unreadable(_SCALAR_OUTPUT.format(name=name, line=s.lineno))
     _bind_tid(tr, tid, head.tid)
 
 
@@ -164,25 +169,75 @@ def _defined(stmts: Iterable[Stmt]) -> set[str]:
     return out
 
 
+def _read_outside(tr: Any, s: ast.With) -> set[str]:
+    """The names the task's function reads outside the ``with`` statement ``s``."""
+    inside = {id(n) for n in ast.walk(s)}
+    return {n.id for n in ast.walk(tr.fn.node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+            and id(n) not in inside}
+
+
 def _escaping_tiles(tr: Any, s: ast.With, before: Mapping[str, Any]) -> dict[str, Var]:
     """The tiles the task body binds that its function reads outside the body, each stored into a tensor the
     orchestration creates before the task: pypto's OutlineIncoreScopes makes a value used after the scope an
     output of the outlined kernel, a tensor of the orchestration's (``t`` made in one ``pl.at`` and read in
-    the next). Called inside the task, after its body."""
-    inside = {id(n) for n in ast.walk(s)}
-    read = {n.id for n in ast.walk(tr.fn.node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
-            and id(n) not in inside}
+    the next). A name an earlier task's output held is stored into that tensor again (of the same type): a
+    ``pl.at`` in a loop re-binding a value made before the loop, which pypto's SSA carries through the loop.
+    Called inside the task, after its body."""
     defined = _defined(tr.fb._blocks[-1])
+    outputs = tr.emit.tasks.outputs
     out: dict[str, Var] = {}
-    for name in sorted(read):
+    for name in sorted(_read_outside(tr, s)):
         tile = tr.env.get(name)
         if (not (isinstance(tile, Var) and isinstance(tile.type, TileType)) or before.get(name) is tile
                 or tile.name not in defined or tile.type.memory not in _STORABLE):
             continue  # a loop's local (pypto's SSA ends it with the loop), or a cube operand never read after
-        with tr.fb.enclosing():
-            out[name] = tr.fb.pld.tensor.create(list(tile.type.shape), tile.type.dtype, hint=name)
+        earlier = before.get(name)
+        if isinstance(earlier, Var) and earlier in outputs and _same_cells(earlier.type, tile.type):
+            out[name] = earlier
+        else:
+            with tr.fb.enclosing():
+                out[name] = tr.fb.pld.tensor.create(list(tile.type.shape), tile.type.dtype, hint=name)
+            outputs[out[name]] = tr.emit.loops
         tr.fb.pld.tile.store(tile, [0] * len(tile.type.shape), out[name])
     return out
+
+
+def _same_cells(tensor: Any, tile: TileType) -> bool:
+    def dims(shape: Iterable[Any]) -> tuple[Any, ...]:
+        return tuple(as_expr(d) for d in shape)
+
+    return isinstance(tensor, TensorType) and dims(tensor.shape) == dims(tile.shape) and tensor.dtype == tile.dtype
+
+
+_SCALAR_OUTPUT = ("{name} is a scalar the pl.at body at line {line} computes, read after that body: pypto makes a "
+                  "value used after a pl.at scope an output of its kernel, and a kernel's outputs are tensors (its "
+                  "generated orchestration reads such a scalar as 0); compute {name} outside the pl.at, or store it "
+                  "into a tensor and pl.read it there")
+
+
+def _escaping_scalars(tr: Any, s: ast.With, before: Mapping[str, Any]) -> list[str]:
+    """The scalar names the task body binds at its own level that its function reads outside the body."""
+    defined = _defined(tr.fb._blocks[-1])
+    out = []
+    for name in sorted(_read_outside(tr, s)):
+        value = tr.env.get(name)
+        if (isinstance(value, Var) and isinstance(value.type, ScalarType) and before.get(name) is not value
+                and value.name in defined):
+            out.append(name)
+    return out
+
+
+def loop_local_outputs(tr: Any, bound_before: Mapping[str, Any]) -> None:
+    """After a loop: a name holding a task output made inside the loop that the loop did not find bound is an
+    error where it is read (pypto's SSA carries out of a loop only a name bound before it, from an init value
+    of the same type it picks, or a placeholder its verifier refuses)."""
+    outputs = tr.emit.tasks.outputs
+    for name, value in list(tr.env.items()):
+        if (isinstance(value, Var) and outputs.get(value, -1) > tr.emit.loops and name not in bound_before):
+            tr.env[name] = Unreadable(
+                f"{name} is the output of a pl.at task inside the loop above, read after the loop: pypto's SSA "
+                f"carries a value out of a loop only when the name is bound before it; bind {name} before the "
+                "loop (in an earlier pl.at) or pl.assemble it into a tensor created before the loop")
 
 
 def _bind_tid(tr: Any, name: str | None, tid: Var | None) -> None:
@@ -244,6 +299,7 @@ def _body(tr: Any, bind: Callable[[Var], None], stmts: list[ast.stmt]) -> Callab
 def _spmd_task(tr: Any, node: ast.AST, tid: str | None, kw: Mapping[str, ast.keyword], blocks: Any,
                deps: tuple[Any, ...], body: Callable[[Var], None]) -> Var | None:
     block = Var(tr.fb.fresh("block"), as_expr(0).type)
+    before = dict(tr.env)
     with submit(tr, node, TaskKind.SPMD, tid, name=_name(tr, kw.get("name_hint")), deps=deps,
                 blocks=as_expr(blocks), block_var=block, early_resolve=_flag(tr, kw.get("allow_early_resolve")),
                 no_dep=tuple(tr.emit.tasks.no_dep)) as head:
@@ -255,8 +311,21 @@ def _spmd_task(tr: Any, node: ast.AST, tid: str | None, kw: Mapping[str, ast.key
         finally:
             tr.emit.tasks.blocks.pop()
             tr.emit.tasks.block_counts.pop()
+    _blocks_own(tr, before, node)
     tid_var: Var | None = head.tid
     return tid_var
+
+
+def _blocks_own(tr: Any, before: Mapping[str, Any], node: ast.AST) -> None:
+    """After an SPMD task: its body's tiles and scalars are each block's own, an error where read after it."""
+    for name, value in list(tr.env.items()):
+        if (isinstance(value, Var) and isinstance(value.type, (TileType, ScalarType)) and before.get(name) is not value
+                and value.type != TASK_ID):
+            tr.owned.pop(name, None)
+            tr.env[name] = Unreadable(
+                f"{name} is bound in the pl.spmd body at line {getattr(node, 'lineno', '?')}, read after it: every "
+                "block of the task binds its own (pypto would store each block's into one output, the last "
+                f"writer's winning); pl.assemble {name} into a tensor at the block's own offsets and read that")
 
 
 _CROSSING = ("{} is bound before a pl.system.syncall of this pl.spmd body and read after it: pldemu runs the "
@@ -548,4 +617,4 @@ def invalid_task() -> Const:
 
 
 __all__ = ["LOOP_KINDS", "LOOP_OPTIONS", "TASK_OPS", "WITH_RULES", "TaskState", "invalid_task", "kernel_call",
-           "spmd_loop", "with_stmt"]
+           "loop_local_outputs", "spmd_loop", "with_stmt"]
