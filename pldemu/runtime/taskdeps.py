@@ -11,7 +11,8 @@ in ``docs/task-graph.md``):
    is a read.
 2. **Call-site direction** (DeriveCallDirections): ``In`` -> INPUT, ``InOut`` -> INOUT; ``Out`` -> INOUT
    under a sequential loop of the Orchestration (``range`` / ``pipeline`` / ``while``, not ``parallel``) or
-   behind a prior writer of the same buffer, else OUTPUT_EXISTING; ``pl.no_dep`` -> NO_DEP.
+   behind a prior writer of the same buffer (each branch of an ``if`` starts from the writes before it),
+   else OUTPUT_EXISTING; ``pl.no_dep`` -> NO_DEP.
 3. **The TensorMap** (simpler ``pto_dep_compute.h``): per rank, the writers recorded so far per buffer.
    A tag says whether the argument looks up earlier overlapping writers (an edge to each) and whether
    it is recorded as a writer. Tasks in a manual scope do neither. Explicit ``deps`` are added to the
