@@ -7,6 +7,7 @@ pldemu's pypto layer, at 2 devices:
     pldemu python scripts/worker_memory.py fan 512 128        # an spmd(512) producer, an spmd(128) consumer
     pldemu python scripts/worker_memory.py drain 500 64       # a TaskId kept across a drain, then 500 tasks
     pldemu python scripts/worker_memory.py create 10000 256   # 10000 iterations, each a [256, 16] pl.create_tensor (1 device)
+    pldemu python scripts/worker_memory.py create 10000 256 2 # the same on each of 2 devices
 
 Each line gives every resident rank's ``VmRSS`` (and ``VmHWM``, its peak so far) read from ``/proc``.
 """
@@ -231,18 +232,18 @@ def _one(program) -> None:
         assert torch.equal(y[:, :16], x[:, :16] + 1.0)
 
 
-def _created(iterations: int, rows: int) -> None:
-    # one device: a second one's copy of the loop is the else branch of pldemu's per-device if, where the static
-    # R-prior promotion counts the first branch's writes of y, so every step there would take an edge to every
-    # earlier one (quadratic, whatever the creates do)
-    compiled = ir.compile(created(iterations, rows), distributed_config=DistributedConfig(device_ids=[0]))
-    x = torch.ones((1, ROWS, COLS)).share_memory_()
-    y = torch.zeros((1, iterations, COLS)).share_memory_()
+def _created(iterations: int, rows: int, devices: int) -> None:
+    # at 2 devices the second one's copy of the loop is the else branch of pldemu's per-device if: its steps are
+    # as independent as the first's (the Out promotion behind a prior writer no longer counts the other branch's
+    # writes of y, which gave every step there an edge to every earlier one: quadratic)
+    compiled = ir.compile(created(iterations, rows), distributed_config=DistributedConfig(device_ids=list(range(devices))))
+    x = torch.ones((devices, ROWS, COLS)).share_memory_()
+    y = torch.zeros((devices, iterations, COLS)).share_memory_()
     with compiled.prepare() as rt:
         start = time.monotonic()
         rt(x, y)
         print(f"after one dispatch ({time.monotonic() - start:.1f} s): {memory()}", flush=True)
-        assert torch.equal(y, torch.full((1, iterations, COLS), 2.0))
+        assert torch.equal(y, torch.full((devices, iterations, COLS), 2.0))
 
 
 def main(argv: list[str]) -> None:
@@ -252,7 +253,7 @@ def main(argv: list[str]) -> None:
     elif kind == "chain":
         _one(chain(int(sizes[0])))
     elif kind == "create":
-        _created(int(sizes[0]), int(sizes[1]))
+        _created(int(sizes[0]), int(sizes[1]), int(sizes[2]) if len(sizes) > 2 else 1)
     elif kind == "drain":
         _one(drain(int(sizes[0]), int(sizes[1])))
     else:

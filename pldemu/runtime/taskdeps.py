@@ -11,7 +11,8 @@ in ``docs/task-graph.md``):
    is a read.
 2. **Call-site direction** (DeriveCallDirections): ``In`` -> INPUT, ``InOut`` -> INOUT; ``Out`` -> INOUT
    under a sequential loop of the Orchestration (``range`` / ``pipeline`` / ``while``, not ``parallel``) or
-   behind a prior writer of the same buffer, else OUTPUT_EXISTING; ``pl.no_dep`` -> NO_DEP.
+   behind a prior writer of the same buffer (each branch of an ``if`` starts from the writes before it),
+   else OUTPUT_EXISTING; ``pl.no_dep`` -> NO_DEP.
 3. **The TensorMap** (simpler ``pto_dep_compute.h``): per rank, the writers recorded so far per buffer.
    A tag says whether the argument looks up earlier overlapping writers (an edge to each) and whether
    it is recorded as a writer. Tasks in a manual scope do neither. Explicit ``deps`` are added to the
@@ -183,54 +184,95 @@ SEQUENTIAL_LOOPS: frozenset[ir.LoopKind] = frozenset({ir.LoopKind.RANGE, ir.Loop
 """Loops whose submissions promote ``Out`` to INOUT (a ``while`` does too; ``parallel`` does not)."""
 
 
+Arm = tuple[int, int]
+"""One branch of an ``if``: the ``if``'s index among the function's ``if`` statements (in walk order) and 0
+for its then-branch, 1 for its else-branch."""
+
+
 @dataclass(frozen=True)
 class Submission:
     """A task of a function in submission order (statically: each task statement once), with its tags."""
 
     task: ir.Task
     args: TaskArgs
+    arms: tuple[Arm, ...] = ()
+    """The ``if`` branches the task statement is in, outermost first."""
+
+    def exclusive(self, other: Submission) -> bool:
+        """Whether no run submits both: they are in different branches of one ``if`` (the per-device ``if``
+        of a dispatch to several devices: different ranks)."""
+        mine = dict(self.arms)
+        return any(i in mine and mine[i] != branch for i, branch in other.arms)
+
+
+@dataclass
+class _Walk:
+    """The state of ``submissions``' walk: what is shared by every branch (the submissions, the task ids,
+    the ``if`` count)."""
+
+    roots: Mapping[str, str]
+    out: list[Submission] = field(default_factory=list)
+    keys: dict[str, int] = field(default_factory=dict)
+    ifs: int = 0
+
+    def task(self, s: ir.Task, sequential: bool, manual: bool, written: set[str], arms: tuple[Arm, ...]) -> None:
+        tags = call_site_tags(s, self.roots, sequential, written)
+        deps = tuple(self.keys[d.name] for d in s.deps if isinstance(d, ir.Var) and d.name in self.keys)
+        self.out.append(Submission(s, TaskArgs(len(self.out), tags, manual, deps), arms))
+        written.update(n for n, t in tags.items() if TAG_RULES[t].insert)
+        if s.tid is not None:
+            self.keys[s.tid.name] = len(self.out) - 1
+
+    def stmts(self, stmts: tuple[ir.Stmt, ...], sequential: bool, manual: bool, written: set[str],
+              arms: tuple[Arm, ...]) -> None:
+        """Walk ``stmts``; ``written`` holds the buffers written before them (a later task writing one is
+        behind a prior writer), and gains theirs."""
+        for s in stmts:
+            if isinstance(s, ir.Task):
+                self.task(s, sequential, manual, written, arms)
+            elif isinstance(s, ir.TaskScope):
+                self.stmts(s.body.stmts, sequential, manual or s.manual, written, arms)
+            elif isinstance(s, ir.For):
+                self.stmts(s.body.stmts, sequential or s.kind in SEQUENTIAL_LOOPS, manual, written, arms)
+            elif isinstance(s, ir.While):
+                self.stmts(s.body.stmts, True, manual, written, arms)
+            elif isinstance(s, ir.If):
+                self.branches(s, sequential, manual, written, arms)
+            elif isinstance(s, ir.Seq):
+                self.stmts(s.stmts, sequential, manual, written, arms)
+
+    def branches(self, s: ir.If, sequential: bool, manual: bool, written: set[str], arms: tuple[Arm, ...]) -> None:
+        """Each branch starts from the writes before the ``if`` (one run takes one branch: the per-device ``if``
+        holds each rank's copy, and rank 1's must not see rank 0's writes); after it, either branch's writes may
+        precede a task (pypto's PriorWriterCollector: a snapshot per branch, then their union)."""
+        index = self.ifs
+        self.ifs += 1
+        after = set(written)
+        for branch, body in enumerate((s.then, s.orelse)):
+            seen = set(written)
+            self.stmts(body.stmts if body is not None else (), sequential, manual, seen, (*arms, (index, branch)))
+            after |= seen
+        written |= after
 
 
 def submissions(fn: ir.Function) -> list[Submission]:
-    """Every task statement of ``fn`` once, in program order, with pypto's tags and explicit deps (by the
-    statement index of the producing task); what a straight-line Orchestration submits."""
-    roots = tensor_roots(fn)
-    out: list[Submission] = []
-    keys: dict[str, int] = {}
-    written: set[str] = set()
-
-    def walk(stmts: tuple[ir.Stmt, ...], sequential: bool, manual: bool) -> None:
-        for s in stmts:
-            if isinstance(s, ir.Task):
-                tags = call_site_tags(s, roots, sequential, written)
-                deps = tuple(keys[d.name] for d in s.deps if isinstance(d, ir.Var) and d.name in keys)
-                out.append(Submission(s, TaskArgs(len(out), tags, manual, deps)))
-                written.update(n for n, t in tags.items() if TAG_RULES[t].insert)
-                if s.tid is not None:
-                    keys[s.tid.name] = len(out) - 1
-            elif isinstance(s, ir.TaskScope):
-                walk(s.body.stmts, sequential, manual or s.manual)
-            elif isinstance(s, ir.For):
-                walk(s.body.stmts, sequential or s.kind in SEQUENTIAL_LOOPS, manual)
-            elif isinstance(s, ir.While):
-                walk(s.body.stmts, True, manual)
-            elif isinstance(s, ir.If):
-                walk(s.then.stmts, sequential, manual)
-                walk(s.orelse.stmts if s.orelse is not None else (), sequential, manual)
-            elif isinstance(s, ir.Seq):
-                walk(s.stmts, sequential, manual)
-
-    walk(fn.body.stmts, False, False)
-    return out
+    """Every task statement of ``fn`` once, in program order, with pypto's tags, explicit deps (by the
+    statement index of the producing task) and the ``if`` branches it is in."""
+    walk = _Walk(tensor_roots(fn))
+    walk.stmts(fn.body.stmts, False, False, set(), ())
+    return walk.out
 
 
 def static_edges(fn: ir.Function) -> dict[int, frozenset[int]]:
-    """Each task statement of ``fn`` (by submission index) -> the earlier ones it depends on."""
+    """Each task statement of ``fn`` (by submission index) -> the earlier ones it depends on, each statement
+    submitted once; a task takes no edge to one in another branch of an ``if`` (no run submits both)."""
     tmap = TensorMap()
-    return {sub.args.key: tmap.submit(sub.args) for sub in submissions(fn)}
+    subs = submissions(fn)
+    return {sub.args.key: frozenset(k for k in tmap.submit(sub.args) if not sub.exclusive(subs[k]))
+            for sub in subs}
 
 
 __all__ = [
-    "DIRECTION_TAGS", "SEQUENTIAL_LOOPS", "TAG_RULES", "Direction", "Submission", "Tag", "TagRule", "TaskArgs",
-    "TensorMap", "body_directions", "call_site_tags", "static_edges", "submissions", "tensor_roots",
+    "DIRECTION_TAGS", "SEQUENTIAL_LOOPS", "TAG_RULES", "Arm", "Direction", "Submission", "Tag", "TagRule",
+    "TaskArgs", "TensorMap", "body_directions", "call_site_tags", "static_edges", "submissions", "tensor_roots",
 ]

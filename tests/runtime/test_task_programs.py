@@ -39,6 +39,7 @@ def _run(tmp_path: Path, name: str, ranks: int, *flags: str) -> subprocess.Compl
     ("atomic_partials", 1, "order-dependent sum on acc"),
     ("race_in_first_batch", 1, 'in task 0 main:9 task r = core_group "reader"'),
     ("race_after_drain", 1, "[race_after_drain.pld:15] in task 1"),  # left || right, early is before the drain
+    ("race_in_second_branch", 2, "between two tasks of rank 1"),  # rank 1's copy: the else of the per-device if
 ])
 def test_buggy_task_graph_is_reported_in_every_schedule(tmp_path: Path, name: str, ranks: int, found: str,
                                                         flags: tuple[str, ...]) -> None:

@@ -6,7 +6,15 @@ from __future__ import annotations
 import pytest
 
 from pldemu.ir import parse_program, verify
-from pldemu.runtime.taskdeps import Direction, Tag, body_directions, static_edges, submissions
+from pldemu.runtime.taskdeps import (
+    Direction,
+    Tag,
+    TaskArgs,
+    TensorMap,
+    body_directions,
+    static_edges,
+    submissions,
+)
 
 HEAD = """program g {
   local a: fp32[4, 8]
@@ -72,3 +80,36 @@ def test_notify_atomic_add_reads_and_writes_its_signal() -> None:
     program = verify(parse_program(HEAD + body + "\n  }\n}\n", "graph.pld"))
     (sub,) = submissions(program.function())
     assert body_directions(sub.task, {}) == {"sig": Direction.INOUT}
+
+
+def _branches(then: str, orelse: str, after: str = "") -> str:
+    return f"    if me == 0 {{\n{then}    }} else {{\n{orelse}    }}\n{after}"
+
+
+def test_each_branch_of_an_if_starts_from_the_writes_before_it() -> None:
+    # a dispatch to two devices: rank 0's copy in the then-branch, rank 1's in the else-branch. Rank 1's first
+    # writer of a is no writer behind rank 0's (it stays OUTPUT_EXISTING) and takes no edge into the other branch;
+    # after the if a task may follow either branch's writers
+    body = _branches(_task("w0", STORE_A) + _task("r0", READ_A), _task("w1", STORE_A) + _task("r1", READ_A),
+                     _task("r2", READ_A) + _task("w2", STORE_A))
+    program = verify(parse_program(HEAD + body + "\n  }\n}\n", "graph.pld"))
+    subs = submissions(program.function())
+    assert [s.args.tags["a"] for s in subs] == [
+        Tag.OUTPUT_EXISTING, Tag.INPUT, Tag.OUTPUT_EXISTING, Tag.INPUT, Tag.INPUT, Tag.INOUT]
+    assert subs[3].args.tags["b"] is Tag.OUTPUT_EXISTING  # rank 1's first writer of b (r0 wrote it on rank 0)
+    assert subs[4].args.tags["b"] is Tag.INOUT  # behind r0 or r1, whichever branch ran
+    assert _edges(body) == {0: frozenset(), 1: frozenset({0}), 2: frozenset(), 3: frozenset({2}),
+                            4: frozenset({0, 1, 2, 3}), 5: frozenset({0, 1, 2, 3, 4})}
+
+
+def test_a_parallel_loop_in_the_second_branch_takes_no_edge_between_its_steps() -> None:
+    # the rank's TensorMap as the scheduler fills it, one submission per step: each step of rank 1's copy wrote y
+    # OUTPUT_EXISTING as rank 0's does; promoted behind rank 0's writes it took an edge to every earlier step
+    # (quadratic in the steps, and a race between two steps hidden)
+    loop = "    for i in parallel(0, 3, 1) {\n" + _task("w", STORE_A) + "    }\n"
+    nested = "    if me == 1 {\n" + loop + "    } else {\n" + loop + "    }\n"
+    for body in (_branches(loop, loop), _branches(loop, nested)):
+        program = verify(parse_program(HEAD + body + "\n  }\n}\n", "graph.pld"))
+        for sub in submissions(program.function()):
+            tmap = TensorMap()
+            assert [tmap.submit(TaskArgs(step, sub.args.tags)) for step in range(3)] == [frozenset()] * 3
