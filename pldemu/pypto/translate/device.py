@@ -229,7 +229,10 @@ class DeviceTranslator(Evaluator):
                              f"{_kind(value)}: pypto keeps one type per carried value (pl.cast it)")
         if same:
             assert mine is not None
-            if not (isinstance(value, Var) and self.fb.retarget_last(value, mine)) and value != mine:
+            # the statement just emitted defines ``value`` for this binding alone unless a name holds it
+            # (``prior = t[0]`` then ``tid = prior``: retargeting would take ``prior``'s definition away)
+            fresh = isinstance(value, Var) and not self.holds(value)
+            if not (fresh and self.fb.retarget_last(value, mine)) and value != mine:
                 self.fb.assign(mine, as_expr(value))
             self.emit.assigned(mine)
             self.env[name] = mine
