@@ -41,11 +41,11 @@ def aliases(x: pl.Tensor[[W * R, C], pl.FP32], out: pl.Out[pl.Tensor[[W * R, C],
         t = x[0:R, :]
         cur = pl.full([R, C], dtype=pl.FP32, value=0.0)
         prev = pl.full([R, C], dtype=pl.FP32, value=0.0)
-        for i in pl.range(3):
+        for _i in pl.range(3):
             cur = pl.add(t, 1.0)
             prev = cur
             t = pl.add(cur, prev)
-        for j in pl.unroll(2):
+        for _j in pl.unroll(2):
             cur = pl.mul(t, 0.5)
             prev = cur
             t = pl.sub(t, prev)
