@@ -52,6 +52,10 @@ DEFAULT_DEVICES = "0-3"
 DEFAULT_PLATFORM = "a2a3sim"
 PLATFORMS_MARKER = "platforms"
 """pypto's marker restricting a test to some platforms."""
+PLATFORM_PARAM = "platform"
+"""The parameter name pypto's tests parametrize over platforms with."""
+HARNESS_RUNNER = "harness.core.test_runner"
+"""pypto's test harness module (in its ``tests/st`` folder) that defines ``TestRunner``."""
 
 _OPTIONS = pytest.StashKey[FrontendOptions]()
 
@@ -157,11 +161,22 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     platform = config.getoption("platform")
+    _deselect_other_platforms(config, items, platform)
     for item in items:
         marker = item.get_closest_marker(PLATFORMS_MARKER)
         if marker is not None and platform not in marker.args:
             item.add_marker(pytest.mark.skip(reason=f"for platforms {', '.join(marker.args)}, not --platform "
                                                     f"{platform}"))
+
+
+def _deselect_other_platforms(config: pytest.Config, items: list[pytest.Item], platform: str) -> None:
+    """A variant of a test parametrized by ``platform`` (pypto's ``PLATFORMS`` lists) runs for ``--platform``
+    only; the others are deselected, as pypto's conftest does."""
+    other = [item for item in items if getattr(getattr(item, "callspec", None), "params", {}).get(
+        PLATFORM_PARAM, platform) != platform]
+    if other:
+        config.hook.pytest_deselected(items=other)
+        items[:] = [item for item in items if item not in other]
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -189,6 +204,16 @@ def test_config(request: pytest.FixtureRequest, device_ids: list[int]) -> Any:
 
     return RunConfig(platform=request.config.getoption("platform"), device_id=device_ids[0],
                      codegen_only=request.config.getoption("codegen_only"))
+
+
+@pytest.fixture(scope="session")
+def test_runner(test_config: Any) -> Any:
+    """pypto's ``TestRunner`` (its harness, from the suite's ``tests/st`` folder) over ``test_config``, as in
+    pypto's conftest: ``test_runner.run(case)`` compiles the case's program with pldemu's ``ir.compile`` and
+    runs it on pldemu (:mod:`pldemu.pypto.harness_build`)."""
+    import importlib
+
+    return importlib.import_module(HARNESS_RUNNER).TestRunner(test_config)
 
 
 @pytest.fixture(autouse=True)
@@ -307,4 +332,5 @@ __all__ = [
     "missing_pypto_name",
     "parse_devices",
     "test_config",
+    "test_runner",
 ]
