@@ -106,7 +106,8 @@ def _pypto_module(name: str) -> str:
 
 
 _NOT_EMULATED = (
-    ("pypto.runtime.device_runner", "out of scope, simpler's device runner (compile_and_assemble, ChipCallable): "
+    ("pypto.runtime.device_runner", "out of scope, simpler's device runner (ChipCallable, execute_on_device; only "
+                                    "compile_and_assemble is provided, for pypto's test harness): "
                                     "pypto's boundary to simpler's runtime, which pldemu does not emulate"),
     *((root, "out of scope, simpler's own runtime API (Worker, TaskArgs, make_tensor_arg), not pypto's: pldemu "
              "runs pypto's DSL and does not emulate simpler") for root in sorted(SIMPLER_MODULES)),

@@ -52,6 +52,10 @@ DEFAULT_DEVICES = "0-3"
 DEFAULT_PLATFORM = "a2a3sim"
 PLATFORMS_MARKER = "platforms"
 """pypto's marker restricting a test to some platforms."""
+PLATFORM_PARAM = "platform"
+"""The parameter name pypto's tests parametrize over platforms with."""
+HARNESS_RUNNER = "harness.core.test_runner"
+"""pypto's test harness module (in its ``tests/st`` folder) that defines ``TestRunner``."""
 
 _OPTIONS = pytest.StashKey[FrontendOptions]()
 
@@ -75,6 +79,14 @@ def parse_devices(text: str) -> list[int]:
     return list(dict.fromkeys(devices))
 
 
+def parse_platforms(text: str) -> tuple[str, ...]:
+    """``--platform``: one id or several, comma-separated (pypto's allowlist), in order, each once."""
+    platforms = tuple(dict.fromkeys(p.strip() for p in str(text).split(",") if p.strip()))
+    if not platforms:
+        raise pytest.UsageError(f"--platform {text!r}: no platform ids")
+    return platforms
+
+
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     if not pluginmanager.is_registered(pldemu_plugin):
         # `-p pldemu.pypto` registers before the entry-point plugins load (they then skip the name);
@@ -85,7 +97,8 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
                     help="device ids, e.g. 0-3 or 0,1,12: their count is the ranks a test may use "
                          f"(default {DEFAULT_DEVICES}; pypto's own default is 0)")
     group.addoption("--platform", default=DEFAULT_PLATFORM,
-                    help=f"the platform tests compile for (recorded, default {DEFAULT_PLATFORM})")
+                    help="the platforms tests run for, comma-separated as pypto's (e.g. a2a3sim,a2a3; the first is "
+                         f"test_config's; recorded, pldemu computes the same on each; default {DEFAULT_PLATFORM})")
     group.addoption("--codegen-only", action="store_true", default=False,
                     help="compile and write the artifacts, but run nothing")
     group.addoption("--pldemu-force", action="store_true", default=False, dest="pldemu_force",
@@ -140,7 +153,7 @@ def frontend_options(config: pytest.Config) -> FrontendOptions:
     try:
         return FrontendOptions.from_flags(pldemu_plugin.runtime_overrides(config), config.getoption("pldemu_timeout"),
                                           codegen_only=config.getoption("codegen_only"),
-                                          platform=config.getoption("platform"),
+                                          platform=parse_platforms(config.getoption("platform"))[0],
                                           force=config.getoption("pldemu_force"))
     except ValueError as err:
         raise pytest.UsageError(f"pldemu: {err}") from None
@@ -149,6 +162,7 @@ def frontend_options(config: pytest.Config) -> FrontendOptions:
 def pytest_configure(config: pytest.Config) -> None:
     activate()  # a no-op after pytest_load_initial_conftests; needed when registered later
     parse_devices(config.getoption("device"))
+    parse_platforms(config.getoption("platform"))
     config.stash[_OPTIONS] = frontend_options(config)
     config.addinivalue_line("markers", f"{PLATFORMS_MARKER}(*ids): run the test only when --platform is one of ids")
     # A file using pypto beyond the layer fails to import with its one reason; the other files still run.
@@ -156,12 +170,23 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    platform = config.getoption("platform")
+    platforms = parse_platforms(config.getoption("platform"))
+    _deselect_other_platforms(config, items, platforms)
     for item in items:
         marker = item.get_closest_marker(PLATFORMS_MARKER)
-        if marker is not None and platform not in marker.args:
+        if marker is not None and not set(platforms) & set(marker.args):
             item.add_marker(pytest.mark.skip(reason=f"for platforms {', '.join(marker.args)}, not --platform "
-                                                    f"{platform}"))
+                                                    f"{','.join(platforms)}"))
+
+
+def _deselect_other_platforms(config: pytest.Config, items: list[pytest.Item], platforms: tuple[str, ...]) -> None:
+    """A variant of a test parametrized by ``platform`` (pypto's ``PLATFORMS`` lists) runs for the
+    ``--platform`` ids only; the others are deselected, as pypto's conftest does."""
+    other = [item for item in items if getattr(getattr(item, "callspec", None), "params", {}).get(
+        PLATFORM_PARAM, platforms[0]) not in platforms]
+    if other:
+        config.hook.pytest_deselected(items=other)
+        items[:] = [item for item in items if item not in other]
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -187,8 +212,18 @@ def test_config(request: pytest.FixtureRequest, device_ids: list[int]) -> Any:
     goes to ``ir.compile``; tests pass it to calls as ``config=``)."""
     from pldemu.pypto.surface.runtime import RunConfig
 
-    return RunConfig(platform=request.config.getoption("platform"), device_id=device_ids[0],
+    return RunConfig(platform=parse_platforms(request.config.getoption("platform"))[0], device_id=device_ids[0],
                      codegen_only=request.config.getoption("codegen_only"))
+
+
+@pytest.fixture(scope="session")
+def test_runner(test_config: Any) -> Any:
+    """pypto's ``TestRunner`` (its harness, from the suite's ``tests/st`` folder) over ``test_config``, as in
+    pypto's conftest: ``test_runner.run(case)`` compiles the case's program with pldemu's ``ir.compile`` and
+    runs it on pldemu (:mod:`pldemu.pypto.harness_build`)."""
+    import importlib
+
+    return importlib.import_module(HARNESS_RUNNER).TestRunner(test_config)
 
 
 @pytest.fixture(autouse=True)
@@ -306,5 +341,7 @@ __all__ = [
     "frontend_options",
     "missing_pypto_name",
     "parse_devices",
+    "parse_platforms",
     "test_config",
+    "test_runner",
 ]

@@ -24,4 +24,8 @@ def set_backend_type(backend_type: BackendType) -> None:
         raise TypeError(f"set_backend_type: backend_type must be a pypto.backend.BackendType, got {backend_type!r}")
 
 
-__all__ = ["BackendType", "backend_for", "set_backend_type"]
+def reset_for_testing() -> None:
+    """pypto's reset of its process-wide backend choice between tests: nothing to reset here."""
+
+
+__all__ = ["BackendType", "backend_for", "reset_for_testing", "set_backend_type"]

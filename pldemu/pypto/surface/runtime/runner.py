@@ -1,4 +1,6 @@
-"""``pypto.runtime.runner``: ``RunConfig``, and single-device execution (not used by distributed programs)."""
+"""``pypto.runtime.runner``: ``RunConfig``, single-device execution (not used by distributed programs), and
+the names pypto's test harness runs a build folder with (``RunResult``, ``_DfxOpts``, ``_execute_on_device``,
+``validate_persisted_outputs``: :mod:`pldemu.pypto.harness_build`)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pldemu.pypto.errors import ConfigError, ConfigTypeError, user_frame
+from pldemu.pypto.harness_build import compile_program, execute_on_device, validate_persisted_outputs
 from pldemu.pypto.surface.backend import BackendType, backend_for
 
 PLATFORMS = ("a2a3sim", "a2a3", "a5sim", "a5")
@@ -147,4 +150,53 @@ def execute_compiled(work_dir: str | Path, args: Sequence[Any], *, platform: str
     compiled(*[a.value if isinstance(a, ctypes._SimpleCData) else a for a in args])
 
 
-__all__ = ["PLATFORMS", "RING_DEPTH", "RING_RULES", "RunConfig", "execute_compiled"]
+@dataclasses.dataclass
+class RunResult:
+    """pypto's result of a harness run: passed, the test's name, the error when not, the seconds it took."""
+
+    __test__ = False
+
+    passed: bool
+    test_name: str | None = None
+    error: str | None = None
+    execution_time: float | None = None
+    profile: dict[str, Any] | None = None
+
+    def __str__(self) -> str:
+        name = f": {self.test_name}" if self.test_name else ""
+        took = f" ({self.execution_time:.2f}s)" if self.execution_time else ""
+        return f"{'PASS' if self.passed else 'FAIL'}{name}{took}" + ("" if self.passed else f"\n  {self.error}")
+
+
+@dataclasses.dataclass(frozen=True)
+class _DfxOpts:
+    """pypto's bundle of a run's DFX switches (a ``RunConfig``'s five): pldemu's harness run records them
+    and has none of simpler's DFX outputs to write."""
+
+    enable_chip_swimlane: int | bool = 0
+    enable_dump_args: int = 0
+    enable_pmu: int = 0
+    enable_dep_gen: bool = False
+    enable_scope_stats: bool = False
+
+    def any(self) -> bool:
+        return bool(self.enable_chip_swimlane or self.enable_dump_args or self.enable_pmu or self.enable_dep_gen
+                    or self.enable_scope_stats)
+
+    @classmethod
+    def from_run_config(cls, cfg: RunConfig) -> _DfxOpts:
+        return cls(cfg.enable_chip_swimlane, cfg.enable_dump_args, cfg.enable_pmu, cfg.enable_dep_gen,
+                   cfg.enable_scope_stats)
+
+
+def _execute_on_device(work_dir: Path, golden_path: Path, chip_callable: Any, runtime_name: str, platform: str,
+                       device_id: int, dfx: _DfxOpts = _DfxOpts(), validate: bool = True,
+                       actual_out_dir: Path | None = None, enable_sdma: bool = False) -> None:
+    """pypto's harness run of a build folder: ``chip_callable`` (from ``compile_and_assemble``) on the
+    folder's inputs, its outputs compared with the golden ones at ``golden.py``'s tolerances (AssertionError
+    on a mismatch). The device, platform, runtime name, SDMA and DFX switches change nothing computed."""
+    execute_on_device(work_dir, golden_path, chip_callable, validate=validate, actual_out_dir=actual_out_dir)
+
+
+__all__ = ["PLATFORMS", "RING_DEPTH", "RING_RULES", "RunConfig", "RunResult", "_DfxOpts", "_execute_on_device",
+           "compile_program", "execute_compiled", "validate_persisted_outputs"]
