@@ -14,6 +14,7 @@ import importlib.machinery
 import importlib.util
 import sys
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -37,15 +38,20 @@ class _AliasLoader(importlib.abc.Loader):
         """The stand-in ran when it was imported under its own name."""
 
 
+KEPT_BUILDS = 32
+"""How many of the latest builds :func:`compiled_at` finds."""
+
+
 class PyptoFinder(importlib.abc.MetaPathFinder):
     """Serves ``pypto.*`` always and ``torch.*`` only when no other finder can find a real torch."""
 
     def __init__(self) -> None:
         self.served: set[str] = set()
         self.set_aside: dict[str, ModuleType] = {}
-        self.compiled: dict[Path, Any] = {}
-        """What ``pypto.ir.compile`` built while the layer is on, by output folder: pypto's
-        ``runtime.execute_compiled(work_dir, args)`` names a build by its folder."""
+        self.compiled: OrderedDict[Path, Any] = OrderedDict()
+        """The latest ``KEPT_BUILDS`` programs ``pypto.ir.compile`` built while the layer is on, by output
+        folder: pypto's ``runtime.execute_compiled(work_dir, args)`` names a build by its folder, run soon after
+        its compile (a session of pypto's suite compiles hundreds: the older ones are let go)."""
 
     def find_spec(self, fullname: str, path: Sequence[str] | None = None,
                   target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
@@ -114,11 +120,16 @@ def deactivate() -> None:
 def remember_compiled(output_dir: Path, compiled: Any) -> None:
     """Keep ``compiled`` for :func:`compiled_at` while the layer is on (nothing when it is off)."""
     if is_active():
-        _State.finder.compiled[output_dir.resolve()] = compiled
+        kept = _State.finder.compiled
+        kept[output_dir.resolve()] = compiled
+        kept.move_to_end(output_dir.resolve())
+        while len(kept) > KEPT_BUILDS:
+            kept.popitem(last=False)
 
 
 def compiled_at(work_dir: Path) -> Any:
-    """The program ``pypto.ir.compile`` built into ``work_dir`` while the layer is on, or None."""
+    """The program ``pypto.ir.compile`` built into ``work_dir`` while the layer is on (one of the latest
+    ``KEPT_BUILDS``), or None."""
     return _State.finder.compiled.get(work_dir.resolve())
 
 

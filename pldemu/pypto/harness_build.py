@@ -49,7 +49,7 @@ def compile_and_assemble(work_dir: Path, platform: str) -> tuple[Any, str, dict[
     compiled = compiled_at(Path(work_dir))
     if compiled is None:
         raise FileNotFoundError(f"compile_and_assemble: {work_dir} is not a program pypto.ir.compile built in this "
-                                "process (pldemu runs the compiled program it holds, not a build on disk)")
+                                "process among its latest builds (pldemu runs the compiled program it holds, not a build on disk)")
     return compiled, RUNTIME_NAME, {}
 
 

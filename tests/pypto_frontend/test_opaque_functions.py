@@ -59,3 +59,14 @@ def test_execute_compiled_of_a_folder_nothing_compiled_is_refused(tmp_path: Path
         execute_compiled(tmp_path, [], platform="a2a3sim", device_id=0)
     with pytest.raises(ValueError, match="level=3 is not supported"):
         execute_compiled(tmp_path, [], platform="a2a3sim", device_id=0, level=3)
+
+
+def test_only_the_latest_builds_are_kept(tmp_path: Path) -> None:
+    from pldemu.pypto.finder import KEPT_BUILDS, compiled_at
+
+    with active():
+        first = ir.compile(OpaqueScale, output_dir=str(tmp_path / "b0"))
+        for i in range(1, KEPT_BUILDS + 1):
+            ir.compile(OpaqueScale, output_dir=str(tmp_path / f"b{i}"))
+        assert compiled_at(first.output_dir) is None
+        assert compiled_at(tmp_path / f"b{KEPT_BUILDS}") is not None

@@ -146,7 +146,7 @@ def execute_compiled(work_dir: str | Path, args: Sequence[Any], *, platform: str
     compiled = compiled_at(Path(work_dir))
     if compiled is None:
         raise FileNotFoundError(f"execute_compiled: {work_dir} is not a program pypto.ir.compile built in this "
-                                "process (pldemu runs the compiled program it holds, not a build on disk)")
+                                "process among its latest builds (pldemu runs the compiled program it holds, not a build on disk)")
     compiled(*[a.value if isinstance(a, ctypes._SimpleCData) else a for a in args])
 
 
