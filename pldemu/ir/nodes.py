@@ -91,6 +91,8 @@ class BinOpKind(enum.Enum):
     MUL = "*"
     FLOORDIV = "//"
     MOD = "%"
+    DIV = "/"
+    """True division of floats (pypto's ``FloatDiv``: ``arith.divf`` on the device), IEEE: ``x / 0`` is inf."""
     TDIV = "tdiv"
     """C's signed division, truncating toward zero (``tdiv(-1, 4)`` is 0; ``-1 // 4`` is -1)."""
     TREM = "trem"
@@ -299,12 +301,23 @@ def trunc_rem(a: Any, b: Any) -> Any:
     return -r if a < 0 else r
 
 
+def true_div(a: Any, b: Any) -> float:
+    """IEEE ``a / b`` in doubles (``arith.divf``): a zero divisor gives a signed inf, or nan for ``0 / 0``."""
+    try:
+        return float(a) / float(b)
+    except ZeroDivisionError:
+        if a == 0 or a != a:
+            return math.nan
+        return math.copysign(math.inf, a) * math.copysign(1.0, b)
+
+
 _FOLD: dict[BinOpKind, Callable[[Any, Any], int | float | bool]] = {
     BinOpKind.ADD: lambda a, b: a + b,
     BinOpKind.SUB: lambda a, b: a - b,
     BinOpKind.MUL: lambda a, b: a * b,
     BinOpKind.FLOORDIV: _floordiv,
     BinOpKind.MOD: lambda a, b: a % b,
+    BinOpKind.DIV: true_div,
     BinOpKind.TDIV: trunc_div,
     BinOpKind.TREM: trunc_rem,
     BinOpKind.MIN: min,

@@ -92,7 +92,7 @@ _TOKEN_RE = re.compile(
     |(?P<int>\d+)
     |(?P<name>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)
     |(?P<string>"(?:[^"\\\n]|\\.)*")
-    |(?P<op>//|==|!=|<=|>=|[-+*%<>=()\[\]{},:])
+    |(?P<op>//|==|!=|<=|>=|[-+*/%<>=()\[\]{},:])
     """,
     re.VERBOSE,
 )
@@ -175,7 +175,7 @@ KEYWORDS = frozenset({"for", "while", "if", "else", "return", "and", "or", "true
 """Words that cannot name a variable, buffer, parameter or loop index."""
 
 _ADD_OPS = {"+": ir.BinOpKind.ADD, "-": ir.BinOpKind.SUB}
-_MUL_OPS = {"*": ir.BinOpKind.MUL, "//": ir.BinOpKind.FLOORDIV, "%": ir.BinOpKind.MOD}
+_MUL_OPS = {"*": ir.BinOpKind.MUL, "//": ir.BinOpKind.FLOORDIV, "/": ir.BinOpKind.DIV, "%": ir.BinOpKind.MOD}
 _CMP_OPS = {k.value: k for k in ir.BinOpKind if k.is_compare}
 _FUNC_OPS = {k.value: k for k in ir.BinOpKind if k.is_function}
 """``min(a, b)``, ``max(a, b)``, ``tdiv(a, b)``, ``trem(a, b)``: operators spelled as functions."""

@@ -87,10 +87,18 @@ def bool_operand(i32: pl.Tensor[[1, 8], pl.INT32], out: pl.Out[pl.Tensor[[1, 8],
     return out
 
 
+@pl.jit.incore
+def int_true_div(i32: pl.Tensor[[1, 8], pl.INT32], out: pl.Out[pl.Tensor[[1, 8], pl.INT32]]):
+    i = pl.read(i32, [0, 0])
+    pl.write(out, [0, 0], pl.cast(i / i, pl.INT32))  # MARK-int-true-div
+    return out
+
+
 @pytest.mark.parametrize(("kernel", "dtype", "marker", "message"), [
     (float_vs_int, np.float32, "MARK-float-vs-int",
      "Operator 'gt' requires same numeric dtype category, got fp32 and index"),
     (bool_operand, np.int32, "MARK-bool-operand", "Operator 'add' does not accept bool dtype"),
+    (int_true_div, np.int32, "MARK-int-true-div", "`/` of int32 scalars: pldemu runs pypto's FloatDiv on floats"),
 ])
 def test_pypto_refuses_a_float_with_an_integer_and_a_bool_operand(kernel, dtype, marker: str,  # type: ignore[no-untyped-def]
                                                                   message: str) -> None:

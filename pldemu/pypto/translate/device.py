@@ -97,7 +97,7 @@ def _floor_differs(kind: BinOpKind, a: Any, b: Any, truncated: Const) -> bool:
 _TRUNCATING_HINT = {BinOpKind.TDIV: "quot", BinOpKind.TREM: "rem"}
 """The variable a truncating operator's value gets when it is not assigned to a name."""
 
-_WRAPPING = frozenset({BinOpKind.ADD, BinOpKind.SUB, BinOpKind.MUL})
+_WRAPPING = frozenset({BinOpKind.ADD, BinOpKind.SUB, BinOpKind.MUL, BinOpKind.DIV})
 """The scalar operators whose result can leave its integer dtype's range (and wraps on the device) or need more
 precision than its float dtype has (and rounds there)."""
 
@@ -685,6 +685,9 @@ class DeviceTranslator(Evaluator):
             raise self.error(f"unsupported scalar operator in {ast.unparse(node)!r}", node)
         a, b = self.promoted(name, as_expr(lhs), as_expr(rhs), node)
         typed = BinOp(kind, a, b)
+        if kind is BinOpKind.DIV and not typed.type.dtype.is_float:
+            raise self.error(f"{ast.unparse(node)}: `/` of {typed.type.dtype.value} scalars: pldemu runs pypto's "
+                             "FloatDiv on floats only (pl.cast an operand to a float type, or use //)", node)
         folded = binop(kind, a, b)
         # The folding identities (x + 0 is x) would drop pypto's promotion of x to the wider dtype.
         out = folded if folded.type == typed.type else typed
@@ -833,6 +836,7 @@ _IR_BINOPS: Mapping[type[ast.operator], tuple[BinOpKind, str]] = MappingProxyTyp
     # pypto's FloorDiv / FloorMod become arith.divsi / arith.remsi (InCore, pto_scalar_expr_codegen.cpp)
     # and C `/` / `%` (Orchestration, codegen_base.cpp): the device truncates.
     ast.FloorDiv: (BinOpKind.TDIV, "floordiv"), ast.Mod: (BinOpKind.TREM, "mod"),
+    ast.Div: (BinOpKind.DIV, "truediv"),  # pypto's FloatDiv: arith.divf (InCore), C's float `/` (Orchestration)
 })
 """A device scalar operator: the pldemu operator the device evaluates it with, and pypto's name for it."""
 
