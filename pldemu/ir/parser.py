@@ -100,7 +100,6 @@ _TOKEN_RE = re.compile(
 _ESCAPES = {"n": "\n", "t": "\t", "\\": "\\", '"': '"'}
 
 _CHAR_HINTS = {
-    "/": "unexpected '/': integer division is written //",
     ";": "unexpected ';': statements are separated by newlines",
     "!": "unexpected '!': inequality is written !=",
     '"': "unterminated string literal",
@@ -760,8 +759,11 @@ class _Parser:
     def term(self, scope: Scope) -> ir.Expr:
         lhs = self.unary(scope)
         while self.peek().kind == OP and self.peek().text in _MUL_OPS:
-            kind = _MUL_OPS[self.advance().text]
+            tok = self.advance()
+            kind = _MUL_OPS[tok.text]
             lhs = ir.BinOp(kind, lhs, self.unary(scope))
+            if kind is ir.BinOpKind.DIV and not lhs.type.dtype.is_float:
+                raise self.error("unexpected '/': integer division is written // (/ divides floats)", tok)
         return lhs
 
     def unary(self, scope: Scope) -> ir.Expr:

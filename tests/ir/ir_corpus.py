@@ -170,6 +170,7 @@ def control_flow() -> Program:
     fb.let("both", BinOp(BinOpKind.OR, flag, BinOp(BinOpKind.AND, me.gt(0), nr.le(4))))
     fb.let("f", BinOp(BinOpKind.ADD, Const(2.5, F32), Const(1e-3, F32)))
     fb.let("g", BinOp(BinOpKind.MUL, Const(-math.inf, F32), Const(math.inf, F32)))
+    fb.let("h", BinOp(BinOpKind.DIV, Const(2.5, F32), Const(-0.0, F32)))
     fb.let("h", BinOp(BinOpKind.SUB, Const(1.0, DType.FP16), Const(-0.5, DType.FP16)))
     fb.let("e", BinOp(BinOpKind.MIN, Const(5, I32), Const(-5, DType.INT64)))
     fb.let("bad", Const(math.nan, F32))
