@@ -18,10 +18,10 @@ import ast
 from typing import Any
 
 from pldemu.ir.dtypes import DType
-from pldemu.ir.nodes import Const, ScalarType, TensorType, Var, as_expr
+from pldemu.ir.nodes import INVALID_TASK, Const, ScalarType, TensorType, Var, as_expr
 from pldemu.pypto.translate.evaluator import bind_call
 from pldemu.pypto.translate.level import DeviceLevel, fresh_buffers
-from pldemu.pypto.types import PyDType
+from pldemu.pypto.types import TASK_ID, PyDType
 
 ELEMENT_DTYPES = frozenset({DType.INT8, DType.UINT8, DType.INT16, DType.UINT16, DType.INT32, DType.UINT32,
                             DType.INT64, DType.INDEX, DType.BOOL})
@@ -55,7 +55,22 @@ def create(tr: DeviceLevel, node: ast.Call) -> Var:
         arr = Var(tr.fb.fresh(tr.hint("array")), TensorType(dtype.ir, (Const(extent),)))
         tr.emit.scratch[arr.name] = (arr, (extent,))
     tr.emit.arrays.add(arr.name)
+    if dtype is TASK_ID:
+        _fill_invalid(tr, arr, extent, node)
     return arr
+
+
+def _fill_invalid(tr: DeviceLevel, arr: Var, extent: int, node: ast.AST) -> None:
+    """pypto fills a TASK_ID array with the invalid id where it is made (not the poison of other arrays):
+    a slot not written yet is no edge of a ``deps=[arr]``."""
+    tr.emit.task_arrays.add(arr.name)
+    for i in range(extent):
+        write(tr, arr, i, Const(INVALID_TASK, TASK_ID.ir), node)
+
+
+def is_task_array(tr: DeviceLevel, value: Any) -> bool:
+    """Whether ``value`` is a ``pl.array.create(n, pl.TASK_ID)`` array (its slots: task ids)."""
+    return isinstance(value, Var) and value.name in tr.emit.task_arrays
 
 
 def _array(tr: DeviceLevel, value: Any, name: str, node: ast.AST) -> Var:
@@ -129,4 +144,4 @@ def update_element(tr: DeviceLevel, node: ast.Call) -> Var:
     return write(tr, _array(tr, b["array"], name, node), b["index"], b["value"], node, name)
 
 
-__all__ = ["ELEMENT_DTYPES", "create", "get_element", "is_array", "read", "update_element", "write"]
+__all__ = ["ELEMENT_DTYPES", "create", "get_element", "is_array", "is_task_array", "read", "update_element", "write"]
