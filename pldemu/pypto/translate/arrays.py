@@ -68,6 +68,14 @@ def _fill_invalid(tr: DeviceLevel, arr: Var, extent: int, node: ast.AST) -> None
         write(tr, arr, i, Const(INVALID_TASK, TASK_ID.ir), node)
 
 
+def extent_of(arr: Var) -> int:
+    """A ``pl.array``'s number of slots (a compile-time constant: ``create`` checks it)."""
+    assert isinstance(arr.type, TensorType)
+    extent = arr.type.shape[0]
+    assert isinstance(extent, Const) and isinstance(extent.value, int)
+    return extent.value
+
+
 def is_task_array(tr: DeviceLevel, value: Any) -> bool:
     """Whether ``value`` is a ``pl.array.create(n, pl.TASK_ID)`` array (its slots: task ids)."""
     return isinstance(value, Var) and value.name in tr.emit.task_arrays
@@ -130,6 +138,16 @@ def _literal(tr: DeviceLevel, value: int, dtype: DType, name: str, node: ast.AST
     return Const(int(value), dtype)
 
 
+def copy(tr: DeviceLevel, dst: Var, src: Var, node: ast.AST) -> None:
+    """``dst``'s slots replaced by ``src``'s (a loop carry yielded as another array of the same extent and
+    dtype: pypto's arrays are values, so the next iteration sees ``src``'s contents under ``dst``'s name)."""
+    if dst.type != src.type:
+        raise tr.error(f"pl.yield_: the carried pl.array {dst.name} ({dst.type}) yielded as {src.name} "
+                       f"({src.type}): pypto requires the same extent and dtype", node)
+    for i in range(extent_of(dst)):
+        tr.fb.pld.tensor.write(dst, [i], as_expr(read(tr, src, i, node)))
+
+
 def get_element(tr: DeviceLevel, node: ast.Call) -> Any:
     """``pl.array.get_element(array, index)``."""
     name = "pl.array.get_element"
@@ -144,4 +162,4 @@ def update_element(tr: DeviceLevel, node: ast.Call) -> Var:
     return write(tr, _array(tr, b["array"], name, node), b["index"], b["value"], node, name)
 
 
-__all__ = ["ELEMENT_DTYPES", "create", "get_element", "is_array", "is_task_array", "read", "update_element", "write"]
+__all__ = ["ELEMENT_DTYPES", "copy", "create", "extent_of", "get_element", "is_array", "is_task_array", "read", "update_element", "write"]

@@ -87,8 +87,7 @@ def _dep_slots(tr: Any, value: Any, node: ast.AST) -> tuple[Any, ...]:
     submitted (an unwritten slot holds the invalid id, which the runtime skips), anything else as is."""
     if not arrays.is_task_array(tr, value):
         return (value,)
-    extent = value.type.shape[0]
-    return tuple(arrays.read(tr, value, i, node) for i in range(as_expr(extent).value))
+    return tuple(arrays.read(tr, value, i, node) for i in range(arrays.extent_of(value)))
 
 
 def _flag(tr: Any, node: ast.keyword | None) -> bool:
