@@ -18,10 +18,10 @@ import ast
 from typing import Any
 
 from pldemu.ir.dtypes import DType
-from pldemu.ir.nodes import Const, ScalarType, TensorType, Var, as_expr
+from pldemu.ir.nodes import INVALID_TASK, Const, ScalarType, TensorType, Var, as_expr
 from pldemu.pypto.translate.evaluator import bind_call
 from pldemu.pypto.translate.level import DeviceLevel, fresh_buffers
-from pldemu.pypto.types import PyDType
+from pldemu.pypto.types import TASK_ID, PyDType
 
 ELEMENT_DTYPES = frozenset({DType.INT8, DType.UINT8, DType.INT16, DType.UINT16, DType.INT32, DType.UINT32,
                             DType.INT64, DType.INDEX, DType.BOOL})
@@ -55,7 +55,30 @@ def create(tr: DeviceLevel, node: ast.Call) -> Var:
         arr = Var(tr.fb.fresh(tr.hint("array")), TensorType(dtype.ir, (Const(extent),)))
         tr.emit.scratch[arr.name] = (arr, (extent,))
     tr.emit.arrays.add(arr.name)
+    if dtype is TASK_ID:
+        _fill_invalid(tr, arr, extent, node)
     return arr
+
+
+def _fill_invalid(tr: DeviceLevel, arr: Var, extent: int, node: ast.AST) -> None:
+    """pypto fills a TASK_ID array with the invalid id where it is made (not the poison of other arrays):
+    a slot not written yet is no edge of a ``deps=[arr]``."""
+    tr.emit.task_arrays.add(arr.name)
+    for i in range(extent):
+        write(tr, arr, i, Const(INVALID_TASK, TASK_ID.ir), node)
+
+
+def extent_of(arr: Var) -> int:
+    """A ``pl.array``'s number of slots (a compile-time constant: ``create`` checks it)."""
+    assert isinstance(arr.type, TensorType)
+    extent = arr.type.shape[0]
+    assert isinstance(extent, Const) and isinstance(extent.value, int)
+    return extent.value
+
+
+def is_task_array(tr: DeviceLevel, value: Any) -> bool:
+    """Whether ``value`` is a ``pl.array.create(n, pl.TASK_ID)`` array (its slots: task ids)."""
+    return isinstance(value, Var) and value.name in tr.emit.task_arrays
 
 
 def _array(tr: DeviceLevel, value: Any, name: str, node: ast.AST) -> Var:
@@ -115,6 +138,16 @@ def _literal(tr: DeviceLevel, value: int, dtype: DType, name: str, node: ast.AST
     return Const(int(value), dtype)
 
 
+def copy(tr: DeviceLevel, dst: Var, src: Var, node: ast.AST) -> None:
+    """``dst``'s slots replaced by ``src``'s (a loop carry yielded as another array of the same extent and
+    dtype: pypto's arrays are values, so the next iteration sees ``src``'s contents under ``dst``'s name)."""
+    if dst.type != src.type:
+        raise tr.error(f"pl.yield_: the carried pl.array {dst.name} ({dst.type}) yielded as {src.name} "
+                       f"({src.type}): pypto requires the same extent and dtype", node)
+    for i in range(extent_of(dst)):
+        tr.fb.pld.tensor.write(dst, [i], as_expr(read(tr, src, i, node)))
+
+
 def get_element(tr: DeviceLevel, node: ast.Call) -> Any:
     """``pl.array.get_element(array, index)``."""
     name = "pl.array.get_element"
@@ -129,4 +162,4 @@ def update_element(tr: DeviceLevel, node: ast.Call) -> Var:
     return write(tr, _array(tr, b["array"], name, node), b["index"], b["value"], node, name)
 
 
-__all__ = ["ELEMENT_DTYPES", "create", "get_element", "is_array", "read", "update_element", "write"]
+__all__ = ["ELEMENT_DTYPES", "copy", "create", "extent_of", "get_element", "is_array", "is_task_array", "read", "update_element", "write"]

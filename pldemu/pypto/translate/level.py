@@ -50,6 +50,8 @@ class Emit:
     """LOCAL buffers the translation adds, by the buffer they stand for: (var, numeric shape at this rank count)."""
     arrays: set[str] = dataclasses.field(default_factory=set)
     """The LOCAL buffers that are ``pl.array`` s (``translate/arrays.py``): an element write goes there."""
+    task_arrays: set[str] = dataclasses.field(default_factory=set)
+    """Those of ``arrays`` whose element type is ``pl.TASK_ID`` (an INT64 to pldemu): a ``deps=`` entry."""
     views: dict[str, str] = dataclasses.field(default_factory=dict)
     """A window's ``tensor.view`` made to pass it to a parameter of another rank (``device.window_view``) ->
     the window's buffer: a signal used through the view is that buffer's."""

@@ -1539,6 +1539,9 @@ def _yield(tr: DeviceLevel, node: ast.Call) -> Any:
     values = _before_assigning(tr, carry, values)
     for i, (old, new) in enumerate(zip(carry.values, values, strict=True)):
         if Carry.rebound(old):
+            if arrays.is_array(tr, old) and arrays.is_array(tr, new) and new != old:
+                arrays.copy(tr, old, new, node)  # an array is a value to pypto: the next iteration sees new's
+                continue
             if _is_tensor_value(new) and new != old:
                 raise tr.error(_SWAPPED_CARRY.format(arg=ast.unparse(node.args[i]), old=_buffer_name(old),
                                                      new=_buffer_name(new)), node)

@@ -37,6 +37,7 @@ from pldemu.ir.nodes import (
 )
 from pldemu.ir.ops import Op
 from pldemu.ir.tasks import scope_problems, task_problems
+from pldemu.pypto.translate import arrays
 from pldemu.pypto.translate.cube_split import restore_names, syncall_segments
 from pldemu.pypto.translate.evaluator import dsl_callee
 from pldemu.pypto.translate.level import TaskState, Unreadable
@@ -63,14 +64,15 @@ def _kwargs(tr: Any, call: ast.Call, allowed: frozenset[str], what: str) -> dict
 
 
 def _deps(tr: Any, node: ast.keyword | None) -> tuple[Any, ...]:
-    """``deps=[...]``: task ids; a ``None`` entry is pypto's invalid-id sentinel (skipped)."""
+    """``deps=[...]``: task ids; a ``None`` entry is pypto's invalid-id sentinel (skipped); a whole
+    ``pl.array`` of TASK_IDs stands for each of its slots (pypto: one edge per valid slot)."""
     if node is None:
         return ()
     values = tr.eval(node.value)
     if not isinstance(values, (list, tuple)):
         raise tr.error("deps= takes a list of task ids (pl.Scalar[pl.TASK_ID]) or None", node.value)
     out = []
-    for v in values:
+    for v in (slot for value in values for slot in _dep_slots(tr, value, node.value)):
         if v is None or (isinstance(v, Const) and v.value == INVALID_TASK):
             continue  # pypto's invalid id (a None seed never re-bound) is no edge
         if not (is_ir(v) and as_expr(v).type == TASK_ID):
@@ -78,6 +80,14 @@ def _deps(tr: Any, node: ast.keyword | None) -> tuple[Any, ...]:
                            "or pl.system.task_dummy", node.value)
         out.append(as_expr(v))
     return tuple(out)
+
+
+def _dep_slots(tr: Any, value: Any, node: ast.AST) -> tuple[Any, ...]:
+    """One ``deps=`` entry as task ids: a TASK_ID ``pl.array`` read slot by slot now, before the task is
+    submitted (an unwritten slot holds the invalid id, which the runtime skips), anything else as is."""
+    if not arrays.is_task_array(tr, value):
+        return (value,)
+    return tuple(arrays.read(tr, value, i, node) for i in range(arrays.extent_of(value)))
 
 
 def _flag(tr: Any, node: ast.keyword | None) -> bool:

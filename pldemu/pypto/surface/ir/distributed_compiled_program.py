@@ -172,6 +172,16 @@ class DistributedCompiledProgram:
         outs = [i for i, info in enumerate(infos) if info.direction.value == Direction.OUT.value]
         return infos, outs, []
 
+    @property
+    def param_names(self) -> list[str]:
+        """The HOST orchestrator's parameter names, in order (pypto's ``CompiledProgram.param_names``)."""
+        return [p.name for p in self._get_metadata()[0]]
+
+    @property
+    def output_indices(self) -> list[int]:
+        """The indices of its pure Out parameters, those a call may leave out (pypto's, same name)."""
+        return list(self._get_metadata()[1])
+
     def prepare(self, config: Any = None, *, extra_compiled: Sequence[DistributedCompiledProgram] = (),
                 persistent: bool = False, reset_persistent_windows: bool | None = None,
                 callbacks: dict[str, Any] | None = None, sub_worker_overrides: dict[str, Any] | None = None,
