@@ -45,6 +45,9 @@ class dtype:
 
 bool_ = dtype("bool", np.dtype(np.bool_), 0)
 uint8 = dtype("uint8", np.dtype(np.uint8), 1)
+uint16 = dtype("uint16", np.dtype(np.uint16), 1)
+uint32 = dtype("uint32", np.dtype(np.uint32), 1)
+"""torch's "barebones" unsigned types: storage and bit patterns, promoted only with a float type."""
 int8 = dtype("int8", np.dtype(np.int8), 1)
 int16 = dtype("int16", np.dtype(np.int16), 1)
 int32 = dtype("int32", np.dtype(np.int32), 1)
@@ -59,7 +62,7 @@ float8_e8m0fnu = dtype("float8_e8m0fnu", FLOAT8_E8M0, 2)
 conversions are torch's (nearest, ties to even; past the largest finite value e4m3fn gives NaN, as
 torch's non-saturating cast does)."""
 
-ALL_DTYPES = (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, float8_e4m3fn,
+ALL_DTYPES = (bool_, uint8, uint16, uint32, int8, int16, int32, int64, float16, bfloat16, float32, float64, float8_e4m3fn,
               float8_e8m0fnu)
 _BY_NUMPY: Mapping[np.dtype[Any], dtype] = MappingProxyType({d.numpy: d for d in ALL_DTYPES})
 
@@ -70,6 +73,8 @@ _SCALAR_DEFAULT = (bool_, DEFAULT_INT, DEFAULT_FLOAT)
 _HALF = frozenset({float16, bfloat16})
 FLOAT8 = frozenset({float8_e4m3fn, float8_e8m0fnu})
 """Types torch refuses to promote with any other ("Promotion for Float8 Types is not supported")."""
+BAREBONES_UNSIGNED = frozenset({uint16, uint32})
+"""Types torch promotes with a float type (giving the float) and refuses to promote with any other."""
 
 
 def from_numpy_dtype(np_dtype: np.dtype[Any]) -> dtype:
@@ -86,6 +91,12 @@ def promote(a: dtype, b: dtype) -> dtype:
         return a
     if a in FLOAT8 or b in FLOAT8:
         raise RuntimeError(f"Promotion for Float8 Types is not supported, attempted to promote {a.name} and {b.name}")
+    if a in BAREBONES_UNSIGNED or b in BAREBONES_UNSIGNED:
+        # torch leaves these out of integer promotion (uint32 + int32 has no lossless int64 rule it keeps).
+        if a.is_floating_point or b.is_floating_point:
+            return a if a.is_floating_point else b
+        raise RuntimeError(f"Promotion for uint16, uint32, uint64 types is not supported, attempted to promote "
+                           f"{a.name} and {b.name}")
     if a.category != b.category:
         return a if a.category > b.category else b
     if a.category == 2:
@@ -137,6 +148,7 @@ def result_dtype(dimensioned: list[dtype], zero_dim: list[dtype], scalars: list[
 
 __all__ = [
     "ALL_DTYPES",
+    "BAREBONES_UNSIGNED",
     "DEFAULT_FLOAT",
     "DEFAULT_INT",
     "bfloat16",
@@ -157,4 +169,6 @@ __all__ = [
     "result_dtype",
     "scalar_category",
     "uint8",
+    "uint16",
+    "uint32",
 ]

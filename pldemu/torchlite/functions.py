@@ -86,6 +86,36 @@ def tensor(data: Any, *, dtype: dt.dtype | None = None, **_: Any) -> Tensor:
     return Tensor(raw.astype(dtype.numpy))
 
 
+def eye(n: int, m: int | None = None, *, dtype: dt.dtype | None = None, **_: Any) -> Tensor:
+    """Ones on the diagonal of an ``n`` x ``m`` (default ``n``) tensor, zeros elsewhere; float32 by default."""
+    return Tensor(np.eye(int(n), None if m is None else int(m), dtype=(dtype or dt.DEFAULT_FLOAT).numpy))
+
+
+def linspace(start: Scalar, end: Scalar, steps: int, *, dtype: dt.dtype | None = None, **_: Any) -> Tensor:
+    """``steps`` evenly spaced values from ``start`` to ``end``; float32 by default. Computed as torch's CPU
+    kernel does, in the dtype: ``start + step * i`` for the first half, ``end - step * (steps - 1 - i)``
+    for the rest, so both ends are exact."""
+    target = dtype or dt.DEFAULT_FLOAT
+    calc = np.dtype(np.float64) if not target.is_floating_point else np.dtype(_LINSPACE_CALC.get(target, target.numpy))
+    if steps == 1:
+        return Tensor(np.full(1, start, dtype=target.numpy))
+    first, last = calc.type(start), calc.type(end)
+    step = (last - first) / calc.type(steps - 1)
+    i = np.arange(steps, dtype=calc)
+    values = np.where(i < steps // 2, first + step * i, last - step * (calc.type(steps - 1) - i))
+    return Tensor(values.astype(target.numpy))
+
+
+_LINSPACE_CALC = {dt.float16: np.float32, dt.bfloat16: np.float32}
+"""Half types step in float32 (torch's opmath type) and round once."""
+
+
+def frombuffer(buffer: Any, *, dtype: dt.dtype, count: int = -1, offset: int = 0, **_: Any) -> Tensor:
+    """A 1-D tensor over ``buffer``'s memory (no copy): ``count`` elements (all by default) from byte
+    ``offset``."""
+    return Tensor(np.frombuffer(buffer, dtype=dtype.numpy, count=count, offset=offset))
+
+
 def from_numpy(array: np.ndarray) -> Tensor:
     """A tensor sharing ``array``'s memory."""
     return Tensor(array)
@@ -173,8 +203,67 @@ def remainder(a: Tensor, b: Any) -> Tensor:
     return a.remainder(b)
 
 
-def add(a: Any, b: Any) -> Tensor:
-    return as_tensor(a) + b
+def add(a: Any, b: Any, *, alpha: Any = 1) -> Tensor:
+    return as_tensor(a).add(b, alpha=alpha)
+
+
+def sub(a: Any, b: Any, *, alpha: Any = 1) -> Tensor:
+    return as_tensor(a).sub(b, alpha=alpha)
+
+
+def mul(a: Any, b: Any) -> Tensor:
+    return as_tensor(a) * b
+
+
+def div(a: Any, b: Any, *, rounding_mode: str | None = None) -> Tensor:
+    """``a / b`` (integers give float32), or rounded toward zero (``"trunc"``) or down (``"floor"``) in
+    the promoted dtype."""
+    return as_tensor(a).div(b, rounding_mode=rounding_mode)
+
+
+def true_divide(a: Any, b: Any) -> Tensor:
+    return as_tensor(a).div(b)
+
+
+def pow(a: Any, b: Any) -> Tensor:
+    """``a ** b``; ``a`` may be a number (``torch.pow(2.0, t)``)."""
+    return a ** b if isinstance(b, Tensor) else as_tensor(a) ** b
+
+
+def fmod(a: Tensor, b: Any) -> Tensor:
+    return a.fmod(b)
+
+
+def eq(a: Tensor, b: Any) -> Tensor:
+    return a.eq(b)
+
+
+def ne(a: Tensor, b: Any) -> Tensor:
+    return a.ne(b)
+
+
+def lt(a: Tensor, b: Any) -> Tensor:
+    return a.lt(b)
+
+
+def le(a: Tensor, b: Any) -> Tensor:
+    return a.le(b)
+
+
+def gt(a: Tensor, b: Any) -> Tensor:
+    return a.gt(b)
+
+
+def ge(a: Tensor, b: Any) -> Tensor:
+    return a.ge(b)
+
+
+def mm(a: Tensor, b: Tensor) -> Tensor:
+    return a.mm(b)
+
+
+def bmm(a: Tensor, b: Tensor) -> Tensor:
+    return a.bmm(b)
 
 
 def matmul(a: Tensor, b: Tensor) -> Tensor:
@@ -194,6 +283,27 @@ def einsum(equation: str, *operands: Any) -> Tensor:
     wide_operands: list[Any] = [a.astype(wide) for a in arrays]
     out = np.einsum(equation, *wide_operands)
     return Tensor(np.asarray(out).astype(result.numpy))
+
+
+def isin(elements: Any, test_elements: Any, *, assume_unique: bool = False, invert: bool = False) -> Tensor:
+    """Whether each of ``elements`` (a tensor or a number) is among ``test_elements``: a bool tensor of
+    ``elements``' shape (``invert``: is not)."""
+    (x, y), _ = _operands([elements, test_elements])
+    return Tensor(np.asarray(np.isin(x, y, invert=invert)))
+
+
+def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Tensor:
+    """How often each value 0..max occurs in the 1-D non-negative integer ``input`` (at least ``minlength``
+    bins): int64 counts, or the sums of ``weights`` (float32 for float32 weights, else float64), as torch."""
+    values = as_array(input)
+    if values.ndim != 1 or values.dtype.kind not in "iu":
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    if values.size and values.min() < 0:
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    if weights is None:
+        return Tensor(np.bincount(values, minlength=minlength).astype(np.int64))
+    kind = np.float32 if weights.dtype is dt.float32 else np.float64
+    return Tensor(np.bincount(values, weights=as_array(weights).astype(np.float64), minlength=minlength).astype(kind))
 
 
 def maximum(a: Tensor, b: Tensor) -> Tensor:
@@ -292,37 +402,56 @@ __all__ = [
     "any",
     "arange",
     "as_tensor",
+    "bincount",
+    "bmm",
     "cat",
     "clamp",
     "clip",
     "concat",
+    "div",
     "einsum",
     "empty",
     "empty_like",
+    "eq",
     "equal",
     "exp2",
+    "eye",
+    "fmod",
     "from_numpy",
+    "frombuffer",
     "full",
     "full_like",
+    "ge",
+    "gt",
     "is_floating_point",
     "is_tensor",
     "isclose",
+    "isin",
+    "le",
+    "linspace",
+    "lt",
     "matmul",
     "max",
     "maximum",
     "min",
     "minimum",
+    "mm",
+    "mul",
+    "ne",
     "numel",
     "ones",
     "ones_like",
     "outer",
+    "pow",
     "prod",
     "promote_types",
     "remainder",
     "set_num_threads",
     "stack",
+    "sub",
     "sum",
     "tensor",
+    "true_divide",
     "where",
     "zeros",
     "zeros_like",

@@ -53,6 +53,38 @@ def sigmoid(t: Tensor) -> Tensor:
     return t.sigmoid()
 
 
+def reciprocal(t: Tensor) -> Tensor:
+    return t.reciprocal()
+
+
+def erf(t: Tensor) -> Tensor:
+    return t.erf()
+
+
+def relu(t: Tensor) -> Tensor:
+    return t.relu()
+
+
+def bitwise_not(t: Tensor) -> Tensor:
+    return t.bitwise_not()
+
+
+def triu(t: Tensor, diagonal: int = 0) -> Tensor:
+    return t.triu(diagonal)
+
+
+def tril(t: Tensor, diagonal: int = 0) -> Tensor:
+    return t.tril(diagonal)
+
+
+def cummin(t: Tensor, dim: int) -> Any:
+    return t.cummin(dim)
+
+
+def cummax(t: Tensor, dim: int) -> Any:
+    return t.cummax(dim)
+
+
 def ceil(t: Tensor) -> Tensor:
     return t.ceil()
 
@@ -87,6 +119,10 @@ def amin(t: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:
 
 def argmax(t: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
     return t.argmax(dim, keepdim)
+
+
+def argmin(t: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    return t.argmin(dim, keepdim)
 
 
 def mean(t: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: dt.dtype | None = None) -> Tensor:
@@ -257,10 +293,15 @@ __all__ = [
     "amax",
     "amin",
     "argmax",
+    "argmin",
+    "bitwise_not",
     "bucketize",
     "ceil",
     "cos",
     "count_nonzero",
+    "cummax",
+    "cummin",
+    "erf",
     "exp",
     "finfo",
     "floor",
@@ -275,12 +316,16 @@ __all__ = [
     "mean",
     "nan",
     "quantile",
+    "reciprocal",
+    "relu",
     "round",
     "rsqrt",
     "sigmoid",
     "sign",
     "sin",
     "sqrt",
+    "tril",
+    "triu",
     "unique",
     "unravel_index",
 ]

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import builtins
 import itertools
+import math
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -29,6 +31,40 @@ class MaxMin(NamedTuple):
 
     values: Tensor
     indices: Tensor
+
+
+@dataclass(frozen=True, init=False)
+class device:
+    """``torch.device``: ``device("cpu")``, ``device("cuda", 0)``, ``device("cuda:0")`` or a copy of a device
+    (only the cpu holds the stand-in's tensors; the others are names a golden may pass around)."""
+
+    type: str
+    index: int | None
+
+    def __init__(self, spec: str | device, index: int | None = None) -> None:
+        if isinstance(spec, device):
+            index = spec.index if index is None else index
+            spec = spec.type
+        kind, _, number = spec.partition(":")
+        object.__setattr__(self, "type", kind)
+        object.__setattr__(self, "index", int(number) if number else index)
+
+    def __str__(self) -> str:
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+
+@dataclass(frozen=True)
+class _Storage:
+    """What ``Tensor.untyped_storage()`` gives: the start address and size in bytes of the memory."""
+
+    address: int
+    nbytes_: int
+
+    def data_ptr(self) -> int:
+        return self.address
+
+    def nbytes(self) -> int:
+        return self.nbytes_
 
 
 class Size(tuple[int, ...]):
@@ -129,6 +165,68 @@ def _matmul(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.matmul(x.astype(wide), y.astype(wide)).astype(x.dtype)
 
 
+def _check_matmul(name: str, a: Tensor, b: Tensor, ndim: builtins.int) -> None:
+    """torch's checks of ``mm`` (``ndim`` 2) / ``bmm`` (3): no broadcasting, one dtype, inner sizes equal."""
+    for which, t in (("self", a), ("mat2", b)):
+        if t.ndim != ndim:
+            raise RuntimeError(f"{which} must be a {ndim}D tensor")
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {a.dtype.name} != {b.dtype.name}")
+    batch_ok = ndim == 2 or a.shape[0] == b.shape[0]
+    if not batch_ok or a.shape[-1] != b.shape[-2]:
+        raise RuntimeError(f"{name}: Expected size for first two dimensions of batch2 tensor to match, got "
+                           f"{list(a.shape)} and {list(b.shape)}" if ndim == 3 else
+                           f"mat1 and mat2 shapes cannot be multiplied ({a.shape[0]}x{a.shape[1]} and "
+                           f"{b.shape[0]}x{b.shape[1]})")
+
+
+def _int_quotient(x: np.ndarray, y: np.ndarray, mode: str) -> np.ndarray:
+    """Integer division rounded toward zero (``trunc``) or down (``floor``); torch refuses a zero divisor."""
+    if np.any(y == 0):
+        raise RuntimeError("ZeroDivisionError")
+    q = np.floor_divide(x, y)
+    if mode == "trunc":  # floor is one below trunc where the exact quotient is negative and inexact
+        q = q + ((np.remainder(x, y) != 0) & ((x < 0) != (y < 0)))
+    return np.asarray(q, x.dtype)
+
+
+_ROUNDED_DIVISION: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "trunc": lambda x, y: np.trunc(x / y),
+    "floor": np.floor_divide,  # Python's float floor division (fmod-based), which torch's kernel follows
+}
+"""``div(rounding_mode=)`` on floats, computed in float32 for FP16 / BF16 and rounded once, as torch."""
+
+
+def _divide(a: Any, b: Any, rounding_mode: str | None) -> Tensor:
+    """torch.div: true division (float32 for integers) or the quotient rounded in the promoted dtype."""
+    if rounding_mode is None:
+        return _binary(np.true_divide, a, b, floating=True)
+    if rounding_mode not in _ROUNDED_DIVISION:
+        raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
+                           f"'{rounding_mode}'")
+    (x, y), result = _operands([a, b])
+    if not result.is_floating_point:
+        return Tensor(_int_quotient(x, y, rounding_mode))
+    wide = _CALC_FLOAT.get(result, x.dtype)
+    with np.errstate(all="ignore"):
+        out = _ROUNDED_DIVISION[rounding_mode](x.astype(wide), y.astype(wide))
+    return Tensor(np.asarray(out).astype(result.numpy))
+
+
+def _fmod(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """C's fmod (the dividend's sign); an integer zero divisor is torch's ZeroDivisionError."""
+    if x.dtype.kind in "iub" and np.any(y == 0):
+        raise RuntimeError("ZeroDivisionError")
+    wide = _CALC_FLOAT.get(dt.from_numpy_dtype(x.dtype), x.dtype)
+    with np.errstate(all="ignore"):
+        return np.asarray(np.fmod(x.astype(wide), y.astype(wide))).astype(x.dtype)
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    """The error function element by element (math.erf: numpy has none, and scipy is not a dependency)."""
+    return np.asarray(np.frompyfunc(math.erf, 1, 1)(x), x.dtype)
+
+
 def as_array(value: Any) -> np.ndarray:
     """The array of a tensor, or a value as an array (for functions taking tensors or data)."""
     return value._a if isinstance(value, Tensor) else np.asarray(value)
@@ -146,6 +244,7 @@ def _float_math(fn: Callable[[np.ndarray], np.ndarray], a: np.ndarray, dtype: dt
 _FLOAT_MATH: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "cos": np.cos, "sin": np.sin, "exp": np.exp, "log": np.log, "log2": np.log2, "log1p": np.log1p,
     "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
+    "reciprocal": lambda x: 1 / x, "erf": _erf,
 }
 """torch's float-valued unary functions (an integer input gives float32)."""
 
@@ -245,7 +344,7 @@ class Tensor:
                 target = arg
             elif isinstance(arg, Tensor):
                 target = arg.dtype
-            elif arg not in ("cpu", None):
+            elif arg not in ("cpu", None) and arg != device("cpu"):
                 raise RuntimeError(f"pldemu's torch stand-in only has the cpu device, not {arg!r}")
         if target is None or target == self.dtype:
             return self.clone() if kwargs.get("copy") else self
@@ -478,6 +577,12 @@ class Tensor:
     def sigmoid(self) -> Tensor:
         return self._math("sigmoid")
 
+    def reciprocal(self) -> Tensor:
+        return self._math("reciprocal")
+
+    def erf(self) -> Tensor:
+        return self._math("erf")
+
     def ceil(self) -> Tensor:
         return self._math("ceil")
 
@@ -520,10 +625,21 @@ class Tensor:
         return Tensor(np.asarray(pick(self._a, axis=axis, keepdims=keepdim)))
 
     def argmax(self, dim: builtins.int | None = None, keepdim: builtins.bool = False) -> Tensor:
-        """Index of the (first) largest value, int64; over the flattened tensor without ``dim``."""
-        if dim is None:
-            return Tensor(np.asarray(np.argmax(self._a), np.int64))
-        return Tensor(np.argmax(self._a, axis=_dim(dim, self.ndim), keepdims=keepdim).astype(np.int64))
+        """Index of the (first) largest value (a NaN counts as largest), int64; over the flattened tensor
+        without ``dim``."""
+        return self._arg(np.argmax, dim, keepdim)
+
+    def argmin(self, dim: builtins.int | None = None, keepdim: builtins.bool = False) -> Tensor:
+        """Index of the (first) smallest value (a NaN counts as smallest), int64; over the flattened tensor
+        without ``dim``."""
+        return self._arg(np.argmin, dim, keepdim)
+
+    def _arg(self, pick: Callable[..., Any], dim: builtins.int | None, keepdim: builtins.bool) -> Tensor:
+        if self._a.size == 0 and dim is None:
+            raise RuntimeError("argmax/argmin: Expected reduction dim to be specified for input.numel() == 0.")
+        if dim is None:  # keepdim keeps every dim as size 1
+            return Tensor(np.asarray(pick(self._a, keepdims=keepdim), np.int64))
+        return Tensor(np.asarray(pick(self._a, axis=_dim(dim, self.ndim), keepdims=keepdim), np.int64))
 
     def uniform_(self, *args: Any, generator: Any = None, **kwargs: Any) -> Tensor:
         """Fill in place from U[from, to) (``uniform_(from=0, to=1)``), drawn from ``generator`` or the
@@ -565,8 +681,81 @@ class Tensor:
     def mul(self, other: Any) -> Tensor:
         return self * other
 
-    def div(self, other: Any) -> Tensor:
-        return self / other
+    def div(self, other: Any, *, rounding_mode: str | None = None) -> Tensor:
+        """``self / other`` (integers give float32), or the quotient rounded toward zero (``"trunc"``) or
+        down (``"floor"``) in the promoted dtype, as torch.div."""
+        return _divide(self, other, rounding_mode)
+
+    def fmod(self, other: Any) -> Tensor:
+        """C's fmod: the remainder with the dividend's sign (``remainder`` takes the divisor's)."""
+        return _binary(_fmod, self, other)
+
+    def mm(self, mat2: Tensor) -> Tensor:
+        """The product of two 2-D tensors of one dtype (no broadcasting), as torch.mm."""
+        _check_matmul("mm", self, mat2, 2)
+        return Tensor(_matmul(self._a, mat2._a))
+
+    def bmm(self, mat2: Tensor) -> Tensor:
+        """Batched products of two 3-D tensors of one dtype and batch size (no broadcasting), as torch.bmm."""
+        _check_matmul("bmm", self, mat2, 3)
+        return Tensor(_matmul(self._a, mat2._a))
+
+    def lt(self, other: Any) -> Tensor:
+        return self < other
+
+    def le(self, other: Any) -> Tensor:
+        return self <= other
+
+    def gt(self, other: Any) -> Tensor:
+        return self > other
+
+    def ge(self, other: Any) -> Tensor:
+        return self >= other
+
+    def relu(self) -> Tensor:
+        """``max(x, 0)`` in the tensor's dtype (a NaN stays NaN)."""
+        if self.dtype is dt.bool_:
+            raise RuntimeError('"clamp_min_scalar_cpu" not implemented for \'Bool\'')
+        return Tensor(np.maximum(self._a, self._a.dtype.type(0)))
+
+    def bitwise_not(self) -> Tensor:
+        """``~x`` of an integer or bool tensor (logical not for bool)."""
+        if self.dtype.is_floating_point:
+            raise RuntimeError(f'"bitwise_not_cpu" not implemented for \'{self.dtype.name}\'')
+        return Tensor(np.invert(self._a))
+
+    def triu(self, diagonal: builtins.int = 0) -> Tensor:
+        """The elements on and above the ``diagonal``-th diagonal of the last two dims, the rest zero."""
+        return self._triangle(np.triu, diagonal)
+
+    def tril(self, diagonal: builtins.int = 0) -> Tensor:
+        """The elements on and below the ``diagonal``-th diagonal of the last two dims, the rest zero."""
+        return self._triangle(np.tril, diagonal)
+
+    def _triangle(self, keep: Callable[..., np.ndarray], diagonal: builtins.int) -> Tensor:
+        if self.ndim < 2:
+            raise RuntimeError("tril/triu: input tensor must have at least 2 dimensions")
+        return Tensor(np.asarray(keep(self._a, diagonal), self._a.dtype))
+
+    def cummin(self, dim: builtins.int) -> MaxMin:
+        """Running minimum along ``dim`` and the index each came from: on a tie the later index; a NaN
+        replaces the minimum and stays (torch's rule)."""
+        return self._running(np.less_equal, dim)
+
+    def cummax(self, dim: builtins.int) -> MaxMin:
+        """Running maximum along ``dim`` with indices, ties and NaNs as :meth:`cummin`."""
+        return self._running(np.greater_equal, dim)
+
+    def _running(self, takes: Callable[..., np.ndarray], dim: builtins.int) -> MaxMin:
+        d = _dim(dim, self.ndim)
+        a = np.moveaxis(self._a, d, 0)
+        values, indices = a.copy(), np.zeros(a.shape, np.int64)
+        for i in range(1, a.shape[0]):
+            best = values[i - 1]
+            take = np.isnan(a[i]) | (~np.isnan(best) & takes(a[i], best))
+            values[i] = np.where(take, a[i], best)
+            indices[i] = np.where(take, i, indices[i - 1])
+        return MaxMin(Tensor(np.moveaxis(values, 0, d)), Tensor(np.moveaxis(indices, 0, d)))
 
     def add_(self, other: Any, *, alpha: Any = 1) -> Tensor:
         return self._store(self.add(other, alpha=alpha))
@@ -577,8 +766,52 @@ class Tensor:
     def mul_(self, other: Any) -> Tensor:
         return self._store(self * other)
 
-    def div_(self, other: Any) -> Tensor:
-        return self._store(self / other)
+    def div_(self, other: Any, *, rounding_mode: str | None = None) -> Tensor:
+        return self._store(self.div(other, rounding_mode=rounding_mode))
+
+    def normal_(self, mean: builtins.float = 0.0, std: builtins.float = 1.0, *, generator: Any = None) -> Tensor:
+        """Fill in place from N(mean, std²), drawn from ``generator`` or the global stream (numpy's numbers,
+        not torch's)."""
+        if std < 0:
+            raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+        stream = np.random if generator is None else generator._state
+        self._a[...] = (mean + std * stream.standard_normal(self._a.shape)).astype(self._a.dtype)
+        return self
+
+    def repeat_interleave(self, repeats: Any, dim: builtins.int | None = None) -> Tensor:
+        """Each element repeated ``repeats`` times (an int, or one count per element) along ``dim``; over the
+        flattened tensor without ``dim``, as torch."""
+        counts = repeats if isinstance(repeats, builtins.int) else as_array(repeats).astype(np.int64)
+        if dim is None:
+            return Tensor(np.repeat(self._a.reshape(-1), counts))
+        return Tensor(np.repeat(self._a, counts, axis=_dim(dim, self.ndim)))
+
+    def scatter_(self, dim: builtins.int, index: Any, src: Any = None, *, value: Any = None) -> Tensor:
+        """``self[..., index[i][j], ...] = src[i][j]`` along ``dim`` (``value``: one number everywhere), in
+        place; ``index`` may be smaller than ``self`` in every dim, as torch's."""
+        if (src is None) == (value is None):
+            raise TypeError("scatter_() takes either src or value")
+        d = _dim(dim, self.ndim)
+        idx = as_array(index).astype(np.int64)
+        region = self._a[tuple(slice(None) if i == d else slice(0, n) for i, n in enumerate(idx.shape))]
+        if src is None:
+            values = np.broadcast_to(np.asarray(value).astype(self._a.dtype), idx.shape)
+        else:
+            values = as_array(src)[tuple(slice(0, n) for n in idx.shape)].astype(self._a.dtype)
+        np.put_along_axis(region, idx, values, axis=d)
+        return self
+
+    def scatter(self, dim: builtins.int, index: Any, src: Any = None, *, value: Any = None) -> Tensor:
+        """:meth:`scatter_` on a copy."""
+        return self.clone().scatter_(dim, index, src, value=value)
+
+    def untyped_storage(self) -> _Storage:
+        """The memory this tensor views (shared by every view of one array): its ``data_ptr()`` is where the
+        storage starts, which for a view may be before the view's first element."""
+        root = self._a
+        while isinstance(root.base, np.ndarray):
+            root = root.base
+        return _Storage(builtins.int(root.ctypes.data), builtins.int(root.nbytes))
 
     def sign(self) -> Tensor:
         """-1, 0 or 1 by the element's sign (a NaN stays NaN, a bool is itself), in the tensor's dtype."""
@@ -876,4 +1109,4 @@ class Tensor:
         return _compare(np.greater_equal, self, o)
 
 
-__all__ = ["MaxMin", "Size", "Tensor", "as_array"]
+__all__ = ["MaxMin", "Size", "Tensor", "as_array", "device"]

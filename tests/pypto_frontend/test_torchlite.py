@@ -354,3 +354,34 @@ def test_outer_exp2_clamp_repeat_follow_torch() -> None:
     assert torch.tensor([1, 2]).repeat(2, 1, 2).shape == (2, 1, 4)
     with pytest.raises(RuntimeError, match="can not be smaller"):
         torch.tensor([[1]]).repeat(2)
+
+
+def test_device_frombuffer_and_untyped_storage() -> None:
+    d = torch.device("cuda:1")
+    assert (d.type, d.index, str(d)) == ("cuda", 1, "cuda:1")
+    assert torch.device(torch.device("cpu")) == torch.device("cpu")
+    t = torch.ones(2)
+    assert t.to(torch.device("cpu")) is t
+    raw = bytearray(np.arange(4, dtype=np.uint8).tobytes())
+    view = torch.frombuffer(raw, dtype=torch.uint8, count=2, offset=1)
+    assert view.tolist() == [1, 2]
+    raw[1] = 9  # shares the buffer
+    assert view.tolist() == [9, 2]
+    base = torch.zeros(4, 4)
+    assert base[2:].untyped_storage().data_ptr() == base.untyped_storage().data_ptr() == base.data_ptr()
+    assert base[2:].data_ptr() != base.data_ptr()
+
+
+def test_normal_repeat_interleave_and_scatter() -> None:
+    torch.manual_seed(0)
+    x = torch.empty(20000).normal_(2.0, 0.5)
+    assert abs(x.mean().item() - 2.0) < 0.02 and abs(x.std().item() - 0.5) < 0.02
+    t = torch.tensor([[1, 2], [3, 4]])
+    assert t.repeat_interleave(2, dim=0).tolist() == [[1, 2], [1, 2], [3, 4], [3, 4]]
+    assert t.repeat_interleave(2).tolist() == [1, 1, 2, 2, 3, 3, 4, 4]
+    assert t.repeat_interleave(torch.tensor([1, 2]), dim=1).tolist() == [[1, 2, 2], [3, 4, 4]]
+    mask = torch.zeros(2, 4, dtype=torch.bool)
+    mask.scatter_(dim=-1, index=torch.tensor([[1, 3], [0, 0]]), value=True)
+    assert mask.tolist() == [[False, True, False, True], [True, False, False, False]]
+    out = torch.zeros(3, 3).scatter(0, torch.tensor([[2, 0]]), torch.tensor([[5.0, 6.0, 7.0]]))
+    assert out.tolist() == [[0.0, 6.0, 0.0], [0.0, 0.0, 0.0], [5.0, 0.0, 0.0]]

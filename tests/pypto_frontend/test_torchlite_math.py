@@ -209,3 +209,149 @@ def test_randn_and_rand_draw_float32_reproducibly_and_float64_when_asked() -> No
     assert abs(float(first[0].mean())) < 0.1 and 0.9 < float(first[0].std()) < 1.1
     assert torch.randn(4, dtype=torch.float64).dtype is torch.float64
     assert torch.randn(4, dtype=torch.bfloat16).dtype is torch.bfloat16
+
+
+# -- names pypto's tests/st/runtime goldens call (argmin, bmm, div, eye, mul, eq, uint16 / uint32, ...) ------------
+
+
+def test_argmin_is_the_first_smallest_index_as_int64() -> None:
+    x = torch.tensor([[3.0, 1.0, 1.0], [0.0, 5.0, -2.0]])
+    assert torch.argmin(x).dtype is torch.int64 and torch.argmin(x).item() == 5
+    assert torch.argmin(x, dim=1).tolist() == [1, 2]
+    assert torch.argmin(x, dim=0, keepdim=True).tolist() == [[1, 0, 1]]
+    assert x.argmin(-1).shape == (2,)
+    assert torch.argmin(torch.tensor([2.0, math.nan, 1.0])).item() == 1  # a NaN counts as smallest
+    assert torch.argmin(x, keepdim=True).shape == (1, 1)
+
+
+def test_bmm_and_mm_are_unbroadcast_products_of_one_dtype() -> None:
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((2, 3, 4)).astype(np.float32), rng.standard_normal((2, 4, 5)).astype(np.float32)
+    out = torch.bmm(torch.from_numpy(a), torch.from_numpy(b))
+    assert out.dtype is torch.float32
+    np.testing.assert_allclose(out.numpy(), np.einsum("bij,bjk->bik", a, b), rtol=1e-5)
+    np.testing.assert_allclose(torch.mm(torch.from_numpy(a[0]), torch.from_numpy(b[0])).numpy(), a[0] @ b[0],
+                               rtol=1e-5)
+    with pytest.raises(RuntimeError, match="3D"):
+        torch.bmm(torch.from_numpy(a[0]), torch.from_numpy(b[0]))
+    with pytest.raises(RuntimeError, match="batch2"):
+        torch.bmm(torch.from_numpy(a), torch.from_numpy(b[:1]))
+    with pytest.raises(RuntimeError, match="same dtype"):
+        torch.mm(torch.from_numpy(a[0]), torch.from_numpy(b[0]).half())
+    with pytest.raises(RuntimeError, match="cannot be multiplied"):
+        torch.mm(torch.from_numpy(a[0]), torch.from_numpy(a[0]))
+    h = torch.tensor([[[0.1, 0.2], [0.3, 0.4]]], dtype=torch.bfloat16)
+    want = np.matmul(h.numpy().astype(np.float32), h.numpy().astype(np.float32)).astype(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(torch.bmm(h, h).numpy(), want)
+
+
+def test_div_true_trunc_and_floor() -> None:
+    a = torch.tensor([7, -7, 7, -7], dtype=torch.int32)
+    b = torch.tensor([2, 2, -2, -2], dtype=torch.int32)
+    true = torch.div(a, b)
+    assert true.dtype is torch.float32 and true.tolist() == [3.5, -3.5, -3.5, 3.5]
+    trunc = torch.div(a, b, rounding_mode="trunc")
+    assert trunc.dtype is torch.int32 and trunc.tolist() == [3, -3, -3, 3]
+    floor = torch.div(a, b, rounding_mode="floor")
+    assert floor.dtype is torch.int32 and floor.tolist() == [3, -4, -4, 3]
+    assert torch.div(a, 2, rounding_mode="trunc").dtype is torch.int32
+    f = torch.tensor([7.5, -7.5])
+    assert torch.div(f, 2.0, rounding_mode="trunc").tolist() == [3.0, -3.0]
+    assert torch.div(f, 2.0, rounding_mode="floor").tolist() == [3.0, -4.0]
+    assert a.div(b, rounding_mode="floor").tolist() == [3, -4, -4, 3]
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        torch.div(a, 0, rounding_mode="trunc")
+    with pytest.raises(RuntimeError, match="rounding_mode"):
+        torch.div(a, b, rounding_mode="round")
+    # A BF16 quotient is truncated in float32, then rounded to BF16 once; a Python number takes the tensor's
+    # dtype first (1.0001 is 1.0 in BF16).
+    h = torch.tensor([255.0, 3.0], dtype=torch.bfloat16)
+    d = torch.tensor([1.0078125, 1.0078125], dtype=torch.bfloat16)
+    want = np.trunc(h.numpy().astype(np.float32) / np.float32(1.0078125)).astype(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(torch.div(h, d, rounding_mode="trunc").numpy(), want)
+    assert torch.div(h, 1.0001, rounding_mode="trunc").tolist() == [255.0, 3.0]
+    x = torch.tensor([4.0, 6.0])
+    x.div_(torch.tensor([3.0, 4.0]), rounding_mode="floor")
+    assert x.tolist() == [1.0, 1.0]
+
+
+def test_eye_mul_sub_pow_and_comparison_functions() -> None:
+    e = torch.eye(3, dtype=torch.float16)
+    assert e.dtype is torch.float16
+    np.testing.assert_array_equal(e.numpy(), np.eye(3, dtype=np.float16))
+    assert torch.eye(2, 3).dtype is torch.float32 and torch.eye(2, 3).shape == (2, 3)
+    i = torch.tensor([1, 2, 3], dtype=torch.int32)
+    assert torch.mul(i, 2.5).dtype is torch.float32 and torch.mul(i, 2.5).tolist() == [2.5, 5.0, 7.5]
+    assert torch.mul(i, i).dtype is torch.int32
+    assert torch.sub(i, 1, alpha=2).tolist() == [-1, 0, 1]
+    assert torch.pow(2.0, torch.tensor([1.0, 3.0], dtype=torch.float64)).tolist() == [2.0, 8.0]
+    assert torch.pow(i, 2).tolist() == [1, 4, 9]
+    cases = {torch.eq: [False, True, False], torch.ne: [True, False, True], torch.lt: [True, False, False],
+             torch.le: [True, True, False], torch.gt: [False, False, True], torch.ge: [False, True, True]}
+    for fn, want in cases.items():
+        out = fn(i, 2)
+        assert out.dtype is torch.bool and out.tolist() == want
+
+
+def test_uint16_and_uint32_promote_only_with_floats() -> None:
+    u = torch.tensor([0x8007, 1], dtype=torch.uint16)
+    assert u.numpy().dtype == np.uint16 and repr(torch.uint32) == "torch.uint32"
+    assert torch.zeros(2, dtype=torch.uint32).numpy().dtype == np.uint32
+    assert torch.promote_types(torch.uint16, torch.float16) is torch.float16
+    assert torch.promote_types(torch.float32, torch.uint32) is torch.float32
+    with pytest.raises(RuntimeError, match="uint16, uint32, uint64"):
+        torch.promote_types(torch.uint16, torch.int32)
+    assert (u + 1).dtype is torch.uint16 and (u + 1).tolist() == [0x8008, 2]
+    assert torch.iinfo(torch.uint32).max == 2**32 - 1
+
+
+def test_fmod_takes_the_dividend_sign_and_reciprocal_erf_relu() -> None:
+    assert torch.fmod(torch.tensor([-7, 7]), 3).tolist() == [-1, 1]
+    assert torch.tensor([-7.5, 7.5]).fmod(-2.0).tolist() == [-1.5, 1.5]
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        torch.fmod(torch.tensor([1]), 0)
+    r = torch.reciprocal(torch.tensor([2, 4], dtype=torch.int32))
+    assert r.dtype is torch.float32 and r.tolist() == [0.5, 0.25]
+    z = torch.tensor([-1.0, 0.0, 0.5], dtype=torch.float64)
+    np.testing.assert_allclose(torch.erf(z).numpy(), [math.erf(-1.0), 0.0, math.erf(0.5)], rtol=1e-15)
+    assert torch.relu(torch.tensor([-2, 3], dtype=torch.int32)).tolist() == [0, 3]
+    assert torch.relu(torch.tensor([-2.0, math.nan])).isnan().tolist() == [False, True]
+    x = torch.tensor([-1.0, 2.0])
+    out = torch.nn.functional.silu(x)
+    np.testing.assert_allclose(out.numpy(), [-1.0 / (1 + math.e), 2.0 / (1 + math.exp(-2.0))], rtol=1e-6)
+    assert torch.nn.functional.relu(x).tolist() == [0.0, 2.0]
+
+
+def test_bitwise_not_triu_tril() -> None:
+    assert torch.bitwise_not(torch.tensor([0x8007], dtype=torch.uint16)).tolist() == [0x7FF8]
+    assert torch.bitwise_not(torch.tensor([True, False])).tolist() == [False, True]
+    with pytest.raises(RuntimeError, match="bitwise_not"):
+        torch.bitwise_not(torch.tensor([1.0]))
+    m = torch.ones(3, 4)
+    np.testing.assert_array_equal(torch.triu(m, diagonal=1).numpy(), np.triu(np.ones((3, 4)), 1))
+    np.testing.assert_array_equal(torch.tril(m, diagonal=-1).numpy(), np.tril(np.ones((3, 4)), -1))
+    assert torch.triu(torch.ones(2, 2, dtype=torch.bool)).tolist() == [[True, True], [False, True]]
+
+
+def test_cummin_takes_the_later_index_on_ties_and_keeps_a_nan() -> None:
+    values, indices = torch.cummin(torch.tensor([3.0, 1.0, 2.0, 1.0, math.nan, 0.0]), dim=0)
+    assert values.tolist()[:4] == [3.0, 1.0, 1.0, 1.0] and math.isnan(values.tolist()[5])
+    assert indices.tolist() == [0, 1, 1, 3, 4, 4]
+    v2, i2 = torch.tensor([[5, 4], [1, 9]]).cummax(dim=1)
+    assert v2.tolist() == [[5, 5], [1, 9]] and i2.tolist() == [[0, 0], [0, 1]]
+
+
+def test_linspace_bincount_isin() -> None:
+    lin = torch.linspace(-1.0, 1.0, 5)
+    assert lin.dtype is torch.float32 and lin.tolist() == [-1.0, -0.5, 0.0, 0.5, 1.0]
+    np.testing.assert_allclose(torch.linspace(0, 1, 7).numpy(), np.linspace(0, 1, 7), rtol=1e-6)
+    assert torch.linspace(0, 1, 7).tolist()[-1] == 1.0
+    counts = torch.bincount(torch.tensor([0, 2, 2, 5]), minlength=7)
+    assert counts.dtype is torch.int64 and counts.tolist() == [1, 0, 2, 0, 0, 1, 0]
+    w = torch.bincount(torch.tensor([1, 1]), weights=torch.tensor([0.5, 0.25]))
+    assert w.dtype is torch.float32 and w.tolist() == [0.0, 0.75]
+    assert torch.bincount(torch.tensor([0]), weights=torch.tensor([2])).dtype is torch.float64
+    with pytest.raises(RuntimeError, match="non-negative"):
+        torch.bincount(torch.tensor([-1, 0]))
+    assert torch.isin(torch.tensor([1, 2, 3]), torch.tensor([3, 1])).tolist() == [True, False, True]
+    assert torch.isin(torch.tensor([1, 2]), torch.tensor([2]), invert=True).tolist() == [True, False]
