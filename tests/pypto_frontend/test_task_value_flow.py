@@ -91,3 +91,27 @@ def test_values_pypto_cannot_carry_out_of_a_task_are_refused_where_read(kind: st
     with pytest.raises(FrontendError, match=message) as err:
         translate(_refused(kind), 1, (x, np.zeros(4, np.int32), x.copy()))
     assert err.value.line == {"scalar": 60, "loop": 66, "spmd": 73}[kind]  # the read after the task
+
+
+@pl.jit.incore
+def _bump(src: pl.Tensor[[4, 16], pl.FP32], dst: pl.Out[pl.Tensor[[4, 16], pl.FP32]]):
+    return pl.store(pl.add(pl.load(src, [0, 0], [4, 16]), 1.0), [0, 0], dst)
+
+
+@pl.jit
+def _swap_dynamic(x: pl.Tensor[[4, 16], pl.FP32], y: pl.Out[pl.Tensor[[4, 16], pl.FP32]],
+                  nt: pl.Tensor[[1], pl.INT32]):
+    cur = x
+    for _ in pl.range(pl.cast(pl.tensor.read(nt, [0]), pl.INDEX)):  # MARK-swap-dynamic
+        nxt = pl.create_tensor([4, 16], dtype=pl.FP32)
+        nxt = _bump(cur, nxt)
+        cur = nxt
+    return _bump(cur, y)
+
+
+def test_a_tensor_swapped_in_a_loop_of_a_run_time_trip_count_is_refused_at_the_loop() -> None:
+    args = [np.zeros((4, 16), np.float32), np.zeros((4, 16), np.float32), np.array([3], np.int32)]
+    with pytest.raises(FrontendError, match="cur: re-bound inside this loop to another tensor") as err:
+        translate(_swap_dynamic.compile(*args).program, 1, args)
+    src = open(__file__).read().splitlines()
+    assert err.value.line == next(i + 1 for i, text in enumerate(src) if "MARK-swap" + "-dynamic" in text)

@@ -94,6 +94,9 @@ def _floor_differs(kind: BinOpKind, a: Any, b: Any, truncated: Const) -> bool:
     return not (isinstance(floor, Const) and floor.value == truncated.value)
 
 
+_PING_PONG_STEPS = 256
+"""The longest loop pldemu translates once per iteration to carry a swapped tensor (its program grows with it)."""
+
 _TRUNCATING_HINT = {BinOpKind.TDIV: "quot", BinOpKind.TREM: "rem"}
 """The variable a truncating operator's value gets when it is not assigned to a name."""
 
@@ -398,6 +401,7 @@ class DeviceTranslator(Evaluator):
             raise self.error(f"{name}(stop | start, stop[, step][, init_values=(...)])", it)
         var_node, carried_node = _loop_targets(self, s.target, bool(inits))
         carried = _target_names(carried_node) if carried_node is not None else frozenset()
+        snapshot = (len(self.fb._blocks[-1]), dict(self.env), dict(self.owned))
         rebound = self.own_before(s.body, carried | {var_node.id})
         carry = self.start_carry(self.eval(inits[0].value)) if inits else None
         if carry is not None and carried_node is not None:
@@ -416,11 +420,49 @@ class DeviceTranslator(Evaluator):
                 self.emit.loops -= 1
                 if carry is not None:
                     self.carries.pop()
+        swapped = self.swapped_tensors(bound_before)
+        if swapped:
+            self.ping_pong(s, var_node.id, [start, stop, step], swapped, snapshot, bool(inits))
+            return
         loop_local_outputs(self, bound_before)
         if self.env.get(var_node.id) is var:
             # The loop variable lives in the loop (pypto's IR scopes it): a later `d = ...` binds a new name,
             # not a carry of a variable the IR no longer defines.
             del self.env[var_node.id]
+
+    def swapped_tensors(self, before: Mapping[str, Any]) -> list[str]:
+        """The names bound before a loop to a tensor that its body re-bound to another buffer (``cur = nxt``
+        of a tensor created in the loop): pypto's SSA carries them, the next iteration seeing the new buffer."""
+        def buffer(v: Any) -> str | None:
+            if isinstance(v, TensorView):
+                v = v.base
+            if not (isinstance(v, Var) and isinstance(v.type, TensorType)):
+                return None
+            return self.emit.views.get(v.name, v.name)
+        return sorted(n for n, old in before.items() if buffer(old) is not None
+                      and buffer(self.env.get(n)) not in (None, buffer(old)))
+
+    def ping_pong(self, s: ast.For, var: str, bounds: list[Any], swapped: list[str],
+                  snapshot: tuple[int, dict[str, Any], dict[str, Var]], carried: bool) -> None:
+        """A loop whose body swaps a carried tensor for another buffer, translated again iteration by
+        iteration (as ``pl.unroll``), each iteration seeing the buffer the last one bound: pldemu translates a
+        loop body once, with each tensor fixed. A static trip count of at most ``_PING_PONG_STEPS`` only."""
+        steps = range(*bounds) if all(isinstance(b, int) and not isinstance(b, bool) for b in bounds) else None
+        if carried or steps is None or len(steps) > _PING_PONG_STEPS:
+            raise self.error(f"{', '.join(swapped)}: re-bound inside this loop to another tensor (pypto carries "
+                             "it: the next iteration sees the new buffer), which pldemu runs only in a loop of a "
+                             f"static trip count of at most {_PING_PONG_STEPS} without init_values; write the "
+                             "result into one tensor created before the loop (pl.assemble), or alternate two "
+                             "buffers explicitly", s)
+        length, env, owned = snapshot
+        del self.fb._blocks[-1][length:]
+        self.env.clear()
+        self.env.update(env)
+        self.owned = owned
+        for i in steps:
+            self.env[var] = i
+            self.block(s.body)
+        self.env.pop(var, None)
 
     def without_exits(self, s: ast.For, name: str | None, exit_: ast.stmt) -> ast.For:
         """``s`` with its ``break`` / ``continue`` lowered (``early_exit``), the break flag bound to 0 before it;
