@@ -104,7 +104,8 @@ def deduce_mrgsort_merge(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrVa
 
 def deduce_gather(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -> Type:
     """tile.gather(src, indices) {per_row}: the result has the indices' shape and src's dtype. per_row=1
-    (pypto's tensor form, ``dim=-1``): ``out[b, k] = src[b, idx[b, k]]``, equal rank >= 2, equal leading dims;
+    (pypto's tensor form, ``dim=-1``): ``out[b, k] = src[b, idx[b, k]]``, equal rank >= 2, each leading dim of
+    the indices at most src's (pypto's tensor.gather: src's rows past the indices' are unused);
     per_row=0 (``pl.tile.gather``): ``out[i, j] = src.flat[idx[i, j]]``."""
     src, idx = _tile(args[0]), _tile(args[1])
     if src.dtype not in GATHER_DTYPES:
@@ -114,9 +115,9 @@ def deduce_gather(op: Op, args: Sequence[Arg], attrs: Mapping[str, AttrValue]) -
         raise TileTypeError(op, "indices", f"indices must be INT32 (or INT16 with a 16-bit src), got "
                             f"{idx.dtype.value}")
     if attrs["per_row"] and (len(idx.shape) != len(src.shape) or len(src.shape) < 2
-                             or idx.shape[:-1] != src.shape[:-1]):
-        raise TileTypeError(op, "indices", f"index shape {_dims(idx)} must match input {_dims(src)} on every axis "
-                            "but the last, at equal rank >= 2")
+                             or any(i > s for i, s in zip(idx.shape[:-1], src.shape[:-1], strict=True))):
+        raise TileTypeError(op, "indices", f"index shape {_dims(idx)} must be at most input {_dims(src)} on every "
+                            "axis but the last, at equal rank >= 2")
     return TileType(src.dtype, idx.shape, idx.valid_shape, src.memory)
 
 

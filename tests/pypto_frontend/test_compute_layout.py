@@ -24,7 +24,7 @@ from pldemu.pypto.surface.ir.distributed_compiled_program import DistributedConf
 
 NR = pl.dynamic("NR")
 R, C = 8, 16
-F32_MAX = float(np.finfo(np.float32).max)
+F32_MAX = float("inf")  # PadValue.max of FP32 on the device
 
 
 @pl.program
@@ -71,7 +71,7 @@ def _padded(x: np.ndarray, fill: float) -> np.ndarray:
 def test_layout_and_allocation_run_on_two_ranks() -> None:
     xs, ys, ts, qs = _args()
     ir.compile(Layout, distributed_config=DistributedConfig(device_ids=[0, 1]))(xs, ys, ts, qs)
-    np.testing.assert_array_equal(ys[:, 0], _padded(xs, F32_MAX))  # PadValue.max: the finite extreme
+    np.testing.assert_array_equal(ys[:, 0], _padded(xs, F32_MAX))  # PadValue.max: +inf, as the device pads
     np.testing.assert_array_equal(ys[:, 1], _padded(xs, -F32_MAX))
     np.testing.assert_array_equal(ys[:, 2], _padded(xs, 0.0))
     np.testing.assert_array_equal(ys[:, 3], xs)

@@ -183,9 +183,8 @@ def _expand(dtype: str, pad: PadValue, src: np.ndarray, valid: list[int], shape:
 
 
 @pytest.mark.parametrize(("dtype", "pad", "fill"), [
-    ("fp32", PadValue.zero, 0.0), ("fp32", PadValue.max, float(np.finfo(np.float32).max)),
-    ("fp16", PadValue.min, float(np.finfo(np.float16).min)), ("bf16", PadValue.max, float(ml_dtypes.finfo(
-        ml_dtypes.bfloat16).max)), ("int16", PadValue.min, -32768), ("uint8", PadValue.max, 255)])
+    ("fp32", PadValue.zero, 0.0), ("fp32", PadValue.max, np.inf), ("fp16", PadValue.min, -np.inf),
+    ("bf16", PadValue.max, np.inf), ("int16", PadValue.min, -32768), ("uint8", PadValue.max, 255)])
 def test_fillpad_expand_copies_the_valid_box_top_left_and_pads_the_rest(dtype: str, pad: PadValue,
                                                                          fill: float) -> None:
     src = _operands(dtype, 13, 1)[0]

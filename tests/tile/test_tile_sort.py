@@ -89,6 +89,18 @@ def test_gathers_per_row_and_flat_read_only_the_index_box() -> None:
     assert got[:2].tolist() == [[x.reshape(-1)[flat_idx[r, k]] for k in range(8)] for r in range(2)]
 
 
+def test_a_per_row_gather_with_fewer_index_rows_reads_the_sources_first_rows() -> None:
+    pb = ProgramBuilder("g")
+    x, i, out = pb.local("x", "fp32", [4, 16]), pb.local("i", "int32", [2, 8]), pb.local("out", "fp32", [2, 8])
+    fb = pb.function()
+    src, idx = fb.pld.tile.load(x, [0, 0], [4, 16]), fb.pld.tile.load(i, [0, 0], [2, 8])
+    fb.pld.tile.store(fb.op(Op.TILE_GATHER, [src, idx], {"per_row": 1}), [0, 0], out)
+    rng = np.random.default_rng(5)
+    xs, ids = rng.standard_normal((4, 16)).astype(np.float32), rng.integers(0, 16, (2, 8)).astype(np.int32)
+    got = run_local(pb.build(), {"x": xs, "i": ids})[0]["out"]
+    np.testing.assert_array_equal(got, np.take_along_axis(xs[:2], ids, axis=-1))  # pypto: rows 2, 3 unused
+
+
 @pytest.mark.parametrize(("per_row", "bad", "message"), [(1, 8, "outside a row's 8 elements"),
                                                          (0, -1, "outside the source's 32 elements")])
 def test_an_index_outside_the_source_is_refused(per_row: int, bad: int, message: str) -> None:

@@ -46,7 +46,7 @@ from pldemu.pypto.errors import FrontendError
 from pldemu.pypto.translate import arrays, early_exit
 from pldemu.pypto.translate.cube_split import split_aiv_loop
 from pldemu.pypto.translate.evaluator import Evaluator, dsl_callee
-from pldemu.pypto.translate.level import Carry, Emit, Unreadable, fit_to_carry
+from pldemu.pypto.translate.level import Carry, Emit, Unreadable, Window, fit_to_carry
 from pldemu.pypto.translate.ops import DEVICE_OPS, VIEW_OPS, is_ir
 from pldemu.pypto.translate.regions import (
     Region,
@@ -141,6 +141,8 @@ class DeviceTranslator(Evaluator):
         self.carries: list[Carry] = []
         self.owned: dict[str, Var] = {}
         """The variable each tile or scalar name owns: re-binding the name assigns it (see :meth:`bind`)."""
+        self.windows: dict[Var, Window] = {}
+        """Variables holding a window of another tile (``pl.tile.slice`` of a tile), as :meth:`bind` keeps them."""
         self.carried: frozenset[str] = frozenset()
         """Names an enclosing loop or branch carries: they keep their type."""
         self.sibling_local: frozenset[str] = frozenset()
@@ -223,6 +225,16 @@ class DeviceTranslator(Evaluator):
         or a branch that re-binds it is seen after it (and by the loop's next iteration). A value another
         name (or the caller) still holds is copied into a variable of this name's own; an expression of
         variables is evaluated here, into one, so re-binding those variables later does not change it."""
+        window = self.windows.get(value) if isinstance(value, Var) else None
+        self._bind(name, value)
+        held = self.env.get(name)
+        if isinstance(held, Var):  # the variable the name now holds is a window exactly when the value was
+            if window is not None:
+                self.windows[held] = window
+            else:
+                self.windows.pop(held, None)
+
+    def _bind(self, name: str, value: Any) -> None:
         mine = self.owned.get(name)
         if mine is not None and name in self.carried:
             value = fit_to_carry(self.fb, mine, value)

@@ -132,6 +132,15 @@ def fit_to_carry(fb: FunctionBuilder, mine: Var, value: Any) -> Any:
     return value
 
 
+@dataclasses.dataclass(frozen=True)
+class Window:
+    """A tile that is a window of another (``pl.tile.slice`` of a tile): pypto's ``pto.subview``, which shares
+    the parent's buffer, so an op that writes its operand in place (``tile.matmul_acc``) writes the parent."""
+
+    parent: Var
+    offsets: tuple[Any, ...]
+
+
 class DeviceLevel(Protocol):
     """The translator of one device function body, as its op rules use it."""
 
@@ -139,6 +148,8 @@ class DeviceLevel(Protocol):
     fb: FunctionBuilder
     fn: CapturedFunction
     carries: list[Carry]
+    windows: dict[Var, Window]
+    """The variables that hold a window of another tile, and where (kept by ``bind`` as names re-bind)."""
 
     def error(self, message: str, node: ast.AST) -> FrontendError:
         """An error at ``node``'s line of the user's file."""
@@ -150,4 +161,4 @@ class DeviceLevel(Protocol):
         """The name of the variable a value gets (the assignment's target, else ``default``)."""
 
 
-__all__ = ["Carry", "DeviceLevel", "Emit", "TaskState", "fit_to_carry"]
+__all__ = ["Carry", "DeviceLevel", "Emit", "TaskState", "Window", "fit_to_carry"]

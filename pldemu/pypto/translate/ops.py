@@ -857,9 +857,25 @@ def _matmul_acc(name: str) -> Rule:
                            "dimension and accumulate with 2D operands instead.", node)
         if cond is not None and not is_ir(cond):
             cond = Const(bool(cond), DType.BOOL)
-        return tr.fb.pld.tile.matmul_acc(_in_space(tr, acc, MemorySpace.Acc), lhs, rhs, cond, hint=tr.hint("acc"))
+        out = tr.fb.pld.tile.matmul_acc(_in_space(tr, acc, MemorySpace.Acc), lhs, rhs, cond, hint=tr.hint("acc"))
+        _write_through(tr, acc, out)
+        return out
 
     return rule
+
+
+def _write_through(tr: DeviceLevel, operand: Var, result: Var) -> None:
+    """An op that writes ``operand`` in place (the cube's MAD into its accumulator), when ``operand`` is a window
+    of another tile (``pl.tile.slice`` of an Acc tile, pypto's ``pto.subview``): the result is written into
+    the parent there, and its parent's parent, as the shared buffer would hold it; the result stays a window."""
+    window = tr.windows.get(operand)
+    if window is None:
+        return
+    tr.windows[result] = window
+    value = result
+    while window is not None:
+        tr.fb.pld.tile.assemble(window.parent, value, list(window.offsets))
+        value, window = window.parent, tr.windows.get(window.parent)
 
 
 def _create_tile(name: str) -> Rule:

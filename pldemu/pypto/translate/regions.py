@@ -49,7 +49,7 @@ from pldemu.ir.nodes import (
     static_int,
 )
 from pldemu.pypto.capture import Kind
-from pldemu.pypto.translate.level import DeviceLevel
+from pldemu.pypto.translate.level import DeviceLevel, Window
 from pldemu.pypto.types import SymInt
 
 
@@ -478,6 +478,7 @@ def slice_tile(tr: DeviceLevel, tile: Var, region: Region, node: ast.AST, valid:
     if valid is not None:
         part = tr.fb.pld.tile.set_validshape(part, _narrowed(tr, part, valid, node), hint=tr.hint(f"{tile.name}_slice"))
     if not region.drop:
+        tr.windows[part] = Window(tile, region.offsets)
         return part
     return tr.fb.pld.tile.reshape(part, list(region.kept), hint=tr.hint(f"{tile.name}_slice"))
 

@@ -10,7 +10,7 @@ Registered into the one handler table (``pldemu.runtime.ops.HANDLERS``). Numeric
 - ``tri`` (TTRI): 1 where ``j <= i + diagonal`` (lower) or ``j >= i + diagonal`` (upper), else 0, over the valid
   box; the rest of the tile is not written (poison), as pypto's docstring says.
 - ``fillpad_expand`` (TFILLPAD_EXPAND): the source's valid box copied to the top left of the larger tile, every
-  other cell the pad (``tile.fillpad``'s values: 0, or the dtype's finite extreme).
+  other cell the pad (``tile.fillpad``'s values: 0, or the dtype's extreme: +-inf for floats).
 - ``matmul_bias`` / ``gemv_bias``: the bias row plus the exact product, rounded (or wrapped) once to the
   accumulator, as ``tile.matmul_acc`` adds to an accumulator the bias started (the cube loads the bias into its
   accumulator before multiplying); ``gemv`` / ``gemv_acc`` are ``matmul`` / ``matmul_acc`` of the one lhs row,

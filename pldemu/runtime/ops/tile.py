@@ -260,18 +260,16 @@ def _set_validshape(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
 
 
 def pad_value(pad: PadValue, dtype: np.dtype[Any]) -> Any:
-    """What ``tile.fillpad`` (and ``tile.fillpad_expand``) fill with: 0, or the dtype's finite extreme."""
+    """What ``tile.fillpad`` (and ``tile.fillpad_expand``) fill with: 0, or the dtype's extreme as the device
+    writes it (pto-isa's pad-value table: +-inf for FP32 / FP16 / BF16, the integer range's ends for integers)."""
     if pad is PadValue.zero:
         return 0
     if is_float_dtype(dtype):
-        import ml_dtypes  # here: a program without tile.fillpad on floats never loads it
-
-        info: Any = ml_dtypes.finfo(dtype)
-    elif dtype.kind in "iu":
+        return np.inf if pad is PadValue.max else -np.inf
+    if dtype.kind in "iu":
         info = np.iinfo(dtype)
-    else:
-        return pad is PadValue.max
-    return info.max if pad is PadValue.max else info.min
+        return info.max if pad is PadValue.max else info.min
+    return pad is PadValue.max
 
 
 def _fillpad(m: Machine, site: CallSite, args: tuple[Any, ...]) -> Tile:
