@@ -160,5 +160,8 @@ class DeviceLevel(Protocol):
     def hint(self, default: str) -> str:
         """The name of the variable a value gets (the assignment's target, else ``default``)."""
 
+    def binary(self, op: ast.operator, lhs: Any, rhs: Any, node: ast.AST) -> Any:
+        """``lhs op rhs`` of scalars, typed, wrapped and refused as pypto's scalar operators are."""
+
 
 __all__ = ["Carry", "DeviceLevel", "Emit", "TaskState", "Window", "fit_to_carry"]

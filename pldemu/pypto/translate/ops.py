@@ -215,6 +215,18 @@ def _kernel_atomic(tr: DeviceLevel, value: Any, name: str, node: ast.AST) -> Ato
     return atomic
 
 
+_UNIFIED_SCALAR: Mapping[str, type[ast.operator]] = MappingProxyType({
+    "pl.add": ast.Add, "pl.sub": ast.Sub, "pl.mul": ast.Mult, "pl.div": ast.Div})
+"""pypto's unified ops on two scalars (unified_ops.py: ``Scalar(lhs op rhs)``): the scalar operator."""
+
+
+def _scalar_like(v: Any) -> bool:
+    """A Python number or a scalar IR value (pypto's ``_is_scalar_like``)."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return True
+    return is_ir(v) and isinstance(as_expr(v).type, ScalarType)
+
+
 def _binary(tile_op: Op, scalar_op: Op | None, name: str, negate: bool = False,
             high_precision: bool = False, scratch: bool = False) -> Rule:
     """``pl.<op>`` / ``pl.tensor.<op>`` on tiles or tensors (pypto's unified op dispatches on the operand:
@@ -226,8 +238,15 @@ def _binary(tile_op: Op, scalar_op: Op | None, name: str, negate: bool = False,
     if scratch:
         options["tmp"] = None
 
+    scalar_operator = _UNIFIED_SCALAR.get(name)
+
     def rule(tr: DeviceLevel, node: ast.Call) -> Var:
         bound = bind_call(tr, node, ("lhs", "rhs", *options), options, name)
+        if scalar_operator is not None and _scalar_like(bound["lhs"]) and _scalar_like(bound["rhs"]):
+            if bound.get("high_precision"):
+                raise tr.error(f"pypto refuses it: {name}: high_precision is only supported for Tensor or Tile "
+                               "division", node)
+            return tr.binary(scalar_operator(), bound["lhs"], bound["rhs"], node)
         was_tensor = tensor_on_core(tr, bound["lhs"])
         tmp = _xor_scratch(tr, bound.pop("tmp", None), was_tensor, scratch, name, node)
         b = {k: on_core(tr, v, node, name) for k, v in bound.items()}
