@@ -2,14 +2,14 @@
 
 pypto's ``TestRunner`` (its inline path: the one it takes without pypto's own ``tests/st/conftest.py``,
 which pldemu does not load) compiles a test case's program into a folder with
-``pypto.runtime.compile_program``, writes the golden there (:mod:`pldemu.pypto.golden`), gets a callable
+``pypto.runtime.compile_program`` (:mod:`pldemu.pypto.surface.runtime.build`), writes the golden there (:mod:`pldemu.pypto.golden`), gets a callable
 with ``device_runner.compile_and_assemble`` and runs it with ``runner._execute_on_device``, which
 validates the outputs. Under pldemu's layer those four are this module's: the program is pldemu's
 ``ir.compile`` of it, kept in this process (:func:`pldemu.pypto.finder.compiled_at`), and the run is
 pldemu's one-device run of it. Nothing runs in a child process.
 
 The harness refuses a folder without ``orchestration/*.cpp`` and ``kernels/**/*.cpp`` (it checks pypto's
-code generation happened); pldemu generates no C++, so :func:`compile_program` writes one comment-only
+code generation happened); pldemu generates no C++, so :func:`write_placeholders` writes one comment-only
 file at each place saying so (:data:`PLACEHOLDER`), and nothing else pretends to be pypto's output.
 """
 
@@ -27,13 +27,9 @@ PLACEHOLDER = """// pldemu: no C++ is generated. pldemu's pypto layer runs progr
 """
 
 
-def compile_program(program: Any, work_dir: Path, **_compiler_options: Any) -> None:
-    """pypto's ``runtime.compile_program``: ``ir.compile(program, work_dir)``; the compiler options
-    (strategy, backend, pass dumps, memory planner, ...) tune code generation pldemu does not do."""
-    from pldemu.pypto.surface.ir import compile as ir_compile
-
-    work_dir = Path(work_dir)
-    ir_compile(program, str(work_dir))
+def write_placeholders(program: Any, work_dir: Path) -> None:
+    """The comment-only C++ files pypto's harness checks a build folder for (``orchestration/*.cpp``,
+    ``kernels/**/*.cpp``): pldemu generates no C++; each names the program pldemu runs itself."""
     for where in ("orchestration", "kernels"):
         (work_dir / where).mkdir(parents=True, exist_ok=True)
         text = PLACEHOLDER.format(name=program.name, file=program.file, line=program.line, where=where)
@@ -81,5 +77,5 @@ def validate_persisted_outputs(work_dir: Path, rtol: float, atol: float) -> None
     compare(expected_outputs(record, data_dir / "actual"), expected_outputs(record, data_dir / "out"), rtol, atol)
 
 
-__all__ = ["PLACEHOLDER", "RUNTIME_NAME", "compile_and_assemble", "compile_program", "execute_on_device",
+__all__ = ["PLACEHOLDER", "RUNTIME_NAME", "compile_and_assemble", "execute_on_device",
            "validate_persisted_outputs"]

@@ -24,12 +24,15 @@ from typing import Any
 
 from pldemu.ir.dtypes import DType
 from pldemu.ir.nodes import (
+    Assign,
     BinOp,
     BinOpKind,
+    Call,
     Const,
     Expr,
     ScalarType,
     SourcePos,
+    Stmt,
     TensorType,
     TileType,
     Type,
@@ -40,6 +43,8 @@ from pldemu.ir.nodes import (
     format_expr,
     join_scalar,
 )
+from pldemu.ir.ops import Op
+from pldemu.ir.walk import walk_stmts
 from pldemu.npdtypes import scalar_as
 from pldemu.pypto.capture import CapturedFunction, CapturedProgram, Kind
 from pldemu.pypto.errors import FrontendError
@@ -432,7 +437,7 @@ class DeviceTranslator(Evaluator):
                 self.emit.loops -= 1
                 if carry is not None:
                     self.carries.pop()
-        swapped = self.swapped_tensors(bound_before)
+        swapped = self.swapped_tensors(bound_before, self.fb._blocks[-1][-1])
         if swapped:
             self.ping_pong(s, var_node.id, [start, stop, step], swapped, snapshot, bool(inits))
             return
@@ -442,9 +447,12 @@ class DeviceTranslator(Evaluator):
             # not a carry of a variable the IR no longer defines.
             del self.env[var_node.id]
 
-    def swapped_tensors(self, before: Mapping[str, Any]) -> list[str]:
-        """The names bound before a loop to a tensor that its body re-bound to another buffer (``cur = nxt``
-        of a tensor created in the loop): pypto's SSA carries them, the next iteration seeing the new buffer."""
+    def swapped_tensors(self, before: Mapping[str, Any], loop: Stmt) -> list[str]:
+        """The names bound before a loop to a tensor that its body re-bound to a buffer it creates (``cur = nxt``
+        of a ``pl.create_tensor`` in the loop): pypto's SSA carries them, the next iteration seeing the new one."""
+        created = {st.var.name for st in walk_stmts([loop]) if isinstance(st, Assign)
+                   and isinstance(st.value, Call) and st.value.op is Op.TENSOR_CREATE}
+
         def buffer(v: Any) -> str | None:
             if isinstance(v, TensorView):
                 v = v.base
@@ -452,7 +460,7 @@ class DeviceTranslator(Evaluator):
                 return None
             return self.emit.views.get(v.name, v.name)
         return sorted(n for n, old in before.items() if buffer(old) is not None
-                      and buffer(self.env.get(n)) not in (None, buffer(old)))
+                      and buffer(self.env.get(n)) in created - {buffer(old)})
 
     def ping_pong(self, s: ast.For, var: str, bounds: list[Any], swapped: list[str],
                   snapshot: tuple[int, dict[str, Any], dict[str, Var]], carried: bool) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pldemu.pypto.errors import ConfigError, ConfigTypeError, user_frame
-from pldemu.pypto.harness_build import compile_program, execute_on_device, validate_persisted_outputs
+from pldemu.pypto.harness_build import execute_on_device, validate_persisted_outputs
 from pldemu.pypto.surface.backend import BackendType, backend_for
 
 PLATFORMS = ("a2a3sim", "a2a3", "a5sim", "a5")
@@ -199,4 +199,4 @@ def _execute_on_device(work_dir: Path, golden_path: Path, chip_callable: Any, ru
 
 
 __all__ = ["PLATFORMS", "RING_DEPTH", "RING_RULES", "RunConfig", "RunResult", "_DfxOpts", "_execute_on_device",
-           "compile_program", "execute_compiled", "validate_persisted_outputs"]
+           "execute_compiled", "validate_persisted_outputs"]
