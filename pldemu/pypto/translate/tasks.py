@@ -327,10 +327,11 @@ def _spmd_task(tr: Any, node: ast.AST, tid: str | None, kw: Mapping[str, ast.key
 
 
 def _blocks_own(tr: Any, before: Mapping[str, Any], node: ast.AST) -> None:
-    """After an SPMD task: its body's tiles and scalars are each block's own, an error where read after it."""
+    """After an SPMD task: its body's tiles are each block's own, an error where read after it (its scalars stay
+    readable: a name the body binds from the block index is bound again by the next body that uses it, and the
+    range-arithmetic folding of its slices reads them)."""
     for name, value in list(tr.env.items()):
-        if (isinstance(value, Var) and isinstance(value.type, (TileType, ScalarType)) and before.get(name) is not value
-                and value.type != TASK_ID):
+        if isinstance(value, Var) and isinstance(value.type, TileType) and before.get(name) is not value:
             tr.owned.pop(name, None)
             tr.env[name] = Unreadable(
                 f"{name} is bound in the pl.spmd body at line {getattr(node, 'lineno', '?')}, read after it: every "
