@@ -153,8 +153,10 @@ def with_at(tr: Any, call: ast.Call, target: ast.expr | None, s: ast.With) -> No
                 no_dep=_tensors(tr, kw.get("no_dep_args"), "no_dep_args="),
                 early_resolve=_flag(tr, kw.get("allow_early_resolve"))) as head:
         tr.block(s.body)
-        outputs = _escaping_tiles(tr, s, before)
-        scalars = _escaping_scalars(tr, s, before)
+        # the body's values its function reads after it (one walk of the function per task)
+        read, defined = sorted(_read_outside(tr, s)), _defined(tr.fb._blocks[-1])
+        outputs = _escaping_tiles(tr, read, defined, before)
+        scalars = _escaping_scalars(tr, read, defined, before)
     for name, tensor in outputs.items():
         tr.bind(name, tensor)
     for name in scalars:
@@ -186,17 +188,16 @@ def _read_outside(tr: Any, s: ast.With) -> set[str]:
             and id(n) not in inside}
 
 
-def _escaping_tiles(tr: Any, s: ast.With, before: Mapping[str, Any]) -> dict[str, Var]:
-    """The tiles the task body binds that its function reads outside the body, each stored into a tensor the
+def _escaping_tiles(tr: Any, read: list[str], defined: set[str], before: Mapping[str, Any]) -> dict[str, Var]:
+    """The tiles the task body binds (``defined``) that its function reads outside the body (``read``), each stored into a tensor the
     orchestration creates before the task: pypto's OutlineIncoreScopes makes a value used after the scope an
     output of the outlined kernel, a tensor of the orchestration's (``t`` made in one ``pl.at`` and read in
     the next). A name an earlier task's output held is stored into that tensor again (of the same type): a
     ``pl.at`` in a loop re-binding a value made before the loop, which pypto's SSA carries through the loop.
     Called inside the task, after its body."""
-    defined = _defined(tr.fb._blocks[-1])
     outputs = tr.emit.tasks.outputs
     out: dict[str, Var] = {}
-    for name in sorted(_read_outside(tr, s)):
+    for name in read:
         tile = tr.env.get(name)
         if (not (isinstance(tile, Var) and isinstance(tile.type, TileType)) or before.get(name) is tile
                 or tile.name not in defined or tile.type.memory not in _STORABLE):
@@ -225,11 +226,10 @@ _SCALAR_OUTPUT = ("{name} is a scalar the pl.at body at line {line} computes, re
                   "into a tensor and pl.read it there")
 
 
-def _escaping_scalars(tr: Any, s: ast.With, before: Mapping[str, Any]) -> list[str]:
+def _escaping_scalars(tr: Any, read: list[str], defined: set[str], before: Mapping[str, Any]) -> list[str]:
     """The scalar names the task body binds at its own level that its function reads outside the body."""
-    defined = _defined(tr.fb._blocks[-1])
     out = []
-    for name in sorted(_read_outside(tr, s)):
+    for name in read:
         value = tr.env.get(name)
         if (isinstance(value, Var) and isinstance(value.type, ScalarType) and before.get(name) is not value
                 and value.name in defined):
